@@ -1,0 +1,71 @@
+"""Addresses: who an envelope is for.
+
+An address is one of
+
+- ``<name>``        one actor: an agent (``researcher-1``) or a system actor (``orchestrator``);
+- ``role:<name>``   any agent holding that role, load-balanced by the router;
+- ``topic:<name>``  every subscriber of a topic (broadcast).
+
+Names are 1-64 characters of letters, digits, ``_``, ``.`` and ``-``, starting with a letter
+or digit, so that they are safe in Ray actor names (``agent/<name>``), logs and URLs.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from typing import Annotated, Final, NamedTuple
+
+from pydantic import StringConstraints
+
+__all__ = [
+    "NAME_PATTERN",
+    "SYSTEM_ADDRESSES",
+    "Address",
+    "AddressKind",
+    "Name",
+    "ParsedAddress",
+    "parse_address",
+]
+
+NAME_PATTERN: Final = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
+_ADDRESS_RE: Final = re.compile(rf"(?:(role|topic):)?({NAME_PATTERN})")
+
+Name = Annotated[str, StringConstraints(pattern=rf"^{NAME_PATTERN}$")]
+"""A bare actor, role or topic name."""
+
+Address = Annotated[str, StringConstraints(pattern=rf"^(?:(?:role|topic):)?{NAME_PATTERN}$")]
+"""A validated recipient or sender address (see the module docstring)."""
+
+SYSTEM_ADDRESSES: Final = frozenset({"router", "orchestrator", "llm", "driver", "memory", "tools"})
+"""Addresses of system actors and the driver; agents may not take these names."""
+
+
+class AddressKind(StrEnum):
+    """How the router resolves an address."""
+
+    DIRECT = "direct"
+    ROLE = "role"
+    TOPIC = "topic"
+
+
+class ParsedAddress(NamedTuple):
+    """An address split into its kind and name."""
+
+    kind: AddressKind
+    name: str
+
+
+def parse_address(address: str) -> ParsedAddress:
+    """Split ``address`` into kind and name.
+
+    Raises:
+        ValueError: the address is not of one of the three forms.
+    """
+    match = _ADDRESS_RE.fullmatch(address)
+    if match is None:
+        raise ValueError(f"invalid address {address!r}: expected NAME, role:NAME or topic:NAME")
+    prefix, name = match.groups()
+    if prefix is None:
+        return ParsedAddress(AddressKind.DIRECT, name)
+    return ParsedAddress(AddressKind(prefix), name)

@@ -1,0 +1,153 @@
+"""Jobs as data: plans, results, events and dead letters."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from protocols.addresses import Name
+from protocols.envelope import AgentMessage
+from protocols.errors import ErrorCode
+from protocols.llm import Usage
+from protocols.payloads import ErrorPayload
+
+__all__ = [
+    "DeadLetter",
+    "JobEvent",
+    "JobResult",
+    "JobStatus",
+    "Plan",
+    "PlannedSubtask",
+    "SubtaskResult",
+    "Timings",
+]
+
+JobStatus = Literal["pending", "planning", "running", "aggregating", "succeeded", "failed"]
+TERMINAL: frozenset[str] = frozenset({"succeeded", "failed"})
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class PlannedSubtask(_Data):
+    """One node of a plan."""
+
+    id: Name
+    role: Name = Field(description="Role of the agent that should do it.")
+    instructions: str = Field(min_length=1)
+    depends_on: tuple[Name, ...] = Field(default=(), description="Ids that must finish first.")
+
+
+class Plan(_Data):
+    """A DAG of subtasks: unique ids, known dependencies, no cycles."""
+
+    subtasks: tuple[PlannedSubtask, ...] = Field(min_length=1, max_length=1024)
+
+    @model_validator(mode="after")
+    def _is_dag(self) -> Plan:
+        ids = [s.id for s in self.subtasks]
+        if len(set(ids)) != len(ids):
+            raise ValueError("subtask ids are not unique")
+        known = set(ids)
+        for s in self.subtasks:
+            missing = [d for d in s.depends_on if d not in known]
+            if missing:
+                raise ValueError(f"subtask {s.id!r} depends on unknown {missing}")
+        deps = {s.id: set(s.depends_on) for s in self.subtasks}
+        done: set[str] = set()
+        while deps:
+            ready = [i for i, d in deps.items() if d <= done]
+            if not ready:
+                raise ValueError(f"dependency cycle among {sorted(deps)}")
+            for i in ready:
+                done.add(i)
+                del deps[i]
+        return self
+
+
+class SubtaskResult(_Data):
+    """A subtask as it ran: who did it, what it produced, when, at what cost."""
+
+    id: str
+    role: str
+    instructions: str
+    depends_on: tuple[str, ...] = ()
+    status: Literal["succeeded", "failed", "skipped"]
+    agent: str | None = Field(default=None, description="Agent that produced the result.")
+    output: str = ""
+    error: ErrorPayload | None = None
+    attempt: int = 1
+    turns: int = 0
+    tool_calls: int = 0
+    stop_reason: str | None = None
+    providers: tuple[str, ...] = ()
+    usage: Usage = Field(default_factory=Usage)
+    started_at: float | None = None
+    finished_at: float | None = None
+
+
+class Timings(_Data):
+    """Where a job's time went, in seconds (``*_at`` are UNIX times)."""
+
+    submitted_at: float
+    finished_at: float
+    provision_s: float = Field(default=0.0, description="Spawning or finding the team's agents.")
+    plan_s: float = 0.0
+    dispatch_s: float = 0.0
+    aggregate_s: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        """Submission to finish."""
+        return self.finished_at - self.submitted_at
+
+
+class JobResult(_Data):
+    """The outcome of a job."""
+
+    job_id: str
+    task: str
+    team: str
+    status: Literal["succeeded", "failed"]
+    answer: str = ""
+    subtasks: tuple[SubtaskResult, ...] = ()
+    usage: Usage = Field(default_factory=Usage)
+    timings: Timings
+    error: ErrorPayload | None = None
+
+
+class JobEvent(_Data):
+    """A step of a job, in order (``seq`` starts at 1 and has no gaps)."""
+
+    job_id: str
+    seq: int = Field(ge=1)
+    at: float
+    type: Literal[
+        "job_submitted",
+        "plan_ready",
+        "subtask_started",
+        "subtask_finished",
+        "job_aggregating",
+        "job_succeeded",
+        "job_failed",
+    ]
+    subtask_id: str | None = None
+    data: dict[str, object] = Field(default_factory=dict)
+
+    @property
+    def terminal(self) -> bool:
+        """True for the last event of a job."""
+        return self.type in {"job_succeeded", "job_failed"}
+
+
+class DeadLetter(_Data):
+    """An envelope the router could not deliver, kept with the reason."""
+
+    at: float
+    reason: ErrorCode
+    detail: str
+    message_id: str | None = None
+    message: AgentMessage | None = Field(default=None, description="The envelope, if it decoded.")
+    raw: bytes | None = Field(default=None, description="The bytes, if they did not decode.")

@@ -1,0 +1,117 @@
+"""Provider-neutral model traffic: chat messages, tool specs, requests, responses, usage."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from protocols.addresses import Name
+
+__all__ = [
+    "ChatMessage",
+    "FinishReason",
+    "LLMRequest",
+    "LLMResponse",
+    "Purpose",
+    "ToolCall",
+    "ToolSpec",
+    "Usage",
+]
+
+FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error"]
+"""Why a model stopped, normalized across providers."""
+
+Purpose = Literal["chat", "plan", "work", "aggregate"]
+"""What the caller uses the answer for. Real models ignore it; the offline provider keys on it."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ToolSpec(_Frozen):
+    """A tool as a model sees it: name, description and JSON Schema of its arguments."""
+
+    name: Name = Field(description="Tool name, unique within an agent's tool set.")
+    description: str = Field(description="What the tool does, written for the model.")
+    parameters: dict[str, Any] = Field(
+        default_factory=lambda: {"type": "object", "properties": {}},
+        description="JSON Schema (an object schema) of the tool's arguments.",
+    )
+
+
+class ToolCall(_Frozen):
+    """A request to run a tool; also an envelope payload when sent to a tool sandbox."""
+
+    kind: Literal["tool_call"] = "tool_call"
+    call_id: str = Field(min_length=1, description="Id the model gave this call.")
+    tool: Name = Field(description="Name of the tool to run.")
+    arguments: dict[str, Any] = Field(
+        default_factory=dict, description="Parsed arguments; empty arguments are {}."
+    )
+
+
+class ChatMessage(_Frozen):
+    """One turn of a conversation."""
+
+    role: Literal["system", "user", "assistant", "tool"]
+    content: str = Field(default="", description="Text of the turn.")
+    tool_calls: tuple[ToolCall, ...] = Field(
+        default=(), description="Tool calls the assistant asked for in this turn."
+    )
+    tool_call_id: str | None = Field(
+        default=None, description="For role 'tool': the call this message answers."
+    )
+
+
+class Usage(_Frozen):
+    """Tokens and money one or more model calls cost."""
+
+    prompt_tokens: int = Field(default=0, ge=0)
+    completion_tokens: int = Field(default=0, ge=0)
+    cost_usd: float = Field(default=0.0, ge=0.0)
+    calls: int = Field(default=0, ge=0, description="Number of model calls summed here.")
+
+    @property
+    def total_tokens(self) -> int:
+        """Prompt plus completion tokens."""
+        return self.prompt_tokens + self.completion_tokens
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+            cost_usd=self.cost_usd + other.cost_usd,
+            calls=self.calls + other.calls,
+        )
+
+
+class LLMRequest(_Frozen):
+    """A provider-neutral model call."""
+
+    kind: Literal["llm_request"] = "llm_request"
+    model: Name = Field(description="Model alias, resolved by the LLM pool.")
+    messages: tuple[ChatMessage, ...] = Field(min_length=1)
+    tools: tuple[ToolSpec, ...] = Field(default=(), description="Tools the model may call.")
+    tool_choice: Literal["auto", "none", "required"] = "auto"
+    response_format: dict[str, Any] | None = Field(
+        default=None, description="JSON Schema the answer must satisfy, if any."
+    )
+    temperature: float | None = Field(default=None, ge=0.0, le=2.0)
+    max_tokens: int | None = Field(default=None, gt=0)
+    stop: tuple[str, ...] = ()
+    purpose: Purpose = "chat"
+
+
+class LLMResponse(_Frozen):
+    """A provider-neutral model answer; ``provider`` says who actually answered."""
+
+    kind: Literal["llm_response"] = "llm_response"
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()
+    finish_reason: FinishReason = "stop"
+    usage: Usage = Field(default_factory=Usage)
+    model: str = Field(description="Model alias that was asked for.")
+    provider: str = Field(description="Provider that answered, e.g. 'offline'.")
+    latency_s: Annotated[float, Field(ge=0.0)] = 0.0

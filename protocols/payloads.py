@@ -1,0 +1,121 @@
+"""Envelope payloads: a tagged union, discriminated by ``kind``."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from protocols.errors import ErrorCode, TroupeError, error_class
+from protocols.llm import LLMRequest, LLMResponse, ToolCall, Usage
+
+__all__ = [
+    "ErrorPayload",
+    "Event",
+    "Payload",
+    "TaskRequest",
+    "TaskResult",
+    "ToolResult",
+]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class ErrorPayload(_Frozen):
+    """A failure, as data: a typed code, a message for people, ``retryable`` for programs."""
+
+    kind: Literal["error"] = "error"
+    code: ErrorCode
+    message: str
+    retryable: bool = False
+    detail: dict[str, Any] = Field(default_factory=dict)
+
+    @classmethod
+    def from_exception(cls, exc: BaseException) -> ErrorPayload:
+        """Describe ``exc``; anything that is not a ``TroupeError`` becomes ``internal``."""
+        if isinstance(exc, TroupeError):
+            detail = {k: v for k, v in exc.detail.items() if _plain(v)}
+            return cls(code=exc.code, message=exc.message, retryable=exc.retryable, detail=detail)
+        return cls(code=ErrorCode.INTERNAL, message=f"{type(exc).__name__}: {exc}")
+
+    def to_exception(self) -> TroupeError:
+        """The exception this payload describes, of the class its code stands for."""
+        return error_class(self.code)(self.message, **self.detail)
+
+
+def _plain(value: object) -> bool:
+    """True for JSON-like data (None, scalars, lists and str-keyed dicts of them)."""
+    if value is None or isinstance(value, str | int | float | bool):
+        return True
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return False
+
+
+class TaskRequest(_Frozen):
+    """Ask an agent to carry out one subtask of a job."""
+
+    kind: Literal["task_request"] = "task_request"
+    task_id: str = Field(min_length=1, description="Subtask id, unique within the job.")
+    instructions: str = Field(min_length=1, description="What this subtask must achieve.")
+    job_task: str = Field(default="", description="The whole job's task, for context.")
+    inputs: dict[str, str] = Field(
+        default_factory=dict, description="Outputs of the subtasks this one depends on, by id."
+    )
+    max_turns: int | None = Field(default=None, gt=0, description="Overrides the agent's limit.")
+
+
+class TaskResult(_Frozen):
+    """What an agent produced for one subtask, with who, when and at what cost."""
+
+    kind: Literal["task_result"] = "task_result"
+    task_id: str
+    agent: str = Field(description="Name of the agent that did the work.")
+    status: Literal["succeeded", "failed"]
+    output: str = ""
+    error: ErrorPayload | None = None
+    turns: int = Field(default=0, ge=0, description="Model calls made by the agent loop.")
+    tool_calls: int = Field(default=0, ge=0)
+    stop_reason: Literal["final_answer", "max_turns", "error"] = "final_answer"
+    providers: tuple[str, ...] = Field(default=(), description="Providers that answered.")
+    usage: Usage = Field(default_factory=Usage)
+    started_at: float = Field(description="UNIX time the agent started the subtask.")
+    finished_at: float = Field(description="UNIX time the agent finished it.")
+
+
+class ToolResult(_Frozen):
+    """The one result shape of every tool: ``{ok, data, error, metadata}``."""
+
+    kind: Literal["tool_result"] = "tool_result"
+    call_id: str
+    tool: str
+    ok: bool
+    data: Any = None
+    error: ErrorPayload | None = None
+    metadata: dict[str, Any] = Field(default_factory=dict)
+
+
+class Event(_Frozen):
+    """Something worth telling a watcher: progress, tokens, state changes."""
+
+    kind: Literal["event"] = "event"
+    name: str = Field(min_length=1)
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+Payload = Annotated[
+    TaskRequest
+    | TaskResult
+    | LLMRequest
+    | LLMResponse
+    | ToolCall
+    | ToolResult
+    | Event
+    | ErrorPayload,
+    Field(discriminator="kind"),
+]
+"""Every payload an ``AgentMessage`` can carry."""

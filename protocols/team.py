@@ -1,0 +1,104 @@
+"""Team and agent configuration, and the model specs an LLM pool serves aliases with."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from protocols.addresses import SYSTEM_ADDRESSES, Name
+from protocols.llm import FinishReason, ToolCall
+
+__all__ = [
+    "AgentSpec",
+    "ModelSpec",
+    "OfflineModel",
+    "ScriptedModel",
+    "ScriptedTurn",
+    "TeamSpec",
+]
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class OfflineModel(_Config):
+    """The deterministic offline provider (no network, no keys). See ``actors/llm/offline.py``."""
+
+    provider: Literal["offline"] = "offline"
+    latency_s: float = Field(
+        default=0.0, ge=0.0, le=600.0, description="Simulated model latency per call, seconds."
+    )
+
+
+class ScriptedTurn(_Config):
+    """One answer a scripted provider plays back."""
+
+    text: str = Field(default="", description="Answer text.")
+    tool_calls: tuple[ToolCall, ...] = Field(default=(), description="Tool calls to make.")
+    finish_reason: FinishReason | None = Field(
+        default=None, description="Defaults to 'tool_calls' when there are any, else 'stop'."
+    )
+
+
+class ScriptedModel(_Config):
+    """A provider for tests: plays ``turns`` in order; fails when they run out or remain."""
+
+    provider: Literal["scripted"] = "scripted"
+    turns: tuple[ScriptedTurn, ...] = Field(min_length=1, description="Answers, in order.")
+
+
+ModelSpec = Annotated[OfflineModel | ScriptedModel, Field(discriminator="provider")]
+"""What a model alias stands for."""
+
+
+class AgentSpec(_Config):
+    """One agent of a team."""
+
+    name: Name = Field(description="Unique agent name; its actor is named 'agent/<name>'.")
+    role: Name = Field(description="Role the orchestrator dispatches subtasks by.")
+    instructions: str = Field(default="", description="System instructions for the agent.")
+    model: Name = Field(default="default", description="Model alias served by the LLM pool.")
+    tools: tuple[Name, ...] = Field(default=(), description="Tools this agent may call.")
+    max_turns: int = Field(default=6, ge=1, le=100, description="Model calls per subtask, max.")
+    max_concurrency: int = Field(
+        default=4, ge=1, le=256, description="Subtasks this agent works on at once."
+    )
+    num_cpus: float = Field(default=0.0, ge=0.0, description="CPUs Ray reserves for the actor.")
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, name: str) -> str:
+        if name in SYSTEM_ADDRESSES:
+            raise ValueError(f"agent name {name!r} is reserved for a system actor")
+        return name
+
+
+class TeamSpec(_Config):
+    """A team: agents, the models they use, and how the orchestrator drives them."""
+
+    name: Name = Field(default="team", description="Team name, for people and logs.")
+    agents: tuple[AgentSpec, ...] = Field(min_length=1, description="The team's agents.")
+    models: dict[Name, ModelSpec] = Field(
+        default_factory=dict, description="Model aliases this team adds to the LLM pool."
+    )
+    planner_model: Name = Field(
+        default="default", description="Model alias that plans and aggregates jobs."
+    )
+    max_parallel: int = Field(
+        default=16, ge=1, le=1024, description="Subtasks of one job running at once."
+    )
+
+    @model_validator(mode="after")
+    def _unique_agents(self) -> TeamSpec:
+        names = [a.name for a in self.agents]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"duplicate agent names: {', '.join(duplicates)}")
+        return self
+
+    @property
+    def roles(self) -> tuple[str, ...]:
+        """The team's roles, in order of first appearance."""
+        return tuple(dict.fromkeys(a.role for a in self.agents))

@@ -1,0 +1,104 @@
+"""Unit-test fixtures: pure, fast, and never a Ray cluster."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from protocols import (
+    ChatMessage,
+    ErrorCode,
+    ErrorPayload,
+    Event,
+    LLMRequest,
+    LLMResponse,
+    TaskRequest,
+    TaskResult,
+    ToolCall,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+
+
+@pytest.fixture(autouse=True)
+def _forbid_ray_init(monkeypatch):
+    import ray  # noqa: PLC0415 - imported lazily so collecting unit tests stays cheap
+
+    def refuse(*args: Any, **kwargs: Any) -> None:
+        raise RuntimeError("unit tests must not start Ray")
+
+    monkeypatch.setattr(ray, "init", refuse)
+
+
+def _samples() -> dict[str, Any]:
+    now = time.time()
+    error = ErrorPayload(
+        code=ErrorCode.TOOL, message="tool exploded", retryable=False, detail={"tool": "search"}
+    )
+    call = ToolCall(call_id="call-1", tool="search", arguments={"q": "ray actors", "k": 3})
+    return {
+        "task_request": TaskRequest(
+            task_id="t1",
+            instructions="Summarize the findings.",
+            job_task="Write a report",
+            inputs={"t0": "earlier output"},
+            max_turns=3,
+        ),
+        "task_result": TaskResult(
+            task_id="t1",
+            agent="writer-1",
+            status="failed",
+            output="partial",
+            error=error,
+            turns=2,
+            tool_calls=1,
+            stop_reason="error",
+            providers=("offline",),
+            usage=Usage(prompt_tokens=10, completion_tokens=5, cost_usd=0.25, calls=2),
+            started_at=now - 1.5,
+            finished_at=now,
+        ),
+        "llm_request": LLMRequest(
+            model="default",
+            messages=(
+                ChatMessage(role="system", content="Be brief."),
+                ChatMessage(role="user", content="héllo ✓"),
+                ChatMessage(role="assistant", tool_calls=(call,)),
+                ChatMessage(role="tool", content="[]", tool_call_id="call-1"),
+            ),
+            tools=(ToolSpec(name="search", description="Searches."),),
+            tool_choice="required",
+            response_format={"type": "object"},
+            temperature=0.5,
+            max_tokens=128,
+            stop=("END",),
+            purpose="plan",
+        ),
+        "llm_response": LLMResponse(
+            text="done",
+            tool_calls=(call,),
+            finish_reason="tool_calls",
+            usage=Usage(prompt_tokens=3, completion_tokens=4, calls=1),
+            model="default",
+            provider="offline",
+            latency_s=0.01,
+        ),
+        "tool_call": call,
+        "tool_result": ToolResult(
+            call_id="call-1",
+            tool="search",
+            ok=True,
+            data={"hits": [1, 2.5, "three", None, True], "nested": {"a": []}},
+            metadata={"elapsed_s": 0.2},
+        ),
+        "event": Event(name="token", data={"text": "hi", "index": 7}),
+        "error": error,
+    }
+
+
+@pytest.fixture
+def sample_payloads() -> dict[str, Any]:
+    return _samples()
