@@ -1,0 +1,200 @@
+"""The agent actor: a ReAct loop per subtask (ask the model, run its tool calls, repeat).
+
+Each subtask's loop state (messages, usage, turn count) lives in its own coroutine, never on
+the actor, so concurrent subtasks of one agent cannot see each other's state. The number of
+subtasks worked on at once is bounded by ``AgentSpec.max_concurrency``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass, field
+
+import structlog
+
+from actors._endpoint import RouterClient, serve_envelope
+from actors.tools import ToolBox
+from protocols import (
+    AgentMessage,
+    AgentSpec,
+    ChatMessage,
+    ErrorCode,
+    ErrorPayload,
+    InvalidInput,
+    LLMRequest,
+    LLMResponse,
+    ModelError,
+    TaskRequest,
+    TaskResult,
+    ToolResult,
+    TroupeError,
+    Usage,
+)
+
+__all__ = ["AgentActor", "render_task"]
+
+log = structlog.get_logger("raytroupe.agent")
+
+
+def render_task(request: TaskRequest) -> str:
+    """The user turn that opens a subtask: instructions, then the job and inputs as context."""
+    parts = [request.instructions.strip()]
+    if request.job_task:
+        parts.append(f"The whole job:\n{request.job_task.strip()}")
+    if request.inputs:
+        lines = "\n".join(f"[{k}] {v.strip()}" for k, v in request.inputs.items())
+        parts.append(f"Results of earlier subtasks:\n{lines}")
+    return "\n\n".join(parts)
+
+
+@dataclass
+class _Loop:
+    """The state of one subtask's loop."""
+
+    messages: list[ChatMessage]
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    tool_calls: int = 0
+    providers: list[str] = field(default_factory=list)
+
+
+class AgentActor:
+    """One agent. A plain class; Ray makes it the ``agent/<name>`` actor.
+
+    Args:
+        spec: who the agent is (name, role, instructions, model alias, tools, limits).
+        router: how it reaches the LLM pool and other actors.
+
+    Raises:
+        ConfigError: the spec names a tool that does not exist.
+    """
+
+    def __init__(self, spec: AgentSpec, router: RouterClient) -> None:
+        self._router = router
+        self._spec = spec
+        self._tools = ToolBox(spec.tools)
+        self._slots = asyncio.Semaphore(spec.max_concurrency)
+
+    async def spec(self) -> AgentSpec:
+        """The agent's current configuration."""
+        return self._spec
+
+    async def configure(self, spec: AgentSpec) -> None:
+        """Replace the configuration; subtasks already running keep the one they started with.
+
+        Raises:
+            InvalidInput: ``spec`` names another agent.
+            ConfigError: ``spec`` names a tool that does not exist.
+        """
+        if spec.name != self._spec.name:
+            raise InvalidInput(f"agent {self._spec.name!r} cannot become {spec.name!r}")
+        self._tools = ToolBox(spec.tools)
+        if spec.max_concurrency != self._spec.max_concurrency:
+            self._slots = asyncio.Semaphore(spec.max_concurrency)
+        self._spec = spec
+
+    async def receive(self, data: bytes) -> bytes | None:
+        """Envelope entry point (called by the router)."""
+        return await serve_envelope(data, self._handle, me=self._spec.name)
+
+    async def _handle(self, message: AgentMessage) -> AgentMessage:
+        if not isinstance(message.payload, TaskRequest):
+            raise InvalidInput(f"agent cannot handle {message.kind!r}", kind=message.kind)
+        async with self._slots:
+            result = await self.run_task(message, message.payload)
+        return message.reply(result, sender=self._spec.name)
+
+    async def run_task(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
+        """Run the loop for one subtask; failures are reported in the result, not raised."""
+        spec, tools = self._spec, self._tools
+        started = time.time()
+        system = f"You are {spec.name}, a {spec.role}. {spec.instructions}".strip()
+        loop = _Loop(
+            [
+                ChatMessage(role="system", content=system),
+                ChatMessage(role="user", content=render_task(request)),
+            ]
+        )
+        bound = log.bind(
+            agent=spec.name, job_id=message.job_id, msg_id=message.id, task_id=request.task_id
+        )
+        max_turns = request.max_turns or spec.max_turns
+
+        def result(**fields: object) -> TaskResult:
+            return TaskResult.model_validate(
+                {
+                    "task_id": request.task_id,
+                    "agent": spec.name,
+                    "turns": loop.turns,
+                    "tool_calls": loop.tool_calls,
+                    "providers": tuple(dict.fromkeys(loop.providers)),
+                    "usage": loop.usage,
+                    "started_at": started,
+                    "finished_at": time.time(),
+                    **fields,
+                }
+            )
+
+        try:
+            while loop.turns < max_turns:
+                answer = await self._ask(
+                    message,
+                    LLMRequest(
+                        model=spec.model,
+                        messages=tuple(loop.messages),
+                        tools=tools.specs,
+                        purpose="work",
+                    ),
+                )
+                loop.turns += 1
+                loop.usage += answer.usage
+                loop.providers.append(answer.provider)
+                if not answer.tool_calls:
+                    bound.info("subtask_done", turns=loop.turns)
+                    return result(status="succeeded", output=answer.text)
+                loop.messages.append(
+                    ChatMessage(role="assistant", content=answer.text, tool_calls=answer.tool_calls)
+                )
+                for call in answer.tool_calls:
+                    loop.tool_calls += 1
+                    outcome = tools.call(call)
+                    bound.info("tool_called", tool=call.tool, ok=outcome.ok)
+                    loop.messages.append(
+                        ChatMessage(
+                            role="tool", tool_call_id=call.call_id, content=_tool_text(outcome)
+                        )
+                    )
+        except TroupeError as exc:
+            bound.warning("subtask_failed", code=exc.code.value, error=exc.message)
+            return result(
+                status="failed", stop_reason="error", error=ErrorPayload.from_exception(exc)
+            )
+        bound.warning("subtask_max_turns", turns=loop.turns)
+        return result(
+            status="failed",
+            stop_reason="max_turns",
+            error=ErrorPayload(
+                code=ErrorCode.MAX_TURNS, message=f"no final answer within {max_turns} turns"
+            ),
+        )
+
+    async def _ask(self, cause: AgentMessage, request: LLMRequest) -> LLMResponse:
+        reply = await self._router.request(
+            cause.derive(sender=self._spec.name, recipient="llm", payload=request)
+        )
+        match reply.payload:
+            case LLMResponse() as response:
+                return response
+            case ErrorPayload() as error:
+                raise error.to_exception()
+            case other:
+                raise ModelError(f"llm pool answered with {other.kind!r}")
+
+
+def _tool_text(result: ToolResult) -> str:
+    if result.ok:
+        return result.data if isinstance(result.data, str) else json.dumps(result.data)
+    message = result.error.message if result.error else "failed"
+    return f"ERROR: {message}"

@@ -1,0 +1,228 @@
+"""The deterministic offline provider: no network, no keys, the same answer every time.
+
+What it does, by ``LLMRequest.purpose``:
+
+- ``plan``: splits the last user message into subtasks, by list items (``-``, ``*``, ``1.``,
+  ``1)``) when there are at least two, else by non-empty lines, else by sentences. Roles come
+  from the ``role`` of the request's ``response_format`` schema (``oneOf`` of ``const`` with a
+  ``description``, or ``enum``): a subtask with an arithmetic expression goes to a role whose
+  description mentions the calculator, the others round-robin over the remaining roles (all
+  roles, if none remain). It answers with the plan as JSON text, as a real model constrained
+  by that schema would. Subtasks are independent (no ``depends_on``).
+- ``work``: if a ``calculator`` tool is offered and the instructions contain an arithmetic
+  expression (``17 * 23 + 4``), it calls the calculator; once a tool result is in the
+  conversation it answers with it. Otherwise it answers extractively: the (at most two)
+  sentences of its inputs, questions excepted, that share the most words with the
+  instructions, or it says that its inputs hold no answer.
+- ``aggregate``: returns the lines under ``Subtask results:`` in the last user message.
+- ``chat``: answers extractively, like ``work`` without tools.
+
+``latency_s`` sleeps before each answer (asynchronously), to simulate a model's latency.
+Usage is counted in whitespace tokens; cost is zero.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import time
+from typing import Any, Final
+
+from actors.llm.provider import count_tokens
+from protocols import (
+    ChatMessage,
+    LLMRequest,
+    LLMResponse,
+    OfflineModel,
+    ToolCall,
+    Usage,
+)
+from protocols.prompts import RESULTS_HEADING
+
+__all__ = ["OfflineProvider", "split_task"]
+
+_LIST_ITEM: Final = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+(\S.*)$")
+_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+")
+_NUMBER: Final = r"\(?\s*-?\d+(?:\.\d+)?\s*\)?"
+_ARITHMETIC: Final = re.compile(rf"{_NUMBER}(?:\s*(?:\*\*|[-+*/%^x\u00d7\u00f7])\s*{_NUMBER})+")
+_WORD: Final = re.compile(r"[a-z0-9]+")
+_STOPWORDS: Final = frozenset(
+    [
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "by",
+        "can",
+        "do",
+        "does",
+        "for",
+        "from",
+        "how",
+        "in",
+        "is",
+        "it",
+        "its",
+        "of",
+        "on",
+        "or",
+        "the",
+        "this",
+        "to",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "why",
+        "with",
+        "you",
+        "your",
+    ]
+)
+
+
+def split_task(text: str) -> tuple[str, list[str]]:
+    """Split ``text`` into (preface, items): list items, else lines, else sentences."""
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    items: list[str] = []
+    preface: list[str] = []
+    for line in lines:
+        match = _LIST_ITEM.match(line)
+        if match:
+            items.append(match.group(1).strip())
+        elif not items:
+            preface.append(line)
+    if len(items) >= 2:  # noqa: PLR2004 - one item is not a list
+        return " ".join(preface), items
+    if len(lines) >= 2:  # noqa: PLR2004 - nor is one line
+        return "", lines
+    sentences = [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    return "", sentences or [text.strip()]
+
+
+def _words(text: str) -> set[str]:
+    return {w.rstrip("s") for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
+
+
+def _plan_roles(response_format: dict[str, Any] | None) -> dict[str, str]:
+    """Role -> description, from the plan schema's ``role`` property."""
+    try:
+        role = response_format["properties"]["subtasks"]["items"]["properties"]["role"]  # type: ignore[index]
+    except (KeyError, TypeError):
+        return {"worker": ""}
+    if isinstance(role, dict) and isinstance(role.get("oneOf"), list):
+        return {str(o["const"]): str(o.get("description", "")) for o in role["oneOf"]}
+    if isinstance(role, dict) and isinstance(role.get("enum"), list):
+        return {str(r): "" for r in role["enum"]}
+    return {"worker": ""}
+
+
+def _last(messages: tuple[ChatMessage, ...], role: str) -> ChatMessage | None:
+    return next((m for m in reversed(messages) if m.role == role), None)
+
+
+class OfflineProvider:
+    """See the module docstring for its behaviour."""
+
+    name = "offline"
+
+    def __init__(self, spec: OfflineModel | None = None) -> None:
+        self._latency_s = (spec or OfflineModel()).latency_s
+
+    async def complete(self, request: LLMRequest) -> LLMResponse:
+        """Answer deterministically after the configured latency."""
+        start = time.perf_counter()
+        if self._latency_s:
+            await asyncio.sleep(self._latency_s)
+        calls: tuple[ToolCall, ...] = ()
+        match request.purpose:
+            case "plan":
+                text = self._plan(request)
+            case "aggregate":
+                text = self._aggregate(request)
+            case "work" | "chat":
+                text, calls = self._work(request)
+        return LLMResponse(
+            text=text,
+            tool_calls=calls,
+            finish_reason="tool_calls" if calls else "stop",
+            usage=Usage(
+                prompt_tokens=count_tokens(request.messages),
+                completion_tokens=count_tokens(text),
+                calls=1,
+            ),
+            model=request.model,
+            provider=self.name,
+            latency_s=time.perf_counter() - start,
+        )
+
+    async def close(self) -> None:
+        """Nothing to release."""
+
+    def _plan(self, request: LLMRequest) -> str:
+        task = _last(request.messages, "user")
+        _, items = split_task(task.content if task else "")
+        roles = _plan_roles(request.response_format)
+        counting = [r for r, d in roles.items() if "calculator" in d] or list(roles)
+        others = [r for r in roles if r not in counting] or list(roles)
+        subtasks: list[dict[str, str]] = []
+        for i, item in enumerate(items):
+            pool = counting if _ARITHMETIC.search(item) else others
+            turn = sum(s["role"] in pool for s in subtasks)
+            subtasks.append(
+                {"id": f"s{i + 1}", "role": pool[turn % len(pool)], "instructions": item}
+            )
+        return json.dumps({"subtasks": subtasks})
+
+    def _aggregate(self, request: LLMRequest) -> str:
+        prompt = _last(request.messages, "user")
+        content = prompt.content if prompt else ""
+        _, _, results = content.partition(RESULTS_HEADING)
+        return results.strip() or content.strip()
+
+    def _work(self, request: LLMRequest) -> tuple[str, tuple[ToolCall, ...]]:
+        last = request.messages[-1]
+        if last.role == "tool":
+            return self._answer_from_tools(request.messages), ()
+        prompt = _last(request.messages, "user")
+        instructions, _, context = (prompt.content if prompt else "").partition("\n\n")
+        tools = {t.name for t in request.tools}
+        expression = _ARITHMETIC.search(instructions)
+        if expression and "calculator" in tools and request.tool_choice != "none":
+            call = ToolCall(
+                call_id=f"call_{len(request.messages)}",
+                tool="calculator",
+                arguments={"expression": expression.group(0).strip()},
+            )
+            return "", (call,)
+        return _extract(instructions, context), ()
+
+    def _answer_from_tools(self, messages: tuple[ChatMessage, ...]) -> str:
+        turn = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
+        calls = {c.call_id: c for c in messages[turn].tool_calls} if turn >= 0 else {}
+        parts = []
+        for message in messages[turn + 1 :]:
+            call = calls.get(message.tool_call_id or "")
+            expression = call.arguments.get("expression") if call else None
+            parts.append(f"{expression} = {message.content}" if expression else message.content)
+        return "; ".join(parts)
+
+
+def _extract(instructions: str, context: str) -> str:
+    wanted = _words(instructions)
+    sentences = [
+        s.strip()
+        for block in context.splitlines()
+        for s in _SENTENCE_END.split(block)
+        if s.strip() and not s.strip().endswith("?") and s.strip() != instructions.strip()
+    ]
+    scores = [len(wanted & _words(s)) for s in sentences]
+    top = max(scores, default=0)
+    if top == 0:
+        return f"My inputs hold no answer to: {instructions.strip()}"
+    return " ".join([s for s, score in zip(sentences, scores, strict=True) if score == top][:2])

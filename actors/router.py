@@ -1,0 +1,347 @@
+"""The message router: registry of addresses and delivery of ``AgentMessage`` envelopes.
+
+Guarantees, per envelope handed to :meth:`MessageRouter.send` or :meth:`MessageRouter.request`:
+
+- it is delivered to exactly one recipient (direct or by role), to every subscriber (topic,
+  ``send`` only), or it lands in the dead-letter queue with a typed reason: malformed bytes,
+  unknown recipient, expired deadline, hop limit, dead recipient, or a recipient that crashed;
+- an id seen before is not delivered twice: a repeated ``request`` gets the first one's reply;
+- a ``request`` always gets a reply envelope; when delivery failed it carries an
+  ``ErrorPayload`` (``retryable`` where trying again can help).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from pydantic import BaseModel, ConfigDict
+
+from actors._endpoint import Mailbox
+from protocols import (
+    AddressKind,
+    AgentMessage,
+    DeadLetter,
+    DeadlineExceeded,
+    DeliveryError,
+    ErrorCode,
+    ErrorPayload,
+    HopLimitExceeded,
+    InvalidInput,
+    TroupeError,
+    UnknownRecipient,
+    decode,
+    encode,
+    parse_address,
+)
+
+__all__ = ["LocalRouterClient", "MessageRouter", "RouterStats"]
+
+log = structlog.get_logger("raytroupe.router")
+
+
+class RouterStats(BaseModel):
+    """Counters, for people and dashboards."""
+
+    model_config = ConfigDict(frozen=True)
+
+    routed: int
+    delivered: int
+    dead_lettered: int
+    duplicates: int
+    registered: dict[str, list[str]]
+    in_flight: dict[str, int]
+
+
+@dataclass
+class _Entry:
+    mailbox: Mailbox
+    roles: frozenset[str]
+    in_flight: int = 0
+
+
+@dataclass
+class _Counters:
+    routed: int = 0
+    delivered: int = 0
+    dead_lettered: int = 0
+    duplicates: int = 0
+    by_role_turn: itertools.count[int] = field(default_factory=itertools.count)
+
+
+def _identity(ref: Any) -> Mailbox:
+    mailbox: Mailbox = ref
+    return mailbox
+
+
+class MessageRouter:
+    """Registry and delivery. A plain class; Ray makes it the ``router`` actor.
+
+    Args:
+        mailbox_factory: turns what ``register`` receives (a Ray actor handle in production, a
+            plain object in unit tests) into a :class:`Mailbox`.
+        max_hops: envelopes routed this many times are dead-lettered (loop protection).
+        dedupe_window: how many recent message ids are remembered for de-duplication.
+        dead_letter_limit: how many dead letters are kept for inspection (the count is exact).
+    """
+
+    def __init__(
+        self,
+        *,
+        mailbox_factory: Callable[[Any], Mailbox] = _identity,
+        max_hops: int = 16,
+        dedupe_window: int = 10_000,
+        dead_letter_limit: int = 10_000,
+    ) -> None:
+        self._wrap = mailbox_factory
+        self._max_hops = max_hops
+        self._dedupe_window = dedupe_window
+        self._entries: dict[str, _Entry] = {}
+        self._roles: dict[str, list[str]] = {}
+        self._topics: dict[str, set[str]] = {}
+        self._seen: OrderedDict[str, asyncio.Future[bytes]] = OrderedDict()
+        self._dead: deque[DeadLetter] = deque(maxlen=dead_letter_limit)
+        self._count = _Counters()
+        self._background: set[asyncio.Task[None]] = set()
+
+    # -- registry -------------------------------------------------------------------------
+
+    async def register(self, name: str, mailbox: Any, roles: Iterable[str] = ()) -> None:
+        """Make ``name`` deliverable to ``mailbox``, holding ``roles``; replaces an old entry."""
+        kind, bare = parse_address(name)
+        if kind is not AddressKind.DIRECT:
+            raise InvalidInput(f"register takes a plain name, not {name!r}", name=name)
+        await self.unregister(bare)
+        role_set = frozenset(parse_address(f"role:{r}").name for r in roles)
+        self._entries[bare] = _Entry(self._wrap(mailbox), role_set)
+        for role in role_set:
+            self._roles.setdefault(role, []).append(bare)
+        log.info("registered", name=bare, roles=sorted(role_set))
+
+    async def unregister(self, name: str) -> bool:
+        """Forget ``name``; True if it was registered."""
+        entry = self._entries.pop(name, None)
+        if entry is None:
+            return False
+        for role in entry.roles:
+            holders = self._roles.get(role, [])
+            if name in holders:
+                holders.remove(name)
+            if not holders:
+                self._roles.pop(role, None)
+        for subscribers in self._topics.values():
+            subscribers.discard(name)
+        return True
+
+    async def subscribe(self, name: str, topic: str) -> None:
+        """Deliver envelopes sent to ``topic:<topic>`` to the registered actor ``name``."""
+        if name not in self._entries:
+            raise UnknownRecipient(f"cannot subscribe unregistered {name!r}", name=name)
+        self._topics.setdefault(parse_address(f"topic:{topic}").name, set()).add(name)
+
+    async def registry(self) -> dict[str, list[str]]:
+        """Registered names and their roles."""
+        return {name: sorted(e.roles) for name, e in self._entries.items()}
+
+    # -- delivery -------------------------------------------------------------------------
+
+    async def request(self, data: bytes) -> bytes:
+        """Deliver one envelope and return its reply's bytes.
+
+        Raises:
+            MalformedEnvelope, UnsupportedSchemaVersion: ``data`` is not a readable envelope
+                (it is dead-lettered too; without an id there is nobody to reply to).
+        """
+        message = self._accept(data)
+        pending = self._seen.get(message.id)
+        if pending is not None:
+            self._count.duplicates += 1
+            return await asyncio.shield(pending)
+        future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        self._remember(message.id, future)
+        try:
+            reply = await self._deliver_one(message)
+        except BaseException as exc:  # cancelled callers must not leave waiters hanging
+            future.set_exception(exc)
+            future.exception()  # mark retrieved: duplicates re-raise, nobody else must log it
+            raise
+        future.set_result(reply)
+        return reply
+
+    async def send(self, data: bytes) -> str:
+        """Deliver one envelope without waiting for the recipient; return the status.
+
+        The status is ``accepted``, ``duplicate`` or ``dead_lettered``. A recipient's reply is
+        routed on to the envelope's ``reply_to`` when it names one, and dropped otherwise.
+        """
+        message = self._accept(data)
+        if message.id in self._seen:
+            self._count.duplicates += 1
+            return "duplicate"
+        # a later request with this id is a duplicate too; it is told so instead of a reply
+        seen: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+        seen.set_result(encode(message.reply(_sent_one_way(message.id), sender="router")))
+        self._remember(message.id, seen)
+        kind, name = parse_address(message.recipient)
+        try:
+            if kind is AddressKind.TOPIC:
+                targets = sorted(self._topics.get(name, ()))
+                if not targets:
+                    raise UnknownRecipient(f"no subscribers to {message.recipient}")
+            else:
+                targets = [self._resolve(message)[0]]
+        except DeliveryError as exc:
+            self._dead_letter(exc, message)
+            return "dead_lettered"
+        for target in targets:
+            task = asyncio.create_task(self._send_in_background(message, target))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        return "accepted"
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The newest ``limit`` dead letters, oldest first."""
+        return list(self._dead)[-limit:] if limit > 0 else []
+
+    async def stats(self) -> RouterStats:
+        """Counters and the registry, for inspection."""
+        return RouterStats(
+            routed=self._count.routed,
+            delivered=self._count.delivered,
+            dead_lettered=self._count.dead_lettered,
+            duplicates=self._count.duplicates,
+            registered={n: sorted(e.roles) for n, e in self._entries.items()},
+            in_flight={n: e.in_flight for n, e in self._entries.items() if e.in_flight},
+        )
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _accept(self, data: bytes) -> AgentMessage:
+        self._count.routed += 1
+        try:
+            return decode(data)
+        except TroupeError as exc:
+            raw = bytes(data) if isinstance(data, bytes | bytearray | memoryview) else None
+            self._dead_letter(exc, None, raw=raw)
+            raise
+
+    def _remember(self, message_id: str, future: asyncio.Future[bytes]) -> None:
+        self._seen[message_id] = future
+        while len(self._seen) > self._dedupe_window:
+            self._seen.popitem(last=False)
+
+    def _resolve(self, message: AgentMessage, target: str | None = None) -> tuple[str, _Entry]:
+        if message.hops >= self._max_hops:
+            raise HopLimitExceeded(f"hop limit {self._max_hops} reached", hops=message.hops)
+        if message.expired():
+            raise DeadlineExceeded("deadline passed before delivery", deadline=message.deadline)
+        kind, name = parse_address(message.recipient)
+        if target is not None:
+            name = target
+        elif kind is AddressKind.ROLE:
+            holders = self._roles.get(name)
+            if not holders:
+                raise UnknownRecipient(f"no agent holds role {name!r}", recipient=message.recipient)
+            turn = next(self._count.by_role_turn)
+            # least in flight first; ties broken round-robin so equal agents share the work
+            name = min(
+                (holders[(turn + i) % len(holders)] for i in range(len(holders))),
+                key=lambda n: self._entries[n].in_flight,
+            )
+        elif kind is AddressKind.TOPIC:
+            raise InvalidInput("a request cannot go to a topic; use send", recipient=name)
+        entry = self._entries.get(name)
+        if entry is None:
+            raise UnknownRecipient(f"no actor registered as {name!r}", recipient=message.recipient)
+        return name, entry
+
+    async def _deliver_one(self, message: AgentMessage, target: str | None = None) -> bytes:
+        try:
+            name, entry = self._resolve(message, target)
+            reply = await self._call(name, entry, message.with_hop())
+        except TroupeError as exc:
+            self._dead_letter(exc, message)
+            return encode(message.error_reply(exc, sender="router"))
+        self._count.delivered += 1
+        if reply is None:
+            return encode(message.reply(_no_reply_error(name), sender="router"))
+        return reply
+
+    async def _call(self, name: str, entry: _Entry, routed: AgentMessage) -> bytes | None:
+        timeout = None if routed.deadline is None else max(0.0, routed.deadline - time.time())
+        entry.in_flight += 1
+        try:
+            return await asyncio.wait_for(entry.mailbox.receive(encode(routed)), timeout)
+        except TimeoutError:
+            raise DeadlineExceeded(
+                "deadline passed while waiting for the reply", recipient=name
+            ) from None
+        except TroupeError:
+            raise
+        except Exception as err:  # a failing recipient must not crash the router
+            raise DeliveryError(f"delivery to {name!r} failed: {err!r}", recipient=name) from err
+        finally:
+            entry.in_flight -= 1
+
+    async def _send_in_background(self, message: AgentMessage, target: str) -> None:
+        reply = await self._deliver_one(message, target)
+        if message.reply_to is None:
+            return
+        reply_message = decode(reply)
+        if reply_message.recipient == message.reply_to:
+            await self.send(encode(reply_message))
+
+    def _dead_letter(
+        self, exc: TroupeError, message: AgentMessage | None, *, raw: bytes | None = None
+    ) -> None:
+        self._count.dead_lettered += 1
+        letter = DeadLetter(
+            at=time.time(),
+            reason=exc.code,
+            detail=exc.message,
+            message_id=None if message is None else message.id,
+            message=message,
+            raw=None if raw is None else raw[:65_536],
+        )
+        self._dead.append(letter)
+        log.warning(
+            "dead_letter",
+            reason=exc.code.value,
+            detail=exc.message,
+            msg_id=letter.message_id,
+            job_id=None if message is None else message.job_id,
+        )
+
+
+def _sent_one_way(message_id: str) -> ErrorPayload:
+    return ErrorPayload(
+        code=ErrorCode.DELIVERY,
+        message=f"duplicate: message {message_id} was already sent one-way; it has no reply",
+    )
+
+
+def _no_reply_error(name: str) -> ErrorPayload:
+    return ErrorPayload(
+        code=ErrorCode.DELIVERY, message=f"{name!r} gave no reply to a request", retryable=False
+    )
+
+
+class LocalRouterClient:
+    """A :class:`RouterClient` over an in-process router (unit tests, single-process use)."""
+
+    def __init__(self, router: MessageRouter) -> None:
+        self._router = router
+
+    async def request(self, message: AgentMessage, /) -> AgentMessage:
+        """Deliver and wait for the reply."""
+        return decode(await self._router.request(encode(message)))
+
+    async def send(self, message: AgentMessage, /) -> str:
+        """Deliver without waiting."""
+        return await self._router.send(encode(message))

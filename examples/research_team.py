@@ -1,0 +1,65 @@
+"""Run a small research job on an embedded local Ray and print what each agent did.
+
+Usage: python examples/research_team.py [--latency SECONDS]
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import runtime
+
+TASK = """\
+Ray is a framework for scaling Python programs from a laptop to a cluster.
+Actors in Ray are stateful workers, each living in its own process.
+Ray Serve exposes Python code over HTTP with autoscaling replicas.
+Chroma is an embedding database that stores vectors for retrieval.
+Questions:
+1. What are Ray actors?
+2. What does Ray Serve do?
+3. Where are embeddings stored?
+4. How many requests are 17 * 23 + 4 requests?
+"""
+
+TEAM = Path(__file__).parent / "teams" / "research.yaml"
+
+
+def main() -> None:
+    """Submit the job, stream its events, print the result."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--latency", type=float, default=0.2, help="simulated model latency (s)")
+    args = parser.parse_args()
+
+    rt = runtime.connect(llm=runtime.OfflineModel(latency_s=args.latency), log_level="warning")
+    try:
+        team = runtime.Team.from_yaml(TEAM)
+        job = rt.submit(TASK, team=team)
+        print(f"submitted {job.job_id} to team {team.name!r}")
+        for event in job.events(timeout=120):
+            where = f" {event.subtask_id}" if event.subtask_id else ""
+            who = f" by {event.data['agent']}" if event.data.get("agent") else ""
+            print(f"  [{event.seq:>2}] {event.type}{where}{who}")
+        result = job.result(timeout=60)
+        t = result.timings
+        print(
+            f"\nstatus: {result.status} in {t.total_s:.2f} s (agents ready {t.provision_s:.2f} s, "
+            f"plan {t.plan_s:.2f} s, subtasks {t.dispatch_s:.2f} s, "
+            f"aggregate {t.aggregate_s:.2f} s)"
+        )
+        print("\nsubtasks:")
+        for sub in result.subtasks:
+            print(
+                f"  {sub.id} [{sub.role} -> {sub.agent}, {sub.turns} turn(s), "
+                f"{sub.tool_calls} tool call(s), via {', '.join(sub.providers)}]"
+            )
+            print(f"     {sub.instructions}")
+            print(f"     => {sub.output}")
+        print(f"\nanswer:\n{result.answer}")
+        print(f"\nusage: {result.usage.total_tokens} tokens in {result.usage.calls} model calls")
+    finally:
+        rt.shutdown()
+
+
+if __name__ == "__main__":
+    main()

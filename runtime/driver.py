@@ -1,0 +1,227 @@
+"""The driver API: connect to Ray, submit jobs, wait for results, watch events."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator, Mapping
+from types import TracebackType
+from typing import Any, Final, Self
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+from actors._ray import NAMESPACE, SystemHandles, spawn_system, unwrap
+from actors.router import RouterStats
+from protocols import (
+    ConfigError,
+    DeadLetter,
+    JobEvent,
+    JobFailed,
+    JobResult,
+    JobStatus,
+    JobTimeout,
+    ModelSpec,
+    OfflineModel,
+    RecipientUnavailable,
+    ScriptedModel,
+    TeamSpec,
+)
+from runtime.config import Team
+from runtime.logging import configure_logging
+
+__all__ = ["JobHandle", "Runtime", "connect"]
+
+_EVENT_POLL_S: Final = 5.0
+_GRACE_S: Final = 10.0
+
+
+def _get(ref: Any, timeout: float | None = None) -> Any:
+    """``ray.get`` with project errors unwrapped and dead actors made typed."""
+    try:
+        return ray.get(ref, timeout=timeout)
+    except RayTaskError as exc:
+        raise unwrap(exc) from None
+    except RayActorError as exc:
+        raise RecipientUnavailable(f"system actor unavailable: {exc}") from None
+
+
+class JobHandle:
+    """A submitted job. Returned at once by :meth:`Runtime.submit`."""
+
+    def __init__(self, job_id: str, orchestrator: Any) -> None:
+        self.job_id = job_id
+        self._orchestrator = orchestrator
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.job_id!r})"
+
+    def status(self) -> JobStatus:
+        """Where the job is now."""
+        status: JobStatus = _get(self._orchestrator.status.remote(self.job_id))
+        return status
+
+    def result(self, timeout: float | None = 60.0) -> JobResult:
+        """Wait for the job's result.
+
+        Raises:
+            JobTimeout: the job did not finish within ``timeout`` seconds (it keeps running).
+            JobFailed: the job ended without an answer; ``detail['result']`` has the
+                ``JobResult`` with every subtask and its error.
+        """
+        ref = self._orchestrator.wait.remote(self.job_id, timeout)
+        try:
+            result: JobResult | None = _get(ref, None if timeout is None else timeout + _GRACE_S)
+        except GetTimeoutError:
+            result = None
+        if result is None:
+            raise JobTimeout(
+                f"job {self.job_id} did not finish within {timeout} s", job_id=self.job_id
+            )
+        if result.status != "succeeded":
+            message = result.error.message if result.error else "job failed"
+            raise JobFailed(
+                f"job {self.job_id} failed: {message}", job_id=self.job_id, result=result
+            )
+        return result
+
+    def events(self, timeout: float | None = None) -> Iterator[JobEvent]:
+        """Yield the job's events in order, as they happen, until its last one.
+
+        Raises:
+            JobTimeout: ``timeout`` seconds passed before the job's last event.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = 0
+        while True:
+            wait = _EVENT_POLL_S
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    raise JobTimeout(
+                        f"job {self.job_id} still running after {timeout} s", job_id=self.job_id
+                    )
+            batch: list[JobEvent] = _get(
+                self._orchestrator.events.remote(self.job_id, seen, wait), wait + _GRACE_S
+            )
+            for event in batch:
+                seen = event.seq
+                yield event
+                if event.terminal:
+                    return
+
+
+class Runtime:
+    """A connection to raytroupe's actors on a Ray cluster (local or remote)."""
+
+    def __init__(self, handles: SystemHandles, *, owns_connection: bool) -> None:
+        self._handles = handles
+        self._owns_connection = owns_connection
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object | TracebackType | None) -> None:
+        self.shutdown()
+
+    def submit(self, task: str, team: TeamSpec, *, tenant: str = "default") -> JobHandle:
+        """Start a job; returns at once.
+
+        Raises:
+            ConfigError: ``task`` is empty.
+        """
+        if not task.strip():
+            raise ConfigError("task is empty")
+        spec = team.spec() if isinstance(team, Team) else team
+        job_id: str = _get(self._handles.orchestrator.submit.remote(task, spec, tenant=tenant))
+        return JobHandle(job_id, self._handles.orchestrator)
+
+    def job(self, job_id: str) -> JobHandle:
+        """A handle on a job submitted earlier (by any driver)."""
+        _get(self._handles.orchestrator.status.remote(job_id))
+        return JobHandle(job_id, self._handles.orchestrator)
+
+    def jobs(self) -> dict[str, JobStatus]:
+        """Known jobs and their status."""
+        jobs: dict[str, JobStatus] = _get(self._handles.orchestrator.jobs.remote())
+        return jobs
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The router's newest dead letters, oldest first."""
+        letters: list[DeadLetter] = _get(self._handles.router.dead_letters.remote(limit))
+        return letters
+
+    def router_stats(self) -> RouterStats:
+        """The router's counters and registry."""
+        stats: RouterStats = _get(self._handles.router.stats.remote())
+        return stats
+
+    def actor(self, name: str) -> Any:
+        """The Ray handle of a named actor (``router``, ``llm``, ``agent/<name>`` ...)."""
+        return ray.get_actor(name, namespace=NAMESPACE)
+
+    def shutdown(self) -> None:
+        """Disconnect from Ray if :func:`connect` connected; a local Ray it started stops.
+
+        A Ray this process was connected to before :func:`connect` is left alone, and so are
+        the actors of a cluster it joined (they are detached and serve other drivers).
+        """
+        if self._owns_connection and ray.is_initialized():
+            ray.shutdown()
+
+
+def _models(llm: ModelSpec | Mapping[str, ModelSpec] | None) -> dict[str, ModelSpec] | None:
+    if llm is None:
+        return None
+    if isinstance(llm, OfflineModel | ScriptedModel):
+        return {"default": llm}
+    return dict(llm)
+
+
+def connect(
+    address: str | None = None,
+    *,
+    llm: ModelSpec | Mapping[str, ModelSpec] | None = None,
+    num_cpus: int | None = None,
+    include_dashboard: bool = True,
+    log_level: str | None = None,
+) -> Runtime:
+    """Connect to raytroupe, starting what is missing.
+
+    Uses the Ray this process is already connected to; else joins ``address`` (or
+    ``$RAY_ADDRESS``, or a cluster running on this machine); else starts a local Ray bound to
+    127.0.0.1. Then starts the system actors (``router``, ``llm``, ``orchestrator``) in the
+    ``troupe`` namespace, or reuses running ones.
+
+    Args:
+        address: a Ray address to join (``"auto"``, ``"ray://..."``), or ``"local"`` to start
+            a new local Ray even if one runs.
+        llm: the model behind the ``default`` alias (one spec), or aliases to serve (a mapping).
+            Replaces aliases of the same name in a running pool.
+        num_cpus: CPUs of a local Ray this call starts (default: all).
+        include_dashboard: start the Ray dashboard with a local Ray (``list_actors`` needs it).
+        log_level: structlog level of this process (default ``$TROUPE_LOG_LEVEL`` or info).
+    """
+    configure_logging(log_level)
+    owns_connection = not ray.is_initialized()
+    if owns_connection:
+        target = address or os.environ.get("RAY_ADDRESS")
+        hook = {"worker_process_setup_hook": "runtime.logging.configure_worker_logging"}
+        if target is None:
+            try:
+                ray.init(address="auto", namespace=NAMESPACE, runtime_env=hook)
+            except ConnectionError:
+                target = "local"
+        if target == "local":
+            # measured: with this set, every Ray process of a local instance binds to loopback
+            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+            ray.init(
+                namespace=NAMESPACE,
+                num_cpus=num_cpus,
+                include_dashboard=include_dashboard,
+                runtime_env=hook,
+                log_to_driver=False,
+            )
+        elif target is not None:
+            ray.init(address=target, namespace=NAMESPACE, runtime_env=hook)
+    return Runtime(spawn_system(_models(llm)), owns_connection=owns_connection)
