@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import Any, Final, Self
 
 import ray
+from ray._private import ray_constants  # see _stay_on_loopback
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from actors._ray import NAMESPACE, SystemHandles, spawn_system, unwrap
@@ -170,6 +171,18 @@ class Runtime:
             ray.shutdown()
 
 
+def _stay_on_loopback() -> None:
+    """Make a local Ray listen on 127.0.0.1 only, as a single-machine instance.
+
+    Ray reads ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` when it is imported: the processes it
+    starts read the variable, this process (which imported Ray already) the constant. Measured
+    here: with both set no Ray process listens on another interface; with only one, several do.
+    """
+    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    if os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0":
+        ray_constants.ENABLE_RAY_CLUSTER = False
+
+
 def _models(llm: ModelSpec | Mapping[str, ModelSpec] | None) -> dict[str, ModelSpec] | None:
     if llm is None:
         return None
@@ -213,8 +226,7 @@ def connect(
             except ConnectionError:
                 target = "local"
         if target == "local":
-            # measured: with this set, every Ray process of a local instance binds to loopback
-            os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+            _stay_on_loopback()
             ray.init(
                 namespace=NAMESPACE,
                 num_cpus=num_cpus,
