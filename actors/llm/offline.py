@@ -15,7 +15,7 @@ What it does, by ``LLMRequest.purpose``:
   sentences of its inputs, questions excepted, that share the most words with the
   instructions, or it says that its inputs hold no answer.
 - ``aggregate``: returns the lines under ``Subtask results:`` in the last user message.
-- ``chat``: answers extractively, like ``work`` without tools.
+- ``chat``: the same as ``work``.
 
 ``latency_s`` sleeps before each answer (asynchronously), to simulate a model's latency.
 Usage is counted in whitespace tokens; cost is zero.
@@ -45,7 +45,8 @@ __all__ = ["OfflineProvider", "split_task"]
 _LIST_ITEM: Final = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+(\S.*)$")
 _SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+")
 _NUMBER: Final = r"\(?\s*-?\d+(?:\.\d+)?\s*\)?"
-_ARITHMETIC: Final = re.compile(rf"{_NUMBER}(?:\s*(?:\*\*|[-+*/%^x\u00d7\u00f7])\s*{_NUMBER})+")
+_OPERATOR: Final = r"(?:\s*(?:\*\*|[-+*/%^\u00d7\u00f7])\s*|\s[xX]\s)"
+_ARITHMETIC: Final = re.compile(rf"{_NUMBER}(?:{_OPERATOR}{_NUMBER})+")
 _WORD: Final = re.compile(r"[a-z0-9]+")
 _STOPWORDS: Final = frozenset(
     [

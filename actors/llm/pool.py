@@ -16,6 +16,7 @@ from protocols import (
     InvalidInput,
     LLMRequest,
     LLMResponse,
+    ModelError,
     ModelSpec,
     OfflineModel,
     ScriptedModel,
@@ -63,7 +64,12 @@ class LLMAdapterPool:
 
         An alias already bound to an equal spec keeps its provider (and a scripted provider
         its remaining turns). With ``replace=False`` an alias bound to a different spec is a
-        ``ConfigError``; with ``replace=True`` the old provider is closed and replaced.
+        ``ConfigError``; with ``replace=True`` the old provider is replaced, then closed.
+
+        Raises:
+            ConfigError: a conflicting alias without ``replace``; nothing is changed.
+            ModelError: closing a replaced provider failed (e.g. ``ScriptError`` for unused
+                turns); the new configuration is fully applied all the same.
         """
         conflicts = [a for a, s in models.items() if a in self._specs and self._specs[a] != s]
         if conflicts and not replace:
@@ -72,13 +78,24 @@ class LLMAdapterPool:
                 "choose another alias",
                 aliases=sorted(conflicts),
             )
+        replaced = []
         for alias, spec in models.items():
             if self._specs.get(alias) == spec:
                 continue
             old = self._providers.get(alias)
             self._bind(alias, spec)
             if old is not None:
+                replaced.append(old)
+        # every alias is bound before any old provider is closed: a close that raises (a
+        # scripted provider with turns left) cannot leave the configuration half applied
+        errors = []
+        for old in replaced:
+            try:
                 await old.close()
+            except ModelError as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
 
     async def remove(self, alias: str) -> None:
         """Stop serving ``alias`` and close its provider (a scripted one checks it was used up).

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -128,34 +129,27 @@ class Orchestrator:
     async def wait(self, job_id: str, timeout: float | None = None) -> JobResult | None:
         """The job's result once it has one, or None if ``timeout`` seconds pass first.
 
+        ``timeout=None`` waits as long as it takes; ``timeout <= 0`` does not wait.
+
         Raises:
             JobNotFound: no such job.
         """
         job = self._job(job_id)
-        async with job.changed:
-            try:
-                await asyncio.wait_for(
-                    job.changed.wait_for(lambda: job.result is not None), timeout
-                )
-            except TimeoutError:
-                return None
+        await _wait_until(job, lambda: job.result is not None, timeout)
         return job.result
 
-    async def events(self, job_id: str, after: int = 0, timeout: float = 0.0) -> list[JobEvent]:
+    async def events(
+        self, job_id: str, after: int = 0, timeout: float | None = 0.0
+    ) -> list[JobEvent]:
         """Events with ``seq > after``, waiting up to ``timeout`` seconds for the first one.
+
+        ``timeout=None`` waits as long as it takes; ``timeout <= 0`` does not wait.
 
         Raises:
             JobNotFound: no such job.
         """
         job = self._job(job_id)
-        async with job.changed:
-            try:
-                await asyncio.wait_for(
-                    job.changed.wait_for(lambda: len(job.events) > after),
-                    timeout if timeout > 0 else None,
-                )
-            except TimeoutError:
-                return []
+        await _wait_until(job, lambda: len(job.events) > after, timeout)
         return job.events[after:]
 
     async def jobs(self) -> dict[str, JobStatus]:
@@ -381,6 +375,17 @@ class Orchestrator:
         finished = [j for j, job in self._jobs.items() if job.result is not None]
         for job_id in finished[: max(0, len(self._jobs) - self._keep_jobs)]:
             del self._jobs[job_id]
+
+
+async def _wait_until(job: _Job, ready: Callable[[], bool], timeout: float | None) -> None:
+    """Wait for ``ready()`` on the job's condition, at most ``timeout`` seconds."""
+    if ready() or (timeout is not None and timeout <= 0):
+        return
+    async with job.changed:
+        try:
+            await asyncio.wait_for(job.changed.wait_for(ready), timeout)
+        except TimeoutError:
+            return
 
 
 def _from_task_result(sub: PlannedSubtask, done: TaskResult, attempt: int) -> SubtaskResult:

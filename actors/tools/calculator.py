@@ -5,6 +5,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+import re
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -41,16 +42,16 @@ _MAX_MAGNITUDE: Final = 10**100
 
 
 def evaluate(expression: str) -> int | float:
-    """The value of ``expression``; ``^`` is read as ``**``, ``x`` and the sign for times as ``*``.
+    """The value of ``expression``; ``^`` is read as ``**``, `` x `` and the times sign as ``*``.
 
     Raises:
         ToolError: not arithmetic, division by zero, or a result too large to be useful.
     """
     text = expression.replace("^", "**").replace("\u00d7", "*").replace("\u00f7", "/")
-    text = text.replace("x", "*")
+    text = re.sub(r"\s[xX]\s", " * ", text)
     try:
         tree = ast.parse(text, mode="eval")
-    except SyntaxError:
+    except (SyntaxError, RecursionError, MemoryError):
         raise ToolError(f"not an arithmetic expression: {expression!r}") from None
     try:
         value = _eval(tree.body)
@@ -58,6 +59,8 @@ def evaluate(expression: str) -> int | float:
         raise ToolError(f"division by zero in {expression!r}") from None
     except OverflowError:
         raise ToolError(f"{expression!r} overflows") from None
+    except RecursionError:
+        raise ToolError("expression is nested too deeply") from None
     if isinstance(value, float) and not math.isfinite(value):
         raise ToolError(f"{expression!r} has no finite value")
     return int(value) if isinstance(value, float) and value.is_integer() else value

@@ -55,12 +55,19 @@ class ToolBox:
         start = time.perf_counter()
         try:
             data = self._run(call)
-        except ToolError as exc:
+        except Exception as exc:  # noqa: BLE001 - a tool failure goes back to the model
+            error = (
+                exc
+                if isinstance(exc, ToolError)
+                else ToolError(
+                    f"tool {call.tool!r} failed: {type(exc).__name__}: {exc}", tool=call.tool
+                )
+            )
             return ToolResult(
                 call_id=call.call_id,
                 tool=call.tool,
                 ok=False,
-                error=ErrorPayload.from_exception(exc),
+                error=ErrorPayload.from_exception(error),
                 metadata={"duration_s": time.perf_counter() - start},
             )
         return ToolResult(

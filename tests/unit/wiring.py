@@ -1,0 +1,236 @@
+"""In-process wiring of the plain actor classes, for unit tests without Ray.
+
+``build_troupe`` puts a ``MessageRouter``, an ``LLMAdapterPool`` (registered as ``llm``) and an
+``Orchestrator`` in one event loop; an :class:`InProcessProvisioner` constructs ``AgentActor``
+objects for a team and registers them with the router, as the Ray provisioner does with actors.
+``Echo``, ``Gated``, ``Raising``, ``Tap`` and ``FlakyMailbox`` are mailboxes for router tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from actors import (
+    AgentActor,
+    LLMAdapterPool,
+    LocalRouterClient,
+    Mailbox,
+    MessageRouter,
+    Orchestrator,
+    serve_envelope,
+)
+from protocols import (
+    AgentMessage,
+    ChatMessage,
+    Event,
+    JobResult,
+    LLMRequest,
+    ModelSpec,
+    Payload,
+    RecipientUnavailable,
+    TeamSpec,
+    ToolSpec,
+    decode,
+)
+
+__all__ = [
+    "Echo",
+    "FlakyMailbox",
+    "Gated",
+    "InProcessProvisioner",
+    "Raising",
+    "Tap",
+    "Troupe",
+    "build_troupe",
+    "envelope",
+    "llm_request",
+    "ping",
+]
+
+Wrap = Callable[[str, AgentActor], Mailbox]
+
+
+def envelope(
+    payload: Payload, recipient: str = "llm", *, sender: str = "driver", **fields: object
+) -> AgentMessage:
+    """An envelope from the driver to ``recipient``."""
+    return AgentMessage.model_validate(
+        {"sender": sender, "recipient": recipient, "payload": payload, **fields}
+    )
+
+
+def llm_request(
+    *turns: ChatMessage | str,
+    purpose: str = "work",
+    model: str = "default",
+    tools: tuple[ToolSpec, ...] = (),
+    **fields: object,
+) -> LLMRequest:
+    """A request whose plain-string turns are user messages."""
+    messages = tuple(
+        t if isinstance(t, ChatMessage) else ChatMessage(role="user", content=t) for t in turns
+    )
+    return LLMRequest.model_validate(
+        {"model": model, "messages": messages, "tools": tools, "purpose": purpose, **fields}
+    )
+
+
+def ping(recipient: str, **fields: object) -> AgentMessage:
+    """An event envelope from the driver to ``recipient``."""
+    return AgentMessage.model_validate(
+        {"sender": "driver", "recipient": recipient, "payload": Event(name="ping"), **fields}
+    )
+
+
+class Echo:
+    """Replies with an event naming itself and the hops it saw."""
+
+    def __init__(self, name: str, *, reply: bool = True) -> None:
+        self.name = name
+        self.reply = reply
+        self.seen: list[AgentMessage] = []
+        self.arrived = asyncio.Event()
+
+    async def receive(self, data: bytes) -> bytes | None:
+        return await serve_envelope(data, self._handle, me=self.name)
+
+    async def _handle(self, message: AgentMessage) -> AgentMessage | None:
+        self.seen.append(message)
+        self.arrived.set()
+        if not self.reply:
+            return None
+        return message.reply(Event(name="pong", data={"by": self.name, "hops": message.hops}))
+
+
+class Gated(Echo):
+    """An echo that holds every delivery until ``gate`` opens."""
+
+    def __init__(
+        self, name: str, gate: asyncio.Event, on_arrival: Callable[[], None] | None = None
+    ) -> None:
+        super().__init__(name)
+        self.gate = gate
+        self.on_arrival = on_arrival or (lambda: None)
+
+    async def _handle(self, message: AgentMessage) -> AgentMessage | None:
+        self.seen.append(message)
+        self.arrived.set()
+        self.on_arrival()
+        await self.gate.wait()
+        return message.reply(Event(name="pong", data={"by": self.name}))
+
+
+class Raising:
+    def __init__(self, exc: Exception) -> None:
+        self.exc = exc
+
+    async def receive(self, _data: bytes) -> bytes | None:
+        raise self.exc
+
+
+class Tap:
+    """A mailbox that records every envelope it receives, then hands it on."""
+
+    def __init__(self, inner: Mailbox) -> None:
+        self.inner = inner
+        self.seen: list[AgentMessage] = []
+
+    async def receive(self, data: bytes, /) -> bytes | None:
+        self.seen.append(decode(data))
+        return await self.inner.receive(data)
+
+    def payloads(self, kind: type) -> list:
+        return [m.payload for m in self.seen if isinstance(m.payload, kind)]
+
+
+class FlakyMailbox:
+    """A mailbox whose first ``failures`` deliveries fail as if the actor had died."""
+
+    def __init__(self, inner: Mailbox, failures: int = 1) -> None:
+        self.inner = inner
+        self.failures = failures
+        self.calls = 0
+
+    async def receive(self, data: bytes, /) -> bytes | None:
+        self.calls += 1
+        if self.calls <= self.failures:
+            raise RecipientUnavailable("actor died (simulated)")
+        return await self.inner.receive(data)
+
+
+class InProcessProvisioner:
+    """A ``TeamProvisioner`` that builds ``AgentActor`` objects in this process.
+
+    ``wrap(name, agent)`` chooses the mailbox registered for an agent (the agent itself by
+    default); every agent's registered mailbox is kept in ``mailboxes``.
+    """
+
+    def __init__(
+        self,
+        router: MessageRouter,
+        pool: LLMAdapterPool,
+        client: LocalRouterClient,
+        wrap: Wrap | None = None,
+    ) -> None:
+        self.router = router
+        self.pool = pool
+        self.client = client
+        self.wrap: Wrap = wrap or (lambda _name, agent: agent)
+        self.agents: dict[str, AgentActor] = {}
+        self.mailboxes: dict[str, Mailbox] = {}
+        self.provisioned = 0
+
+    async def provision(self, team: TeamSpec) -> None:
+        if team.models:
+            await self.pool.configure(team.models)
+        for spec in team.agents:
+            agent = self.agents.get(spec.name)
+            if agent is None:
+                agent = self.agents[spec.name] = AgentActor(spec, self.client)
+            elif await agent.spec() != spec:
+                await agent.configure(spec)
+            if spec.name not in self.mailboxes:
+                self.mailboxes[spec.name] = self.wrap(spec.name, agent)
+            await self.router.register(spec.name, self.mailboxes[spec.name], [spec.role])
+        self.provisioned += 1
+
+
+@dataclass
+class Troupe:
+    """Everything ``build_troupe`` wired together."""
+
+    router: MessageRouter
+    client: LocalRouterClient
+    pool: LLMAdapterPool
+    llm: Tap
+    provisioner: InProcessProvisioner
+    orchestrator: Orchestrator
+    results: list[JobResult] = field(default_factory=list)
+
+    async def run(self, task: str, team: TeamSpec, timeout: float = 10.0) -> JobResult:
+        """Submit ``task`` and wait for its result (failing the test if it never comes)."""
+        job_id = await self.orchestrator.submit(task, team)
+        result = await self.orchestrator.wait(job_id, timeout)
+        assert result is not None, f"job {job_id} did not finish within {timeout} s"
+        self.results.append(result)
+        return result
+
+
+async def build_troupe(
+    models: Mapping[str, ModelSpec] | None = None,
+    *,
+    wrap: Wrap | None = None,
+    max_attempts: int = 3,
+    pool: LLMAdapterPool | None = None,
+) -> Troupe:
+    """Router, LLM pool (behind a ``Tap``, as ``llm``), provisioner and orchestrator."""
+    router = MessageRouter()
+    client = LocalRouterClient(router)
+    pool = pool or LLMAdapterPool(models)
+    llm = Tap(pool)
+    await router.register("llm", llm)
+    provisioner = InProcessProvisioner(router, pool, client, wrap)
+    orchestrator = Orchestrator(client, provisioner, max_attempts=max_attempts)
+    return Troupe(router, client, pool, llm, provisioner, orchestrator)
