@@ -13,7 +13,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 import structlog
 
@@ -388,44 +388,23 @@ async def _wait_until(job: _Job, ready: Callable[[], bool], timeout: float | Non
             return
 
 
-def _from_task_result(sub: PlannedSubtask, done: TaskResult, attempt: int) -> SubtaskResult:
+def _subtask(sub: PlannedSubtask, **fields: Any) -> SubtaskResult:
     return SubtaskResult(
         id=sub.id,
         role=sub.role,
         instructions=sub.instructions,
         depends_on=sub.depends_on,
-        status=done.status,
-        agent=done.agent,
-        output=done.output,
-        error=done.error,
-        attempt=attempt,
-        turns=done.turns,
-        tool_calls=done.tool_calls,
-        stop_reason=done.stop_reason,
-        providers=done.providers,
-        usage=done.usage,
-        started_at=done.started_at,
-        finished_at=done.finished_at,
+        **fields,
     )
+
+
+def _from_task_result(sub: PlannedSubtask, done: TaskResult, attempt: int) -> SubtaskResult:
+    return _subtask(sub, attempt=attempt, **done.model_dump(exclude={"kind", "task_id"}))
 
 
 def _failed(sub: PlannedSubtask, error: ErrorPayload, attempt: int) -> SubtaskResult:
-    return SubtaskResult(
-        id=sub.id,
-        role=sub.role,
-        instructions=sub.instructions,
-        depends_on=sub.depends_on,
-        status="failed",
-        error=error,
-        attempt=attempt,
-    )
+    return _subtask(sub, status="failed", error=error, attempt=attempt)
 
 
 def _skipped(sub: PlannedSubtask) -> SubtaskResult:
-    return SubtaskResult(
-        id=sub.id,
-        role=sub.role,
-        instructions=sub.instructions,
-        depends_on=sub.depends_on,
-        status="skipped",
-    )
+    return _subtask(sub, status="skipped")

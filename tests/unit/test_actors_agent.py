@@ -2,7 +2,7 @@ import asyncio
 from dataclasses import dataclass
 
 import pytest
-from wiring import Tap, envelope
+from wiring import Tap, envelope, run
 
 from actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
 from actors.agent import render_task
@@ -21,8 +21,6 @@ from protocols import (
     TaskResult,
     ToolCall,
 )
-
-GUARD_S = 5.0  # only bounds a broken test; nothing waits for it to pass
 
 
 def calc(expression: str, call_id: str = "c1") -> ScriptedTurn:
@@ -61,10 +59,6 @@ async def rig(spec: AgentSpec | None = None, pool: LLMAdapterPool | None = None,
     agent = AgentActor(spec, client)
     await router.register(spec.name, agent, [spec.role])
     return Rig(router, client, agent, llm, pool)
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, GUARD_S))
 
 
 def task(instructions: str = "Compute 17 * 23 + 4", **fields) -> TaskRequest:

@@ -3,7 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
-from wiring import FlakyMailbox, Tap, build_troupe
+from wiring import FlakyMailbox, Tap, build_troupe, run
 
 from actors import LocalRouterClient, MessageRouter, Orchestrator
 from protocols import (
@@ -19,7 +19,6 @@ from protocols import (
 )
 from runtime import Team
 
-GUARD_S = 10.0  # only bounds a broken test; nothing waits for it to pass
 EXAMPLE_TEAM = Path(__file__).parents[2] / "examples" / "teams" / "research.yaml"
 
 TASK = (
@@ -29,10 +28,6 @@ TASK = (
     "- Who wrote the notes?\n"
     "- What is in Paris?"
 )
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, GUARD_S))
 
 
 def researchers(**fields) -> TeamSpec:

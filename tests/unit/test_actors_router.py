@@ -2,11 +2,10 @@ import asyncio
 import time
 
 import pytest
-from wiring import Echo, Gated, Raising, ping
+from wiring import Echo, Gated, Raising, ask, ping, run
 
-from actors import LocalRouterClient, MessageRouter
+from actors import MessageRouter
 from protocols import (
-    AgentMessage,
     ErrorCode,
     ErrorPayload,
     Event,
@@ -15,16 +14,6 @@ from protocols import (
     RecipientUnavailable,
     encode,
 )
-
-GUARD_S = 5.0  # only bounds a broken test; nothing waits for it to pass
-
-
-async def ask(router: MessageRouter, message: AgentMessage) -> AgentMessage:
-    return await LocalRouterClient(router).request(message)
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, GUARD_S))
 
 
 def test_register_unregister_and_registry():

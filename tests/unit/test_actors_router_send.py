@@ -1,27 +1,16 @@
 import asyncio
 
 import pytest
-from wiring import Echo, Gated, ping
+from wiring import Echo, Gated, ask, ping, run
 
-from actors import LocalRouterClient, MessageRouter
+from actors import MessageRouter
 from protocols import (
-    AgentMessage,
     ErrorCode,
     MalformedEnvelope,
     UnknownRecipient,
     decode,
     encode,
 )
-
-GUARD_S = 5.0  # only bounds a broken test; nothing waits for it to pass
-
-
-async def ask(router: MessageRouter, message: AgentMessage) -> AgentMessage:
-    return await LocalRouterClient(router).request(message)
-
-
-def run(coro):
-    return asyncio.run(asyncio.wait_for(coro, GUARD_S))
 
 
 def test_same_id_requested_twice_runs_once_and_both_get_the_reply():

@@ -9,8 +9,9 @@ objects for a team and registers them with the router, as the Ray provisioner do
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from actors import (
     AgentActor,
@@ -36,6 +37,7 @@ from protocols import (
 )
 
 __all__ = [
+    "GUARD_S",
     "Echo",
     "FlakyMailbox",
     "Gated",
@@ -43,13 +45,30 @@ __all__ = [
     "Raising",
     "Tap",
     "Troupe",
+    "ask",
     "build_troupe",
     "envelope",
     "llm_request",
     "ping",
+    "run",
 ]
 
+T = TypeVar("T")
+
 Wrap = Callable[[str, AgentActor], Mailbox]
+
+GUARD_S = 10.0
+"""Bounds a broken (hanging) test; nothing waits for it to pass."""
+
+
+def run(coro: Coroutine[Any, Any, T], guard_s: float = GUARD_S) -> T:
+    """Run ``coro`` in a fresh event loop, failing it after ``guard_s`` seconds."""
+    return asyncio.run(asyncio.wait_for(coro, guard_s))
+
+
+async def ask(router: MessageRouter, message: AgentMessage) -> AgentMessage:
+    """Request through ``router`` as an actor would, and decode the reply."""
+    return await LocalRouterClient(router).request(message)
 
 
 def envelope(
