@@ -11,13 +11,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import OrderedDict
-from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 import structlog
 
 from actors._endpoint import RouterClient
+from actors.orchestrator.jobs import Job, failed, from_task_result, skipped, wait_until
 from actors.orchestrator.planning import aggregate_request, parse_plan, plan_request
 from protocols import (
     AgentMessage,
@@ -30,6 +29,7 @@ from protocols import (
     LLMRequest,
     LLMResponse,
     ModelError,
+    Payload,
     Plan,
     PlannedSubtask,
     SubtaskResult,
@@ -37,9 +37,7 @@ from protocols import (
     TaskResult,
     TeamSpec,
     Timings,
-    TraceContext,
     TroupeError,
-    Usage,
     new_id,
 )
 
@@ -56,22 +54,6 @@ class TeamProvisioner(Protocol):
     async def provision(self, team: TeamSpec) -> None:
         """Ensure every agent of ``team`` is running and reachable, and its models served."""
         ...
-
-
-@dataclass
-class _Job:
-    id: str
-    task: str
-    team: TeamSpec
-    tenant: str
-    submitted_at: float
-    trace: TraceContext = field(default_factory=TraceContext)
-    status: JobStatus = "pending"
-    events: list[JobEvent] = field(default_factory=list)
-    changed: asyncio.Condition = field(default_factory=asyncio.Condition)
-    result: JobResult | None = None
-    usage: Usage = field(default_factory=Usage)
-    """Usage of the job's own model calls (planning, aggregation)."""
 
 
 class Orchestrator:
@@ -99,14 +81,14 @@ class Orchestrator:
         self._running = asyncio.Semaphore(max_running)
         self._max_attempts = max_attempts
         self._keep_jobs = keep_jobs
-        self._jobs: OrderedDict[str, _Job] = OrderedDict()
+        self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- driver API -----------------------------------------------------------------------
 
     async def submit(self, task: str, team: TeamSpec, *, tenant: str = "default") -> str:
         """Start a job and return its id at once."""
-        job = _Job(
+        job = Job(
             id=f"job-{new_id()[:16]}", task=task, team=team, tenant=tenant, submitted_at=time.time()
         )
         self._jobs[job.id] = job
@@ -135,7 +117,7 @@ class Orchestrator:
             JobNotFound: no such job.
         """
         job = self._job(job_id)
-        await _wait_until(job, lambda: job.result is not None, timeout)
+        await wait_until(job, lambda: job.result is not None, timeout)
         return job.result
 
     async def events(
@@ -149,7 +131,7 @@ class Orchestrator:
             JobNotFound: no such job.
         """
         job = self._job(job_id)
-        await _wait_until(job, lambda: len(job.events) > after, timeout)
+        await wait_until(job, lambda: len(job.events) > after, timeout)
         return job.events[after:]
 
     async def jobs(self) -> dict[str, JobStatus]:
@@ -158,7 +140,7 @@ class Orchestrator:
 
     # -- the job ----------------------------------------------------------------------------
 
-    async def _run(self, job: _Job) -> None:
+    async def _run(self, job: Job) -> None:
         provision_s = plan_s = dispatch_s = aggregate_s = 0.0
         subtasks: list[SubtaskResult] = []
         answer, error = "", None
@@ -229,15 +211,15 @@ class Orchestrator:
         kind = "job_succeeded" if result.status == "succeeded" else "job_failed"
         await self._emit(job, kind, data={"error": error.message if error else None}, result=result)
 
-    async def _plan(self, job: _Job) -> Plan:
+    async def _plan(self, job: Job) -> Plan:
         response = await self._ask(job, plan_request(job.task, job.team))
         return parse_plan(response.text, job.team)
 
-    async def _aggregate(self, job: _Job, results: list[SubtaskResult]) -> str:
+    async def _aggregate(self, job: Job, results: list[SubtaskResult]) -> str:
         response = await self._ask(job, aggregate_request(job.task, results, job.team))
         return response.text
 
-    async def _ask(self, job: _Job, request: LLMRequest) -> LLMResponse:
+    async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
         reply = await self._router.request(self._message(job, "llm", request))
         match reply.payload:
             case LLMResponse() as response:
@@ -248,12 +230,27 @@ class Orchestrator:
             case other:
                 raise ModelError(f"llm pool answered with {other.kind!r}")
 
-    async def _dispatch(self, job: _Job, plan: Plan) -> list[SubtaskResult]:
+    async def _dispatch(self, job: Job, plan: Plan) -> list[SubtaskResult]:
         """Run every subtask once its dependencies succeeded; skip those whose didn't."""
         results: dict[str, SubtaskResult] = {}
         waiting = {s.id: s for s in plan.subtasks}
         running: dict[asyncio.Task[SubtaskResult], str] = {}
         job_slots = asyncio.Semaphore(job.team.max_parallel)
+        try:
+            await self._dispatch_ready(job, waiting, running, results, job_slots)
+        finally:
+            for orphan in running:  # only when the job itself is failing or cancelled
+                orphan.cancel()
+        return [results[s.id] for s in plan.subtasks]
+
+    async def _dispatch_ready(
+        self,
+        job: Job,
+        waiting: dict[str, PlannedSubtask],
+        running: dict[asyncio.Task[SubtaskResult], str],
+        results: dict[str, SubtaskResult],
+        job_slots: asyncio.Semaphore,
+    ) -> None:
         while waiting or running:
             progressed = True
             while progressed:
@@ -262,7 +259,7 @@ class Orchestrator:
                     deps = [results.get(d) for d in sub.depends_on]
                     if any(d is not None and d.status != "succeeded" for d in deps):
                         del waiting[sid]
-                        results[sid] = _skipped(sub)
+                        results[sid] = skipped(sub)
                         await self._emit(job, "subtask_finished", sid, {"status": "skipped"})
                         progressed = True
                     elif all(d is not None for d in deps):
@@ -275,10 +272,9 @@ class Orchestrator:
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             for finished in done:
                 results[running.pop(finished)] = finished.result()
-        return [results[s.id] for s in plan.subtasks]
 
     async def _run_subtask(
-        self, job: _Job, sub: PlannedSubtask, inputs: dict[str, str], job_slots: asyncio.Semaphore
+        self, job: Job, sub: PlannedSubtask, inputs: dict[str, str], job_slots: asyncio.Semaphore
     ) -> SubtaskResult:
         request = TaskRequest(
             task_id=sub.id, instructions=sub.instructions, job_task=job.task, inputs=inputs
@@ -289,10 +285,13 @@ class Orchestrator:
                     job, "subtask_started", sub.id, {"role": sub.role, "attempt": attempt}
                 )
                 message = self._message(job, f"role:{sub.role}", request, attempt=attempt)
-                reply = await self._router.request(message)
-                match reply.payload:
+                try:
+                    answer: Payload = (await self._router.request(message)).payload
+                except TroupeError as exc:  # the router itself is unreachable or restarting
+                    answer = ErrorPayload.from_exception(exc)
+                match answer:
                     case TaskResult() as done:
-                        result = _from_task_result(sub, done, attempt)
+                        result = from_task_result(sub, done, attempt)
                     case ErrorPayload() as error if (
                         error.retryable and attempt < self._max_attempts
                     ):
@@ -305,9 +304,9 @@ class Orchestrator:
                         )
                         continue
                     case ErrorPayload() as error:
-                        result = _failed(sub, error, attempt)
+                        result = failed(sub, error, attempt)
                     case other:
-                        result = _failed(
+                        result = failed(
                             sub,
                             ErrorPayload(
                                 code=ErrorCode.INTERNAL,
@@ -327,7 +326,7 @@ class Orchestrator:
     # -- helpers --------------------------------------------------------------------------------
 
     def _message(
-        self, job: _Job, recipient: str, payload: LLMRequest | TaskRequest, *, attempt: int = 1
+        self, job: Job, recipient: str, payload: LLMRequest | TaskRequest, *, attempt: int = 1
     ) -> AgentMessage:
         return AgentMessage(
             sender=ME,
@@ -341,7 +340,7 @@ class Orchestrator:
 
     async def _emit(
         self,
-        job: _Job,
+        job: Job,
         kind: str,
         subtask_id: str | None = None,
         data: dict[str, object] | None = None,
@@ -365,7 +364,7 @@ class Orchestrator:
                 job.result = result
             job.changed.notify_all()
 
-    def _job(self, job_id: str) -> _Job:
+    def _job(self, job_id: str) -> Job:
         job = self._jobs.get(job_id)
         if job is None:
             raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
@@ -375,36 +374,3 @@ class Orchestrator:
         finished = [j for j, job in self._jobs.items() if job.result is not None]
         for job_id in finished[: max(0, len(self._jobs) - self._keep_jobs)]:
             del self._jobs[job_id]
-
-
-async def _wait_until(job: _Job, ready: Callable[[], bool], timeout: float | None) -> None:
-    """Wait for ``ready()`` on the job's condition, at most ``timeout`` seconds."""
-    if ready() or (timeout is not None and timeout <= 0):
-        return
-    async with job.changed:
-        try:
-            await asyncio.wait_for(job.changed.wait_for(ready), timeout)
-        except TimeoutError:
-            return
-
-
-def _subtask(sub: PlannedSubtask, **fields: Any) -> SubtaskResult:
-    return SubtaskResult(
-        id=sub.id,
-        role=sub.role,
-        instructions=sub.instructions,
-        depends_on=sub.depends_on,
-        **fields,
-    )
-
-
-def _from_task_result(sub: PlannedSubtask, done: TaskResult, attempt: int) -> SubtaskResult:
-    return _subtask(sub, attempt=attempt, **done.model_dump(exclude={"kind", "task_id"}))
-
-
-def _failed(sub: PlannedSubtask, error: ErrorPayload, attempt: int) -> SubtaskResult:
-    return _subtask(sub, status="failed", error=error, attempt=attempt)
-
-
-def _skipped(sub: PlannedSubtask) -> SubtaskResult:
-    return _subtask(sub, status="skipped")
