@@ -15,7 +15,17 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   ├── DeadlineExceeded          (retryable)
     │   └── HopLimitExceeded
     ├── ModelError                    a model provider failed or answered unusably
+    │   ├── RateLimited               429; detail['retry_after_s'] if the provider said (retryable)
+    │   ├── ModelTimeout              the call took longer than its timeout (retryable)
+    │   ├── Overloaded                529 or 503: the provider sheds load (retryable)
+    │   ├── ProviderUnavailable       5xx or no connection (retryable)
+    │   ├── StreamInterrupted         a stream broke or ended without a finish (retryable)
+    │   ├── ContextTooLong            the prompt does not fit the model's context window
+    │   ├── AuthFailed                401/403: a missing, wrong or unauthorised key
+    │   ├── BadRequest                the provider refused the request as malformed
+    │   ├── ContentFiltered           the provider's safety filter blocked the answer
     │   └── ScriptError               a scripted provider was misused (turns missing or left over)
+    ├── BudgetExceeded                a job's or tenant's token or money budget would be exceeded
     ├── ToolError                     a tool call failed (bad arguments, the tool raised)
     ├── PlanError                     a planner's output is not a valid plan
     └── JobError
@@ -33,7 +43,12 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 __all__ = [
+    "AuthFailed",
+    "BadRequest",
+    "BudgetExceeded",
     "ConfigError",
+    "ContentFiltered",
+    "ContextTooLong",
     "DeadlineExceeded",
     "DeliveryError",
     "ErrorCode",
@@ -45,9 +60,14 @@ __all__ = [
     "JobTimeout",
     "MalformedEnvelope",
     "ModelError",
+    "ModelTimeout",
+    "Overloaded",
     "PlanError",
+    "ProviderUnavailable",
+    "RateLimited",
     "RecipientUnavailable",
     "ScriptError",
+    "StreamInterrupted",
     "ToolError",
     "TroupeError",
     "UnknownRecipient",
@@ -71,6 +91,16 @@ class ErrorCode(StrEnum):
     HOP_LIMIT = "hop_limit"
     MODEL = "model"
     SCRIPT = "script"
+    RATE_LIMITED = "rate_limited"
+    MODEL_TIMEOUT = "model_timeout"
+    OVERLOADED = "overloaded"
+    PROVIDER_UNAVAILABLE = "provider_unavailable"
+    STREAM_INTERRUPTED = "stream_interrupted"
+    CONTEXT_TOO_LONG = "context_too_long"
+    AUTH = "auth"
+    BAD_REQUEST = "bad_request"
+    CONTENT_FILTERED = "content_filtered"
+    BUDGET_EXCEEDED = "budget_exceeded"
     TOOL = "tool"
     PLAN = "plan"
     MAX_TURNS = "max_turns"
@@ -164,10 +194,75 @@ class ModelError(TroupeError):
     code = ErrorCode.MODEL
 
 
+class RateLimited(ModelError):
+    """The provider answered 429; ``detail['retry_after_s']`` is its requested wait, if any."""
+
+    code = ErrorCode.RATE_LIMITED
+    retryable = True
+
+
+class ModelTimeout(ModelError):
+    """The model call did not finish within its timeout."""
+
+    code = ErrorCode.MODEL_TIMEOUT
+    retryable = True
+
+
+class Overloaded(ModelError):
+    """The provider sheds load (Anthropic 529, or 503)."""
+
+    code = ErrorCode.OVERLOADED
+    retryable = True
+
+
+class ProviderUnavailable(ModelError):
+    """A 5xx answer, or no connection to the provider at all."""
+
+    code = ErrorCode.PROVIDER_UNAVAILABLE
+    retryable = True
+
+
+class StreamInterrupted(ModelError):
+    """A stream broke, or ended without a finish reason, before the answer was complete."""
+
+    code = ErrorCode.STREAM_INTERRUPTED
+    retryable = True
+
+
+class ContextTooLong(ModelError):
+    """The prompt does not fit the model's context window (a fallback with more may)."""
+
+    code = ErrorCode.CONTEXT_TOO_LONG
+
+
+class AuthFailed(ModelError):
+    """The provider refused the key (401/403), or no key is configured."""
+
+    code = ErrorCode.AUTH
+
+
+class BadRequest(ModelError):
+    """The provider refused the request as malformed (400/404/422)."""
+
+    code = ErrorCode.BAD_REQUEST
+
+
+class ContentFiltered(ModelError):
+    """The provider's safety filter blocked the request or the answer."""
+
+    code = ErrorCode.CONTENT_FILTERED
+
+
 class ScriptError(ModelError):
     """A scripted provider ran out of turns, or was closed with turns left unused."""
 
     code = ErrorCode.SCRIPT
+
+
+class BudgetExceeded(TroupeError):
+    """A call would take a job or tenant past its token or money budget; nothing was spent."""
+
+    code = ErrorCode.BUDGET_EXCEEDED
 
 
 class ToolError(TroupeError):

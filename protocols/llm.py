@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from protocols.addresses import Name
 
 __all__ = [
+    "Budget",
     "ChatMessage",
+    "ContentPart",
     "FinishReason",
+    "ImagePart",
+    "LLMDelta",
     "LLMRequest",
     "LLMResponse",
     "Purpose",
+    "TextPart",
     "ToolCall",
     "ToolSpec",
     "Usage",
@@ -52,17 +57,49 @@ class ToolCall(_Frozen):
     )
 
 
+class TextPart(_Frozen):
+    """Text inside a multi-part message."""
+
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ImagePart(_Frozen):
+    """An image inside a multi-part message: a URL, or base64 data with its media type."""
+
+    type: Literal["image"] = "image"
+    url: str | None = Field(default=None, description="http(s) or data: URL of the image.")
+    data_b64: str | None = Field(default=None, description="Base64 image bytes.")
+    media_type: str = Field(default="image/png", description="MIME type of ``data_b64``.")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ImagePart:
+        if (self.url is None) == (self.data_b64 is None):
+            raise ValueError("an image needs exactly one of url or data_b64")
+        return self
+
+
+ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
+
+
 class ChatMessage(_Frozen):
-    """One turn of a conversation."""
+    """One turn of a conversation: plain text, or parts (text and images)."""
 
     role: Literal["system", "user", "assistant", "tool"]
-    content: str = Field(default="", description="Text of the turn.")
+    content: str | tuple[ContentPart, ...] = Field(default="", description="Text or parts.")
     tool_calls: tuple[ToolCall, ...] = Field(
         default=(), description="Tool calls the assistant asked for in this turn."
     )
     tool_call_id: str | None = Field(
         default=None, description="For role 'tool': the call this message answers."
     )
+
+    @property
+    def text(self) -> str:
+        """The text of the turn (text parts joined by blank lines; images left out)."""
+        if isinstance(self.content, str):
+            return self.content
+        return "\n\n".join(p.text for p in self.content if isinstance(p, TextPart))
 
 
 class Usage(_Frozen):
@@ -87,6 +124,13 @@ class Usage(_Frozen):
         )
 
 
+class Budget(_Frozen):
+    """A spending limit in tokens, US dollars, or both (None: no limit on that measure)."""
+
+    tokens: int | None = Field(default=None, ge=0)
+    usd: float | None = Field(default=None, ge=0.0)
+
+
 class LLMRequest(_Frozen):
     """A provider-neutral model call."""
 
@@ -102,6 +146,16 @@ class LLMRequest(_Frozen):
     max_tokens: int | None = Field(default=None, gt=0)
     stop: tuple[str, ...] = ()
     purpose: Purpose = "chat"
+    stream: bool = Field(
+        default=False, description="Stream from the provider; deltas become job events."
+    )
+    retry_partial_stream: bool = Field(
+        default=False,
+        description="Allow a retry after a stream already delivered content (may repeat text).",
+    )
+    budget: Budget | None = Field(
+        default=None, description="The job's budget; the pool holds the job to it."
+    )
 
 
 class LLMResponse(_Frozen):
@@ -112,6 +166,18 @@ class LLMResponse(_Frozen):
     tool_calls: tuple[ToolCall, ...] = ()
     finish_reason: FinishReason = "stop"
     usage: Usage = Field(default_factory=Usage)
-    model: str = Field(description="Model alias that was asked for.")
-    provider: str = Field(description="Provider that answered, e.g. 'offline'.")
+    model: str = Field(description="Model that answered (the provider's name for it).")
+    provider: str = Field(description="Provider that answered, e.g. 'openai', 'offline'.")
+    deployment: str = Field(default="", description="Pool deployment that answered.")
     latency_s: Annotated[float, Field(ge=0.0)] = 0.0
+
+
+class LLMDelta(_Frozen):
+    """A piece of a streamed answer: text, or a fragment of tool call ``index``."""
+
+    kind: Literal["llm_delta"] = "llm_delta"
+    text: str = ""
+    tool_call_index: int | None = None
+    tool_call_id: str | None = None
+    tool_name: str | None = None
+    arguments: str = Field(default="", description="A fragment of the tool call's JSON.")

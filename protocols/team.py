@@ -1,56 +1,18 @@
-"""Team and agent configuration, and the model specs an LLM pool serves aliases with."""
+"""Team and agent configuration."""
 
 from __future__ import annotations
-
-from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from protocols.addresses import SYSTEM_ADDRESSES, Name
-from protocols.llm import FinishReason, ToolCall
+from protocols.llm import Budget
+from protocols.models import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
 
-__all__ = [
-    "AgentSpec",
-    "ModelSpec",
-    "OfflineModel",
-    "ScriptedModel",
-    "ScriptedTurn",
-    "TeamSpec",
-]
+__all__ = ["AgentSpec", "ModelSpec", "OfflineModel", "ScriptedModel", "ScriptedTurn", "TeamSpec"]
 
 
 class _Config(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class OfflineModel(_Config):
-    """The deterministic offline provider (no network, no keys). See ``actors/llm/offline.py``."""
-
-    provider: Literal["offline"] = "offline"
-    latency_s: float = Field(
-        default=0.0, ge=0.0, le=600.0, description="Simulated model latency per call, seconds."
-    )
-
-
-class ScriptedTurn(_Config):
-    """One answer a scripted provider plays back."""
-
-    text: str = Field(default="", description="Answer text.")
-    tool_calls: tuple[ToolCall, ...] = Field(default=(), description="Tool calls to make.")
-    finish_reason: FinishReason | None = Field(
-        default=None, description="Defaults to 'tool_calls' when there are any, else 'stop'."
-    )
-
-
-class ScriptedModel(_Config):
-    """A provider for tests: plays ``turns`` in order; fails when they run out or remain."""
-
-    provider: Literal["scripted"] = "scripted"
-    turns: tuple[ScriptedTurn, ...] = Field(min_length=1, description="Answers, in order.")
-
-
-ModelSpec = Annotated[OfflineModel | ScriptedModel, Field(discriminator="provider")]
-"""What a model alias stands for."""
 
 
 class AgentSpec(_Config):
@@ -88,6 +50,9 @@ class TeamSpec(_Config):
     )
     max_parallel: int = Field(
         default=16, ge=1, le=1024, description="Subtasks of one job running at once."
+    )
+    budget: Budget | None = Field(
+        default=None, description="Default budget of each job of this team (tokens and/or USD)."
     )
 
     @model_validator(mode="after")

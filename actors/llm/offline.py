@@ -29,9 +29,10 @@ import re
 import time
 from typing import Any, Final
 
-from actors.llm.provider import count_tokens
+from actors.llm.provider import DeltaSink, count_tokens
 from protocols import (
     ChatMessage,
+    LLMDelta,
     LLMRequest,
     LLMResponse,
     OfflineModel,
@@ -135,8 +136,10 @@ class OfflineProvider:
     def __init__(self, spec: OfflineModel | None = None) -> None:
         self._latency_s = (spec or OfflineModel()).latency_s
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        """Answer deterministically after the configured latency."""
+    async def complete(
+        self, request: LLMRequest, *, on_delta: DeltaSink | None = None
+    ) -> LLMResponse:
+        """Answer deterministically after the configured latency; stream it word by word."""
         start = time.perf_counter()
         if self._latency_s:
             await asyncio.sleep(self._latency_s)
@@ -148,6 +151,18 @@ class OfflineProvider:
                 text = self._aggregate(request)
             case "work" | "chat":
                 text, calls = self._work(request)
+        if request.stream and on_delta is not None:
+            for i, word in enumerate(text.split(" ")):
+                await on_delta(LLMDelta(text=word if i == 0 else f" {word}"))
+            for index, call in enumerate(calls):
+                await on_delta(
+                    LLMDelta(
+                        tool_call_index=index,
+                        tool_call_id=call.call_id,
+                        tool_name=call.tool,
+                        arguments=json.dumps(call.arguments),
+                    )
+                )
         return LLMResponse(
             text=text,
             tool_calls=calls,
@@ -167,7 +182,7 @@ class OfflineProvider:
 
     def _plan(self, request: LLMRequest) -> str:
         task = _last(request.messages, "user")
-        _, items = split_task(task.content if task else "")
+        _, items = split_task(task.text if task else "")
         roles = _plan_roles(request.response_format)
         counting = [r for r, d in roles.items() if "calculator" in d] or list(roles)
         others = [r for r in roles if r not in counting] or list(roles)
@@ -182,7 +197,7 @@ class OfflineProvider:
 
     def _aggregate(self, request: LLMRequest) -> str:
         prompt = _last(request.messages, "user")
-        content = prompt.content if prompt else ""
+        content = prompt.text if prompt else ""
         _, _, results = content.partition(RESULTS_HEADING)
         return results.strip() or content.strip()
 
@@ -191,7 +206,7 @@ class OfflineProvider:
         if last.role == "tool":
             return self._answer_from_tools(request.messages), ()
         prompt = _last(request.messages, "user")
-        instructions, _, context = (prompt.content if prompt else "").partition("\n\n")
+        instructions, _, context = (prompt.text if prompt else "").partition("\n\n")
         tools = {t.name for t in request.tools}
         expression = _ARITHMETIC.search(instructions)
         if expression and "calculator" in tools and request.tool_choice != "none":
@@ -210,7 +225,7 @@ class OfflineProvider:
         for message in messages[turn + 1 :]:
             call = calls.get(message.tool_call_id or "")
             expression = call.arguments.get("expression") if call else None
-            parts.append(f"{expression} = {message.content}" if expression else message.content)
+            parts.append(f"{expression} = {message.text}" if expression else message.text)
         return "; ".join(parts)
 
 

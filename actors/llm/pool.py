@@ -37,6 +37,8 @@ def build_provider(spec: ModelSpec) -> LLMProvider:
             return OfflineProvider(spec)
         case ScriptedModel():
             return ScriptedProvider(spec)
+        case _:
+            raise ConfigError(f"provider {spec.provider!r} is not available in this build")
 
 
 class LLMAdapterPool:

@@ -2,24 +2,41 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from protocols import ChatMessage, LLMRequest, LLMResponse
+from protocols import ChatMessage, LLMDelta, LLMRequest, LLMResponse
 
-__all__ = ["LLMProvider", "count_tokens"]
+__all__ = ["DeltaSink", "LLMProvider", "count_tokens"]
+
+DeltaSink = Callable[[LLMDelta], Awaitable[None]]
+"""Where a streaming provider hands each delta, as it arrives."""
 
 
 class LLMProvider(Protocol):
-    """A model backend. ``complete`` may be called concurrently."""
+    """A model backend bound to one deployment. ``complete`` may be called concurrently.
+
+    A provider makes exactly one attempt per call: retries, fallbacks, rate limits and
+    budgets belong to the pool (SDK clients are built with ``max_retries=0``).
+    """
 
     name: str
     """Provider name reported in ``LLMResponse.provider``."""
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        """Answer ``request``.
+    async def complete(
+        self, request: LLMRequest, *, on_delta: DeltaSink | None = None
+    ) -> LLMResponse:
+        """Answer ``request``; with ``request.stream``, hand every delta to ``on_delta``.
+
+        The response carries the provider's model name, text, tool calls with parsed
+        arguments (``{}`` when empty), a normalized finish reason and usage (cost is left at
+        0; the pool prices it).
 
         Raises:
-            ModelError: the backend failed or answered unusably.
+            ModelError: one of its typed subclasses (``RateLimited`` with
+                ``detail['retry_after_s']``, ``ModelTimeout``, ``Overloaded``,
+                ``ProviderUnavailable``, ``StreamInterrupted``, ``ContextTooLong``,
+                ``AuthFailed``, ``BadRequest``, ``ContentFiltered``).
         """
         ...
 
@@ -32,4 +49,4 @@ def count_tokens(messages: tuple[ChatMessage, ...] | str) -> int:
     """Whitespace-token count: what offline and scripted providers report as usage."""
     if isinstance(messages, str):
         return len(messages.split())
-    return sum(len(m.content.split()) for m in messages)
+    return sum(len(m.text.split()) for m in messages)

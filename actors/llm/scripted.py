@@ -6,8 +6,9 @@ import asyncio
 import time
 from collections import deque
 
-from actors.llm.provider import count_tokens
-from protocols import LLMRequest, LLMResponse, ScriptedModel, ScriptError, Usage
+from actors.llm.provider import DeltaSink, count_tokens
+from protocols import LLMDelta, LLMRequest, LLMResponse, ScriptedModel, ScriptError, Usage
+from protocols.errors import error_class
 
 __all__ = ["ScriptedProvider"]
 
@@ -30,23 +31,32 @@ class ScriptedProvider:
         """Turns not played yet."""
         return len(self._turns)
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        """Play the next turn."""
+    async def complete(
+        self, request: LLMRequest, *, on_delta: DeltaSink | None = None
+    ) -> LLMResponse:
+        """Play the next turn (raising its error, if it has one)."""
         start = time.perf_counter()
         async with self._lock:
             if not self._turns:
                 raise ScriptError(f"script for model {request.model!r} has no turns left")
             turn = self._turns.popleft()
+        if turn.error is not None:
+            detail = {} if turn.retry_after_s is None else {"retry_after_s": turn.retry_after_s}
+            raise error_class(turn.error)(f"scripted {turn.error.value}", **detail)
+        if request.stream and on_delta is not None and turn.text:
+            await on_delta(LLMDelta(text=turn.text))
         finish = turn.finish_reason or ("tool_calls" if turn.tool_calls else "stop")
+        prompt = (
+            count_tokens(request.messages) if turn.prompt_tokens is None else turn.prompt_tokens
+        )
+        completion = (
+            count_tokens(turn.text) if turn.completion_tokens is None else turn.completion_tokens
+        )
         return LLMResponse(
             text=turn.text,
             tool_calls=turn.tool_calls,
             finish_reason=finish,
-            usage=Usage(
-                prompt_tokens=count_tokens(request.messages),
-                completion_tokens=count_tokens(turn.text),
-                calls=1,
-            ),
+            usage=Usage(prompt_tokens=prompt, completion_tokens=completion, calls=1),
             model=request.model,
             provider=self.name,
             latency_s=time.perf_counter() - start,

@@ -6,7 +6,12 @@ import pytest
 import protocols
 from protocols import errors
 from protocols.errors import (
+    AuthFailed,
+    BadRequest,
+    BudgetExceeded,
     ConfigError,
+    ContentFiltered,
+    ContextTooLong,
     DeadlineExceeded,
     DeliveryError,
     ErrorCode,
@@ -18,9 +23,14 @@ from protocols.errors import (
     JobTimeout,
     MalformedEnvelope,
     ModelError,
+    ModelTimeout,
+    Overloaded,
     PlanError,
+    ProviderUnavailable,
+    RateLimited,
     RecipientUnavailable,
     ScriptError,
+    StreamInterrupted,
     ToolError,
     TroupeError,
     UnknownRecipient,
@@ -42,6 +52,16 @@ PARENTS = {
     HopLimitExceeded: DeliveryError,
     ModelError: TroupeError,
     ScriptError: ModelError,
+    RateLimited: ModelError,
+    ModelTimeout: ModelError,
+    Overloaded: ModelError,
+    ProviderUnavailable: ModelError,
+    StreamInterrupted: ModelError,
+    ContextTooLong: ModelError,
+    AuthFailed: ModelError,
+    BadRequest: ModelError,
+    ContentFiltered: ModelError,
+    BudgetExceeded: TroupeError,
     ToolError: TroupeError,
     PlanError: TroupeError,
     JobError: TroupeError,
@@ -50,7 +70,16 @@ PARENTS = {
     JobNotFound: JobError,
 }
 CLASSES = list(PARENTS)
-RETRYABLE = {RecipientUnavailable, DeadlineExceeded, JobTimeout}
+RETRYABLE = {
+    RecipientUnavailable,
+    DeadlineExceeded,
+    JobTimeout,
+    RateLimited,
+    ModelTimeout,
+    Overloaded,
+    ProviderUnavailable,
+    StreamInterrupted,
+}
 DETAIL = {
     "tool": "search",
     "attempts": 2,

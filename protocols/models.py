@@ -1,0 +1,150 @@
+"""What a model alias stands for: one deployment of a provider, or a route over several.
+
+A *deployment* is one provider + model + endpoint, with its own limits and prices. A
+*route* spreads an alias over deployments by a strategy and names fallback aliases. Keys are
+never part of a spec: ``api_key_env`` names the environment variable that holds one.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from protocols.addresses import Name
+from protocols.errors import ErrorCode
+from protocols.llm import FinishReason, ToolCall
+
+__all__ = [
+    "AnthropicModel",
+    "DeploymentSpec",
+    "ModelSpec",
+    "OfflineModel",
+    "OpenAICompatibleModel",
+    "OpenAIModel",
+    "RouteSpec",
+    "ScriptedModel",
+    "ScriptedTurn",
+    "Strategy",
+]
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _Deployment(_Config):
+    """Limits and prices every deployment may set."""
+
+    rpm: int | None = Field(default=None, gt=0, description="Requests per minute, max.")
+    tpm: int | None = Field(default=None, gt=0, description="Tokens per minute, max.")
+    max_concurrency: int | None = Field(default=None, gt=0, description="Calls at once, max.")
+    context_window: int | None = Field(default=None, gt=0, description="Tokens the model takes.")
+    input_usd_per_mtok: float | None = Field(
+        default=None, ge=0.0, description="Price per million prompt tokens (overrides the table)."
+    )
+    output_usd_per_mtok: float | None = Field(
+        default=None, ge=0.0, description="Price per million completion tokens (overrides it)."
+    )
+    weight: float = Field(default=1.0, gt=0.0, description="Share under the weighted strategy.")
+    timeout_s: float = Field(default=60.0, gt=0.0, description="Per-call timeout, seconds.")
+
+
+class OfflineModel(_Deployment):
+    """The deterministic offline provider (no network, no keys). See ``actors/llm/offline.py``."""
+
+    provider: Literal["offline"] = "offline"
+    latency_s: float = Field(
+        default=0.0, ge=0.0, le=600.0, description="Simulated model latency per call, seconds."
+    )
+
+
+class ScriptedTurn(_Config):
+    """One answer a scripted provider plays back, or the error it raises instead."""
+
+    text: str = Field(default="", description="Answer text.")
+    tool_calls: tuple[ToolCall, ...] = Field(default=(), description="Tool calls to make.")
+    finish_reason: FinishReason | None = Field(
+        default=None, description="Defaults to 'tool_calls' when there are any, else 'stop'."
+    )
+    error: ErrorCode | None = Field(default=None, description="Raise this error instead.")
+    retry_after_s: float | None = Field(
+        default=None, ge=0.0, description="With error: the wait the 'provider' asks for."
+    )
+    prompt_tokens: int | None = Field(default=None, ge=0, description="Usage to report.")
+    completion_tokens: int | None = Field(default=None, ge=0, description="Usage to report.")
+
+
+class ScriptedModel(_Deployment):
+    """A provider for tests: plays ``turns`` in order; fails when they run out or remain."""
+
+    provider: Literal["scripted"] = "scripted"
+    turns: tuple[ScriptedTurn, ...] = Field(min_length=1, description="Answers, in order.")
+
+
+class _Remote(_Deployment):
+    model: str = Field(min_length=1, description="The provider's model name.")
+    base_url: str | None = Field(default=None, description="Endpoint; the SDK's default if None.")
+    api_key_env: str | None = Field(
+        default=None, description="Environment variable holding the key (never the key itself)."
+    )
+
+
+class OpenAIModel(_Remote):
+    """OpenAI chat completions through the official ``openai`` SDK."""
+
+    provider: Literal["openai"] = "openai"
+    api_key_env: str | None = "OPENAI_API_KEY"
+
+
+class AnthropicModel(_Remote):
+    """Anthropic messages through the official ``anthropic`` SDK."""
+
+    provider: Literal["anthropic"] = "anthropic"
+    api_key_env: str | None = "ANTHROPIC_API_KEY"
+    max_tokens: int = Field(default=1024, gt=0, description="Used when a request sets none.")
+
+
+class OpenAICompatibleModel(_Remote):
+    """Any server speaking OpenAI chat completions (vLLM, Ollama, llama.cpp, DeepSeek, Qwen)."""
+
+    provider: Literal["openai_compatible"] = "openai_compatible"
+    base_url: str = Field(min_length=1, description="The server, e.g. http://127.0.0.1:8000/v1.")
+    native_tools: bool = Field(
+        default=True, description="False: describe tools in the prompt and parse calls from text."
+    )
+
+
+Strategy = Literal["static", "weighted", "least_busy", "cost", "latency"]
+"""How a route picks a deployment: first listed; by weight; fewest calls in flight; cheapest
+price; lowest observed latency."""
+
+
+class RouteSpec(_Config):
+    """An alias spread over deployments, with fallback aliases tried after them."""
+
+    provider: Literal["route"] = "route"
+    deployments: tuple[Name, ...] = Field(min_length=1, description="Aliases of deployments.")
+    strategy: Strategy = "static"
+    fallbacks: tuple[Name, ...] = Field(
+        default=(), description="Aliases tried, in order, when every deployment failed."
+    )
+
+    @model_validator(mode="after")
+    def _distinct(self) -> RouteSpec:
+        if set(self.deployments) & set(self.fallbacks):
+            raise ValueError("an alias cannot be both a deployment and a fallback of one route")
+        return self
+
+
+DeploymentSpec = Annotated[
+    OfflineModel | ScriptedModel | OpenAIModel | AnthropicModel | OpenAICompatibleModel,
+    Field(discriminator="provider"),
+]
+"""One provider endpoint."""
+
+ModelSpec = Annotated[
+    OfflineModel | ScriptedModel | OpenAIModel | AnthropicModel | OpenAICompatibleModel | RouteSpec,
+    Field(discriminator="provider"),
+]
+"""What a model alias stands for: a deployment, or a route over deployment aliases."""
