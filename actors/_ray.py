@@ -17,17 +17,20 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from actors.agent import AgentActor
 from actors.llm import LLMAdapterPool
+from actors.llm.config import LLMConfig
 from actors.orchestrator import Orchestrator
 from actors.router import MessageRouter
 from protocols import (
     AgentMessage,
     AgentSpec,
+    ConfigError,
     ModelSpec,
     RecipientUnavailable,
     TeamSpec,
     TroupeError,
     decode,
     encode,
+    team_role,
 )
 
 __all__ = [
@@ -134,18 +137,18 @@ class RayTeamProvisioner:
         try:
             if team.models:
                 await self._llm.configure.remote(team.models)
-            await asyncio.gather(*(self._ensure(spec) for spec in team.agents))
+            await asyncio.gather(*(self._ensure(team.name, spec) for spec in team.agents))
         except RayTaskError as exc:
             raise unwrap(exc) from None
 
-    async def _ensure(self, spec: AgentSpec) -> None:
+    async def _ensure(self, team: str, spec: AgentSpec) -> None:
         options = _options(
             agent_actor_name(spec.name), num_cpus=spec.num_cpus, max_restarts=AGENT_RESTARTS
         )
         handle = _remote(AgentActor).options(**options).remote(spec, RayRouterClient(self._router))
         if await handle.spec.remote() != spec:
             await handle.configure.remote(spec)
-        await self._router.register.remote(spec.name, handle, [spec.role])
+        await self._router.register.remote(spec.name, handle, [team_role(team, spec.role)])
 
 
 @dataclass(frozen=True)
@@ -157,27 +160,44 @@ class SystemHandles:
     orchestrator: Any
 
 
-def spawn_system(models: Mapping[str, ModelSpec] | None = None) -> SystemHandles:
+def spawn_system(
+    models: Mapping[str, ModelSpec] | None = None, config: LLMConfig | None = None
+) -> SystemHandles:
     """Start the system actors, or find the running ones, and wire them together.
 
-    ``models`` are served by the LLM pool, replacing aliases of the same name.
+    ``config`` configures a pool this call starts (a running pool keeps its own); ``models``
+    are served by the pool, replacing aliases of the same name.
     """
     router = (
         _remote(MessageRouter)
         .options(**_options("router", max_restarts=SYSTEM_RESTARTS))
         .remote(mailbox_factory=RayMailbox)
     )
-    llm = _remote(LLMAdapterPool).options(**_options("llm", max_restarts=SYSTEM_RESTARTS)).remote()
+    llm = (
+        _remote(LLMAdapterPool)
+        .options(**_options("llm", max_restarts=SYSTEM_RESTARTS))
+        .remote(config=config, router=RayRouterClient(router))
+    )
     orchestrator = (
         _remote(Orchestrator)
         .options(**_options("orchestrator", max_restarts=SYSTEM_RESTARTS))
         .remote(RayRouterClient(router), RayTeamProvisioner(router, llm))
     )
-    pending = [router.register.remote("llm", llm, [])]
+    pending = [
+        router.register.remote("llm", llm, []),
+        router.register.remote("orchestrator", orchestrator, []),
+    ]
     if models:
         pending.append(llm.configure.remote(dict(models), replace=True))
     try:
         ray.get(pending)
+        problems: dict[str, str] = ray.get(llm.problems.remote())
     except RayTaskError as exc:
         raise unwrap(exc) from None
+    if problems:
+        raise ConfigError(
+            "the LLM pool cannot serve: "
+            + "; ".join(f"{alias}: {why}" for alias, why in sorted(problems.items())),
+            problems=problems,
+        )
     return SystemHandles(router=router, llm=llm, orchestrator=orchestrator)

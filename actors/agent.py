@@ -146,6 +146,8 @@ class AgentActor:
                         messages=tuple(loop.messages),
                         tools=tools.specs,
                         purpose="work",
+                        stream=spec.stream,
+                        budget=request.budget,
                     ),
                 )
                 loop.turns += 1

@@ -53,6 +53,7 @@ from protocols.jobs import (
     PlannedSubtask,
     SubtaskResult,
     Timings,
+    UsageRow,
 )
 from protocols.llm import (
     Budget,
@@ -76,7 +77,15 @@ from protocols.models import (
     Strategy,
 )
 from protocols.payloads import ErrorPayload, Event, Payload, TaskRequest, TaskResult, ToolResult
-from protocols.team import AgentSpec, ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn, TeamSpec
+from protocols.team import (
+    AgentSpec,
+    ModelSpec,
+    OfflineModel,
+    ScriptedModel,
+    ScriptedTurn,
+    TeamSpec,
+    team_role,
+)
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -153,8 +162,10 @@ __all__ = [
     "UnknownRecipient",
     "UnsupportedSchemaVersion",
     "Usage",
+    "UsageRow",
     "decode",
     "encode",
     "new_id",
     "parse_address",
+    "team_role",
 ]

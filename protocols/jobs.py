@@ -21,6 +21,7 @@ __all__ = [
     "PlannedSubtask",
     "SubtaskResult",
     "Timings",
+    "UsageRow",
 ]
 
 JobStatus = Literal["pending", "planning", "running", "aggregating", "succeeded", "failed"]
@@ -130,6 +131,7 @@ class JobEvent(_Data):
         "subtask_started",
         "subtask_finished",
         "job_aggregating",
+        "llm_delta",
         "job_succeeded",
         "job_failed",
     ]
@@ -151,3 +153,17 @@ class DeadLetter(_Data):
     message_id: str | None = None
     message: AgentMessage | None = Field(default=None, description="The envelope, if it decoded.")
     raw: bytes | None = Field(default=None, description="The bytes, if they did not decode.")
+
+
+class UsageRow(_Data):
+    """Model usage of one agent of one job on one deployment."""
+
+    job_id: str | None
+    agent: str
+    model: str = Field(description="The alias that was asked for.")
+    deployment: str = Field(description="The deployment that answered.")
+    provider: str
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0

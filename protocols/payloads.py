@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from protocols.errors import ErrorCode, TroupeError, error_class
-from protocols.llm import LLMRequest, LLMResponse, ToolCall, Usage
+from protocols.llm import Budget, LLMRequest, LLMResponse, ToolCall, Usage
 
 __all__ = [
     "ErrorPayload",
@@ -67,6 +67,9 @@ class TaskRequest(_Frozen):
         default_factory=dict, description="Outputs of the subtasks this one depends on, by id."
     )
     max_turns: int | None = Field(default=None, gt=0, description="Overrides the agent's limit.")
+    budget: Budget | None = Field(
+        default=None, description="The job's budget, for every model call made for it."
+    )
 
 
 class TaskResult(_Frozen):

@@ -8,7 +8,18 @@ from protocols.addresses import SYSTEM_ADDRESSES, Name
 from protocols.llm import Budget
 from protocols.models import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
 
-__all__ = ["AgentSpec", "ModelSpec", "OfflineModel", "ScriptedModel", "ScriptedTurn", "TeamSpec"]
+__all__ = [
+    "AgentSpec",
+    "ModelSpec",
+    "OfflineModel",
+    "ScriptedModel",
+    "ScriptedTurn",
+    "TeamSpec",
+    "team_role",
+]
+
+
+_MAX_NAME = 64
 
 
 class _Config(BaseModel):
@@ -28,6 +39,9 @@ class AgentSpec(_Config):
         default=4, ge=1, le=256, description="Subtasks this agent works on at once."
     )
     num_cpus: float = Field(default=0.0, ge=0.0, description="CPUs Ray reserves for the actor.")
+    stream: bool = Field(
+        default=False, description="Stream model answers; tokens show up as job events."
+    )
 
     @field_validator("name")
     @classmethod
@@ -35,6 +49,15 @@ class AgentSpec(_Config):
         if name in SYSTEM_ADDRESSES:
             raise ValueError(f"agent name {name!r} is reserved for a system actor")
         return name
+
+
+def team_role(team: str, role: str) -> str:
+    """The router role of ``role`` in team ``team``.
+
+    Roles are scoped by team name, so two teams that both have a ``researcher`` never receive
+    each other's subtasks.
+    """
+    return f"{team}.{role}"
 
 
 class TeamSpec(_Config):
@@ -61,6 +84,9 @@ class TeamSpec(_Config):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"duplicate agent names: {', '.join(duplicates)}")
+        too_long = [r for r in self.roles if len(team_role(self.name, r)) > _MAX_NAME]
+        if too_long:
+            raise ValueError(f"team name plus role must fit in {_MAX_NAME} characters: {too_long}")
         return self
 
     @property

@@ -11,8 +11,13 @@ rt.shutdown()
 ```
 """
 
+from actors.llm.config import LLMConfig
+from actors.llm.gateway import RetryPolicy
 from protocols import (
     AgentSpec,
+    AnthropicModel,
+    Budget,
+    BudgetExceeded,
     ConfigError,
     DeadLetter,
     JobEvent,
@@ -22,11 +27,15 @@ from protocols import (
     JobStatus,
     JobTimeout,
     OfflineModel,
+    OpenAICompatibleModel,
+    OpenAIModel,
+    RouteSpec,
     ScriptedModel,
     ScriptedTurn,
     SubtaskResult,
     ToolCall,
     TroupeError,
+    UsageRow,
 )
 from runtime.config import Team
 from runtime.driver import JobHandle, Runtime, connect
@@ -34,6 +43,9 @@ from runtime.logging import configure_logging
 
 __all__ = [
     "AgentSpec",
+    "AnthropicModel",
+    "Budget",
+    "BudgetExceeded",
     "ConfigError",
     "DeadLetter",
     "JobEvent",
@@ -43,7 +55,12 @@ __all__ = [
     "JobResult",
     "JobStatus",
     "JobTimeout",
+    "LLMConfig",
     "OfflineModel",
+    "OpenAICompatibleModel",
+    "OpenAIModel",
+    "RetryPolicy",
+    "RouteSpec",
     "Runtime",
     "ScriptedModel",
     "ScriptedTurn",
@@ -51,6 +68,7 @@ __all__ = [
     "Team",
     "ToolCall",
     "TroupeError",
+    "UsageRow",
     "configure_logging",
     "connect",
 ]

@@ -5,16 +5,20 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterator, Mapping
+from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
 
 import ray
+from pydantic import BaseModel
 from ray._private import ray_constants  # see _stay_on_loopback
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from actors._ray import NAMESPACE, SystemHandles, spawn_system, unwrap
+from actors.llm.config import LLMConfig
 from actors.router import RouterStats
 from protocols import (
+    Budget,
     ConfigError,
     DeadLetter,
     JobEvent,
@@ -23,10 +27,9 @@ from protocols import (
     JobStatus,
     JobTimeout,
     ModelSpec,
-    OfflineModel,
     RecipientUnavailable,
-    ScriptedModel,
     TeamSpec,
+    UsageRow,
 )
 from runtime.config import Team
 from runtime.logging import configure_logging
@@ -125,8 +128,19 @@ class Runtime:
     def __exit__(self, *exc: object | TracebackType | None) -> None:
         self.shutdown()
 
-    def submit(self, task: str, team: TeamSpec, *, tenant: str = "default") -> JobHandle:
+    def submit(
+        self,
+        task: str,
+        team: TeamSpec,
+        *,
+        tenant: str = "default",
+        budget: Budget | None = None,
+    ) -> JobHandle:
         """Start a job; returns at once.
+
+        ``budget`` (default: the team's) bounds the tokens and dollars of every model call
+        made for the job; a call that would not fit is refused before it is made, and the
+        job stops with ``budget_exceeded``.
 
         Raises:
             ConfigError: ``task`` is empty.
@@ -134,7 +148,9 @@ class Runtime:
         if not task.strip():
             raise ConfigError("task is empty")
         spec = team.spec() if isinstance(team, Team) else team
-        job_id: str = _get(self._handles.orchestrator.submit.remote(task, spec, tenant=tenant))
+        job_id: str = _get(
+            self._handles.orchestrator.submit.remote(task, spec, tenant=tenant, budget=budget)
+        )
         return JobHandle(job_id, self._handles.orchestrator)
 
     def job(self, job_id: str) -> JobHandle:
@@ -151,6 +167,11 @@ class Runtime:
         """The router's newest dead letters, oldest first."""
         letters: list[DeadLetter] = _get(self._handles.router.dead_letters.remote(limit))
         return letters
+
+    def usage(self, job_id: str | None = None) -> list[UsageRow]:
+        """Model usage by job, agent and model (one job's when ``job_id`` is given)."""
+        rows: list[UsageRow] = _get(self._handles.llm.usage.remote(job_id))
+        return rows
 
     def router_stats(self) -> RouterStats:
         """The router's counters and registry."""
@@ -186,7 +207,7 @@ def _stay_on_loopback() -> None:
 def _models(llm: ModelSpec | Mapping[str, ModelSpec] | None) -> dict[str, ModelSpec] | None:
     if llm is None:
         return None
-    if isinstance(llm, OfflineModel | ScriptedModel):
+    if isinstance(llm, BaseModel):
         return {"default": llm}
     return dict(llm)
 
@@ -195,6 +216,7 @@ def connect(
     address: str | None = None,
     *,
     llm: ModelSpec | Mapping[str, ModelSpec] | None = None,
+    llm_config: LLMConfig | str | Path | None = None,
     num_cpus: int | None = None,
     include_dashboard: bool = True,
     log_level: str | None = None,
@@ -211,6 +233,8 @@ def connect(
             a new local Ray even if one runs.
         llm: the model behind the ``default`` alias (one spec), or aliases to serve (a mapping).
             Replaces aliases of the same name in a running pool.
+        llm_config: the LLM pool's configuration (an ``LLMConfig`` or a YAML file): aliases,
+            routes, tenant budgets, retry policy, prices. Used when this call starts the pool.
         num_cpus: CPUs of a local Ray this call starts (default: all).
         include_dashboard: start the Ray dashboard with a local Ray (``list_actors`` needs it).
         log_level: structlog level of this process (default ``$TROUPE_LOG_LEVEL`` or info).
@@ -236,4 +260,7 @@ def connect(
             )
         elif target is not None:
             ray.init(address=target, namespace=NAMESPACE, runtime_env=hook)
-    return Runtime(spawn_system(_models(llm)), owns_connection=owns_connection)
+    config = (
+        llm_config if isinstance(llm_config, LLMConfig | None) else LLMConfig.from_yaml(llm_config)
+    )
+    return Runtime(spawn_system(_models(llm), config), owns_connection=owns_connection)

@@ -152,7 +152,7 @@ class OfflineProvider:
             case "work" | "chat":
                 text, calls = self._work(request)
         if request.stream and on_delta is not None:
-            for i, word in enumerate(text.split(" ")):
+            for i, word in enumerate(text.split(" ") if text else ()):
                 await on_delta(LLMDelta(text=word if i == 0 else f" {word}"))
             for index, call in enumerate(calls):
                 await on_delta(

@@ -1,25 +1,39 @@
-"""The LLM adapter pool: model aliases served by providers, behind one envelope interface."""
+"""The LLM adapter pool: model aliases behind one envelope interface, through the gateway."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from collections.abc import Callable, Mapping
 
 import structlog
 
-from actors._endpoint import serve_envelope
+from actors._endpoint import RouterClient, serve_envelope
+from actors.llm.budget import Ledger, Spend
+from actors.llm.config import LLMConfig
+from actors.llm.gateway import CallContext, Gateway
 from actors.llm.offline import OfflineProvider
-from actors.llm.provider import LLMProvider
+from actors.llm.pricing import Price, PriceTable
+from actors.llm.provider import DeltaSink, LLMProvider
 from actors.llm.scripted import ScriptedProvider
 from protocols import (
     AgentMessage,
+    AnthropicModel,
     ConfigError,
+    DeploymentSpec,
+    Event,
     InvalidInput,
+    LLMDelta,
     LLMRequest,
     LLMResponse,
     ModelError,
     ModelSpec,
     OfflineModel,
+    OpenAICompatibleModel,
+    OpenAIModel,
+    RouteSpec,
     ScriptedModel,
+    UsageRow,
 )
 
 __all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "build_provider"]
@@ -30,36 +44,64 @@ DEFAULT_MODELS: Mapping[str, ModelSpec] = {"default": OfflineModel(), "offline":
 """Aliases every pool starts with: the offline provider, with no latency."""
 
 
-def build_provider(spec: ModelSpec) -> LLMProvider:
-    """The provider that serves ``spec``."""
+def build_provider(spec: DeploymentSpec) -> LLMProvider:
+    """The provider that serves ``spec`` (SDKs are imported only when one is needed).
+
+    Raises:
+        ConfigError: the provider needs a key and its environment variable is not set.
+    """
     match spec:
         case OfflineModel():
             return OfflineProvider(spec)
         case ScriptedModel():
             return ScriptedProvider(spec)
-        case _:
-            raise ConfigError(f"provider {spec.provider!r} is not available in this build")
+        case OpenAIModel() | OpenAICompatibleModel():
+            from actors.llm.openai_provider import OpenAIProvider  # noqa: PLC0415 - lazy SDK
+
+            return OpenAIProvider(spec)
+        case AnthropicModel():
+            from actors.llm.anthropic_provider import AnthropicProvider  # noqa: PLC0415
+
+            return AnthropicProvider(spec)
 
 
 class LLMAdapterPool:
     """Serves ``LLMRequest`` envelopes by model alias. A plain class; Ray makes it ``llm``.
 
     Args:
-        models: aliases to serve, on top of :data:`DEFAULT_MODELS`.
-        provider_factory: builds a provider for a spec (tests may pass their own).
+        models: aliases to serve, on top of :data:`DEFAULT_MODELS` and ``config.models``.
+        config: budgets, retry policy and prices (and more aliases).
+        provider_factory: builds a provider for a deployment (tests may pass their own).
+        router: where streamed deltas go, as ``llm_delta`` events of the caller's job.
     """
 
     def __init__(
         self,
         models: Mapping[str, ModelSpec] | None = None,
         *,
-        provider_factory: Callable[[ModelSpec], LLMProvider] = build_provider,
+        config: LLMConfig | None = None,
+        provider_factory: Callable[[DeploymentSpec], LLMProvider] = build_provider,
+        router: RouterClient | None = None,
+        gateway: Gateway | None = None,
     ) -> None:
+        config = config or LLMConfig()
         self._factory = provider_factory
+        self._router = router
+        self._ledger = Ledger(config.tenant_budgets)
+        self._gateway = gateway or Gateway(
+            config.retry,
+            PriceTable({k: Price(*v) for k, v in config.prices.items()}),
+            self._ledger,
+        )
         self._specs: dict[str, ModelSpec] = {}
-        self._providers: dict[str, LLMProvider] = {}
-        for alias, spec in {**DEFAULT_MODELS, **(models or {})}.items():
-            self._bind(alias, spec)
+        self._broken: dict[str, ConfigError] = {}
+        self._usage: dict[tuple[str | None, str, str, str, str], UsageRow] = {}
+        for alias, spec in {**DEFAULT_MODELS, **config.models, **(models or {})}.items():
+            try:
+                self._bind(alias, spec)
+            except ConfigError as exc:  # an actor must start; the alias reports why it can't
+                self._specs[alias] = spec
+                self._broken[alias] = exc
 
     async def configure(self, models: Mapping[str, ModelSpec], *, replace: bool = False) -> None:
         """Serve ``models``.
@@ -69,7 +111,8 @@ class LLMAdapterPool:
         ``ConfigError``; with ``replace=True`` the old provider is replaced, then closed.
 
         Raises:
-            ConfigError: a conflicting alias without ``replace``; nothing is changed.
+            ConfigError: a conflicting alias without ``replace``, or a key that is not set;
+                nothing is changed.
             ModelError: closing a replaced provider failed (e.g. ``ScriptError`` for unused
                 turns); the new configuration is fully applied all the same.
         """
@@ -80,12 +123,16 @@ class LLMAdapterPool:
                 "choose another alias",
                 aliases=sorted(conflicts),
             )
+        changed = {a: s for a, s in models.items() if self._specs.get(a) != s}
+        built = {
+            a: self._factory(s) for a, s in changed.items() if not isinstance(s, RouteSpec)
+        }  # build every provider first: a missing key leaves nothing half-applied
         replaced = []
-        for alias, spec in models.items():
-            if self._specs.get(alias) == spec:
-                continue
-            old = self._providers.get(alias)
-            self._bind(alias, spec)
+        for alias, spec in changed.items():
+            old = self._gateway.unbind(alias)
+            self._broken.pop(alias, None)
+            self._specs[alias] = spec
+            self._gateway.bind(alias, spec, built.get(alias))
             if old is not None:
                 replaced.append(old)
         # every alias is bound before any old provider is closed: a close that raises (a
@@ -106,7 +153,7 @@ class LLMAdapterPool:
             ScriptError: a scripted provider still had turns.
         """
         self._specs.pop(alias, None)
-        provider = self._providers.pop(alias, None)
+        provider = self._gateway.unbind(alias)
         if provider is not None:
             await provider.close()
 
@@ -114,20 +161,37 @@ class LLMAdapterPool:
         """Aliases and what they stand for."""
         return dict(self._specs)
 
-    async def complete(self, request: LLMRequest) -> LLMResponse:
-        """Answer one request with the provider bound to its model alias.
+    async def problems(self) -> dict[str, str]:
+        """Aliases of the configuration that cannot serve, and why (e.g. a key not set)."""
+        return {alias: exc.message for alias, exc in self._broken.items()}
+
+    async def complete(
+        self,
+        request: LLMRequest,
+        context: CallContext | None = None,
+        on_delta: DeltaSink | None = None,
+    ) -> LLMResponse:
+        """Answer one request through the gateway, and book its usage.
 
         Raises:
             ConfigError: the alias is unknown.
-            ModelError: the provider failed.
+            BudgetExceeded: the call does not fit its job's or tenant's budget.
+            ModelError: every attempt failed; the last typed error.
         """
-        provider = self._providers.get(request.model)
-        if provider is None:
-            raise ConfigError(
-                f"unknown model alias {request.model!r}; known: {sorted(self._providers)}",
-                model=request.model,
-            )
-        return await provider.complete(request)
+        context = context or CallContext()
+        if request.model in self._broken:
+            raise self._broken[request.model]
+        response = await self._gateway.complete(request, context, on_delta)
+        self._book(context, request.model, response)
+        return response
+
+    async def usage(self, job_id: str | None = None) -> list[UsageRow]:
+        """Usage by job, agent and model (only ``job_id``'s when given)."""
+        return [r for r in self._usage.values() if job_id is None or r.job_id == job_id]
+
+    async def spent(self, key: str) -> Spend:
+        """What a budget account (``job:<id>``, ``tenant:<name>``) has spent."""
+        return self._ledger.spent(key)
 
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
@@ -136,10 +200,89 @@ class LLMAdapterPool:
     async def _handle(self, message: AgentMessage) -> AgentMessage:
         if not isinstance(message.payload, LLMRequest):
             raise InvalidInput(f"llm pool cannot handle {message.kind!r}", kind=message.kind)
-        response = await self.complete(message.payload)
+        request = message.payload
+        context = CallContext(job_id=message.job_id, tenant=message.tenant, agent=message.sender)
+        forwarder = None
+        if request.stream and self._router is not None and message.job_id is not None:
+            forwarder = _DeltaForwarder(self._router, message)
+        try:
+            response = await self.complete(request, context, forwarder)
+        finally:
+            if forwarder is not None:
+                await forwarder.flush()
         log.debug("completed", msg_id=message.id, job_id=message.job_id, model=response.model)
         return message.reply(response, sender="llm")
 
     def _bind(self, alias: str, spec: ModelSpec) -> None:
         self._specs[alias] = spec
-        self._providers[alias] = self._factory(spec)
+        provider = None if isinstance(spec, RouteSpec) else self._factory(spec)
+        self._gateway.bind(alias, spec, provider)
+
+    def _book(self, context: CallContext, alias: str, response: LLMResponse) -> None:
+        key = (context.job_id, context.agent, alias, response.deployment, response.provider)
+        row = self._usage.get(key) or UsageRow(
+            job_id=context.job_id,
+            agent=context.agent,
+            model=alias,
+            deployment=response.deployment,
+            provider=response.provider,
+        )
+        usage = response.usage
+        self._usage[key] = row.model_copy(
+            update={
+                "calls": row.calls + 1,
+                "prompt_tokens": row.prompt_tokens + usage.prompt_tokens,
+                "completion_tokens": row.completion_tokens + usage.completion_tokens,
+                "cost_usd": row.cost_usd + usage.cost_usd,
+            }
+        )
+
+
+class _DeltaForwarder:
+    """Sends a call's deltas to the orchestrator as ``llm_delta`` events, batched, in order.
+
+    The provider never waits for the router: deltas queue up, and one task sends whatever
+    has queued as one event at a time, so events arrive in the order the deltas did.
+    """
+
+    def __init__(self, router: RouterClient, cause: AgentMessage) -> None:
+        self._router = router
+        self._cause = cause
+        self._queue: asyncio.Queue[LLMDelta] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+
+    async def __call__(self, delta: LLMDelta) -> None:
+        self._queue.put_nowait(delta)
+        if self._task is None:
+            self._task = asyncio.create_task(self._drain())
+
+    async def flush(self) -> None:
+        """Wait until every queued delta was sent, then stop."""
+        if self._task is None:
+            return
+        await self._queue.join()
+        self._task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._task
+
+    async def _drain(self) -> None:
+        while True:
+            batch = [await self._queue.get()]
+            while not self._queue.empty():
+                batch.append(self._queue.get_nowait())
+            event = Event(
+                name="llm_delta",
+                data={
+                    "agent": self._cause.sender,
+                    "deltas": [d.model_dump(exclude={"kind"}) for d in batch],
+                },
+            )
+            try:
+                await self._router.request(
+                    self._cause.derive(sender="llm", recipient="orchestrator", payload=event)
+                )
+            except Exception as exc:  # noqa: BLE001 - a lost progress event must not fail the call
+                log.warning("delta_forward_failed", job_id=self._cause.job_id, error=repr(exc))
+            finally:
+                for _ in batch:
+                    self._queue.task_done()

@@ -15,13 +15,16 @@ from typing import Protocol
 
 import structlog
 
-from actors._endpoint import RouterClient
+from actors._endpoint import RouterClient, serve_envelope
 from actors.orchestrator.jobs import Job, failed, from_task_result, skipped, wait_until
 from actors.orchestrator.planning import aggregate_request, parse_plan, plan_request
 from protocols import (
     AgentMessage,
+    Budget,
     ErrorCode,
     ErrorPayload,
+    Event,
+    InvalidInput,
     JobEvent,
     JobNotFound,
     JobResult,
@@ -39,6 +42,7 @@ from protocols import (
     Timings,
     TroupeError,
     new_id,
+    team_role,
 )
 
 __all__ = ["Orchestrator", "TeamProvisioner"]
@@ -86,10 +90,22 @@ class Orchestrator:
 
     # -- driver API -----------------------------------------------------------------------
 
-    async def submit(self, task: str, team: TeamSpec, *, tenant: str = "default") -> str:
-        """Start a job and return its id at once."""
+    async def submit(
+        self, task: str, team: TeamSpec, *, tenant: str = "default", budget: Budget | None = None
+    ) -> str:
+        """Start a job and return its id at once.
+
+        ``budget`` (default: the team's) bounds every model call made for the job; once a
+        call is refused for it, no further subtask starts and the job fails with
+        ``budget_exceeded``.
+        """
         job = Job(
-            id=f"job-{new_id()[:16]}", task=task, team=team, tenant=tenant, submitted_at=time.time()
+            id=f"job-{new_id()[:16]}",
+            task=task,
+            team=team,
+            tenant=tenant,
+            submitted_at=time.time(),
+            budget=budget or team.budget,
         )
         self._jobs[job.id] = job
         self._forget_old_jobs()
@@ -134,6 +150,21 @@ class Orchestrator:
         await wait_until(job, lambda: len(job.events) > after, timeout)
         return job.events[after:]
 
+    async def receive(self, data: bytes) -> bytes | None:
+        """Envelope entry point: progress events about a job (e.g. streamed model tokens)."""
+        return await serve_envelope(data, self._handle, me=ME)
+
+    async def _handle(self, message: AgentMessage) -> AgentMessage:
+        if not isinstance(message.payload, Event) or message.job_id is None:
+            raise InvalidInput(
+                f"orchestrator takes job events, not {message.kind!r}", kind=message.kind
+            )
+        job = self._job(message.job_id)
+        if message.payload.name != "llm_delta":
+            raise InvalidInput(f"unknown job event {message.payload.name!r}")
+        await self._emit(job, "llm_delta", data=message.payload.data)
+        return message.reply(Event(name="ack"), sender=ME)
+
     async def jobs(self) -> dict[str, JobStatus]:
         """Known jobs and their status, oldest first."""
         return {job_id: job.status for job_id, job in self._jobs.items()}
@@ -163,7 +194,14 @@ class Orchestrator:
             subtasks = await self._dispatch(job, plan)
             dispatch_s = time.perf_counter() - mark
             failed = [s for s in subtasks if s.status != "succeeded"]
-            if failed:
+            if job.stopped is not None:
+                error = job.stopped.model_copy(
+                    update={
+                        "message": f"{job.stopped.message}; {len(failed)} of {len(subtasks)} "
+                        "subtasks did not finish"
+                    }
+                )
+            elif failed:
                 error = ErrorPayload(
                     code=ErrorCode.JOB_FAILED,
                     message=f"{len(failed)} of {len(subtasks)} subtasks did not succeed: "
@@ -220,6 +258,7 @@ class Orchestrator:
         return response.text
 
     async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
+        request = request.model_copy(update={"budget": job.budget})
         reply = await self._router.request(self._message(job, "llm", request))
         match reply.payload:
             case LLMResponse() as response:
@@ -257,9 +296,9 @@ class Orchestrator:
                 progressed = False
                 for sid, sub in list(waiting.items()):
                     deps = [results.get(d) for d in sub.depends_on]
-                    if any(d is not None and d.status != "succeeded" for d in deps):
+                    if job.stopped or any(d is not None and d.status != "succeeded" for d in deps):
                         del waiting[sid]
-                        results[sid] = skipped(sub)
+                        results[sid] = skipped(sub, job.stopped)
                         await self._emit(job, "subtask_finished", sid, {"status": "skipped"})
                         progressed = True
                     elif all(d is not None for d in deps):
@@ -271,20 +310,30 @@ class Orchestrator:
                 break
             done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
             for finished in done:
-                results[running.pop(finished)] = finished.result()
+                result = results[running.pop(finished)] = finished.result()
+                if result.error is not None and result.error.code is ErrorCode.BUDGET_EXCEEDED:
+                    job.stopped = job.stopped or result.error
 
     async def _run_subtask(
         self, job: Job, sub: PlannedSubtask, inputs: dict[str, str], job_slots: asyncio.Semaphore
     ) -> SubtaskResult:
         request = TaskRequest(
-            task_id=sub.id, instructions=sub.instructions, job_task=job.task, inputs=inputs
+            task_id=sub.id,
+            instructions=sub.instructions,
+            job_task=job.task,
+            inputs=inputs,
+            budget=job.budget,
         )
         async with job_slots, self._running:
+            if job.stopped is not None:  # the budget ran out while this one waited for a slot
+                await self._emit(job, "subtask_finished", sub.id, {"status": "skipped"})
+                return skipped(sub, job.stopped)
             for attempt in range(1, self._max_attempts + 1):
                 await self._emit(
                     job, "subtask_started", sub.id, {"role": sub.role, "attempt": attempt}
                 )
-                message = self._message(job, f"role:{sub.role}", request, attempt=attempt)
+                role = team_role(job.team.name, sub.role)
+                message = self._message(job, f"role:{role}", request, attempt=attempt)
                 try:
                     answer: Payload = (await self._router.request(message)).payload
                 except TroupeError as exc:  # the router itself is unreachable or restarting

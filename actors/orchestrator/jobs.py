@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from protocols import (
+    Budget,
     ErrorPayload,
     JobEvent,
     JobResult,
@@ -39,6 +40,9 @@ class Job:
     result: JobResult | None = None
     usage: Usage = field(default_factory=Usage)
     """Usage of the job's own model calls (planning, aggregation)."""
+    budget: Budget | None = None
+    stopped: ErrorPayload | None = None
+    """Why no further subtask may start (its budget ran out), if it must stop."""
 
 
 async def wait_until(job: Job, ready: Callable[[], bool], timeout: float | None) -> None:
@@ -72,6 +76,6 @@ def failed(sub: PlannedSubtask, error: ErrorPayload, attempt: int) -> SubtaskRes
     return _subtask(sub, status="failed", error=error, attempt=attempt)
 
 
-def skipped(sub: PlannedSubtask) -> SubtaskResult:
-    """A subtask not run because a dependency did not succeed."""
-    return _subtask(sub, status="skipped")
+def skipped(sub: PlannedSubtask, error: ErrorPayload | None = None) -> SubtaskResult:
+    """A subtask not run: a dependency did not succeed, or the job had to stop (``error``)."""
+    return _subtask(sub, status="skipped", error=error)

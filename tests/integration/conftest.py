@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 import runtime
+from tests.support.keys import TEST_KEY, TEST_KEY_ENV
 
 
 def pytest_collection_modifyitems(items):
@@ -15,6 +18,7 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def rt():
+    os.environ[TEST_KEY_ENV] = TEST_KEY
     troupe = runtime.connect(address="local", num_cpus=2, log_level="warning")
     yield troupe
     troupe.shutdown()

@@ -34,6 +34,7 @@ from protocols import (
     TeamSpec,
     ToolSpec,
     decode,
+    team_role,
 )
 
 __all__ = [
@@ -212,7 +213,9 @@ class InProcessProvisioner:
                 await agent.configure(spec)
             if spec.name not in self.mailboxes:
                 self.mailboxes[spec.name] = self.wrap(spec.name, agent)
-            await self.router.register(spec.name, self.mailboxes[spec.name], [spec.role])
+            await self.router.register(
+                spec.name, self.mailboxes[spec.name], [team_role(team.name, spec.role)]
+            )
         self.provisioned += 1
 
 

@@ -1,0 +1,124 @@
+"""One deployment's live state: its provider, limits, cooldown and observed latency."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+import random
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+
+from aiolimiter import AsyncLimiter
+
+from actors.llm.pricing import Price
+from actors.llm.provider import LLMProvider
+from protocols import DeploymentSpec
+
+__all__ = ["DeploymentState", "backoff_s"]
+
+_LATENCY_WEIGHT = 0.3
+"""Weight of the newest sample in the latency moving average."""
+
+
+def backoff_s(failures: int, base_s: float, cap_s: float, rng: random.Random) -> float:
+    """Exponential backoff with jitter: in [d/2, d] for d = base * 2^(failures-1), capped."""
+    ceiling = min(cap_s, base_s * 2 ** max(0, failures - 1))
+    return rng.uniform(ceiling / 2, ceiling)
+
+
+def _limiter(per_minute: int | None, *, period_s: float) -> AsyncLimiter | None:
+    """A leaky bucket refilling ``per_minute``/60 a second, holding ``period_s`` worth.
+
+    A short bucket keeps bursts small, so any 60 s window sees at most ``per_minute`` plus
+    one bucket, instead of twice the limit a minute-long bucket would allow.
+    """
+    if per_minute is None:
+        return None
+    period = max(period_s, 60.0 / per_minute)
+    return AsyncLimiter(per_minute * period / 60.0, period)
+
+
+@dataclass
+class DeploymentState:
+    """A bound deployment, shared by every call routed to it."""
+
+    name: str
+    spec: DeploymentSpec
+    provider: LLMProvider
+    price: Price
+    clock: Callable[[], float]
+    in_flight: int = 0
+    failures: int = 0
+    cooldown_until: float = 0.0
+    latency_s: float | None = None
+    calls: int = 0
+    _rpm: AsyncLimiter | None = field(init=False, default=None)
+    _tpm: AsyncLimiter | None = field(init=False, default=None)
+    _slots: asyncio.Semaphore | None = field(init=False, default=None)
+
+    def __post_init__(self) -> None:
+        self._rpm = _limiter(self.spec.rpm, period_s=1.0)
+        self._tpm = _limiter(self.spec.tpm, period_s=6.0)
+        if self.spec.max_concurrency is not None:
+            self._slots = asyncio.Semaphore(self.spec.max_concurrency)
+
+    @property
+    def cost_rank(self) -> float:
+        """Price of a typical call (1 prompt token to 1 completion token), for ordering."""
+        return self.price.input_usd_per_mtok + self.price.output_usd_per_mtok
+
+    def cooling(self) -> float:
+        """Seconds until this deployment may be tried again (0: now)."""
+        return max(0.0, self.cooldown_until - self.clock())
+
+    def failed(self, wait_s: float) -> None:
+        """Record a retryable failure: cool down for ``wait_s`` at least.
+
+        The deadline only ever moves later: a short Retry-After on one failure never cuts
+        short the longer cooldown an earlier failure asked for.
+        """
+        self.failures += 1
+        self.cooldown_until = max(self.cooldown_until, self.clock() + wait_s)
+
+    def succeeded(self, latency_s: float) -> None:
+        """Record a success and its latency."""
+        self.failures = 0
+        self.calls += 1
+        previous = self.latency_s
+        self.latency_s = (
+            latency_s if previous is None else previous + _LATENCY_WEIGHT * (latency_s - previous)
+        )
+
+    @contextlib.asynccontextmanager
+    async def admitted(self, tokens: int) -> AsyncIterator[None]:
+        """Wait for a concurrency slot and for the rpm and tpm buckets; hold the slot.
+
+        ``in_flight`` counts the call from the moment it queues here.
+        """
+        self.in_flight += 1  # queued calls count: least_busy must see them
+        try:
+            slot = self._slots
+            if slot is not None:
+                await slot.acquire()
+            try:
+                if self._rpm is not None:
+                    await self._rpm.acquire()
+                if self._tpm is not None:
+                    await self._tpm.acquire(min(float(tokens), self._tpm.max_rate))
+                yield
+            finally:
+                if slot is not None:
+                    slot.release()
+        finally:
+            self.in_flight -= 1
+
+    async def charge_tokens(self, extra: int) -> None:
+        """Take tokens a call used beyond its estimate out of the tpm bucket."""
+        if self._tpm is not None and extra > 0:
+            await self._tpm.acquire(min(float(extra), self._tpm.max_rate))
+
+
+def estimate_prompt_tokens(texts: list[str]) -> int:
+    """A deliberately high estimate of prompt tokens: a token per 3 bytes, 4 per message."""
+    return sum(math.ceil(len(t.encode()) / 3) + 4 for t in texts)

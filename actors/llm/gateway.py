@@ -1,0 +1,327 @@
+"""The gateway: routing, one retry loop, fallbacks, cooldowns, rate limits and budgets.
+
+Every call makes at most ``RetryPolicy.max_attempts`` provider calls, fallbacks included.
+Each attempt goes to the first candidate deployment that is neither excluded for this call
+nor cooling down: the alias's own deployments (ordered by the route's strategy), then its
+fallback aliases'. A retryable failure cools its deployment down for the provider's
+Retry-After, or a jittered exponential backoff, whichever the provider asked for, so the next
+attempt moves on to a fallback at once, or waits for the cooldown when there is none. A
+context-window overflow or a refused key excludes that deployment for the call. A stream
+that already delivered content is not retried unless the request allows it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
+
+from actors.llm.budget import Ledger
+from actors.llm.deployments import DeploymentState, backoff_s, estimate_prompt_tokens
+from actors.llm.pricing import PriceTable
+from actors.llm.provider import DeltaSink, LLMProvider
+from protocols import (
+    AuthFailed,
+    ConfigError,
+    ContextTooLong,
+    LLMDelta,
+    LLMRequest,
+    LLMResponse,
+    ModelError,
+    ModelSpec,
+    ModelTimeout,
+    Overloaded,
+    RouteSpec,
+    TroupeError,
+)
+
+__all__ = ["CallContext", "Gateway", "RetryPolicy"]
+
+log = structlog.get_logger("raytroupe.llm")
+
+
+class RetryPolicy(BaseModel):
+    """How hard the pool tries before it gives up on a call."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    max_attempts: int = Field(
+        default=4, ge=1, le=50, description="Provider calls per request, fallbacks included."
+    )
+    base_backoff_s: float = Field(default=0.5, gt=0.0, description="First backoff, seconds.")
+    max_backoff_s: float = Field(default=30.0, gt=0.0, description="Longest backoff, seconds.")
+    max_wait_s: float = Field(
+        default=60.0, ge=0.0, description="Longest wait for a deployment to come off cooldown."
+    )
+    default_max_tokens: int = Field(
+        default=1024, gt=0, description="max_tokens set (and reserved) under a budget if unset."
+    )
+
+
+@dataclass(frozen=True)
+class CallContext:
+    """Who a call is for: the budgets and the usage report key on these."""
+
+    job_id: str | None = None
+    tenant: str = "default"
+    agent: str = ""
+
+
+class Gateway:
+    """Routes calls over bound deployments; see the module docstring.
+
+    Args:
+        clock, sleep, rng: injected so tests can control time and jitter.
+    """
+
+    def __init__(
+        self,
+        policy: RetryPolicy,
+        prices: PriceTable,
+        ledger: Ledger,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.policy = policy
+        self._prices = prices
+        self._ledger = ledger
+        self._clock = clock
+        self._sleep = sleep
+        self._rng = rng or random.Random()  # noqa: S311 - jitter and weights, not secrets
+        self._aliases: dict[str, ModelSpec] = {}
+        self._deployments: dict[str, DeploymentState] = {}
+
+    # -- binding --------------------------------------------------------------------------
+
+    def bind(self, alias: str, spec: ModelSpec, provider: LLMProvider | None) -> None:
+        """Serve ``alias``: a deployment (with its provider) or a route (``provider=None``)."""
+        self._aliases[alias] = spec
+        self._deployments.pop(alias, None)
+        if provider is not None and not isinstance(spec, RouteSpec):
+            self._deployments[alias] = DeploymentState(
+                alias, spec, provider, self._prices.price(spec), self._clock
+            )
+
+    def unbind(self, alias: str) -> LLMProvider | None:
+        """Stop serving ``alias``; return its provider, if it had one."""
+        self._aliases.pop(alias, None)
+        state = self._deployments.pop(alias, None)
+        return None if state is None else state.provider
+
+    def deployment(self, alias: str) -> DeploymentState | None:
+        """The live state of a deployment alias."""
+        return self._deployments.get(alias)
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def complete(
+        self, request: LLMRequest, context: CallContext, on_delta: DeltaSink | None = None
+    ) -> LLMResponse:
+        """Answer ``request`` through the alias it names.
+
+        Raises:
+            ConfigError: unknown alias, or a route naming something that is no deployment.
+            BudgetExceeded: the call does not fit its job's or tenant's budget.
+            ModelError: the last attempt's typed error, once attempts or candidates ran out.
+        """
+        groups = self._candidates(request.model, set())
+        if context.job_id is not None and request.budget is not None:
+            self._ledger.set_limit(f"job:{context.job_id}", request.budget)
+        excluded: set[str] = set()
+        delivered = False
+
+        async def forward(delta: LLMDelta) -> None:
+            nonlocal delivered
+            delivered = True
+            if on_delta is not None:
+                await on_delta(delta)
+
+        def retry(exc: BaseException) -> bool:
+            if not isinstance(exc, ModelError):
+                return False
+            if delivered and not request.retry_partial_stream:
+                return False
+            if isinstance(exc, ContextTooLong | AuthFailed):
+                return bool(self._open(groups, excluded))
+            return exc.retryable
+
+        # each attempt waits for its own deployment (see _next), so tenacity never sleeps
+        retrying = AsyncRetrying(
+            stop=stop_after_attempt(self.policy.max_attempts),
+            retry=retry_if_exception(retry),
+            reraise=True,
+        )
+        async for attempt in retrying:
+            with attempt:
+                state = await self._next(groups, excluded)
+                try:
+                    return await self._attempt(state, request, context, forward)
+                except ContextTooLong:
+                    window = state.spec.context_window
+                    excluded.update(
+                        s.name
+                        for group in groups
+                        for s in group
+                        if s is state
+                        or (window and s.spec.context_window and s.spec.context_window <= window)
+                    )
+                    raise
+                except AuthFailed:
+                    excluded.add(state.name)
+                    raise
+                except ModelError as exc:
+                    if exc.retryable:
+                        retry_after = exc.detail.get("retry_after_s")
+                        state.failed(
+                            float(retry_after)
+                            if isinstance(retry_after, int | float)
+                            else backoff_s(
+                                state.failures + 1,
+                                self.policy.base_backoff_s,
+                                self.policy.max_backoff_s,
+                                self._rng,
+                            )
+                        )
+                    raise
+        raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
+
+    async def _attempt(
+        self,
+        state: DeploymentState,
+        request: LLMRequest,
+        context: CallContext,
+        forward: DeltaSink,
+    ) -> LLMResponse:
+        keys = (f"tenant:{context.tenant}",) + (
+            (f"job:{context.job_id}",) if context.job_id is not None else ()
+        )
+        max_tokens = request.max_tokens or self.policy.default_max_tokens
+        if request.max_tokens is None and self._budgeted(keys):
+            request = request.model_copy(update={"max_tokens": max_tokens})
+        prompt = estimate_prompt_tokens(
+            [m.text for m in request.messages] + [t.model_dump_json() for t in request.tools]
+        )
+        reservation = self._ledger.reserve(
+            keys, prompt + max_tokens, state.price.cost(prompt, max_tokens)
+        )
+        usage = None
+        try:
+            async with state.admitted(prompt + max_tokens):
+                start = self._clock()
+                try:
+                    response = await asyncio.wait_for(
+                        state.provider.complete(request, on_delta=forward), state.spec.timeout_s
+                    )
+                except TimeoutError:
+                    raise ModelTimeout(
+                        f"{state.name} did not answer within {state.spec.timeout_s} s",
+                        deployment=state.name,
+                    ) from None
+                except TroupeError as exc:
+                    exc.detail.setdefault("deployment", state.name)
+                    log.info(
+                        "llm_attempt_failed",
+                        deployment=state.name,
+                        code=exc.code.value,
+                        job_id=context.job_id,
+                        retryable=exc.retryable,
+                    )
+                    raise
+                state.succeeded(self._clock() - start)
+            usage = self._prices.priced(state.spec, response.usage)
+        finally:
+            self._ledger.settle(reservation, usage)
+        await state.charge_tokens(usage.total_tokens - (prompt + max_tokens))
+        return response.model_copy(update={"usage": usage, "deployment": state.name})
+
+    # -- choosing -------------------------------------------------------------------------
+
+    def _candidates(self, alias: str, seen: set[str]) -> list[list[DeploymentState]]:
+        """Groups of deployments to try, in order: the alias's own, then each fallback's."""
+        spec = self._aliases.get(alias)
+        if spec is None:
+            raise ConfigError(
+                f"unknown model alias {alias!r}; known: {sorted(self._aliases)}", model=alias
+            )
+        if alias in seen:
+            raise ConfigError(f"model alias {alias!r} is part of a fallback cycle", model=alias)
+        seen = seen | {alias}
+        if not isinstance(spec, RouteSpec):
+            return [[self._deployments[alias]]]
+        own = []
+        for name in spec.deployments:
+            state = self._deployments.get(name)
+            if state is None:
+                raise ConfigError(
+                    f"route {alias!r} names {name!r}, which is not a deployment alias",
+                    model=alias,
+                )
+            own.append(state)
+        groups = [self._order(own, spec)]
+        for fallback in spec.fallbacks:
+            groups.extend(self._candidates(fallback, seen))
+        return groups
+
+    def _order(self, states: list[DeploymentState], route: RouteSpec) -> list[DeploymentState]:
+        match route.strategy:
+            case "static":
+                return states
+            case "weighted":
+                pool, ordered = list(states), []
+                while pool:
+                    pick = self._rng.choices(pool, weights=[s.spec.weight for s in pool])[0]
+                    pool.remove(pick)
+                    ordered.append(pick)
+                return ordered
+            case "least_busy":
+                return sorted(states, key=lambda s: s.in_flight)
+            case "cost":
+                return sorted(states, key=lambda s: s.cost_rank)
+            case "latency":
+                return sorted(states, key=lambda s: -1.0 if s.latency_s is None else s.latency_s)
+
+    def _pick(
+        self, groups: list[list[DeploymentState]], excluded: set[str]
+    ) -> DeploymentState | None:
+        for group in groups:
+            for state in group:
+                if state.name not in excluded and state.cooling() == 0.0:
+                    return state
+        return None
+
+    def _open(
+        self, groups: list[list[DeploymentState]], excluded: set[str]
+    ) -> list[DeploymentState]:
+        return [s for g in groups for s in g if s.name not in excluded]
+
+    async def _next(
+        self, groups: list[list[DeploymentState]], excluded: set[str]
+    ) -> DeploymentState:
+        """The deployment for the next attempt, after waiting out its cooldown if all cool.
+
+        Raises:
+            Overloaded: every candidate cools down longer than ``max_wait_s`` (retryable).
+        """
+        state = self._pick(groups, excluded)
+        if state is not None:
+            return state
+        soonest = min(self._open(groups, excluded), key=lambda s: s.cooling())
+        wait = soonest.cooling()
+        if wait > self.policy.max_wait_s:
+            raise Overloaded(
+                f"every deployment for this call cools down for {wait:.1f} s more",
+                retry_after_s=wait,
+            )
+        await self._sleep(wait)
+        return soonest
+
+    def _budgeted(self, keys: tuple[str, ...]) -> bool:
+        return any(self._ledger.has_limit(k) for k in keys)

@@ -1,0 +1,65 @@
+"""Prices per million tokens, from the shipped table, overridden per pool or deployment."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from importlib import resources
+from typing import NamedTuple
+
+from protocols import DeploymentSpec, Usage
+
+__all__ = ["Price", "PriceTable"]
+
+
+class Price(NamedTuple):
+    """USD per million prompt and completion tokens."""
+
+    input_usd_per_mtok: float
+    output_usd_per_mtok: float
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        """What that many tokens cost."""
+        return (
+            prompt_tokens * self.input_usd_per_mtok + completion_tokens * self.output_usd_per_mtok
+        ) / 1_000_000
+
+
+FREE = Price(0.0, 0.0)
+
+
+class PriceTable:
+    """Looks prices up by provider and model (longest matching model-name prefix wins).
+
+    Args:
+        overrides: ``{"provider/model-prefix": Price}`` entries that take precedence.
+    """
+
+    def __init__(self, overrides: Mapping[str, Price] | None = None) -> None:
+        shipped = json.loads(resources.files("actors.llm").joinpath("prices.json").read_text())
+        self._table: dict[str, dict[str, Price]] = {
+            provider: {model: Price(*pair) for model, pair in models.items()}
+            for provider, models in shipped.items()
+            if not provider.startswith("_")
+        }
+        for key, price in (overrides or {}).items():
+            provider, _, model = key.partition("/")
+            self._table.setdefault(provider, {})[model] = Price(*price)
+
+    def price(self, spec: DeploymentSpec) -> Price:
+        """The price of a deployment: its own fields first, then the table, else free."""
+        model = getattr(spec, "model", "")
+        listed = self._table.get(spec.provider, {})
+        matches = [prefix for prefix in listed if model.startswith(prefix)]
+        base = listed[max(matches, key=len)] if matches else FREE
+        return Price(
+            base.input_usd_per_mtok if spec.input_usd_per_mtok is None else spec.input_usd_per_mtok,
+            base.output_usd_per_mtok
+            if spec.output_usd_per_mtok is None
+            else spec.output_usd_per_mtok,
+        )
+
+    def priced(self, spec: DeploymentSpec, usage: Usage) -> Usage:
+        """``usage`` with its cost filled in."""
+        cost = self.price(spec).cost(usage.prompt_tokens, usage.completion_tokens)
+        return usage.model_copy(update={"cost_usd": cost})

@@ -1,0 +1,167 @@
+"""Real providers through the official SDKs, against a local server speaking both protocols.
+
+The server runs in this process on 127.0.0.1; the pool runs in its Ray actor and reaches it
+like any remote provider. Keys come from an environment variable set before Ray started.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import ray
+
+import runtime
+from protocols import ErrorCode
+from tests.support.keys import TEST_KEY, TEST_KEY_ENV
+from tests.support.wire_server import HttpError, Reply, WireServer, overloaded, rate_limited
+
+
+@pytest.fixture(scope="module")
+def wire():
+    with WireServer() as server:
+        yield server
+
+
+@pytest.fixture
+def server(wire):
+    wire.reset()
+    return wire
+
+
+def _oai(server, **fields):
+    return runtime.OpenAICompatibleModel(
+        base_url=server.base_url_openai, model="wire-test-model", **fields
+    )
+
+
+def _claude(server, **fields):
+    return runtime.AnthropicModel(
+        base_url=server.base_url_anthropic,
+        model="claude-wire",
+        api_key_env=TEST_KEY_ENV,
+        **fields,
+    )
+
+
+def _solo(name, models, agent_model, **agent):
+    return runtime.Team(
+        name=name,
+        planner_model="offline",
+        models=models,
+        agents=[runtime.AgentSpec(name=f"{name}-agent", role="solver", model=agent_model, **agent)],
+    )
+
+
+def test_a_tool_calling_agent_completes_through_the_openai_compatible_provider(rt, server):
+    server.script(
+        Reply.tool("calculator", {"expression": "6 * 7"}),
+        Reply(text="Six times seven is 42."),
+    )
+    team = _solo("wire-oai", {"wire-oai": _oai(server)}, "wire-oai", tools=["calculator"])
+    result = rt.submit("What is six times seven?", team=team).result(timeout=60)
+
+    (sub,) = result.subtasks
+    assert sub.output == "Six times seven is 42."
+    assert (sub.turns, sub.tool_calls) == (2, 1)
+    assert sub.providers == ("openai_compatible",)
+    first, second = (r.body for r in server.requests)
+    assert first["tools"][0]["function"]["name"] == "calculator"
+    tool_turn = second["messages"][-1]
+    assert tool_turn["role"] == "tool"
+    assert tool_turn["content"] == "42"
+    rows = rt.usage(result.job_id)
+    assert any(r.deployment == "wire-oai" and r.calls == 2 for r in rows)
+
+
+def test_anthropic_streams_tokens_and_tool_calls_into_a_job(rt, server):
+    server.script(
+        Reply.tool("calculator", {"expression": "2 + 3"}),
+        Reply(text="Two plus three makes five."),
+    )
+    team = _solo(
+        "wire-claude",
+        {"wire-claude": _claude(server)},
+        "wire-claude",
+        tools=["calculator"],
+        stream=True,
+    )
+    job = rt.submit("Add two and three.", team=team)
+    events = list(job.events(timeout=60))
+    result = job.result(timeout=10)
+
+    (sub,) = result.subtasks
+    assert sub.output == "Two plus three makes five."
+    assert sub.providers == ("anthropic",)
+    deltas = [d for e in events if e.type == "llm_delta" for d in e.data["deltas"]]
+    assert "".join(d["text"] for d in deltas) == "Two plus three makes five."
+    fragments = [d["arguments"] for d in deltas if d["tool_call_index"] is not None]
+    assert "".join(fragments).replace(" ", "") == '{"expression":"2+3"}'
+    assert all(r.body.get("stream") is True for r in server.requests)
+
+
+def test_a_429_is_retried_after_the_servers_retry_after(rt, server):
+    server.script(rate_limited(retry_after=0.4), Reply(text="fine now"))
+    team = _solo("wire-429", {"wire-429": _oai(server)}, "wire-429")
+    result = rt.submit("Say something.", team=team).result(timeout=60)
+
+    assert result.subtasks[0].output == "fine now"
+    first, second = server.requests
+    assert second.time - first.time >= 0.4
+
+
+def test_an_overloaded_deployment_falls_back_along_the_route(rt, server):
+    server.script(overloaded(), Reply(text="from the fallback"))
+    models = {
+        "flaky-claude": _claude(server),
+        "steady-oai": _oai(server),
+        "wire-route": runtime.RouteSpec(deployments=("flaky-claude",), fallbacks=("steady-oai",)),
+    }
+    team = _solo("wire-fallback", models, "wire-route")
+    result = rt.submit("Say something.", team=team).result(timeout=60)
+
+    assert result.subtasks[0].output == "from the fallback"
+    assert [r.protocol for r in server.requests] == ["anthropic", "openai"]
+    rows = rt.usage(result.job_id)
+    assert {r.deployment for r in rows if r.agent == "wire-fallback-agent"} == {"steady-oai"}
+
+
+def test_context_overflow_moves_to_a_larger_window(rt, server):
+    server.script(HttpError(400, kind="context_length"), Reply(text="it fits here"))
+    models = {
+        "small-window": _oai(server, context_window=4_000),
+        "large-window": _oai(server, context_window=128_000),
+        "wire-ctx": runtime.RouteSpec(deployments=("small-window",), fallbacks=("large-window",)),
+    }
+    result = rt.submit("Say something.", team=_solo("wire-ctx", models, "wire-ctx")).result(
+        timeout=60
+    )
+    assert result.subtasks[0].output == "it fits here"
+    assert len(server.requests) == 2
+
+
+def test_a_refused_key_is_a_typed_error_and_the_key_is_never_logged(rt, tmp_path):
+    with WireServer(api_key="the-right-key") as locked:
+        team = _solo("wire-auth", {"wire-auth": _claude(locked)}, "wire-auth")
+        job = rt.submit("Say something.", team=team)
+        with pytest.raises(runtime.JobFailed) as info:
+            job.result(timeout=60)
+        assert len(locked.requests) == 1  # AuthFailed is not retried on the same deployment
+
+    sub = info.value.detail["result"].subtasks[0]
+    assert sub.error.code is ErrorCode.AUTH
+    assert TEST_KEY not in repr(info.value.detail["result"])
+    logs = Path(_session_dir()) / "logs"
+    leaked = [p.name for p in logs.rglob("*") if p.is_file() and TEST_KEY in _read(p)]
+    assert not leaked, f"the key appears in {leaked}"
+
+
+def _session_dir() -> str:
+    return ray._private.worker._global_node.get_session_dir_path()
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""

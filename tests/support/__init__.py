@@ -1,0 +1,1 @@
+"""Test-only helpers shared by integration tests and benchmarks (not part of the product)."""
