@@ -27,16 +27,18 @@ def backoff_s(failures: int, base_s: float, cap_s: float, rng: random.Random) ->
     return rng.uniform(ceiling / 2, ceiling)
 
 
-def _limiter(per_minute: int | None, *, period_s: float) -> AsyncLimiter | None:
-    """A leaky bucket refilling ``per_minute``/60 a second, holding ``period_s`` worth.
+def _request_limiter(per_minute: int | None) -> AsyncLimiter | None:
+    """Requests paced evenly: one every ``60/per_minute`` seconds, no burst.
 
-    A short bucket keeps bursts small, so any 60 s window sees at most ``per_minute`` plus
-    one bucket, instead of twice the limit a minute-long bucket would allow.
+    Any window of ``w`` seconds then sees at most ``w * per_minute / 60 + 1`` requests, so a
+    provider's per-minute quota is never overrun, even by the first second's burst.
     """
-    if per_minute is None:
-        return None
-    period = max(period_s, 60.0 / per_minute)
-    return AsyncLimiter(per_minute * period / 60.0, period)
+    return None if per_minute is None else AsyncLimiter(1, 60.0 / per_minute)
+
+
+def _token_limiter(per_minute: int | None) -> AsyncLimiter | None:
+    """Tokens in a bucket holding 6 s worth (one call may need thousands at once)."""
+    return None if per_minute is None else AsyncLimiter(per_minute / 10.0, 6.0)
 
 
 @dataclass
@@ -58,8 +60,8 @@ class DeploymentState:
     _slots: asyncio.Semaphore | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self._rpm = _limiter(self.spec.rpm, period_s=1.0)
-        self._tpm = _limiter(self.spec.tpm, period_s=6.0)
+        self._rpm = _request_limiter(self.spec.rpm)
+        self._tpm = _token_limiter(self.spec.tpm)
         if self.spec.max_concurrency is not None:
             self._slots = asyncio.Semaphore(self.spec.max_concurrency)
 

@@ -157,6 +157,17 @@ class LLMAdapterPool:
         if provider is not None:
             await provider.close()
 
+    async def close(self) -> None:
+        """Close every provider (their HTTP clients); the pool serves nothing afterwards."""
+        for alias in list(self._specs):
+            provider = self._gateway.unbind(alias)
+            self._specs.pop(alias, None)
+            if provider is not None:
+                try:
+                    await provider.close()
+                except ModelError as exc:  # a scripted provider with turns left: say so
+                    log.warning("provider_close_failed", alias=alias, error=exc.message)
+
     async def models(self) -> dict[str, ModelSpec]:
         """Aliases and what they stand for."""
         return dict(self._specs)
