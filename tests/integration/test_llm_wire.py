@@ -74,6 +74,26 @@ def test_a_tool_calling_agent_completes_through_the_openai_compatible_provider(r
     assert any(r.deployment == "wire-oai" and r.calls == 2 for r in rows)
 
 
+def test_a_server_without_native_tools_gets_them_in_text(rt, server):
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "6 * 7"}}</tool_call>'
+    server.script(Reply(text=f"Let me compute.\n{call}"), Reply(text="It is 42."))
+    team = _solo(
+        "wire-text",
+        {"wire-text": _oai(server, native_tools=False)},
+        "wire-text",
+        tools=["calculator"],
+    )
+    result = rt.submit("What is six times seven?", team=team).result(timeout=60)
+
+    (sub,) = result.subtasks
+    assert (sub.output, sub.tool_calls) == ("It is 42.", 1)
+    first, second = (r.body for r in server.requests)
+    assert "tools" not in first
+    assert "calculator" in first["messages"][0]["content"]
+    assert "Tool result for" in second["messages"][-1]["content"]
+    assert "42" in second["messages"][-1]["content"]
+
+
 def test_anthropic_streams_tokens_and_tool_calls_into_a_job(rt, server):
     server.script(
         Reply.tool("calculator", {"expression": "2 + 3"}),
