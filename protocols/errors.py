@@ -27,6 +27,9 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   └── ScriptError               a scripted provider was misused (turns missing or left over)
     ├── BudgetExceeded                a job's or tenant's token or money budget would be exceeded
     ├── ToolError                     a tool call failed (bad arguments, the tool raised)
+    │   ├── ToolNotAllowed            the agent was not given that tool
+    │   ├── InvalidArguments          arguments fail the tool's schema (the model can correct)
+    │   └── SandboxUnavailable        this host cannot isolate untrusted code (fails closed)
     ├── PlanError                     a planner's output is not a valid plan
     └── JobError
         ├── JobFailed                 the job ended without an answer; ``result`` holds what ran
@@ -53,6 +56,7 @@ __all__ = [
     "DeliveryError",
     "ErrorCode",
     "HopLimitExceeded",
+    "InvalidArguments",
     "InvalidInput",
     "JobError",
     "JobFailed",
@@ -66,9 +70,11 @@ __all__ = [
     "ProviderUnavailable",
     "RateLimited",
     "RecipientUnavailable",
+    "SandboxUnavailable",
     "ScriptError",
     "StreamInterrupted",
     "ToolError",
+    "ToolNotAllowed",
     "TroupeError",
     "UnknownRecipient",
     "UnsupportedSchemaVersion",
@@ -102,6 +108,9 @@ class ErrorCode(StrEnum):
     CONTENT_FILTERED = "content_filtered"
     BUDGET_EXCEEDED = "budget_exceeded"
     TOOL = "tool"
+    TOOL_NOT_ALLOWED = "tool_not_allowed"
+    INVALID_ARGUMENTS = "invalid_arguments"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
     PLAN = "plan"
     MAX_TURNS = "max_turns"
     JOB = "job"
@@ -269,6 +278,24 @@ class ToolError(TroupeError):
     """A tool call failed: unknown tool, invalid arguments, or the tool raised."""
 
     code = ErrorCode.TOOL
+
+
+class ToolNotAllowed(ToolError):
+    """The agent asked for a tool it was not given (whatever its model says)."""
+
+    code = ErrorCode.TOOL_NOT_ALLOWED
+
+
+class InvalidArguments(ToolError):
+    """The arguments do not satisfy the tool's JSON Schema, even after safe coercion."""
+
+    code = ErrorCode.INVALID_ARGUMENTS
+
+
+class SandboxUnavailable(ToolError):
+    """Untrusted code was refused: this host cannot isolate it (no namespaces, no setuid)."""
+
+    code = ErrorCode.SANDBOX_UNAVAILABLE
 
 
 class PlanError(TroupeError):
