@@ -1,4 +1,4 @@
-"""Ray glue: the one module of ``actors`` that imports Ray.
+"""Ray glue: spawning and wiring the system actors.
 
 The actor classes stay plain; here they are made remote, named in the ``troupe`` namespace,
 given restart policies, and wired to each other through Ray handles.
@@ -13,35 +13,29 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import ray
-from ray.exceptions import RayActorError, RayTaskError
+from ray.exceptions import RayTaskError
 
+from actors._ray_client import RayMailbox, RayRouterClient, unwrap
 from actors.agent import AgentActor
 from actors.llm import LLMAdapterPool
 from actors.llm.config import LLMConfig
 from actors.orchestrator import Orchestrator
 from actors.router import MessageRouter
+from actors.tools.config import ToolsConfig
 from protocols import (
-    AgentMessage,
     AgentSpec,
     ConfigError,
     ModelSpec,
-    RecipientUnavailable,
     TeamSpec,
-    TroupeError,
-    decode,
-    encode,
     team_role,
 )
 
 __all__ = [
     "NAMESPACE",
-    "RayMailbox",
-    "RayRouterClient",
     "RayTeamProvisioner",
     "SystemHandles",
     "agent_actor_name",
     "spawn_system",
-    "unwrap",
 ]
 
 NAMESPACE: Final = "troupe"
@@ -54,56 +48,6 @@ ACTOR_CONCURRENCY: Final = 1000
 def agent_actor_name(name: str) -> str:
     """The Ray actor name of agent ``name``."""
     return f"agent/{name}"
-
-
-def unwrap(exc: BaseException) -> BaseException:
-    """The ``TroupeError`` inside a ``RayTaskError``, else ``exc`` itself."""
-    if isinstance(exc, RayTaskError) and isinstance(exc.cause, TroupeError):
-        return exc.cause
-    return exc
-
-
-class RayMailbox:
-    """A router-side :class:`~actors.Mailbox` over a Ray actor handle."""
-
-    def __init__(self, handle: Any) -> None:
-        self._handle = handle
-
-    async def receive(self, data: bytes, /) -> bytes | None:
-        """Call the actor's ``receive``; a dead or restarting actor is ``RecipientUnavailable``."""
-        try:
-            reply: bytes | None = await self._handle.receive.remote(data)
-        except RayActorError as exc:
-            raise RecipientUnavailable(f"recipient actor is unavailable: {exc}") from None
-        except RayTaskError as exc:
-            raise unwrap(exc) from None
-        return reply
-
-
-class RayRouterClient:
-    """An actor-side :class:`~actors.RouterClient` over the router's Ray handle."""
-
-    def __init__(self, router: Any) -> None:
-        self._router = router
-
-    async def request(self, message: AgentMessage, /) -> AgentMessage:
-        """Deliver through the router and wait for the reply."""
-        try:
-            return decode(await self._router.request.remote(encode(message)))
-        except RayActorError as exc:
-            raise RecipientUnavailable(f"router is unavailable: {exc}") from None
-        except RayTaskError as exc:
-            raise unwrap(exc) from None
-
-    async def send(self, message: AgentMessage, /) -> str:
-        """Deliver through the router without waiting for a reply."""
-        try:
-            status: str = await self._router.send.remote(encode(message))
-        except RayActorError as exc:
-            raise RecipientUnavailable(f"router is unavailable: {exc}") from None
-        except RayTaskError as exc:
-            raise unwrap(exc) from None
-        return status
 
 
 @functools.cache
@@ -126,11 +70,12 @@ def _options(name: str, *, num_cpus: float = 0.0, max_restarts: int) -> dict[str
 
 
 class RayTeamProvisioner:
-    """Spawns (or reuses) a team's agent actors, registers them, and serves its models."""
+    """Spawns (or reuses) a team's agent actors, grants their tools, serves their models."""
 
-    def __init__(self, router: Any, llm: Any) -> None:
+    def __init__(self, router: Any, llm: Any, sandboxes: list[Any]) -> None:
         self._router = router
         self._llm = llm
+        self._sandboxes = sandboxes
 
     async def provision(self, team: TeamSpec) -> None:
         """Make every agent of ``team`` reachable through the router by name and role."""
@@ -145,9 +90,14 @@ class RayTeamProvisioner:
         options = _options(
             agent_actor_name(spec.name), num_cpus=spec.num_cpus, max_restarts=AGENT_RESTARTS
         )
-        handle = _remote(AgentActor).options(**options).remote(spec, RayRouterClient(self._router))
-        if await handle.spec.remote() != spec:
-            await handle.configure.remote(spec)
+        # every sandbox learns the agent's allow-list; the agent only learns the tools' specs
+        granted = await asyncio.gather(
+            *(sandbox.grant.remote(spec.name, spec.tools) for sandbox in self._sandboxes)
+        )
+        tools = granted[0]
+        router = RayRouterClient(self._router)
+        handle = _remote(AgentActor).options(**options).remote(spec, router, tools)
+        await handle.configure.remote(spec, tools)
         await self._router.register.remote(spec.name, handle, [team_role(team, spec.role)])
 
 
@@ -158,16 +108,21 @@ class SystemHandles:
     router: Any
     llm: Any
     orchestrator: Any
+    sandboxes: list[Any]
 
 
 def spawn_system(
-    models: Mapping[str, ModelSpec] | None = None, config: LLMConfig | None = None
+    models: Mapping[str, ModelSpec] | None = None,
+    config: LLMConfig | None = None,
+    tools: ToolsConfig | None = None,
 ) -> SystemHandles:
     """Start the system actors, or find the running ones, and wire them together.
 
-    ``config`` configures a pool this call starts (a running pool keeps its own); ``models``
-    are served by the pool, replacing aliases of the same name.
+    ``config`` configures a pool this call starts (a running pool keeps its own), and
+    ``tools`` the tool sandboxes it starts; ``models`` are served by the pool, replacing
+    aliases of the same name.
     """
+    tools = tools or ToolsConfig()
     router = (
         _remote(MessageRouter)
         .options(**_options("router", max_restarts=SYSTEM_RESTARTS))
@@ -178,14 +133,23 @@ def spawn_system(
         .options(**_options("llm", max_restarts=SYSTEM_RESTARTS))
         .remote(config=config, router=RayRouterClient(router))
     )
+    from actors.tools.sandbox import ToolSandbox  # noqa: PLC0415 - only the driver spawns it
+
+    sandboxes = [
+        _remote(ToolSandbox)
+        .options(**_options(f"tools/{n}", max_restarts=SYSTEM_RESTARTS))
+        .remote(tools, name=f"tools-{n}")
+        for n in range(tools.sandboxes)
+    ]
     orchestrator = (
         _remote(Orchestrator)
         .options(**_options("orchestrator", max_restarts=SYSTEM_RESTARTS))
-        .remote(RayRouterClient(router), RayTeamProvisioner(router, llm))
+        .remote(RayRouterClient(router), RayTeamProvisioner(router, llm, sandboxes))
     )
     pending = [
         router.register.remote("llm", llm, []),
         router.register.remote("orchestrator", orchestrator, []),
+        *(router.register.remote(f"tools-{n}", s, ["tools"]) for n, s in enumerate(sandboxes)),
     ]
     if models:
         pending.append(llm.configure.remote(dict(models), replace=True))
@@ -200,4 +164,4 @@ def spawn_system(
             + "; ".join(f"{alias}: {why}" for alias, why in sorted(problems.items())),
             problems=problems,
         )
-    return SystemHandles(router=router, llm=llm, orchestrator=orchestrator)
+    return SystemHandles(router=router, llm=llm, orchestrator=orchestrator, sandboxes=sandboxes)

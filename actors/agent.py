@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import structlog
 
 from actors._endpoint import RouterClient, serve_envelope
-from actors.tools import ToolBox
 from protocols import (
     AgentMessage,
     AgentSpec,
@@ -28,7 +28,10 @@ from protocols import (
     ModelError,
     TaskRequest,
     TaskResult,
+    ToolCall,
+    ToolError,
     ToolResult,
+    ToolSpec,
     TroupeError,
     Usage,
 )
@@ -63,34 +66,36 @@ class _Loop:
 class AgentActor:
     """One agent. A plain class; Ray makes it the ``agent/<name>`` actor.
 
+    Tools run in the tool sandboxes (``role:tools``), which enforce the agent's allow-list
+    whatever its model asks for; the agent only tells its model about them.
+
     Args:
         spec: who the agent is (name, role, instructions, model alias, tools, limits).
-        router: how it reaches the LLM pool and other actors.
-
-    Raises:
-        ConfigError: the spec names a tool that does not exist.
+        router: how it reaches the LLM pool, the tool sandboxes and other actors.
+        tools: what the model is told about the agent's tools (from the sandbox's grant).
     """
 
-    def __init__(self, spec: AgentSpec, router: RouterClient) -> None:
+    def __init__(
+        self, spec: AgentSpec, router: RouterClient, tools: Sequence[ToolSpec] = ()
+    ) -> None:
         self._router = router
         self._spec = spec
-        self._tools = ToolBox(spec.tools)
+        self._tools = tuple(tools)
         self._slots = asyncio.Semaphore(spec.max_concurrency)
 
     async def spec(self) -> AgentSpec:
         """The agent's current configuration."""
         return self._spec
 
-    async def configure(self, spec: AgentSpec) -> None:
+    async def configure(self, spec: AgentSpec, tools: Sequence[ToolSpec] = ()) -> None:
         """Replace the configuration; subtasks already running keep the one they started with.
 
         Raises:
             InvalidInput: ``spec`` names another agent.
-            ConfigError: ``spec`` names a tool that does not exist.
         """
         if spec.name != self._spec.name:
             raise InvalidInput(f"agent {self._spec.name!r} cannot become {spec.name!r}")
-        self._tools = ToolBox(spec.tools)
+        self._tools = tuple(tools)
         if spec.max_concurrency != self._spec.max_concurrency:
             self._slots = asyncio.Semaphore(spec.max_concurrency)
         self._spec = spec
@@ -144,7 +149,7 @@ class AgentActor:
                     LLMRequest(
                         model=spec.model,
                         messages=tuple(loop.messages),
-                        tools=tools.specs,
+                        tools=tools,
                         purpose="work",
                         stream=spec.stream,
                         budget=request.budget,
@@ -159,9 +164,10 @@ class AgentActor:
                 loop.messages.append(
                     ChatMessage(role="assistant", content=answer.text, tool_calls=answer.tool_calls)
                 )
-                for call in answer.tool_calls:
+                for index, call in enumerate(answer.tool_calls):
                     loop.tool_calls += 1
-                    outcome = tools.call(call)
+                    step = loop.turns * 1000 + index
+                    outcome = await self._tool(message, request.task_id, step, call)
                     bound.info("tool_called", tool=call.tool, ok=outcome.ok)
                     loop.messages.append(
                         ChatMessage(
@@ -181,6 +187,22 @@ class AgentActor:
                 code=ErrorCode.MAX_TURNS, message=f"no final answer within {max_turns} turns"
             ),
         )
+
+    async def _tool(
+        self, cause: AgentMessage, task_id: str, step: int, call: ToolCall
+    ) -> ToolResult:
+        """Run ``call`` in a sandbox; an undeliverable call is a failed result the model sees."""
+        stamped = call.model_copy(update={"task_id": task_id, "step": step})
+        reply = await self._router.request(
+            cause.derive(sender=self._spec.name, recipient="role:tools", payload=stamped)
+        )
+        match reply.payload:
+            case ToolResult() as result:
+                return result
+            case ErrorPayload() as error:
+                return ToolResult(call_id=call.call_id, tool=call.tool, ok=False, error=error)
+            case other:
+                raise ToolError(f"tool sandbox answered with {other.kind!r}")
 
     async def _ask(self, cause: AgentMessage, request: LLMRequest) -> LLMResponse:
         reply = await self._router.request(

@@ -55,6 +55,12 @@ class ToolCall(_Frozen):
     arguments: dict[str, Any] = Field(
         default_factory=dict, description="Parsed arguments; empty arguments are {}."
     )
+    task_id: str | None = Field(
+        default=None, description="Set by the agent: the subtask the call is made for."
+    )
+    step: int | None = Field(
+        default=None, description="Set by the agent: the call's place in the subtask's loop."
+    )
 
 
 class TextPart(_Frozen):

@@ -13,6 +13,8 @@ rt.shutdown()
 
 from actors.llm.config import LLMConfig
 from actors.llm.gateway import RetryPolicy
+from actors.tools.config import ToolsConfig
+from actors.tools.isolation import Limits
 from protocols import (
     AgentSpec,
     AnthropicModel,
@@ -26,6 +28,7 @@ from protocols import (
     JobResult,
     JobStatus,
     JobTimeout,
+    MCPServerSpec,
     OfflineModel,
     OpenAICompatibleModel,
     OpenAIModel,
@@ -34,6 +37,7 @@ from protocols import (
     ScriptedTurn,
     SubtaskResult,
     ToolCall,
+    ToolDef,
     TroupeError,
     UsageRow,
 )
@@ -56,6 +60,8 @@ __all__ = [
     "JobStatus",
     "JobTimeout",
     "LLMConfig",
+    "Limits",
+    "MCPServerSpec",
     "OfflineModel",
     "OpenAICompatibleModel",
     "OpenAIModel",
@@ -67,6 +73,8 @@ __all__ = [
     "SubtaskResult",
     "Team",
     "ToolCall",
+    "ToolDef",
+    "ToolsConfig",
     "TroupeError",
     "UsageRow",
     "configure_logging",

@@ -14,9 +14,11 @@ from pydantic import BaseModel
 from ray._private import ray_constants  # see _stay_on_loopback
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from actors._ray import NAMESPACE, SystemHandles, spawn_system, unwrap
+from actors._ray import NAMESPACE, SystemHandles, spawn_system
+from actors._ray_client import unwrap
 from actors.llm.config import LLMConfig
 from actors.router import RouterStats
+from actors.tools.config import ToolsConfig
 from protocols import (
     Budget,
     ConfigError,
@@ -217,6 +219,7 @@ def connect(
     *,
     llm: ModelSpec | Mapping[str, ModelSpec] | None = None,
     llm_config: LLMConfig | str | Path | None = None,
+    tools_config: ToolsConfig | None = None,
     num_cpus: int | None = None,
     include_dashboard: bool = True,
     log_level: str | None = None,
@@ -235,6 +238,8 @@ def connect(
             Replaces aliases of the same name in a running pool.
         llm_config: the LLM pool's configuration (an ``LLMConfig`` or a YAML file): aliases,
             routes, tenant budgets, retry policy, prices. Used when this call starts the pool.
+        tools_config: the tool sandboxes' configuration (how many, limits, shell, http_get's
+            domains, MCP servers). Used when this call starts them.
         num_cpus: CPUs of a local Ray this call starts (default: all).
         include_dashboard: start the Ray dashboard with a local Ray (``list_actors`` needs it).
         log_level: structlog level of this process (default ``$TROUPE_LOG_LEVEL`` or info).
@@ -263,4 +268,6 @@ def connect(
     config = (
         llm_config if isinstance(llm_config, LLMConfig | None) else LLMConfig.from_yaml(llm_config)
     )
-    return Runtime(spawn_system(_models(llm), config), owns_connection=owns_connection)
+    return Runtime(
+        spawn_system(_models(llm), config, tools_config), owns_connection=owns_connection
+    )

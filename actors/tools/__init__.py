@@ -1,6 +1,9 @@
-"""Tools agents may call."""
+"""Tools: the sandbox actor, its built-ins, validation, isolation, idempotency and MCP sources.
+
+Heavy pieces (the MCP client) are imported by the modules that use them, so that importing
+``actors.tools`` stays cheap for agents.
+"""
 
 from actors.tools.calculator import CALCULATOR, evaluate
-from actors.tools.toolbox import BUILTIN_TOOLS, Tool, ToolBox
 
-__all__ = ["BUILTIN_TOOLS", "CALCULATOR", "Tool", "ToolBox", "evaluate"]
+__all__ = ["CALCULATOR", "evaluate"]

@@ -8,6 +8,7 @@ import pytest
 
 import runtime
 from tests.support.keys import TEST_KEY, TEST_KEY_ENV
+from tests.support.mcp_servers import STDIO_COMMAND
 
 
 def pytest_collection_modifyitems(items):
@@ -17,8 +18,15 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
-def rt():
+def rt(tmp_path_factory):
     os.environ[TEST_KEY_ENV] = TEST_KEY
-    troupe = runtime.connect(address="local", num_cpus=2, log_level="warning")
+    root = tmp_path_factory.mktemp("troupe")
+    tools = runtime.ToolsConfig(
+        state_dir=root / "state",
+        scratch_root=root / "scratch",
+        mcp_servers=(runtime.MCPServerSpec(name="testmcp", command=STDIO_COMMAND),),
+        limits=runtime.Limits(wall_s=10.0, memory_mb=256),
+    )
+    troupe = runtime.connect(address="local", num_cpus=2, log_level="warning", tools_config=tools)
     yield troupe
     troupe.shutdown()

@@ -11,7 +11,7 @@ import ray
 from ray.util.state import list_actors
 
 import runtime
-from actors._ray import RayRouterClient
+from actors._ray_client import RayRouterClient
 from protocols import (
     AgentMessage,
     ErrorCode,

@@ -2,7 +2,7 @@ import asyncio
 from dataclasses import dataclass
 
 import pytest
-from wiring import Tap, envelope, run
+from wiring import Tap, envelope, in_process_sandbox, run
 
 from actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
 from actors.agent import render_task
@@ -56,7 +56,9 @@ async def rig(spec: AgentSpec | None = None, pool: LLMAdapterPool | None = None,
     pool = pool or LLMAdapterPool(models)
     llm = Tap(pool)
     await router.register("llm", llm)
-    agent = AgentActor(spec, client)
+    sandbox = in_process_sandbox()
+    await router.register("tools-0", sandbox, ["tools"])
+    agent = AgentActor(spec, client, await sandbox.grant(spec.name, spec.tools))
     await router.register(spec.name, agent, [spec.role])
     return Rig(router, client, agent, llm, pool)
 
@@ -232,8 +234,9 @@ def test_configure_swaps_the_spec_but_not_the_name():
         other = AgentSpec(name="grace", role="worker")
         with pytest.raises(InvalidInput, match="cannot become 'grace'"):
             await r.agent.configure(other)
+        # unknown tools are refused where tools live: by the sandbox's grant
         with pytest.raises(ConfigError):
-            await r.agent.configure(AgentSpec(name="ada", role="worker", tools=("shell",)))
+            await in_process_sandbox().grant("ada", ["shell"])
         new = AgentSpec(name="ada", role="worker", model="m", max_concurrency=1)
         await r.agent.configure(new)
         assert await r.agent.spec() == new
@@ -244,9 +247,9 @@ def test_configure_swaps_the_spec_but_not_the_name():
     run(main())
 
 
-def test_an_unknown_tool_in_the_spec_is_a_config_error():
-    with pytest.raises(ConfigError):
-        AgentActor(AgentSpec(name="ada", role="worker", tools=("shell",)), router=None)
+def test_an_unknown_tool_in_the_spec_is_a_config_error_when_granted():
+    with pytest.raises(ConfigError, match="unknown tool"):
+        run(in_process_sandbox().grant("ada", ("shell",)))
 
 
 def test_a_payload_other_than_a_task_request_gets_an_error_reply():

@@ -9,8 +9,10 @@ objects for a team and registers them with the router, as the Ray provisioner do
 from __future__ import annotations
 
 import asyncio
+import tempfile
 from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TypeVar
 
 from actors import (
@@ -22,6 +24,7 @@ from actors import (
     Orchestrator,
     serve_envelope,
 )
+from actors.tools.sandbox import ToolSandbox, ToolsConfig
 from protocols import (
     AgentMessage,
     ChatMessage,
@@ -49,6 +52,7 @@ __all__ = [
     "ask",
     "build_troupe",
     "envelope",
+    "in_process_sandbox",
     "llm_request",
     "ping",
     "run",
@@ -180,6 +184,12 @@ class FlakyMailbox:
         return await self.inner.receive(data)
 
 
+def in_process_sandbox() -> ToolSandbox:
+    """A tool sandbox keeping its state and scratch in a fresh temporary directory."""
+    root = Path(tempfile.mkdtemp(prefix="troupe-unit-"))
+    return ToolSandbox(ToolsConfig(state_dir=root / "state", scratch_root=root / "scratch"))
+
+
 class InProcessProvisioner:
     """A ``TeamProvisioner`` that builds ``AgentActor`` objects in this process.
 
@@ -193,9 +203,11 @@ class InProcessProvisioner:
         pool: LLMAdapterPool,
         client: LocalRouterClient,
         wrap: Wrap | None = None,
+        sandbox: ToolSandbox | None = None,
     ) -> None:
         self.router = router
         self.pool = pool
+        self.sandbox = sandbox or in_process_sandbox()
         self.client = client
         self.wrap: Wrap = wrap or (lambda _name, agent: agent)
         self.agents: dict[str, AgentActor] = {}
@@ -206,11 +218,12 @@ class InProcessProvisioner:
         if team.models:
             await self.pool.configure(team.models)
         for spec in team.agents:
+            tools = await self.sandbox.grant(spec.name, spec.tools)
             agent = self.agents.get(spec.name)
             if agent is None:
-                agent = self.agents[spec.name] = AgentActor(spec, self.client)
-            elif await agent.spec() != spec:
-                await agent.configure(spec)
+                agent = self.agents[spec.name] = AgentActor(spec, self.client, tools)
+            else:
+                await agent.configure(spec, tools)
             if spec.name not in self.mailboxes:
                 self.mailboxes[spec.name] = self.wrap(spec.name, agent)
             await self.router.register(
@@ -254,5 +267,6 @@ async def build_troupe(
     llm = Tap(pool)
     await router.register("llm", llm)
     provisioner = InProcessProvisioner(router, pool, client, wrap)
+    await router.register("tools-0", provisioner.sandbox, ["tools"])
     orchestrator = Orchestrator(client, provisioner, max_attempts=max_attempts)
     return Troupe(router, client, pool, llm, provisioner, orchestrator)

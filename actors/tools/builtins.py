@@ -1,0 +1,207 @@
+"""Built-in tools: calculator, python and shell (isolated), http_get, file read and write.
+
+Each runner takes the validated arguments and a :class:`ToolContext` and returns the result's
+data, or raises a ``ToolError`` whose detail the model gets to see.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from actors.tools.calculator import CALCULATOR, evaluate
+from actors.tools.isolation import Isolation, Limits, RunResult
+from protocols import ToolDef, ToolError
+
+__all__ = ["BuiltinSettings", "Runner", "ToolContext", "builtin_tools"]
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """Who is calling, for which job, and where that job may keep files."""
+
+    job_id: str | None
+    task_id: str | None
+    agent: str
+    scratch: Path
+
+
+Runner = Callable[[dict[str, Any], ToolContext], Awaitable[object]]
+
+
+@dataclass(frozen=True)
+class BuiltinSettings:
+    """What the built-ins may do."""
+
+    isolation: Isolation
+    limits: Limits
+    enable_shell: bool
+    http_allow_domains: tuple[str, ...]
+    http_max_bytes: int
+    http_timeout_s: float
+    file_max_bytes: int
+
+
+def _object(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(required),
+        "additionalProperties": False,
+    }
+
+
+def _ran(result: RunResult) -> dict[str, Any]:
+    data: dict[str, Any] = {
+        "stdout": result.stdout,
+        "stderr": result.stderr,
+        "exit_code": result.exit_code,
+    }
+    if result.timed_out or result.exit_code != 0:
+        why = "timed out" if result.timed_out else f"exited with {result.exit_code}"
+        tail = result.stderr.strip().splitlines()[-3:]
+        raise ToolError(
+            f"the program {why}" + (f": {' | '.join(tail)}" if tail else ""),
+            **data,
+            timed_out=result.timed_out,
+            signal=result.signal,
+        )
+    return data
+
+
+def _in_scratch(scratch: Path, relative: str) -> Path:
+    path = (scratch / relative).resolve()
+    if not path.is_relative_to(scratch.resolve()):
+        raise ToolError(f"path {relative!r} leaves the job's scratch directory")
+    return path
+
+
+def builtin_tools(settings: BuiltinSettings) -> dict[str, tuple[ToolDef, Runner]]:
+    """The built-in tools under ``settings`` (``shell`` only when enabled)."""
+    iso, limits = settings.isolation, settings.limits
+
+    async def calculator(args: dict[str, Any], _: ToolContext) -> object:
+        return evaluate(str(args["expression"]))
+
+    async def python(args: dict[str, Any], ctx: ToolContext) -> object:
+        return _ran(await iso.run_python(str(args["code"]), scratch=ctx.scratch, limits=limits))
+
+    async def shell(args: dict[str, Any], ctx: ToolContext) -> object:
+        argv = ["/bin/sh", "-c", str(args["command"])]
+        return _ran(await iso.run(argv, scratch=ctx.scratch, limits=limits))
+
+    async def http_get(args: dict[str, Any], _: ToolContext) -> object:
+        url = str(args["url"])
+        parts = urlsplit(url)
+        host = (parts.hostname or "").lower()
+        allowed = any(host == d or host.endswith(f".{d}") for d in settings.http_allow_domains)
+        if parts.scheme not in {"http", "https"} or not allowed:
+            raise ToolError(
+                f"http_get may only fetch http(s) URLs of {list(settings.http_allow_domains)}",
+                url=url,
+            )
+        body = bytearray()
+        async with httpx.AsyncClient(timeout=settings.http_timeout_s) as client:
+            try:
+                async with client.stream("GET", url, follow_redirects=False) as response:
+                    async for chunk in response.aiter_bytes():
+                        body += chunk
+                        if len(body) > settings.http_max_bytes:
+                            break
+            except httpx.HTTPError as e:
+                raise ToolError(f"http_get failed: {type(e).__name__}: {e}", url=url) from None
+        truncated = len(body) > settings.http_max_bytes
+        return {
+            "status": response.status_code,
+            "content_type": response.headers.get("content-type", ""),
+            "text": bytes(body[: settings.http_max_bytes]).decode("utf-8", "replace"),
+            "truncated": truncated,
+        }
+
+    async def file_read(args: dict[str, Any], ctx: ToolContext) -> object:
+        path = _in_scratch(ctx.scratch, str(args["path"]))
+        try:
+            data = path.read_bytes()[: settings.file_max_bytes]
+        except OSError as e:
+            raise ToolError(f"cannot read {args['path']!r}: {e.strerror}") from None
+        return data.decode("utf-8", "replace")
+
+    async def file_write(args: dict[str, Any], ctx: ToolContext) -> object:
+        text = str(args["content"])
+        if len(text.encode()) > settings.file_max_bytes:
+            raise ToolError(f"content is larger than {settings.file_max_bytes} bytes")
+        path = _in_scratch(ctx.scratch, str(args["path"]))
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+        os.chmod(path, 0o644)
+        return {"path": str(args["path"]), "bytes": len(text.encode())}
+
+    isolated = {"timeout_s": limits.wall_s + 5, "isolated": True}
+    tools: dict[str, tuple[ToolDef, Runner]] = {
+        "calculator": (
+            ToolDef(tags=("math",), **CALCULATOR.model_dump()),
+            calculator,
+        ),
+        "python": (
+            ToolDef(
+                name="python",
+                description="Run a Python 3 program in an isolated sandbox (no network; only "
+                "the job's scratch directory, mounted at /tmp, is writable). Returns its "
+                "stdout, stderr and exit code; print what you need.",
+                parameters=_object({"code": {"type": "string", "minLength": 1}}, ["code"]),
+                tags=("code", "compute"),
+                **isolated,
+            ),
+            python,
+        ),
+        "http_get": (
+            ToolDef(
+                name="http_get",
+                description="Fetch a web page over HTTP(S) from an allowed domain.",
+                parameters=_object({"url": {"type": "string", "minLength": 1}}, ["url"]),
+                timeout_s=settings.http_timeout_s + 5,
+                tags=("web",),
+            ),
+            http_get,
+        ),
+        "file_read": (
+            ToolDef(
+                name="file_read",
+                description="Read a text file from the job's scratch directory.",
+                parameters=_object({"path": {"type": "string", "minLength": 1}}, ["path"]),
+                tags=("files",),
+            ),
+            file_read,
+        ),
+        "file_write": (
+            ToolDef(
+                name="file_write",
+                description="Write a text file into the job's scratch directory.",
+                parameters=_object(
+                    {"path": {"type": "string", "minLength": 1}, "content": {"type": "string"}},
+                    ["path", "content"],
+                ),
+                side_effects=True,
+                tags=("files",),
+            ),
+            file_write,
+        ),
+    }
+    if settings.enable_shell:
+        tools["shell"] = (
+            ToolDef(
+                name="shell",
+                description="Run a /bin/sh command in an isolated sandbox (no network).",
+                parameters=_object({"command": {"type": "string", "minLength": 1}}, ["command"]),
+                tags=("code",),
+                **isolated,
+            ),
+            shell,
+        )
+    return tools

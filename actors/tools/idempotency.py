@@ -1,0 +1,88 @@
+"""Idempotency for side-effecting tool calls: a retried call returns the recorded result.
+
+The key comes from the job, the subtask, the step of the agent's loop, the tool and its
+normalized arguments — never from the model's tool-call id, which changes on every retry. The
+record lives in SQLite, so it outlasts a restart of the sandbox actor. A claim row marks a
+call in progress; a claim older than its lease (the holder died mid-call) may be taken over.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from pathlib import Path
+from typing import Any
+
+from protocols import ToolResult
+
+__all__ = ["IdempotencyStore", "idempotency_key"]
+
+
+def idempotency_key(
+    job_id: str | None, task_id: str | None, step: int | None, tool: str, arguments: dict[str, Any]
+) -> str:
+    """A stable key for one call of a side-effecting tool."""
+    canonical = json.dumps(
+        [job_id, task_id, step, tool, arguments],
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        default=str,
+    )
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+class IdempotencyStore:
+    """Results of side-effecting calls by key, in a SQLite file (``:memory:`` for tests)."""
+
+    def __init__(self, path: str | Path) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, state TEXT NOT NULL, "
+            "claimed_at REAL NOT NULL, result TEXT)"
+        )
+
+    def recorded(self, key: str) -> ToolResult | None:
+        """The result recorded for ``key``, if the call finished."""
+        row = self._db.execute(
+            "SELECT result FROM calls WHERE key = ? AND state = 'done'", (key,)
+        ).fetchone()
+        return None if row is None else ToolResult.model_validate_json(row[0])
+
+    def claim(self, key: str, lease_s: float) -> bool:
+        """Take the right to run ``key``: True if nobody holds a live claim or a result."""
+        now = time.time()
+        with self._db:
+            self._db.execute("BEGIN IMMEDIATE")
+            row = self._db.execute(
+                "SELECT state, claimed_at FROM calls WHERE key = ?", (key,)
+            ).fetchone()
+            if row is not None and (row[0] == "done" or now - row[1] < lease_s):
+                return False
+            self._db.execute(
+                "INSERT OR REPLACE INTO calls (key, state, claimed_at, result) "
+                "VALUES (?, 'running', ?, NULL)",
+                (key, now),
+            )
+        return True
+
+    def finish(self, key: str, result: ToolResult) -> None:
+        """Record the result of a claimed call."""
+        self._db.execute(
+            "UPDATE calls SET state = 'done', result = ? WHERE key = ?",
+            (result.model_dump_json(), key),
+        )
+
+    def release(self, key: str) -> None:
+        """Give up a claim without a result (the call failed before it had any effect)."""
+        self._db.execute("DELETE FROM calls WHERE key = ? AND state = 'running'", (key,))
+
+    def close(self) -> None:
+        """Close the database."""
+        self._db.close()

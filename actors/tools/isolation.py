@@ -1,0 +1,388 @@
+"""Run untrusted code (the built-in ``python`` and ``shell`` tools) in an isolated child process.
+
+Each run starts ``_launcher.py`` (a standalone script) with ``start_new_session=True`` and an
+empty environment; the launcher builds new network, mount, pid, IPC and UTS namespaces, drops
+to an unprivileged uid/gid with rlimits, and execs the program with ``/tmp`` bound to the
+caller's scratch directory. No ``preexec_fn`` is used: Ray actor processes are multi-threaded.
+
+The wall timeout (or a cancelled call) kills the namespace's init, which the launcher reaps
+(then the whole process group, if still needed): the kernel ends everything in the pid
+namespace, so nothing the program started survives a run, even after ``setsid()``. Hosts
+that cannot isolate fail closed with :class:`~protocols.errors.SandboxUnavailable` unless
+``allow_unisolated=True``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Literal
+
+import structlog
+from pydantic import BaseModel, ConfigDict, Field
+
+from protocols.errors import SandboxUnavailable, ToolError
+
+__all__ = ["LAUNCHER", "Isolation", "Limits", "RunResult"]
+
+log = structlog.get_logger("raytroupe.tools")
+
+LAUNCHER = Path(__file__).with_name("_launcher.py")
+_SANDBOX_TMP = "/tmp"  # noqa: S108 - inside the sandbox, /tmp is the private scratch directory
+_BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": _SANDBOX_TMP, "LANG": "C.UTF-8"}
+_CHUNK = 65536
+_STATUS_MAX = 65536  # bytes of status lines kept
+_GRACE_S = 2.0  # after a kill, how long the pipes may take to report end of file
+_PROBE_TIMEOUT_S = 30.0
+
+
+class Limits(BaseModel):
+    """What one run may use."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    wall_s: float = Field(default=10.0, gt=0.0, description="Wall time; the group is killed.")
+    cpu_s: int = Field(default=10, ge=1, description="CPU seconds (RLIMIT_CPU).")
+    memory_mb: int = Field(default=256, ge=16, description="Address space (RLIMIT_AS).")
+    file_mb: int = Field(default=16, ge=1, description="Largest file written (RLIMIT_FSIZE).")
+    open_files: int = Field(default=64, ge=8, description="Open descriptors (RLIMIT_NOFILE).")
+    processes: int = Field(default=32, ge=1, description="Processes of the uid (RLIMIT_NPROC).")
+    output_bytes: int = Field(default=65536, ge=0, description="Kept of stdout and of stderr.")
+
+
+class RunResult(BaseModel):
+    """How a run ended, with its (possibly truncated) output."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    exit_code: int | None
+    signal: int | None
+    stdout: str
+    stderr: str
+    duration_s: float
+    timed_out: bool
+    stdout_truncated: bool
+    stderr_truncated: bool
+    isolation: Literal["namespaces", "none"]
+
+    @property
+    def ok(self) -> bool:
+        """The program exited with status 0 within its time."""
+        return self.exit_code == 0 and not self.timed_out
+
+
+class _Capture:
+    """One output stream: keeps the first ``cap`` bytes, drains and discards the rest."""
+
+    def __init__(self, cap: int) -> None:
+        self.cap = cap
+        self.data = bytearray()
+        self.truncated = False
+
+    async def drain(self, stream: asyncio.StreamReader) -> None:
+        while chunk := await stream.read(_CHUNK):
+            room = self.cap - len(self.data)
+            if len(chunk) > room:
+                self.truncated = True
+                chunk = chunk[: max(room, 0)]
+            self.data += chunk
+
+    def text(self) -> str:
+        return self.data.decode("utf-8", errors="replace")
+
+
+async def _feed(writer: asyncio.StreamWriter, data: bytes) -> None:
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        if data:
+            writer.write(data)
+            await writer.drain()
+        writer.close()
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+
+
+class _Status:
+    """The launcher's status pipe (``init PID``, then the outcome), read without blocking."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.data = fd, b""
+        os.set_blocking(fd, False)
+
+    def first(self, *kinds: str) -> tuple[str, str]:
+        """``(kind, value)`` of the first line of one of ``kinds``, else ``("", "")``."""
+        with contextlib.suppress(BlockingIOError):
+            while len(self.data) < _STATUS_MAX and (chunk := os.read(self.fd, 4096)):
+                self.data += chunk
+        for line in self.data.decode("utf-8", errors="replace").splitlines():
+            kind, _, value = line.strip().partition(" ")
+            if kind in kinds:
+                return kind, value
+        return "", ""
+
+    def outcome(self, returncode: int | None) -> tuple[int | None, int | None]:
+        """``(exit_code, signal)``: from the launcher's status line, else its return code."""
+        kind, number = self.first("exit", "signal", "setup")
+        if kind == "setup":
+            raise SandboxUnavailable(f"the sandbox could not be built: {number}", reason=number)
+        if kind == "exit" and number.lstrip("-").isdigit():
+            return int(number), None
+        if kind == "signal" and number.isdigit():
+            return None, int(number)
+        if returncode is not None and returncode < 0:
+            return None, -returncode
+        return returncode, None
+
+
+async def _stop(proc: asyncio.subprocess.Process, status: _Status) -> None:
+    """Kill a run still going: init first (the launcher reaps it), else the whole group."""
+    try:
+        _, init_pid = status.first("init")
+        if init_pid.isdigit() and int(init_pid) > 1 and proc.returncode is None:
+            # The launcher lives, so init is not reaped: the pid cannot be anyone else's yet.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(init_pid), signal.SIGKILL)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_GRACE_S):
+                    await proc.wait()
+    finally:
+        if proc.returncode is None:
+            _kill_group(proc.pid)
+
+
+class Isolation:
+    """Runs programs isolated from the host: namespaces, an unprivileged uid and rlimits."""
+
+    def __init__(
+        self,
+        *,
+        uid: int = 65534,
+        gid: int = 65534,
+        python: str = "/usr/bin/python3",
+        allow_unisolated: bool = False,
+    ) -> None:
+        self.uid = uid
+        self.gid = gid
+        self.python = python
+        self.allow_unisolated = allow_unisolated
+        self._probe: tuple[bool, str] | None = None  # no lock: a racing second probe is harmless
+        self._warned = False
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_probe": None}  # another process may be on another host
+
+    def probe(self) -> tuple[bool, str]:
+        """Whether this host can isolate (cached): runs the launcher once with ``/bin/true``."""
+        if self._probe is None:
+            self._probe = self._probe_once()
+        return self._probe
+
+    def _probe_once(self) -> tuple[bool, str]:
+        if not sys.platform.startswith("linux"):
+            return False, f"namespaces need Linux, this is {sys.platform}"
+        if os.geteuid() != 0:
+            return False, "not running as root: cannot build namespaces or drop to another uid"
+        with tempfile.TemporaryDirectory(prefix="troupe-probe-") as tmp:
+            limits = Limits(wall_s=_PROBE_TIMEOUT_S)
+            config = self._config(["/bin/true"], self._prepare_scratch(Path(tmp)), limits, None)
+            run = self._execute(config, b"", limits, "namespaces")
+            with ThreadPoolExecutor(1) as pool:  # a loop of its own, whoever the caller is
+                try:
+                    result = pool.submit(asyncio.run, run).result()
+                except (ToolError, OSError) as exc:
+                    return False, f"the isolation probe failed: {exc}"
+        if result.exit_code != 0:
+            return False, f"the isolation probe failed: {result.stderr.strip() or result}"
+        return True, "namespaces (net, mount, pid, ipc, uts), uid drop and rlimits work"
+
+    async def _isolated(self) -> bool:
+        ok, reason = self._probe if self._probe is not None else await asyncio.to_thread(self.probe)
+        if ok:
+            return True
+        if not self.allow_unisolated:
+            raise SandboxUnavailable(
+                f"refusing to run untrusted code: this host cannot isolate it ({reason})",
+                reason=reason,
+            )
+        if not self._warned:
+            self._warned = True
+            log.warning("sandbox_unisolated", reason=reason, protection="rlimits, env, session")
+        return False
+
+    async def run(
+        self,
+        argv: Sequence[str],
+        *,
+        scratch: Path,
+        stdin: bytes = b"",
+        limits: Limits = Limits(),  # noqa: B008 - Limits is frozen: one shared default is safe
+        env: Mapping[str, str] | None = None,
+    ) -> RunResult:
+        """Run ``argv`` isolated, with ``/tmp`` (its cwd and HOME) being ``scratch``."""
+        if not argv:
+            raise ToolError("nothing to run: empty argv")
+        isolate = await self._isolated()
+        prepared = self._prepare_scratch(scratch)
+        config = self._config(argv, prepared, limits, env, isolate=isolate)
+        return await self._execute(config, stdin, limits, "namespaces" if isolate else "none")
+
+    async def run_python(
+        self,
+        code: str,
+        *,
+        scratch: Path,
+        limits: Limits = Limits(),  # noqa: B008 - Limits is frozen: one shared default is safe
+    ) -> RunResult:
+        """Run Python source with the system interpreter (``-I -S``), as ``main.py`` in scratch."""
+        isolate = await self._isolated()
+        path = self._prepare_scratch(scratch) / "main.py"
+        try:
+            path.unlink(missing_ok=True)  # removes a symlink, never what it points to
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+            try:
+                os.write(fd, code.encode("utf-8", errors="surrogatepass"))
+                if os.geteuid() == 0:
+                    os.fchown(fd, self.uid, self.gid)
+            finally:
+                os.close(fd)
+        except OSError as exc:
+            raise ToolError(f"cannot write main.py to the scratch directory: {exc}") from exc
+        script = f"{_SANDBOX_TMP}/main.py" if isolate else str(path)
+        return await self.run([self.python, "-I", "-S", script], scratch=scratch, limits=limits)
+
+    def _prepare_scratch(self, scratch: Path) -> Path:
+        path = Path(scratch).resolve()
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+            if os.geteuid() == 0:
+                os.chown(path, self.uid, self.gid, follow_symlinks=False)
+            os.chmod(path, 0o700, follow_symlinks=False)
+        except (OSError, OverflowError) as exc:
+            raise ToolError(f"cannot prepare the scratch directory {path}: {exc}") from exc
+        return path
+
+    def _config(
+        self,
+        argv: Sequence[str],
+        scratch: Path,
+        limits: Limits,
+        env: Mapping[str, str] | None,
+        *,
+        isolate: bool = True,
+    ) -> dict[str, Any]:
+        home = _SANDBOX_TMP if isolate else str(scratch)
+        full_env = {**_BASE_ENV, "HOME": home}
+        if not isolate:
+            full_env["TMPDIR"] = str(scratch)
+        full_env.update(env or {})  # a NUL or '=' in a name: the exec fails, exit code 127
+        return {
+            "isolate": isolate,
+            "argv": [str(arg) for arg in argv],
+            "env": full_env,
+            "scratch": str(scratch),
+            "uid": self.uid,
+            "gid": self.gid,
+            "tmpfs_mb": limits.file_mb,
+            "limits": {
+                "as_bytes": limits.memory_mb * 2**20,
+                "cpu_s": limits.cpu_s,
+                "fsize_bytes": limits.file_mb * 2**20,
+                "nofile": limits.open_files,
+                "nproc": limits.processes,
+            },
+        }
+
+    @staticmethod
+    def _command(config: dict[str, Any], status_fd: int) -> list[str]:
+        payload = json.dumps({**config, "status_fd": status_fd})
+        return [sys.executable, "-I", "-S", str(LAUNCHER), payload]
+
+    async def _execute(
+        self,
+        config: dict[str, Any],
+        stdin: bytes,
+        limits: Limits,
+        isolation: Literal["namespaces", "none"],
+    ) -> RunResult:
+        started = time.monotonic()
+        status_r, status_w = os.pipe()
+        try:
+            try:
+                proc = await asyncio.create_subprocess_exec(
+                    *self._command(config, status_w),
+                    stdin=asyncio.subprocess.PIPE,
+                    stdout=asyncio.subprocess.PIPE,
+                    stderr=asyncio.subprocess.PIPE,
+                    env={},
+                    start_new_session=True,
+                    pass_fds=(status_w,),
+                )
+            finally:
+                os.close(status_w)
+            status = _Status(status_r)
+            out, err, timed_out = await self._supervise(proc, status, stdin, limits, isolation)
+            exit_code, signum = status.outcome(proc.returncode)
+        finally:
+            os.close(status_r)
+        return RunResult(
+            exit_code=exit_code,
+            signal=signum,
+            stdout=out.text(),
+            stderr=err.text(),
+            duration_s=time.monotonic() - started,
+            timed_out=timed_out,
+            stdout_truncated=out.truncated,
+            stderr_truncated=err.truncated,
+            isolation=isolation,
+        )
+
+    @staticmethod
+    async def _supervise(
+        proc: asyncio.subprocess.Process,
+        status: _Status,
+        stdin: bytes,
+        limits: Limits,
+        isolation: str,
+    ) -> tuple[_Capture, _Capture, bool]:
+        if proc.stdin is None or proc.stdout is None or proc.stderr is None:
+            raise RuntimeError("the launcher was started without pipes")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + limits.wall_s
+        out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
+        drains = [
+            asyncio.create_task(out.drain(proc.stdout)),
+            asyncio.create_task(err.drain(proc.stderr)),
+        ]
+        feeder = asyncio.create_task(_feed(proc.stdin, stdin))
+        timed_out = False
+        try:
+            try:
+                async with asyncio.timeout_at(deadline):
+                    await proc.wait()
+            except TimeoutError:
+                timed_out = True
+                await _stop(proc, status)
+            if isolation == "none" and not timed_out:
+                _kill_group(proc.pid)  # stragglers; with namespaces none can outlive the run
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout_at(max(deadline, loop.time() + _GRACE_S)):
+                    await asyncio.gather(*drains)
+        finally:
+            if proc.returncode is None:
+                await _stop(proc, status)  # cancelled, or failed: nothing may outlive the call
+            for task in (*drains, feeder):
+                task.cancel()
+            await asyncio.gather(*drains, feeder, return_exceptions=True)
+            await proc.wait()
+        return out, err, timed_out

@@ -1,0 +1,290 @@
+"""The tool sandbox actor: registry, allow-lists, validation, isolation, idempotency, MCP.
+
+A call goes: known tool? → granted to the calling agent? → arguments valid (after safe
+coercion)? → already done (side-effecting tools, by idempotency key)? → run, with the tool's
+timeout and retries → output checked against its schema and size-capped. Every outcome is
+one ``ToolResult`` ``{ok, data, error, metadata}``; nothing here raises at the caller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sqlite3
+import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import structlog
+from jsonschema import Draft202012Validator
+
+from actors._endpoint import serve_envelope
+from actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
+from actors.tools.config import ToolsConfig
+from actors.tools.idempotency import IdempotencyStore, idempotency_key
+from actors.tools.isolation import Isolation
+from actors.tools.mcp_source import MCPToolSource
+from actors.tools.validation import check_schema, validate_arguments
+from protocols import (
+    AgentMessage,
+    ConfigError,
+    ErrorPayload,
+    InvalidInput,
+    MCPServerSpec,
+    ToolCall,
+    ToolDef,
+    ToolError,
+    ToolNotAllowed,
+    ToolResult,
+    ToolSpec,
+    TroupeError,
+)
+
+__all__ = ["ToolSandbox", "ToolsConfig"]
+
+log = structlog.get_logger("raytroupe.tools")
+
+
+class ToolSandbox:
+    """Runs tool calls. A plain class; Ray makes ``tools/<n>`` actors of it.
+
+    Args:
+        isolation: how untrusted code is run (tests may pass their own).
+        mcp_factory: builds an MCP tool source for a server spec.
+    """
+
+    def __init__(
+        self,
+        config: ToolsConfig | None = None,
+        *,
+        name: str = "tools",
+        isolation: Isolation | None = None,
+        mcp_factory: Callable[[MCPServerSpec], MCPToolSource] = MCPToolSource,
+    ) -> None:
+        self._config = config = config or ToolsConfig()
+        self._name = name
+        settings = BuiltinSettings(
+            isolation=isolation or Isolation(allow_unisolated=config.allow_unisolated),
+            limits=config.limits,
+            enable_shell=config.enable_shell,
+            http_allow_domains=config.http_allow_domains,
+            http_max_bytes=config.http_max_bytes,
+            http_timeout_s=config.http_timeout_s,
+            file_max_bytes=config.file_max_bytes,
+        )
+        self._tools: dict[str, tuple[ToolDef, Runner]] = builtin_tools(settings)
+        self._sources = [mcp_factory(spec) for spec in config.mcp_servers]
+        self._sources_ready = asyncio.Lock()
+        self._mcp_loaded = False
+        config.state_dir.mkdir(parents=True, exist_ok=True)
+        self._store = IdempotencyStore(config.state_dir / "tools.sqlite")
+        self._grants = _Grants(config.state_dir / "grants.sqlite")
+        self._running: dict[str, asyncio.Future[ToolResult]] = {}
+
+    # -- registry -------------------------------------------------------------------------
+
+    def register(self, definition: ToolDef, run: Runner) -> None:
+        """Add (or replace) a tool.
+
+        Raises:
+            ConfigError: its parameter schema is not valid JSON Schema.
+        """
+        check_schema(definition.parameters, tool=definition.name)
+        self._tools[definition.name] = (definition, run)
+
+    async def find(self, tag: str | None = None, keyword: str | None = None) -> list[ToolDef]:
+        """Tools with ``tag`` and/or whose name or description mentions ``keyword``."""
+        await self._load_mcp()
+        word = (keyword or "").lower()
+        return [
+            d
+            for d, _ in self._tools.values()
+            if (tag is None or tag in d.tags)
+            and (not word or word in d.name.lower() or word in d.description.lower())
+        ]
+
+    async def grant(self, agent: str, tools: Iterable[str]) -> list[ToolSpec]:
+        """Allow ``agent`` exactly ``tools`` (replacing its earlier grant); return their specs.
+
+        Raises:
+            ConfigError: a tool does not exist.
+        """
+        await self._load_mcp()
+        names = list(dict.fromkeys(tools))
+        unknown = [n for n in names if n not in self._tools]
+        if unknown:
+            raise ConfigError(f"unknown tool(s) {unknown}; known: {sorted(self._tools)}")
+        self._grants.set(agent, names)
+        return [self._tools[n][0].spec() for n in names]
+
+    # -- calls ----------------------------------------------------------------------------
+
+    async def receive(self, data: bytes) -> bytes | None:
+        """Envelope entry point (called by the router)."""
+        return await serve_envelope(data, self._handle, me=self._name)
+
+    async def _handle(self, message: AgentMessage) -> AgentMessage:
+        if not isinstance(message.payload, ToolCall):
+            raise InvalidInput(f"tool sandbox cannot handle {message.kind!r}", kind=message.kind)
+        result = await self.call(message.payload, agent=message.sender, job_id=message.job_id)
+        return message.reply(result, sender=self._name)
+
+    async def call(self, call: ToolCall, *, agent: str, job_id: str | None) -> ToolResult:
+        """Run one call for ``agent``; every failure is an ``ok=False`` result."""
+        start = time.perf_counter()
+        try:
+            await self._load_mcp()
+            definition, run = self._resolve(call.tool, agent)
+            arguments = validate_arguments(call.arguments, definition.parameters, tool=call.tool)
+            context = ToolContext(job_id, call.task_id, agent, self._scratch(job_id))
+            if definition.side_effects:
+                key = idempotency_key(job_id, call.task_id, call.step, call.tool, arguments)
+                result = await self._once(
+                    key, definition, lambda: self._run(definition, run, arguments, context)
+                )
+            else:
+                result = await self._run(definition, run, arguments, context)
+        except TroupeError as exc:
+            result = _failure(exc)
+        metadata = {**result.metadata, "duration_s": time.perf_counter() - start}
+        log.info("tool_called", tool=call.tool, agent=agent, job_id=job_id, ok=result.ok)
+        return result.model_copy(
+            update={"call_id": call.call_id, "tool": call.tool, "metadata": metadata}
+        )
+
+    def _resolve(self, tool: str, agent: str) -> tuple[ToolDef, Runner]:
+        if tool not in self._grants.get(agent):
+            raise ToolNotAllowed(
+                f"tool {tool!r} is not allowed for agent {agent!r}; allowed: "
+                f"{sorted(self._grants.get(agent))}",
+                tool=tool,
+                agent=agent,
+            )
+        if tool not in self._tools:
+            raise ToolError(f"tool {tool!r} is not available", tool=tool)
+        return self._tools[tool]
+
+    async def _once(self, key: str, definition: ToolDef, run: Callable[[], Any]) -> ToolResult:
+        recorded = self._store.recorded(key)
+        if recorded is not None:
+            return recorded.model_copy(update={"metadata": {**recorded.metadata, "replayed": True}})
+        pending = self._running.get(key)
+        if pending is not None:  # the same call is running here: share its result
+            return await asyncio.shield(pending)
+        if not self._store.claim(key, lease_s=definition.timeout_s * (definition.retries + 1)):
+            raise ToolError(f"the same {definition.name!r} call is running elsewhere; retry later")
+        future: asyncio.Future[ToolResult] = asyncio.get_running_loop().create_future()
+        self._running[key] = future
+        try:
+            result: ToolResult = await run()
+        except BaseException as exc:
+            self._store.release(key)
+            future.set_exception(exc)
+            future.exception()
+            raise
+        finally:
+            self._running.pop(key, None)
+        if result.ok:
+            self._store.finish(key, result)
+        else:
+            self._store.release(key)  # a failed call changed nothing: it may run again
+        future.set_result(result)
+        return result
+
+    async def _run(
+        self, definition: ToolDef, run: Runner, arguments: dict[str, Any], ctx: ToolContext
+    ) -> ToolResult:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                data = await asyncio.wait_for(run(arguments, ctx), definition.timeout_s)
+            except TimeoutError:
+                error: TroupeError = ToolError(
+                    f"{definition.name} timed out after {definition.timeout_s} s"
+                )
+            except ToolError as exc:
+                error = exc
+            except Exception as exc:
+                log.exception("tool_crashed", tool=definition.name)
+                error = ToolError(f"{definition.name} failed: {type(exc).__name__}: {exc}")
+            else:
+                return self._checked(definition, data, attempt)
+            if attempt > definition.retries or not error.retryable:
+                return _failure(error, attempt=attempt)
+
+    def _checked(self, definition: ToolDef, data: object, attempt: int) -> ToolResult:
+        if isinstance(data, ToolResult):  # an MCP source answers with a whole result
+            return data.model_copy(update={"metadata": {**data.metadata, "attempt": attempt}})
+        if definition.output_schema is not None:
+            errors = list(Draft202012Validator(definition.output_schema).iter_errors(data))
+            if errors:
+                return _failure(ToolError(f"output does not match its schema: {errors[0].message}"))
+        text = json.dumps(data, default=str)
+        metadata: dict[str, Any] = {"attempt": attempt, "truncated": False}
+        if len(text.encode()) > self._config.max_output_bytes:
+            data = text.encode()[: self._config.max_output_bytes].decode("utf-8", "ignore")
+            metadata["truncated"] = True
+        return ToolResult(call_id="", tool=definition.name, ok=True, data=data, metadata=metadata)
+
+    def _scratch(self, job_id: str | None) -> Path:
+        path = self._config.scratch_root / (job_id or "no-job")
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    async def _load_mcp(self) -> None:
+        if self._mcp_loaded or not self._sources:
+            return
+        async with self._sources_ready:
+            if self._mcp_loaded:
+                return
+            for source in self._sources:
+                await source.start()
+                for definition in await source.tools():
+                    self.register(definition, _mcp_runner(source, definition))
+            self._mcp_loaded = True
+
+    async def close(self) -> None:
+        """Stop MCP servers and close the state files."""
+        for source in self._sources:
+            await source.close()
+        self._store.close()
+        self._grants.close()
+
+
+def _mcp_runner(source: MCPToolSource, definition: ToolDef) -> Runner:
+    async def run(arguments: dict[str, Any], _: ToolContext) -> object:
+        return await source.call(definition.name, arguments, timeout_s=definition.timeout_s)
+
+    return run
+
+
+def _failure(exc: TroupeError, *, attempt: int | None = None) -> ToolResult:
+    metadata = {} if attempt is None else {"attempt": attempt}
+    return ToolResult(
+        call_id="", tool="", ok=False, error=ErrorPayload.from_exception(exc), metadata=metadata
+    )
+
+
+class _Grants:
+    """Which tools each agent may call, kept in SQLite so a restarted sandbox still knows."""
+
+    def __init__(self, path: Path) -> None:
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA busy_timeout=5000")
+        self._db.execute("CREATE TABLE IF NOT EXISTS grants (agent TEXT PRIMARY KEY, tools TEXT)")
+        self._cache: dict[str, frozenset[str]] = {}
+
+    def set(self, agent: str, tools: list[str]) -> None:
+        self._db.execute("INSERT OR REPLACE INTO grants VALUES (?, ?)", (agent, json.dumps(tools)))
+        self._cache[agent] = frozenset(tools)
+
+    def get(self, agent: str) -> frozenset[str]:
+        if agent not in self._cache:
+            row = self._db.execute("SELECT tools FROM grants WHERE agent = ?", (agent,)).fetchone()
+            self._cache[agent] = frozenset(json.loads(row[0])) if row else frozenset()
+        return self._cache[agent]
+
+    def close(self) -> None:
+        self._db.close()

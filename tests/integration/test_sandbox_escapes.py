@@ -1,0 +1,506 @@
+"""Escape attempts against the isolation layer, run as real child processes (no Ray).
+
+Every attempt must be blocked. Skipped as a whole where the host cannot isolate (the probe says
+why); the fail-closed tests at the end run everywhere.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import json
+import os
+import signal
+import socket
+import textwrap
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from actors.tools import isolation
+from actors.tools.isolation import Isolation, Limits, RunResult
+from protocols.errors import SandboxUnavailable, ToolError
+
+REPO = Path(__file__).resolve().parents[2]
+HOST_TMP = Path("/tmp")  # noqa: S108 - the host's /tmp, which the sandbox must not reach
+SANDBOX_TMP = "/tmp"  # noqa: S108 - inside the sandbox: its scratch directory
+PRIVATE_TMPFS = ("/var/tmp", "/dev/shm")  # noqa: S108 - hidden by the sandbox's own tmpfs
+ISO = Isolation()
+
+
+@pytest.fixture
+def iso():
+    ok, reason = ISO.probe()
+    if not ok:
+        pytest.skip(f"this host cannot isolate: {reason}")
+    return ISO
+
+
+@pytest.fixture
+def spawned(monkeypatch):
+    """The launcher processes started during the test (their pids are their process groups)."""
+    procs = []
+    real = asyncio.create_subprocess_exec
+
+    async def spy(*args, **kwargs):
+        proc = await real(*args, **kwargs)
+        procs.append(proc)
+        return proc
+
+    monkeypatch.setattr(isolation.asyncio, "create_subprocess_exec", spy)
+    return procs
+
+
+def py(iso: Isolation, code: str, scratch: Path, **limits) -> RunResult:
+    return asyncio.run(
+        iso.run_python(textwrap.dedent(code), scratch=scratch, limits=Limits(**limits))
+    )
+
+
+def assert_group_gone(pgid: int) -> None:
+    with pytest.raises(ProcessLookupError):
+        os.killpg(pgid, 0)
+
+
+def processes_with(marker: str) -> list[int]:
+    found = []
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                cmdline = Path(entry.path, "cmdline").read_bytes()
+            except OSError:
+                continue  # exited meanwhile
+            if marker.encode() in cmdline:
+                found.append(int(entry.name))
+    return found
+
+
+def test_probe_reports_namespaces(iso):
+    ok, reason = iso.probe()
+    assert ok
+    assert "namespaces" in reason
+
+
+def test_runs_unprivileged_in_its_own_pid_namespace(iso, tmp_path):
+    result = py(
+        iso,
+        """
+        import os
+        status = dict(l.split(":", 1) for l in open("/proc/self/status") if ":" in l)
+        print(os.getuid(), os.geteuid(), os.getgid(), os.getgroups(), os.getpid())
+        print(status["CapEff"].strip(), status["NoNewPrivs"].strip(), sorted(os.listdir("/proc")))
+        """,
+        tmp_path,
+    )
+    assert result.exit_code == 0, result
+    assert result.isolation == "namespaces"
+    ids, caps = result.stdout.splitlines()
+    uid, euid, gid, groups, pid = ids.split(" ", 4)
+    assert (uid, euid, gid, groups) == ("65534", "65534", "65534", "[]")
+    assert int(pid) < 10  # a fresh pid namespace
+    assert caps.startswith("0000000000000000 1 [")
+    assert "'1'" not in caps  # init (root) is hidden by hidepid
+
+
+def test_user_namespaces_and_keyring_refused_while_threads_and_children_work(iso, tmp_path):
+    result = py(
+        iso,
+        """
+        import ctypes, os, subprocess, threading
+        libc = ctypes.CDLL(None, use_errno=True)
+        print("userns", libc.unshare(0x10000000), ctypes.get_errno())
+        keyctl = {"x86_64": 250, "aarch64": 219}.get(os.uname().machine)
+        if keyctl:
+            print("keyctl", libc.syscall(keyctl, 0, -3, 0), ctypes.get_errno())
+        thread = threading.Thread(target=print, args=("thread ok",))
+        thread.start()
+        thread.join()
+        print(subprocess.run(["/bin/echo", "child ok"], capture_output=True, text=True).stdout)
+        """,
+        tmp_path,
+    )
+    assert result.exit_code == 0, result
+    assert f"userns -1 {errno.EPERM}" in result.stdout
+    if os.uname().machine in {"x86_64", "aarch64"}:
+        assert f"keyctl -1 {errno.EPERM}" in result.stdout
+    assert "thread ok" in result.stdout
+    assert "child ok" in result.stdout
+
+
+def test_loopback_tcp_connect_blocked(iso, tmp_path):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        port = listener.getsockname()[1]
+        result = py(
+            iso,
+            f"""
+            import socket
+            try:
+                socket.create_connection(("127.0.0.1", {port}), timeout=2).close()
+                print("connected")
+            except OSError as exc:
+                print("blocked", exc.errno)
+            """,
+            tmp_path,
+        )
+        listener.settimeout(0)  # the run is over: a connection would be queued by now
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    assert result.stdout.startswith("blocked"), result
+
+
+def test_abstract_unix_socket_blocked(iso, tmp_path):
+    name = f"\0troupe-test-{uuid.uuid4().hex}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as listener:
+        listener.bind(name)
+        listener.listen(8)
+        result = py(
+            iso,
+            f"""
+            import socket
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect({name!r})
+                print("connected")
+            except OSError as exc:
+                print("blocked", exc.errno)
+            """,
+            tmp_path,
+        )
+        listener.settimeout(0)
+        with pytest.raises(BlockingIOError):
+            listener.accept()
+    assert result.stdout.startswith("blocked"), result
+
+
+def test_writes_outside_scratch_do_not_reach_the_host(iso, tmp_path):
+    tag = uuid.uuid4().hex
+    refused = [f"/etc/troupe-{tag}", f"/root/troupe-{tag}", str(REPO / f"troupe-{tag}")]
+    if Path("/run/lock").is_dir():  # world-writable on the host: only the read-only root stops it
+        refused.append(f"/run/lock/troupe-{tag}")
+    private = [f"{base}/troupe-{tag}" for base in PRIVATE_TMPFS]
+    try:
+        result = py(
+            iso,
+            f"""
+            import json
+            outcome = {{}}
+            for path in {refused + private!r}:
+                try:
+                    with open(path, "w") as handle:
+                        handle.write("x")
+                    outcome[path] = "written"
+                except OSError as exc:
+                    outcome[path] = type(exc).__name__
+            print(json.dumps(outcome))
+            """,
+            tmp_path,
+        )
+        outcome = json.loads(result.stdout)
+        for path in refused:
+            assert outcome[path] in {"PermissionError", "OSError"}, (path, outcome)
+        for path in private:
+            assert outcome[path] == "written"  # into the sandbox's own tmpfs
+        for path in refused + private:
+            assert not Path(path).exists(), path
+    finally:
+        for path in refused + private:
+            Path(path).unlink(missing_ok=True)
+
+
+def test_tmp_writes_land_in_scratch_only(iso, tmp_path):
+    name = f"troupe-{uuid.uuid4().hex}"
+    result = py(
+        iso,
+        f"""
+        import os
+        os.makedirs("/tmp/sub")
+        with open("/tmp/{name}", "w") as handle:
+            handle.write("in scratch")
+        with open("/tmp/sub/{name}", "w") as handle:
+            handle.write("nested")
+        print(os.getcwd(), os.environ["HOME"])
+        """,
+        tmp_path,
+    )
+    assert result.stdout.split() == [SANDBOX_TMP, SANDBOX_TMP], result
+    assert (tmp_path / name).read_text() == "in scratch"
+    assert (tmp_path / "sub" / name).read_text() == "nested"
+    assert not (HOST_TMP / name).exists()
+
+
+def test_host_secrets_unreadable(iso, tmp_path):
+    host_tmp = HOST_TMP / f"troupe-host-{uuid.uuid4().hex}"
+    host_tmp.write_text("host file")
+    try:
+        result = py(
+            iso,
+            f"""
+            import os
+            for attempt in (lambda: open("/etc/shadow").read(), lambda: os.listdir("/root"),
+                            lambda: open("/root/.bashrc").read(), lambda: open({str(host_tmp)!r})):
+                try:
+                    attempt()
+                    print("read")
+                except OSError as exc:
+                    print(type(exc).__name__)
+            print(sorted(os.listdir("/tmp")))
+            """,
+            tmp_path,
+        )
+    finally:
+        host_tmp.unlink()
+    lines = result.stdout.splitlines()
+    assert lines[:3] == ["PermissionError"] * 3, result
+    assert lines[3] == "FileNotFoundError"  # the host's /tmp is not the sandbox's
+    assert lines[4] == "['main.py']"
+
+
+def test_parent_environment_not_visible(iso, tmp_path, monkeypatch):
+    monkeypatch.setenv("TROUPE_SECRET_X", "s3cr3t")
+    result = py(
+        iso,
+        """
+        import glob, os
+        print(sorted(os.environ))
+        for path in ["/proc/1/environ", "/proc/self/environ", *glob.glob("/proc/[0-9]*/environ")]:
+            try:
+                print(path, open(path, "rb").read())
+            except OSError as exc:
+                print(path, type(exc).__name__)
+        """,
+        tmp_path,
+    )
+    assert result.exit_code == 0, result
+    assert "s3cr3t" not in result.stdout + result.stderr
+    assert set(eval(result.stdout.splitlines()[0])) <= {"HOME", "LANG", "LC_CTYPE", "PATH"}  # noqa: S307 - our own repr of a list of names
+
+
+def test_fork_bomb_is_stopped_and_nothing_survives(iso, tmp_path, spawned):
+    result = py(
+        iso,
+        """
+        import os
+        r, w = os.pipe()
+        forked, error = 0, None
+        for _ in range(10000):
+            try:
+                pid = os.fork()
+            except OSError as exc:
+                error = exc.errno
+                break
+            if pid == 0:
+                os.read(r, 1)  # blocks for good: w stays open here; only the kernel ends it
+                os._exit(0)
+            forked += 1
+        print(forked, error)
+        """,
+        tmp_path,
+        processes=32,
+    )
+    assert result.exit_code == 0, result
+    assert not result.timed_out
+    forked, error = result.stdout.split()
+    assert int(forked) < 32
+    assert int(error) == errno.EAGAIN
+    assert_group_gone(spawned[0].pid)
+
+
+def test_memory_limit(iso, tmp_path):
+    result = py(
+        iso,
+        """
+        try:
+            big = bytearray(2 * 1024**3)
+            print("big allocated")
+        except MemoryError:
+            print("big MemoryError")
+        small = bytearray(50 * 1024**2)
+        small[-1] = 1
+        print("small ok")
+        """,
+        tmp_path,
+        memory_mb=256,
+    )
+    assert result.stdout.split("\n")[:2] == ["big MemoryError", "small ok"], result
+
+
+def test_wall_timeout_kills_an_endless_loop(iso, tmp_path, spawned):
+    result = py(iso, "while True:\n    pass\n", tmp_path, wall_s=2.0, cpu_s=60)
+    assert result.timed_out
+    assert result.duration_s < 4.0
+    assert result.exit_code is None
+    assert result.signal == signal.SIGKILL
+    assert_group_gone(spawned[0].pid)
+
+
+def test_cpu_limit_ends_a_busy_loop(iso, tmp_path):
+    result = py(iso, "while True:\n    pass\n", tmp_path, cpu_s=1, wall_s=20.0)
+    assert not result.timed_out
+    assert result.signal in {signal.SIGXCPU, signal.SIGKILL}, result
+
+
+def test_output_over_the_cap_is_truncated(iso, tmp_path):
+    result = py(
+        iso,
+        'import sys\nsys.stdout.write("x" * 1_000_000)\nsys.stderr.write("e" * 10)\n',
+        tmp_path,
+        output_bytes=1000,
+    )
+    assert result.exit_code == 0, result  # the rest was drained, so the writer never blocked
+    assert result.stdout == "x" * 1000
+    assert result.stdout_truncated
+    assert result.stderr == "e" * 10
+    assert not result.stderr_truncated
+
+
+def test_stdin_is_passed(iso, tmp_path):
+    result = asyncio.run(iso.run(["/bin/cat"], scratch=tmp_path, stdin=b"hello sandbox\n"))
+    assert (result.exit_code, result.stdout) == (0, "hello sandbox\n")
+    undecodable = asyncio.run(iso.run(["/bin/cat"], scratch=tmp_path, stdin=b"\xffok"))
+    assert undecodable.stdout == "\ufffdok"
+    unread = asyncio.run(iso.run(["/bin/true"], scratch=tmp_path, stdin=b"x" * (8 * 2**20)))
+    assert unread.exit_code == 0
+    assert not unread.timed_out
+
+
+def test_file_size_limit(iso, tmp_path):
+    result = py(
+        iso,
+        """
+        try:
+            with open("/tmp/big.bin", "wb") as handle:
+                handle.write(b"\\0" * (17 * 2**20))
+            print("written")
+        except OSError as exc:
+            print("refused", exc.errno)
+        with open("/tmp/small.bin", "wb") as handle:
+            handle.write(b"\\0" * 2**20)
+        print("small ok")
+        """,
+        tmp_path,
+        file_mb=16,
+    )
+    assert result.stdout.split("\n")[:2] == [f"refused {errno.EFBIG}", "small ok"], result
+    assert (tmp_path / "big.bin").stat().st_size <= 16 * 2**20
+
+
+def test_unknown_program_exits_127(iso, tmp_path):
+    result = asyncio.run(iso.run(["/nonexistent/troupe-tool"], scratch=tmp_path))
+    assert result.exit_code == 127
+    assert "cannot execute" in result.stderr
+
+
+def test_cancelled_run_leaves_no_process(iso, tmp_path, spawned):
+    marker = f"troupe-cancel-{uuid.uuid4().hex}"
+    fifo = tmp_path / "ready"
+    os.mkfifo(fifo)
+    fifo.chmod(0o666)
+    code = textwrap.dedent(
+        """
+        import os
+        r, w = os.pipe()
+        if os.fork() == 0:
+            os.setsid()  # leaves the process group: only the pid namespace still holds it
+            fd = os.open("/tmp/ready", os.O_WRONLY)
+            os.write(fd, b"ready")
+            os.close(fd)
+        os.read(r, 1)  # never returns: w is open in this very process
+        """
+    )
+
+    async def scenario() -> None:
+        loop = asyncio.get_running_loop()
+        fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+        ready = loop.create_future()
+        loop.add_reader(fd, lambda: ready.done() or ready.set_result(None))
+        try:
+            task = asyncio.create_task(
+                iso.run([iso.python, "-I", "-S", "-c", code, marker], scratch=tmp_path)
+            )
+            await asyncio.wait_for(ready, timeout=30)
+            assert os.read(fd, 16) == b"ready"
+            assert len(processes_with(marker)) == 4  # launcher, init, program, its child
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+        finally:
+            loop.remove_reader(fd)
+            os.close(fd)
+
+    asyncio.run(scenario())
+    assert_group_gone(spawned[0].pid)
+    assert processes_with(marker) == []
+
+
+def test_concurrent_runs_from_a_worker_thread_stay_apart(iso, tmp_path):
+    async def many() -> list[RunResult]:
+        runs = [
+            iso.run_python(
+                f"import os\nopen('mine', 'w').write('{i}')\nprint(sorted(os.listdir()))",
+                scratch=tmp_path / str(i),
+            )
+            for i in range(6)
+        ]
+        return await asyncio.gather(*runs)
+
+    with ThreadPoolExecutor(1) as pool:  # Ray runs async actors' loops off the main thread
+        results = pool.submit(asyncio.run, many()).result(timeout=60)
+    for i, result in enumerate(results):
+        assert result.stdout.strip() == "['main.py', 'mine']", result
+        assert (tmp_path / str(i) / "mine").read_text() == str(i)
+
+
+def test_sandbox_setup_failure_fails_closed(tmp_path, monkeypatch):
+    fake = tmp_path / "launcher.py"
+    fake.write_text(
+        "import json, os, sys\n"
+        "config = json.loads(sys.argv[1])\n"
+        "os.write(config['status_fd'], b'setup mount /proc: denied\\n')\n"
+        "sys.exit(125)\n"
+    )
+    monkeypatch.setattr(isolation, "LAUNCHER", fake)
+    iso = Isolation()
+    monkeypatch.setattr(iso, "probe", lambda: (True, "pretend"))
+    with pytest.raises(SandboxUnavailable, match="mount /proc: denied"):
+        asyncio.run(iso.run(["/bin/true"], scratch=tmp_path / "scratch"))
+
+
+def test_bad_uid_is_a_tool_error(tmp_path, monkeypatch):
+    iso = Isolation(uid=2**40)
+    monkeypatch.setattr(iso, "probe", lambda: (True, "pretend"))
+    with pytest.raises(ToolError, match="scratch"):
+        asyncio.run(iso.run(["/bin/true"], scratch=tmp_path))
+
+
+def test_probe_failure_refuses_to_run(tmp_path, monkeypatch):
+    iso = Isolation()
+    monkeypatch.setattr(iso, "probe", lambda: (False, "no namespaces on this host"))
+    with pytest.raises(SandboxUnavailable, match="no namespaces on this host") as caught:
+        asyncio.run(iso.run(["/bin/echo", "hi"], scratch=tmp_path))
+    assert isinstance(caught.value, ToolError)
+    assert caught.value.detail["reason"] == "no namespaces on this host"
+
+
+def test_probe_failure_with_allow_unisolated_runs_unisolated(tmp_path, monkeypatch):
+    iso = Isolation(allow_unisolated=True)
+    monkeypatch.setattr(iso, "probe", lambda: (False, "no namespaces on this host"))
+    monkeypatch.setenv("TROUPE_SECRET_X", "s3cr3t")
+    result = asyncio.run(
+        iso.run(
+            ["/bin/sh", "-c", 'echo "hi $HOME $TROUPE_SECRET_X"; cat'],
+            scratch=tmp_path,
+            stdin=b"in",
+        )
+    )
+    assert result.isolation == "none"
+    assert result.exit_code == 0, result
+    assert result.stdout == f"hi {tmp_path.resolve()} \nin"
+    timed = asyncio.run(
+        iso.run(["/bin/sh", "-c", "sleep 30"], scratch=tmp_path, limits=Limits(wall_s=1.0))
+    )
+    assert timed.timed_out
+    assert timed.isolation == "none"

@@ -1,0 +1,73 @@
+"""Tools on a real Ray: an agent uses an MCP tool and the isolated python tool in one job."""
+
+from __future__ import annotations
+
+import pytest
+
+import runtime
+from protocols import ErrorCode
+from tests.support.wire_server import Default, Reply, WireServer
+
+
+@pytest.fixture(scope="module")
+def wire():
+    with WireServer() as server:
+        yield server
+
+
+def _team(server, name, tools):
+    model = runtime.OpenAICompatibleModel(base_url=server.base_url_openai, model="wire-tools")
+    return runtime.Team(
+        name=name,
+        planner_model="offline",
+        models={f"{name}-model": model},
+        agents=[runtime.AgentSpec(name=f"{name}-agent", role="worker",
+                                  model=f"{name}-model", tools=tools)],
+    )  # fmt: skip
+
+
+def test_an_agent_uses_an_mcp_tool_and_isolated_python(rt, wire):
+    wire.reset()
+    wire.script(
+        Reply.tool("add", {"a": 2, "b": 3}),
+        Reply.tool("python", {"code": "import os\nprint(6 * 7, os.getuid())"}),
+        Default(),  # answers "done: <the tool results>"
+    )
+    team = _team(wire, "toolsmith", ["add", "python"])
+    result = rt.submit("Add two and three, then multiply six by seven.", team=team).result(
+        timeout=90
+    )
+
+    (sub,) = result.subtasks
+    assert sub.tool_calls == 2
+    assert sub.status == "succeeded"
+    sent = [r.body["messages"][-1] for r in wire.requests]
+    assert sent[1]["role"] == "tool"
+    assert sent[1]["content"] == "5"  # the MCP server's answer reached the model
+    python_result = sent[2]["content"]
+    assert '"stdout": "42 65534\\n"' in python_result  # ran, unprivileged, in the sandbox
+    assert '"exit_code": 0' in python_result
+    assert sub.output.startswith("done: ")
+
+
+def test_a_tool_outside_the_allow_list_is_refused_even_when_the_model_insists(rt, wire):
+    wire.reset()
+    wire.script(
+        Reply.tool("python", {"code": "print('pwned')"}),  # the agent was not given python
+        Default(),
+    )
+    team = _team(wire, "restricted", ["add"])
+    result = rt.submit("Do something.", team=team).result(timeout=60)
+
+    (sub,) = result.subtasks
+    refusal = wire.requests[1].body["messages"][-1]["content"]
+    assert refusal.startswith("ERROR: tool 'python' is not allowed for agent 'restricted-agent'")
+    assert "pwned" not in refusal
+    assert sub.status == "succeeded"
+
+
+def test_an_unknown_tool_in_a_team_fails_the_job_with_a_config_error(rt, wire):
+    team = _team(wire, "misconfigured", ["teleport"])
+    with pytest.raises(runtime.JobFailed) as info:
+        rt.submit("Go.", team=team).result(timeout=60)
+    assert info.value.detail["result"].error.code is ErrorCode.CONFIG

@@ -1,0 +1,332 @@
+"""The tool sandbox's policy, without Ray and without isolated processes."""
+
+import asyncio
+
+import pytest
+from wiring import run
+
+from actors.tools.idempotency import IdempotencyStore, idempotency_key
+from actors.tools.sandbox import ToolSandbox, ToolsConfig
+from actors.tools.validation import coerce, validate_arguments
+from protocols import ConfigError, ErrorCode, InvalidArguments, ToolCall, ToolDef, ToolError
+
+SCHEMA = {
+    "type": "object",
+    "properties": {
+        "n": {"type": "integer"},
+        "flag": {"type": "boolean"},
+        "ratio": {"type": "number"},
+        "tags": {"type": "array", "items": {"type": "integer"}},
+    },
+    "required": ["n"],
+    "additionalProperties": False,
+}
+
+
+@pytest.fixture
+def sandbox(tmp_path):
+    box = ToolSandbox(ToolsConfig(state_dir=tmp_path / "state", scratch_root=tmp_path / "s"))
+    yield box
+    run(box.close())
+
+
+def call(tool, **arguments):
+    return ToolCall(call_id="c1", tool=tool, arguments=arguments, task_id="t1", step=1)
+
+
+@pytest.mark.parametrize(
+    ("given", "expected"),
+    [
+        ({"n": "3"}, {"n": 3}),
+        ({"n": 3.0}, {"n": 3}),
+        ({"n": 1, "flag": "true"}, {"n": 1, "flag": True}),
+        ({"n": 1, "flag": "False"}, {"n": 1, "flag": False}),
+        ({"n": 1, "ratio": "2.5"}, {"n": 1, "ratio": 2.5}),
+        ({"n": 1, "tags": ["1", 2]}, {"n": 1, "tags": [1, 2]}),
+        ('{"n": "7"}', {"n": 7}),
+    ],
+)
+def test_common_model_slips_are_coerced(given, expected):
+    assert validate_arguments(given, SCHEMA, tool="t") == expected
+
+
+@pytest.mark.parametrize(
+    ("given", "path"),
+    [
+        ({"n": "three"}, "n"),
+        ({}, "(arguments)"),
+        ({"n": 1, "extra": 2}, "(arguments)"),
+        ({"n": 1, "flag": "maybe"}, "flag"),
+        ({"n": 2.5}, "n"),
+    ],
+)
+def test_what_cannot_be_coerced_is_reported_field_by_field(given, path):
+    with pytest.raises(InvalidArguments) as caught:
+        validate_arguments(given, SCHEMA, tool="t")
+    assert caught.value.detail["errors"][0]["path"] == path
+    assert "invalid arguments for 't'" in caught.value.message
+
+
+def test_coercion_never_changes_what_a_string_field_receives():
+    assert coerce("3", {"type": "string"}) == "3"
+
+
+def test_a_tool_not_granted_is_refused_whatever_the_model_asks(sandbox):
+    async def main():
+        await sandbox.grant("ada", ["calculator"])
+        allowed = await sandbox.call(call("calculator", expression="2+2"), agent="ada", job_id="j")
+        refused = await sandbox.call(call("python", code="print(1)"), agent="ada", job_id="j")
+        stranger = await sandbox.call(call("calculator", expression="1"), agent="eve", job_id="j")
+        return allowed, refused, stranger
+
+    allowed, refused, stranger = run(main())
+    assert (allowed.ok, allowed.data, allowed.call_id, allowed.tool) == (
+        True,
+        4,
+        "c1",
+        "calculator",
+    )
+    assert refused.error.code is ErrorCode.TOOL_NOT_ALLOWED
+    assert stranger.error.code is ErrorCode.TOOL_NOT_ALLOWED
+
+
+def test_grants_survive_a_restart(tmp_path):
+    config = ToolsConfig(state_dir=tmp_path / "state", scratch_root=tmp_path / "s")
+
+    async def main():
+        first = ToolSandbox(config)
+        await first.grant("ada", ["calculator"])
+        await first.close()
+        second = ToolSandbox(config)
+        result = await second.call(call("calculator", expression="3*3"), agent="ada", job_id="j")
+        await second.close()
+        return result
+
+    assert run(main()).data == 9
+
+
+def test_granting_an_unknown_tool_is_a_config_error(sandbox):
+    with pytest.raises(ConfigError, match="unknown tool"):
+        run(sandbox.grant("ada", ["calculator", "teleport"]))
+
+
+def test_invalid_arguments_come_back_for_the_model_to_correct(sandbox):
+    async def main():
+        await sandbox.grant("ada", ["calculator"])
+        return await sandbox.call(call("calculator", expr="1+1"), agent="ada", job_id="j")
+
+    result = run(main())
+    assert not result.ok
+    assert result.error.code is ErrorCode.INVALID_ARGUMENTS
+    assert "expression" in result.error.message
+
+
+def test_a_side_effecting_call_runs_once_per_key_even_across_restarts(tmp_path):
+    config = ToolsConfig(state_dir=tmp_path / "state", scratch_root=tmp_path / "s")
+    runs = []
+
+    async def effect(arguments, _ctx):
+        runs.append(arguments)
+        return {"sent": arguments["to"]}
+
+    definition = ToolDef(
+        name="send_mail",
+        description="Sends a mail.",
+        parameters={"type": "object", "properties": {"to": {"type": "string"}}},
+        side_effects=True,
+    )
+
+    async def one_call(box, call_id):
+        box.register(definition, effect)
+        await box.grant("ada", ["send_mail"])
+        the_call = ToolCall(call_id=call_id, tool="send_mail", arguments={"to": "x@example.org"},
+                            task_id="t1", step=3)  # fmt: skip
+        return await box.call(the_call, agent="ada", job_id="job-1")
+
+    async def main():
+        first = ToolSandbox(config)
+        done = await one_call(first, "model-id-1")
+        await first.close()
+        second = ToolSandbox(config)  # a restarted sandbox, and the model changed its call id
+        again = await one_call(second, "model-id-2")
+        await second.close()
+        return done, again
+
+    done, again = run(main())
+    assert runs == [{"to": "x@example.org"}]
+    assert (done.data, again.data) == ({"sent": "x@example.org"}, {"sent": "x@example.org"})
+    assert again.metadata["replayed"] is True
+    assert again.call_id == "model-id-2"
+
+
+def test_concurrent_duplicates_share_one_run(sandbox):
+    runs = []
+
+    async def main():
+        gate, entered = asyncio.Event(), asyncio.Event()
+
+        async def effect(_arguments, _ctx):
+            runs.append(1)
+            entered.set()
+            await gate.wait()
+            return "done"
+
+        sandbox.register(ToolDef(name="slow_effect", description="x", side_effects=True), effect)
+        await sandbox.grant("ada", ["slow_effect"])
+        calls = [
+            asyncio.create_task(sandbox.call(call("slow_effect"), agent="ada", job_id="j"))
+            for _ in range(3)
+        ]
+        await entered.wait()
+        gate.set()
+        return await asyncio.gather(*calls)
+
+    results = run(main())
+    assert runs == [1]
+    assert [r.data for r in results] == ["done"] * 3
+
+
+def test_failed_side_effects_may_run_again(sandbox):
+    attempts = []
+
+    async def flaky(_arguments, _ctx):
+        attempts.append(1)
+        if len(attempts) == 1:
+            raise ToolError("the mail server said no")
+        return "sent"
+
+    async def main():
+        sandbox.register(ToolDef(name="mail", description="x", side_effects=True), flaky)
+        await sandbox.grant("ada", ["mail"])
+        first = await sandbox.call(call("mail"), agent="ada", job_id="j")
+        second = await sandbox.call(call("mail"), agent="ada", job_id="j")
+        return first, second
+
+    first, second = run(main())
+    assert (first.ok, second.ok, second.data) == (False, True, "sent")
+
+
+def test_a_crashing_tool_is_a_failed_result(sandbox):
+    async def broken(_arguments, _ctx):
+        raise RuntimeError("bug in the tool")
+
+    async def main():
+        sandbox.register(ToolDef(name="broken", description="x"), broken)
+        await sandbox.grant("ada", ["broken"])
+        return await sandbox.call(call("broken"), agent="ada", job_id="j")
+
+    result = run(main())
+    assert not result.ok
+    assert "RuntimeError: bug in the tool" in result.error.message
+
+
+def test_output_is_capped_and_flagged(tmp_path):
+    config = ToolsConfig(
+        state_dir=tmp_path / "state", scratch_root=tmp_path / "s", max_output_bytes=100
+    )
+
+    async def big(_arguments, _ctx):
+        return "x" * 10_000
+
+    async def main():
+        box = ToolSandbox(config)
+        box.register(ToolDef(name="big", description="x"), big)
+        await box.grant("ada", ["big"])
+        result = await box.call(call("big"), agent="ada", job_id="j")
+        await box.close()
+        return result
+
+    result = run(main())
+    assert result.ok
+    assert result.metadata["truncated"] is True
+    assert len(result.data.encode()) <= 100
+
+
+def test_output_schema_is_enforced(sandbox):
+    async def wrong(_arguments, _ctx):
+        return {"count": "many"}
+
+    async def main():
+        sandbox.register(
+            ToolDef(
+                name="counter",
+                description="x",
+                output_schema={"type": "object", "properties": {"count": {"type": "integer"}}},
+            ),
+            wrong,
+        )
+        await sandbox.grant("ada", ["counter"])
+        return await sandbox.call(call("counter"), agent="ada", job_id="j")
+
+    result = run(main())
+    assert not result.ok
+    assert "output does not match its schema" in result.error.message
+
+
+def test_files_stay_inside_the_jobs_scratch(sandbox):
+    async def main():
+        await sandbox.grant("ada", ["file_write", "file_read"])
+        wrote = await sandbox.call(
+            call("file_write", path="notes/a.txt", content="hello"), agent="ada", job_id="j1"
+        )
+        read = await sandbox.call(call("file_read", path="notes/a.txt"), agent="ada", job_id="j1")
+        other_job = await sandbox.call(
+            call("file_read", path="notes/a.txt"), agent="ada", job_id="j2"
+        )
+        escape = await sandbox.call(
+            call("file_read", path="../j1/notes/a.txt"), agent="ada", job_id="j2"
+        )
+        absolute = await sandbox.call(
+            call("file_read", path="/etc/passwd"), agent="ada", job_id="j2"
+        )
+        return wrote, read, other_job, escape, absolute
+
+    wrote, read, other_job, escape, absolute = run(main())
+    assert wrote.ok
+    assert read.data == "hello"
+    assert not other_job.ok
+    assert "leaves the job's scratch" in escape.error.message
+    assert "leaves the job's scratch" in absolute.error.message
+
+
+def test_http_get_refuses_domains_off_its_allow_list(sandbox):
+    async def main():
+        await sandbox.grant("ada", ["http_get"])
+        return await sandbox.call(
+            call("http_get", url="http://169.254.169.254/latest"), agent="ada", job_id="j"
+        )
+
+    result = run(main())
+    assert not result.ok
+    assert "may only fetch" in result.error.message
+
+
+def test_shell_is_off_unless_enabled(tmp_path, sandbox):
+    with pytest.raises(ConfigError):
+        run(sandbox.grant("ada", ["shell"]))
+    enabled = ToolSandbox(
+        ToolsConfig(state_dir=tmp_path / "st2", scratch_root=tmp_path / "s2", enable_shell=True)
+    )
+    assert "shell" in [d.name for d in run(enabled.find(tag="code"))]
+    assert "shell" not in [d.name for d in run(sandbox.find(tag="code"))]
+    run(enabled.close())
+
+
+def test_discovery_by_tag_and_keyword(sandbox):
+    assert {d.name for d in run(sandbox.find(tag="files"))} == {"file_read", "file_write"}
+    assert [d.name for d in run(sandbox.find(keyword="arithmetic"))] == ["calculator"]
+
+
+def test_idempotency_keys_ignore_the_model_call_id_but_not_the_step():
+    base = idempotency_key("j", "t", 1, "mail", {"to": "a", "cc": ["b"]})
+    assert base == idempotency_key("j", "t", 1, "mail", {"cc": ["b"], "to": "a"})
+    assert base != idempotency_key("j", "t", 2, "mail", {"to": "a", "cc": ["b"]})
+    assert base != idempotency_key("j2", "t", 1, "mail", {"to": "a", "cc": ["b"]})
+
+
+def test_a_stale_claim_can_be_taken_over(tmp_path):
+    store = IdempotencyStore(tmp_path / "s.sqlite")
+    assert store.claim("k", lease_s=60)
+    assert not store.claim("k", lease_s=60)  # held by a live call
+    assert store.claim("k", lease_s=0)  # the holder's lease ran out (it died mid-call)
+    store.close()
