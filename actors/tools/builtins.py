@@ -6,6 +6,7 @@ data, or raises a ``ToolError`` whose detail the model gets to see.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -75,11 +76,64 @@ def _ran(result: RunResult) -> dict[str, Any]:
     return data
 
 
-def _in_scratch(scratch: Path, relative: str) -> Path:
-    path = (scratch / relative).resolve()
-    if not path.is_relative_to(scratch.resolve()):
+def _scratch_fd(scratch: Path, relative: str, *, create_dirs: bool) -> tuple[int, str]:
+    """An open descriptor of the file's directory inside ``scratch``, and the file's name.
+
+    Every component is opened relative to the previous one with ``O_NOFOLLOW``, so a symlink
+    that sandboxed code plants in the scratch directory can never lead a root-owned read or
+    write outside it, not even by swapping a directory for a link in the middle of a call.
+
+    Raises:
+        ToolError: the path is absolute, climbs out with '..', or crosses a symlink.
+    """
+    parts = [p for p in Path(relative).parts if p not in {"", "."}]
+    if Path(relative).is_absolute() or not parts or ".." in parts:
         raise ToolError(f"path {relative!r} leaves the job's scratch directory")
-    return path
+    fd = os.open(scratch, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for part in parts[:-1]:
+            if create_dirs:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o755, dir_fd=fd)
+            try:
+                next_fd = os.open(part, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd)
+            except OSError as e:
+                raise ToolError(f"cannot open {relative!r}: {e.strerror}") from None
+            os.close(fd)
+            fd = next_fd
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, parts[-1]
+
+
+def _read_file(scratch: Path, relative: str, max_bytes: int) -> str:
+    dir_fd, name = _scratch_fd(scratch, relative, create_dirs=False)
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW, dir_fd=dir_fd)
+    except OSError as e:
+        raise ToolError(f"cannot read {relative!r}: {e.strerror}") from None
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "rb") as handle:
+        return handle.read(max_bytes).decode("utf-8", "replace")
+
+
+def _write_file(scratch: Path, relative: str, text: str, max_bytes: int) -> dict[str, Any]:
+    data = text.encode()
+    if len(data) > max_bytes:
+        raise ToolError(f"content is larger than {max_bytes} bytes")
+    dir_fd, name = _scratch_fd(scratch, relative, create_dirs=True)
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
+    try:
+        fd = os.open(name, flags, 0o644, dir_fd=dir_fd)  # readable by the sandbox's user
+    except OSError as e:
+        raise ToolError(f"cannot write {relative!r}: {e.strerror}") from None
+    finally:
+        os.close(dir_fd)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(data)
+    return {"path": relative, "bytes": len(data)}
 
 
 def builtin_tools(settings: BuiltinSettings) -> dict[str, tuple[ToolDef, Runner]]:
@@ -125,22 +179,12 @@ def builtin_tools(settings: BuiltinSettings) -> dict[str, tuple[ToolDef, Runner]
         }
 
     async def file_read(args: dict[str, Any], ctx: ToolContext) -> object:
-        path = _in_scratch(ctx.scratch, str(args["path"]))
-        try:
-            data = path.read_bytes()[: settings.file_max_bytes]
-        except OSError as e:
-            raise ToolError(f"cannot read {args['path']!r}: {e.strerror}") from None
-        return data.decode("utf-8", "replace")
+        return _read_file(ctx.scratch, str(args["path"]), settings.file_max_bytes)
 
     async def file_write(args: dict[str, Any], ctx: ToolContext) -> object:
-        text = str(args["content"])
-        if len(text.encode()) > settings.file_max_bytes:
-            raise ToolError(f"content is larger than {settings.file_max_bytes} bytes")
-        path = _in_scratch(ctx.scratch, str(args["path"]))
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        os.chmod(path, 0o644)
-        return {"path": str(args["path"]), "bytes": len(text.encode())}
+        return _write_file(
+            ctx.scratch, str(args["path"]), str(args["content"]), settings.file_max_bytes
+        )
 
     isolated = {"timeout_s": limits.wall_s + 5, "isolated": True}
     tools: dict[str, tuple[ToolDef, Runner]] = {

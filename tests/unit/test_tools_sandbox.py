@@ -330,3 +330,28 @@ def test_a_stale_claim_can_be_taken_over(tmp_path):
     assert not store.claim("k", lease_s=60)  # held by a live call
     assert store.claim("k", lease_s=0)  # the holder's lease ran out (it died mid-call)
     store.close()
+
+
+def test_symlinks_planted_in_scratch_lead_nowhere(tmp_path, sandbox):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("top secret")
+    scratch = tmp_path / "s" / "j3"
+    scratch.mkdir(parents=True)
+    (scratch / "dir-link").symlink_to(outside)
+    (scratch / "file-link").symlink_to(outside / "secret.txt")
+
+    async def main():
+        await sandbox.grant("ada", ["file_read", "file_write"])
+        ask = lambda tool, **a: sandbox.call(call(tool, **a), agent="ada", job_id="j3")  # noqa: E731
+        return [
+            await ask("file_read", path="dir-link/secret.txt"),
+            await ask("file_read", path="file-link"),
+            await ask("file_write", path="file-link", content="overwritten"),
+            await ask("file_write", path="dir-link/new.txt", content="planted"),
+        ]
+
+    results = run(main())
+    assert [r.ok for r in results] == [False, False, False, False]
+    assert (outside / "secret.txt").read_text() == "top secret"
+    assert not (outside / "new.txt").exists()
