@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import pytest
+import ray
 
 import runtime
-from protocols import ErrorCode
+from protocols import ErrorCode, ToolCall
 from tests.support.wire_server import Default, Reply, WireServer
 
 
@@ -71,3 +72,29 @@ def test_an_unknown_tool_in_a_team_fails_the_job_with_a_config_error(rt, wire):
     with pytest.raises(runtime.JobFailed) as info:
         rt.submit("Go.", team=team).result(timeout=60)
     assert info.value.detail["result"].error.code is ErrorCode.CONFIG
+
+
+def test_a_side_effect_is_not_repeated_after_the_sandbox_actor_is_killed(rt):
+    sandbox = rt.actor("tools/0")
+    ray.get(sandbox.grant.remote("killer-agent", ["file_write"]))
+    write = ToolCall(call_id="first", tool="file_write", task_id="t1", step=7,
+                     arguments={"path": "out.txt", "content": "once"})  # fmt: skip
+    first = ray.get(sandbox.call.remote(write, agent="killer-agent", job_id="job-kill"))
+    assert first.ok
+    assert "replayed" not in first.metadata
+
+    ray.kill(sandbox, no_restart=False)
+    retried = write.model_copy(update={"call_id": "second"})  # a new model call id
+    again = None
+    for _ in range(100):  # bounded: the actor restarts in about a second
+        try:
+            again = ray.get(
+                sandbox.call.remote(retried, agent="killer-agent", job_id="job-kill"), timeout=30
+            )
+            break
+        except ray.exceptions.RayActorError:
+            continue
+    assert again is not None, "the sandbox actor did not come back"
+    assert again.ok
+    assert again.metadata["replayed"] is True
+    assert again.call_id == "second"
