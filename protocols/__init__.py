@@ -71,6 +71,7 @@ from protocols.llm import (
     ToolSpec,
     Usage,
 )
+from protocols.memory import MemoryHit, MemoryHits, MemoryPolicy, MemoryQuery, MemoryWrite
 from protocols.models import (
     AnthropicModel,
     DeploymentSpec,
@@ -131,6 +132,11 @@ __all__ = [
     "LLMResponse",
     "MCPServerSpec",
     "MalformedEnvelope",
+    "MemoryHit",
+    "MemoryHits",
+    "MemoryPolicy",
+    "MemoryQuery",
+    "MemoryWrite",
     "ModelError",
     "ModelSpec",
     "ModelTimeout",

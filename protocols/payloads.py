@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from protocols.errors import ErrorCode, TroupeError, error_class
 from protocols.llm import Budget, LLMRequest, LLMResponse, ToolCall, Usage
+from protocols.memory import MemoryHits, MemoryQuery, MemoryWrite
 
 __all__ = [
     "ErrorPayload",
@@ -118,6 +119,9 @@ Payload = Annotated[
     | ToolCall
     | ToolResult
     | Event
+    | MemoryWrite
+    | MemoryQuery
+    | MemoryHits
     | ErrorPayload,
     Field(discriminator="kind"),
 ]

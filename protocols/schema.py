@@ -14,6 +14,7 @@ from pydantic import BaseModel
 from protocols.envelope import AgentMessage
 from protocols.jobs import DeadLetter, JobEvent, JobResult, Plan
 from protocols.llm import LLMRequest, LLMResponse, ToolCall
+from protocols.memory import MemoryHits, MemoryQuery, MemoryWrite
 from protocols.payloads import ErrorPayload, Event, TaskRequest, TaskResult, ToolResult
 from protocols.team import TeamSpec
 
@@ -34,6 +35,9 @@ PUBLIC_MODELS: tuple[type[BaseModel], ...] = (
     JobResult,
     JobEvent,
     DeadLetter,
+    MemoryWrite,
+    MemoryQuery,
+    MemoryHits,
 )
 
 

@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from protocols.addresses import SYSTEM_ADDRESSES, Name
 from protocols.llm import Budget
+from protocols.memory import MemoryPolicy
 from protocols.models import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
 
 __all__ = [
@@ -41,6 +42,9 @@ class AgentSpec(_Config):
     num_cpus: float = Field(default=0.0, ge=0.0, description="CPUs Ray reserves for the actor.")
     stream: bool = Field(
         default=False, description="Stream model answers; tokens show up as job events."
+    )
+    memory: MemoryPolicy = Field(
+        default_factory=MemoryPolicy, description="Recall before model calls; store results."
     )
 
     @field_validator("name")

@@ -14,6 +14,10 @@ from protocols import (
     Event,
     LLMRequest,
     LLMResponse,
+    MemoryHit,
+    MemoryHits,
+    MemoryQuery,
+    MemoryWrite,
     TaskRequest,
     TaskResult,
     ToolCall,
@@ -95,6 +99,24 @@ def _samples() -> dict[str, Any]:
             metadata={"elapsed_s": 0.2},
         ),
         "event": Event(name="token", data={"text": "hi", "index": 7}),
+        "memory_write": MemoryWrite(
+            text="Ada prefers metric units.", importance=0.8, tags=("pref",)
+        ),
+        "memory_query": MemoryQuery(query="units?", k=3, tags=("pref",)),
+        "memory_hits": MemoryHits(
+            hits=(
+                MemoryHit(
+                    id="m1",
+                    text="Ada prefers metric units.",
+                    score=0.9,
+                    similarity=0.8,
+                    importance=0.8,
+                    created_at=now,
+                    agent="ada",
+                    tags=("pref",),
+                ),
+            )
+        ),
         "error": error,
     }
 

@@ -25,6 +25,9 @@ KINDS = [
     "tool_call",
     "tool_result",
     "event",
+    "memory_write",
+    "memory_query",
+    "memory_hits",
     "error",
 ]
 HEX32 = re.compile(r"^[0-9a-f]{32}$")

@@ -76,6 +76,9 @@ def test_public_models_are_the_documented_set():
         "JobResult",
         "JobEvent",
         "DeadLetter",
+        "MemoryWrite",
+        "MemoryQuery",
+        "MemoryHits",
     }
     assert len({m.__name__ for m in PUBLIC_MODELS}) == len(PUBLIC_MODELS)
 
