@@ -19,6 +19,7 @@ from actors._ray_client import RayMailbox, RayRouterClient, unwrap
 from actors.agent import AgentActor
 from actors.llm import LLMAdapterPool
 from actors.llm.config import LLMConfig
+from actors.memory.config import MemoryConfig
 from actors.orchestrator import Orchestrator
 from actors.router import MessageRouter
 from actors.tools.config import ToolsConfig
@@ -109,18 +110,20 @@ class SystemHandles:
     llm: Any
     orchestrator: Any
     sandboxes: list[Any]
+    memory: Any
 
 
 def spawn_system(
     models: Mapping[str, ModelSpec] | None = None,
     config: LLMConfig | None = None,
     tools: ToolsConfig | None = None,
+    memory: MemoryConfig | None = None,
 ) -> SystemHandles:
     """Start the system actors, or find the running ones, and wire them together.
 
     ``config`` configures a pool this call starts (a running pool keeps its own), and
-    ``tools`` the tool sandboxes it starts; ``models`` are served by the pool, replacing
-    aliases of the same name.
+    ``tools`` the tool sandboxes and ``memory`` the memory store it starts; ``models`` are
+    served by the pool, replacing aliases of the same name.
     """
     tools = tools or ToolsConfig()
     router = (
@@ -133,7 +136,14 @@ def spawn_system(
         .options(**_options("llm", max_restarts=SYSTEM_RESTARTS))
         .remote(config=config, router=RayRouterClient(router))
     )
-    from actors.tools.sandbox import ToolSandbox  # noqa: PLC0415 - only the driver spawns it
+    from actors.memory.store import MemoryStore  # noqa: PLC0415 - only the driver spawns it
+    from actors.tools.sandbox import ToolSandbox  # noqa: PLC0415
+
+    memory_actor = (
+        _remote(MemoryStore)
+        .options(**_options("memory", max_restarts=SYSTEM_RESTARTS))
+        .remote(memory, router=RayRouterClient(router))
+    )
 
     sandboxes = [
         _remote(ToolSandbox)
@@ -149,6 +159,7 @@ def spawn_system(
     pending = [
         router.register.remote("llm", llm, []),
         router.register.remote("orchestrator", orchestrator, []),
+        router.register.remote("memory", memory_actor, []),
         *(router.register.remote(f"tools-{n}", s, ["tools"]) for n, s in enumerate(sandboxes)),
     ]
     if models:
@@ -164,4 +175,10 @@ def spawn_system(
             + "; ".join(f"{alias}: {why}" for alias, why in sorted(problems.items())),
             problems=problems,
         )
-    return SystemHandles(router=router, llm=llm, orchestrator=orchestrator, sandboxes=sandboxes)
+    return SystemHandles(
+        router=router,
+        llm=llm,
+        orchestrator=orchestrator,
+        sandboxes=sandboxes,
+        memory=memory_actor,
+    )

@@ -25,6 +25,9 @@ from protocols import (
     InvalidInput,
     LLMRequest,
     LLMResponse,
+    MemoryHits,
+    MemoryQuery,
+    MemoryWrite,
     ModelError,
     TaskRequest,
     TaskResult,
@@ -144,11 +147,12 @@ class AgentActor:
 
         try:
             while loop.turns < max_turns:
+                recalled = await self._recall(message, spec, request, loop.messages)
                 answer = await self._ask(
                     message,
                     LLMRequest(
                         model=spec.model,
-                        messages=tuple(loop.messages),
+                        messages=(*loop.messages[:1], *recalled, *loop.messages[1:]),
                         tools=tools,
                         purpose="work",
                         stream=spec.stream,
@@ -160,6 +164,7 @@ class AgentActor:
                 loop.providers.append(answer.provider)
                 if not answer.tool_calls:
                     bound.info("subtask_done", turns=loop.turns)
+                    await self._remember(message, spec, request, answer.text)
                     return result(status="succeeded", output=answer.text)
                 loop.messages.append(
                     ChatMessage(role="assistant", content=answer.text, tool_calls=answer.tool_calls)
@@ -187,6 +192,60 @@ class AgentActor:
                 code=ErrorCode.MAX_TURNS, message=f"no final answer within {max_turns} turns"
             ),
         )
+
+    async def _recall(
+        self,
+        cause: AgentMessage,
+        spec: AgentSpec,
+        request: TaskRequest,
+        messages: Sequence[ChatMessage],
+    ) -> tuple[ChatMessage, ...]:
+        """Memories relevant to the subtask and its latest turn, as one system message.
+
+        Memory is an aid: if the memory actor is missing or fails, the loop goes on without.
+        """
+        policy = spec.memory
+        if not policy.recall or policy.recall_tokens == 0:
+            return ()
+        latest = messages[-1].text if len(messages) > 2 else ""  # noqa: PLR2004 - system, user
+        query = MemoryQuery(
+            query=f"{request.instructions}\n{latest}"[:2000],
+            k=policy.recall_k,
+            min_score=policy.min_score,
+        )
+        reply = await self._router.request(
+            cause.derive(sender=spec.name, recipient="memory", payload=query)
+        )
+        if not isinstance(reply.payload, MemoryHits) or not reply.payload.hits:
+            return ()
+        lines, budget = [], policy.recall_tokens
+        for hit in reply.payload.hits:
+            cost = len(hit.text.split())
+            if cost > budget:
+                break
+            lines.append(f"- {hit.text}")
+            budget -= cost
+        if not lines:
+            return ()
+        return (ChatMessage(role="system", content="Relevant memories:\n" + "\n".join(lines)),)
+
+    async def _remember(
+        self, cause: AgentMessage, spec: AgentSpec, request: TaskRequest, output: str
+    ) -> None:
+        """Store a successful subtask's result, if the agent's policy says so."""
+        if not spec.memory.write_results or not output.strip():
+            return
+        memory = MemoryWrite(
+            text=f"{request.instructions.strip()} -> {output.strip()}"[:20_000],
+            importance=spec.memory.importance,
+            tags=("result", spec.role),
+            agent=spec.name,
+        )
+        reply = await self._router.request(
+            cause.derive(sender=spec.name, recipient="memory", payload=memory)
+        )
+        if isinstance(reply.payload, ErrorPayload):
+            log.warning("memory_write_failed", agent=spec.name, code=reply.payload.code.value)
 
     async def _tool(
         self, cause: AgentMessage, task_id: str, step: int, call: ToolCall

@@ -13,6 +13,7 @@ rt.shutdown()
 
 from actors.llm.config import LLMConfig
 from actors.llm.gateway import RetryPolicy
+from actors.memory.config import MemoryConfig
 from actors.tools.config import ToolsConfig
 from actors.tools.isolation import Limits
 from protocols import (
@@ -29,6 +30,9 @@ from protocols import (
     JobStatus,
     JobTimeout,
     MCPServerSpec,
+    MemoryPolicy,
+    MemoryQuery,
+    MemoryWrite,
     OfflineModel,
     OpenAICompatibleModel,
     OpenAIModel,
@@ -62,6 +66,10 @@ __all__ = [
     "LLMConfig",
     "Limits",
     "MCPServerSpec",
+    "MemoryConfig",
+    "MemoryPolicy",
+    "MemoryQuery",
+    "MemoryWrite",
     "OfflineModel",
     "OpenAICompatibleModel",
     "OpenAIModel",

@@ -17,6 +17,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from actors._ray import NAMESPACE, SystemHandles, spawn_system
 from actors._ray_client import unwrap
 from actors.llm.config import LLMConfig
+from actors.memory.config import MemoryConfig
 from actors.router import RouterStats
 from actors.tools.config import ToolsConfig
 from protocols import (
@@ -28,6 +29,10 @@ from protocols import (
     JobResult,
     JobStatus,
     JobTimeout,
+    MemoryHit,
+    MemoryHits,
+    MemoryQuery,
+    MemoryWrite,
     ModelSpec,
     RecipientUnavailable,
     TeamSpec,
@@ -175,6 +180,18 @@ class Runtime:
         rows: list[UsageRow] = _get(self._handles.llm.usage.remote(job_id))
         return rows
 
+    def remember(self, memory: MemoryWrite | str, *, tenant: str = "default") -> str:
+        """Store a long-term memory for ``tenant``; return its id."""
+        memory = MemoryWrite(text=memory) if isinstance(memory, str) else memory
+        memory_id: str = _get(self._handles.memory.write.remote(tenant, memory))
+        return memory_id
+
+    def recall(self, query: MemoryQuery | str, *, tenant: str = "default") -> list[MemoryHit]:
+        """The memories of ``tenant`` most relevant to ``query``, best first."""
+        query = MemoryQuery(query=query) if isinstance(query, str) else query
+        hits: MemoryHits = _get(self._handles.memory.query.remote(tenant, query))
+        return list(hits.hits)
+
     def router_stats(self) -> RouterStats:
         """The router's counters and registry."""
         stats: RouterStats = _get(self._handles.router.stats.remote())
@@ -220,6 +237,7 @@ def connect(
     llm: ModelSpec | Mapping[str, ModelSpec] | None = None,
     llm_config: LLMConfig | str | Path | None = None,
     tools_config: ToolsConfig | None = None,
+    memory_config: MemoryConfig | None = None,
     num_cpus: int | None = None,
     include_dashboard: bool = True,
     log_level: str | None = None,
@@ -240,6 +258,8 @@ def connect(
             routes, tenant budgets, retry policy, prices. Used when this call starts the pool.
         tools_config: the tool sandboxes' configuration (how many, limits, shell, http_get's
             domains, MCP servers). Used when this call starts them.
+        memory_config: the memory store's configuration (Chroma path or server, embedding,
+            ranking and forgetting). Used when this call starts it.
         num_cpus: CPUs of a local Ray this call starts (default: all).
         include_dashboard: start the Ray dashboard with a local Ray (``list_actors`` needs it).
         log_level: structlog level of this process (default ``$TROUPE_LOG_LEVEL`` or info).
@@ -269,5 +289,6 @@ def connect(
         llm_config if isinstance(llm_config, LLMConfig | None) else LLMConfig.from_yaml(llm_config)
     )
     return Runtime(
-        spawn_system(_models(llm), config, tools_config), owns_connection=owns_connection
+        spawn_system(_models(llm), config, tools_config, memory_config),
+        owns_connection=owns_connection,
     )

@@ -15,6 +15,7 @@ What it does, by ``LLMRequest.purpose``:
   sentences of its inputs, questions excepted, that share the most words with the
   instructions, or it says that its inputs hold no answer.
 - ``aggregate``: returns the lines under ``Subtask results:`` in the last user message.
+- ``summarize``: the first sentence of each ``role: text`` line of the last user message.
 - ``chat``: the same as ``work``.
 
 ``latency_s`` sleeps before each answer (asynchronously), to simulate a model's latency.
@@ -149,6 +150,8 @@ class OfflineProvider:
                 text = self._plan(request)
             case "aggregate":
                 text = self._aggregate(request)
+            case "summarize":
+                text = self._summarize(request)
             case "work" | "chat":
                 text, calls = self._work(request)
         if request.stream and on_delta is not None:
@@ -194,6 +197,16 @@ class OfflineProvider:
                 {"id": f"s{i + 1}", "role": pool[turn % len(pool)], "instructions": item}
             )
         return json.dumps({"subtasks": subtasks})
+
+    def _summarize(self, request: LLMRequest) -> str:
+        prompt = _last(request.messages, "user")
+        firsts = []
+        for line in (prompt.text if prompt else "").splitlines():
+            _, _, said = line.partition(": ")
+            sentence = _SENTENCE_END.split(said.strip() or line.strip())[0].strip()
+            if sentence:
+                firsts.append(sentence)
+        return " ".join(firsts)[:1000]
 
     def _aggregate(self, request: LLMRequest) -> str:
         prompt = _last(request.messages, "user")

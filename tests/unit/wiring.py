@@ -24,6 +24,8 @@ from actors import (
     Orchestrator,
     serve_envelope,
 )
+from actors.memory.config import MemoryConfig
+from actors.memory.store import MemoryStore
 from actors.tools.sandbox import ToolSandbox, ToolsConfig
 from protocols import (
     AgentMessage,
@@ -52,6 +54,7 @@ __all__ = [
     "ask",
     "build_troupe",
     "envelope",
+    "in_process_memory",
     "in_process_sandbox",
     "llm_request",
     "ping",
@@ -190,6 +193,12 @@ def in_process_sandbox() -> ToolSandbox:
     return ToolSandbox(ToolsConfig(state_dir=root / "state", scratch_root=root / "scratch"))
 
 
+def in_process_memory(router: LocalRouterClient | None = None) -> MemoryStore:
+    """A memory store with the hashing embedding, in a fresh temporary directory."""
+    root = Path(tempfile.mkdtemp(prefix="troupe-memory-"))
+    return MemoryStore(MemoryConfig(path=root, embedding="hashing"), router=router)
+
+
 class InProcessProvisioner:
     """A ``TeamProvisioner`` that builds ``AgentActor`` objects in this process.
 
@@ -268,5 +277,6 @@ async def build_troupe(
     await router.register("llm", llm)
     provisioner = InProcessProvisioner(router, pool, client, wrap)
     await router.register("tools-0", provisioner.sandbox, ["tools"])
+    await router.register("memory", in_process_memory(client))
     orchestrator = Orchestrator(client, provisioner, max_attempts=max_attempts)
     return Troupe(router, client, pool, llm, provisioner, orchestrator)

@@ -1,0 +1,371 @@
+"""The memory store actor: long-term memories in Chroma, plus short-term and working memory.
+
+The actor is the single owner of its Chroma path (two processes writing one
+``PersistentClient`` path silently lose vectors); clusters point it at a Chroma server
+instead (``MemoryConfig.server``). Every tenant has its own collection, and every query and
+deletion names its tenant, so one tenant never sees another's memories. Ranking is the cosine
+similarity weighted by recency and importance; forgetting removes expired memories and those
+whose importance has decayed below a floor, periodically and on demand.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import time
+import uuid
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+from actors._endpoint import RouterClient, serve_envelope
+from actors.memory.config import MemoryConfig
+from actors.memory.shortterm import WorkingMemory, turns, window
+from protocols import (
+    AgentMessage,
+    ChatMessage,
+    ErrorPayload,
+    InvalidInput,
+    LLMRequest,
+    LLMResponse,
+    MemoryHit,
+    MemoryHits,
+    MemoryQuery,
+    MemoryWrite,
+    ModelError,
+)
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+
+__all__ = ["MemoryConfig", "MemoryStore"]
+
+log = structlog.get_logger("raytroupe.memory")
+
+
+def _collection_name(tenant: str) -> str:
+    return "t_" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
+
+
+class MemoryStore:
+    """Memories. A plain class; Ray makes it the ``memory`` actor.
+
+    Args:
+        router: reaches the LLM pool, for compression of old conversation turns.
+        clock: UNIX time, injectable for tests of recency and forgetting.
+    """
+
+    def __init__(
+        self,
+        config: MemoryConfig | None = None,
+        *,
+        router: RouterClient | None = None,
+        clock: Any = time.time,
+    ) -> None:
+        self._config = config or MemoryConfig()
+        self._router = router
+        self._clock = clock
+        self._client: ClientAPI | None = None
+        self._collections: dict[str, Collection] = {}
+        self._conversations: dict[str, list[ChatMessage]] = {}
+        self._working = WorkingMemory()
+        self._forgetter: asyncio.Task[None] | None = None
+
+    # -- long-term ------------------------------------------------------------------------
+
+    async def write(self, tenant: str, memory: MemoryWrite) -> str:
+        """Store ``memory`` for ``tenant``; return its id."""
+        (memory_id,) = await self.write_many(tenant, [memory])
+        return memory_id
+
+    async def write_many(self, tenant: str, memories: Sequence[MemoryWrite]) -> list[str]:
+        """Store several memories for ``tenant`` in one batch; return their ids in order."""
+        self._start_forgetting()
+        now = self._clock()
+        ids = [uuid.uuid4().hex for _ in memories]
+        metadatas: list[dict[str, str | int | float | bool]] = [
+            {
+                **memory.metadata,
+                "tenant": tenant,
+                "agent": memory.agent or "",
+                "importance": memory.importance,
+                "created_at": now,
+                "expires_at": now + memory.ttl_s if memory.ttl_s else 0.0,
+                "tags": ",".join(memory.tags),
+                **{f"tag:{t}": True for t in memory.tags},
+            }
+            for memory in memories
+        ]
+        if memories:
+            collection = await self._collection(tenant)
+            await asyncio.to_thread(
+                collection.add,
+                ids=ids,
+                documents=[m.text for m in memories],
+                metadatas=metadatas,  # type: ignore[arg-type]
+            )
+        return ids
+
+    async def query(self, tenant: str, query: MemoryQuery) -> MemoryHits:
+        """The ``k`` best memories of ``tenant`` for ``query``, best first."""
+        self._start_forgetting()
+        collection = await self._collection(tenant)
+        where = self._where(query.agent, query.tags)
+        now = self._clock()
+        found = await asyncio.to_thread(
+            collection.query,
+            query_texts=[query.query],
+            n_results=max(query.k * 2, 10),  # room to re-rank by recency and importance
+            where=where,
+            include=["documents", "metadatas", "distances"],
+        )
+        hits = []
+        ids = found["ids"][0]
+        documents = (found.get("documents") or [[]])[0]
+        metadatas = (found.get("metadatas") or [[]])[0]
+        distances = (found.get("distances") or [[]])[0]
+        for memory_id, text, meta, distance in zip(
+            ids, documents, metadatas, distances, strict=True
+        ):
+            if self._expired(dict(meta), now):
+                continue
+            hits.append(self._hit(memory_id, text or "", dict(meta), float(distance), now))
+        ranked = sorted(hits, key=lambda h: h.score, reverse=True)
+        return MemoryHits(hits=tuple(h for h in ranked if h.score >= query.min_score)[: query.k])
+
+    async def delete(
+        self,
+        tenant: str,
+        *,
+        ids: Sequence[str] | None = None,
+        agent: str | None = None,
+        tags: Sequence[str] = (),
+    ) -> int:
+        """Delete memories of ``tenant`` by id, or by agent and/or tags; return how many."""
+        if ids is None and agent is None and not tags:
+            raise InvalidInput("delete needs ids, an agent or tags (to delete all, drop_tenant)")
+        collection = await self._collection(tenant)
+        where = self._where(agent, tuple(tags))
+        found = await asyncio.to_thread(
+            collection.get, ids=list(ids) if ids is not None else None, where=where, include=[]
+        )
+        doomed = list(found["ids"])
+        if doomed:
+            await asyncio.to_thread(collection.delete, ids=doomed)
+        return len(doomed)
+
+    async def count(self, tenant: str) -> int:
+        """How many memories ``tenant`` has."""
+        return int(await asyncio.to_thread((await self._collection(tenant)).count))
+
+    async def forget(self) -> int:
+        """Remove expired memories and those whose importance decayed below the floor."""
+        now, removed = self._clock(), 0
+        client = await self._chroma()
+        for listed in await asyncio.to_thread(client.list_collections):
+            collection = await self._collection_by_name(listed.name)
+            found = await asyncio.to_thread(collection.get, include=["metadatas"])
+            doomed = [
+                memory_id
+                for memory_id, meta in zip(found["ids"], found["metadatas"] or [], strict=True)
+                if self._forgettable(dict(meta), now)
+            ]
+            if doomed:
+                await asyncio.to_thread(collection.delete, ids=doomed)
+                removed += len(doomed)
+        if removed:
+            log.info("forgot", memories=removed)
+        return removed
+
+    # -- short-term and working memory ----------------------------------------------------
+
+    async def append(self, conversation_id: str, messages: Sequence[ChatMessage]) -> int:
+        """Add turns to a conversation; return its length."""
+        conversation = self._conversations.setdefault(conversation_id, [])
+        conversation.extend(messages)
+        return len(conversation)
+
+    async def window(self, conversation_id: str, max_tokens: int) -> list[ChatMessage]:
+        """The conversation's newest turns within ``max_tokens`` (tool calls kept whole)."""
+        return window(self._conversations.get(conversation_id, []), max_tokens)
+
+    async def compress(self, conversation_id: str, keep_last: int, tenant: str) -> str:
+        """Replace all but the newest ``keep_last`` units with a summary made by the LLM pool.
+
+        The summary is also written as a long-term memory of ``tenant``.
+
+        Raises:
+            ModelError: no router, or the pool failed; the conversation is unchanged.
+        """
+        messages = self._conversations.get(conversation_id, [])
+        start = 0
+        while start < len(messages) and messages[start].role == "system":
+            start += 1
+        units = turns(messages[start:])
+        cut = max(0, len(units) - keep_last)
+        old = [m for unit in units[:cut] for m in unit]
+        if not old:
+            return ""
+        summary = await self._summarize(old, tenant)
+        note = ChatMessage(role="system", content=f"Summary of earlier turns: {summary}")
+        recent = [m for unit in units[cut:] for m in unit]
+        self._conversations[conversation_id] = [*messages[:start], note, *recent]
+        await self.write(tenant, MemoryWrite(text=summary, importance=0.4, tags=("summary",)))
+        return summary
+
+    async def working_put(self, job_id: str, key: str, value: Any) -> None:
+        """Set a working-memory value of the job."""
+        self._working.put(job_id, key, value)
+
+    async def working_items(self, job_id: str) -> dict[str, Any]:
+        """The job's working memory."""
+        return self._working.items(job_id)
+
+    async def end_job(self, job_id: str, *, keep: bool = False) -> bool:
+        """Drop the job's working memory unless ``keep``."""
+        return self._working.end(job_id, keep=keep)
+
+    # -- envelopes --------------------------------------------------------------------------
+
+    async def receive(self, data: bytes) -> bytes | None:
+        """Envelope entry point (called by the router)."""
+        return await serve_envelope(data, self._handle, me="memory")
+
+    async def _handle(self, message: AgentMessage) -> AgentMessage:
+        match message.payload:
+            case MemoryQuery() as query:
+                return message.reply(await self.query(message.tenant, query), sender="memory")
+            case MemoryWrite() as memory:
+                memory_id = await self.write(message.tenant, memory)
+                hit = MemoryHit(id=memory_id, text=memory.text, score=1.0, similarity=1.0,
+                                importance=memory.importance, created_at=self._clock(),
+                                agent=memory.agent, tags=memory.tags)  # fmt: skip
+                return message.reply(MemoryHits(hits=(hit,)), sender="memory")
+            case _:
+                raise InvalidInput(f"memory cannot handle {message.kind!r}", kind=message.kind)
+
+    # -- internals ------------------------------------------------------------------------
+
+    def _hit(
+        self, memory_id: str, text: str, meta: dict[str, Any], distance: float, now: float
+    ) -> MemoryHit:
+        config = self._config
+        similarity = max(0.0, 1.0 - distance)
+        created = float(meta.get("created_at", now))
+        recency = 0.5 ** (max(0.0, now - created) / config.recency_half_life_s)
+        importance = float(meta.get("importance", 0.5))
+        total = config.similarity_weight + config.recency_weight + config.importance_weight
+        score = (
+            config.similarity_weight * similarity
+            + config.recency_weight * recency
+            + config.importance_weight * importance
+        ) / (total or 1.0)
+        tags = tuple(t for t in str(meta.get("tags", "")).split(",") if t)
+        extra = {
+            k: v
+            for k, v in meta.items()
+            if not k.startswith("tag:")
+            and k not in {"tenant", "agent", "importance", "created_at", "expires_at", "tags"}
+        }
+        return MemoryHit(id=memory_id, text=text, score=score, similarity=similarity,
+                         importance=importance, created_at=created,
+                         agent=str(meta.get("agent")) or None, tags=tags,
+                         metadata=extra)  # fmt: skip
+
+    @staticmethod
+    def _expired(meta: dict[str, Any], now: float) -> bool:
+        expires = float(meta.get("expires_at") or 0.0)
+        return bool(expires and expires < now)
+
+    def _forgettable(self, meta: dict[str, Any], now: float) -> bool:
+        if self._expired(meta, now):
+            return True
+        half_life = self._config.decay_half_life_s
+        if half_life is None:
+            return False
+        age = max(0.0, now - float(meta.get("created_at", now)))
+        decayed = float(meta.get("importance", 0.5)) * 0.5 ** (age / half_life)
+        return bool(decayed < self._config.min_importance)
+
+    def _where(self, agent: str | None, tags: Sequence[str]) -> dict[str, Any] | None:
+        """The metadata filter for agent and tags (the tenant is the collection itself)."""
+        clauses: list[dict[str, Any]] = [{"agent": agent}] if agent is not None else []
+        clauses.extend({f"tag:{t}": True} for t in tags)
+        if not clauses:
+            return None
+        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
+
+    async def _summarize(self, turns: Sequence[ChatMessage], tenant: str) -> str:
+        if self._router is None:
+            raise ModelError("memory compression needs the LLM pool, and no router was given")
+        text = "\n".join(f"{m.role}: {m.text}" for m in turns if m.text)
+        request = LLMRequest(
+            model=self._config.summary_model,
+            purpose="summarize",
+            messages=(
+                ChatMessage(role="system", content="Summarize these turns in a few sentences; "
+                            "keep every fact, name and number."),
+                ChatMessage(role="user", content=text),
+            ),
+        )  # fmt: skip
+        reply = await self._router.request(
+            AgentMessage(sender="memory", recipient="llm", tenant=tenant, payload=request)
+        )
+        match reply.payload:
+            case LLMResponse() as response:
+                return response.text.strip()
+            case ErrorPayload() as error:
+                raise error.to_exception()
+            case other:
+                raise ModelError(f"llm pool answered with {other.kind!r}")
+
+    async def _chroma(self) -> ClientAPI:
+        if self._client is None:
+            import chromadb  # noqa: PLC0415 - Chroma is imported only by the memory actor
+
+            settings = chromadb.config.Settings(anonymized_telemetry=False, allow_reset=False)
+            if self._config.server:
+                host, _, port = self._config.server.rpartition(":")
+                self._client = chromadb.HttpClient(host=host, port=int(port), settings=settings)
+            else:
+                self._config.path.mkdir(parents=True, exist_ok=True)
+                self._client = await asyncio.to_thread(
+                    chromadb.PersistentClient, path=str(self._config.path), settings=settings
+                )
+        return self._client
+
+    async def _collection(self, tenant: str) -> Collection:
+        return await self._collection_by_name(_collection_name(tenant))
+
+    async def _collection_by_name(self, name: str) -> Collection:
+        if name not in self._collections:
+            from actors.memory.embeddings import embedding_function  # noqa: PLC0415
+
+            client = await self._chroma()
+            self._collections[name] = await asyncio.to_thread(
+                client.get_or_create_collection,
+                name=name,
+                embedding_function=embedding_function(self._config.embedding),
+                metadata={"hnsw:space": "cosine"},
+            )
+        return self._collections[name]
+
+    def _start_forgetting(self) -> None:
+        if self._forgetter is None:
+            self._forgetter = asyncio.get_running_loop().create_task(self._forget_periodically())
+
+    async def _forget_periodically(self) -> None:
+        while True:
+            await asyncio.sleep(self._config.forget_interval_s)
+            with contextlib.suppress(Exception):  # one bad round must not end the schedule
+                await self.forget()
+
+    async def close(self) -> None:
+        """Stop the periodic forgetting."""
+        if self._forgetter is not None:
+            self._forgetter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._forgetter

@@ -1,0 +1,192 @@
+"""The memory store without Ray: Chroma on a temporary path, the hashing embedding."""
+
+import pytest
+from wiring import build_troupe, run
+
+from actors.memory.config import MemoryConfig
+from actors.memory.shortterm import WorkingMemory, turns, window
+from actors.memory.store import MemoryStore
+from protocols import (
+    AgentSpec,
+    ChatMessage,
+    InvalidInput,
+    LLMRequest,
+    MemoryPolicy,
+    MemoryQuery,
+    MemoryWrite,
+    ModelError,
+    TeamSpec,
+    ToolCall,
+)
+
+DAY = 86_400.0
+
+
+class Clock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def store(tmp_path, clock):
+    memory = MemoryStore(MemoryConfig(path=tmp_path, embedding="hashing"), clock=clock)
+    yield memory
+    run(memory.close())
+
+
+def ask(store, tenant, text, **fields):
+    return run(store.query(tenant, MemoryQuery(query=text, **fields))).hits
+
+
+def test_write_then_recall_best_first(store):
+    run(store.write("acme", MemoryWrite(text="The staging database runs on host db-two.")))
+    run(store.write("acme", MemoryWrite(text="Lunch is served at noon on Fridays.")))
+    hits = ask(store, "acme", "which host runs the staging database")
+    assert hits[0].text == "The staging database runs on host db-two."
+    assert hits[0].score >= hits[-1].score
+
+
+def test_tenants_never_see_each_other(store):
+    run(store.write("acme", MemoryWrite(text="Acme's secret recipe uses cardamom.")))
+    run(store.write("globex", MemoryWrite(text="Globex ships on Tuesdays.")))
+    assert [h.text for h in ask(store, "globex", "secret recipe cardamom")] == [
+        "Globex ships on Tuesdays."
+    ]
+    assert run(store.count("acme")) == 1
+    with pytest.raises(InvalidInput):
+        run(store.delete("globex"))  # deleting everything must be explicit
+    assert run(store.delete("globex", agent="")) == 1
+    assert run(store.count("acme")) == 1
+
+
+def test_filters_by_agent_and_tags(store):
+    run(store.write("t", MemoryWrite(text="ada notes the deadline is friday", agent="ada",
+                                     tags=("deadline",))))  # fmt: skip
+    run(store.write("t", MemoryWrite(text="grace notes the deadline is monday", agent="grace",
+                                     tags=("deadline", "draft"))))  # fmt: skip
+    assert [h.agent for h in ask(store, "t", "deadline", agent="ada")] == ["ada"]
+    assert [h.agent for h in ask(store, "t", "deadline", tags=("draft",))] == ["grace"]
+    assert run(store.delete("t", tags=("draft",))) == 1
+    assert [h.agent for h in ask(store, "t", "deadline")] == ["ada"]
+
+
+def test_recency_and_importance_break_ties(store, clock):
+    old = MemoryWrite(text="the build server password rotates monthly", importance=0.2)
+    run(store.write("t", old))
+    clock.now += 30 * DAY
+    run(store.write("t", MemoryWrite(text="the build server password rotates monthly",
+                                     importance=0.9)))  # fmt: skip
+    first, second = ask(store, "t", "build server password")
+    assert first.similarity == pytest.approx(second.similarity)
+    assert (first.importance, second.importance) == (0.9, 0.2)
+    assert first.created_at > second.created_at
+
+
+def test_forgetting_by_ttl_and_by_decayed_importance(store, clock):
+    run(store.write("t", MemoryWrite(text="a temporary access code 4411", ttl_s=3600)))
+    run(store.write("t", MemoryWrite(text="trivia about the office plant", importance=0.06)))
+    run(store.write("t", MemoryWrite(text="the company was founded in 1999", importance=1.0)))
+    assert run(store.forget()) == 0
+    clock.now += 2 * 3600
+    # expired memories are never returned, even before forgetting runs
+    assert "a temporary access code 4411" not in [h.text for h in ask(store, "t", "access code")]
+    assert run(store.forget()) == 1
+    clock.now += 31 * DAY  # 0.06 halves below the 0.05 floor; 1.0 is still 0.5
+    assert run(store.forget()) == 1
+    assert [h.text for h in ask(store, "t", "founded")] == ["the company was founded in 1999"]
+
+
+def test_windows_never_split_a_tool_call_from_its_results():
+    call = ToolCall(call_id="c1", tool="search", arguments={"q": "x"})
+    messages = [
+        ChatMessage(role="system", content="You are terse."),
+        ChatMessage(role="user", content="one two three four five six seven eight"),
+        ChatMessage(role="assistant", tool_calls=(call,)),
+        ChatMessage(role="tool", tool_call_id="c1", content="result " * 20),
+        ChatMessage(role="user", content="and now?"),
+    ]
+    assert [len(u) for u in turns(messages[1:])] == [1, 2, 1]
+    kept = window(messages, max_tokens=40)
+    assert kept[0].role == "system"
+    roles = [m.role for m in kept]
+    assert "tool" not in roles or "assistant" in roles  # never a result without its call
+    assert kept[-1].text == "and now?"
+    everything = window(messages, max_tokens=10_000)
+    assert everything == messages
+    only_newest = window(messages, max_tokens=1)
+    assert [m.text for m in only_newest] == ["You are terse.", "and now?"]
+
+
+def test_working_memory_is_per_job_and_dropped_unless_kept():
+    memory = WorkingMemory()
+    memory.put("j1", "draft", "v1")
+    memory.put("j2", "draft", "other")
+    assert memory.items("j1") == {"draft": "v1"}
+    assert memory.end("j1") is True
+    assert memory.items("j1") == {}
+    assert memory.end("j2", keep=True) is False
+    assert memory.get("j2", "draft") == "other"
+
+
+def test_compression_summarizes_old_turns_through_the_pool(tmp_path):
+    async def main():
+        troupe = await build_troupe()
+        config = MemoryConfig(path=tmp_path, embedding="hashing", summary_model="offline")
+        store = MemoryStore(config, router=troupe.client)
+        await store.append("conv", [
+            ChatMessage(role="system", content="You help."),
+            ChatMessage(role="user", content="The launch moved to May. Tell the team."),
+            ChatMessage(role="assistant", content="Noted: the launch is in May. I told them."),
+            ChatMessage(role="user", content="What about the budget?"),
+        ])  # fmt: skip
+        summary = await store.compress("conv", keep_last=1, tenant="acme")
+        kept = await store.window("conv", 10_000)
+        hits = (await store.query("acme", MemoryQuery(query="launch month"))).hits
+        await store.close()
+        return summary, kept, hits
+
+    summary, kept, hits = run(main())
+    assert "The launch moved to May." in summary
+    assert [m.role for m in kept] == ["system", "system", "user"]
+    assert kept[1].text.startswith("Summary of earlier turns: ")
+    assert kept[-1].text == "What about the budget?"
+    assert hits[0].tags == ("summary",)
+
+
+def test_compression_without_a_router_is_a_typed_error(store):
+    run(store.append("c", [ChatMessage(role="user", content="a"),
+                           ChatMessage(role="user", content="b")]))  # fmt: skip
+    with pytest.raises(ModelError):
+        run(store.compress("c", keep_last=1, tenant="t"))
+    assert len(run(store.window("c", 1000))) == 2  # unchanged
+
+
+def test_agents_write_results_and_recall_them_later():
+    async def main():
+        troupe = await build_troupe()
+        memory = await troupe.router.registry()
+        assert "memory" in memory
+        writer = AgentSpec(name="scribe", role="w", memory=MemoryPolicy(write_results=True))
+        team = TeamSpec(name="one", agents=(writer,))
+        task = "The offsite is in Lisbon this year.\n- Where is the offsite?\n- Who organises it?"
+        first = await troupe.run(task, team)
+        reader = AgentSpec(name="reader", role="r", memory=MemoryPolicy(min_score=0.1))
+        await troupe.run("Where is the offsite?", TeamSpec(name="two", agents=(reader,)))
+        return first, troupe
+
+    first, troupe = run(main())
+    assert first.status == "succeeded"
+    asked = [r for r in troupe.llm.payloads(LLMRequest) if r.purpose == "work"]
+    recalled = [
+        m.text for r in asked[-1:] for m in r.messages if m.text.startswith("Relevant memories")
+    ]
+    assert recalled
+    assert "Lisbon" in recalled[0]
