@@ -72,12 +72,12 @@ def _direct(
 
 @ray.remote(num_cpus=0)
 class _Noop:
-    def ping(self) -> None:
+    async def ping(self) -> None:  # async, like the memory actor
         return None
 
 
 def _ray_floor(calls: int) -> float:
-    """Median time of a bare Ray actor call from this driver: the floor of any actor query."""
+    """Median time of a bare call to an async Ray actor: the floor of any actor query."""
     noop = _Noop.remote()  # type: ignore[attr-defined]
     ray.get(noop.ping.remote())
     latencies = []
