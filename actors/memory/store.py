@@ -27,6 +27,7 @@ from protocols import (
     AgentMessage,
     ChatMessage,
     ErrorPayload,
+    Event,
     InvalidInput,
     LLMRequest,
     LLMResponse,
@@ -245,6 +246,9 @@ class MemoryStore:
                                 importance=memory.importance, created_at=self._clock(),
                                 agent=memory.agent, tags=memory.tags)  # fmt: skip
                 return message.reply(MemoryHits(hits=(hit,)), sender="memory")
+            case Event(name="job_ended") if message.job_id is not None:
+                self._working.end(message.job_id, keep=bool(message.payload.data.get("keep")))
+                return message.reply(Event(name="ack"), sender="memory")
             case _:
                 raise InvalidInput(f"memory cannot handle {message.kind!r}", kind=message.kind)
 

@@ -246,6 +246,10 @@ class Orchestrator:
             status=result.status,
             total_s=round(result.timings.total_s, 3),
         )
+        try:  # the job's working memory goes with it (fire and forget: memory is an aid)
+            await self._router.send(self._message(job, "memory", Event(name="job_ended")))
+        except TroupeError as exc:
+            log.warning("job_end_not_sent", job_id=job.id, code=exc.code.value)
         kind = "job_succeeded" if result.status == "succeeded" else "job_failed"
         await self._emit(job, kind, data={"error": error.message if error else None}, result=result)
 
@@ -375,7 +379,12 @@ class Orchestrator:
     # -- helpers --------------------------------------------------------------------------------
 
     def _message(
-        self, job: Job, recipient: str, payload: LLMRequest | TaskRequest, *, attempt: int = 1
+        self,
+        job: Job,
+        recipient: str,
+        payload: LLMRequest | TaskRequest | Event,
+        *,
+        attempt: int = 1,
     ) -> AgentMessage:
         return AgentMessage(
             sender=ME,

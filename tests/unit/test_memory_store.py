@@ -1,5 +1,7 @@
 """The memory store without Ray: Chroma on a temporary path, the hashing embedding."""
 
+import asyncio
+
 import pytest
 from wiring import build_troupe, run
 
@@ -190,3 +192,20 @@ def test_agents_write_results_and_recall_them_later():
     ]
     assert recalled
     assert "Lisbon" in recalled[0]
+
+
+def test_a_jobs_working_memory_is_dropped_when_the_job_ends():
+    async def main():
+        troupe = await build_troupe()
+        store = troupe.memory
+        team = TeamSpec(agents=(AgentSpec(name="solo", role="w"),))
+        job_id = await troupe.orchestrator.submit("Say hi.", team)
+        await store.working_put(job_id, "draft", "v1")
+        await troupe.orchestrator.wait(job_id, 10)
+        for _ in range(100):  # the end-of-job event is delivered in the background
+            if not await store.working_items(job_id):
+                break
+            await asyncio.sleep(0)
+        return await store.working_items(job_id)
+
+    assert run(main()) == {}

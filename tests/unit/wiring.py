@@ -251,6 +251,7 @@ class Troupe:
     llm: Tap
     provisioner: InProcessProvisioner
     orchestrator: Orchestrator
+    memory: MemoryStore
     results: list[JobResult] = field(default_factory=list)
 
     async def run(self, task: str, team: TeamSpec, timeout: float = 10.0) -> JobResult:
@@ -277,6 +278,7 @@ async def build_troupe(
     await router.register("llm", llm)
     provisioner = InProcessProvisioner(router, pool, client, wrap)
     await router.register("tools-0", provisioner.sandbox, ["tools"])
-    await router.register("memory", in_process_memory(client))
+    memory = in_process_memory(client)
+    await router.register("memory", memory)
     orchestrator = Orchestrator(client, provisioner, max_attempts=max_attempts)
-    return Troupe(router, client, pool, llm, provisioner, orchestrator)
+    return Troupe(router, client, pool, llm, provisioner, orchestrator, memory)
