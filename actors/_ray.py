@@ -10,12 +10,20 @@ import asyncio
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 import ray
 from ray.exceptions import RayTaskError
 
-from actors._ray_client import RayMailbox, RayRouterClient, unwrap
+from actors._ray_client import (
+    NAMESPACE,
+    RayMailbox,
+    RayRouterClient,
+    discover_troupe,
+    through_restarts,
+    unwrap,
+)
 from actors.agent import AgentActor
 from actors.llm import LLMAdapterPool
 from actors.llm.config import LLMConfig
@@ -39,7 +47,6 @@ __all__ = [
     "spawn_system",
 ]
 
-NAMESPACE: Final = "troupe"
 SYSTEM_RESTARTS: Final = 10
 AGENT_RESTARTS: Final = 10
 ACTOR_CONCURRENCY: Final = 1000
@@ -82,7 +89,7 @@ class RayTeamProvisioner:
         """Make every agent of ``team`` reachable through the router by name and role."""
         try:
             if team.models:
-                await self._llm.configure.remote(team.models)
+                await through_restarts(lambda: self._llm.configure.remote(team.models))
             await asyncio.gather(*(self._ensure(team.name, spec) for spec in team.agents))
         except RayTaskError as exc:
             raise unwrap(exc) from None
@@ -93,13 +100,18 @@ class RayTeamProvisioner:
         )
         # every sandbox learns the agent's allow-list; the agent only learns the tools' specs
         granted = await asyncio.gather(
-            *(sandbox.grant.remote(spec.name, spec.tools) for sandbox in self._sandboxes)
+            *(through_restarts(functools.partial(_grant, s, spec)) for s in self._sandboxes)
         )
         tools = granted[0]
         router = RayRouterClient(self._router)
         handle = _remote(AgentActor).options(**options).remote(spec, router, tools)
-        await handle.configure.remote(spec, tools)
-        await self._router.register.remote(spec.name, handle, [team_role(team, spec.role)])
+        roles = [team_role(team, spec.role)]
+        await handle.configure.remote(spec, tools, roles)
+        await through_restarts(lambda: self._router.register.remote(spec.name, handle, roles))
+
+
+def _grant(sandbox: Any, spec: AgentSpec) -> Any:
+    return sandbox.grant.remote(spec.name, spec.tools)
 
 
 @dataclass(frozen=True)
@@ -118,18 +130,20 @@ def spawn_system(
     config: LLMConfig | None = None,
     tools: ToolsConfig | None = None,
     memory: MemoryConfig | None = None,
+    journal: Path | None = None,
 ) -> SystemHandles:
     """Start the system actors, or find the running ones, and wire them together.
 
     ``config`` configures a pool this call starts (a running pool keeps its own), and
-    ``tools`` the tool sandboxes and ``memory`` the memory store it starts; ``models`` are
-    served by the pool, replacing aliases of the same name.
+    ``tools`` the tool sandboxes and ``memory`` the memory store it starts, and
+    ``journal`` is the orchestrator's journal file (default ``~/.raytroupe/journal.sqlite``);
+    ``models`` are served by the pool, replacing aliases of the same name.
     """
     tools = tools or ToolsConfig()
     router = (
         _remote(MessageRouter)
         .options(**_options("router", max_restarts=SYSTEM_RESTARTS))
-        .remote(mailbox_factory=RayMailbox)
+        .remote(mailbox_factory=RayMailbox, discover=discover_troupe)
     )
     llm = (
         _remote(LLMAdapterPool)
@@ -154,7 +168,11 @@ def spawn_system(
     orchestrator = (
         _remote(Orchestrator)
         .options(**_options("orchestrator", max_restarts=SYSTEM_RESTARTS))
-        .remote(RayRouterClient(router), RayTeamProvisioner(router, llm, sandboxes))
+        .remote(
+            RayRouterClient(router),
+            RayTeamProvisioner(router, llm, sandboxes),
+            journal=journal or Path.home() / ".raytroupe" / "journal.sqlite",
+        )
     )
     pending = [
         router.register.remote("llm", llm, []),

@@ -10,12 +10,14 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import structlog
 
 from actors._endpoint import RouterClient, serve_envelope
+from actors.agent_limits import Limits, Stop
 from protocols import (
     AgentMessage,
     AgentSpec,
@@ -60,6 +62,7 @@ class _Loop:
     """The state of one subtask's loop."""
 
     messages: list[ChatMessage]
+    limits: Limits
     usage: Usage = field(default_factory=Usage)
     turns: int = 0
     tool_calls: int = 0
@@ -76,12 +79,20 @@ class AgentActor:
         spec: who the agent is (name, role, instructions, model alias, tools, limits).
         router: how it reaches the LLM pool, the tool sandboxes and other actors.
         tools: what the model is told about the agent's tools (from the sandbox's grant).
+        clock: the current UNIX time (for deadlines and timestamps; tests pass a fake one).
     """
 
     def __init__(
-        self, spec: AgentSpec, router: RouterClient, tools: Sequence[ToolSpec] = ()
+        self,
+        spec: AgentSpec,
+        router: RouterClient,
+        tools: Sequence[ToolSpec] = (),
+        *,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._router = router
+        self._clock = clock
+        self._roles: tuple[str, ...] = ()
         self._spec = spec
         self._tools = tuple(tools)
         self._slots = asyncio.Semaphore(spec.max_concurrency)
@@ -90,8 +101,13 @@ class AgentActor:
         """The agent's current configuration."""
         return self._spec
 
-    async def configure(self, spec: AgentSpec, tools: Sequence[ToolSpec] = ()) -> None:
+    async def configure(
+        self, spec: AgentSpec, tools: Sequence[ToolSpec] = (), roles: Sequence[str] = ()
+    ) -> None:
         """Replace the configuration; subtasks already running keep the one they started with.
+
+        ``roles`` are the router roles the agent is registered under (kept so that a
+        restarted router can register it again).
 
         Raises:
             InvalidInput: ``spec`` names another agent.
@@ -99,9 +115,14 @@ class AgentActor:
         if spec.name != self._spec.name:
             raise InvalidInput(f"agent {self._spec.name!r} cannot become {spec.name!r}")
         self._tools = tuple(tools)
+        self._roles = tuple(roles)
         if spec.max_concurrency != self._spec.max_concurrency:
             self._slots = asyncio.Semaphore(spec.max_concurrency)
         self._spec = spec
+
+    async def registration(self) -> list[str]:
+        """The router roles this agent holds."""
+        return list(self._roles)
 
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
@@ -115,15 +136,21 @@ class AgentActor:
         return message.reply(result, sender=self._spec.name)
 
     async def run_task(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
-        """Run the loop for one subtask; failures are reported in the result, not raised."""
+        """Run the loop for one subtask; failures are reported in the result, not raised.
+
+        Besides a final answer, an error and ``max_turns``, the loop stops when one of the
+        agent's limits is reached (budget, deadline, repeated tool call, stagnation: see
+        ``actors.agent_limits``); ``TaskResult.stop_reason`` says which.
+        """
         spec, tools = self._spec, self._tools
-        started = time.time()
+        started = self._clock()
         system = f"You are {spec.name}, a {spec.role}. {spec.instructions}".strip()
         loop = _Loop(
             [
                 ChatMessage(role="system", content=system),
                 ChatMessage(role="user", content=render_task(request)),
-            ]
+            ],
+            Limits(spec, self._clock, request.deadline, message.deadline),
         )
         bound = log.bind(
             agent=spec.name, job_id=message.job_id, msg_id=message.id, task_id=request.task_id
@@ -140,13 +167,16 @@ class AgentActor:
                     "providers": tuple(dict.fromkeys(loop.providers)),
                     "usage": loop.usage,
                     "started_at": started,
-                    "finished_at": time.time(),
+                    "finished_at": self._clock(),
                     **fields,
                 }
             )
 
+        stop: Stop | None = None
         try:
             while loop.turns < max_turns:
+                if stop := loop.limits.before_model_call():
+                    break
                 recalled = await self._recall(message, spec, request, loop.messages)
                 answer = await self._ask(
                     message,
@@ -166,24 +196,19 @@ class AgentActor:
                     bound.info("subtask_done", turns=loop.turns)
                     await self._remember(message, spec, request, answer.text)
                     return result(status="succeeded", output=answer.text)
-                loop.messages.append(
-                    ChatMessage(role="assistant", content=answer.text, tool_calls=answer.tool_calls)
+                stop = loop.limits.after_model_call(loop.usage) or await self._act(
+                    message, request.task_id, loop, answer, bound
                 )
-                for index, call in enumerate(answer.tool_calls):
-                    loop.tool_calls += 1
-                    step = loop.turns * 1000 + index
-                    outcome = await self._tool(message, request.task_id, step, call)
-                    bound.info("tool_called", tool=call.tool, ok=outcome.ok)
-                    loop.messages.append(
-                        ChatMessage(
-                            role="tool", tool_call_id=call.call_id, content=_tool_text(outcome)
-                        )
-                    )
+                if stop:
+                    break
         except TroupeError as exc:
             bound.warning("subtask_failed", code=exc.code.value, error=exc.message)
             return result(
                 status="failed", stop_reason="error", error=ErrorPayload.from_exception(exc)
             )
+        if stop:
+            bound.warning("subtask_stopped", reason=stop.reason, error=stop.error.message)
+            return result(status="failed", stop_reason=stop.reason, error=stop.error)
         bound.warning("subtask_max_turns", turns=loop.turns)
         return result(
             status="failed",
@@ -192,6 +217,31 @@ class AgentActor:
                 code=ErrorCode.MAX_TURNS, message=f"no final answer within {max_turns} turns"
             ),
         )
+
+    async def _act(
+        self,
+        cause: AgentMessage,
+        task_id: str,
+        loop: _Loop,
+        answer: LLMResponse,
+        bound: Any,
+    ) -> Stop | None:
+        """Run the tool calls of one turn, in order, unless a limit stops the loop first."""
+        loop.messages.append(
+            ChatMessage(role="assistant", content=answer.text, tool_calls=answer.tool_calls)
+        )
+        results: list[tuple[str, str]] = []
+        for index, call in enumerate(answer.tool_calls):
+            if stop := loop.limits.before_tool_call(call):
+                return stop
+            loop.tool_calls += 1
+            step = loop.turns * 1000 + index
+            outcome = await self._tool(cause, task_id, step, call)
+            bound.info("tool_called", tool=call.tool, ok=outcome.ok)
+            text = _tool_text(outcome)
+            results.append((call.tool, text))
+            loop.messages.append(ChatMessage(role="tool", tool_call_id=call.call_id, content=text))
+        return loop.limits.after_turn(answer.text, results)
 
     async def _recall(
         self,

@@ -13,10 +13,11 @@ Guarantees, per envelope handed to :meth:`MessageRouter.send` or :meth:`MessageR
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import time
 from collections import OrderedDict, deque
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,6 +99,7 @@ class MessageRouter:
         max_hops: int = 16,
         dedupe_window: int = 10_000,
         dead_letter_limit: int = 10_000,
+        discover: Callable[[], Awaitable[list[tuple[str, Any, list[str]]]]] | None = None,
     ) -> None:
         self._wrap = mailbox_factory
         self._max_hops = max_hops
@@ -109,6 +111,28 @@ class MessageRouter:
         self._dead: deque[DeadLetter] = deque(maxlen=dead_letter_limit)
         self._count = _Counters()
         self._background: set[asyncio.Task[None]] = set()
+        self._discovery: asyncio.Task[None] | None = None
+        if discover is not None:  # a restarted router finds the actors that are still there
+            with contextlib.suppress(RuntimeError):  # no running loop: nothing to rediscover
+                self._discovery = asyncio.get_running_loop().create_task(self._rebuild(discover))
+
+    async def _rebuild(
+        self, discover: Callable[[], Awaitable[list[tuple[str, Any, list[str]]]]]
+    ) -> None:
+        try:
+            found = await discover()
+        except Exception:
+            log.exception("registry_rebuild_failed")
+            return
+        for name, mailbox, roles in found:
+            if name not in self._entries:
+                await self.register(name, mailbox, roles)
+        log.info("registry_rebuilt", actors=len(found))
+
+    async def _discovered(self) -> None:
+        if self._discovery is not None:
+            await asyncio.shield(self._discovery)
+            self._discovery = None
 
     # -- registry -------------------------------------------------------------------------
 
@@ -147,6 +171,8 @@ class MessageRouter:
 
     async def registry(self) -> dict[str, list[str]]:
         """Registered names and their roles."""
+        if self._discovery is not None:
+            await self._discovered()
         return {name: sorted(e.roles) for name, e in self._entries.items()}
 
     # -- delivery -------------------------------------------------------------------------
@@ -158,6 +184,8 @@ class MessageRouter:
             MalformedEnvelope, UnsupportedSchemaVersion: ``data`` is not a readable envelope
                 (it is dead-lettered too; without an id there is nobody to reply to).
         """
+        if self._discovery is not None:
+            await self._discovered()
         message = self._accept(data)
         pending = self._seen.get(message.id)
         if pending is not None:
@@ -180,6 +208,8 @@ class MessageRouter:
         The status is ``accepted``, ``duplicate`` or ``dead_lettered``. A recipient's reply is
         routed on to the envelope's ``reply_to`` when it names one, and dropped otherwise.
         """
+        if self._discovery is not None:
+            await self._discovered()
         message = self._accept(data)
         if message.id in self._seen:
             self._count.duplicates += 1
@@ -211,6 +241,8 @@ class MessageRouter:
 
     async def stats(self) -> RouterStats:
         """Counters and the registry, for inspection."""
+        if self._discovery is not None:
+            await self._discovered()
         return RouterStats(
             routed=self._count.routed,
             delivered=self._count.delivered,

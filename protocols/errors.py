@@ -113,6 +113,8 @@ class ErrorCode(StrEnum):
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
     PLAN = "plan"
     MAX_TURNS = "max_turns"
+    REPEATED_TOOL_CALL = "repeated_tool_call"
+    STAGNATION = "stagnation"
     JOB = "job"
     JOB_FAILED = "job_failed"
     JOB_TIMEOUT = "job_timeout"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from protocols.addresses import Name
 from protocols.envelope import AgentMessage
@@ -39,6 +41,22 @@ class PlannedSubtask(_Data):
     role: Name = Field(description="Role of the agent that should do it.")
     instructions: str = Field(min_length=1)
     depends_on: tuple[Name, ...] = Field(default=(), description="Ids that must finish first.")
+    output_schema: dict[str, Any] | None = Field(
+        default=None, description="JSON Schema (2020-12) the subtask's output must satisfy."
+    )
+
+    @field_validator("output_schema")
+    @classmethod
+    def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        if schema is not None:
+            try:
+                Draft202012Validator.check_schema(schema)
+            except SchemaError as e:
+                where = "/".join(str(p) for p in e.absolute_path) or "<root>"
+                raise ValueError(
+                    f"output_schema is not a valid JSON Schema (at {where}): {e.message}"
+                ) from None
+        return schema
 
 
 class Plan(_Data):

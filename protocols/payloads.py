@@ -71,6 +71,9 @@ class TaskRequest(_Frozen):
     budget: Budget | None = Field(
         default=None, description="The job's budget, for every model call made for it."
     )
+    deadline: float | None = Field(
+        default=None, description="UNIX time after which the agent makes no more model calls."
+    )
 
 
 class TaskResult(_Frozen):
@@ -84,7 +87,15 @@ class TaskResult(_Frozen):
     error: ErrorPayload | None = None
     turns: int = Field(default=0, ge=0, description="Model calls made by the agent loop.")
     tool_calls: int = Field(default=0, ge=0)
-    stop_reason: Literal["final_answer", "max_turns", "error"] = "final_answer"
+    stop_reason: Literal[
+        "final_answer",
+        "max_turns",
+        "error",
+        "budget",
+        "deadline",
+        "repeated_tool_call",
+        "stagnation",
+    ] = Field(default="final_answer", description="Why the agent's loop ended.")
     providers: tuple[str, ...] = Field(default=(), description="Providers that answered.")
     usage: Usage = Field(default_factory=Usage)
     started_at: float = Field(description="UNIX time the agent started the subtask.")

@@ -11,8 +11,12 @@ RESULTS_HEADING: Final = "Subtask results:"
 """Heading under which an aggregation prompt lists one subtask result per line."""
 
 
-def plan_schema(roles: Mapping[str, str], max_subtasks: int = 64) -> dict[str, Any]:
-    """JSON Schema of a plan whose subtasks may only name ``roles`` (role -> description)."""
+def plan_schema(roles: Mapping[str, str], max_subtasks: int = 32) -> dict[str, Any]:
+    """JSON Schema of a plan whose subtasks may only name ``roles`` (role -> description).
+
+    A plan has 1 to ``max_subtasks`` subtasks; each may carry an ``output_schema``, the JSON
+    Schema its output must satisfy.
+    """
     return {
         "type": "object",
         "properties": {
@@ -30,6 +34,11 @@ def plan_schema(roles: Mapping[str, str], max_subtasks: int = 64) -> dict[str, A
                         },
                         "instructions": {"type": "string", "minLength": 1},
                         "depends_on": {"type": "array", "items": {"type": "string"}},
+                        "output_schema": {
+                            "type": "object",
+                            "description": "Optional JSON Schema (2020-12) the subtask's "
+                            "output must satisfy, when it must be structured data.",
+                        },
                     },
                     "required": ["id", "role", "instructions"],
                     "additionalProperties": False,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from protocols.addresses import SYSTEM_ADDRESSES, Name
+from protocols.jobs import PlannedSubtask
 from protocols.llm import Budget
 from protocols.memory import MemoryPolicy
 from protocols.models import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
@@ -38,6 +39,18 @@ class AgentSpec(_Config):
     max_turns: int = Field(default=6, ge=1, le=100, description="Model calls per subtask, max.")
     max_concurrency: int = Field(
         default=4, ge=1, le=256, description="Subtasks this agent works on at once."
+    )
+    max_tokens_per_task: int | None = Field(
+        default=None, ge=1, description="Tokens one subtask's model calls may use (None: no cap)."
+    )
+    max_cost_per_task_usd: float | None = Field(
+        default=None, ge=0.0, description="USD one subtask's model calls may cost (None: no cap)."
+    )
+    max_repeated_tool_calls: int = Field(
+        default=3, ge=2, description="Stop when the same tool call comes this many times in a row."
+    )
+    stagnation_turns: int | None = Field(
+        default=4, ge=1, description="Stop after this many turns in a row bring nothing new."
     )
     num_cpus: float = Field(default=0.0, ge=0.0, description="CPUs Ray reserves for the actor.")
     stream: bool = Field(
@@ -80,6 +93,14 @@ class TeamSpec(_Config):
     )
     budget: Budget | None = Field(
         default=None, description="Default budget of each job of this team (tokens and/or USD)."
+    )
+    max_subtasks: int = Field(
+        default=32, ge=1, le=1024, description="Subtasks one plan may have, at most."
+    )
+    plan: tuple[PlannedSubtask, ...] | None = Field(
+        default=None,
+        description="A fixed workflow the orchestrator runs instead of asking the planner "
+        "(checked when a job starts); '{task}' in its instructions stands for the job's task.",
     )
 
     @model_validator(mode="after")

@@ -45,6 +45,7 @@ __all__ = ["JobHandle", "Runtime", "connect"]
 
 _EVENT_POLL_S: Final = 5.0
 _GRACE_S: Final = 10.0
+_RESTART_RETRIES: Final = 30
 
 
 def _get(ref: Any, timeout: float | None = None) -> Any:
@@ -80,11 +81,18 @@ class JobHandle:
             JobFailed: the job ended without an answer; ``detail['result']`` has the
                 ``JobResult`` with every subtask and its error.
         """
-        ref = self._orchestrator.wait.remote(self.job_id, timeout)
-        try:
-            result: JobResult | None = _get(ref, None if timeout is None else timeout + _GRACE_S)
-        except GetTimeoutError:
-            result = None
+        deadline = None if timeout is None else time.monotonic() + timeout
+        result: JobResult | None = None
+        for _ in range(_RESTART_RETRIES):  # an orchestrator that died comes back and resumes
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ref = self._orchestrator.wait.remote(self.job_id, left)
+            try:
+                result = _get(ref, None if left is None else left + _GRACE_S)
+            except GetTimeoutError:
+                result = None
+            except RecipientUnavailable:
+                continue
+            break
         if result is None:
             raise JobTimeout(
                 f"job {self.job_id} did not finish within {timeout} s", job_id=self.job_id
@@ -238,6 +246,7 @@ def connect(
     llm_config: LLMConfig | str | Path | None = None,
     tools_config: ToolsConfig | None = None,
     memory_config: MemoryConfig | None = None,
+    journal: str | Path | None = None,
     num_cpus: int | None = None,
     include_dashboard: bool = True,
     log_level: str | None = None,
@@ -260,6 +269,8 @@ def connect(
             domains, MCP servers). Used when this call starts them.
         memory_config: the memory store's configuration (Chroma path or server, embedding,
             ranking and forgetting). Used when this call starts it.
+        journal: the orchestrator's journal file (default ``~/.raytroupe/journal.sqlite``),
+            from which a restarted orchestrator resumes unfinished jobs.
         num_cpus: CPUs of a local Ray this call starts (default: all).
         include_dashboard: start the Ray dashboard with a local Ray (``list_actors`` needs it).
         log_level: structlog level of this process (default ``$TROUPE_LOG_LEVEL`` or info).
@@ -289,6 +300,12 @@ def connect(
         llm_config if isinstance(llm_config, LLMConfig | None) else LLMConfig.from_yaml(llm_config)
     )
     return Runtime(
-        spawn_system(_models(llm), config, tools_config, memory_config),
+        spawn_system(
+            _models(llm),
+            config,
+            tools_config,
+            memory_config,
+            None if journal is None else Path(journal),
+        ),
         owns_connection=owns_connection,
     )

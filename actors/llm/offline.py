@@ -7,8 +7,9 @@ What it does, by ``LLMRequest.purpose``:
   from the ``role`` of the request's ``response_format`` schema (``oneOf`` of ``const`` with a
   ``description``, or ``enum``): a subtask with an arithmetic expression goes to a role whose
   description mentions the calculator, the others round-robin over the remaining roles (all
-  roles, if none remain). It answers with the plan as JSON text, as a real model constrained
-  by that schema would. Subtasks are independent (no ``depends_on``).
+  roles, if none remain). It plans the first user message (the task), merges consecutive
+  items when there are more than the schema's ``maxItems``, and answers with the plan as JSON
+  text, as a real model constrained by that schema would. Subtasks are independent.
 - ``work``: if a ``calculator`` tool is offered and the instructions contain an arithmetic
   expression (``17 * 23 + 4``), it calls the calculator; once a tool result is in the
   conversation it answers with it. Otherwise it answers extractively: the (at most two)
@@ -125,6 +126,22 @@ def _plan_roles(response_format: dict[str, Any] | None) -> dict[str, str]:
     return {"worker": ""}
 
 
+def _max_items(response_format: dict[str, Any] | None) -> int | None:
+    try:
+        limit = response_format["properties"]["subtasks"]["maxItems"]  # type: ignore[index]
+    except (KeyError, TypeError):
+        return None
+    return int(limit) if isinstance(limit, int) and limit > 0 else None
+
+
+def _merged(items: list[str], limit: int | None) -> list[str]:
+    """At most ``limit`` items: consecutive ones joined with '; ' when there are more."""
+    if limit is None or len(items) <= limit:
+        return items
+    size = -(-len(items) // limit)
+    return ["; ".join(items[i : i + size]) for i in range(0, len(items), size)]
+
+
 def _last(messages: tuple[ChatMessage, ...], role: str) -> ChatMessage | None:
     return next((m for m in reversed(messages) if m.role == role), None)
 
@@ -184,8 +201,9 @@ class OfflineProvider:
         """Nothing to release."""
 
     def _plan(self, request: LLMRequest) -> str:
-        task = _last(request.messages, "user")
+        task = next((m for m in request.messages if m.role == "user"), None)  # not a re-ask
         _, items = split_task(task.text if task else "")
+        items = _merged(items, _max_items(request.response_format))
         roles = _plan_roles(request.response_format)
         counting = [r for r, d in roles.items() if "calculator" in d] or list(roles)
         others = [r for r in roles if r not in counting] or list(roles)

@@ -9,15 +9,25 @@ ready subtask through the router (in parallel up to ``TeamSpec.max_parallel`` pe
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import OrderedDict
+from pathlib import Path
 from typing import Protocol
 
 import structlog
 
 from actors._endpoint import RouterClient, serve_envelope
-from actors.orchestrator.jobs import Job, failed, from_task_result, skipped, wait_until
-from actors.orchestrator.planning import aggregate_request, parse_plan, plan_request
+from actors.orchestrator.dispatch import Dispatcher
+from actors.orchestrator.jobs import (
+    ME,
+    Job,
+    emit,
+    job_message,
+    wait_until,
+)
+from actors.orchestrator.journal import Journal
+from actors.orchestrator.planning import aggregate_request, make_plan
 from protocols import (
     AgentMessage,
     Budget,
@@ -32,24 +42,17 @@ from protocols import (
     LLMRequest,
     LLMResponse,
     ModelError,
-    Payload,
     Plan,
-    PlannedSubtask,
     SubtaskResult,
-    TaskRequest,
-    TaskResult,
     TeamSpec,
     Timings,
     TroupeError,
     new_id,
-    team_role,
 )
 
 __all__ = ["Orchestrator", "TeamProvisioner"]
 
 log = structlog.get_logger("raytroupe.orchestrator")
-
-ME = "orchestrator"
 
 
 class TeamProvisioner(Protocol):
@@ -69,6 +72,8 @@ class Orchestrator:
         max_running: subtasks running at once over all jobs.
         max_attempts: deliveries of one subtask when its agent dies or is unreachable.
         keep_jobs: finished jobs remembered for status, result and events queries.
+        journal: where jobs, plans and subtask results are recorded; with one, a restarted
+            orchestrator resumes every unfinished job (see :mod:`.journal`).
     """
 
     def __init__(
@@ -79,14 +84,46 @@ class Orchestrator:
         max_running: int = 256,
         max_attempts: int = 3,
         keep_jobs: int = 10_000,
+        journal: Journal | str | Path | None = None,
     ) -> None:
         self._router = router
         self._provisioner = provisioner
-        self._running = asyncio.Semaphore(max_running)
-        self._max_attempts = max_attempts
+        self._dispatcher = Dispatcher(
+            router, max_running=max_running, max_attempts=max_attempts, record=self._record
+        )
         self._keep_jobs = keep_jobs
+        self._journal = journal if isinstance(journal, Journal | None) else Journal(journal)
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._resumed = False
+        with contextlib.suppress(RuntimeError):  # no running loop: resume on the first call
+            asyncio.get_running_loop().call_soon(self._resume)
+
+    def _resume(self) -> None:
+        """Restart every job the journal holds without a result (once per process)."""
+        if self._resumed or self._journal is None:
+            self._resumed = True
+            return
+        self._resumed = True
+        for found in self._journal.unfinished():
+            job = Job(
+                id=found.job_id,
+                task=found.task,
+                team=found.team,
+                tenant=found.tenant,
+                submitted_at=found.submitted_at,
+                budget=found.budget,
+                plan=found.plan,
+                done=found.done,
+            )
+            self._jobs[job.id] = job
+            log.info("job_resumed", job_id=job.id, finished_subtasks=len(job.done))
+            self._start(job)
+
+    def _start(self, job: Job) -> None:
+        runner = asyncio.create_task(self._run(job))
+        self._tasks.add(runner)
+        runner.add_done_callback(self._tasks.discard)
 
     # -- driver API -----------------------------------------------------------------------
 
@@ -107,12 +144,20 @@ class Orchestrator:
             submitted_at=time.time(),
             budget=budget or team.budget,
         )
+        self._resume()
+        if self._journal is not None:
+            self._journal.job(
+                job.id,
+                task=task,
+                team=team,
+                tenant=tenant,
+                budget=job.budget,
+                submitted_at=job.submitted_at,
+            )
         self._jobs[job.id] = job
         self._forget_old_jobs()
-        await self._emit(job, "job_submitted", data={"team": team.name, "task": task[:200]})
-        runner = asyncio.create_task(self._run(job))
-        self._tasks.add(runner)
-        runner.add_done_callback(self._tasks.discard)
+        await emit(job, "job_submitted", data={"team": team.name, "task": task[:200]})
+        self._start(job)
         log.info("job_submitted", job_id=job.id, team=team.name, tenant=tenant)
         return job.id
 
@@ -162,7 +207,7 @@ class Orchestrator:
         job = self._job(message.job_id)
         if message.payload.name != "llm_delta":
             raise InvalidInput(f"unknown job event {message.payload.name!r}")
-        await self._emit(job, "llm_delta", data=message.payload.data)
+        await emit(job, "llm_delta", data=message.payload.data)
         return message.reply(Event(name="ack"), sender=ME)
 
     async def jobs(self) -> dict[str, JobStatus]:
@@ -181,9 +226,13 @@ class Orchestrator:
             await self._provisioner.provision(job.team)
             provision_s = time.perf_counter() - mark
             mark = time.perf_counter()
-            plan = await self._plan(job)
+            if job.plan is None:
+                job.plan = await self._plan(job)
+                if self._journal is not None:
+                    self._journal.plan(job.id, job.plan)
+            plan = job.plan
             plan_s = time.perf_counter() - mark
-            await self._emit(
+            await emit(
                 job,
                 "plan_ready",
                 data={"subtasks": [s.model_dump(mode="json") for s in plan.subtasks]},
@@ -191,7 +240,7 @@ class Orchestrator:
 
             mark = time.perf_counter()
             job.status = "running"
-            subtasks = await self._dispatch(job, plan)
+            subtasks = await self._dispatcher.run(job, plan)
             dispatch_s = time.perf_counter() - mark
             failed = [s for s in subtasks if s.status != "succeeded"]
             if job.stopped is not None:
@@ -212,7 +261,7 @@ class Orchestrator:
             else:
                 mark = time.perf_counter()
                 job.status = "aggregating"
-                await self._emit(job, "job_aggregating")
+                await emit(job, "job_aggregating")
                 answer = await self._aggregate(job, subtasks)
                 aggregate_s = time.perf_counter() - mark
         except TroupeError as exc:
@@ -247,15 +296,16 @@ class Orchestrator:
             total_s=round(result.timings.total_s, 3),
         )
         try:  # the job's working memory goes with it (fire and forget: memory is an aid)
-            await self._router.send(self._message(job, "memory", Event(name="job_ended")))
+            await self._router.send(job_message(job, "memory", Event(name="job_ended")))
         except TroupeError as exc:
             log.warning("job_end_not_sent", job_id=job.id, code=exc.code.value)
+        if self._journal is not None:
+            self._journal.finish(result)
         kind = "job_succeeded" if result.status == "succeeded" else "job_failed"
-        await self._emit(job, kind, data={"error": error.message if error else None}, result=result)
+        await emit(job, kind, data={"error": error.message if error else None}, result=result)
 
     async def _plan(self, job: Job) -> Plan:
-        response = await self._ask(job, plan_request(job.task, job.team))
-        return parse_plan(response.text, job.team)
+        return await make_plan(job.task, job.team, lambda request: self._ask(job, request))
 
     async def _aggregate(self, job: Job, results: list[SubtaskResult]) -> str:
         response = await self._ask(job, aggregate_request(job.task, results, job.team))
@@ -263,7 +313,7 @@ class Orchestrator:
 
     async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
         request = request.model_copy(update={"budget": job.budget})
-        reply = await self._router.request(self._message(job, "llm", request))
+        reply = await self._router.request(job_message(job, "llm", request))
         match reply.payload:
             case LLMResponse() as response:
                 job.usage += response.usage
@@ -273,157 +323,29 @@ class Orchestrator:
             case other:
                 raise ModelError(f"llm pool answered with {other.kind!r}")
 
-    async def _dispatch(self, job: Job, plan: Plan) -> list[SubtaskResult]:
-        """Run every subtask once its dependencies succeeded; skip those whose didn't."""
-        results: dict[str, SubtaskResult] = {}
-        waiting = {s.id: s for s in plan.subtasks}
-        running: dict[asyncio.Task[SubtaskResult], str] = {}
-        job_slots = asyncio.Semaphore(job.team.max_parallel)
-        try:
-            await self._dispatch_ready(job, waiting, running, results, job_slots)
-        finally:
-            for orphan in running:  # only when the job itself is failing or cancelled
-                orphan.cancel()
-        return [results[s.id] for s in plan.subtasks]
-
-    async def _dispatch_ready(
-        self,
-        job: Job,
-        waiting: dict[str, PlannedSubtask],
-        running: dict[asyncio.Task[SubtaskResult], str],
-        results: dict[str, SubtaskResult],
-        job_slots: asyncio.Semaphore,
-    ) -> None:
-        while waiting or running:
-            progressed = True
-            while progressed:
-                progressed = False
-                for sid, sub in list(waiting.items()):
-                    deps = [results.get(d) for d in sub.depends_on]
-                    if job.stopped or any(d is not None and d.status != "succeeded" for d in deps):
-                        del waiting[sid]
-                        results[sid] = skipped(sub, job.stopped)
-                        await self._emit(job, "subtask_finished", sid, {"status": "skipped"})
-                        progressed = True
-                    elif all(d is not None for d in deps):
-                        del waiting[sid]
-                        inputs = {d: results[d].output for d in sub.depends_on}
-                        coro = self._run_subtask(job, sub, inputs, job_slots)
-                        running[asyncio.create_task(coro)] = sid
-            if not running:
-                break
-            done, _ = await asyncio.wait(running, return_when=asyncio.FIRST_COMPLETED)
-            for finished in done:
-                result = results[running.pop(finished)] = finished.result()
-                if result.error is not None and result.error.code is ErrorCode.BUDGET_EXCEEDED:
-                    job.stopped = job.stopped or result.error
-
-    async def _run_subtask(
-        self, job: Job, sub: PlannedSubtask, inputs: dict[str, str], job_slots: asyncio.Semaphore
-    ) -> SubtaskResult:
-        request = TaskRequest(
-            task_id=sub.id,
-            instructions=sub.instructions,
-            job_task=job.task,
-            inputs=inputs,
-            budget=job.budget,
-        )
-        async with job_slots, self._running:
-            if job.stopped is not None:  # the budget ran out while this one waited for a slot
-                await self._emit(job, "subtask_finished", sub.id, {"status": "skipped"})
-                return skipped(sub, job.stopped)
-            for attempt in range(1, self._max_attempts + 1):
-                await self._emit(
-                    job, "subtask_started", sub.id, {"role": sub.role, "attempt": attempt}
-                )
-                role = team_role(job.team.name, sub.role)
-                message = self._message(job, f"role:{role}", request, attempt=attempt)
-                try:
-                    answer: Payload = (await self._router.request(message)).payload
-                except TroupeError as exc:  # the router itself is unreachable or restarting
-                    answer = ErrorPayload.from_exception(exc)
-                match answer:
-                    case TaskResult() as done:
-                        result = from_task_result(sub, done, attempt)
-                    case ErrorPayload() as error if (
-                        error.retryable and attempt < self._max_attempts
-                    ):
-                        log.warning(
-                            "subtask_retry",
-                            job_id=job.id,
-                            task_id=sub.id,
-                            attempt=attempt,
-                            code=error.code.value,
-                        )
-                        continue
-                    case ErrorPayload() as error:
-                        result = failed(sub, error, attempt)
-                    case other:
-                        result = failed(
-                            sub,
-                            ErrorPayload(
-                                code=ErrorCode.INTERNAL,
-                                message=f"agent answered with {other.kind!r}",
-                            ),
-                            attempt,
-                        )
-                break
-        await self._emit(
-            job,
-            "subtask_finished",
-            sub.id,
-            {"status": result.status, "agent": result.agent, "attempt": attempt},
-        )
-        return result
-
     # -- helpers --------------------------------------------------------------------------------
 
-    def _message(
-        self,
-        job: Job,
-        recipient: str,
-        payload: LLMRequest | TaskRequest | Event,
-        *,
-        attempt: int = 1,
-    ) -> AgentMessage:
-        return AgentMessage(
-            sender=ME,
-            recipient=recipient,
-            job_id=job.id,
-            attempt=attempt,
-            trace=job.trace.child(),
-            tenant=job.tenant,
-            payload=payload,
-        )
-
-    async def _emit(
-        self,
-        job: Job,
-        kind: str,
-        subtask_id: str | None = None,
-        data: dict[str, object] | None = None,
-        *,
-        result: JobResult | None = None,
-    ) -> None:
-        async with job.changed:
-            job.events.append(
-                JobEvent.model_validate(
-                    {
-                        "job_id": job.id,
-                        "seq": len(job.events) + 1,
-                        "at": time.time(),
-                        "type": kind,
-                        "subtask_id": subtask_id,
-                        "data": data or {},
-                    }
-                )
-            )
-            if result is not None:
-                job.result = result
-            job.changed.notify_all()
+    def _record(self, job: Job, result: SubtaskResult) -> None:
+        if self._journal is not None:
+            self._journal.subtask(job.id, result)
 
     def _job(self, job_id: str) -> Job:
+        self._resume()
         job = self._jobs.get(job_id)
+        if job is None and self._journal is not None:
+            loaded = self._journal.load(job_id)  # finished before this process started
+            if loaded is not None:
+                team, tenant, finished = loaded
+                job = Job(
+                    id=job_id,
+                    task=finished.task,
+                    team=team,
+                    tenant=tenant,
+                    submitted_at=finished.timings.submitted_at,
+                    status=finished.status,
+                    result=finished,
+                )
+                self._jobs[job_id] = job
         if job is None:
             raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
         return job

@@ -3,25 +3,43 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from protocols import (
+    AgentMessage,
     Budget,
     ErrorPayload,
+    Event,
     JobEvent,
     JobResult,
     JobStatus,
+    LLMRequest,
+    Plan,
     PlannedSubtask,
     SubtaskResult,
+    TaskRequest,
     TaskResult,
     TeamSpec,
     TraceContext,
     Usage,
 )
 
-__all__ = ["Job", "failed", "from_task_result", "skipped", "wait_until"]
+ME = "orchestrator"
+"""The orchestrator's address."""
+
+__all__ = [
+    "ME",
+    "Job",
+    "emit",
+    "failed",
+    "from_task_result",
+    "job_message",
+    "skipped",
+    "wait_until",
+]
 
 
 @dataclass
@@ -43,6 +61,10 @@ class Job:
     budget: Budget | None = None
     stopped: ErrorPayload | None = None
     """Why no further subtask may start (its budget ran out), if it must stop."""
+    plan: Plan | None = None
+    """The plan, once made (or as journaled, when the job is resumed)."""
+    done: dict[str, SubtaskResult] = field(default_factory=dict)
+    """Subtasks that finished before a restart: they are not run again."""
 
 
 async def wait_until(job: Job, ready: Callable[[], bool], timeout: float | None) -> None:
@@ -79,3 +101,49 @@ def failed(sub: PlannedSubtask, error: ErrorPayload, attempt: int) -> SubtaskRes
 def skipped(sub: PlannedSubtask, error: ErrorPayload | None = None) -> SubtaskResult:
     """A subtask not run: a dependency did not succeed, or the job had to stop (``error``)."""
     return _subtask(sub, status="skipped", error=error)
+
+
+def job_message(
+    job: Job,
+    recipient: str,
+    payload: LLMRequest | TaskRequest | Event,
+    *,
+    attempt: int = 1,
+) -> AgentMessage:
+    """An envelope from the orchestrator about ``job`` (its tenant, a span of its trace)."""
+    return AgentMessage(
+        sender=ME,
+        recipient=recipient,
+        job_id=job.id,
+        attempt=attempt,
+        trace=job.trace.child(),
+        tenant=job.tenant,
+        payload=payload,
+    )
+
+
+async def emit(
+    job: Job,
+    kind: str,
+    subtask_id: str | None = None,
+    data: dict[str, object] | None = None,
+    *,
+    result: JobResult | None = None,
+) -> None:
+    """Append an event to the job's log (and its result, for the last one); wake waiters."""
+    async with job.changed:
+        job.events.append(
+            JobEvent.model_validate(
+                {
+                    "job_id": job.id,
+                    "seq": len(job.events) + 1,
+                    "at": time.time(),
+                    "type": kind,
+                    "subtask_id": subtask_id,
+                    "data": data or {},
+                }
+            )
+        )
+        if result is not None:
+            job.result = result
+        job.changed.notify_all()

@@ -1,14 +1,30 @@
-"""Planning and aggregation requests, and turning a planner's answer into a valid ``Plan``."""
+"""Planning and aggregation requests, and turning a planner's answer into a valid ``Plan``.
+
+:func:`make_plan` asks the planner model for a plan and, if its answer is not a plan the team
+may run, asks once more with the validation errors; a team with a declarative ``plan`` is not
+asked at all (see :mod:`actors.orchestrator.plans`).
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from pydantic import ValidationError
 
+from actors.orchestrator.plans import (
+    check_plan,
+    declared_plan,
+    describe_errors,
+    role_problem,
+    size_problem,
+)
 from protocols import (
     ChatMessage,
     LLMRequest,
+    LLMResponse,
+    ModelError,
     Plan,
     PlanError,
     SubtaskResult,
@@ -16,17 +32,35 @@ from protocols import (
 )
 from protocols.prompts import RESULTS_HEADING, plan_schema
 
-__all__ = ["aggregate_request", "parse_plan", "plan_request", "role_descriptions"]
+__all__ = [
+    "aggregate_request",
+    "make_plan",
+    "parse_plan",
+    "plan_request",
+    "reask_request",
+    "role_descriptions",
+]
+
+Ask = Callable[[LLMRequest], Awaitable[LLMResponse]]
+"""Sends one request to the model and returns its answer (raising ``TroupeError``s)."""
 
 _PLANNER = (
     "You are the planner of a team of agents. Split the user's task into subtasks that can run "
     "in parallel where possible. Give each subtask an id, the role of the agent that should do "
-    "it, clear instructions, and the ids it depends on. Answer with JSON only."
+    "it, clear instructions, and the ids it depends on; when its output must be structured "
+    "data, also give the JSON Schema it must satisfy as output_schema. Use at most "
+    "{max_subtasks} subtasks. Answer with JSON only."
+)
+_REASK = (
+    "That answer is not a valid plan:\n{errors}\n"
+    "Answer again with the whole corrected plan, as JSON only."
 )
 _AGGREGATOR = (
     "You combine the results of subtasks into one answer to the task. Keep every fact; say "
     "which subtask it came from when that helps."
 )
+_ANSWER_IN_DETAIL = 2000
+"""Characters of a rejected answer kept in a ``PlanError``'s detail."""
 
 
 def role_descriptions(team: TeamSpec) -> dict[str, str]:
@@ -45,37 +79,92 @@ def plan_request(task: str, team: TeamSpec) -> LLMRequest:
     """The request that asks the team's planner model for a plan."""
     described = role_descriptions(team)
     roles = "; ".join(f"{r} ({d})" for r, d in described.items())
+    system = _PLANNER.format(max_subtasks=team.max_subtasks)
     return LLMRequest(
         model=team.planner_model,
         purpose="plan",
         messages=(
-            ChatMessage(role="system", content=f"{_PLANNER} Available roles: {roles}."),
+            ChatMessage(role="system", content=f"{system} Available roles: {roles}."),
             ChatMessage(role="user", content=task),
         ),
-        response_format=plan_schema(described),
+        response_format=plan_schema(described, team.max_subtasks),
         temperature=0.0,
+    )
+
+
+def reask_request(request: LLMRequest, answer: str, error: PlanError) -> LLMRequest:
+    """``request`` again, followed by the rejected ``answer`` and why it was rejected."""
+    errors = error.detail.get("errors") or [error.message]
+    listed = "\n".join(f"- {e}" for e in errors)
+    return request.model_copy(
+        update={
+            "messages": (
+                *request.messages,
+                ChatMessage(role="assistant", content=answer if answer.strip() else "(empty)"),
+                ChatMessage(role="user", content=_REASK.format(errors=listed)),
+            )
+        }
     )
 
 
 def parse_plan(text: str, team: TeamSpec) -> Plan:
     """Validate a planner's answer.
 
+    A JSON object is read as it is or from a fenced code block (```json ... ```).
+
     Raises:
-        PlanError: not JSON, not a DAG of subtasks, or a role the team lacks.
+        PlanError: not JSON, not a DAG of valid subtasks (an ``output_schema`` that is not a
+            JSON Schema included), too many subtasks, or a role the team lacks;
+            ``detail['errors']`` lists every problem found, ``detail['answer']`` the answer.
     """
+    answer = text[:_ANSWER_IN_DETAIL]
     try:
-        plan = Plan.model_validate(json.loads(text))
+        data = json.loads(_unfenced(text))
     except json.JSONDecodeError as e:
-        raise PlanError(f"planner answer is not JSON: {e}", answer=text[:2000]) from None
+        errors = [f"the answer is not JSON: {e}"]
+        raise PlanError(f"planner answer is not JSON: {e}", errors=errors, answer=answer) from None
+    try:
+        plan = Plan.model_validate(data)
     except ValidationError as e:
-        problems = [err["msg"] for err in e.errors(include_url=False)[:10]]
+        errors = describe_errors(e.errors(include_url=False)[:20]) + _raw_problems(data, team)
         raise PlanError(
-            f"planner answer is not a valid plan: {problems}", answer=text[:2000]
+            f"planner answer is not a valid plan: {'; '.join(errors)}", errors=errors, answer=answer
         ) from None
-    unknown = sorted({s.role for s in plan.subtasks} - set(team.roles))
-    if unknown:
-        raise PlanError(f"plan uses roles the team lacks: {unknown}", roles=unknown)
-    return plan
+    try:
+        return check_plan(plan, team)
+    except PlanError as e:
+        raise PlanError(e.message, **e.detail, answer=answer) from None
+
+
+async def make_plan(task: str, team: TeamSpec, ask: Ask) -> Plan:
+    """The plan for ``task``: the team's declarative plan, else the planner model's.
+
+    The planner is asked once more, with its rejected answer and the validation errors, when
+    its first answer is not a plan the team may run.
+
+    Raises:
+        PlanError: the declarative plan is invalid, or neither answer was a valid plan (or the
+            second request failed); ``detail['attempts']`` holds each attempt's errors and
+            answer.
+        TroupeError: the first request failed, or the second one for a reason other than the
+            model (budget, delivery).
+    """
+    declared = declared_plan(task, team)
+    if declared is not None:
+        return declared
+    request = plan_request(task, team)
+    response = await ask(request)
+    try:
+        return parse_plan(response.text, team)
+    except PlanError as e:
+        first = e
+    try:
+        response = await ask(reask_request(request, response.text, first))
+        return parse_plan(response.text, team)
+    except PlanError as second:
+        raise _failed(first, second) from None
+    except ModelError as broken:
+        raise _failed(first, None, broken) from None
 
 
 def aggregate_request(task: str, results: list[SubtaskResult], team: TeamSpec) -> LLMRequest:
@@ -90,3 +179,57 @@ def aggregate_request(task: str, results: list[SubtaskResult], team: TeamSpec) -
         ),
         temperature=0.0,
     )
+
+
+def _failed(
+    first: PlanError, second: PlanError | None, broken: ModelError | None = None
+) -> PlanError:
+    """Both attempts' errors as one ``PlanError``."""
+    attempts = [_attempt(first)]
+    summary = f"attempt 1: {_errors_text(first)}"
+    if second is not None:
+        attempts.append(_attempt(second))
+        summary += f"; attempt 2: {_errors_text(second)}"
+    elif broken is not None:
+        summary += f"; asking again failed ({broken.code.value}): {broken.message}"
+    return PlanError(
+        f"the planner gave no valid plan in {len(attempts)} attempt(s): {summary}",
+        attempts=attempts,
+        **(
+            {"reask_error": {"code": broken.code.value, "message": broken.message}}
+            if broken
+            else {}
+        ),
+    )
+
+
+def _attempt(error: PlanError) -> dict[str, Any]:
+    return {
+        "errors": list(error.detail.get("errors") or [error.message]),
+        "answer": error.detail.get("answer", ""),
+    }
+
+
+def _errors_text(error: PlanError) -> str:
+    return "; ".join(error.detail.get("errors") or [error.message])
+
+
+def _unfenced(text: str) -> str:
+    """The body of a fenced code block that is the whole answer, else the answer."""
+    stripped = text.strip()
+    if stripped.startswith("```") and stripped.endswith("```") and "\n" in stripped:
+        return stripped[stripped.index("\n") + 1 : -3]
+    return text
+
+
+def _raw_problems(data: Any, team: TeamSpec) -> list[str]:
+    """Size and role problems of an answer that did not validate, where they can be seen."""
+    subtasks = data.get("subtasks") if isinstance(data, dict) else None
+    if not isinstance(subtasks, list):
+        return []
+    problems = size_problem(len(subtasks), team)
+    for i, s in enumerate(subtasks):
+        role = s.get("role") if isinstance(s, dict) else None
+        if isinstance(role, str):
+            problems += role_problem(f"subtasks.{i}.role", role, team)
+    return problems

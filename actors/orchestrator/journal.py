@@ -1,0 +1,134 @@
+"""The orchestrator's journal: jobs, plans and subtask results in SQLite.
+
+Written as a job goes, so that a restarted orchestrator resumes every unfinished job from
+where it was: its plan is not asked for again and its finished subtasks are not run again.
+One orchestrator owns one journal file.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass
+from pathlib import Path
+
+from protocols import Budget, JobResult, Plan, SubtaskResult, TeamSpec
+
+__all__ = ["Journal", "Unfinished"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS jobs (
+    id TEXT PRIMARY KEY, task TEXT NOT NULL, team TEXT NOT NULL, tenant TEXT NOT NULL,
+    budget TEXT, submitted_at REAL NOT NULL, result TEXT
+);
+CREATE TABLE IF NOT EXISTS plans (job_id TEXT PRIMARY KEY, plan TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS subtasks (
+    job_id TEXT NOT NULL, subtask_id TEXT NOT NULL, result TEXT NOT NULL,
+    PRIMARY KEY (job_id, subtask_id)
+);
+"""
+
+
+@dataclass(frozen=True)
+class Unfinished:
+    """A job the journal holds without a result: what is needed to resume it."""
+
+    job_id: str
+    task: str
+    team: TeamSpec
+    tenant: str
+    budget: Budget | None
+    submitted_at: float
+    plan: Plan | None
+    done: dict[str, SubtaskResult]
+
+
+class Journal:
+    """Jobs, plans and subtask results, in a SQLite file (``:memory:`` for tests)."""
+
+    def __init__(self, path: str | Path) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def job(
+        self,
+        job_id: str,
+        *,
+        task: str,
+        team: TeamSpec,
+        tenant: str,
+        budget: Budget | None,
+        submitted_at: float,
+    ) -> None:
+        """Record a submitted job."""
+        self._db.execute(
+            "INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, ?, ?, ?, NULL)",
+            (job_id, task, team.model_dump_json(), tenant,
+             None if budget is None else budget.model_dump_json(), submitted_at),
+        )  # fmt: skip
+
+    def plan(self, job_id: str, plan: Plan) -> None:
+        """Record the job's plan."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO plans VALUES (?, ?)", (job_id, plan.model_dump_json())
+        )
+
+    def subtask(self, job_id: str, result: SubtaskResult) -> None:
+        """Record a subtask that finished (succeeded, failed or skipped)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO subtasks VALUES (?, ?, ?)",
+            (job_id, result.id, result.model_dump_json()),
+        )
+
+    def finish(self, result: JobResult) -> None:
+        """Record the job's result; it will not be resumed."""
+        self._db.execute(
+            "UPDATE jobs SET result = ? WHERE id = ?", (result.model_dump_json(), result.job_id)
+        )
+
+    def load(self, job_id: str) -> tuple[TeamSpec, str, JobResult] | None:
+        """A finished job's team, tenant and result (None if unknown or unfinished)."""
+        row = self._db.execute(
+            "SELECT team, tenant, result FROM jobs WHERE id = ?", (job_id,)
+        ).fetchone()
+        if row is None or row[2] is None:
+            return None
+        return TeamSpec.model_validate_json(row[0]), row[1], JobResult.model_validate_json(row[2])
+
+    def unfinished(self) -> list[Unfinished]:
+        """Every job without a result, oldest first, with its plan and finished subtasks."""
+        rows = self._db.execute(
+            "SELECT id, task, team, tenant, budget, submitted_at FROM jobs "
+            "WHERE result IS NULL ORDER BY submitted_at"
+        ).fetchall()
+        found = []
+        for job_id, task, team, tenant, budget, submitted_at in rows:
+            plan_row = self._db.execute(
+                "SELECT plan FROM plans WHERE job_id = ?", (job_id,)
+            ).fetchone()
+            done = {
+                sid: SubtaskResult.model_validate_json(result)
+                for sid, result in self._db.execute(
+                    "SELECT subtask_id, result FROM subtasks WHERE job_id = ?", (job_id,)
+                )
+            }
+            found.append(
+                Unfinished(
+                    job_id=job_id,
+                    task=task,
+                    team=TeamSpec.model_validate_json(team),
+                    tenant=tenant,
+                    budget=None if budget is None else Budget.model_validate_json(budget),
+                    submitted_at=submitted_at,
+                    plan=None if plan_row is None else Plan.model_validate_json(plan_row[0]),
+                    done=done,
+                )
+            )
+        return found
+
+    def close(self) -> None:
+        """Close the file."""
+        self._db.close()

@@ -1,0 +1,92 @@
+"""Kill drills on a real Ray: the orchestrator, an agent and the router die mid-job."""
+
+from __future__ import annotations
+
+import time
+
+import ray
+
+import runtime
+
+LATENCY_S = 1.0
+
+
+def _slow_team(name: str, agents: int = 2, max_parallel: int = 2) -> runtime.Team:
+    return runtime.Team(
+        name=name,
+        planner_model="offline",
+        max_parallel=max_parallel,
+        models={f"{name}-slow": runtime.OfflineModel(latency_s=LATENCY_S)},
+        agents=[
+            runtime.AgentSpec(name=f"{name}-{i}", role="worker", model=f"{name}-slow",
+                              memory=runtime.MemoryPolicy(recall=False))
+            for i in range(agents)
+        ],
+    )  # fmt: skip
+
+
+def _wait_for(job, kind: str, count: int, timeout: float = 60.0) -> list:
+    seen = []
+    for event in job.events(timeout=timeout):
+        if event.type == kind:
+            seen.append(event)
+            if len(seen) >= count:
+                return seen
+    raise AssertionError(f"only {len(seen)} {kind} events")
+
+
+def test_a_killed_orchestrator_resumes_its_job_without_rerunning_finished_subtasks(rt):
+    job = rt.submit("- alpha.\n- beta.\n- gamma.\n- delta.", team=_slow_team("phoenix"))
+    finished = _wait_for(job, "subtask_finished", 2)
+    done_before = {e.subtask_id for e in finished}
+    killed_at = time.time()
+    ray.kill(rt.actor("orchestrator"), no_restart=False)
+
+    result = job.result(timeout=120)
+
+    assert result.status == "succeeded", result.error
+    assert len(result.subtasks) == 4
+    for sub in result.subtasks:
+        if sub.id in done_before:  # taken from the journal, not run again
+            assert sub.finished_at < killed_at
+            assert sub.attempt == 1
+        else:
+            assert sub.finished_at > killed_at
+    assert rt.job(job.job_id).status() == "succeeded"
+
+
+def test_a_killed_agent_has_its_subtask_dispatched_again(rt):
+    team = _slow_team("lazarus", agents=1, max_parallel=1)
+    job = rt.submit("- one.\n- two.", team=team)
+    _wait_for(job, "subtask_started", 1)
+    ray.kill(rt.actor("agent/lazarus-0"), no_restart=False)
+
+    result = job.result(timeout=120)
+
+    assert result.status == "succeeded", result.error
+    assert max(s.attempt for s in result.subtasks) == 2
+    letters = [
+        d for d in rt.dead_letters(limit=1000) if d.message and d.message.job_id == job.job_id
+    ]
+    assert [d.reason.value for d in letters] == ["recipient_unavailable"]
+
+
+def test_a_restarted_router_rebuilds_its_registry(rt):
+    team = _slow_team("rebuild", agents=1)
+    rt.submit("- warm up.", team=team).result(timeout=60)
+    before = rt.router_stats().registered
+    ray.kill(rt.actor("router"), no_restart=False)
+
+    after = None
+    for _ in range(100):  # bounded: the router restarts in about a second
+        try:
+            after = rt.router_stats().registered
+            break
+        except runtime.TroupeError:
+            continue
+    assert after is not None
+    assert after.keys() >= {"llm", "orchestrator", "memory", "tools-0", "rebuild-0"}
+    assert after["rebuild-0"] == before["rebuild-0"] == ["rebuild.worker"]
+    # and it routes: an agent reaches the pool, the orchestrator reaches the agent
+    result = rt.submit("- once more.", team=team).result(timeout=60)
+    assert result.status == "succeeded"

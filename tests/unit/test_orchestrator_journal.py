@@ -1,0 +1,84 @@
+"""The journal and resuming: a new orchestrator picks up where a dead one stopped."""
+
+import asyncio
+
+from wiring import InProcessProvisioner, run
+
+from actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
+from actors.orchestrator.journal import Journal
+from protocols import AgentSpec, LLMRequest, TeamSpec, decode
+
+TEAM = TeamSpec(name="j", agents=(AgentSpec(name="solo", role="w"),), max_parallel=1)
+TASK = "- first thing.\n- second thing.\n- third thing."
+
+
+class GatedPool:
+    """The LLM pool behind a gate for 'work' calls: lets ``allowed`` through, then holds."""
+
+    def __init__(self, pool, allowed):
+        self.pool = pool
+        self.allowed = allowed
+        self.work = []
+        self.gate = asyncio.Event()
+        self.held = asyncio.Event()
+
+    async def receive(self, data):
+        message = decode(data)
+        if isinstance(message.payload, LLMRequest) and message.payload.purpose == "work":
+            self.work.append(message.payload.messages[1].text.splitlines()[0])
+            if len(self.work) > self.allowed:
+                self.held.set()
+                await self.gate.wait()
+        return await self.pool.receive(data)
+
+
+async def system(journal, allowed):
+    router = MessageRouter()
+    client = LocalRouterClient(router)
+    pool = GatedPool(LLMAdapterPool(), allowed)
+    await router.register("llm", pool)
+    provisioner = InProcessProvisioner(router, pool.pool, client)
+    await router.register("tools-0", provisioner.sandbox, ["tools"])
+    return Orchestrator(client, provisioner, journal=journal), pool
+
+
+def test_a_new_orchestrator_resumes_without_rerunning_finished_subtasks(tmp_path):
+    path = tmp_path / "journal.sqlite"
+
+    async def first_life():
+        orchestrator, pool = await system(Journal(path), allowed=1)
+        job_id = await orchestrator.submit(TASK, TEAM)
+        await pool.held.wait()  # s1 done, s2 held at the gate
+        for task in list(orchestrator._tasks):  # the process dies here
+            task.cancel()
+        return job_id, list(pool.work)
+
+    async def second_life(job_id):
+        orchestrator, pool = await system(Journal(path), allowed=99)
+        result = await orchestrator.wait(job_id, 10)
+        return result, pool.work
+
+    job_id, before = run(first_life())
+    result, after = run(second_life(job_id))
+    assert before == ["first thing.", "second thing."]
+    assert after == ["second thing.", "third thing."]  # s1 came from the journal
+    assert result.status == "succeeded"
+    assert [s.id for s in result.subtasks] == ["s1", "s2", "s3"]
+    assert Journal(path).load(job_id)[2] == result
+
+
+def test_a_finished_job_is_known_after_a_restart(tmp_path):
+    path = tmp_path / "journal.sqlite"
+
+    async def life():
+        orchestrator, _ = await system(Journal(path), allowed=99)
+        job_id = await orchestrator.submit("- only thing.", TEAM)
+        return job_id, await orchestrator.wait(job_id, 10)
+
+    async def later(job_id):
+        orchestrator, _ = await system(Journal(path), allowed=99)
+        return await orchestrator.status(job_id), await orchestrator.wait(job_id, 0)
+
+    job_id, result = run(life())
+    status, again = run(later(job_id))
+    assert (status, again) == ("succeeded", result)
