@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +25,7 @@ from protocols import (
     ChatMessage,
     ErrorCode,
     ErrorPayload,
+    Event,
     InvalidInput,
     LLMRequest,
     LLMResponse,
@@ -93,6 +95,8 @@ class AgentActor:
         self._router = router
         self._clock = clock
         self._roles: tuple[str, ...] = ()
+        self._by_job: dict[str, set[asyncio.Task[Any]]] = {}
+        self._cancelled: deque[str] = deque(maxlen=1000)
         self._spec = spec
         self._tools = tuple(tools)
         self._slots = asyncio.Semaphore(spec.max_concurrency)
@@ -129,11 +133,47 @@ class AgentActor:
         return await serve_envelope(data, self._handle, me=self._spec.name)
 
     async def _handle(self, message: AgentMessage) -> AgentMessage:
-        if not isinstance(message.payload, TaskRequest):
-            raise InvalidInput(f"agent cannot handle {message.kind!r}", kind=message.kind)
+        match message.payload:
+            case TaskRequest() as request:
+                return message.reply(await self._work(message, request), sender=self._spec.name)
+            case Event(name="cancel_job") if message.job_id is not None:
+                self._cancelled.append(message.job_id)
+                running = self._by_job.pop(message.job_id, set())
+                for task in running:
+                    task.cancel()
+                return message.reply(
+                    Event(name="cancelled", data={"subtasks": len(running)}),
+                    sender=self._spec.name,
+                )
+            case _:
+                raise InvalidInput(f"agent cannot handle {message.kind!r}", kind=message.kind)
+
+    async def _work(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
+        """Run one subtask; a ``cancel_job`` for its job ends it as ``cancelled``."""
+        started = self._clock()
         async with self._slots:
-            result = await self.run_task(message, message.payload)
-        return message.reply(result, sender=self._spec.name)
+            task = asyncio.current_task()
+            running = self._by_job.setdefault(message.job_id or "", set())
+            if task is not None:
+                running.add(task)
+            try:
+                return await self.run_task(message, request)
+            except asyncio.CancelledError:
+                if task is None or message.job_id not in self._cancelled:
+                    raise  # not a cancel_job: the caller gave up, or the actor is going away
+                task.uncancel()
+                return TaskResult(
+                    task_id=request.task_id,
+                    agent=self._spec.name,
+                    status="failed",
+                    stop_reason="cancelled",
+                    error=ErrorPayload(code=ErrorCode.CANCELLED, message="the job was cancelled"),
+                    started_at=started,
+                    finished_at=self._clock(),
+                )
+            finally:
+                if task is not None:
+                    running.discard(task)
 
     async def run_task(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
         """Run the loop for one subtask; failures are reported in the result, not raised.

@@ -33,6 +33,7 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     ├── PlanError                     a planner's output is not a valid plan
     └── JobError
         ├── JobFailed                 the job ended without an answer; ``result`` holds what ran
+        │   └── JobCancelled          it was cancelled
         ├── JobTimeout                waiting for the job took longer than asked (retryable)
         └── JobNotFound
 
@@ -58,6 +59,7 @@ __all__ = [
     "HopLimitExceeded",
     "InvalidArguments",
     "InvalidInput",
+    "JobCancelled",
     "JobError",
     "JobFailed",
     "JobNotFound",
@@ -117,6 +119,8 @@ class ErrorCode(StrEnum):
     STAGNATION = "stagnation"
     JOB = "job"
     JOB_FAILED = "job_failed"
+    QUALITY_GATE = "quality_gate"
+    CANCELLED = "cancelled"
     JOB_TIMEOUT = "job_timeout"
     JOB_NOT_FOUND = "job_not_found"
 
@@ -316,6 +320,12 @@ class JobFailed(JobError):
     """The job ended without an answer; ``detail['result']`` holds the ``JobResult``."""
 
     code = ErrorCode.JOB_FAILED
+
+
+class JobCancelled(JobFailed):
+    """The job was cancelled before it finished; ``detail['result']`` holds what ran."""
+
+    code = ErrorCode.CANCELLED
 
 
 class JobTimeout(JobError):

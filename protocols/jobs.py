@@ -13,6 +13,8 @@ from protocols.envelope import AgentMessage
 from protocols.errors import ErrorCode
 from protocols.llm import Usage
 from protocols.payloads import ErrorPayload
+from protocols.resolution import Resolution
+from protocols.resolution import Strategy as ResolutionStrategy
 
 __all__ = [
     "DeadLetter",
@@ -26,8 +28,10 @@ __all__ = [
     "UsageRow",
 ]
 
-JobStatus = Literal["pending", "planning", "running", "aggregating", "succeeded", "failed"]
-TERMINAL: frozenset[str] = frozenset({"succeeded", "failed"})
+JobStatus = Literal[
+    "pending", "planning", "running", "aggregating", "succeeded", "failed", "cancelled"
+]
+TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 
 
 class _Data(BaseModel):
@@ -41,6 +45,18 @@ class PlannedSubtask(_Data):
     role: Name = Field(description="Role of the agent that should do it.")
     instructions: str = Field(min_length=1)
     depends_on: tuple[Name, ...] = Field(default=(), description="Ids that must finish first.")
+    timeout_s: float | None = Field(
+        default=None, gt=0.0, description="Deadline of each attempt (default: the team's)."
+    )
+    required: tuple[str, ...] = Field(
+        default=(), description="Fields the (JSON) output must have, non-empty."
+    )
+    redundancy: int = Field(
+        default=1, ge=1, le=16, description="Agents that answer it independently (k)."
+    )
+    strategy: ResolutionStrategy = Field(
+        default="majority", description="How k answers become one (with redundancy > 1)."
+    )
     output_schema: dict[str, Any] | None = Field(
         default=None, description="JSON Schema (2020-12) the subtask's output must satisfy."
     )
@@ -105,6 +121,10 @@ class SubtaskResult(_Data):
     usage: Usage = Field(default_factory=Usage)
     started_at: float | None = None
     finished_at: float | None = None
+    resolution: Resolution | None = Field(
+        default=None, description="With redundancy: every candidate and the decision."
+    )
+    gate_retries: int = Field(default=0, ge=0, description="Answers sent back by the gate.")
 
 
 class Timings(_Data):
@@ -129,7 +149,7 @@ class JobResult(_Data):
     job_id: str
     task: str
     team: str
-    status: Literal["succeeded", "failed"]
+    status: Literal["succeeded", "failed", "cancelled"]
     answer: str = ""
     subtasks: tuple[SubtaskResult, ...] = ()
     usage: Usage = Field(default_factory=Usage)
@@ -152,6 +172,7 @@ class JobEvent(_Data):
         "llm_delta",
         "job_succeeded",
         "job_failed",
+        "job_cancelled",
     ]
     subtask_id: str | None = None
     data: dict[str, object] = Field(default_factory=dict)
@@ -159,7 +180,7 @@ class JobEvent(_Data):
     @property
     def terminal(self) -> bool:
         """True for the last event of a job."""
-        return self.type in {"job_succeeded", "job_failed"}
+        return self.type in {"job_succeeded", "job_failed", "job_cancelled"}
 
 
 class DeadLetter(_Data):

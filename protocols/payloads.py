@@ -95,6 +95,7 @@ class TaskResult(_Frozen):
         "deadline",
         "repeated_tool_call",
         "stagnation",
+        "cancelled",
     ] = Field(default="final_answer", description="Why the agent's loop ended.")
     providers: tuple[str, ...] = Field(default=(), description="Providers that answered.")
     usage: Usage = Field(default_factory=Usage)

@@ -91,6 +91,12 @@ class TeamSpec(_Config):
     max_parallel: int = Field(
         default=16, ge=1, le=1024, description="Subtasks of one job running at once."
     )
+    gate_retries: int = Field(
+        default=1, ge=0, le=5, description="Times an output failing its schema is sent back."
+    )
+    subtask_timeout_s: float | None = Field(
+        default=None, gt=0.0, description="Deadline of each subtask attempt, unless it sets one."
+    )
     budget: Budget | None = Field(
         default=None, description="Default budget of each job of this team (tokens and/or USD)."
     )

@@ -24,6 +24,7 @@ from protocols import (
     Budget,
     ConfigError,
     DeadLetter,
+    JobCancelled,
     JobEvent,
     JobFailed,
     JobResult,
@@ -97,12 +98,21 @@ class JobHandle:
             raise JobTimeout(
                 f"job {self.job_id} did not finish within {timeout} s", job_id=self.job_id
             )
+        if result.status == "cancelled":
+            raise JobCancelled(
+                f"job {self.job_id} was cancelled", job_id=self.job_id, result=result
+            )
         if result.status != "succeeded":
             message = result.error.message if result.error else "job failed"
             raise JobFailed(
                 f"job {self.job_id} failed: {message}", job_id=self.job_id, result=result
             )
         return result
+
+    def cancel(self) -> bool:
+        """Cancel the job: running subtasks stop at their agents; False if it had finished."""
+        cancelled: bool = _get(self._orchestrator.cancel.remote(self.job_id))
+        return cancelled
 
     def events(self, timeout: float | None = None) -> Iterator[JobEvent]:
         """Yield the job's events in order, as they happen, until its last one.

@@ -18,6 +18,18 @@ What it does, by ``LLMRequest.purpose``:
 - ``aggregate``: returns the lines under ``Subtask results:`` in the last user message.
 - ``summarize``: the first sentence of each ``role: text`` line of the last user message.
 - ``chat``: the same as ``work``.
+- ``classify``: answers JSON ``{"target": ..., "rationale": ...}``: of the values of the
+  ``target`` property's ``enum`` in the ``response_format`` schema, the one whose name or
+  description shares the most words with the last user message (the first on a tie, or
+  when none shares any). Descriptions are read from ``- <name>: <description>`` lines of
+  the system messages, as :func:`actors.orchestrator.intent.classify_request` writes them.
+- ``judge``: reads the candidates of the last user message (lines ``[<index>] "<answer as a
+  JSON string>"`` under ``Candidates:``, as :func:`protocols.resolution.format_candidates`
+  writes them for :func:`actors.orchestrator.resolve.judge`) and answers JSON
+  ``{"choice": <index>, "rationale": ...}``: the index of the first candidate whose
+  normalized answer (:func:`protocols.resolution.normalize`) is the most common one.
+- ``merge``: the same candidates' answers, each normalized answer once (its first text, in
+  order), joined with newlines.
 
 ``latency_s`` sleeps before each answer (asynchronously), to simulate a model's latency.
 Usage is counted in whitespace tokens; cost is zero.
@@ -42,6 +54,7 @@ from protocols import (
     Usage,
 )
 from protocols.prompts import RESULTS_HEADING
+from protocols.resolution import normalize, parse_candidates
 
 __all__ = ["OfflineProvider", "split_task"]
 
@@ -169,6 +182,12 @@ class OfflineProvider:
                 text = self._aggregate(request)
             case "summarize":
                 text = self._summarize(request)
+            case "classify":
+                text = _classify(request)
+            case "judge":
+                text = _judge(request)
+            case "merge":
+                text = _merge(request)
             case "work" | "chat":
                 text, calls = self._work(request)
         if request.stream and on_delta is not None:
@@ -258,6 +277,58 @@ class OfflineProvider:
             expression = call.arguments.get("expression") if call else None
             parts.append(f"{expression} = {message.text}" if expression else message.text)
         return "; ".join(parts)
+
+
+def _classify(request: LLMRequest) -> str:
+    """JSON choosing the schema's ``target`` enum value that best matches the last user message.
+
+    A value scores the words its name and description (a ``- <name>: <description>`` line
+    of a system message) share with the message; the first of the best wins.
+    """
+    try:
+        enum = request.response_format["properties"]["target"]["enum"]  # type: ignore[index]
+    except (KeyError, TypeError):
+        enum = None
+    names = [str(n) for n in enum] if isinstance(enum, list) else []
+    described: dict[str, str] = {}
+    for message in request.messages:
+        for line in message.text.splitlines() if message.role == "system" else ():
+            name, found, text = line.strip().removeprefix("- ").partition(": ")
+            if found and name in names:
+                described.setdefault(name, text)
+    if not names:
+        return json.dumps({"target": "", "rationale": "no targets were offered"})
+    prompt = _last(request.messages, "user")
+    wanted = _words(prompt.text if prompt else "")
+    shared = [sorted(wanted & _words(f"{n} {described.get(n, '')}")) for n in names]
+    best = max(range(len(names)), key=lambda i: (len(shared[i]), -i))
+    why = ", ".join(shared[best]) or "nothing; the first target"
+    return json.dumps({"target": names[best], "rationale": f"shares with the task: {why}"})
+
+
+def _candidates(request: LLMRequest) -> list[tuple[int, str]]:
+    prompt = _last(request.messages, "user")
+    return parse_candidates(prompt.text if prompt else "")
+
+
+def _judge(request: LLMRequest) -> str:
+    """JSON choosing the first candidate whose normalized answer is the most common."""
+    candidates = _candidates(request)
+    if not candidates:
+        return json.dumps({"choice": 0, "rationale": "no candidates were listed"})
+    keys = [normalize(text) for _, text in candidates]
+    votes = {k: keys.count(k) for k in keys}
+    best = max(range(len(keys)), key=lambda i: (votes[keys[i]], -i))
+    why = f"{votes[keys[best]]} of {len(keys)} candidates give this answer"
+    return json.dumps({"choice": candidates[best][0], "rationale": why})
+
+
+def _merge(request: LLMRequest) -> str:
+    """The candidates' distinct (normalized) answers, in order, one per line."""
+    merged: dict[str, str] = {}
+    for _, text in _candidates(request):
+        merged.setdefault(normalize(text), text.strip())
+    return "\n".join(merged.values())
 
 
 def _extract(instructions: str, context: str) -> str:

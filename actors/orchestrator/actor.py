@@ -121,7 +121,7 @@ class Orchestrator:
             self._start(job)
 
     def _start(self, job: Job) -> None:
-        runner = asyncio.create_task(self._run(job))
+        runner = job.runner = asyncio.create_task(self._run(job))
         self._tasks.add(runner)
         runner.add_done_callback(self._tasks.discard)
 
@@ -210,6 +210,25 @@ class Orchestrator:
         await emit(job, "llm_delta", data=message.payload.data)
         return message.reply(Event(name="ack"), sender=ME)
 
+    async def cancel(self, job_id: str) -> bool:
+        """Cancel a job: its running subtasks are stopped at their agents, none starts again.
+
+        Returns False if the job had already finished.
+
+        Raises:
+            JobNotFound: no such job.
+        """
+        job = self._job(job_id)
+        if job.result is not None or job.runner is None:
+            return False
+        job.cancel_requested = True
+        for agent in job.team.agents:  # whoever runs one of its subtasks stops it
+            with contextlib.suppress(TroupeError):
+                await self._router.send(job_message(job, agent.name, Event(name="cancel_job")))
+        job.runner.cancel()
+        await wait_until(job, lambda: job.result is not None, 30.0)
+        return True
+
     async def jobs(self) -> dict[str, JobStatus]:
         """Known jobs and their status, oldest first."""
         return {job_id: job.status for job_id, job in self._jobs.items()}
@@ -240,7 +259,9 @@ class Orchestrator:
 
             mark = time.perf_counter()
             job.status = "running"
-            subtasks = await self._dispatcher.run(job, plan)
+            subtasks = await self._dispatcher.run(
+                job, plan, lambda request: self._ask(job, request)
+            )
             dispatch_s = time.perf_counter() - mark
             failed = [s for s in subtasks if s.status != "succeeded"]
             if job.stopped is not None:
@@ -269,24 +290,43 @@ class Orchestrator:
         except Exception as exc:  # a job must end with a result, whatever broke
             log.exception("job_crashed", job_id=job.id)
             error = ErrorPayload.from_exception(exc)
-        usage = sum((s.usage for s in subtasks), job.usage)
+        except asyncio.CancelledError:
+            runner = asyncio.current_task()
+            if not job.cancel_requested or runner is None:
+                raise  # the actor is going away: the journal resumes the job later
+            runner.uncancel()
+            error = ErrorPayload(code=ErrorCode.CANCELLED, message="the job was cancelled")
+            subtasks = list(job.done.values())
+        timings = Timings(
+            submitted_at=job.submitted_at,
+            finished_at=time.time(),
+            provision_s=provision_s,
+            plan_s=plan_s,
+            dispatch_s=dispatch_s,
+            aggregate_s=aggregate_s,
+        )
+        await self._finish(job, subtasks, answer, error, timings)
+
+    async def _finish(
+        self,
+        job: Job,
+        subtasks: list[SubtaskResult],
+        answer: str,
+        error: ErrorPayload | None,
+        timings: Timings,
+    ) -> None:
+        """Build the job's result, journal it, let memory drop the job, emit the last event."""
+        cancelled = job.cancel_requested and error is not None and error.code is ErrorCode.CANCELLED
         result = JobResult(
             job_id=job.id,
             task=job.task,
             team=job.team.name,
-            status="failed" if error else "succeeded",
+            status="cancelled" if cancelled else "failed" if error else "succeeded",
             answer=answer,
             subtasks=tuple(subtasks),
-            usage=usage,
+            usage=sum((s.usage for s in subtasks), job.usage),
             error=error,
-            timings=Timings(
-                submitted_at=job.submitted_at,
-                finished_at=time.time(),
-                provision_s=provision_s,
-                plan_s=plan_s,
-                dispatch_s=dispatch_s,
-                aggregate_s=aggregate_s,
-            ),
+            timings=timings,
         )
         job.status = result.status
         log.info(
@@ -301,7 +341,9 @@ class Orchestrator:
             log.warning("job_end_not_sent", job_id=job.id, code=exc.code.value)
         if self._journal is not None:
             self._journal.finish(result)
-        kind = "job_succeeded" if result.status == "succeeded" else "job_failed"
+        kind = {"succeeded": "job_succeeded", "cancelled": "job_cancelled"}.get(
+            result.status, "job_failed"
+        )
         await emit(job, kind, data={"error": error.message if error else None}, result=result)
 
     async def _plan(self, job: Job) -> Plan:
@@ -326,6 +368,7 @@ class Orchestrator:
     # -- helpers --------------------------------------------------------------------------------
 
     def _record(self, job: Job, result: SubtaskResult) -> None:
+        job.done[result.id] = result
         if self._journal is not None:
             self._journal.subtask(job.id, result)
 

@@ -7,6 +7,7 @@ Dependency-aware and parallel within limits; a subtask whose agent died is dispa
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 
 import structlog
@@ -20,6 +21,17 @@ from actors.orchestrator.jobs import (
     job_message,
     skipped,
 )
+from actors.orchestrator.resolve import (
+    Ask,
+    confidence_weighted,
+    first_valid,
+    gate,
+    gate_feedback,
+    judge,
+    majority,
+    make_candidate,
+    merge,
+)
 from protocols import (
     ErrorCode,
     ErrorPayload,
@@ -32,6 +44,7 @@ from protocols import (
     TroupeError,
     team_role,
 )
+from protocols.resolution import Candidate
 
 __all__ = ["Dispatcher"]
 
@@ -60,27 +73,31 @@ class Dispatcher:
         self._max_attempts = max_attempts
         self._record = record
 
-    async def run(self, job: Job, plan: Plan) -> list[SubtaskResult]:
-        """Run every subtask once its dependencies succeeded; skip those whose didn't."""
+    async def run(self, job: Job, plan: Plan, ask: Ask) -> list[SubtaskResult]:
+        """Run every subtask once its dependencies succeeded; skip those whose didn't.
+
+        ``ask`` reaches the job's model (judge and merge strategies use it).
+        """
         results: dict[str, SubtaskResult] = {}
         results.update({sid: r for sid, r in job.done.items() if r.status == "succeeded"})
         waiting = {s.id: s for s in plan.subtasks if s.id not in results}
         running: dict[asyncio.Task[SubtaskResult], str] = {}
         job_slots = asyncio.Semaphore(job.team.max_parallel)
         try:
-            await self._ready(job, waiting, running, results, job_slots)
+            await self._ready(job, waiting, running, results, job_slots, ask)
         finally:
             for orphan in running:  # only when the job itself is failing or cancelled
                 orphan.cancel()
         return [results[s.id] for s in plan.subtasks]
 
-    async def _ready(
+    async def _ready(  # noqa: PLR0917 - one job's dispatch state, passed down once
         self,
         job: Job,
         waiting: dict[str, PlannedSubtask],
         running: dict[asyncio.Task[SubtaskResult], str],
         results: dict[str, SubtaskResult],
         job_slots: asyncio.Semaphore,
+        ask: Ask,
     ) -> None:
         while waiting or running:
             progressed = True
@@ -97,7 +114,7 @@ class Dispatcher:
                     elif all(d is not None for d in deps):
                         del waiting[sid]
                         inputs = {d: results[d].output for d in sub.depends_on}
-                        coro = self._run_subtask(job, sub, inputs, job_slots)
+                        coro = self._run_subtask(job, sub, inputs, job_slots, ask)
                         running[asyncio.create_task(coro)] = sid
             if not running:
                 break
@@ -111,7 +128,12 @@ class Dispatcher:
                     job.stopped = job.stopped or result.error
 
     async def _run_subtask(
-        self, job: Job, sub: PlannedSubtask, inputs: dict[str, str], job_slots: asyncio.Semaphore
+        self,
+        job: Job,
+        sub: PlannedSubtask,
+        inputs: dict[str, str],
+        job_slots: asyncio.Semaphore,
+        ask: Ask,
     ) -> SubtaskResult:
         request = TaskRequest(
             task_id=sub.id,
@@ -124,45 +146,118 @@ class Dispatcher:
             if job.stopped is not None:  # the budget ran out while this one waited for a slot
                 await emit(job, "subtask_finished", sub.id, {"status": "skipped"})
                 return skipped(sub, job.stopped)
-            for attempt in range(1, self._max_attempts + 1):
-                await emit(job, "subtask_started", sub.id, {"role": sub.role, "attempt": attempt})
-                role = team_role(job.team.name, sub.role)
-                message = job_message(job, f"role:{role}", request, attempt=attempt)
-                try:
-                    answer: Payload = (await self._router.request(message)).payload
-                except TroupeError as exc:  # the router itself is unreachable or restarting
-                    answer = ErrorPayload.from_exception(exc)
-                match answer:
-                    case TaskResult() as done:
-                        result = from_task_result(sub, done, attempt)
-                    case ErrorPayload() as error if (
-                        error.retryable and attempt < self._max_attempts
-                    ):
-                        log.warning(
-                            "subtask_retry",
-                            job_id=job.id,
-                            task_id=sub.id,
-                            attempt=attempt,
-                            code=error.code.value,
-                        )
-                        continue
-                    case ErrorPayload() as error:
-                        result = failed(sub, error, attempt)
-                    case other:
-                        result = failed(
-                            sub,
-                            ErrorPayload(
-                                code=ErrorCode.INTERNAL,
-                                message=f"agent answered with {other.kind!r}",
-                            ),
-                            attempt,
-                        )
-                break
+            if sub.redundancy > 1:
+                result = await self._redundant(job, sub, request, ask)
+            else:
+                result = await self._gated(job, sub, request)
             self._record(job, result)  # before the slot frees: the next may start
         await emit(
             job,
             "subtask_finished",
             sub.id,
-            {"status": result.status, "agent": result.agent, "attempt": attempt},
+            {"status": result.status, "agent": result.agent, "attempt": result.attempt},
         )
         return result
+
+    async def _gated(self, job: Job, sub: PlannedSubtask, request: TaskRequest) -> SubtaskResult:
+        """Deliver; an output failing the subtask's schema goes back with its problems."""
+        for retries in range(job.team.gate_retries + 1):
+            result = await self._deliver(job, sub, request)
+            result = result.model_copy(update={"gate_retries": retries})
+            if result.status != "succeeded" or (sub.output_schema is None and not sub.required):
+                return result
+            problems = gate(result.output, sub.output_schema, sub.required)
+            if not problems:
+                return result
+            log.info("gate_rejected", job_id=job.id, task_id=sub.id, problems=problems[:3])
+            feedback = gate_feedback(problems, schema=sub.output_schema)
+            inputs = {**request.inputs, "your rejected answer": result.output,
+                      "why it was rejected": feedback}  # fmt: skip
+            request = request.model_copy(update={"inputs": inputs})
+        error = ErrorPayload(
+            code=ErrorCode.QUALITY_GATE,
+            message=f"output failed its checks: {'; '.join(problems[:5])}",
+            detail={"problems": problems},
+        )
+        return result.model_copy(update={"status": "failed", "error": error})
+
+    async def _redundant(
+        self, job: Job, sub: PlannedSubtask, request: TaskRequest, ask: Ask
+    ) -> SubtaskResult:
+        """Ask ``redundancy`` agents at once; resolve their answers by the subtask's strategy."""
+        results = await asyncio.gather(
+            *(self._gated(job, sub, request) for _ in range(sub.redundancy))
+        )
+        candidates = [_candidate(r, sub) for r in results]
+        model = job.team.planner_model
+        match sub.strategy:
+            case "majority":
+                resolution = majority(candidates)
+            case "confidence":
+                resolution = confidence_weighted(candidates)
+            case "first_valid":
+                resolution = first_valid(candidates)
+            case "judge":
+                resolution = await judge(candidates, job.task, ask, model, budget=job.budget)
+            case "merge":
+                resolution = await merge(candidates, job.task, ask, model,
+                                         schema=sub.output_schema, required=sub.required,
+                                         budget=job.budget)  # fmt: skip
+        log.info("resolved", job_id=job.id, task_id=sub.id, strategy=resolution.strategy,
+                 chosen=resolution.chosen_agent)  # fmt: skip
+        usage = sum((r.usage for r in results), resolution.usage)
+        if not resolution.resolved:
+            error = ErrorPayload(code=ErrorCode.QUALITY_GATE, message=resolution.rationale)
+            return failed(sub, error, 1).model_copy(
+                update={"resolution": resolution, "usage": usage}
+            )
+        chosen = next(
+            (r for r in results if r.agent == resolution.chosen_agent and r.status == "succeeded"),
+            next(r for r in results if r.status == "succeeded"),
+        )
+        return chosen.model_copy(
+            update={"output": resolution.chosen, "resolution": resolution, "usage": usage}
+        )
+
+    async def _deliver(self, job: Job, sub: PlannedSubtask, request: TaskRequest) -> SubtaskResult:
+        """One answer from an agent of the role, dispatched again while its agent is gone."""
+        for attempt in range(1, self._max_attempts + 1):
+            await emit(job, "subtask_started", sub.id, {"role": sub.role, "attempt": attempt})
+            role = team_role(job.team.name, sub.role)
+            timeout = sub.timeout_s or job.team.subtask_timeout_s
+            deadline = None if timeout is None else time.time() + timeout
+            message = job_message(
+                job,
+                f"role:{role}",
+                request.model_copy(update={"deadline": deadline}),
+                attempt=attempt,
+                deadline=deadline,
+            )
+            try:
+                answer: Payload = (await self._router.request(message)).payload
+            except TroupeError as exc:  # the router itself is unreachable or restarting
+                answer = ErrorPayload.from_exception(exc)
+            match answer:
+                case TaskResult() as done:
+                    return from_task_result(sub, done, attempt)
+                case ErrorPayload() as error if error.retryable and attempt < self._max_attempts:
+                    log.warning("subtask_retry", job_id=job.id, task_id=sub.id,
+                                attempt=attempt, code=error.code.value)  # fmt: skip
+                case ErrorPayload() as error:
+                    return failed(sub, error, attempt)
+                case other:
+                    error = ErrorPayload(
+                        code=ErrorCode.INTERNAL, message=f"agent answered with {other.kind!r}"
+                    )
+                    return failed(sub, error, attempt)
+        raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
+
+
+def _candidate(result: SubtaskResult, sub: PlannedSubtask) -> Candidate:
+    """One redundant answer, gated; a failed one is an invalid candidate saying why."""
+    if result.status == "succeeded":
+        return make_candidate(
+            result.agent or "", result.output, schema=sub.output_schema, required=sub.required
+        )
+    why = result.error.message if result.error else result.status
+    return Candidate(agent=result.agent or "", valid=False, problems=(why,))

@@ -64,7 +64,9 @@ class Job:
     plan: Plan | None = None
     """The plan, once made (or as journaled, when the job is resumed)."""
     done: dict[str, SubtaskResult] = field(default_factory=dict)
-    """Subtasks that finished before a restart: they are not run again."""
+    """Subtasks that finished (before a restart too): they are not run again."""
+    runner: asyncio.Task[None] | None = None
+    cancel_requested: bool = False
 
 
 async def wait_until(job: Job, ready: Callable[[], bool], timeout: float | None) -> None:
@@ -109,6 +111,7 @@ def job_message(
     payload: LLMRequest | TaskRequest | Event,
     *,
     attempt: int = 1,
+    deadline: float | None = None,
 ) -> AgentMessage:
     """An envelope from the orchestrator about ``job`` (its tenant, a span of its trace)."""
     return AgentMessage(
@@ -116,6 +119,7 @@ def job_message(
         recipient=recipient,
         job_id=job.id,
         attempt=attempt,
+        deadline=deadline,
         trace=job.trace.child(),
         tenant=job.tenant,
         payload=payload,

@@ -7,6 +7,7 @@ import time
 import ray
 
 import runtime
+from tests.support.restarts import after_restart
 
 LATENCY_S = 1.0
 
@@ -77,14 +78,7 @@ def test_a_restarted_router_rebuilds_its_registry(rt):
     before = rt.router_stats().registered
     ray.kill(rt.actor("router"), no_restart=False)
 
-    after = None
-    for _ in range(100):  # bounded: the router restarts in about a second
-        try:
-            after = rt.router_stats().registered
-            break
-        except runtime.TroupeError:
-            continue
-    assert after is not None
+    after = after_restart(rt.actor("router").stats.remote).registered
     assert after.keys() >= {"llm", "orchestrator", "memory", "tools-0", "rebuild-0"}
     assert after["rebuild-0"] == before["rebuild-0"] == ["rebuild.worker"]
     # and it routes: an agent reaches the pool, the orchestrator reaches the agent

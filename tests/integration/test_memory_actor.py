@@ -8,6 +8,7 @@ import ray
 
 import runtime
 from protocols import AgentMessage, MemoryHits, MemoryQuery, MemoryWrite, decode, encode
+from tests.support.restarts import after_restart
 from tests.support.wire_server import Default, WireServer
 
 
@@ -27,13 +28,7 @@ def test_memories_survive_a_kill_of_the_memory_actor(rt):
 
     memory = rt.actor("memory")
     ray.kill(memory, no_restart=False)
-    count = None
-    for _ in range(100):  # bounded: the actor restarts in about a second
-        try:
-            count = ray.get(memory.count.remote(tenant), timeout=60)
-            break
-        except ray.exceptions.RayActorError:
-            continue
+    count = after_restart(lambda: memory.count.remote(tenant))
     assert count == 3
     (best, *_) = rt.recall("When can we no longer deploy?", tenant=tenant)
     assert best.text == facts[0]

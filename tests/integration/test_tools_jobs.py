@@ -7,6 +7,7 @@ import ray
 
 import runtime
 from protocols import ErrorCode, ToolCall
+from tests.support.restarts import after_restart
 from tests.support.wire_server import Default, Reply, WireServer
 
 
@@ -85,16 +86,9 @@ def test_a_side_effect_is_not_repeated_after_the_sandbox_actor_is_killed(rt):
 
     ray.kill(sandbox, no_restart=False)
     retried = write.model_copy(update={"call_id": "second"})  # a new model call id
-    again = None
-    for _ in range(100):  # bounded: the actor restarts in about a second
-        try:
-            again = ray.get(
-                sandbox.call.remote(retried, agent="killer-agent", job_id="job-kill"), timeout=30
-            )
-            break
-        except ray.exceptions.RayActorError:
-            continue
-    assert again is not None, "the sandbox actor did not come back"
+    again = after_restart(
+        lambda: sandbox.call.remote(retried, agent="killer-agent", job_id="job-kill")
+    )
     assert again.ok
     assert again.metadata["replayed"] is True
     assert again.call_id == "second"

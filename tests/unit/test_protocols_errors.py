@@ -18,6 +18,7 @@ from protocols.errors import (
     HopLimitExceeded,
     InvalidArguments,
     InvalidInput,
+    JobCancelled,
     JobError,
     JobFailed,
     JobNotFound,
@@ -72,6 +73,7 @@ PARENTS = {
     PlanError: TroupeError,
     JobError: TroupeError,
     JobFailed: JobError,
+    JobCancelled: JobFailed,
     JobTimeout: JobError,
     JobNotFound: JobError,
 }

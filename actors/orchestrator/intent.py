@@ -1,0 +1,196 @@
+"""Intent routing: choose the target (a team or an agent) of a task that names none.
+
+:class:`IntentRouter` tries three methods, in order:
+
+1. **keyword**: the first :class:`~protocols.routing.RouteRule` one of whose keywords occurs
+   in the task as a whole word (or phrase), in any case;
+2. **similarity**: the cosine similarity of the task's embedding to each target's
+   description; the best target wins when it reaches ``similarity_threshold`` *and* leads
+   the second by at least ``margin``;
+3. **classifier**: otherwise the model ``classifier_model`` picks (``purpose='classify'``),
+   answering JSON ``{"target": <one of the names>, "rationale": "..."}`` as the request's
+   ``response_format`` asks.
+
+Embeddings run in a worker thread (MiniLM is CPU work, and loads its model on first use),
+so a router in an actor's event loop does not stall it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+import numpy as np
+from numpy.typing import NDArray
+
+from actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding
+from protocols import ChatMessage, LLMRequest, LLMResponse, PlanError
+from protocols.routing import Route, RouterConfig, RouteRule
+
+__all__ = ["Ask", "Embedder", "IntentRouter", "classify_request"]
+
+Ask = Callable[[LLMRequest], Awaitable[LLMResponse]]
+"""Sends one request to the model and returns its answer (raising ``TroupeError``s)."""
+
+_CLASSIFIER = (
+    "You route tasks. Choose the one target best suited to the user's task and say why in "
+    "one sentence. Answer with JSON only. Targets:\n{targets}"
+)
+_ANSWER_IN_DETAIL = 2000
+"""Characters of a rejected answer kept in a ``PlanError``'s detail."""
+
+
+class Embedder(Protocol):
+    """What the router needs of an embedding function (both offline ones qualify)."""
+
+    def embed(self, texts: list[str]) -> NDArray[np.float32]:
+        """One vector per text, as a ``(len(texts), dim)`` matrix."""
+        ...
+
+
+def classify_request(task: str, config: RouterConfig) -> LLMRequest:
+    """The request that asks the classifier model for the target of ``task``.
+
+    The system message lists the targets as ``- <name>: <description>`` lines (the offline
+    provider reads them); the schema allows exactly the target names.
+    """
+    listed = "\n".join(f"- {name}: {text}" for name, text in config.targets.items())
+    schema: dict[str, Any] = {
+        "type": "object",
+        "properties": {
+            "target": {"type": "string", "enum": list(config.targets)},
+            "rationale": {"type": "string"},
+        },
+        "required": ["target", "rationale"],
+        "additionalProperties": False,
+    }
+    return LLMRequest(
+        model=config.classifier_model,
+        purpose="classify",
+        messages=(
+            ChatMessage(role="system", content=_CLASSIFIER.format(targets=listed)),
+            ChatMessage(role="user", content=task),
+        ),
+        response_format=schema,
+        temperature=0.0,
+    )
+
+
+class IntentRouter:
+    """Routes tasks by keyword rules, then embedding similarity, then a model classifier.
+
+    Args:
+        config: targets, rules and thresholds.
+        embedder: the embedding function (default: the one ``config.embedding`` names).
+            Target descriptions are embedded once, on the first task that gets that far.
+    """
+
+    def __init__(self, config: RouterConfig, *, embedder: Embedder | None = None) -> None:
+        self.config = config
+        self._embedder: Embedder = embedder or (
+            MiniLMEmbedding() if config.embedding == "minilm" else HashingEmbedding()
+        )
+        self._names = list(config.targets)
+        self._targets: NDArray[np.float32] | None = None
+        self._patterns = [(rule, _keyword_pattern(rule.keywords)) for rule in config.rules]
+
+    async def route(self, task: str, ask: Ask) -> Route:
+        """The route of ``task``: by keyword, else by similarity, else by the classifier.
+
+        Raises:
+            PlanError: the classifier's answer is not JSON naming one of the targets
+                (``detail['answer']`` holds it, ``detail['targets']`` the names).
+            TroupeError: whatever ``ask`` raises (model errors, budgets).
+        """
+        for rule, pattern in self._patterns:
+            match = pattern.search(task)
+            if match:
+                return Route(
+                    target=rule.target,
+                    method="keyword",
+                    score=None,
+                    rationale=_rule_rationale(rule, match.group(0)),
+                )
+        scores = await self.similarities(task)
+        ranked = sorted(range(len(scores)), key=lambda i: -scores[i])  # stable: ties keep order
+        best = ranked[0]
+        second = scores[ranked[1]] if len(ranked) > 1 else -1.0
+        lead = scores[best] - second
+        if scores[best] >= self.config.similarity_threshold and lead >= self.config.margin:
+            runner_up = f"; next {self._names[ranked[1]]!r} {second:.3f}" if len(ranked) > 1 else ""
+            return Route(
+                target=self._names[best],
+                method="similarity",
+                score=scores[best],
+                rationale=f"closest description (cosine {scores[best]:.3f}{runner_up})",
+            )
+        return await self._classify(task, ask)
+
+    async def similarities(self, task: str) -> list[float]:
+        """Cosine similarity of ``task`` to each target's description, in target order."""
+        if self._targets is None:  # two first calls at once may both embed: harmless
+            descriptions = list(self.config.targets.values())
+            self._targets = _unit(await asyncio.to_thread(self._embedder.embed, descriptions))
+        query = _unit(await asyncio.to_thread(self._embedder.embed, [task]))[0]
+        return [float(s) for s in self._targets @ query]
+
+    async def _classify(self, task: str, ask: Ask) -> Route:
+        response = await ask(classify_request(task, self.config))
+        answer = response.text
+        target, rationale = _parse_choice(answer, self._names)
+        return Route(target=target, method="classifier", score=None, rationale=rationale)
+
+
+def _keyword_pattern(keywords: tuple[str, ...]) -> re.Pattern[str]:
+    """Any keyword as a whole word: not preceded or followed by a word character.
+
+    Spaces inside a phrase match any run of whitespace.
+    """
+    alternatives = sorted(
+        (r"\s+".join(re.escape(part) for part in k.split()) for k in keywords),
+        key=len,
+        reverse=True,
+    )
+    return re.compile(rf"(?<!\w)(?:{'|'.join(alternatives)})(?!\w)", re.IGNORECASE)
+
+
+def _rule_rationale(rule: RouteRule, matched: str) -> str:
+    said = f"keyword {matched!r}"
+    return f"{said} ({rule.description})" if rule.description else said
+
+
+def _unit(matrix: NDArray[np.float32]) -> NDArray[np.float32]:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    return (matrix / np.where(norms > 0.0, norms, 1.0)).astype(np.float32)
+
+
+def _parse_choice(answer: str, names: list[str]) -> tuple[str, str]:
+    """(target, rationale) from the classifier's answer (JSON, possibly fenced)."""
+    kept = answer[:_ANSWER_IN_DETAIL]
+    try:
+        data = json.loads(_unfenced(answer))
+    except json.JSONDecodeError as e:
+        raise PlanError(f"classifier answer is not JSON: {e}", answer=kept, targets=names) from None
+    target = data.get("target") if isinstance(data, dict) else None
+    if not isinstance(target, str) or target not in names:
+        raise PlanError(
+            f"classifier answer names no known target (got {target!r}; "
+            f"expected one of {', '.join(names)})",
+            answer=kept,
+            targets=names,
+        )
+    rationale = data.get("rationale", "")
+    if not isinstance(rationale, str):
+        raise PlanError("classifier rationale is not a string", answer=kept, targets=names)
+    return target, rationale.strip() or "(the classifier gave no rationale)"
+
+
+def _unfenced(text: str) -> str:
+    """The body of a fenced code block that is the whole answer, else the answer."""
+    stripped = text.strip()
+    if stripped.startswith("```") and stripped.endswith("```") and "\n" in stripped:
+        return stripped[stripped.index("\n") + 1 : -3]
+    return text

@@ -1,0 +1,32 @@
+"""Cancelling a job on a real Ray: its agents stop their subtasks."""
+
+from __future__ import annotations
+
+import pytest
+
+import runtime
+
+
+def test_cancel_ends_the_job_and_its_running_subtasks(rt):
+    team = runtime.Team(
+        name="cancelme",
+        planner_model="offline",
+        models={"cancel-slow": runtime.OfflineModel(latency_s=60.0)},
+        agents=[runtime.AgentSpec(name="cancel-agent", role="worker", model="cancel-slow",
+                                  memory=runtime.MemoryPolicy(recall=False))],
+    )  # fmt: skip
+    job = rt.submit("- one.\n- two.", team=team)
+    for event in job.events(timeout=60):
+        if event.type == "subtask_started":
+            break
+
+    assert job.cancel() is True
+    with pytest.raises(runtime.JobCancelled) as info:
+        job.result(timeout=30)
+
+    result = info.value.detail["result"]
+    assert result.status == "cancelled"
+    assert job.status() == "cancelled"
+    assert job.cancel() is False
+    # nothing the agents were doing for the job completed a model call
+    assert [r for r in rt.usage(job.job_id) if r.agent == "cancel-agent"] == []
