@@ -162,7 +162,7 @@ def spawn_system(
     sandboxes = [
         _remote(ToolSandbox)
         .options(**_options(f"tools/{n}", max_restarts=SYSTEM_RESTARTS))
-        .remote(tools, name=f"tools-{n}")
+        .remote(tools, name=f"tools-{n}", router=RayRouterClient(router))
         for n in range(tools.sandboxes)
     ]
     orchestrator = (

@@ -81,7 +81,16 @@ from protocols.models import (
     RouteSpec,
     Strategy,
 )
-from protocols.payloads import ErrorPayload, Event, Payload, TaskRequest, TaskResult, ToolResult
+from protocols.payloads import (
+    ApprovalDecision,
+    ApprovalRequest,
+    ErrorPayload,
+    Event,
+    Payload,
+    TaskRequest,
+    TaskResult,
+    ToolResult,
+)
 from protocols.team import (
     AgentSpec,
     ModelSpec,
@@ -101,6 +110,8 @@ __all__ = [
     "AgentMessage",
     "AgentSpec",
     "AnthropicModel",
+    "ApprovalDecision",
+    "ApprovalRequest",
     "AuthFailed",
     "BadRequest",
     "Budget",

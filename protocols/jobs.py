@@ -29,7 +29,14 @@ __all__ = [
 ]
 
 JobStatus = Literal[
-    "pending", "planning", "running", "aggregating", "succeeded", "failed", "cancelled"
+    "pending",
+    "planning",
+    "running",
+    "awaiting_approval",
+    "aggregating",
+    "succeeded",
+    "failed",
+    "cancelled",
 ]
 TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 
@@ -173,6 +180,8 @@ class JobEvent(_Data):
         "job_succeeded",
         "job_failed",
         "job_cancelled",
+        "approval_requested",
+        "approval_decided",
     ]
     subtask_id: str | None = None
     data: dict[str, object] = Field(default_factory=dict)

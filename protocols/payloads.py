@@ -11,6 +11,8 @@ from protocols.llm import Budget, LLMRequest, LLMResponse, ToolCall, Usage
 from protocols.memory import MemoryHits, MemoryQuery, MemoryWrite
 
 __all__ = [
+    "ApprovalDecision",
+    "ApprovalRequest",
     "ErrorPayload",
     "Event",
     "Payload",
@@ -123,6 +125,27 @@ class Event(_Frozen):
     data: dict[str, Any] = Field(default_factory=dict)
 
 
+class ApprovalRequest(_Frozen):
+    """A tool that needs a human asks for approval of one exact call."""
+
+    kind: Literal["approval_request"] = "approval_request"
+    approval_id: str = Field(description="Bound to the job, subtask, step, tool and arguments.")
+    task_id: str | None = None
+    agent: str
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class ApprovalDecision(_Frozen):
+    """A human's answer to an ``ApprovalRequest``."""
+
+    kind: Literal["approval_decision"] = "approval_decision"
+    approval_id: str
+    approved: bool
+    reason: str = ""
+    decided_at: float = 0.0
+
+
 Payload = Annotated[
     TaskRequest
     | TaskResult
@@ -134,6 +157,8 @@ Payload = Annotated[
     | MemoryWrite
     | MemoryQuery
     | MemoryHits
+    | ApprovalRequest
+    | ApprovalDecision
     | ErrorPayload,
     Field(discriminator="kind"),
 ]

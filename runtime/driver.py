@@ -21,6 +21,7 @@ from actors.memory.config import MemoryConfig
 from actors.router import RouterStats
 from actors.tools.config import ToolsConfig
 from protocols import (
+    ApprovalRequest,
     Budget,
     ConfigError,
     DeadLetter,
@@ -108,6 +109,27 @@ class JobHandle:
                 f"job {self.job_id} failed: {message}", job_id=self.job_id, result=result
             )
         return result
+
+    def approvals(self) -> list[ApprovalRequest]:
+        """Tool calls of the job waiting for a human (tool, exact arguments, approval id)."""
+        pending: list[ApprovalRequest] = _get(self._orchestrator.approvals.remote(self.job_id))
+        return pending
+
+    def approve(self, approval_id: str, reason: str = "") -> bool:
+        """Let the held call run; False if nothing waits under ``approval_id``."""
+        done: bool = _get(
+            self._orchestrator.decide.remote(self.job_id, approval_id, approved=True, reason=reason)
+        )
+        return done
+
+    def reject(self, approval_id: str, reason: str = "") -> bool:
+        """Refuse the held call (the agent sees the refusal); False if nothing waits."""
+        done: bool = _get(
+            self._orchestrator.decide.remote(
+                self.job_id, approval_id, approved=False, reason=reason
+            )
+        )
+        return done
 
     def cancel(self) -> bool:
         """Cancel the job: running subtasks stop at their agents; False if it had finished."""

@@ -18,6 +18,7 @@ from typing import Protocol
 import structlog
 
 from actors._endpoint import RouterClient, serve_envelope
+from actors.orchestrator.approvals import ApprovalDesk
 from actors.orchestrator.dispatch import Dispatcher
 from actors.orchestrator.jobs import (
     ME,
@@ -30,6 +31,7 @@ from actors.orchestrator.journal import Journal
 from actors.orchestrator.planning import aggregate_request, make_plan
 from protocols import (
     AgentMessage,
+    ApprovalRequest,
     Budget,
     ErrorCode,
     ErrorPayload,
@@ -93,6 +95,7 @@ class Orchestrator:
         )
         self._keep_jobs = keep_jobs
         self._journal = journal if isinstance(journal, Journal | None) else Journal(journal)
+        self._desk = ApprovalDesk(self._journal)
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self._resumed = False
@@ -200,15 +203,31 @@ class Orchestrator:
         return await serve_envelope(data, self._handle, me=ME)
 
     async def _handle(self, message: AgentMessage) -> AgentMessage:
-        if not isinstance(message.payload, Event) or message.job_id is None:
-            raise InvalidInput(
-                f"orchestrator takes job events, not {message.kind!r}", kind=message.kind
-            )
+        if message.job_id is None:
+            raise InvalidInput(f"orchestrator takes messages about a job, not {message.kind!r}")
         job = self._job(message.job_id)
-        if message.payload.name != "llm_delta":
-            raise InvalidInput(f"unknown job event {message.payload.name!r}")
-        await emit(job, "llm_delta", data=message.payload.data)
-        return message.reply(Event(name="ack"), sender=ME)
+        match message.payload:
+            case Event(name="llm_delta") as event:
+                await emit(job, "llm_delta", data=event.data)
+                return message.reply(Event(name="ack"), sender=ME)
+            case ApprovalRequest() as request:
+                return message.reply(await self._desk.hold(job, request), sender=ME)
+            case _:
+                raise InvalidInput(f"orchestrator cannot handle {message.kind!r}")
+
+    async def approvals(self, job_id: str) -> list[ApprovalRequest]:
+        """The job's tool calls waiting for a human."""
+        return self._desk.pending(self._job(job_id))
+
+    async def decide(
+        self, job_id: str, approval_id: str, *, approved: bool, reason: str = ""
+    ) -> bool:
+        """Approve or reject a waiting tool call; False if nothing waits under that id.
+
+        Raises:
+            JobNotFound: no such job.
+        """
+        return await self._desk.decide(self._job(job_id), approval_id, approved, reason)
 
     async def cancel(self, job_id: str) -> bool:
         """Cancel a job: its running subtasks are stopped at their agents, none starts again.

@@ -10,6 +10,8 @@ from typing import Any
 
 from protocols import (
     AgentMessage,
+    ApprovalDecision,
+    ApprovalRequest,
     Budget,
     ErrorPayload,
     Event,
@@ -67,6 +69,10 @@ class Job:
     """Subtasks that finished (before a restart too): they are not run again."""
     runner: asyncio.Task[None] | None = None
     cancel_requested: bool = False
+    approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[ApprovalDecision]]] = field(
+        default_factory=dict
+    )
+    """Tool calls held for a human, by approval id."""
 
 
 async def wait_until(job: Job, ready: Callable[[], bool], timeout: float | None) -> None:

@@ -11,7 +11,15 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from protocols import Budget, JobResult, Plan, SubtaskResult, TeamSpec
+from protocols import (
+    ApprovalDecision,
+    ApprovalRequest,
+    Budget,
+    JobResult,
+    Plan,
+    SubtaskResult,
+    TeamSpec,
+)
 
 __all__ = ["Journal", "Unfinished"]
 
@@ -21,6 +29,10 @@ CREATE TABLE IF NOT EXISTS jobs (
     budget TEXT, submitted_at REAL NOT NULL, result TEXT
 );
 CREATE TABLE IF NOT EXISTS plans (job_id TEXT PRIMARY KEY, plan TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS approvals (
+    job_id TEXT NOT NULL, approval_id TEXT NOT NULL, request TEXT NOT NULL,
+    decision TEXT NOT NULL, PRIMARY KEY (job_id, approval_id)
+);
 CREATE TABLE IF NOT EXISTS subtasks (
     job_id TEXT NOT NULL, subtask_id TEXT NOT NULL, result TEXT NOT NULL,
     PRIMARY KEY (job_id, subtask_id)
@@ -82,6 +94,21 @@ class Journal:
             "INSERT OR REPLACE INTO subtasks VALUES (?, ?, ?)",
             (job_id, result.id, result.model_dump_json()),
         )
+
+    def decide(self, job_id: str, request: ApprovalRequest, decision: ApprovalDecision) -> None:
+        """Record a human's decision on a tool call, with the exact call it was about."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO approvals VALUES (?, ?, ?, ?)",
+            (job_id, decision.approval_id, request.model_dump_json(), decision.model_dump_json()),
+        )
+
+    def decision(self, job_id: str, approval_id: str) -> ApprovalDecision | None:
+        """The recorded decision on a tool call, if a human made one."""
+        row = self._db.execute(
+            "SELECT decision FROM approvals WHERE job_id = ? AND approval_id = ?",
+            (job_id, approval_id),
+        ).fetchone()
+        return None if row is None else ApprovalDecision.model_validate_json(row[0])
 
     def finish(self, result: JobResult) -> None:
         """Record the job's result; it will not be resumed."""

@@ -39,3 +39,6 @@ class ToolsConfig(BaseModel):
     file_max_bytes: int = Field(default=1_000_000, gt=0)
     max_output_bytes: int = Field(default=64_000, gt=0, description="Cap on a result's data.")
     mcp_servers: tuple[MCPServerSpec, ...] = Field(default=(), description="Tool sources.")
+    approval_required: tuple[str, ...] = Field(
+        default=(), description="Tools a human must approve call by call (besides those marked)."
+    )

@@ -19,7 +19,7 @@ from typing import Any
 import structlog
 from jsonschema import Draft202012Validator
 
-from actors._endpoint import serve_envelope
+from actors._endpoint import RouterClient, serve_envelope
 from actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
 from actors.tools.config import ToolsConfig
 from actors.tools.idempotency import IdempotencyStore, idempotency_key
@@ -28,6 +28,8 @@ from actors.tools.mcp_source import MCPToolSource
 from actors.tools.validation import check_schema, validate_arguments
 from protocols import (
     AgentMessage,
+    ApprovalDecision,
+    ApprovalRequest,
     ConfigError,
     ErrorPayload,
     InvalidInput,
@@ -61,9 +63,11 @@ class ToolSandbox:
         name: str = "tools",
         isolation: Isolation | None = None,
         mcp_factory: Callable[[MCPServerSpec], MCPToolSource] = MCPToolSource,
+        router: RouterClient | None = None,
     ) -> None:
         self._config = config = config or ToolsConfig()
         self._name = name
+        self._router = router
         settings = BuiltinSettings(
             isolation=isolation or Isolation(allow_unisolated=config.allow_unisolated),
             limits=config.limits,
@@ -73,7 +77,9 @@ class ToolSandbox:
             http_timeout_s=config.http_timeout_s,
             file_max_bytes=config.file_max_bytes,
         )
-        self._tools: dict[str, tuple[ToolDef, Runner]] = builtin_tools(settings)
+        self._tools: dict[str, tuple[ToolDef, Runner]] = {}
+        for definition, run in builtin_tools(settings).values():
+            self.register(definition, run)
         self._sources = [mcp_factory(spec) for spec in config.mcp_servers]
         self._sources_ready = asyncio.Lock()
         self._mcp_loaded = False
@@ -91,6 +97,8 @@ class ToolSandbox:
             ConfigError: its parameter schema is not valid JSON Schema.
         """
         check_schema(definition.parameters, tool=definition.name)
+        if definition.name in self._config.approval_required:
+            definition = definition.model_copy(update={"requires_approval": True})
         self._tools[definition.name] = (definition, run)
 
     async def find(self, tag: str | None = None, keyword: str | None = None) -> list[ToolDef]:
@@ -138,6 +146,8 @@ class ToolSandbox:
             definition, run = self._resolve(call.tool, agent)
             arguments = validate_arguments(call.arguments, definition.parameters, tool=call.tool)
             context = ToolContext(job_id, call.task_id, agent, self._scratch(job_id))
+            if definition.requires_approval:
+                await self._approval(call, arguments, agent=agent, job_id=job_id)
             if definition.side_effects:
                 key = idempotency_key(job_id, call.task_id, call.step, call.tool, arguments)
                 result = await self._once(
@@ -152,6 +162,34 @@ class ToolSandbox:
         return result.model_copy(
             update={"call_id": call.call_id, "tool": call.tool, "metadata": metadata}
         )
+
+    async def _approval(
+        self, call: ToolCall, arguments: dict[str, Any], *, agent: str, job_id: str | None
+    ) -> None:
+        """Wait for a human to approve this exact call (through the orchestrator).
+
+        Raises:
+            ToolError: rejected, or nobody can be asked.
+        """
+        if self._router is None or job_id is None:
+            raise ToolError(f"{call.tool!r} needs a human's approval, and no job can ask for it")
+        approval_id = idempotency_key(job_id, call.task_id, call.step, call.tool, arguments)
+        request = ApprovalRequest(approval_id=approval_id, task_id=call.task_id, agent=agent,
+                                  tool=call.tool, arguments=arguments)  # fmt: skip
+        reply = await self._router.request(
+            AgentMessage(
+                sender=self._name, recipient="orchestrator", job_id=job_id, payload=request
+            )
+        )
+        decision = reply.payload
+        if not isinstance(decision, ApprovalDecision) or decision.approval_id != approval_id:
+            raise ToolError(f"no approval for {call.tool!r}: {getattr(decision, 'message', '')}")
+        if not decision.approved:
+            raise ToolError(
+                f"a human rejected {call.tool!r}"
+                + (f": {decision.reason}" if decision.reason else ""),
+                approval_id=approval_id,
+            )
 
     def _resolve(self, tool: str, agent: str) -> tuple[ToolDef, Runner]:
         if tool not in self._grants.get(agent):

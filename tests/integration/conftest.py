@@ -26,6 +26,7 @@ def rt(tmp_path_factory):
         scratch_root=root / "scratch",
         mcp_servers=(runtime.MCPServerSpec(name="testmcp", command=STDIO_COMMAND),),
         limits=runtime.Limits(wall_s=10.0, memory_mb=256),
+        approval_required=("echo",),
     )
     troupe = runtime.connect(address="local", num_cpus=2, log_level="warning", tools_config=tools)
     yield troupe

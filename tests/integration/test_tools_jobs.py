@@ -92,3 +92,26 @@ def test_a_side_effect_is_not_repeated_after_the_sandbox_actor_is_killed(rt):
     assert again.ok
     assert again.metadata["replayed"] is True
     assert again.call_id == "second"
+
+
+def test_a_tool_needing_approval_waits_for_a_human_on_ray(rt, wire):
+    wire.reset()
+    wire.script(Reply.tool("echo", {"text": "ship it"}), Default())
+    job = rt.submit("Echo the release call.", team=_team(wire, "approver", ["echo"]))
+    requested = None
+    for event in job.events(timeout=60):
+        if event.type == "approval_requested":
+            requested = event
+            break
+    assert requested is not None
+    assert job.status() == "awaiting_approval"
+    (pending,) = job.approvals()
+    assert (pending.tool, pending.arguments) == ("echo", {"text": "ship it"})
+    assert wire.request_count == 1  # the model waits with the tool call held
+
+    assert job.approve(pending.approval_id) is True
+    result = job.result(timeout=60)
+
+    assert result.status == "succeeded"
+    assert wire.requests[1].body["messages"][-1]["content"] == "ship it"
+    assert job.approve(pending.approval_id) is False

@@ -8,6 +8,8 @@ from typing import Any
 import pytest
 
 from protocols import (
+    ApprovalDecision,
+    ApprovalRequest,
     ChatMessage,
     ErrorCode,
     ErrorPayload,
@@ -117,6 +119,10 @@ def _samples() -> dict[str, Any]:
                 ),
             )
         ),
+        "approval_request": ApprovalRequest(
+            approval_id="a1", task_id="s1", agent="clerk", tool="pay", arguments={"amount": 3}
+        ),
+        "approval_decision": ApprovalDecision(approval_id="a1", approved=False, reason="no"),
         "error": error,
     }
 

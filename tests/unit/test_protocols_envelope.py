@@ -28,6 +28,8 @@ KINDS = [
     "memory_write",
     "memory_query",
     "memory_hits",
+    "approval_request",
+    "approval_decision",
     "error",
 ]
 HEX32 = re.compile(r"^[0-9a-f]{32}$")

@@ -187,10 +187,11 @@ class FlakyMailbox:
         return await self.inner.receive(data)
 
 
-def in_process_sandbox() -> ToolSandbox:
+def in_process_sandbox(router: LocalRouterClient | None = None) -> ToolSandbox:
     """A tool sandbox keeping its state and scratch in a fresh temporary directory."""
     root = Path(tempfile.mkdtemp(prefix="troupe-unit-"))
-    return ToolSandbox(ToolsConfig(state_dir=root / "state", scratch_root=root / "scratch"))
+    config = ToolsConfig(state_dir=root / "state", scratch_root=root / "scratch")
+    return ToolSandbox(config, router=router)
 
 
 def in_process_memory(router: LocalRouterClient | None = None) -> MemoryStore:
@@ -216,7 +217,7 @@ class InProcessProvisioner:
     ) -> None:
         self.router = router
         self.pool = pool
-        self.sandbox = sandbox or in_process_sandbox()
+        self.sandbox = sandbox or in_process_sandbox(client)
         self.client = client
         self.wrap: Wrap = wrap or (lambda _name, agent: agent)
         self.agents: dict[str, AgentActor] = {}
@@ -281,4 +282,5 @@ async def build_troupe(
     memory = in_process_memory(client)
     await router.register("memory", memory)
     orchestrator = Orchestrator(client, provisioner, max_attempts=max_attempts)
+    await router.register("orchestrator", orchestrator)
     return Troupe(router, client, pool, llm, provisioner, orchestrator, memory)
