@@ -34,6 +34,8 @@ from protocols import (
     ErrorPayload,
     InvalidInput,
     MCPServerSpec,
+    TaskRequest,
+    TaskResult,
     ToolCall,
     ToolDef,
     ToolError,
@@ -43,7 +45,24 @@ from protocols import (
     TroupeError,
 )
 
-__all__ = ["ToolSandbox", "ToolsConfig"]
+__all__ = ["DELEGATE", "ToolSandbox", "ToolsConfig"]
+
+DELEGATE = ToolDef(
+    name="delegate",
+    description="Ask another agent, by name, to do a piece of work; returns its answer.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "agent": {"type": "string", "minLength": 1},
+            "instructions": {"type": "string", "minLength": 1},
+        },
+        "required": ["agent", "instructions"],
+        "additionalProperties": False,
+    },
+    timeout_s=300.0,
+    tags=("agents",),
+)
+"""Manager-as-tools: a manager agent granted this tool can call other agents like tools."""
 
 log = structlog.get_logger("raytroupe.tools")
 
@@ -80,6 +99,8 @@ class ToolSandbox:
         self._tools: dict[str, tuple[ToolDef, Runner]] = {}
         for definition, run in builtin_tools(settings).values():
             self.register(definition, run)
+        if router is not None:
+            self.register(DELEGATE, self._delegate)
         self._sources = [mcp_factory(spec) for spec in config.mcp_servers]
         self._sources_ready = asyncio.Lock()
         self._mcp_loaded = False
@@ -190,6 +211,32 @@ class ToolSandbox:
                 + (f": {decision.reason}" if decision.reason else ""),
                 approval_id=approval_id,
             )
+
+    async def _delegate(self, arguments: dict[str, Any], ctx: ToolContext) -> object:
+        """Manager-as-tools: ask another agent to do a piece of work; its answer is the data."""
+        target = str(arguments["agent"])
+        if target == ctx.agent:
+            raise ToolError("an agent cannot delegate to itself")
+        if self._router is None:
+            raise ToolError("delegation needs the router")
+        request = TaskRequest(
+            task_id=f"{ctx.task_id or 'task'}.delegated",
+            instructions=str(arguments["instructions"]),
+            inputs={"from": ctx.agent},
+        )
+        reply = await self._router.request(
+            AgentMessage(sender=self._name, recipient=target, job_id=ctx.job_id, payload=request)
+        )
+        match reply.payload:
+            case TaskResult(status="succeeded") as done:
+                return {"agent": done.agent, "output": done.output}
+            case TaskResult() as done:
+                why = done.error.message if done.error else done.stop_reason
+                raise ToolError(f"{target} could not do it: {why}")
+            case ErrorPayload() as error:
+                raise ToolError(f"cannot reach {target}: {error.message}")
+            case other:
+                raise ToolError(f"{target} answered with {other.kind!r}")
 
     def _resolve(self, tool: str, agent: str) -> tuple[ToolDef, Runner]:
         if tool not in self._grants.get(agent):
