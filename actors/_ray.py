@@ -131,13 +131,16 @@ def spawn_system(
     tools: ToolsConfig | None = None,
     memory: MemoryConfig | None = None,
     journal: Path | None = None,
+    *,
+    otel: bool = False,
 ) -> SystemHandles:
     """Start the system actors, or find the running ones, and wire them together.
 
     ``config`` configures a pool this call starts (a running pool keeps its own), and
     ``tools`` the tool sandboxes and ``memory`` the memory store it starts, and
     ``journal`` is the orchestrator's journal file (default ``~/.raytroupe/journal.sqlite``);
-    ``models`` are served by the pool, replacing aliases of the same name.
+    ``models`` are served by the pool, replacing aliases of the same name; with ``otel`` an
+    orchestrator this call starts exports each job's trace to OpenTelemetry.
     """
     tools = tools or ToolsConfig()
     router = (
@@ -172,6 +175,7 @@ def spawn_system(
             RayRouterClient(router),
             RayTeamProvisioner(router, llm, sandboxes),
             journal=journal or Path.home() / ".raytroupe" / "journal.sqlite",
+            otel=otel,
         )
     )
     pending = [

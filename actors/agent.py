@@ -33,6 +33,7 @@ from protocols import (
     MemoryQuery,
     MemoryWrite,
     ModelError,
+    Span,
     TaskRequest,
     TaskResult,
     ToolCall,
@@ -69,6 +70,8 @@ class _Loop:
     turns: int = 0
     tool_calls: int = 0
     providers: list[str] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+    """One per model and tool call, unparented (the orchestrator places them)."""
 
 
 class AgentActor:
@@ -206,6 +209,7 @@ class AgentActor:
                     "tool_calls": loop.tool_calls,
                     "providers": tuple(dict.fromkeys(loop.providers)),
                     "usage": loop.usage,
+                    "spans": tuple(loop.spans),
                     "started_at": started,
                     "finished_at": self._clock(),
                     **fields,
@@ -218,6 +222,7 @@ class AgentActor:
                 if stop := loop.limits.before_model_call():
                     break
                 recalled = await self._recall(message, spec, request, loop.messages)
+                asked = self._clock()
                 answer = await self._ask(
                     message,
                     LLMRequest(
@@ -231,6 +236,7 @@ class AgentActor:
                 )
                 loop.turns += 1
                 loop.usage += answer.usage
+                loop.spans.append(_model_span(spec.model, answer, asked, self._clock()))
                 loop.providers.append(answer.provider)
                 if not answer.tool_calls:
                     bound.info("subtask_done", turns=loop.turns)
@@ -276,7 +282,9 @@ class AgentActor:
                 return stop
             loop.tool_calls += 1
             step = loop.turns * 1000 + index
+            called = self._clock()
             outcome = await self._tool(cause, task_id, step, call)
+            loop.spans.append(_tool_span(outcome, called, self._clock()))
             bound.info("tool_called", tool=call.tool, ok=outcome.ok)
             text = _tool_text(outcome)
             results.append((call.tool, text))
@@ -364,6 +372,42 @@ class AgentActor:
                 raise error.to_exception()
             case other:
                 raise ModelError(f"llm pool answered with {other.kind!r}")
+
+
+def _model_span(alias: str, answer: LLMResponse, start: float, end: float) -> Span:
+    return Span(
+        name=f"model {alias}",
+        kind="model_call",
+        start=start,
+        end=max(start, end),
+        attributes={
+            "model_alias": alias,
+            "provider": answer.provider,
+            "deployment": answer.deployment,
+            "model": answer.model,
+            "prompt_tokens": answer.usage.prompt_tokens,
+            "completion_tokens": answer.usage.completion_tokens,
+            "cost_usd": answer.usage.cost_usd,
+            "latency_s": answer.latency_s,
+            "finish_reason": answer.finish_reason,
+        },
+    )
+
+
+def _tool_span(result: ToolResult, start: float, end: float) -> Span:
+    duration = result.metadata.get("duration_s")
+    return Span(
+        name=f"tool {result.tool}",
+        kind="tool_call",
+        start=start,
+        end=max(start, end),
+        attributes={
+            "tool": result.tool,
+            "ok": result.ok,
+            "error_code": result.error.code.value if result.error else None,
+            "duration_s": float(duration) if isinstance(duration, int | float) else None,
+        },
+    )
 
 
 def _tool_text(result: ToolResult) -> str:

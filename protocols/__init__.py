@@ -101,6 +101,7 @@ from protocols.team import (
     team_role,
 )
 from protocols.tools import MCPServerSpec, ToolDef
+from protocols.trace import Span, SpanKind, new_span_id
 
 __all__ = [
     "SCHEMA_VERSION",
@@ -171,6 +172,8 @@ __all__ = [
     "ScriptError",
     "ScriptedModel",
     "ScriptedTurn",
+    "Span",
+    "SpanKind",
     "Strategy",
     "StreamInterrupted",
     "SubtaskResult",
@@ -194,6 +197,7 @@ __all__ = [
     "decode",
     "encode",
     "new_id",
+    "new_span_id",
     "parse_address",
     "team_role",
 ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any, Literal
 
 from jsonschema import Draft202012Validator
@@ -15,6 +16,7 @@ from protocols.llm import Usage
 from protocols.payloads import ErrorPayload
 from protocols.resolution import Resolution
 from protocols.resolution import Strategy as ResolutionStrategy
+from protocols.trace import Span
 
 __all__ = [
     "DeadLetter",
@@ -162,6 +164,15 @@ class JobResult(_Data):
     usage: Usage = Field(default_factory=Usage)
     timings: Timings
     error: ErrorPayload | None = None
+    trace: tuple[Span, ...] = Field(
+        default=(), description="The job's spans; the first is the root (the job)."
+    )
+
+    def trace_json(self) -> str:
+        """The trace as a JSON object: ``{"trace_id", "job_id", "spans": [...]}``."""
+        trace_id = self.trace[0].trace_id if self.trace else ""
+        spans = [s.model_dump(mode="json") for s in self.trace]
+        return json.dumps({"trace_id": trace_id, "job_id": self.job_id, "spans": spans})
 
 
 class JobEvent(_Data):

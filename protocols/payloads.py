@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from protocols.errors import ErrorCode, TroupeError, error_class
 from protocols.llm import Budget, LLMRequest, LLMResponse, ToolCall, Usage
 from protocols.memory import MemoryHits, MemoryQuery, MemoryWrite
+from protocols.trace import Span
 
 __all__ = [
     "ApprovalDecision",
@@ -103,6 +104,9 @@ class TaskResult(_Frozen):
     usage: Usage = Field(default_factory=Usage)
     started_at: float = Field(description="UNIX time the agent started the subtask.")
     finished_at: float = Field(description="UNIX time the agent finished it.")
+    spans: tuple[Span, ...] = Field(
+        default=(), description="The agent's model and tool calls (unparented)."
+    )
 
 
 class ToolResult(_Frozen):

@@ -282,6 +282,7 @@ def connect(
     num_cpus: int | None = None,
     include_dashboard: bool = True,
     log_level: str | None = None,
+    otel: bool = False,
 ) -> Runtime:
     """Connect to raytroupe, starting what is missing.
 
@@ -306,6 +307,8 @@ def connect(
         num_cpus: CPUs of a local Ray this call starts (default: all).
         include_dashboard: start the Ray dashboard with a local Ray (``list_actors`` needs it).
         log_level: structlog level of this process (default ``$TROUPE_LOG_LEVEL`` or info).
+        otel: the orchestrator this call starts exports each job's trace to OpenTelemetry
+            (spans reach a collector only if its process configures an SDK TracerProvider).
     """
     configure_logging(log_level)
     owns_connection = not ray.is_initialized()
@@ -338,6 +341,7 @@ def connect(
             tools_config,
             memory_config,
             None if journal is None else Path(journal),
+            otel=otel,
         ),
         owns_connection=owns_connection,
     )

@@ -28,7 +28,9 @@ from actors.orchestrator.jobs import (
     wait_until,
 )
 from actors.orchestrator.journal import Journal
+from actors.orchestrator.otel import export_otel
 from actors.orchestrator.planning import aggregate_request, make_plan
+from actors.orchestrator.tracing import add_span, done_subtask_spans, job_trace
 from protocols import (
     AgentMessage,
     ApprovalRequest,
@@ -76,6 +78,8 @@ class Orchestrator:
         keep_jobs: finished jobs remembered for status, result and events queries.
         journal: where jobs, plans and subtask results are recorded; with one, a restarted
             orchestrator resumes every unfinished job (see :mod:`.journal`).
+        otel: also export each finished job's trace to OpenTelemetry (a no-op unless the
+            process has an SDK ``TracerProvider``); every ``JobResult`` carries it anyway.
     """
 
     def __init__(
@@ -87,8 +91,10 @@ class Orchestrator:
         max_attempts: int = 3,
         keep_jobs: int = 10_000,
         journal: Journal | str | Path | None = None,
+        otel: bool = False,
     ) -> None:
         self._router = router
+        self._otel = otel
         self._provisioner = provisioner
         self._dispatcher = Dispatcher(
             router, max_running=max_running, max_attempts=max_attempts, record=self._record
@@ -263,13 +269,15 @@ class Orchestrator:
             job.status = "planning"
             await self._provisioner.provision(job.team)
             provision_s = time.perf_counter() - mark
-            mark = time.perf_counter()
+            mark, planned = time.perf_counter(), time.time()
             if job.plan is None:
                 job.plan = await self._plan(job)
                 if self._journal is not None:
                     self._journal.plan(job.id, job.plan)
             plan = job.plan
             plan_s = time.perf_counter() - mark
+            add_span(job, "plan", "plan", planned, time.time(), subtasks=len(plan.subtasks))
+            done_subtask_spans(job)  # those that finished before a restart are not run again
             await emit(
                 job,
                 "plan_ready",
@@ -299,10 +307,11 @@ class Orchestrator:
                     ),
                 )
             else:
-                mark = time.perf_counter()
+                mark, aggregating = time.perf_counter(), time.time()
                 job.status = "aggregating"
                 await emit(job, "job_aggregating")
                 answer = await self._aggregate(job, subtasks)
+                add_span(job, "aggregate", "aggregate", aggregating, time.time())
                 aggregate_s = time.perf_counter() - mark
         except TroupeError as exc:
             error = ErrorPayload.from_exception(exc)
@@ -347,7 +356,13 @@ class Orchestrator:
             error=error,
             timings=timings,
         )
+        result = result.model_copy(update={"trace": job_trace(job, timings, result.status, error)})
         job.status = result.status
+        if self._otel:
+            try:  # tracing must never fail a job
+                export_otel(result.trace)
+            except Exception:
+                log.exception("otel_export_failed", job_id=job.id)
         log.info(
             "job_finished",
             job_id=job.id,

@@ -32,6 +32,11 @@ from actors.orchestrator.resolve import (
     make_candidate,
     merge,
 )
+from actors.orchestrator.tracing import (
+    attempt_span,
+    resolution_span,
+    subtask_span,
+)
 from protocols import (
     ErrorCode,
     ErrorPayload,
@@ -42,6 +47,7 @@ from protocols import (
     TaskRequest,
     TaskResult,
     TroupeError,
+    new_span_id,
     team_role,
 )
 from protocols.resolution import Candidate
@@ -109,6 +115,8 @@ class Dispatcher:
                         del waiting[sid]
                         results[sid] = skipped(sub, job.stopped)
                         self._record(job, results[sid])
+                        now = time.time()
+                        subtask_span(job, new_span_id(), results[sid], now, now)
                         await emit(job, "subtask_finished", sid, {"status": "skipped"})
                         progressed = True
                     elif all(d is not None for d in deps):
@@ -143,14 +151,18 @@ class Dispatcher:
             budget=job.budget,
         )
         async with job_slots, self._running:
+            span, started = new_span_id(), time.time()
             if job.stopped is not None:  # the budget ran out while this one waited for a slot
                 await emit(job, "subtask_finished", sub.id, {"status": "skipped"})
-                return skipped(sub, job.stopped)
+                result = skipped(sub, job.stopped)
+                subtask_span(job, span, result, started, started)
+                return result
             if sub.redundancy > 1:
-                result = await self._redundant(job, sub, request, ask)
+                result = await self._redundant(job, sub, request, ask, span)
             else:
-                result = await self._gated(job, sub, request)
+                result = await self._gated(job, sub, request, span)
             self._record(job, result)  # before the slot frees: the next may start
+            subtask_span(job, span, result, started, time.time())
         await emit(
             job,
             "subtask_finished",
@@ -159,10 +171,12 @@ class Dispatcher:
         )
         return result
 
-    async def _gated(self, job: Job, sub: PlannedSubtask, request: TaskRequest) -> SubtaskResult:
+    async def _gated(
+        self, job: Job, sub: PlannedSubtask, request: TaskRequest, span: str
+    ) -> SubtaskResult:
         """Deliver; an output failing the subtask's schema goes back with its problems."""
         for retries in range(job.team.gate_retries + 1):
-            result = await self._deliver(job, sub, request)
+            result = await self._deliver(job, sub, request, span)
             result = result.model_copy(update={"gate_retries": retries})
             if result.status != "succeeded" or (sub.output_schema is None and not sub.required):
                 return result
@@ -182,12 +196,13 @@ class Dispatcher:
         return result.model_copy(update={"status": "failed", "error": error})
 
     async def _redundant(
-        self, job: Job, sub: PlannedSubtask, request: TaskRequest, ask: Ask
+        self, job: Job, sub: PlannedSubtask, request: TaskRequest, ask: Ask, span: str
     ) -> SubtaskResult:
         """Ask ``redundancy`` agents at once; resolve their answers by the subtask's strategy."""
         results = await asyncio.gather(
-            *(self._gated(job, sub, request) for _ in range(sub.redundancy))
+            *(self._gated(job, sub, request, span) for _ in range(sub.redundancy))
         )
+        resolving = time.time()
         candidates = [_candidate(r, sub) for r in results]
         model = job.team.planner_model
         match sub.strategy:
@@ -205,6 +220,7 @@ class Dispatcher:
                                          budget=job.budget)  # fmt: skip
         log.info("resolved", job_id=job.id, task_id=sub.id, strategy=resolution.strategy,
                  chosen=resolution.chosen_agent)  # fmt: skip
+        resolution_span(job, span, sub, resolution, start=resolving, end=time.time())
         usage = sum((r.usage for r in results), resolution.usage)
         if not resolution.resolved:
             error = ErrorPayload(code=ErrorCode.QUALITY_GATE, message=resolution.rationale)
@@ -219,8 +235,13 @@ class Dispatcher:
             update={"output": resolution.chosen, "resolution": resolution, "usage": usage}
         )
 
-    async def _deliver(self, job: Job, sub: PlannedSubtask, request: TaskRequest) -> SubtaskResult:
-        """One answer from an agent of the role, dispatched again while its agent is gone."""
+    async def _deliver(
+        self, job: Job, sub: PlannedSubtask, request: TaskRequest, span: str
+    ) -> SubtaskResult:
+        """One answer from an agent of the role, dispatched again while its agent is gone.
+
+        Each attempt is a span under ``span`` (the subtask's), with the agent's spans below it.
+        """
         for attempt in range(1, self._max_attempts + 1):
             await emit(job, "subtask_started", sub.id, {"role": sub.role, "attempt": attempt})
             role = team_role(job.team.name, sub.role)
@@ -233,10 +254,23 @@ class Dispatcher:
                 attempt=attempt,
                 deadline=deadline,
             )
+            started = time.time()
             try:
                 answer: Payload = (await self._router.request(message)).payload
             except TroupeError as exc:  # the router itself is unreachable or restarting
                 answer = ErrorPayload.from_exception(exc)
+            answered = answer if isinstance(answer, TaskResult) else None
+            attempt_span(
+                job,
+                span,
+                attempt=attempt,
+                routed_to=f"role:{role}",
+                start=started,
+                end=time.time(),
+                agent=answered.agent if answered else None,
+                error=answered.error if answered else _error(answer),
+                agent_spans=answered.spans if answered else (),
+            )
             match answer:
                 case TaskResult() as done:
                     return from_task_result(sub, done, attempt)
@@ -251,6 +285,10 @@ class Dispatcher:
                     )
                     return failed(sub, error, attempt)
         raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
+
+
+def _error(answer: Payload) -> ErrorPayload | None:
+    return answer if isinstance(answer, ErrorPayload) else None
 
 
 def _candidate(result: SubtaskResult, sub: PlannedSubtask) -> Candidate:

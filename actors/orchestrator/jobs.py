@@ -21,6 +21,7 @@ from protocols import (
     LLMRequest,
     Plan,
     PlannedSubtask,
+    Span,
     SubtaskResult,
     TaskRequest,
     TaskResult,
@@ -73,6 +74,8 @@ class Job:
         default_factory=dict
     )
     """Tool calls held for a human, by approval id."""
+    spans: list[Span] = field(default_factory=list)
+    """The job's trace so far, but for its root (``job.trace``'s span): see ``.tracing``."""
 
 
 async def wait_until(job: Job, ready: Callable[[], bool], timeout: float | None) -> None:
@@ -98,7 +101,7 @@ def _subtask(sub: PlannedSubtask, **fields: Any) -> SubtaskResult:
 
 def from_task_result(sub: PlannedSubtask, done: TaskResult, attempt: int) -> SubtaskResult:
     """The subtask as an agent reported it."""
-    return _subtask(sub, attempt=attempt, **done.model_dump(exclude={"kind", "task_id"}))
+    return _subtask(sub, attempt=attempt, **done.model_dump(exclude={"kind", "task_id", "spans"}))
 
 
 def failed(sub: PlannedSubtask, error: ErrorPayload, attempt: int) -> SubtaskResult:

@@ -196,3 +196,17 @@ def test_example_driver_joins_the_running_ray(rt):
     assert "status: succeeded" in done.stdout
     assert "17 * 23 + 4 = 395" in done.stdout
     assert "Started a local Ray instance" not in done.stderr
+
+
+def test_a_job_on_ray_carries_its_trace(rt):
+    result = rt.submit("- What is 2 + 2?\n- Say done.", team=_research_team()).result(timeout=60)
+
+    kinds = [s.kind for s in result.trace]
+    assert kinds[0] == "job"
+    assert {"plan", "subtask", "attempt", "model_call", "tool_call", "aggregate"} <= set(kinds)
+    ids = {s.span_id for s in result.trace}
+    assert all(s.parent_id in ids for s in result.trace[1:])
+    assert len({s.trace_id for s in result.trace}) == 1
+    calls = [s for s in result.trace if s.kind == "model_call"]
+    assert all(s.attributes["provider"] == "offline" for s in calls)
+    assert '"spans"' in result.trace_json()

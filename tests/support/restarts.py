@@ -3,16 +3,29 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
 from typing import Any
 
-from actors._ray_client import through_restarts
+from ray.exceptions import RayActorError
 
 
 def after_restart(make_call: Callable[[], Any], within_s: float = 60.0) -> Any:
-    """The result of ``make_call()`` (a Ray call), made again while its actor restarts."""
+    """The result of ``make_call()`` (a Ray call), made again until its actor is back.
+
+    Right after a kill, a call may find the actor dead (before Ray notices the restart) or
+    restarting; both are retried, with a growing pause, for ``within_s`` at most.
+    """
 
     async def call() -> Any:
-        return await make_call()
+        deadline, pause = time.monotonic() + within_s, 0.05
+        while True:
+            try:
+                return await make_call()
+            except RayActorError:
+                if time.monotonic() + pause > deadline:
+                    raise
+                await asyncio.sleep(pause)
+                pause = min(pause * 2, 1.0)
 
-    return asyncio.run(through_restarts(call, within_s=within_s))
+    return asyncio.run(call())

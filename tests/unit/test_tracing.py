@@ -1,0 +1,193 @@
+"""Every job's trace: spans on the JobResult, as JSON, and exported to OpenTelemetry."""
+
+import json
+
+import pytest
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from wiring import build_troupe, run
+
+from actors.orchestrator.otel import export_otel
+from protocols import AgentSpec, JobResult, PlannedSubtask, Span, TeamSpec
+
+TASK = "Help me:\n- Compute 17 * 23 + 4\n- Describe the tower"
+
+
+def calculating_team() -> TeamSpec:
+    agents = (
+        AgentSpec(name="ada", role="researcher"),
+        AgentSpec(name="alan", role="analyst", tools=("calculator",)),
+    )
+    return TeamSpec(name="research", agents=agents)
+
+
+@pytest.fixture(scope="module")
+def job() -> JobResult:
+    async def main():
+        troupe = await build_troupe()
+        return await troupe.run(TASK, calculating_team())
+
+    result = run(main())
+    assert result.status == "succeeded", result.error
+    return result
+
+
+def kinds(spans: tuple[Span, ...], kind: str) -> list[Span]:
+    return [s for s in spans if s.kind == kind]
+
+
+def test_a_job_has_one_root_a_plan_its_subtasks_their_attempts_and_an_aggregate(job):
+    trace = job.trace
+    (root,) = kinds(trace, "job")
+    assert trace[0] == root
+    assert root.parent_id is None
+    assert [s for s in trace if s.parent_id is None] == [root]
+    assert len(kinds(trace, "plan")) == 1
+    assert len(kinds(trace, "aggregate")) == 1
+    subtasks = kinds(trace, "subtask")
+    assert sorted(s.attributes["subtask_id"] for s in subtasks) == ["s1", "s2"]
+    by_id = {s.span_id: s for s in trace}
+    for sub in subtasks:
+        assert sub.parent_id == root.span_id
+        assert sub.attributes["status"] == "succeeded"
+        assert sub.attributes["attempt"] == 1
+        attempts = [s for s in trace if s.parent_id == sub.span_id]
+        assert [a.kind for a in attempts] == ["attempt"]
+        assert attempts[0].attributes["agent"] == sub.attributes["agent"]
+        assert str(attempts[0].attributes["routed_to"]).startswith("role:")
+    for span in kinds(trace, "model_call") + kinds(trace, "tool_call"):
+        assert by_id[span.parent_id].kind == "attempt"
+
+
+def test_model_and_tool_calls_carry_their_facts(job):
+    calls = kinds(job.trace, "model_call")
+    assert len(calls) == 3  # two turns for the arithmetic (tool, then answer), one for words
+    for call in calls:
+        assert call.attributes["provider"] == "offline"
+        assert call.attributes["model_alias"] == "default"
+        assert isinstance(call.attributes["prompt_tokens"], int)
+        assert call.attributes["prompt_tokens"] > 0
+        assert isinstance(call.attributes["completion_tokens"], int)
+        assert "finish_reason" in call.attributes
+    (tool,) = kinds(job.trace, "tool_call")
+    assert tool.attributes["tool"] == "calculator"
+    assert tool.attributes["ok"] is True
+    assert tool.attributes["error_code"] is None
+    assert isinstance(tool.attributes["duration_s"], float)
+
+
+def test_a_trace_is_one_tree_in_one_trace_and_time(job):
+    trace = job.trace
+    by_id = {s.span_id: s for s in trace}
+    assert len(by_id) == len(trace)
+    assert {s.trace_id for s in trace} == {trace[0].trace_id}
+    assert trace[0].trace_id
+    for span in trace[1:]:
+        parent = by_id[span.parent_id]
+        assert parent.start <= span.start <= span.end <= parent.end, (span, parent)
+
+
+def test_a_trace_round_trips_through_json(job):
+    data = json.loads(job.trace_json())
+    assert data["job_id"] == job.job_id
+    assert data["trace_id"] == job.trace[0].trace_id
+    assert tuple(Span.model_validate(s) for s in data["spans"]) == job.trace
+    assert JobResult.model_validate_json(job.model_dump_json()) == job
+
+
+def test_a_redundant_subtask_has_a_resolution_span():
+    async def main():
+        troupe = await build_troupe()
+        agents = (AgentSpec(name="a1", role="w"), AgentSpec(name="a2", role="w"))
+        step = PlannedSubtask(id="s1", role="w", instructions="Say hello.", redundancy=2)
+        team = TeamSpec(name="q", agents=agents, plan=(step,))
+        return await troupe.run("q", team)
+
+    result = run(main())
+    assert result.status == "succeeded", result.error
+    (sub,) = kinds(result.trace, "subtask")
+    (resolution,) = kinds(result.trace, "resolution")
+    assert resolution.parent_id == sub.span_id
+    assert resolution.attributes["strategy"] == "majority"
+    assert resolution.attributes["candidates"] == 2
+    assert resolution.attributes["chosen_agent"] in {"a1", "a2"}
+    assert "rationale" in resolution.attributes
+    attempts = [s for s in result.trace if s.parent_id == sub.span_id and s.kind == "attempt"]
+    assert len(attempts) == 2
+
+
+def test_the_trace_exports_to_opentelemetry_with_its_parents(job):
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    count = export_otel(job.trace, provider.get_tracer("raytroupe"))
+    exported = exporter.get_finished_spans()
+    assert count == len(exported) == len(job.trace)
+    by_ours = {s.attributes["raytroupe.span_id"]: s for s in exported}
+    assert set(by_ours) == {s.span_id for s in job.trace}
+    assert len({s.context.trace_id for s in exported}) == 1
+    for span in job.trace:
+        otel = by_ours[span.span_id]
+        assert otel.start_time == int(span.start * 1e9)
+        assert otel.attributes["raytroupe.kind"] == span.kind
+        if span.parent_id is None:
+            assert otel.parent is None
+        else:
+            assert otel.parent.span_id == by_ours[span.parent_id].context.span_id
+
+
+def test_the_orchestrator_exports_when_asked_and_survives_a_broken_export(monkeypatch):
+    from actors.orchestrator import actor  # noqa: PLC0415
+
+    seen: list[int] = []
+
+    def broken(spans):
+        seen.append(len(spans))
+        raise RuntimeError("collector down")
+
+    monkeypatch.setattr(actor, "export_otel", broken)
+
+    async def main():
+        troupe = await build_troupe()
+        troupe.orchestrator._otel = True
+        return await troupe.run(
+            "Describe the tower", TeamSpec(agents=(AgentSpec(name="a", role="r"),))
+        )
+
+    result = run(main())
+    assert result.status == "succeeded", result.error
+    assert seen == [len(result.trace)]
+
+
+def test_subtasks_finished_before_a_restart_keep_a_span_from_their_timestamps(tmp_path):
+    from test_orchestrator_journal import TASK as STEPS  # noqa: PLC0415
+    from test_orchestrator_journal import TEAM, system  # noqa: PLC0415
+
+    from actors.orchestrator.journal import Journal  # noqa: PLC0415
+
+    path = tmp_path / "journal.sqlite"
+
+    async def first_life():
+        orchestrator, pool = await system(Journal(path), allowed=1)
+        job_id = await orchestrator.submit(STEPS, TEAM)
+        await pool.held.wait()  # s1 done, s2 held
+        for task in list(orchestrator._tasks):
+            task.cancel()
+        return job_id
+
+    async def second_life(job_id):
+        orchestrator, _ = await system(Journal(path), allowed=99)
+        return await orchestrator.wait(job_id, 10)
+
+    result = run(second_life(run(first_life())))
+    assert result.status == "succeeded", result.error
+    subtasks = {s.attributes["subtask_id"]: s for s in kinds(result.trace, "subtask")}
+    assert sorted(subtasks) == ["s1", "s2", "s3"]
+    (s1,) = [s for s in result.subtasks if s.id == "s1"]
+    assert (subtasks["s1"].start, subtasks["s1"].end) == (s1.started_at, s1.finished_at)
+    assert not [s for s in result.trace if s.parent_id == subtasks["s1"].span_id]
+    by_id = {s.span_id: s for s in result.trace}
+    for span in result.trace[1:]:
+        parent = by_id[span.parent_id]
+        assert parent.start <= span.start <= span.end <= parent.end
