@@ -72,6 +72,8 @@ class _Loop:
     providers: list[str] = field(default_factory=list)
     spans: list[Span] = field(default_factory=list)
     """One per model and tool call, unparented (the orchestrator places them)."""
+    handed_off: str | None = None
+    """The answer of the agent this one handed the subtask to, once it has."""
 
 
 class AgentActor:
@@ -245,6 +247,9 @@ class AgentActor:
                 stop = loop.limits.after_model_call(loop.usage) or await self._act(
                     message, request.task_id, loop, answer, bound
                 )
+                if loop.handed_off is not None:
+                    bound.info("subtask_handed_off", turns=loop.turns)
+                    return result(status="succeeded", output=loop.handed_off, stop_reason="handoff")
                 if stop:
                     break
         except TroupeError as exc:
@@ -287,6 +292,9 @@ class AgentActor:
             loop.spans.append(_tool_span(outcome, called, self._clock()))
             bound.info("tool_called", tool=call.tool, ok=outcome.ok)
             text = _tool_text(outcome)
+            if call.tool == "handoff" and outcome.ok and isinstance(outcome.data, dict):
+                loop.handed_off = str(outcome.data.get("output", ""))  # control passed on
+                return None
             results.append((call.tool, text))
             loop.messages.append(ChatMessage(role="tool", tool_call_id=call.call_id, content=text))
         return loop.limits.after_turn(answer.text, results)

@@ -99,6 +99,7 @@ class TaskResult(_Frozen):
         "repeated_tool_call",
         "stagnation",
         "cancelled",
+        "handoff",
     ] = Field(default="final_answer", description="Why the agent's loop ended.")
     providers: tuple[str, ...] = Field(default=(), description="Providers that answered.")
     usage: Usage = Field(default_factory=Usage)

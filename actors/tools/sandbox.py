@@ -45,7 +45,7 @@ from protocols import (
     TroupeError,
 )
 
-__all__ = ["DELEGATE", "ToolSandbox", "ToolsConfig"]
+__all__ = ["DELEGATE", "HANDOFF", "ToolSandbox", "ToolsConfig"]
 
 DELEGATE = ToolDef(
     name="delegate",
@@ -63,6 +63,25 @@ DELEGATE = ToolDef(
     tags=("agents",),
 )
 """Manager-as-tools: a manager agent granted this tool can call other agents like tools."""
+
+HANDOFF = ToolDef(
+    name="handoff",
+    description="Pass this task, with its context, to another agent, who finishes it; its "
+    "answer becomes yours.",
+    parameters={
+        "type": "object",
+        "properties": {
+            "agent": {"type": "string", "minLength": 1},
+            "instructions": {"type": "string", "minLength": 1},
+            "context": {"type": "string"},
+        },
+        "required": ["agent", "instructions"],
+        "additionalProperties": False,
+    },
+    timeout_s=600.0,
+    tags=("agents",),
+)
+"""Handoff: the agent stops, and the receiving agent's answer is the subtask's answer."""
 
 log = structlog.get_logger("raytroupe.tools")
 
@@ -101,6 +120,7 @@ class ToolSandbox:
             self.register(definition, run)
         if router is not None:
             self.register(DELEGATE, self._delegate)
+            self.register(HANDOFF, self._handoff)
         self._sources = [mcp_factory(spec) for spec in config.mcp_servers]
         self._sources_ready = asyncio.Lock()
         self._mcp_loaded = False
@@ -211,6 +231,14 @@ class ToolSandbox:
                 + (f": {decision.reason}" if decision.reason else ""),
                 approval_id=approval_id,
             )
+
+    async def _handoff(self, arguments: dict[str, Any], ctx: ToolContext) -> object:
+        """Handoff: pass the subtask, with what the model says of it so far, to another agent."""
+        brief = (
+            f"{arguments['instructions']}\n\nContext handed over by {ctx.agent}:\n"
+            f"{arguments.get('context', '')}"
+        ).strip()
+        return await self._delegate({"agent": arguments["agent"], "instructions": brief}, ctx)
 
     async def _delegate(self, arguments: dict[str, Any], ctx: ToolContext) -> object:
         """Manager-as-tools: ask another agent to do a piece of work; its answer is the data."""
