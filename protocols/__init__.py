@@ -48,6 +48,7 @@ from protocols.errors import (
     UnknownRecipient,
     UnsupportedSchemaVersion,
 )
+from protocols.graph import GraphEdge, GraphNode, GraphSpec
 from protocols.jobs import (
     DeadLetter,
     JobEvent,
@@ -129,6 +130,9 @@ __all__ = [
     "ErrorCode",
     "ErrorPayload",
     "Event",
+    "GraphEdge",
+    "GraphNode",
+    "GraphSpec",
     "HopLimitExceeded",
     "ImagePart",
     "InvalidArguments",

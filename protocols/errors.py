@@ -120,6 +120,7 @@ class ErrorCode(StrEnum):
     JOB = "job"
     JOB_FAILED = "job_failed"
     QUALITY_GATE = "quality_gate"
+    ITERATION_LIMIT = "iteration_limit"
     CANCELLED = "cancelled"
     JOB_TIMEOUT = "job_timeout"
     JOB_NOT_FOUND = "job_not_found"

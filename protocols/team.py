@@ -5,6 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from protocols.addresses import SYSTEM_ADDRESSES, Name
+from protocols.graph import GraphSpec
 from protocols.jobs import PlannedSubtask
 from protocols.llm import Budget
 from protocols.memory import MemoryPolicy
@@ -107,6 +108,11 @@ class TeamSpec(_Config):
         default=None,
         description="A fixed workflow the orchestrator runs instead of asking the planner "
         "(checked when a job starts); '{task}' in its instructions stands for the job's task.",
+    )
+    graph: GraphSpec | None = Field(
+        default=None,
+        description="A graph workflow (conditional edges, loops under max_steps) run instead "
+        "of a plan; the last node's output is the answer.",
     )
 
     @model_validator(mode="after")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections import OrderedDict
 from pathlib import Path
@@ -269,26 +270,18 @@ class Orchestrator:
             job.status = "planning"
             await self._provisioner.provision(job.team)
             provision_s = time.perf_counter() - mark
-            mark, planned = time.perf_counter(), time.time()
-            if job.plan is None:
-                job.plan = await self._plan(job)
-                if self._journal is not None:
-                    self._journal.plan(job.id, job.plan)
-            plan = job.plan
+            mark = time.perf_counter()
+            graph = job.team.graph
+            plan = None if graph is not None else await self._planned(job)
             plan_s = time.perf_counter() - mark
-            add_span(job, "plan", "plan", planned, time.time(), subtasks=len(plan.subtasks))
-            done_subtask_spans(job)  # those that finished before a restart are not run again
-            await emit(
-                job,
-                "plan_ready",
-                data={"subtasks": [s.model_dump(mode="json") for s in plan.subtasks]},
-            )
 
             mark = time.perf_counter()
             job.status = "running"
-            subtasks = await self._dispatcher.run(
-                job, plan, lambda request: self._ask(job, request)
-            )
+            ask = functools.partial(self._ask, job)
+            if plan is not None:
+                subtasks = await self._dispatcher.run(job, plan, ask)
+            elif graph is not None:
+                subtasks = await self._dispatcher.run_graph(job, graph, ask)
             dispatch_s = time.perf_counter() - mark
             failed = [s for s in subtasks if s.status != "succeeded"]
             if job.stopped is not None:
@@ -306,6 +299,8 @@ class Orchestrator:
                         f"{s.id} ({s.error.code if s.error else s.status})" for s in failed
                     ),
                 )
+            elif plan is None:  # a graph's answer is its last node's
+                answer = subtasks[-1].output
             else:
                 mark, aggregating = time.perf_counter(), time.time()
                 job.status = "aggregating"
@@ -379,6 +374,20 @@ class Orchestrator:
             result.status, "job_failed"
         )
         await emit(job, kind, data={"error": error.message if error else None}, result=result)
+
+    async def _planned(self, job: Job) -> Plan:
+        """The job's plan: journaled or made now (then journaled), announced to watchers."""
+        planned = time.time()
+        if job.plan is None:
+            job.plan = await self._plan(job)
+            if self._journal is not None:
+                self._journal.plan(job.id, job.plan)
+        plan = job.plan
+        add_span(job, "plan", "plan", planned, time.time(), subtasks=len(plan.subtasks))
+        done_subtask_spans(job)  # those that finished before a restart are not run again
+        data: dict[str, object] = {"subtasks": [s.model_dump(mode="json") for s in plan.subtasks]}
+        await emit(job, "plan_ready", data=data)
+        return plan
 
     async def _plan(self, job: Job) -> Plan:
         return await make_plan(job.task, job.team, lambda request: self._ask(job, request))

@@ -1,0 +1,74 @@
+"""A graph workflow: nodes run by role, edges chosen by the output, loops under a hard limit."""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from protocols.addresses import Name
+
+__all__ = ["END", "GraphEdge", "GraphNode", "GraphSpec"]
+
+END = "end"
+"""The target of an edge that finishes the graph."""
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class GraphNode(_Frozen):
+    """One step: an agent of ``role`` carries out ``instructions`` ({task} is the job's task)."""
+
+    id: Name
+    role: Name
+    instructions: str = Field(min_length=1)
+
+
+class GraphEdge(_Frozen):
+    """After ``source``, go to ``target`` if ``when`` (a regex, any case) is found in its output.
+
+    Edges are tried in order; one without ``when`` always matches. No match ends the graph.
+    """
+
+    source: Name
+    target: Name = Field(description=f"A node id, or {END!r}.")
+    when: str | None = None
+
+
+class GraphSpec(_Frozen):
+    """Nodes, conditional edges (loops allowed) and a hard limit on the steps taken."""
+
+    nodes: tuple[GraphNode, ...] = Field(min_length=1)
+    edges: tuple[GraphEdge, ...] = ()
+    start: Name
+    max_steps: int = Field(default=20, ge=1, le=1000, description="Nodes run, at most.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> GraphSpec:
+        ids = [n.id for n in self.nodes]
+        if len(set(ids)) != len(ids):
+            raise ValueError("graph node ids are not unique")
+        if END in ids:
+            raise ValueError(f"{END!r} is reserved for the end of the graph")
+        if self.start not in ids:
+            raise ValueError(f"start {self.start!r} is not a node")
+        for edge in self.edges:
+            if edge.source not in ids or (edge.target not in ids and edge.target != END):
+                raise ValueError(f"edge {edge.source!r} -> {edge.target!r} names an unknown node")
+            if edge.when is not None:
+                try:
+                    re.compile(edge.when)
+                except re.error as e:
+                    raise ValueError(f"edge condition {edge.when!r} is not a regex: {e}") from None
+        return self
+
+    def next(self, node: str, output: str) -> str:
+        """The node after ``node`` given its output (``END`` when no edge matches)."""
+        for edge in self.edges:
+            if edge.source == node and (
+                edge.when is None or re.search(edge.when, output, re.IGNORECASE)
+            ):
+                return edge.target
+        return END
