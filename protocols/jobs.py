@@ -16,6 +16,7 @@ from protocols.llm import Usage
 from protocols.payloads import ErrorPayload
 from protocols.resolution import Resolution
 from protocols.resolution import Strategy as ResolutionStrategy
+from protocols.routing import Route
 from protocols.trace import Span
 
 __all__ = [
@@ -164,6 +165,9 @@ class JobResult(_Data):
     usage: Usage = Field(default_factory=Usage)
     timings: Timings
     error: ErrorPayload | None = None
+    route: Route | None = Field(
+        default=None, description="How the team was chosen, for a job that named none."
+    )
     trace: tuple[Span, ...] = Field(
         default=(), description="The job's spans; the first is the root (the job)."
     )
@@ -191,6 +195,7 @@ class JobEvent(_Data):
         "job_succeeded",
         "job_failed",
         "job_cancelled",
+        "job_routed",
         "approval_requested",
         "approval_decided",
     ]

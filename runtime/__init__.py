@@ -46,6 +46,7 @@ from protocols import (
     TroupeError,
     UsageRow,
 )
+from protocols.routing import Route, RouterConfig, RouteRule
 from runtime.config import Team
 from runtime.driver import JobHandle, Runtime, connect
 from runtime.logging import configure_logging
@@ -76,7 +77,10 @@ __all__ = [
     "OpenAICompatibleModel",
     "OpenAIModel",
     "RetryPolicy",
+    "Route",
+    "RouteRule",
     "RouteSpec",
+    "RouterConfig",
     "Runtime",
     "ScriptedModel",
     "ScriptedTurn",

@@ -40,6 +40,7 @@ from protocols import (
     TeamSpec,
     UsageRow,
 )
+from protocols.routing import RouterConfig
 from runtime.config import Team
 from runtime.logging import configure_logging
 
@@ -178,25 +179,39 @@ class Runtime:
     def submit(
         self,
         task: str,
-        team: TeamSpec,
+        team: TeamSpec | None = None,
         *,
         tenant: str = "default",
         budget: Budget | None = None,
+        teams: Mapping[str, TeamSpec] | None = None,
+        routing: RouterConfig | None = None,
     ) -> JobHandle:
-        """Start a job; returns at once.
+        """Start a job; returns at once (a routed job once its team is chosen).
 
         ``budget`` (default: the team's) bounds the tokens and dollars of every model call
         made for the job; a call that would not fit is refused before it is made, and the
-        job stops with ``budget_exceeded``.
+        job stops with ``budget_exceeded``. Without ``team``, ``routing`` picks one of
+        ``teams`` by keyword rules, embedding similarity, then a model classifier; the route
+        and its method are on ``JobResult.route``.
 
         Raises:
-            ConfigError: ``task`` is empty.
+            ConfigError: ``task`` is empty, or there is neither a team nor routing.
         """
         if not task.strip():
             raise ConfigError("task is empty")
-        spec = team.spec() if isinstance(team, Team) else team
+
+        def plain(t: TeamSpec) -> TeamSpec:
+            return t.spec() if isinstance(t, Team) else t
+
         job_id: str = _get(
-            self._handles.orchestrator.submit.remote(task, spec, tenant=tenant, budget=budget)
+            self._handles.orchestrator.submit.remote(
+                task,
+                None if team is None else plain(team),
+                tenant=tenant,
+                budget=budget,
+                teams={k: plain(t) for k, t in (teams or {}).items()} or None,
+                routing=routing,
+            )
         )
         return JobHandle(job_id, self._handles.orchestrator)
 

@@ -13,6 +13,7 @@ import contextlib
 import functools
 import time
 from collections import OrderedDict
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Protocol
 
@@ -21,6 +22,7 @@ import structlog
 from actors._endpoint import RouterClient, serve_envelope
 from actors.orchestrator.approvals import ApprovalDesk
 from actors.orchestrator.dispatch import Dispatcher
+from actors.orchestrator.intent import IntentRouter
 from actors.orchestrator.jobs import (
     ME,
     Job,
@@ -36,6 +38,7 @@ from protocols import (
     AgentMessage,
     ApprovalRequest,
     Budget,
+    ConfigError,
     ErrorCode,
     ErrorPayload,
     Event,
@@ -54,6 +57,7 @@ from protocols import (
     TroupeError,
     new_id,
 )
+from protocols.routing import Route, RouterConfig
 
 __all__ = ["Orchestrator", "TeamProvisioner"]
 
@@ -105,6 +109,7 @@ class Orchestrator:
         self._desk = ApprovalDesk(self._journal)
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._routers: dict[str, IntentRouter] = {}
         self._resumed = False
         with contextlib.suppress(RuntimeError):  # no running loop: resume on the first call
             asyncio.get_running_loop().call_soon(self._resume)
@@ -138,21 +143,39 @@ class Orchestrator:
     # -- driver API -----------------------------------------------------------------------
 
     async def submit(
-        self, task: str, team: TeamSpec, *, tenant: str = "default", budget: Budget | None = None
+        self,
+        task: str,
+        team: TeamSpec | None = None,
+        *,
+        tenant: str = "default",
+        budget: Budget | None = None,
+        teams: Mapping[str, TeamSpec] | None = None,
+        routing: RouterConfig | None = None,
     ) -> str:
-        """Start a job and return its id at once.
+        """Start a job and return its id.
 
         ``budget`` (default: the team's) bounds every model call made for the job; once a
         call is refused for it, no further subtask starts and the job fails with
-        ``budget_exceeded``.
+        ``budget_exceeded``. Without a ``team``, ``routing`` chooses one of ``teams`` (by
+        keyword, then embedding similarity, then a model classifier) before the job starts;
+        the route is kept on the result.
+
+        Raises:
+            ConfigError: no team and no routing, or a route target that is not in ``teams``.
+            PlanError: the classifier's answer names no target.
         """
+        job_id = f"job-{new_id()[:16]}"
+        route = None
+        if team is None:
+            team, route = await self._route(job_id, task, tenant, teams or {}, routing)
         job = Job(
-            id=f"job-{new_id()[:16]}",
+            id=job_id,
             task=task,
             team=team,
             tenant=tenant,
             submitted_at=time.time(),
             budget=budget or team.budget,
+            route=route,
         )
         self._resume()
         if self._journal is not None:
@@ -167,9 +190,43 @@ class Orchestrator:
         self._jobs[job.id] = job
         self._forget_old_jobs()
         await emit(job, "job_submitted", data={"team": team.name, "task": task[:200]})
+        if route is not None:
+            await emit(job, "job_routed", data=route.model_dump(mode="json"))
         self._start(job)
         log.info("job_submitted", job_id=job.id, team=team.name, tenant=tenant)
         return job.id
+
+    async def _route(
+        self,
+        job_id: str,
+        task: str,
+        tenant: str,
+        teams: Mapping[str, TeamSpec],
+        routing: RouterConfig | None,
+    ) -> tuple[TeamSpec, Route]:
+        if routing is None or not teams:
+            raise ConfigError("a job without a team needs teams to choose from and routing")
+        unknown = sorted(set(routing.targets) - set(teams))
+        if unknown:
+            raise ConfigError(f"routing targets without a team: {unknown}", targets=unknown)
+        key = routing.model_dump_json()
+        router = self._routers.get(key)
+        if router is None:
+            router = self._routers[key] = IntentRouter(routing)
+
+        async def ask(request: LLMRequest) -> LLMResponse:
+            message = AgentMessage(sender=ME, recipient="llm", job_id=job_id, tenant=tenant,
+                                   payload=request)  # fmt: skip
+            reply = await self._router.request(message)
+            if isinstance(reply.payload, LLMResponse):
+                return reply.payload
+            if isinstance(reply.payload, ErrorPayload):
+                raise reply.payload.to_exception()
+            raise ModelError(f"llm pool answered with {reply.kind!r}")
+
+        route = await router.route(task, ask)
+        log.info("job_routed", job_id=job_id, target=route.target, method=route.method)
+        return teams[route.target], route
 
     async def status(self, job_id: str) -> JobStatus:
         """Where the job is.
@@ -350,6 +407,7 @@ class Orchestrator:
             usage=sum((s.usage for s in subtasks), job.usage),
             error=error,
             timings=timings,
+            route=job.route,
         )
         result = result.model_copy(update={"trace": job_trace(job, timings, result.status, error)})
         job.status = result.status

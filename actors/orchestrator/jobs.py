@@ -29,6 +29,7 @@ from protocols import (
     TraceContext,
     Usage,
 )
+from protocols.routing import Route
 
 ME = "orchestrator"
 """The orchestrator's address."""
@@ -74,6 +75,8 @@ class Job:
         default_factory=dict
     )
     """Tool calls held for a human, by approval id."""
+    route: Route | None = None
+    """How the team was chosen, when the job named none."""
     spans: list[Span] = field(default_factory=list)
     """The job's trace so far, but for its root (``job.trace``'s span): see ``.tracing``."""
 

@@ -195,3 +195,24 @@ def test_a_graph_loops_on_ray_until_approved(rt):
     assert result.status == "succeeded", result.error
     assert [s.id for s in result.subtasks] == ["draft.1", "review.2", "draft.3", "review.4"]
     assert result.answer == "approved"
+
+
+def test_a_job_without_a_team_is_routed_on_ray_with_minilm(rt):
+    teams = {
+        "billing": runtime.Team(
+            name=_name("billing"), agents=[_agent(_name("payer"), "clerk", "offline")]
+        ),
+        "engineering": runtime.Team(
+            name=_name("eng"), agents=[_agent(_name("fixer"), "dev", "offline")]
+        ),
+    }
+    routing = runtime.RouterConfig(
+        targets={
+            "billing": "billing: invoices, refunds, payments",
+            "engineering": "engineering: bugs, outages, deployments",
+        },
+    )
+    job = rt.submit("I was billed twice this month", teams=teams, routing=routing)
+    result = job.result(60)
+    assert (result.route.target, result.route.method) == ("billing", "similarity")
+    assert result.team == teams["billing"].name
