@@ -31,6 +31,7 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   ├── InvalidArguments          arguments fail the tool's schema (the model can correct)
     │   └── SandboxUnavailable        this host cannot isolate untrusted code (fails closed)
     ├── PlanError                     a planner's output is not a valid plan
+    ├── QualityGateFailed             an output kept failing its schema or required fields
     └── JobError
         ├── JobFailed                 the job ended without an answer; ``result`` holds what ran
         │   └── JobCancelled          it was cancelled
@@ -70,6 +71,7 @@ __all__ = [
     "Overloaded",
     "PlanError",
     "ProviderUnavailable",
+    "QualityGateFailed",
     "RateLimited",
     "RecipientUnavailable",
     "SandboxUnavailable",
@@ -303,6 +305,12 @@ class SandboxUnavailable(ToolError):
     """Untrusted code was refused: this host cannot isolate it (no namespaces, no setuid)."""
 
     code = ErrorCode.SANDBOX_UNAVAILABLE
+
+
+class QualityGateFailed(TroupeError):
+    """An output kept failing its JSON Schema or required fields after its retries."""
+
+    code = ErrorCode.QUALITY_GATE
 
 
 class PlanError(TroupeError):

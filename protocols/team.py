@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from protocols.addresses import SYSTEM_ADDRESSES, Name
@@ -91,6 +93,12 @@ class TeamSpec(_Config):
     )
     max_parallel: int = Field(
         default=16, ge=1, le=1024, description="Subtasks of one job running at once."
+    )
+    output_schema: dict[str, Any] | None = Field(
+        default=None, description="JSON Schema the job's answer must satisfy (its quality gate)."
+    )
+    required: tuple[str, ...] = Field(
+        default=(), description="Fields the job's (JSON) answer must have, non-empty."
     )
     gate_retries: int = Field(
         default=1, ge=0, le=5, description="Times an output failing its schema is sent back."

@@ -22,7 +22,7 @@ import structlog
 from actors._endpoint import RouterClient, serve_envelope
 from actors.orchestrator.approvals import ApprovalDesk
 from actors.orchestrator.dispatch import Dispatcher
-from actors.orchestrator.intent import IntentRouter
+from actors.orchestrator.intent import JobRouter
 from actors.orchestrator.jobs import (
     ME,
     Job,
@@ -32,13 +32,12 @@ from actors.orchestrator.jobs import (
 )
 from actors.orchestrator.journal import Journal
 from actors.orchestrator.otel import export_otel
-from actors.orchestrator.planning import aggregate_request, make_plan
+from actors.orchestrator.planning import aggregate, make_plan
 from actors.orchestrator.tracing import add_span, done_subtask_spans, job_trace
 from protocols import (
     AgentMessage,
     ApprovalRequest,
     Budget,
-    ConfigError,
     ErrorCode,
     ErrorPayload,
     Event,
@@ -57,7 +56,7 @@ from protocols import (
     TroupeError,
     new_id,
 )
-from protocols.routing import Route, RouterConfig
+from protocols.routing import RouterConfig
 
 __all__ = ["Orchestrator", "TeamProvisioner"]
 
@@ -109,7 +108,7 @@ class Orchestrator:
         self._desk = ApprovalDesk(self._journal)
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._routers: dict[str, IntentRouter] = {}
+        self._job_router = JobRouter(router)
         self._resumed = False
         with contextlib.suppress(RuntimeError):  # no running loop: resume on the first call
             asyncio.get_running_loop().call_soon(self._resume)
@@ -120,17 +119,7 @@ class Orchestrator:
             self._resumed = True
             return
         self._resumed = True
-        for found in self._journal.unfinished():
-            job = Job(
-                id=found.job_id,
-                task=found.task,
-                team=found.team,
-                tenant=found.tenant,
-                submitted_at=found.submitted_at,
-                budget=found.budget,
-                plan=found.plan,
-                done=found.done,
-            )
+        for job in self._journal.resumable():
             self._jobs[job.id] = job
             log.info("job_resumed", job_id=job.id, finished_subtasks=len(job.done))
             self._start(job)
@@ -167,7 +156,7 @@ class Orchestrator:
         job_id = f"job-{new_id()[:16]}"
         route = None
         if team is None:
-            team, route = await self._route(job_id, task, tenant, teams or {}, routing)
+            team, route = await self._job_router.route(job_id, task, tenant, teams or {}, routing)
         job = Job(
             id=job_id,
             task=task,
@@ -195,38 +184,6 @@ class Orchestrator:
         self._start(job)
         log.info("job_submitted", job_id=job.id, team=team.name, tenant=tenant)
         return job.id
-
-    async def _route(
-        self,
-        job_id: str,
-        task: str,
-        tenant: str,
-        teams: Mapping[str, TeamSpec],
-        routing: RouterConfig | None,
-    ) -> tuple[TeamSpec, Route]:
-        if routing is None or not teams:
-            raise ConfigError("a job without a team needs teams to choose from and routing")
-        unknown = sorted(set(routing.targets) - set(teams))
-        if unknown:
-            raise ConfigError(f"routing targets without a team: {unknown}", targets=unknown)
-        key = routing.model_dump_json()
-        router = self._routers.get(key)
-        if router is None:
-            router = self._routers[key] = IntentRouter(routing)
-
-        async def ask(request: LLMRequest) -> LLMResponse:
-            message = AgentMessage(sender=ME, recipient="llm", job_id=job_id, tenant=tenant,
-                                   payload=request)  # fmt: skip
-            reply = await self._router.request(message)
-            if isinstance(reply.payload, LLMResponse):
-                return reply.payload
-            if isinstance(reply.payload, ErrorPayload):
-                raise reply.payload.to_exception()
-            raise ModelError(f"llm pool answered with {reply.kind!r}")
-
-        route = await router.route(task, ask)
-        log.info("job_routed", job_id=job_id, target=route.target, method=route.method)
-        return teams[route.target], route
 
     async def status(self, job_id: str) -> JobStatus:
         """Where the job is.
@@ -451,8 +408,7 @@ class Orchestrator:
         return await make_plan(job.task, job.team, lambda request: self._ask(job, request))
 
     async def _aggregate(self, job: Job, results: list[SubtaskResult]) -> str:
-        response = await self._ask(job, aggregate_request(job.task, results, job.team))
-        return response.text
+        return await aggregate(job.task, results, job.team, functools.partial(self._ask, job))
 
     async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
         request = request.model_copy(update={"budget": job.budget})
@@ -477,18 +433,8 @@ class Orchestrator:
         self._resume()
         job = self._jobs.get(job_id)
         if job is None and self._journal is not None:
-            loaded = self._journal.load(job_id)  # finished before this process started
-            if loaded is not None:
-                team, tenant, finished = loaded
-                job = Job(
-                    id=job_id,
-                    task=finished.task,
-                    team=team,
-                    tenant=tenant,
-                    submitted_at=finished.timings.submitted_at,
-                    status=finished.status,
-                    result=finished,
-                )
+            job = self._journal.finished(job_id)  # finished before this process started
+            if job is not None:
                 self._jobs[job_id] = job
         if job is None:
             raise JobNotFound(f"no job {job_id!r}", job_id=job_id)

@@ -20,17 +20,37 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
 import numpy as np
+import structlog
 from numpy.typing import NDArray
 
+from actors._endpoint import RouterClient
 from actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding
-from protocols import ChatMessage, LLMRequest, LLMResponse, PlanError
+from protocols import (
+    AgentMessage,
+    ChatMessage,
+    ConfigError,
+    ErrorPayload,
+    LLMRequest,
+    LLMResponse,
+    ModelError,
+    PlanError,
+    TeamSpec,
+)
 from protocols.routing import Route, RouterConfig, RouteRule
 
-__all__ = ["Ask", "Embedder", "IntentRouter", "classify_request"]
+log = structlog.get_logger("raytroupe.orchestrator")
+
+__all__ = [
+    "Ask",
+    "Embedder",
+    "IntentRouter",
+    "JobRouter",
+    "classify_request",
+]
 
 Ask = Callable[[LLMRequest], Awaitable[LLMResponse]]
 """Sends one request to the model and returns its answer (raising ``TroupeError``s)."""
@@ -194,3 +214,51 @@ def _unfenced(text: str) -> str:
     if stripped.startswith("```") and stripped.endswith("```") and "\n" in stripped:
         return stripped[stripped.index("\n") + 1 : -3]
     return text
+
+
+class JobRouter:
+    """Routes jobs that name no team, reusing one :class:`IntentRouter` per configuration."""
+
+    def __init__(self, router: RouterClient) -> None:
+        self._router = router
+        self._routers: dict[str, IntentRouter] = {}
+
+    async def route(
+        self,
+        job_id: str,
+        task: str,
+        tenant: str,
+        teams: Mapping[str, TeamSpec],
+        routing: RouterConfig | None,
+    ) -> tuple[TeamSpec, Route]:
+        """The team for ``task`` and how it was chosen.
+
+        Raises:
+            ConfigError: no teams or no routing, or a target without a team.
+            PlanError: the classifier's answer names no target.
+        """
+        if routing is None or not teams:
+            raise ConfigError("a job without a team needs teams to choose from and routing")
+        unknown = sorted(set(routing.targets) - set(teams))
+        if unknown:
+            raise ConfigError(f"routing targets without a team: {unknown}", targets=unknown)
+        key = routing.model_dump_json()
+        router = self._routers.get(key)
+        if router is None:
+            router = self._routers[key] = IntentRouter(routing)
+
+        async def ask(request: LLMRequest) -> LLMResponse:
+            message = AgentMessage(
+                sender="orchestrator", recipient="llm", job_id=job_id, tenant=tenant,
+                payload=request,
+            )  # fmt: skip
+            reply = await self._router.request(message)
+            if isinstance(reply.payload, LLMResponse):
+                return reply.payload
+            if isinstance(reply.payload, ErrorPayload):
+                raise reply.payload.to_exception()
+            raise ModelError(f"llm pool answered with {reply.kind!r}")
+
+        route = await router.route(task, ask)
+        log.info("job_routed", job_id=job_id, target=route.target, method=route.method)
+        return teams[route.target], route

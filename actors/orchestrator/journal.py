@@ -11,6 +11,7 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from actors.orchestrator.jobs import Job
 from protocols import (
     ApprovalDecision,
     ApprovalRequest,
@@ -155,6 +156,38 @@ class Journal:
                 )
             )
         return found
+
+    def resumable(self) -> list[Job]:
+        """Every unfinished job, ready to run again (with its plan and finished subtasks)."""
+        return [
+            Job(
+                id=found.job_id,
+                task=found.task,
+                team=found.team,
+                tenant=found.tenant,
+                submitted_at=found.submitted_at,
+                budget=found.budget,
+                plan=found.plan,
+                done=found.done,
+            )
+            for found in self.unfinished()
+        ]
+
+    def finished(self, job_id: str) -> Job | None:
+        """A job that finished before this process started, with its result."""
+        loaded = self.load(job_id)
+        if loaded is None:
+            return None
+        team, tenant, result = loaded
+        return Job(
+            id=job_id,
+            task=result.task,
+            team=team,
+            tenant=tenant,
+            submitted_at=result.timings.submitted_at,
+            status=result.status,
+            result=result,
+        )
 
     def close(self) -> None:
         """Close the file."""

@@ -20,6 +20,7 @@ from actors.orchestrator.plans import (
     role_problem,
     size_problem,
 )
+from actors.orchestrator.resolve import gate, gate_feedback
 from protocols import (
     ChatMessage,
     LLMRequest,
@@ -27,6 +28,7 @@ from protocols import (
     ModelError,
     Plan,
     PlanError,
+    QualityGateFailed,
     SubtaskResult,
     TeamSpec,
 )
@@ -233,3 +235,32 @@ def _raw_problems(data: Any, team: TeamSpec) -> list[str]:
         if isinstance(role, str):
             problems += role_problem(f"subtasks.{i}.role", role, team)
     return problems
+
+
+async def aggregate(
+    task: str,
+    results: list[SubtaskResult],
+    team: TeamSpec,
+    ask: Callable[[LLMRequest], Awaitable[LLMResponse]],
+) -> str:
+    """The job's answer; one failing the team's output schema is asked for again.
+
+    Raises:
+        QualityGateFailed: the answer still fails after ``team.gate_retries`` retries.
+    """
+    request = aggregate_request(task, results, team)
+    problems: list[str] = []
+    for _ in range(team.gate_retries + 1):
+        answer = (await ask(request)).text
+        if team.output_schema is None and not team.required:
+            return answer
+        problems = gate(answer, team.output_schema, team.required)
+        if not problems:
+            return answer
+        feedback = gate_feedback(problems, schema=team.output_schema)
+        retry = (ChatMessage(role="assistant", content=answer),
+                 ChatMessage(role="user", content=feedback))  # fmt: skip
+        request = request.model_copy(update={"messages": (*request.messages, *retry)})
+    raise QualityGateFailed(
+        f"the job's answer failed its checks: {'; '.join(problems[:5])}", problems=problems
+    )

@@ -96,3 +96,21 @@ def test_a_judge_model_picks_among_disagreeing_agents():
     assert sub.output in {"Paris", "Lyon"}
     assert sub.resolution.chosen_agent == sub.agent
     assert sub.resolution.rationale
+
+
+def test_the_jobs_answer_has_its_own_gate():
+    planner = ScriptedModel(turns=(
+        ScriptedTurn(text='{"subtasks": [{"id": "s1", "role": "w", "instructions": "x"}]}'),
+        ScriptedTurn(text="a prose answer"),
+        ScriptedTurn(text='{"answer": 7}'),
+    ))  # fmt: skip
+
+    async def main():
+        troupe = await build_troupe({"planner": planner})
+        spec = TeamSpec(name="g", planner_model="planner", output_schema=SCHEMA,
+                        agents=(AgentSpec(name="a", role="w"),))  # fmt: skip
+        return await troupe.run("q", spec)
+
+    result = run(main())
+    assert result.status == "succeeded", result.error
+    assert result.answer == '{"answer": 7}'
