@@ -216,3 +216,21 @@ def test_a_job_without_a_team_is_routed_on_ray_with_minilm(rt):
     result = job.result(60)
     assert (result.route.target, result.route.method) == ("billing", "similarity")
     assert result.team == teams["billing"].name
+
+
+def test_a_subtask_deadline_on_ray(rt):
+    slow = _name("slow")
+    team = runtime.Team(
+        name=_name("deadline"),
+        planner_model="offline",
+        subtask_timeout_s=0.3,
+        models={slow: runtime.OfflineModel(latency_s=30.0)},
+        agents=[_agent(_name("sleeper"), "worker", slow)],
+    )
+    job = rt.submit("Say something.", team=team)
+    try:
+        job.result(60)
+    except runtime.JobFailed as exc:
+        (sub,) = exc.detail["result"].subtasks
+    assert sub.error.code is ErrorCode.DEADLINE_EXCEEDED
+    assert sub.attempt == 3
