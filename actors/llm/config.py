@@ -9,11 +9,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Self
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
+from actors._config import read_yaml, validated
 from actors.llm.gateway import RetryPolicy
-from protocols import Budget, ConfigError, ModelSpec, Name
+from protocols import Budget, ModelSpec, Name
 
 __all__ = ["LLMConfig"]
 
@@ -42,18 +42,7 @@ class LLMConfig(BaseModel):
         Raises:
             ConfigError: not a valid configuration; ``detail['problems']`` lists why.
         """
-        if not isinstance(data, dict):
-            raise ConfigError(f"{source}: expected a mapping, got {type(data).__name__}")
-        try:
-            return cls.model_validate(data)
-        except ValidationError as e:
-            problems = [
-                f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
-                for err in e.errors(include_url=False, include_input=False)
-            ]
-            raise ConfigError(
-                f"{source}: invalid: {'; '.join(problems)}", problems=problems
-            ) from None
+        return validated(cls, data, source=source, what="llm config", article="an")
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> Self:
@@ -62,12 +51,4 @@ class LLMConfig(BaseModel):
         Raises:
             ConfigError: missing, unreadable, not YAML, or not a valid configuration.
         """
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as e:
-            raise ConfigError(f"cannot read {str(path)!r}: {e.strerror}") from None
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{path}: not valid YAML: {e}") from None
-        return cls.from_dict(data, source=str(path))
+        return cls.from_dict(read_yaml(path, what="llm config"), source=str(path))

@@ -196,7 +196,7 @@ def test_a_missing_file_is_a_config_error(tmp_path):
 def test_yaml_that_is_not_a_mapping_is_a_config_error(tmp_path):
     path = tmp_path / "llm.yaml"
     path.write_text("- a\n- b\n")
-    with pytest.raises(ConfigError, match="expected a mapping"):
+    with pytest.raises(ConfigError, match="an llm config must be a mapping"):
         LLMConfig.from_yaml(path)
 
 
