@@ -154,31 +154,38 @@ class AgentActor:
                 raise InvalidInput(f"agent cannot handle {message.kind!r}", kind=message.kind)
 
     async def _work(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
-        """Run one subtask; a ``cancel_job`` for its job ends it as ``cancelled``."""
+        """Run one subtask; a ``cancel_job`` for its job ends it as ``cancelled``.
+
+        The subtask counts as running from the moment it arrives, so a cancel also reaches
+        one still waiting for a free slot.
+        """
         started = self._clock()
-        async with self._slots:
-            task = asyncio.current_task()
-            running = self._by_job.setdefault(message.job_id or "", set())
-            if task is not None:
-                running.add(task)
-            try:
+        task = asyncio.current_task()
+        key = message.job_id or ""
+        running = self._by_job.setdefault(key, set())
+        if task is not None:
+            running.add(task)
+        try:
+            async with self._slots:
                 return await self.run_task(message, request)
-            except asyncio.CancelledError:
-                if task is None or message.job_id not in self._cancelled:
-                    raise  # not a cancel_job: the caller gave up, or the actor is going away
-                task.uncancel()
-                return TaskResult(
-                    task_id=request.task_id,
-                    agent=self._spec.name,
-                    status="failed",
-                    stop_reason="cancelled",
-                    error=ErrorPayload(code=ErrorCode.CANCELLED, message="the job was cancelled"),
-                    started_at=started,
-                    finished_at=self._clock(),
-                )
-            finally:
-                if task is not None:
-                    running.discard(task)
+        except asyncio.CancelledError:
+            if task is None or message.job_id not in self._cancelled:
+                raise  # not a cancel_job: the caller gave up, or the actor is going away
+            task.uncancel()
+            return TaskResult(
+                task_id=request.task_id,
+                agent=self._spec.name,
+                status="failed",
+                stop_reason="cancelled",
+                error=ErrorPayload(code=ErrorCode.CANCELLED, message="the job was cancelled"),
+                started_at=started,
+                finished_at=self._clock(),
+            )
+        finally:
+            if task is not None:
+                running.discard(task)
+            if not running and self._by_job.get(key) is running:
+                del self._by_job[key]  # nothing left of this job here
 
     async def run_task(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
         """Run the loop for one subtask; failures are reported in the result, not raised.
