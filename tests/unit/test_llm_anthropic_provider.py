@@ -2,10 +2,10 @@
 
 import asyncio
 import json
-from collections.abc import Callable
 
 import httpx2
 import pytest
+from sdk_fakes import CALC, CLOCK, Broken, Server
 
 from actors.llm.anthropic_provider import AnthropicProvider
 from protocols import (
@@ -26,55 +26,10 @@ from protocols import (
     StreamInterrupted,
     TextPart,
     ToolCall,
-    ToolSpec,
 )
 
 KEY = "test-anthropic-key-Vb38Qm"  # not shaped like a real key: only explicit masking hides it
 MODEL = "claude-sonnet-5-5"
-CALC = ToolSpec(
-    name="calculator",
-    description="Evaluates arithmetic.",
-    parameters={
-        "type": "object",
-        "properties": {"expression": {"type": "string"}},
-        "required": ["expression"],
-    },
-)
-CLOCK = ToolSpec(name="clock", description="Tells the time.")
-
-Handler = Callable[[httpx2.Request], httpx2.Response]
-
-
-class Server:
-    """Answers requests with the given responses in order, and records what it was sent."""
-
-    def __init__(self, *responses: httpx2.Response | Handler) -> None:
-        self.responses = list(responses)
-        self.requests: list[httpx2.Request] = []
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        self.requests.append(request)
-        answer = self.responses.pop(0)
-        return answer(request) if callable(answer) else answer
-
-    @property
-    def body(self) -> dict:
-        return json.loads(self.requests[-1].content)
-
-
-class Broken(httpx2.AsyncByteStream):
-    """A response body that yields ``chunks`` and then fails the connection with ``exc``."""
-
-    def __init__(self, chunks: list[bytes], exc: Exception) -> None:
-        self.chunks, self.exc = chunks, exc
-
-    async def __aiter__(self):
-        for chunk in self.chunks:
-            yield chunk
-        raise self.exc
-
-    async def aclose(self) -> None:
-        pass
 
 
 def event(data: dict) -> bytes:
