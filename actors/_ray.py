@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -108,6 +108,17 @@ class RayTeamProvisioner:
         roles = [team_role(team, spec.role)]
         await handle.configure.remote(spec, tools, roles)
         await through_restarts(lambda: self._router.register.remote(spec.name, handle, roles))
+
+
+    async def retire(self, agents: Sequence[str]) -> None:
+        """Unregister the named agents from the router and stop their actors for good."""
+        for name in agents:
+            await through_restarts(functools.partial(self._router.unregister.remote, name))
+            try:
+                handle = ray.get_actor(agent_actor_name(name), namespace=NAMESPACE)
+            except ValueError:  # never started, or gone already
+                continue
+            ray.kill(handle, no_restart=True)
 
 
 def _grant(sandbox: Any, spec: AgentSpec) -> Any:

@@ -23,6 +23,7 @@ from protocols import (
     AgentMessage,
     AgentSpec,
     ChatMessage,
+    ContentPart,
     ErrorCode,
     ErrorPayload,
     Event,
@@ -36,6 +37,7 @@ from protocols import (
     Span,
     TaskRequest,
     TaskResult,
+    TextPart,
     ToolCall,
     ToolError,
     ToolResult,
@@ -58,6 +60,13 @@ def render_task(request: TaskRequest) -> str:
         lines = "\n".join(f"[{k}] {v.strip()}" for k, v in request.inputs.items())
         parts.append(f"Results of earlier subtasks:\n{lines}")
     return "\n\n".join(parts)
+
+
+def _task_content(request: TaskRequest) -> str | tuple[ContentPart, ...]:
+    """The opening user turn: text, or text and the job's images."""
+    if not request.images:
+        return render_task(request)
+    return (TextPart(text=render_task(request)), *request.images)
 
 
 @dataclass
@@ -200,7 +209,7 @@ class AgentActor:
         loop = _Loop(
             [
                 ChatMessage(role="system", content=system),
-                ChatMessage(role="user", content=render_task(request)),
+                ChatMessage(role="user", content=_task_content(request)),
             ],
             Limits(spec, self._clock, request.deadline, message.deadline),
         )

@@ -14,10 +14,12 @@ from protocols.addresses import (
 from protocols.codec import SCHEMA_VERSION, decode, encode
 from protocols.envelope import AgentMessage, TraceContext, new_id
 from protocols.errors import (
+    AgentNotFound,
     AuthFailed,
     BadRequest,
     BudgetExceeded,
     ConfigError,
+    Conflict,
     ContentFiltered,
     ContextTooLong,
     DeadlineExceeded,
@@ -43,6 +45,7 @@ from protocols.errors import (
     SandboxUnavailable,
     ScriptError,
     StreamInterrupted,
+    TeamNotFound,
     ToolError,
     ToolNotAllowed,
     TroupeError,
@@ -50,6 +53,7 @@ from protocols.errors import (
     UnsupportedSchemaVersion,
 )
 from protocols.graph import GraphEdge, GraphNode, GraphSpec
+from protocols.inputs import AgentInfo, Attachment, with_files
 from protocols.jobs import (
     DeadLetter,
     JobEvent,
@@ -110,17 +114,21 @@ __all__ = [
     "SYSTEM_ADDRESSES",
     "Address",
     "AddressKind",
+    "AgentInfo",
     "AgentMessage",
+    "AgentNotFound",
     "AgentSpec",
     "AnthropicModel",
     "ApprovalDecision",
     "ApprovalRequest",
+    "Attachment",
     "AuthFailed",
     "BadRequest",
     "Budget",
     "BudgetExceeded",
     "ChatMessage",
     "ConfigError",
+    "Conflict",
     "ContentFiltered",
     "ContentPart",
     "ContextTooLong",
@@ -185,6 +193,7 @@ __all__ = [
     "SubtaskResult",
     "TaskRequest",
     "TaskResult",
+    "TeamNotFound",
     "TeamSpec",
     "TextPart",
     "Timings",
@@ -206,4 +215,5 @@ __all__ = [
     "new_span_id",
     "parse_address",
     "team_role",
+    "with_files",
 ]

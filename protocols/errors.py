@@ -8,7 +8,10 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     ├── InvalidInput                  the caller sent something unusable
     │   ├── MalformedEnvelope         envelope bytes that do not decode to an AgentMessage
     │   ├── UnsupportedSchemaVersion  envelope bytes from another protocol version
-    │   └── ConfigError               a team, agent or model configuration that cannot work
+    │   ├── ConfigError               a team, agent or model configuration that cannot work
+    │   │   ├── TeamNotFound          no team is registered under that name
+    │   │   └── AgentNotFound         no registered team has an agent of that name
+    │   └── Conflict                  the change clashes with what exists (a name in use)
     ├── DeliveryError                 the router could not deliver an envelope
     │   ├── UnknownRecipient
     │   ├── RecipientUnavailable      the recipient actor died or is restarting (retryable)
@@ -48,10 +51,12 @@ from enum import StrEnum
 from typing import Any, ClassVar
 
 __all__ = [
+    "AgentNotFound",
     "AuthFailed",
     "BadRequest",
     "BudgetExceeded",
     "ConfigError",
+    "Conflict",
     "ContentFiltered",
     "ContextTooLong",
     "DeadlineExceeded",
@@ -77,6 +82,7 @@ __all__ = [
     "SandboxUnavailable",
     "ScriptError",
     "StreamInterrupted",
+    "TeamNotFound",
     "ToolError",
     "ToolNotAllowed",
     "TroupeError",
@@ -126,6 +132,9 @@ class ErrorCode(StrEnum):
     CANCELLED = "cancelled"
     JOB_TIMEOUT = "job_timeout"
     JOB_NOT_FOUND = "job_not_found"
+    TEAM_NOT_FOUND = "team_not_found"
+    AGENT_NOT_FOUND = "agent_not_found"
+    CONFLICT = "conflict"
 
 
 class TroupeError(Exception):
@@ -172,6 +181,24 @@ class ConfigError(InvalidInput):
     """A configuration (team, agent, model, runtime) that cannot work."""
 
     code = ErrorCode.CONFIG
+
+
+class TeamNotFound(ConfigError):
+    """No team is registered under that name."""
+
+    code = ErrorCode.TEAM_NOT_FOUND
+
+
+class AgentNotFound(ConfigError):
+    """No registered team has an agent of that name."""
+
+    code = ErrorCode.AGENT_NOT_FOUND
+
+
+class Conflict(InvalidInput):
+    """The change clashes with what exists: a name already taken, an agent in another team."""
+
+    code = ErrorCode.CONFLICT
 
 
 class DeliveryError(TroupeError):

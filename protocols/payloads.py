@@ -7,7 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from protocols.errors import ErrorCode, TroupeError, error_class
-from protocols.llm import Budget, LLMRequest, LLMResponse, ToolCall, Usage
+from protocols.llm import Budget, ImagePart, LLMRequest, LLMResponse, ToolCall, Usage
 from protocols.memory import MemoryHits, MemoryQuery, MemoryWrite
 from protocols.trace import Span
 
@@ -69,6 +69,9 @@ class TaskRequest(_Frozen):
     job_task: str = Field(default="", description="The whole job's task, for context.")
     inputs: dict[str, str] = Field(
         default_factory=dict, description="Outputs of the subtasks this one depends on, by id."
+    )
+    images: tuple[ImagePart, ...] = Field(
+        default=(), description="Images given with the job, shown to the agent with its task."
     )
     max_turns: int | None = Field(default=None, gt=0, description="Overrides the agent's limit.")
     budget: Budget | None = Field(

@@ -17,11 +17,15 @@ from actors.memory.config import MemoryConfig
 from actors.tools.config import ToolsConfig
 from actors.tools.isolation import Limits
 from protocols import (
+    AgentInfo,
+    AgentNotFound,
     AgentSpec,
     AnthropicModel,
+    Attachment,
     Budget,
     BudgetExceeded,
     ConfigError,
+    Conflict,
     DeadLetter,
     JobCancelled,
     JobEvent,
@@ -41,6 +45,7 @@ from protocols import (
     ScriptedModel,
     ScriptedTurn,
     SubtaskResult,
+    TeamNotFound,
     ToolCall,
     ToolDef,
     TroupeError,
@@ -52,11 +57,15 @@ from runtime.driver import JobHandle, Runtime, connect
 from runtime.logging import configure_logging
 
 __all__ = [
+    "AgentInfo",
+    "AgentNotFound",
     "AgentSpec",
     "AnthropicModel",
+    "Attachment",
     "Budget",
     "BudgetExceeded",
     "ConfigError",
+    "Conflict",
     "DeadLetter",
     "JobCancelled",
     "JobEvent",
@@ -86,6 +95,7 @@ __all__ = [
     "ScriptedTurn",
     "SubtaskResult",
     "Team",
+    "TeamNotFound",
     "ToolCall",
     "ToolDef",
     "ToolsConfig",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, Self
@@ -18,10 +18,14 @@ from actors._ray import NAMESPACE, SystemHandles, spawn_system
 from actors._ray_client import unwrap
 from actors.llm.config import LLMConfig
 from actors.memory.config import MemoryConfig
+from actors.orchestrator.catalog import with_load
 from actors.router import RouterStats
 from actors.tools.config import ToolsConfig
 from protocols import (
+    AgentInfo,
+    AgentSpec,
     ApprovalRequest,
+    Attachment,
     Budget,
     ConfigError,
     DeadLetter,
@@ -179,14 +183,19 @@ class Runtime:
     def submit(
         self,
         task: str,
-        team: TeamSpec | None = None,
+        team: TeamSpec | str | None = None,
         *,
         tenant: str = "default",
         budget: Budget | None = None,
         teams: Mapping[str, TeamSpec] | None = None,
         routing: RouterConfig | None = None,
+        attachments: Sequence[Attachment] = (),
     ) -> JobHandle:
         """Start a job; returns at once (a routed job once its team is chosen).
+
+        ``team`` is a team, or the name of one registered with :meth:`put_team` (by any
+        driver, the CLI or over HTTP). Text ``attachments`` join the task; images are shown
+        to every agent that works on the job.
 
         ``budget`` (default: the team's) bounds the tokens and dollars of every model call
         made for the job; a call that would not fit is refused before it is made, and the
@@ -196,6 +205,7 @@ class Runtime:
 
         Raises:
             ConfigError: ``task`` is empty, or there is neither a team nor routing.
+            TeamNotFound: ``team`` names no registered team.
         """
         if not task.strip():
             raise ConfigError("task is empty")
@@ -206,11 +216,12 @@ class Runtime:
         job_id: str = _get(
             self._handles.orchestrator.submit.remote(
                 task,
-                None if team is None else plain(team),
+                team if team is None or isinstance(team, str) else plain(team),
                 tenant=tenant,
                 budget=budget,
                 teams={k: plain(t) for k, t in (teams or {}).items()} or None,
                 routing=routing,
+                attachments=tuple(attachments),
             )
         )
         return JobHandle(job_id, self._handles.orchestrator)
@@ -220,10 +231,57 @@ class Runtime:
         _get(self._handles.orchestrator.status.remote(job_id))
         return JobHandle(job_id, self._handles.orchestrator)
 
-    def jobs(self) -> dict[str, JobStatus]:
-        """Known jobs and their status."""
-        jobs: dict[str, JobStatus] = _get(self._handles.orchestrator.jobs.remote())
+    def jobs(self, tenant: str | None = None) -> dict[str, JobStatus]:
+        """Known jobs (of ``tenant``, when given) and their status, oldest first."""
+        jobs: dict[str, JobStatus] = _get(self._handles.orchestrator.jobs.remote(tenant=tenant))
         return jobs
+
+    def teams(self) -> dict[str, TeamSpec]:
+        """Teams registered at run time, by name."""
+        teams: dict[str, TeamSpec] = _get(self._handles.orchestrator.teams.remote())
+        return teams
+
+    def put_team(self, team: TeamSpec, *, create: bool = False) -> bool:
+        """Register ``team`` under its name, or hot-update the team of that name; True if new.
+
+        Its agents are spawned, or reconfigured where they run; agents it no longer has are
+        stopped; nothing else restarts.
+
+        Raises:
+            Conflict: ``create`` and the name is taken, or an agent name is another team's.
+            ConfigError: the team cannot be provisioned (e.g. a tool no sandbox has).
+        """
+        spec = team.spec() if isinstance(team, Team) else team
+        created: bool = _get(self._handles.orchestrator.put_team.remote(spec, create=create))
+        return created
+
+    def delete_team(self, name: str) -> TeamSpec:
+        """Unregister a team and stop its agents; return it (raises ``TeamNotFound``)."""
+        team: TeamSpec = _get(self._handles.orchestrator.delete_team.remote(name))
+        return team
+
+    def agents(self) -> list[AgentInfo]:
+        """Every agent of every registered team, with the envelopes it is handling now."""
+        agents: list[AgentInfo] = _get(self._handles.orchestrator.agents.remote())
+        stats: RouterStats = _get(self._handles.router.stats.remote())
+        return with_load(agents, stats.in_flight)
+
+    def put_agent(self, team: str, agent: AgentSpec, *, create: bool = False) -> bool:
+        """Add an agent to a registered team, or hot-update it in place; True if new.
+
+        Raises:
+            TeamNotFound: no such team.
+            Conflict: ``create`` and the agent exists, or another team has that name.
+        """
+        created: bool = _get(
+            self._handles.orchestrator.put_agent.remote(team, agent, create=create)
+        )
+        return created
+
+    def delete_agent(self, name: str) -> AgentInfo:
+        """Remove an agent from its team and stop it (raises ``AgentNotFound``)."""
+        info: AgentInfo = _get(self._handles.orchestrator.delete_agent.remote(name))
+        return info
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """The router's newest dead letters, oldest first."""

@@ -13,14 +13,14 @@ import contextlib
 import functools
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Protocol
 
 import structlog
 
 from actors._endpoint import RouterClient, serve_envelope
 from actors.orchestrator.approvals import ApprovalDesk
+from actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
 from actors.orchestrator.dispatch import Dispatcher
 from actors.orchestrator.intent import JobRouter
 from actors.orchestrator.jobs import (
@@ -35,8 +35,11 @@ from actors.orchestrator.otel import export_otel
 from actors.orchestrator.planning import aggregate, make_plan
 from actors.orchestrator.tracing import add_span, done_subtask_spans, job_trace
 from protocols import (
+    AgentInfo,
     AgentMessage,
+    AgentSpec,
     ApprovalRequest,
+    Attachment,
     Budget,
     ErrorCode,
     ErrorPayload,
@@ -55,20 +58,13 @@ from protocols import (
     Timings,
     TroupeError,
     new_id,
+    with_files,
 )
 from protocols.routing import RouterConfig
 
 __all__ = ["Orchestrator", "TeamProvisioner"]
 
 log = structlog.get_logger("raytroupe.orchestrator")
-
-
-class TeamProvisioner(Protocol):
-    """Makes a team's agents and models ready (spawned, configured, registered)."""
-
-    async def provision(self, team: TeamSpec) -> None:
-        """Ensure every agent of ``team`` is running and reachable, and its models served."""
-        ...
 
 
 class Orchestrator:
@@ -106,6 +102,7 @@ class Orchestrator:
         self._keep_jobs = keep_jobs
         self._journal = journal if isinstance(journal, Journal | None) else Journal(journal)
         self._desk = ApprovalDesk(self._journal)
+        self._catalog = TeamCatalog(self._journal, provisioner)
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self._job_router = JobRouter(router)
@@ -134,29 +131,41 @@ class Orchestrator:
     async def submit(
         self,
         task: str,
-        team: TeamSpec | None = None,
+        team: TeamSpec | str | None = None,
         *,
         tenant: str = "default",
         budget: Budget | None = None,
         teams: Mapping[str, TeamSpec] | None = None,
         routing: RouterConfig | None = None,
+        attachments: Sequence[Attachment] = (),
+        request_id: str | None = None,
     ) -> str:
         """Start a job and return its id.
 
-        ``budget`` (default: the team's) bounds every model call made for the job; once a
-        call is refused for it, no further subtask starts and the job fails with
-        ``budget_exceeded``. Without a ``team``, ``routing`` chooses one of ``teams`` (by
-        keyword, then embedding similarity, then a model classifier) before the job starts;
-        the route is kept on the result.
+        ``team`` is a team, or the name of a registered one. ``budget`` (default: the
+        team's) bounds every model call made for the job; once a call is refused for it, no
+        further subtask starts and the job fails with ``budget_exceeded``. Without a
+        ``team``, ``routing`` chooses one of ``teams`` (by keyword, then embedding
+        similarity, then a model classifier) before the job starts; the route is kept on the
+        result. Text ``attachments`` join the task; images are shown to every agent.
+        ``request_id`` (e.g. of the HTTP request) is kept on the job's events and trace.
 
         Raises:
             ConfigError: no team and no routing, or a route target that is not in ``teams``.
+            TeamNotFound: ``team`` names no registered team.
             PlanError: the classifier's answer names no target.
         """
         job_id = f"job-{new_id()[:16]}"
         route = None
-        if team is None:
+        registered = isinstance(team, str)
+        if isinstance(team, str):
+            team = self._catalog.team(team)
+        elif team is None:
             team, route = await self._job_router.route(job_id, task, tenant, teams or {}, routing)
+        else:
+            self._catalog.check_unregistered(team)
+        task = with_files(task, tuple(attachments))
+        images = tuple(image for a in attachments if (image := a.image()) is not None)
         job = Job(
             id=job_id,
             task=task,
@@ -165,6 +174,9 @@ class Orchestrator:
             submitted_at=time.time(),
             budget=budget or team.budget,
             route=route,
+            images=images,
+            request_id=request_id,
+            registered=registered,
         )
         self._resume()
         if self._journal is not None:
@@ -175,47 +187,60 @@ class Orchestrator:
                 tenant=tenant,
                 budget=job.budget,
                 submitted_at=job.submitted_at,
+                images=images,
             )
         self._jobs[job.id] = job
         self._forget_old_jobs()
-        await emit(job, "job_submitted", data={"team": team.name, "task": task[:200]})
+        submitted: dict[str, object] = {"team": team.name, "task": task[:200]}
+        if request_id is not None:
+            submitted["request_id"] = request_id
+        await emit(job, "job_submitted", data=submitted)
         if route is not None:
             await emit(job, "job_routed", data=route.model_dump(mode="json"))
         self._start(job)
-        log.info("job_submitted", job_id=job.id, team=team.name, tenant=tenant)
+        log.info(
+            "job_submitted", job_id=job.id, team=team.name, tenant=tenant, request_id=request_id
+        )
         return job.id
 
-    async def status(self, job_id: str) -> JobStatus:
+    async def status(self, job_id: str, *, tenant: str | None = None) -> JobStatus:
         """Where the job is.
 
         Raises:
-            JobNotFound: no such job.
+            JobNotFound: no such job (of ``tenant``, when given).
         """
-        return self._job(job_id).status
+        return self._job(job_id, tenant).status
 
-    async def wait(self, job_id: str, timeout: float | None = None) -> JobResult | None:
+    async def wait(
+        self, job_id: str, timeout: float | None = None, *, tenant: str | None = None
+    ) -> JobResult | None:
         """The job's result once it has one, or None if ``timeout`` seconds pass first.
 
         ``timeout=None`` waits as long as it takes; ``timeout <= 0`` does not wait.
 
         Raises:
-            JobNotFound: no such job.
+            JobNotFound: no such job (of ``tenant``, when given).
         """
-        job = self._job(job_id)
+        job = self._job(job_id, tenant)
         await wait_until(job, lambda: job.result is not None, timeout)
         return job.result
 
     async def events(
-        self, job_id: str, after: int = 0, timeout: float | None = 0.0
+        self,
+        job_id: str,
+        after: int = 0,
+        timeout: float | None = 0.0,
+        *,
+        tenant: str | None = None,
     ) -> list[JobEvent]:
         """Events with ``seq > after``, waiting up to ``timeout`` seconds for the first one.
 
         ``timeout=None`` waits as long as it takes; ``timeout <= 0`` does not wait.
 
         Raises:
-            JobNotFound: no such job.
+            JobNotFound: no such job (of ``tenant``, when given).
         """
-        job = self._job(job_id)
+        job = self._job(job_id, tenant)
         await wait_until(job, lambda: len(job.events) > after, timeout)
         return job.events[after:]
 
@@ -236,29 +261,38 @@ class Orchestrator:
             case _:
                 raise InvalidInput(f"orchestrator cannot handle {message.kind!r}")
 
-    async def approvals(self, job_id: str) -> list[ApprovalRequest]:
+    async def approvals(
+        self, job_id: str, *, tenant: str | None = None
+    ) -> list[ApprovalRequest]:
         """The job's tool calls waiting for a human."""
-        return self._desk.pending(self._job(job_id))
+        return self._desk.pending(self._job(job_id, tenant))
 
     async def decide(
-        self, job_id: str, approval_id: str, *, approved: bool, reason: str = ""
+        self,
+        job_id: str,
+        approval_id: str,
+        *,
+        approved: bool,
+        reason: str = "",
+        tenant: str | None = None,
     ) -> bool:
         """Approve or reject a waiting tool call; False if nothing waits under that id.
 
         Raises:
-            JobNotFound: no such job.
+            JobNotFound: no such job (of ``tenant``, when given).
         """
-        return await self._desk.decide(self._job(job_id), approval_id, approved, reason)
+        job = self._job(job_id, tenant)
+        return await self._desk.decide(job, approval_id, approved, reason)
 
-    async def cancel(self, job_id: str) -> bool:
+    async def cancel(self, job_id: str, *, tenant: str | None = None) -> bool:
         """Cancel a job: its running subtasks are stopped at their agents, none starts again.
 
         Returns False if the job had already finished.
 
         Raises:
-            JobNotFound: no such job.
+            JobNotFound: no such job (of ``tenant``, when given).
         """
-        job = self._job(job_id)
+        job = self._job(job_id, tenant)
         if job.result is not None or job.runner is None:
             return False
         job.cancel_requested = True
@@ -269,9 +303,44 @@ class Orchestrator:
         await wait_until(job, lambda: job.result is not None, 30.0)
         return True
 
-    async def jobs(self) -> dict[str, JobStatus]:
-        """Known jobs and their status, oldest first."""
-        return {job_id: job.status for job_id, job in self._jobs.items()}
+    async def jobs(self, *, tenant: str | None = None) -> dict[str, JobStatus]:
+        """Known jobs (of ``tenant``, when given) and their status, oldest first."""
+        self._resume()
+        return {
+            job_id: job.status
+            for job_id, job in self._jobs.items()
+            if tenant is None or job.tenant == tenant
+        }
+
+    # -- teams registered at run time ---------------------------------------------------------
+
+    async def teams(self) -> dict[str, TeamSpec]:
+        """Every registered team, by name."""
+        return self._catalog.teams()
+
+    async def team(self, name: str) -> TeamSpec:
+        """The team registered as ``name`` (raises ``TeamNotFound``)."""
+        return self._catalog.team(name)
+
+    async def put_team(self, team: TeamSpec, *, create: bool = False) -> bool:
+        """Register or hot-update a team; True if new. See :meth:`TeamCatalog.put`."""
+        return await self._catalog.put(team, create=create)
+
+    async def delete_team(self, name: str) -> TeamSpec:
+        """Unregister a team and stop its agents. See :meth:`TeamCatalog.delete`."""
+        return await self._catalog.delete(name)
+
+    async def agents(self) -> list[AgentInfo]:
+        """Every agent of every registered team."""
+        return self._catalog.agents()
+
+    async def put_agent(self, team: str, agent: AgentSpec, *, create: bool = False) -> bool:
+        """Add or hot-update one agent of a team. See :meth:`TeamCatalog.put_agent`."""
+        return await self._catalog.put_agent(team, agent, create=create)
+
+    async def delete_agent(self, name: str) -> AgentInfo:
+        """Remove one agent from its team. See :meth:`TeamCatalog.delete_agent`."""
+        return await self._catalog.delete_agent(name)
 
     # -- the job ----------------------------------------------------------------------------
 
@@ -282,7 +351,7 @@ class Orchestrator:
         try:
             mark = time.perf_counter()
             job.status = "planning"
-            await self._provisioner.provision(job.team)
+            await self._provisioner.provision(self._catalog.current(job))
             provision_s = time.perf_counter() - mark
             mark = time.perf_counter()
             graph = job.team.graph
@@ -429,14 +498,14 @@ class Orchestrator:
         if self._journal is not None:
             self._journal.subtask(job.id, result)
 
-    def _job(self, job_id: str) -> Job:
+    def _job(self, job_id: str, tenant: str | None = None) -> Job:
         self._resume()
         job = self._jobs.get(job_id)
         if job is None and self._journal is not None:
             job = self._journal.finished(job_id)  # finished before this process started
             if job is not None:
                 self._jobs[job_id] = job
-        if job is None:
+        if job is None or (tenant is not None and job.tenant != tenant):
             raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
         return job
 

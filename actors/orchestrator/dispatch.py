@@ -180,6 +180,7 @@ class Dispatcher:
             task_id=sub.id,
             instructions=sub.instructions,
             job_task=job.task,
+            images=job.images,
             inputs=inputs,
             budget=job.budget,
         )

@@ -15,6 +15,7 @@ from protocols import (
     Budget,
     ErrorPayload,
     Event,
+    ImagePart,
     JobEvent,
     JobResult,
     JobStatus,
@@ -79,6 +80,12 @@ class Job:
     """How the team was chosen, when the job named none."""
     spans: list[Span] = field(default_factory=list)
     """The job's trace so far, but for its root (``job.trace``'s span): see ``.tracing``."""
+    images: tuple[ImagePart, ...] = ()
+    """Images given with the job: every agent sees them with its subtask."""
+    request_id: str | None = None
+    registered: bool = False
+    """The job named a registered team: its agents are provisioned as the catalog has them."""
+    """The HTTP request (or other caller's id) that submitted the job, for logs and traces."""
 
 
 async def wait_until(job: Job, ready: Callable[[], bool], timeout: float | None) -> None:

@@ -11,11 +11,14 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import TypeAdapter
+
 from actors.orchestrator.jobs import Job
 from protocols import (
     ApprovalDecision,
     ApprovalRequest,
     Budget,
+    ImagePart,
     JobResult,
     Plan,
     SubtaskResult,
@@ -23,6 +26,8 @@ from protocols import (
 )
 
 __all__ = ["Journal", "Unfinished"]
+
+_IMAGES: TypeAdapter[tuple[ImagePart, ...]] = TypeAdapter(tuple[ImagePart, ...])
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS jobs (
@@ -34,6 +39,8 @@ CREATE TABLE IF NOT EXISTS approvals (
     job_id TEXT NOT NULL, approval_id TEXT NOT NULL, request TEXT NOT NULL,
     decision TEXT NOT NULL, PRIMARY KEY (job_id, approval_id)
 );
+CREATE TABLE IF NOT EXISTS job_images (job_id TEXT PRIMARY KEY, images TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS teams (name TEXT PRIMARY KEY, spec TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS subtasks (
     job_id TEXT NOT NULL, subtask_id TEXT NOT NULL, result TEXT NOT NULL,
     PRIMARY KEY (job_id, subtask_id)
@@ -53,6 +60,7 @@ class Unfinished:
     submitted_at: float
     plan: Plan | None
     done: dict[str, SubtaskResult]
+    images: tuple[ImagePart, ...] = ()
 
 
 class Journal:
@@ -75,8 +83,14 @@ class Journal:
         tenant: str,
         budget: Budget | None,
         submitted_at: float,
+        images: tuple[ImagePart, ...] = (),
     ) -> None:
-        """Record a submitted job."""
+        """Record a submitted job (with the images it was given, if any)."""
+        if images:
+            self._db.execute(
+                "INSERT OR IGNORE INTO job_images VALUES (?, ?)",
+                (job_id, _IMAGES.dump_json(images).decode()),
+            )
         self._db.execute(
             "INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, ?, ?, ?, NULL)",
             (job_id, task, team.model_dump_json(), tenant,
@@ -143,8 +157,12 @@ class Journal:
                     "SELECT subtask_id, result FROM subtasks WHERE job_id = ?", (job_id,)
                 )
             }
+            images_row = self._db.execute(
+                "SELECT images FROM job_images WHERE job_id = ?", (job_id,)
+            ).fetchone()
             found.append(
                 Unfinished(
+                    images=() if images_row is None else _IMAGES.validate_json(images_row[0]),
                     job_id=job_id,
                     task=task,
                     team=TeamSpec.model_validate_json(team),
@@ -169,6 +187,7 @@ class Journal:
                 budget=found.budget,
                 plan=found.plan,
                 done=found.done,
+                images=found.images,
             )
             for found in self.unfinished()
         ]
@@ -188,6 +207,21 @@ class Journal:
             status=result.status,
             result=result,
         )
+
+    def put_team(self, team: TeamSpec) -> None:
+        """Record a team registered at run time (replacing one of the same name)."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO teams VALUES (?, ?)", (team.name, team.model_dump_json())
+        )
+
+    def drop_team(self, name: str) -> None:
+        """Forget a registered team."""
+        self._db.execute("DELETE FROM teams WHERE name = ?", (name,))
+
+    def teams(self) -> list[TeamSpec]:
+        """Every registered team, by name."""
+        rows = self._db.execute("SELECT spec FROM teams ORDER BY name").fetchall()
+        return [TeamSpec.model_validate_json(spec) for (spec,) in rows]
 
     def close(self) -> None:
         """Close the file."""

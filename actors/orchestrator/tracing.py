@@ -156,6 +156,7 @@ def job_trace(
             "job_id": job.id,
             "team": job.team.name,
             "tenant": job.tenant,
+            "request_id": job.request_id,
             "status": status,
             "error_code": error.code.value if error else None,
         },

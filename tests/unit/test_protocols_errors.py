@@ -6,10 +6,12 @@ import pytest
 import protocols
 from protocols import errors
 from protocols.errors import (
+    AgentNotFound,
     AuthFailed,
     BadRequest,
     BudgetExceeded,
     ConfigError,
+    Conflict,
     ContentFiltered,
     ContextTooLong,
     DeadlineExceeded,
@@ -35,6 +37,7 @@ from protocols.errors import (
     SandboxUnavailable,
     ScriptError,
     StreamInterrupted,
+    TeamNotFound,
     ToolError,
     ToolNotAllowed,
     TroupeError,
@@ -50,6 +53,9 @@ PARENTS = {
     MalformedEnvelope: InvalidInput,
     UnsupportedSchemaVersion: InvalidInput,
     ConfigError: InvalidInput,
+    TeamNotFound: ConfigError,
+    AgentNotFound: ConfigError,
+    Conflict: InvalidInput,
     DeliveryError: TroupeError,
     UnknownRecipient: DeliveryError,
     RecipientUnavailable: DeliveryError,

@@ -223,6 +223,7 @@ class InProcessProvisioner:
         self.agents: dict[str, AgentActor] = {}
         self.mailboxes: dict[str, Mailbox] = {}
         self.provisioned = 0
+        self.retired: list[str] = []
 
     async def provision(self, team: TeamSpec) -> None:
         if team.models:
@@ -240,6 +241,13 @@ class InProcessProvisioner:
                 spec.name, self.mailboxes[spec.name], [team_role(team.name, spec.role)]
             )
         self.provisioned += 1
+
+    async def retire(self, agents) -> None:
+        for name in agents:
+            await self.router.unregister(name)
+            self.agents.pop(name, None)
+            self.mailboxes.pop(name, None)
+            self.retired.append(name)
 
 
 @dataclass

@@ -1,0 +1,110 @@
+"""What a job is given besides its task text: files and images, and what agents look like."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Final
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from protocols.addresses import Name
+from protocols.llm import ImagePart
+
+__all__ = ["IMAGE_TYPES", "TEXT_TYPES", "AgentInfo", "Attachment", "with_files"]
+
+IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+"""Image media types every supported provider accepts."""
+TEXT_TYPES: Final = frozenset(
+    {"application/json", "application/x-yaml", "application/yaml", "application/xml"}
+)
+"""Non-``text/*`` media types that are read as UTF-8 text."""
+_MEDIA_TYPE = re.compile(r"^[a-z0-9][\w.+-]*/[a-z0-9][\w.+-]*$")
+
+
+class Attachment(BaseModel):
+    """A file given with a job's task.
+
+    Text files (``text/*``, JSON, YAML, XML; UTF-8) are added to the task, so the planner
+    and every agent read them; images (PNG, JPEG, GIF, WebP, as base64 data or an http(s)
+    URL) are shown to every agent that works on the job. Other types are refused.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=255, description="File name, shown to the model.")
+    media_type: str = Field(description="MIME type, e.g. text/markdown or image/png.")
+    data_b64: str | None = Field(
+        default=None, max_length=16_000_000, description="The content, base64-encoded."
+    )
+    url: str | None = Field(
+        default=None, max_length=4096, description="An http(s) URL (images only)."
+    )
+
+    @model_validator(mode="after")
+    def _usable(self) -> Attachment:
+        if not _MEDIA_TYPE.match(self.media_type):
+            raise ValueError(f"{self.media_type!r} is not a media type")
+        is_image = self.media_type in IMAGE_TYPES
+        is_text = self.media_type.startswith("text/") or self.media_type in TEXT_TYPES
+        if not (is_image or is_text):
+            raise ValueError(
+                f"unsupported media type {self.media_type!r}: send text (UTF-8) or an image "
+                f"({', '.join(sorted(IMAGE_TYPES))})"
+            )
+        if (self.data_b64 is None) == (self.url is None):
+            raise ValueError("an attachment needs exactly one of data_b64 or url")
+        if self.url is not None:
+            if not is_image:
+                raise ValueError("only images may be given by URL; send text files as data_b64")
+            if not self.url.startswith(("https://", "http://")):
+                raise ValueError("an image URL must be http(s)")
+            return self
+        try:
+            raw = base64.b64decode(self.data_b64 or "", validate=True)
+        except binascii.Error as exc:
+            raise ValueError(f"data_b64 of {self.name!r} is not base64: {exc}") from None
+        if is_text:
+            try:
+                raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError(f"{self.name!r} is not UTF-8 text") from None
+        return self
+
+    def text(self) -> str | None:
+        """The file's text, if it is a text file."""
+        if self.media_type in IMAGE_TYPES or self.data_b64 is None:
+            return None
+        return base64.b64decode(self.data_b64).decode("utf-8")
+
+    def image(self) -> ImagePart | None:
+        """The image as a message part, if it is an image."""
+        if self.media_type not in IMAGE_TYPES:
+            return None
+        if self.url is not None:
+            return ImagePart(url=self.url)
+        return ImagePart(data_b64=self.data_b64, media_type=self.media_type)
+
+
+def with_files(task: str, attachments: tuple[Attachment, ...]) -> str:
+    """``task`` followed by the text of every text attachment, each under its name."""
+    parts = [task]
+    for item in attachments:
+        text = item.text()
+        if text is not None:
+            parts.append(f"--- file: {item.name} ({item.media_type}) ---\n{text.strip()}")
+    return "\n\n".join(parts)
+
+
+class AgentInfo(BaseModel):
+    """An agent of a registered team, as people and dashboards see it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: Name
+    team: str
+    role: str
+    model: str = Field(description="The model alias it calls.")
+    tools: tuple[str, ...] = ()
+    in_flight: int = Field(default=0, ge=0, description="Envelopes it is handling right now.")
