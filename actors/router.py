@@ -24,6 +24,7 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict
 
+from actors import _metrics as metrics
 from actors._endpoint import Mailbox
 from protocols import (
     AddressKind,
@@ -257,11 +258,14 @@ class MessageRouter:
     def _accept(self, data: bytes) -> AgentMessage:
         self._count.routed += 1
         try:
-            return decode(data)
+            message = decode(data)
         except TroupeError as exc:
+            metrics.message_routed("malformed")
             raw = bytes(data) if isinstance(data, bytes | bytearray | memoryview) else None
             self._dead_letter(exc, None, raw=raw)
             raise
+        metrics.message_routed(message.kind)
+        return message
 
     def _remember(self, message_id: str, future: asyncio.Future[bytes]) -> None:
         self._seen[message_id] = future
@@ -308,6 +312,7 @@ class MessageRouter:
     async def _call(self, name: str, entry: _Entry, routed: AgentMessage) -> bytes | None:
         timeout = None if routed.deadline is None else max(0.0, routed.deadline - time.time())
         entry.in_flight += 1
+        metrics.queue_depth("router", name, entry.in_flight)
         try:
             return await asyncio.wait_for(entry.mailbox.receive(encode(routed)), timeout)
         except TimeoutError:
@@ -320,6 +325,7 @@ class MessageRouter:
             raise DeliveryError(f"delivery to {name!r} failed: {err!r}", recipient=name) from err
         finally:
             entry.in_flight -= 1
+            metrics.queue_depth("router", name, entry.in_flight)
 
     async def _send_in_background(self, message: AgentMessage, target: str) -> None:
         reply = await self._deliver_one(message, target)
@@ -333,6 +339,7 @@ class MessageRouter:
         self, exc: TroupeError, message: AgentMessage | None, *, raw: bytes | None = None
     ) -> None:
         self._count.dead_lettered += 1
+        metrics.dead_lettered(exc.code)
         letter = DeadLetter(
             at=time.time(),
             reason=exc.code,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 from aiolimiter import AsyncLimiter
 
+from actors import _metrics as metrics
 from actors.llm.pricing import Price
 from actors.llm.provider import LLMProvider
 from protocols import DeploymentSpec
@@ -99,6 +100,7 @@ class DeploymentState:
         ``in_flight`` counts the call from the moment it queues here.
         """
         self.in_flight += 1  # queued calls count: least_busy must see them
+        metrics.queue_depth("llm", self.name, self.in_flight)
         try:
             slot = self._slots
             if slot is not None:
@@ -114,6 +116,7 @@ class DeploymentState:
                     slot.release()
         finally:
             self.in_flight -= 1
+            metrics.queue_depth("llm", self.name, self.in_flight)
 
     async def charge_tokens(self, extra: int) -> None:
         """Take tokens a call used beyond its estimate out of the tpm bucket."""

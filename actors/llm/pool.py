@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 
 import structlog
 
+from actors import _metrics as metrics
 from actors._endpoint import RouterClient, serve_envelope
 from actors.llm.budget import Ledger, Spend
 from actors.llm.config import LLMConfig
@@ -33,6 +34,7 @@ from protocols import (
     OpenAIModel,
     RouteSpec,
     ScriptedModel,
+    TroupeError,
     UsageRow,
 )
 
@@ -190,9 +192,14 @@ class LLMAdapterPool:
             ModelError: every attempt failed; the last typed error.
         """
         context = context or CallContext()
-        if request.model in self._broken:
-            raise self._broken[request.model]
-        response = await self._gateway.complete(request, context, on_delta)
+        try:
+            if request.model in self._broken:
+                raise self._broken[request.model]
+            response = await self._gateway.complete(request, context, on_delta)
+        except TroupeError as exc:
+            alias = request.model if request.model in self._specs else "unknown"
+            metrics.llm_failed(alias, exc.code)
+            raise
         self._book(context, request.model, response)
         return response
 
@@ -239,6 +246,15 @@ class LLMAdapterPool:
             provider=response.provider,
         )
         usage = response.usage
+        metrics.llm_usage(
+            alias,
+            response.deployment,
+            context.tenant,
+            input_tokens=usage.prompt_tokens,
+            output_tokens=usage.completion_tokens,
+            cost_usd=usage.cost_usd,
+            latency_s=response.latency_s,
+        )
         self._usage[key] = row.model_copy(
             update={
                 "calls": row.calls + 1,

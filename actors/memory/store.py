@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from actors import _metrics as metrics
 from actors._endpoint import RouterClient, serve_envelope
 from actors.memory.config import MemoryConfig
 from actors.memory.shortterm import WorkingMemory, turns, window
@@ -108,6 +109,7 @@ class MemoryStore:
                 documents=[m.text for m in memories],
                 metadatas=metadatas,  # type: ignore[arg-type]
             )
+        metrics.memory_op("write", len(ids))
         return ids
 
     async def query(self, tenant: str, query: MemoryQuery) -> MemoryHits:
@@ -136,7 +138,9 @@ class MemoryStore:
                 continue
             hits.append(self._hit(memory_id, text or "", dict(meta), float(distance), now))
         ranked = sorted(hits, key=lambda h: h.score, reverse=True)
-        return MemoryHits(hits=tuple(h for h in ranked if h.score >= query.min_score)[: query.k])
+        best = tuple(h for h in ranked if h.score >= query.min_score)[: query.k]
+        metrics.memory_op("query", len(best))
+        return MemoryHits(hits=best)
 
     async def delete(
         self,
@@ -157,6 +161,7 @@ class MemoryStore:
         doomed = list(found["ids"])
         if doomed:
             await asyncio.to_thread(collection.delete, ids=doomed)
+        metrics.memory_op("delete", len(doomed))
         return len(doomed)
 
     async def count(self, tenant: str) -> int:
@@ -180,6 +185,7 @@ class MemoryStore:
                 removed += len(doomed)
         if removed:
             log.info("forgot", memories=removed)
+        metrics.memory_op("forget", removed)
         return removed
 
     # -- short-term and working memory ----------------------------------------------------

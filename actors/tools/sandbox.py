@@ -19,6 +19,7 @@ from typing import Any
 import structlog
 from jsonschema import Draft202012Validator
 
+from actors import _metrics as metrics
 from actors._endpoint import RouterClient, serve_envelope
 from actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
 from actors.tools.config import ToolsConfig
@@ -200,6 +201,12 @@ class ToolSandbox:
             result = _failure(exc)
         metadata = {**result.metadata, "duration_s": time.perf_counter() - start}
         log.info("tool_called", tool=call.tool, agent=agent, job_id=job_id, ok=result.ok)
+        metrics.tool_call(
+            call.tool if call.tool in self._tools else "unknown",  # a model may invent names
+            ok=result.ok,
+            seconds=metadata["duration_s"],
+            code=None if result.error is None else result.error.code,
+        )
         return result.model_copy(
             update={"call_id": call.call_id, "tool": call.tool, "metadata": metadata}
         )

@@ -28,6 +28,7 @@ def rt(tmp_path_factory):
         limits=runtime.Limits(wall_s=10.0, memory_mb=256),
         approval_required=("echo",),
     )
+    os.environ.setdefault("RAY_metrics_report_interval_ms", "1000")  # metrics tests wait less
     troupe = runtime.connect(address="local", num_cpus=2, log_level="warning", tools_config=tools)
     yield troupe
     troupe.shutdown()

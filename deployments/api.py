@@ -1,0 +1,458 @@
+"""The HTTP API: jobs, their event streams, approvals, teams, agents, usage and health.
+
+Every job route is scoped to the caller's tenant: another tenant's job is 404, as if it did
+not exist. Teams and agents are shared by the deployment; changing them takes an admin key.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from http import HTTPStatus
+from typing import Annotated, Any, Final
+
+import structlog
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from deployments.backend import Backend
+from deployments.config import APIConfig
+from deployments.guard import Principal, principal_of, request_id_of
+from deployments.problems import problem, troupe_problem
+from protocols import (
+    AgentInfo,
+    AgentSpec,
+    ApprovalRequest,
+    Attachment,
+    Budget,
+    Conflict,
+    JobEvent,
+    JobNotFound,
+    JobResult,
+    JobStatus,
+    TeamSpec,
+    TroupeError,
+    UsageRow,
+)
+
+__all__ = ["caller", "create_api"]
+
+log = structlog.get_logger("raytroupe.http")
+
+_SSE_WAIT_S: Final = 15.0
+"""Longest quiet spell on an event stream before a keep-alive comment."""
+
+
+class JobRequest(BaseModel):
+    """A job to start: the task, the team (inline, or a registered team's name), inputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str = Field(min_length=1, max_length=200_000, description="What the team must do.")
+    team: TeamSpec | Annotated[str, Field(min_length=1, max_length=64)] = Field(
+        description="A team definition, or the name of a registered team."
+    )
+    attachments: list[Attachment] = Field(
+        default_factory=list, max_length=32, description="Text files and images for the job."
+    )
+    budget: Budget | None = Field(default=None, description="Overrides the team's budget.")
+
+
+class JobAccepted(BaseModel):
+    """A job that was accepted and is starting."""
+
+    id: str
+    status: JobStatus
+    events_url: str
+    url: str
+
+
+class JobView(BaseModel):
+    """A job: where it is, and its result once it has one."""
+
+    id: str
+    status: JobStatus
+    result: JobResult | None = None
+
+
+class Decision(BaseModel):
+    """A human's answer to a tool call waiting for approval."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approved: bool
+    reason: str = Field(default="", max_length=2000)
+
+
+class AgentPut(BaseModel):
+    """An agent to add to a registered team (or the new configuration of one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    team: str = Field(min_length=1, max_length=64, description="The registered team it is in.")
+    agent: AgentSpec
+
+
+class Cancelled(BaseModel):
+    """The outcome of a cancel request."""
+
+    id: str
+    cancelled: bool
+    status: JobStatus
+
+
+def caller(request: Request) -> Principal:
+    """The authenticated caller (the guard has checked the key)."""
+    return principal_of(request.scope)
+
+
+def admin(request: Request) -> Principal:
+    """The caller, who must hold an admin key."""
+    principal = principal_of(request.scope)
+    if not principal.admin:
+        raise _Forbidden(principal.name)
+    return principal
+
+
+class _Forbidden(Exception):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+Caller = Annotated[Principal, Depends(caller)]
+Admin = Annotated[Principal, Depends(admin)]
+
+
+def create_api(backend: Backend, config: APIConfig) -> FastAPI:
+    """The FastAPI application (without the guard; see :mod:`deployments.app`)."""
+    app = FastAPI(
+        title="raytroupe",
+        version="0.1.0",
+        description="Multi-agent jobs on Ray: submit, watch, approve, cancel; manage teams.",
+    )
+    _install_error_handlers(app)
+    app.include_router(_jobs(backend))
+    app.include_router(_teams(backend))
+    app.include_router(_ops(backend))
+    from deployments.openai_compat import openai_routes  # noqa: PLC0415 - avoids a cycle
+
+    app.include_router(openai_routes(backend, config))
+    return app
+
+
+def _jobs(backend: Backend) -> APIRouter:
+    routes = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+    orchestrator = backend.orchestrator
+
+    @routes.post("", status_code=202, response_model=JobAccepted)
+    async def submit_job(body: JobRequest, request: Request, who: Caller) -> JSONResponse:
+        """Start a job; answers at once with its id (watch it on ``events_url``)."""
+        job_id: str = await backend.call(
+            orchestrator.submit.remote(
+                body.task,
+                body.team,
+                tenant=who.tenant,
+                budget=body.budget,
+                attachments=tuple(body.attachments),
+                request_id=request_id_of(request.scope),
+            )
+        )
+        url = f"/v1/jobs/{job_id}"
+        accepted = JobAccepted(id=job_id, status="pending", url=url, events_url=f"{url}/events")
+        return JSONResponse(accepted.model_dump(), status_code=202, headers={"Location": url})
+
+    @routes.get("", response_model=dict[str, JobStatus])
+    async def list_jobs(who: Caller) -> dict[str, JobStatus]:
+        """The caller's tenant's jobs and their status, oldest first."""
+        jobs: dict[str, JobStatus] = await backend.call(orchestrator.jobs.remote(tenant=who.tenant))
+        return jobs
+
+    @routes.get("/{job_id}", response_model=JobView)
+    async def get_job(job_id: str, who: Caller) -> JobView:
+        """Where the job is; its result (answer, subtasks, usage, trace) once it has one."""
+        status: JobStatus = await backend.call(
+            orchestrator.status.remote(job_id, tenant=who.tenant)
+        )
+        result: JobResult | None = await backend.call(
+            orchestrator.wait.remote(job_id, 0, tenant=who.tenant)
+        )
+        return JobView(id=job_id, status=result.status if result else status, result=result)
+
+    @routes.get(
+        "/{job_id}/events",
+        response_class=StreamingResponse,
+        responses={200: {"content": {"text/event-stream": {}}}},
+    )
+    async def job_events(
+        job_id: str,
+        who: Caller,
+        last_event_id: Annotated[str | None, Header()] = None,
+        after: Annotated[int | None, Query(ge=0, description="Resume after this seq.")] = None,
+    ) -> StreamingResponse:
+        """The job's events as Server-Sent Events, live, until its last one.
+
+        Each event's ``id`` is its ``seq``: a client that reconnects with ``Last-Event-ID``
+        (or ``?after=``) gets every event after it, none twice.
+        """
+        start = after if after is not None else _seq(last_event_id)
+        first: list[JobEvent] = await backend.call(
+            orchestrator.events.remote(job_id, start, 0, tenant=who.tenant)
+        )  # a missing job is a 404 here, not a broken stream
+        return StreamingResponse(
+            _event_stream(backend, job_id, who.tenant, start, first),
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+        )
+
+    @routes.post("/{job_id}/cancel", response_model=Cancelled)
+    async def cancel_job(job_id: str, who: Caller) -> Cancelled:
+        """Cancel the job; running subtasks stop at their agents. 409 if it had finished."""
+        cancelled: bool = await backend.call(orchestrator.cancel.remote(job_id, tenant=who.tenant))
+        status: JobStatus = await backend.call(
+            orchestrator.status.remote(job_id, tenant=who.tenant)
+        )
+        if not cancelled:
+            raise Conflict(f"job {job_id} already finished ({status})", job_id=job_id)
+        return Cancelled(id=job_id, cancelled=True, status=status)
+
+    @routes.get("/{job_id}/approvals", response_model=list[ApprovalRequest])
+    async def pending_approvals(job_id: str, who: Caller) -> list[ApprovalRequest]:
+        """The job's tool calls waiting for a human: tool, exact arguments, approval id."""
+        pending: list[ApprovalRequest] = await backend.call(
+            orchestrator.approvals.remote(job_id, tenant=who.tenant)
+        )
+        return pending
+
+    @routes.post("/{job_id}/approvals/{approval_id}")
+    async def decide(job_id: str, approval_id: str, body: Decision, who: Caller) -> dict[str, Any]:
+        """Approve or reject a held tool call (404 if nothing waits under that id)."""
+        done: bool = await backend.call(
+            orchestrator.decide.remote(
+                job_id, approval_id, approved=body.approved, reason=body.reason, tenant=who.tenant
+            )
+        )
+        if not done:
+            raise JobNotFound(
+                f"job {job_id} has no tool call waiting under {approval_id!r}",
+                job_id=job_id,
+                approval_id=approval_id,
+            )
+        return {"job_id": job_id, "approval_id": approval_id, "approved": body.approved}
+
+    return routes
+
+
+async def _event_stream(
+    backend: Backend, job_id: str, tenant: str, after: int, first: list[JobEvent]
+) -> AsyncIterator[str]:
+    batch = first
+    while True:
+        for event in batch:
+            after = event.seq
+            yield _sse(event)
+            if event.terminal:
+                return
+        if not batch:
+            yield ": waiting\n\n"  # keeps proxies from closing a quiet stream
+        try:
+            batch = await backend.call(
+                backend.orchestrator.events.remote(job_id, after, _SSE_WAIT_S, tenant=tenant)
+            )
+        except TroupeError as exc:  # the stream has started: say so in-band, then stop
+            data = json.dumps({"code": exc.code.value, "detail": exc.message})
+            yield f"event: error\ndata: {data}\n\n"
+            return
+
+
+def _sse(event: JobEvent) -> str:
+    return f"id: {event.seq}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n"
+
+
+def _seq(last_event_id: str | None) -> int:
+    if last_event_id is None or not last_event_id.strip().isdigit():
+        return 0
+    return int(last_event_id.strip())
+
+
+def _teams(backend: Backend) -> APIRouter:
+    routes = APIRouter(prefix="/v1", tags=["teams and agents"])
+    orchestrator = backend.orchestrator
+
+    @routes.get("/teams", response_model=dict[str, TeamSpec])
+    async def list_teams(_who: Caller) -> dict[str, TeamSpec]:
+        """Teams registered at run time, by name."""
+        teams: dict[str, TeamSpec] = await backend.call(orchestrator.teams.remote())
+        return teams
+
+    @routes.get("/teams/{name}", response_model=TeamSpec)
+    async def get_team(name: str, _who: Caller) -> TeamSpec:
+        """One registered team."""
+        team: TeamSpec = await backend.call(orchestrator.team.remote(name))
+        return team
+
+    @routes.post("/teams", status_code=201, response_model=TeamSpec)
+    async def create_team(team: TeamSpec, who: Admin) -> TeamSpec:
+        """Register a team (409 if the name is taken); its agents start now."""
+        await backend.call(orchestrator.put_team.remote(team, create=True))
+        log.info("team_created", team=team.name, key=who.name)
+        return team
+
+    @routes.put("/teams/{name}", response_model=TeamSpec)
+    async def put_team(name: str, team: TeamSpec, response: Response, who: Admin) -> TeamSpec:
+        """Register or hot-update a team: agents are reconfigured where they run."""
+        if team.name != name:
+            raise Conflict(f"the body's team is {team.name!r}, the URL's {name!r}")
+        created: bool = await backend.call(orchestrator.put_team.remote(team))
+        response.status_code = 201 if created else 200
+        log.info("team_put", team=name, created=created, key=who.name)
+        return team
+
+    @routes.delete("/teams/{name}", response_model=TeamSpec)
+    async def delete_team(name: str, who: Admin) -> TeamSpec:
+        """Unregister a team and stop its agents; nothing else restarts."""
+        team: TeamSpec = await backend.call(orchestrator.delete_team.remote(name))
+        log.info("team_deleted", team=name, key=who.name)
+        return team
+
+    @routes.get("/agents", response_model=list[AgentInfo])
+    async def list_agents(_who: Caller) -> list[AgentInfo]:
+        """Agents of registered teams, with the envelopes each is handling now."""
+        from actors.orchestrator.catalog import with_load  # noqa: PLC0415
+
+        agents: list[AgentInfo] = await backend.call(orchestrator.agents.remote())
+        stats = await backend.call(backend.router.stats.remote())
+        return with_load(agents, stats.in_flight)
+
+    @routes.post("/agents", status_code=201, response_model=AgentInfo)
+    async def create_agent(body: AgentPut, who: Admin) -> AgentInfo:
+        """Add an agent to a registered team; it starts now, the others keep running."""
+        await backend.call(orchestrator.put_agent.remote(body.team, body.agent, create=True))
+        log.info("agent_created", agent=body.agent.name, team=body.team, key=who.name)
+        return _info(body)
+
+    @routes.put("/agents/{name}", response_model=AgentInfo)
+    async def put_agent(name: str, body: AgentPut, response: Response, who: Admin) -> AgentInfo:
+        """Hot-update an agent's configuration (or add it): it is reconfigured in place."""
+        if body.agent.name != name:
+            raise Conflict(f"the body's agent is {body.agent.name!r}, the URL's {name!r}")
+        created: bool = await backend.call(orchestrator.put_agent.remote(body.team, body.agent))
+        response.status_code = 201 if created else 200
+        log.info("agent_put", agent=name, team=body.team, created=created, key=who.name)
+        return _info(body)
+
+    @routes.delete("/agents/{name}", response_model=AgentInfo)
+    async def delete_agent(name: str, who: Admin) -> AgentInfo:
+        """Remove an agent from its team and stop it."""
+        info: AgentInfo = await backend.call(orchestrator.delete_agent.remote(name))
+        log.info("agent_deleted", agent=name, key=who.name)
+        return info
+
+    return routes
+
+
+def _info(body: AgentPut) -> AgentInfo:
+    agent = body.agent
+    return AgentInfo(
+        name=agent.name, team=body.team, role=agent.role, model=agent.model, tools=agent.tools
+    )
+
+
+def _ops(backend: Backend) -> APIRouter:
+    routes = APIRouter(tags=["operations"])
+
+    @routes.get("/v1/usage", response_model=list[UsageRow])
+    async def usage(
+        who: Caller, job_id: Annotated[str | None, Query(max_length=64)] = None
+    ) -> list[UsageRow]:
+        """Model usage (tokens, cost) of the caller's tenant, by job, agent and model."""
+        mine: dict[str, JobStatus] = await backend.call(
+            backend.orchestrator.jobs.remote(tenant=who.tenant)
+        )
+        if job_id is not None and job_id not in mine:
+            raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
+        rows: list[UsageRow] = await backend.call(backend.llm.usage.remote(job_id))
+        return [row for row in rows if row.job_id in mine]
+
+    @routes.get("/healthz")
+    async def healthz() -> dict[str, str]:
+        """Liveness: this process answers."""
+        return {"status": "ok"}
+
+    @routes.get("/readyz", responses={503: {"description": "a system actor does not answer"}})
+    async def readyz() -> JSONResponse:
+        """Readiness: the router, orchestrator and LLM pool answer."""
+        checks = await backend.ready()
+        ready = all(checks.values())
+        return JSONResponse(
+            {"status": "ready" if ready else "not ready", "checks": checks},
+            status_code=200 if ready else 503,
+        )
+
+    return routes
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    async def troupe_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, TroupeError)  # noqa: S101 - registered for TroupeError only
+        response = troupe_problem(exc, _rid(request))
+        if response.status_code >= 500:  # noqa: PLR2004
+            log.warning("request_failed", code=exc.code.value, error=exc.message)
+        return response
+
+    async def invalid_request(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)  # noqa: S101
+        problems = [f"{'.'.join(str(p) for p in err['loc'])}: {err['msg']}" for err in exc.errors()]
+        return problem(
+            422,
+            "Invalid request",
+            "the request does not match the API's schema",
+            code="invalid_request",
+            request_id=_rid(request),
+            problems=problems,
+        )
+
+    async def forbidden(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, _Forbidden)  # noqa: S101
+        return problem(
+            403,
+            "Forbidden",
+            f"key {exc.key!r} may not manage teams and agents (an admin key is needed)",
+            code="forbidden",
+            request_id=_rid(request),
+        )
+
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.error("request_crashed", error_type=type(exc).__name__, exc_info=exc)
+        return problem(
+            500,
+            "Internal Server Error",
+            "the server failed; the request id finds the details in its logs",
+            code="internal",
+            request_id=_rid(request),
+        )
+
+    async def http_error(request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)  # noqa: S101
+        return problem(
+            exc.status_code,
+            HTTPStatus(exc.status_code).phrase,
+            str(exc.detail),
+            code=HTTPStatus(exc.status_code).phrase.lower().replace(" ", "_"),
+            request_id=_rid(request),
+            headers=dict(exc.headers or {}),
+        )
+
+    app.add_exception_handler(TroupeError, troupe_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    app.add_exception_handler(RequestValidationError, invalid_request)
+    app.add_exception_handler(_Forbidden, forbidden)
+    app.add_exception_handler(Exception, unexpected)
+
+
+def _rid(request: Request) -> str | None:
+    rid = request.scope.get("state", {}).get("request_id")
+    return rid if isinstance(rid, str) else None

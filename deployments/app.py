@@ -1,0 +1,80 @@
+"""The Ray Serve application: the HTTP entry point of raytroupe.
+
+``serve run deployments/serve_config.yaml`` / ``serve deploy`` use :func:`build` (its
+``args`` are an :class:`~deployments.config.APIConfig`); Python callers use :func:`deploy`.
+"""
+
+from typing import Any
+
+from ray import serve
+from ray.serve import Application
+from starlette.types import ASGIApp
+
+from deployments.api import create_api
+from deployments.backend import Backend
+from deployments.config import APIConfig
+from deployments.guard import Guard
+from deployments.keys import keys_from_env
+
+# No ``from __future__ import annotations`` here: Serve inspects :func:`build`'s signature.
+
+__all__ = ["TroupeAPI", "build", "deploy"]
+
+APP_NAME = "troupe"
+
+
+@serve.deployment(
+    name="TroupeAPI",
+    ray_actor_options={"num_cpus": 0},
+    # event streams hold their request open for a job's whole life
+    max_ongoing_requests=1000,
+    logging_config={"enable_access_log": False},
+)
+@serve.ingress()
+class TroupeAPI:
+    """One HTTP replica: the guard (keys, limits, request ids) in front of the API."""
+
+    def __init__(self, config: APIConfig) -> None:
+        self._config = config
+        self._keys = [*config.api_keys, *self._env_keys()]
+        self._backend = Backend.start(config)
+
+    def _env_keys(self) -> list[Any]:
+        if self._config.api_keys_env is None:
+            return []
+        return list(keys_from_env(self._config.api_keys_env))
+
+    def __serve_build_asgi_app__(self) -> ASGIApp:
+        return Guard(create_api(self._backend, self._config), self._config, self._keys)
+
+
+def build(args: dict[str, Any]) -> Application:
+    """The application for a Serve config: ``import_path: deployments.app:build``.
+
+    Raises:
+        ConfigError: ``args`` is not a valid API config (each problem named).
+    """
+    return TroupeAPI.bind(APIConfig.from_mapping(args, source="serve config args"))  # type: ignore[attr-defined]
+
+
+def deploy(
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    config: APIConfig | None = None,
+    route_prefix: str = "/",
+    name: str = APP_NAME,
+) -> str:
+    """Deploy the HTTP application on the Ray this process is connected to; its base URL.
+
+    Serve's proxy listens on ``host:port`` (loopback by default). Call after
+    ``runtime.connect()``. The application keeps running after this process exits.
+    """
+    serve.start(http_options={"host": host, "port": port})
+    serve.run(
+        TroupeAPI.bind(config or APIConfig()),  # type: ignore[attr-defined]
+        name=name,
+        route_prefix=route_prefix,
+        blocking=False,
+    )
+    return f"http://{host}:{port}{route_prefix.rstrip('/')}"

@@ -1,0 +1,100 @@
+"""Configuration of the HTTP application (the Serve config's ``args``, or a YAML file)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from limits import parse
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from actors._config import read_yaml, validated
+
+__all__ = ["APIConfig", "APIKey"]
+
+_HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
+
+
+def _rate(value: str) -> str:
+    try:
+        parse(value)
+    except ValueError:
+        raise ValueError(f"{value!r} is not a rate such as '120/minute' or '10/second'") from None
+    return value
+
+
+class APIKey(BaseModel):
+    """A key clients present as ``Authorization: Bearer <key>`` (or ``X-API-Key``)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = Field(min_length=1, max_length=64, description="Who holds it (for logs).")
+    hash: str = Field(description="``sha256:<hex>`` of the key (`troupe key new` prints it).")
+    tenant: str = Field(
+        min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_.-]+$",
+        description="The tenant whose jobs, memories and usage the key reaches.",
+    )  # fmt: skip
+    admin: bool = Field(default=False, description="May manage teams and agents.")
+    rate_limit: str | None = Field(
+        default=None, description="This key's request rate (default: the app's rate_limit)."
+    )
+
+    @field_validator("hash")
+    @classmethod
+    def _is_hash(cls, value: str) -> str:
+        if not _HASH.match(value):
+            raise ValueError("must be 'sha256:' and 64 hex digits (never the key itself)")
+        return value
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _is_rate(cls, value: str | None) -> str | None:
+        return None if value is None else _rate(value)
+
+
+class APIConfig(BaseModel):
+    """How the HTTP application authenticates, limits and reaches raytroupe."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    api_keys: tuple[APIKey, ...] = Field(default=(), description="Accepted keys (hashed).")
+    api_keys_env: str | None = Field(
+        default="TROUPE_API_KEYS",
+        description="Environment variable with more keys, 'tenant:key[:admin]' comma-separated.",
+    )
+    anonymous_tenant: str | None = Field(
+        default=None,
+        description="Serve requests without a key as this tenant (local use only; default: "
+        "refuse them). Anonymous callers are never admins.",
+    )
+    rate_limit: str = Field(default="600/minute", description="Requests per key (moving window).")
+    max_body_bytes: int = Field(
+        default=8 * 1024 * 1024, gt=0, le=256 * 1024 * 1024,
+        description="Larger request bodies are refused with 413.",
+    )  # fmt: skip
+    chat_timeout_s: float = Field(
+        default=300.0, gt=0.0, description="How long /v1/chat/completions waits for its job."
+    )
+    llm_config: Path | None = Field(
+        default=None, description="LLM pool config used if this app starts the system actors."
+    )
+    journal: Path | None = Field(
+        default=None, description="Journal file used if this app starts the orchestrator."
+    )
+
+    @field_validator("rate_limit")
+    @classmethod
+    def _is_rate(cls, value: str) -> str:
+        return _rate(value)
+
+    @classmethod
+    def from_mapping(cls, data: Any, *, source: str = "API config") -> APIConfig:
+        """Validate a mapping (e.g. Serve's ``args``); raises ``ConfigError``."""
+        return validated(cls, data if data is not None else {}, source=source, what="API config",
+                         article="an")  # fmt: skip
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> APIConfig:
+        """Read a YAML file; raises ``ConfigError`` naming the file and each problem."""
+        return cls.from_mapping(read_yaml(path, what="API config"), source=str(path))

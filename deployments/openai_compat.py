@@ -1,0 +1,274 @@
+"""An OpenAI-compatible face: ``model`` names a registered team, the chat is its task.
+
+Any OpenAI client (``openai.OpenAI(base_url=".../v1", api_key=<raytroupe key>)``) can talk to
+a team. The last user message is the task; earlier turns and system messages travel with it
+as context; images in the messages are given to the job. Streaming sends the answer as
+``chat.completion.chunk`` events once the job has one (SSE comments report progress while it
+runs, which clients ignore), then ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from deployments.api import Caller
+from deployments.backend import Backend
+from deployments.config import APIConfig
+from protocols import (
+    Attachment,
+    InvalidInput,
+    JobEvent,
+    JobFailed,
+    JobResult,
+    JobTimeout,
+    TeamSpec,
+)
+
+__all__ = ["openai_routes"]
+
+_CHUNK_CHARS: Final = 64
+_DATA_URL: Final = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.+)$", re.DOTALL)
+
+
+class ChatRequest(BaseModel):
+    """The part of OpenAI's chat completion request a team uses (other fields are ignored)."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=64, description="The name of a team.")
+    messages: list[dict[str, Any]] = Field(min_length=1, max_length=1000)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+
+
+class ModelCard(BaseModel):
+    """A team, as OpenAI's model list shows models."""
+
+    id: str
+    object: Literal["model"] = "model"
+    created: int = 0
+    owned_by: str = "raytroupe"
+
+
+class ModelList(BaseModel):
+    """The teams a client may name as ``model``."""
+
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+def openai_routes(backend: Backend, config: APIConfig) -> APIRouter:
+    """``POST /v1/chat/completions`` and ``GET /v1/models``."""
+    routes = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
+    orchestrator = backend.orchestrator
+
+    @routes.get("/models", response_model=ModelList)
+    async def models(_who: Caller) -> ModelList:
+        """Registered teams, listed as models."""
+        teams: dict[str, TeamSpec] = await backend.call(orchestrator.teams.remote())
+        return ModelList(data=[ModelCard(id=name) for name in teams])
+
+    @routes.post("/chat/completions", response_model=None)
+    async def chat(body: ChatRequest, who: Caller) -> dict[str, Any] | StreamingResponse:
+        """Run the chat's last user message as a job of the team named by ``model``."""
+        task, attachments = _task(body.messages)
+        job_id: str = await backend.call(
+            orchestrator.submit.remote(
+                task, body.model, tenant=who.tenant, attachments=tuple(attachments)
+            )
+        )
+        completion_id = f"chatcmpl-{job_id}"
+        if body.stream:
+            usage = bool((body.stream_options or {}).get("include_usage"))
+            return StreamingResponse(
+                _chunks(
+                    backend,
+                    config,
+                    _Stream(job_id, who.tenant, completion_id, body.model, include_usage=usage),
+                ),
+                media_type="text/event-stream",
+                headers={"Cache-Control": "no-cache"},
+            )
+        result = _succeeded(await _wait(backend, config, job_id, who.tenant))
+        return {
+            "id": completion_id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": result.answer},
+                    "finish_reason": "stop",
+                }
+            ],
+            "usage": _usage(result),
+        }
+
+    return routes
+
+
+async def _wait(backend: Backend, config: APIConfig, job_id: str, tenant: str) -> JobResult:
+    result: JobResult | None = await backend.call(
+        backend.orchestrator.wait.remote(job_id, config.chat_timeout_s, tenant=tenant)
+    )
+    if result is None:
+        raise JobTimeout(
+            f"job {job_id} did not finish within {config.chat_timeout_s} s; "
+            f"follow it at /v1/jobs/{job_id}",
+            job_id=job_id,
+        )
+    return result
+
+
+def _succeeded(result: JobResult) -> JobResult:
+    if result.status != "succeeded":
+        why = result.error.message if result.error else result.status
+        raise JobFailed(f"job {result.job_id} {result.status}: {why}", job_id=result.job_id)
+    return result
+
+
+@dataclass(frozen=True)
+class _Stream:
+    job_id: str
+    tenant: str
+    completion_id: str
+    model: str
+    include_usage: bool
+
+
+async def _chunks(backend: Backend, config: APIConfig, stream: _Stream) -> AsyncIterator[str]:
+    job_id, tenant, completion_id, model = (
+        stream.job_id,
+        stream.tenant,
+        stream.completion_id,
+        stream.model,
+    )
+    created = int(time.time())
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        body = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
+        return f"data: {json.dumps(body)}\n\n"
+
+    yield chunk({"role": "assistant", "content": ""})
+    seen = 0
+    deadline = time.monotonic() + config.chat_timeout_s
+    while time.monotonic() < deadline:
+        events: list[JobEvent] = await backend.call(
+            backend.orchestrator.events.remote(job_id, seen, 15.0, tenant=tenant)
+        )
+        for event in events:
+            seen = event.seq
+            if event.type in {"subtask_started", "subtask_finished", "plan_ready"}:
+                yield f": {event.type} {event.subtask_id or ''}\n\n"
+        if not events:
+            yield ": waiting\n\n"
+        if any(e.terminal for e in events):
+            break
+    try:
+        result = _succeeded(await _wait(backend, config, job_id, tenant))
+    except (JobFailed, JobTimeout) as exc:  # headers are sent: report in the stream
+        error = {"message": exc.message, "type": exc.code.value, "code": exc.code.value}
+        yield f"data: {json.dumps({'error': error})}\n\n"
+        return
+    answer = result.answer
+    for start in range(0, len(answer), _CHUNK_CHARS):
+        yield chunk({"content": answer[start : start + _CHUNK_CHARS]})
+    yield chunk({}, "stop")
+    if stream.include_usage:
+        body = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+            "choices": [],
+            "usage": _usage(result),
+        }
+        yield f"data: {json.dumps(body)}\n\n"
+    yield "data: [DONE]\n\n"
+
+
+def _usage(result: JobResult) -> dict[str, int]:
+    usage = result.usage
+    return {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "total_tokens": usage.total_tokens,
+    }
+
+
+def _task(messages: list[dict[str, Any]]) -> tuple[str, list[Attachment]]:
+    """The job's task and images from OpenAI-style messages.
+
+    Raises:
+        InvalidInput: no user message, or a message of a shape OpenAI does not define.
+    """
+    turns: list[tuple[str, str]] = []
+    images: list[Attachment] = []
+    for n, message in enumerate(messages):
+        role = message.get("role")
+        if role not in {"system", "developer", "user", "assistant", "tool"}:
+            raise InvalidInput(f"messages[{n}]: unknown role {role!r}")
+        text = _text(message.get("content"), n, images)
+        turns.append((str(role), text))
+    users = [i for i, (role, _) in enumerate(turns) if role == "user"]
+    if not users:
+        raise InvalidInput("messages: there is no user message to act on")
+    last = users[-1]
+    task = turns[last][1].strip()
+    if not task:
+        raise InvalidInput(f"messages[{last}]: the last user message is empty")
+    context = [f"{role}: {text}" for i, (role, text) in enumerate(turns) if i != last and text]
+    if context:
+        task += "\n\nConversation so far:\n" + "\n".join(context)
+    return task, images
+
+
+def _text(content: Any, n: int, images: list[Attachment]) -> str:
+    if content is None or isinstance(content, str):
+        return content or ""
+    if not isinstance(content, list):
+        raise InvalidInput(f"messages[{n}].content must be a string or a list of parts")
+    texts = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text":
+            texts.append(str(part.get("text", "")))
+        elif kind == "image_url":
+            images.append(_image(part.get("image_url"), n, len(images)))
+        else:
+            raise InvalidInput(f"messages[{n}]: unsupported content part {kind!r}")
+    return "\n".join(texts)
+
+
+def _image(spec: Any, n: int, index: int) -> Attachment:
+    url = spec.get("url") if isinstance(spec, dict) else spec
+    if not isinstance(url, str):
+        raise InvalidInput(f"messages[{n}]: image_url needs a url")
+    name = f"image-{index + 1}"
+    found = _DATA_URL.match(url)
+    try:
+        if found is not None:
+            data = found.group(2)
+            base64.b64decode(data, validate=True)
+            return Attachment(name=name, media_type=found.group(1), data_b64=data)
+        return Attachment(name=name, media_type="image/png", url=url)
+    except ValueError as exc:
+        raise InvalidInput(f"messages[{n}]: unusable image: {exc}") from None

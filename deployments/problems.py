@@ -1,0 +1,81 @@
+"""Errors as RFC 9457 problem details: ``application/problem+json``, never a stack trace."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from starlette.responses import JSONResponse
+
+from protocols import ErrorCode, TroupeError
+
+__all__ = ["PROBLEM_TYPE", "problem", "status_of", "troupe_problem"]
+
+PROBLEM_TYPE: Final = "application/problem+json"
+
+_STATUS: Final[dict[ErrorCode, int]] = {
+    ErrorCode.INVALID_INPUT: 422,
+    ErrorCode.MALFORMED_ENVELOPE: 400,
+    ErrorCode.UNSUPPORTED_VERSION: 400,
+    ErrorCode.CONFIG: 422,
+    ErrorCode.TEAM_NOT_FOUND: 404,
+    ErrorCode.AGENT_NOT_FOUND: 404,
+    ErrorCode.JOB_NOT_FOUND: 404,
+    ErrorCode.CONFLICT: 409,
+    ErrorCode.BUDGET_EXCEEDED: 402,
+    ErrorCode.PLAN: 422,
+    ErrorCode.TOOL_NOT_ALLOWED: 403,
+    ErrorCode.RECIPIENT_UNAVAILABLE: 503,
+    ErrorCode.UNKNOWN_RECIPIENT: 503,
+    ErrorCode.JOB_TIMEOUT: 504,
+}
+_RETRYABLE_STATUS: Final = 503
+
+
+def status_of(error: TroupeError) -> int:
+    """The HTTP status that says what ``error`` means to a client."""
+    if error.code in _STATUS:
+        return _STATUS[error.code]
+    return _RETRYABLE_STATUS if error.retryable else 500
+
+
+def problem(
+    status: int,
+    title: str,
+    detail: str,
+    *,
+    code: str,
+    request_id: str | None = None,
+    headers: dict[str, str] | None = None,
+    **extra: Any,
+) -> JSONResponse:
+    """A problem-details response; ``code`` is raytroupe's machine-readable error code."""
+    body: dict[str, Any] = {
+        "type": f"https://raytroupe.dev/problems/{code}",
+        "title": title,
+        "status": status,
+        "detail": detail,
+        "code": code,
+        **extra,
+        # what OpenAI clients read (the SDKs show error.message): one body for both kinds
+        "error": {"message": detail, "type": code, "code": code},
+    }
+    if request_id is not None:
+        body["request_id"] = request_id
+    return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_TYPE)
+
+
+def troupe_problem(error: TroupeError, request_id: str | None) -> JSONResponse:
+    """The problem response for a raytroupe error (its message, code and retryability)."""
+    status = status_of(error)
+    extra: dict[str, Any] = {"retryable": error.retryable}
+    problems = error.detail.get("problems")
+    if isinstance(problems, list):
+        extra["problems"] = [str(p) for p in problems]
+    return problem(
+        status,
+        type(error).__name__,
+        error.message,
+        code=error.code.value,
+        request_id=request_id,
+        **extra,
+    )

@@ -1,0 +1,67 @@
+"""The HTTP application deployed on the session Ray, with keys for several callers."""
+
+from __future__ import annotations
+
+import socket
+import time
+from dataclasses import dataclass
+
+import httpx
+
+import deployments
+from deployments import APIConfig, APIKey, hash_key
+
+ADMIN_KEY = "rt-test-admin-acme"
+USER_KEY = "rt-test-user-acme"
+OTHER_KEY = "rt-test-user-globex"
+LIMITED_KEY = "rt-test-limited"
+MAX_BODY = 256 * 1024
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass(frozen=True)
+class Api:
+    """A deployed application and how to call it."""
+
+    url: str
+
+    def client(self, key: str | None = USER_KEY, **headers: str) -> httpx.Client:
+        """An httpx client presenting ``key`` (None: no key)."""
+        if key is not None:
+            headers["Authorization"] = f"Bearer {key}"
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60.0)
+
+
+def config() -> APIConfig:
+    return APIConfig(
+        api_keys=(
+            APIKey(name="acme-admin", hash=hash_key(ADMIN_KEY), tenant="acme", admin=True),
+            APIKey(name="acme-user", hash=hash_key(USER_KEY), tenant="acme"),
+            APIKey(name="globex-user", hash=hash_key(OTHER_KEY), tenant="globex"),
+            APIKey(
+                name="limited", hash=hash_key(LIMITED_KEY), tenant="acme", rate_limit="3/minute"
+            ),
+        ),
+        api_keys_env=None,
+        max_body_bytes=MAX_BODY,
+        chat_timeout_s=60.0,
+    )
+
+
+def deploy() -> Api:
+    """Deploy on the connected Ray and wait (bounded) until it answers."""
+    url = deployments.deploy(port=free_port(), config=config())
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
+                return Api(url)
+        except httpx.TransportError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"the HTTP application at {url} never became ready")
