@@ -32,3 +32,11 @@ def rt(tmp_path_factory):
     troupe = runtime.connect(address="local", num_cpus=2, log_level="warning", tools_config=tools)
     yield troupe
     troupe.shutdown()
+
+
+@pytest.fixture(scope="session")
+def api(rt):
+    """The HTTP application, deployed with Ray Serve on 127.0.0.1 (once per session)."""
+    from tests.support.http_api import deploy  # noqa: PLC0415 - imports Serve only if used
+
+    return deploy()
