@@ -18,6 +18,7 @@ from pathlib import Path
 
 import structlog
 
+from actors import _metrics as metrics
 from actors._endpoint import RouterClient, serve_envelope
 from actors.orchestrator.approvals import ApprovalDesk
 from actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
@@ -28,6 +29,7 @@ from actors.orchestrator.jobs import (
     Job,
     emit,
     job_message,
+    move,
     wait_until,
 )
 from actors.orchestrator.journal import Journal
@@ -118,6 +120,7 @@ class Orchestrator:
         self._resumed = True
         for job in self._journal.resumable():
             self._jobs[job.id] = job
+            metrics.job_status(None, job.status)
             log.info("job_resumed", job_id=job.id, finished_subtasks=len(job.done))
             self._start(job)
 
@@ -190,6 +193,7 @@ class Orchestrator:
                 images=images,
             )
         self._jobs[job.id] = job
+        metrics.job_status(None, job.status)
         self._forget_old_jobs()
         submitted: dict[str, object] = {"team": team.name, "task": task[:200]}
         if request_id is not None:
@@ -261,9 +265,7 @@ class Orchestrator:
             case _:
                 raise InvalidInput(f"orchestrator cannot handle {message.kind!r}")
 
-    async def approvals(
-        self, job_id: str, *, tenant: str | None = None
-    ) -> list[ApprovalRequest]:
+    async def approvals(self, job_id: str, *, tenant: str | None = None) -> list[ApprovalRequest]:
         """The job's tool calls waiting for a human."""
         return self._desk.pending(self._job(job_id, tenant))
 
@@ -350,7 +352,7 @@ class Orchestrator:
         answer, error = "", None
         try:
             mark = time.perf_counter()
-            job.status = "planning"
+            move(job, "planning")
             await self._provisioner.provision(self._catalog.current(job))
             provision_s = time.perf_counter() - mark
             mark = time.perf_counter()
@@ -359,7 +361,7 @@ class Orchestrator:
             plan_s = time.perf_counter() - mark
 
             mark = time.perf_counter()
-            job.status = "running"
+            move(job, "running")
             ask = functools.partial(self._ask, job)
             if plan is not None:
                 subtasks = await self._dispatcher.run(job, plan, ask)
@@ -386,7 +388,7 @@ class Orchestrator:
                 answer = subtasks[-1].output
             else:
                 mark, aggregating = time.perf_counter(), time.time()
-                job.status = "aggregating"
+                move(job, "aggregating")
                 await emit(job, "job_aggregating")
                 answer = await self._aggregate(job, subtasks)
                 add_span(job, "aggregate", "aggregate", aggregating, time.time())
@@ -436,7 +438,7 @@ class Orchestrator:
             route=job.route,
         )
         result = result.model_copy(update={"trace": job_trace(job, timings, result.status, error)})
-        job.status = result.status
+        move(job, result.status)
         if self._otel:
             try:  # tracing must never fail a job
                 export_otel(result.trace)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors import _metrics as metrics
 from protocols import (
     AgentMessage,
     ApprovalDecision,
@@ -42,6 +43,7 @@ __all__ = [
     "failed",
     "from_task_result",
     "job_message",
+    "move",
     "skipped",
     "wait_until",
 ]
@@ -86,6 +88,12 @@ class Job:
     registered: bool = False
     """The job named a registered team: its agents are provisioned as the catalog has them."""
     """The HTTP request (or other caller's id) that submitted the job, for logs and traces."""
+
+
+def move(job: Job, status: JobStatus) -> None:
+    """Set the job's status, keeping the dashboard's jobs-by-status gauge in step."""
+    metrics.job_status(job.status, status)
+    job.status = status
 
 
 async def wait_until(job: Job, ready: Callable[[], bool], timeout: float | None) -> None:
