@@ -80,7 +80,7 @@ def test_a_job_shows_up_in_the_router_llm_tool_and_dead_letter_metrics(rt):
     assert _total(after, "ray_troupe_jobs_finished_total", status="succeeded") > succeeded
     # the live jobs-by-status gauge has a series for each status a job passed through
     live = {t["status"] for n, t, _ in after if n == "ray_troupe_jobs"}
-    assert {"pending", "planning", "running", "aggregating"} <= live
+    assert {"planning", "running", "aggregating"} <= live
     assert _total(after, "ray_troupe_messages_routed_total", kind="tool_call") > routed
     assert _total(after, "ray_troupe_messages_routed_total", kind="llm_request") > 0
     assert _total(after, "ray_troupe_tool_calls_total", tool="calculator", outcome="ok") > tool_ok
