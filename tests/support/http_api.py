@@ -15,6 +15,7 @@ ADMIN_KEY = "rt-test-admin-acme"
 USER_KEY = "rt-test-user-acme"
 OTHER_KEY = "rt-test-user-globex"
 LIMITED_KEY = "rt-test-limited"
+FUZZ_KEY = "rt-test-fuzz"
 MAX_BODY = 256 * 1024
 
 
@@ -45,6 +46,9 @@ def config() -> APIConfig:
             APIKey(name="globex-user", hash=hash_key(OTHER_KEY), tenant="globex"),
             APIKey(
                 name="limited", hash=hash_key(LIMITED_KEY), tenant="acme", rate_limit="3/minute"
+            ),
+            APIKey(
+                name="fuzz", hash=hash_key(FUZZ_KEY), tenant="fuzz", rate_limit="100000/minute"
             ),
         ),
         api_keys_env=None,
