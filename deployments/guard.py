@@ -94,8 +94,7 @@ class Guard:
         declared = headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self._limit):
             return self._too_large(request_id)
-        path: str = scope["path"]
-        if path in OPEN_PATHS:
+        if _route(scope) in OPEN_PATHS:
             return None
         principal = self._authenticate(headers)
         if principal is None:
@@ -180,6 +179,13 @@ class Guard:
                 await send(message)
 
         await self._app(scope, capped, guarded_send)
+
+
+def _route(scope: Scope) -> str:
+    """The request's path inside the application (without Serve's route prefix)."""
+    path: str = scope["path"]
+    root: str = scope.get("root_path", "")
+    return path[len(root) :] if root and path.startswith(root) else path
 
 
 def _presented(headers: Headers) -> str | None:
