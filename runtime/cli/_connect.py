@@ -1,0 +1,110 @@
+"""Connecting the CLI to Ray: which Ray, with which credentials, without Ray's chatter."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from pathlib import Path
+from typing import Any, Final
+
+import ray
+from ray._private.authentication import authentication_token_setup
+
+import runtime
+from actors._ray import NAMESPACE
+from protocols import ConfigError
+from runtime.cli._local import is_running, read_state
+from runtime.driver import _stay_on_loopback
+
+__all__ = ["close", "connect", "ray_auth", "resolve_address"]
+
+_WORKER_HOOK: Final = {"worker_process_setup_hook": "runtime.logging.configure_worker_logging"}
+_PROBE_S: Final = 3.0
+
+
+def ray_auth() -> None:
+    """Send Ray's auth token when this machine has one and the caller chose no mode.
+
+    Ray itself does so only for ``address="auto"``; a head that ``troupe up`` started with a
+    token refuses a driver that joins it by address without one. Measured: a driver sending a
+    token still joins a head that has auth off.
+    """
+    if "RAY_AUTH_MODE" in os.environ:
+        return
+    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
+    if os.environ.get("RAY_AUTH_TOKEN") or path.is_file():
+        # sets the variable and refreshes the config Ray cached when it was imported
+        authentication_token_setup._enable_token_auth()
+
+
+def resolve_address(explicit: str | None, state_dir: Path) -> str | None:
+    """The Ray to join: ``explicit``, else `up`'s if it runs, else ``$RAY_ADDRESS``, or None.
+
+    Never Ray's ``"auto"``: it joins whichever Ray process it finds on the machine (another
+    user's, a test suite's), and on a machine whose Ray listens on 127.0.0.1 only it resolves
+    the address to the external interface and retries for minutes.
+    """
+    if explicit:
+        return explicit
+    state = read_state(state_dir)
+    if state is not None and is_running(state.pid, state.pid_start):
+        return state.address
+    return os.environ.get("RAY_ADDRESS") or None
+
+
+def _on_loopback(address: str) -> bool:
+    host = address.rpartition(":")[0].strip("[]")
+    return host in {"localhost", "::1"} or host.startswith("127.")
+
+
+def _probe(address: str) -> None:
+    """Fail fast on a ``host:port`` nothing listens on (Ray itself retries for a minute)."""
+    host, sep, port = address.rpartition(":")
+    if "://" in address or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host or "127.0.0.1", int(port)), timeout=_PROBE_S).close()
+    except OSError:
+        raise ConfigError(f"no Ray answers at {address}", address=address) from None
+
+
+def connect(address: str | None, *, start_local: bool = False, **options: Any) -> runtime.Runtime:
+    """Join the Ray at ``address`` and raytroupe's actors on it.
+
+    Without ``address``, start a local Ray for this command if ``start_local``. Worker output
+    stays in Ray's log files instead of this terminal. ``options`` go to
+    :func:`runtime.connect` (they configure system actors this call starts).
+
+    Raises:
+        ConfigError: nothing answers at ``address``, or there is no address and not
+            ``start_local``.
+    """
+    if address is None:
+        if not start_local:
+            raise ConfigError("nothing is up: start Ray with `troupe up`, or pass --address")
+        return runtime.connect(address="local", log_level="warning", **options)
+    ray_auth()
+    if _on_loopback(address):
+        # else Ray swaps 127.0.0.1 for this machine's external address, where a head that
+        # `troupe up` started does not listen
+        _stay_on_loopback()
+    _probe(address)
+    try:
+        ray.init(
+            address=address,
+            namespace=NAMESPACE,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+            runtime_env=_WORKER_HOOK,
+        )
+    except ConnectionError as exc:
+        raise ConfigError(f"cannot join Ray at {address}: {exc}", address=address) from None
+    return runtime.connect(log_level="warning", **options)
+
+
+def close(rt: runtime.Runtime) -> None:
+    """Disconnect; a local Ray that :func:`connect` started for this command stops."""
+    rt.shutdown()
+    if ray.is_initialized():
+        ray.shutdown()

@@ -1,0 +1,246 @@
+"""What the CLI prints: tables, the live view of a job, results and errors (rich)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import typer
+from rich.console import Console, Group
+from rich.live import Live
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from protocols import AgentInfo, JobEvent, JobFailed, JobResult, JobStatus
+from runtime.driver import JobHandle
+
+__all__ = [
+    "ERR",
+    "OUT",
+    "JobBoard",
+    "agents_table",
+    "error",
+    "follow",
+    "jobs_table",
+    "result_json",
+    "show_failures",
+    "show_key",
+    "show_result",
+]
+
+OUT: Final = Console(highlight=False)
+ERR: Final = Console(stderr=True, highlight=False)
+
+_STYLES: Final = {
+    "pending": "dim",
+    "planning": "cyan",
+    "running": "yellow",
+    "awaiting_approval": "magenta",
+    "aggregating": "cyan",
+    "succeeded": "green",
+    "failed": "red",
+    "skipped": "dim",
+    "cancelled": "red",
+}
+
+
+def error(message: str) -> None:
+    """One red line on stderr."""
+    ERR.print(Text(f"error: {message}", style="bold red"), soft_wrap=True)
+
+
+def _status(status: str) -> Text:
+    return Text(status, style=_STYLES.get(status, ""))
+
+
+@dataclass
+class _Row:
+    role: str = ""
+    agent: str = ""
+    status: str = "pending"
+    attempt: int = 1
+    started: float | None = None
+    finished: float | None = None
+
+    def seconds(self, now: float) -> str:
+        if self.started is None:
+            return ""
+        return f"{(self.finished or now) - self.started:.1f}"
+
+
+class JobBoard:
+    """The live view of one job: its subtasks as its events report them.
+
+    :meth:`apply` runs in the thread reading events and :meth:`render` in rich's refresh
+    thread, hence the lock.
+    """
+
+    def __init__(self, job_id: str, team: str) -> None:
+        self.job_id = job_id
+        self.team = team
+        self.phase = "planning"
+        self._rows: dict[str, _Row] = {}
+        self._lock = threading.Lock()
+
+    def apply(self, event: JobEvent) -> None:
+        """Take one event into account (events of other types change nothing)."""
+        data = event.data
+        with self._lock:
+            match event.type:
+                case "job_routed":
+                    self.team = str(data.get("target", self.team))
+                case "plan_ready":
+                    self.phase = "running"
+                    subtasks = data.get("subtasks")
+                    for sub in subtasks if isinstance(subtasks, list) else []:
+                        if isinstance(sub, dict) and "id" in sub:
+                            row = self._rows.setdefault(str(sub["id"]), _Row())
+                            row.role = str(sub.get("role", ""))
+                case "subtask_started" if event.subtask_id:
+                    self.phase = "running"
+                    row = self._rows.setdefault(event.subtask_id, _Row())
+                    row.role = str(data.get("role", row.role))
+                    attempt = data.get("attempt", row.attempt)
+                    row.attempt = attempt if isinstance(attempt, int) else row.attempt
+                    row.status, row.started, row.finished = "running", event.at, None
+                case "subtask_finished" if event.subtask_id:
+                    row = self._rows.setdefault(event.subtask_id, _Row())
+                    row.status = str(data.get("status", "finished"))
+                    row.agent = str(data.get("agent") or row.agent)
+                    row.finished = event.at if row.started is not None else None
+                case "approval_requested":
+                    self.phase = "awaiting_approval"
+                case "approval_decided":
+                    self.phase = "running"
+                case "job_aggregating":
+                    self.phase = "aggregating"
+                case "job_succeeded" | "job_failed" | "job_cancelled":
+                    self.phase = event.type.removeprefix("job_")
+                case _:
+                    pass
+
+    def render(self, now: float) -> Group:
+        """A title line and the subtasks, seconds counted to ``now`` for those running."""
+        title = Text.assemble(
+            f"job {self.job_id} · team {self.team} · ", _status(self.phase.replace("_", " "))
+        )
+        table = Table(expand=False)
+        table.add_column("subtask")
+        table.add_column("role")
+        table.add_column("agent")
+        table.add_column("status")
+        table.add_column("s", justify="right")
+        with self._lock:
+            for sid, row in self._rows.items():
+                status = _status(row.status)
+                if row.attempt > 1:
+                    status.append(f" (attempt {row.attempt})", style="dim")
+                table.add_row(sid, row.role, row.agent, status, row.seconds(now))
+        return Group(title, table)
+
+
+def show_result(result: JobResult) -> None:
+    """The answer, then one line of status, time and usage."""
+    OUT.rule("answer", align="left")
+    OUT.print(result.answer, markup=False, soft_wrap=True)
+    OUT.rule()
+    usage = result.usage
+    summary = Text.assemble(
+        _status(result.status),
+        f" in {result.timings.total_s:.2f} s · {len(result.subtasks)} subtask(s) · "
+        f"{usage.total_tokens} tokens in {usage.calls} model call(s)",
+    )
+    if usage.cost_usd:
+        summary.append(f" · ${usage.cost_usd:.4f}")
+    OUT.print(summary)
+
+
+def show_failures(result: JobResult) -> None:
+    """Each subtask that did not succeed, with its typed error, on stderr."""
+    for sub in result.subtasks:
+        if sub.status != "succeeded":
+            reason = f"{sub.error.code.value}: {sub.error.message}" if sub.error else sub.status
+            ERR.print(Text(f"  {sub.id} [{sub.role}] {reason}", style="red"), soft_wrap=True)
+
+
+def jobs_table(jobs: Mapping[str, JobStatus]) -> Table:
+    """Jobs and their status, in the order given."""
+    table = Table(title=f"{len(jobs)} job(s)", title_justify="left")
+    table.add_column("job")
+    table.add_column("status")
+    for job_id, status in jobs.items():
+        table.add_row(job_id, _status(status))
+    return table
+
+
+def agents_table(agents: Iterable[AgentInfo], unregistered: Mapping[str, tuple[str, int]]) -> Table:
+    """Agents of registered teams, then running agents of teams submitted with their job.
+
+    ``unregistered`` maps such an agent's name to its team-scoped router role(s) and the
+    envelopes it is handling.
+    """
+    table = Table(title_justify="left")
+    for column in ("agent", "team", "role", "model", "tools"):
+        table.add_column(column)
+    table.add_column("in flight", justify="right")
+    count = 0
+    for info in agents:
+        count += 1
+        tools = ", ".join(info.tools)
+        table.add_row(info.name, info.team, info.role, info.model, tools, str(info.in_flight))
+    for name, (role, in_flight) in sorted(unregistered.items()):
+        count += 1
+        table.add_row(name, Text("(not registered)", style="dim"), role, "", "", str(in_flight))
+    table.title = f"{count} agent(s)"
+    return table
+
+
+def show_key(key: str, tenant: str, *, admin: bool, url: str | None = None) -> None:
+    """A new API key, shown once, with how to send it (lines left unwrapped for copying)."""
+    note = f"tenant {tenant}{', admin' if admin else ''}\nshown only this once, stored nowhere"
+    body = Text.assemble((key, "bold green"), "\n", (note, "dim"))
+    OUT.print(Panel(body, title="new API key", border_style="green", expand=False))
+    target = f"{url.rstrip('/')}/healthz" if url else "<url>/healthz"
+    OUT.print(f"send it as:  Authorization: Bearer {key}", soft_wrap=True, markup=False)
+    OUT.print(
+        f"e.g.:        curl -H 'Authorization: Bearer {key}' {target}",
+        soft_wrap=True,
+        markup=False,
+    )
+
+
+def follow(handle: JobHandle, team: str, timeout: float) -> JobResult:
+    """Show the job's subtasks live until it ends; its result.
+
+    Raises:
+        JobFailed: it failed or was cancelled (its failed subtasks are shown first).
+        JobTimeout: it did not end within ``timeout`` seconds.
+    """
+    board = JobBoard(handle.job_id, team)
+    deadline = time.monotonic() + timeout
+    with Live(console=OUT, get_renderable=lambda: board.render(time.time()), refresh_per_second=4):
+        for event in handle.events(timeout=timeout):
+            board.apply(event)
+    OUT.print()
+    try:
+        return handle.result(timeout=max(1.0, deadline - time.monotonic()))
+    except JobFailed as exc:
+        result = exc.detail.get("result")
+        if isinstance(result, JobResult):
+            show_failures(result)
+        raise
+
+
+def result_json(handle: JobHandle, timeout: float) -> JobResult:
+    """Wait for the job's result; print a failed one's as JSON before raising ``JobFailed``."""
+    try:
+        return handle.result(timeout=timeout)
+    except JobFailed as exc:
+        result = exc.detail.get("result")
+        if isinstance(result, JobResult):
+            typer.echo(result.model_dump_json(indent=2))
+        raise

@@ -1,0 +1,164 @@
+"""The installed `troupe` script against a Ray of its own, next to the suite's session Ray."""
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+from deployments.keys import hash_key
+
+TROUPE = Path(sys.executable).parent / "troupe"
+ROOT = Path(__file__).resolve().parents[2]
+TEAM = ROOT / "examples" / "teams" / "research.yaml"
+TASK = """\
+Actors in Ray are stateful workers, each living in its own process.
+Ray Serve exposes Python code over HTTP with autoscaling replicas.
+Questions:
+1. What are Ray actors?
+2. What does Ray Serve do?
+3. How many requests are 17 * 23 + 4 requests?
+"""
+
+
+def _free_ports(n):
+    sockets = [socket.socket() for _ in range(n)]
+    try:
+        for s in sockets:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in sockets]
+    finally:
+        for s in sockets:
+            s.close()
+
+
+def _troupe(*args, env, timeout):
+    return subprocess.run(
+        [str(TROUPE), *args],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def _live_in_session(sid):
+    """PIDs of session ``sid`` that are not zombies (``ps``, independently of the CLI)."""
+    out = subprocess.run(
+        ["ps", "-e", "-o", "pid=,sid=,stat="],  # noqa: S607 - procps from PATH
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    ).stdout
+    rows = (line.split() for line in out.splitlines())
+    return {int(pid) for pid, s, stat in rows if int(s) == sid and not stat.startswith("Z")}
+
+
+def _env(state_dir):
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    env["TROUPE_STATE_DIR"] = str(state_dir)
+    env["COLUMNS"] = "200"
+    return env
+
+
+@pytest.fixture
+def troupe_up(tmp_path):
+    """`troupe up` on free ports; whatever `down` leaves behind is killed by PID afterwards."""
+    state_dir = tmp_path / "state"
+    env = _env(state_dir)
+    ports = dict(zip(("http", "dashboard", "ray"), _free_ports(3), strict=True))
+    up = _troupe(
+        "up", "--http-port", str(ports["http"]), "--dashboard-port", str(ports["dashboard"]),
+        "--ray-port", str(ports["ray"]), "--num-cpus", "2", "--state-dir", str(state_dir),
+        env=env, timeout=300,
+    )  # fmt: skip
+    state_file = state_dir / "up.json"
+    state = json.loads(state_file.read_text()) if state_file.exists() else None
+    yield up, state, state_dir, ports
+    if state is not None:
+        for pid in _live_in_session(state["pid"]):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _check_up(up, state, state_dir, ports):
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert state is not None
+    assert state["address"] == f"127.0.0.1:{ports['ray']}"
+    assert state["http_url"] == f"http://127.0.0.1:{ports['http']}"
+    assert state["dashboard_url"] == f"http://127.0.0.1:{ports['dashboard']}"
+    assert state["address"] in up.stdout
+    key = next(w for w in up.stdout.split() if w.startswith("rt-"))
+    assert f"Authorization: Bearer {key}" in up.stdout
+    recorded = (state_dir / "up.json").read_text()
+    assert key not in recorded
+    assert hash_key(key) not in recorded
+
+
+def _check_run(state, env):
+    run = _troupe("run", str(TEAM), TASK, "--address", state["address"], env=env, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "17 * 23 + 4 = 395" in run.stdout
+    assert "Actors in Ray are stateful workers, each living in its own process." in run.stdout
+    rows = [line for line in run.stdout.splitlines() if line.startswith("│ s")]
+    assert len(rows) == 3
+    assert all("succeeded" in row for row in rows)
+    assert any("alan" in row and "analyst" in row for row in rows)
+    return run.stdout.split("job ", 1)[1].split()[0]
+
+
+@pytest.mark.timeout(900)
+def test_up_run_jobs_agents_http_down(troupe_up, rt):
+    up, state, state_dir, ports = troupe_up
+    _check_up(up, state, state_dir, ports)
+    env = _env(state_dir)
+    head = state["pid"]
+    session = _live_in_session(head)
+    assert head in session
+    assert len(session) > 5  # GCS, raylet, dashboard, the system actors, Serve ...
+
+    again = _troupe("up", env=env, timeout=120)  # the state dir from the environment
+    assert again.returncode == 1
+    assert "already up" in again.stderr
+
+    job_id = _check_run(state, env)
+    jobs = _troupe("jobs", env=env, timeout=120)
+    assert jobs.returncode == 0, jobs.stdout + jobs.stderr
+    (line,) = [line for line in jobs.stdout.splitlines() if job_id in line]
+    assert "succeeded" in line
+
+    agents = _troupe("agents", env=env, timeout=120)
+    assert agents.returncode == 0, agents.stdout + agents.stderr
+    listed = {line.split("│")[1].strip() for line in agents.stdout.splitlines() if "│" in line}
+    assert {"ada", "grace", "alan"} <= listed
+
+    assert httpx.get(f"{state['http_url']}/healthz", timeout=30).status_code == 200
+
+    failed = _troupe("run", "nosuchteam", "a task", env=env, timeout=120)
+    assert failed.returncode == 1
+    assert failed.stderr.strip() == "error: no team is registered as 'nosuchteam'"
+
+    down = _troupe("down", "--state-dir", str(state_dir), env=env, timeout=120)
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "stopped Ray" in down.stdout
+    assert _live_in_session(head) == set()  # every PID of the session: exited (or a zombie)
+    assert not (state_dir / "up.json").exists()
+    assert not Path(state["temp_dir"]).exists()
+    assert rt.router_stats().registered  # the suite's own Ray was not touched
+
+
+def test_run_with_a_broken_team_file_exits_2_with_the_problem(tmp_path):
+    bad = tmp_path / "team.yaml"
+    bad.write_text("name: broken\nagents:\n  - name: x\n    role: writer\n    temperature: hot\n")
+    result = _troupe("run", str(bad), "a task", env=_env(tmp_path / "state"), timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.startswith(f"error: {bad}: invalid team: agents.0.temperature")
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""

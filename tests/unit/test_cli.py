@@ -1,0 +1,324 @@
+import io
+import os
+import socket
+import subprocess
+import sys
+import time
+
+import pytest
+import yaml
+from rich.console import Console
+from typer.testing import CliRunner
+
+from deployments.config import APIConfig
+from deployments.keys import hash_key
+from protocols import ConfigError, JobEvent
+from runtime.cli import _local, _show, app
+
+runner = CliRunner()
+
+GOOD_TEAM = """\
+name: research
+agents:
+  - name: ada
+    role: researcher
+    instructions: Answer from the material.
+"""
+
+
+@pytest.fixture
+def state_dir(tmp_path, monkeypatch):
+    state = tmp_path / "state"
+    monkeypatch.setenv("TROUPE_STATE_DIR", str(state))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    return state
+
+
+def _state(state_dir, pid, start):
+    state = _local.UpState(
+        pid=pid,
+        pid_start=start,
+        address="127.0.0.1:1",
+        dashboard_url="http://127.0.0.1:2",
+        temp_dir=state_dir / "ray",
+        log_file=state_dir / "ray.log",
+        started_at=time.time(),
+    )
+    _local.write_state(state_dir, state)
+    return state
+
+
+def _exited_process():
+    """The PID and start time of a process that has exited."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    start = _local.process_start(child.pid)
+    child.wait(timeout=30)
+    return child.pid, start
+
+
+def test_help_lists_every_command():
+    result = runner.invoke(app, ["--help"])
+    assert result.exit_code == 0
+    for command in ("up", "down", "run", "jobs", "agents", "serve", "key"):
+        assert command in result.stdout
+    result = runner.invoke(app, ["key", "--help"])
+    assert result.exit_code == 0
+    assert "new" in result.stdout
+
+
+def test_run_without_its_task_is_a_usage_error():
+    result = runner.invoke(app, ["run", "team.yaml"])
+    assert result.exit_code == 2
+    assert "Missing argument 'task'" in result.output
+
+
+def test_run_with_a_missing_team_file_exits_2_before_any_ray(tmp_path):
+    missing = tmp_path / "nope.yaml"
+    result = runner.invoke(app, ["run", str(missing), "a task"])
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: team file {str(missing)!r} does not exist"
+    assert "Traceback" not in result.output
+
+
+def test_run_with_an_invalid_team_file_names_each_problem(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: t\nagents:\n  - name: x\n    role: 3\n    colour: blue\n")
+    result = runner.invoke(app, ["run", str(bad), "a task"])
+    assert result.exit_code == 2
+    assert "agents.0.role" in result.stderr
+    assert "agents.0.colour" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_run_with_a_file_that_is_not_yaml(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("agents: [unclosed\n")
+    result = runner.invoke(app, ["run", str(bad), "a task"])
+    assert result.exit_code == 2
+    assert "not valid YAML" in result.stderr
+
+
+def test_key_new_prints_a_key_once_and_the_entry_with_its_hash():
+    result = runner.invoke(app, ["key", "new", "--tenant", "acme", "--admin"])
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    key = next(w for w in out.split() if w.startswith("rt-"))
+    assert f"Authorization: Bearer {key}" in out
+    entry = yaml.safe_load(out[out.index("api_keys:") :])
+    config = APIConfig.model_validate(entry)
+    (api_key,) = config.api_keys
+    assert api_key.hash == hash_key(key)
+    assert api_key.tenant == "acme"
+    assert api_key.admin is True
+    assert out.count(key) == 3  # the panel and the two usage lines; the entry holds the hash
+
+
+def test_key_new_makes_a_different_key_each_time():
+    keys = set()
+    for _ in range(2):
+        out = runner.invoke(app, ["key", "new"]).stdout
+        keys.add(next(w for w in out.split() if w.startswith("rt-")))
+    assert len(keys) == 2
+
+
+def test_key_new_refuses_an_invalid_tenant():
+    result = runner.invoke(app, ["key", "new", "--tenant", "no spaces"])
+    assert result.exit_code == 2
+    assert "tenant" in result.stderr
+    assert "rt-" not in result.output
+
+
+def test_down_with_nothing_up(state_dir):
+    result = runner.invoke(app, ["down"])
+    assert result.exit_code == 0
+    assert "nothing is up" in result.stdout
+
+
+def test_down_with_a_stale_state_removes_it(state_dir):
+    _state(state_dir, *_exited_process())
+    result = runner.invoke(app, ["down"])
+    assert result.exit_code == 0, result.output
+    assert "was not running" in result.stdout
+    assert not (state_dir / "up.json").exists()
+
+
+def test_down_with_a_corrupt_state_file_names_it(state_dir):
+    state_dir.mkdir()
+    (state_dir / "up.json").write_text("{not json")
+    result = runner.invoke(app, ["down"])
+    assert result.exit_code == 1
+    assert str(state_dir / "up.json") in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_up_refuses_when_the_recorded_head_is_alive(state_dir):
+    me = os.getpid()
+    _state(state_dir, me, _local.process_start(me))
+    before = (state_dir / "up.json").read_text()
+    result = runner.invoke(app, ["up"])
+    assert result.exit_code == 1
+    assert "already up" in result.stderr
+    assert "Traceback" not in result.output
+    assert (state_dir / "up.json").read_text() == before
+    assert not (state_dir / "ray.log").exists()  # nothing was started
+
+
+def test_up_refuses_a_port_in_use(state_dir):
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        busy = listener.getsockname()[1]
+        result = runner.invoke(app, ["up", "--http-port", str(busy)])
+    assert result.exit_code == 1
+    assert f"{busy} (--http-port)" in result.stderr
+    assert not (state_dir / "up.json").exists()
+    assert not (state_dir / "ray.log").exists()
+
+
+def test_up_forgets_a_head_that_died_before_checking_its_ports(state_dir):
+    _state(state_dir, *_exited_process())
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        busy = listener.getsockname()[1]
+        result = runner.invoke(app, ["up", "--ray-port", str(busy)])
+    assert result.exit_code == 1
+    assert "already up" not in result.stderr
+    assert f"{busy} (--ray-port)" in result.stderr
+    assert not (state_dir / "up.json").exists()
+
+
+def test_up_refuses_an_invalid_api_config(state_dir, tmp_path):
+    config = tmp_path / "api.yaml"
+    config.write_text("api_keys:\n  - name: k\n    hash: plaintext-key\n    tenant: t\n")
+    result = runner.invoke(app, ["up", "--api-config", str(config)])
+    assert result.exit_code == 2
+    assert "api_keys.0.hash" in result.stderr
+    assert not (state_dir / "ray.log").exists()
+
+
+def test_a_troupe_error_is_one_line_and_exit_1(state_dir):
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    result = runner.invoke(app, ["jobs", "--address", f"127.0.0.1:{port}"])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [f"error: no Ray answers at 127.0.0.1:{port}"]
+    assert result.stdout == ""
+
+
+def test_commands_that_need_a_ray_say_how_to_get_one(state_dir):
+    for command in ("jobs", "agents", "serve"):
+        result = runner.invoke(app, [command])
+        assert result.exit_code == 1, command
+        assert "troupe up" in result.stderr
+        assert "Traceback" not in result.output
+
+
+def test_errors_are_red(monkeypatch):
+    out = io.StringIO()
+    monkeypatch.setattr(
+        _show, "ERR", Console(file=out, force_terminal=True, color_system="standard")
+    )
+    _show.error(str(ConfigError("bad thing")))
+    assert out.getvalue() == "\x1b[1;31merror: bad thing\x1b[0m\n"
+
+
+def _event(seq, kind, subtask=None, at=100.0, **data):
+    return JobEvent(job_id="job-1", seq=seq, at=at, type=kind, subtask_id=subtask, data=data)
+
+
+def _rendered(board, now):
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(board.render(now))
+    return console.file.getvalue()
+
+
+def test_job_board_follows_subtasks_through_their_events():
+    board = _show.JobBoard("job-1", "research")
+    plan = [{"id": "s1", "role": "researcher"}, {"id": "s2", "role": "analyst"}]
+    board.apply(_event(1, "job_submitted"))
+    board.apply(_event(2, "plan_ready", subtasks=plan))
+    board.apply(_event(3, "subtask_started", "s1", at=100.0, role="researcher", attempt=1))
+    view = _rendered(board, now=102.0)
+    assert "job job-1 · team research · running" in view
+    rows = {line.split("│")[1].strip(): line for line in view.splitlines() if "│" in line}
+    assert "running" in rows["s1"]
+    assert "2.0" in rows["s1"]
+    assert "pending" in rows["s2"]
+
+    board.apply(_event(4, "subtask_finished", "s1", at=103.5, status="succeeded", agent="ada"))
+    board.apply(_event(5, "subtask_started", "s2", at=101.0, role="analyst", attempt=2))
+    board.apply(_event(6, "subtask_finished", "s2", at=104.0, status="failed", agent="alan"))
+    board.apply(_event(7, "job_aggregating"))
+    assert "aggregating" in _rendered(board, now=200.0)
+    board.apply(_event(8, "job_failed", error="boom"))
+    view = _rendered(board, now=200.0)
+    rows = {line.split("│")[1].strip(): line for line in view.splitlines() if "│" in line}
+    assert "team research · failed" in view
+    assert "ada" in rows["s1"]
+    assert "succeeded" in rows["s1"]
+    assert "3.5" in rows["s1"]  # finished, not counted to "now"
+    assert "alan" in rows["s2"]
+    assert "failed (attempt 2)" in rows["s2"]
+    assert "3.0" in rows["s2"]
+
+
+def test_state_round_trips_and_a_reused_pid_is_not_the_head(tmp_path):
+    me = os.getpid()
+    state = _state(tmp_path, me, _local.process_start(me))
+    assert _local.read_state(tmp_path) == state
+    assert _local.is_running(me, state.pid_start)
+    assert not _local.is_running(me, state.pid_start + 1)
+    _local.remove_state(tmp_path)
+    assert _local.read_state(tmp_path) is None
+
+
+def test_stop_signals_nothing_when_the_pid_was_reused(tmp_path):
+    me = os.getpid()
+    state = _state(tmp_path, me, _local.process_start(me) + 1)  # another process, same PID
+    report = _local.stop_head(state, grace=0.1)
+    assert not report.was_running
+    assert report.killed == ()
+
+
+LEADER = """
+import subprocess, sys, time
+# like Ray's processes: in the leader's session, surviving the leader's SIGTERM
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+print(child.pid, flush=True)
+time.sleep(60)
+"""
+
+
+def test_stop_kills_what_outlives_sigterm_in_the_session_and_nothing_else(tmp_path):
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    leader = subprocess.Popen(
+        [sys.executable, "-c", LEADER], stdout=subprocess.PIPE, text=True, start_new_session=True
+    )
+    try:
+        orphan = int(leader.stdout.readline())
+        state = _state(tmp_path, leader.pid, _local.process_start(leader.pid))
+        assert sorted(_local.session_members(leader.pid)) == sorted([leader.pid, orphan])
+
+        report = _local.stop_head(state, grace=0.5)
+
+        assert report.was_running
+        assert report.killed == (orphan,)  # the leader died of SIGTERM, its child did not
+        assert report.left == ()
+        assert _local.session_members(leader.pid) == []
+        assert leader.wait(timeout=10) == -15
+        assert bystander.poll() is None
+    finally:
+        for p in (leader, bystander):
+            p.kill()
+            p.wait(timeout=10)
+
+
+def test_default_temp_dir_is_short_and_per_state_dir(tmp_path):
+    a = _local.default_temp_dir(tmp_path / "a" / ("x" * 80))
+    b = _local.default_temp_dir(tmp_path / "b")
+    assert a != b
+    assert len(str(a)) < 40
+    # Ray's deepest socket path under it must fit in a Unix socket address (107 bytes)
+    assert len(f"{a}/session_2026-11-29_15-02-44_600537_16491/sockets/plasma_store") <= 107
