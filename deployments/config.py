@@ -18,9 +18,11 @@ _HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 
 def _rate(value: str) -> str:
     try:
-        parse(value)
+        rate = parse(value)
     except ValueError:
         raise ValueError(f"{value!r} is not a rate such as '120/minute' or '10/second'") from None
+    if rate.amount < 1:
+        raise ValueError(f"{value!r} would refuse every request")
     return value
 
 

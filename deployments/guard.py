@@ -73,12 +73,22 @@ class Guard:
             return
         headers = Headers(scope=scope)
         offered = headers.get("x-request-id", "")
-        request_id = offered if _REQUEST_ID.match(offered) else uuid.uuid4().hex
+        if offered and not _REQUEST_ID.match(offered):
+            # refused rather than replaced: Serve's proxy echoes whatever id the client sent,
+            # so a replacement would differ from the id on the response
+            await problem(
+                400,
+                "Bad Request",
+                "X-Request-ID must be 1 to 128 characters of A-Z, a-z, 0-9 and '._:-'",
+                code="invalid_request_id",
+            )(scope, receive, send)
+            return
+        request_id = offered or uuid.uuid4().hex
         scope.setdefault("state", {})["request_id"] = request_id
 
         async def send_with_id(message: Message) -> None:
-            # Serve's proxy puts its request id (the client's, if it sent a usable one) on
-            # the request and echoes it on the response itself: add it only where none did
+            # Serve's proxy puts its request id (the client's, else a new one) on the request
+            # and echoes it on the response itself: add it only where none came in
             if message["type"] == "http.response.start" and not offered:
                 MutableHeaders(scope=message)["X-Request-ID"] = request_id
             await send(message)

@@ -8,6 +8,8 @@ import secrets
 from collections.abc import Iterable, Mapping
 from typing import Final
 
+from pydantic import ValidationError
+
 from deployments.config import APIKey
 from protocols import ConfigError
 
@@ -48,9 +50,16 @@ def keys_from_env(variable: str, environ: Mapping[str, str] | None = None) -> li
                 variable=variable,
                 entry=n,
             )
-        keys.append(
-            APIKey(name=f"env-{n}", hash=hash_key(fields[1]), tenant=fields[0], admin=admin)
-        )
+        try:
+            key = APIKey(name=f"env-{n}", hash=hash_key(fields[1]), tenant=fields[0], admin=admin)
+        except ValidationError:  # its message would quote the entry, key and all
+            raise ConfigError(
+                f"${variable}: entry {n} has an unusable tenant (letters, digits, '_.-', "
+                "at most 64)",
+                variable=variable,
+                entry=n,
+            ) from None
+        keys.append(key)
     return keys
 
 

@@ -232,7 +232,7 @@ def _task(messages: list[dict[str, Any]]) -> tuple[str, list[Attachment]]:
     if not users:
         raise InvalidInput("messages: there is no user message to act on")
     last = users[-1]
-    task = turns[last][1].strip()
+    task = turns[last][1].strip() or ("See the attached image(s)." if images else "")
     if not task:
         raise InvalidInput(f"messages[{last}]: the last user message is empty")
     context = [f"{role}: {text}" for i, (role, text) in enumerate(turns) if i != last and text]

@@ -215,10 +215,20 @@ def _with_agents(team: TeamSpec, agents: Iterable[AgentSpec]) -> TeamSpec:
         ConfigError: the team would not be valid (no agent left, a role its plan needs gone).
     """
     try:
-        return TeamSpec.model_validate({**team.model_dump(), "agents": list(agents)})
+        changed = TeamSpec.model_validate({**team.model_dump(), "agents": list(agents)})
     except ValidationError as exc:
         problems = "; ".join(e["msg"] for e in exc.errors())
         raise ConfigError(f"team {team.name!r} would not be valid: {problems}") from None
+    needed = {s.role for s in changed.plan or ()}
+    needed |= {n.role for n in changed.graph.nodes} if changed.graph else set()
+    missing = sorted(needed - set(changed.roles))
+    if missing:
+        raise ConfigError(
+            f"team {team.name!r} would have no agent for roles its plan or graph needs: "
+            + ", ".join(missing),
+            roles=missing,
+        )
+    return changed
 
 
 def with_load(agents: Iterable[AgentInfo], in_flight: Mapping[str, int]) -> list[AgentInfo]:

@@ -85,9 +85,9 @@ class Job:
     images: tuple[ImagePart, ...] = ()
     """Images given with the job: every agent sees them with its subtask."""
     request_id: str | None = None
+    """The HTTP request (or other caller's id) that submitted the job, for logs and traces."""
     registered: bool = False
     """The job named a registered team: its agents are provisioned as the catalog has them."""
-    """The HTTP request (or other caller's id) that submitted the job, for logs and traces."""
 
 
 def move(job: Job, status: JobStatus) -> None:
