@@ -109,7 +109,6 @@ class RayTeamProvisioner:
         await handle.configure.remote(spec, tools, roles)
         await through_restarts(lambda: self._router.register.remote(spec.name, handle, roles))
 
-
     async def retire(self, agents: Sequence[str]) -> None:
         """Unregister the named agents from the router and stop their actors for good."""
         for name in agents:

@@ -47,9 +47,7 @@ def config() -> APIConfig:
             APIKey(
                 name="limited", hash=hash_key(LIMITED_KEY), tenant="acme", rate_limit="3/minute"
             ),
-            APIKey(
-                name="fuzz", hash=hash_key(FUZZ_KEY), tenant="fuzz", rate_limit="100000/minute"
-            ),
+            APIKey(name="fuzz", hash=hash_key(FUZZ_KEY), tenant="fuzz", rate_limit="100000/minute"),
         ),
         api_keys_env=None,
         max_body_bytes=MAX_BODY,
