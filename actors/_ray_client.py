@@ -14,6 +14,7 @@ from typing import Any, Final, TypeVar
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
+from actors._endpoint import serve_many
 from protocols import AgentMessage, RecipientUnavailable, TroupeError, decode, encode
 
 __all__ = [
@@ -53,6 +54,19 @@ class RayMailbox:
             raise unwrap(exc) from None
         return reply
 
+    async def receive_many(self, data: list[bytes], /) -> list[bytes | TroupeError | None]:
+        """Hand a batch to the actor in one call (each envelope alone if it takes no batches)."""
+        batch_method = getattr(self._handle, "receive_many", None)
+        if batch_method is None:
+            return await serve_many(data, self.receive)
+        try:
+            answers: list[bytes | TroupeError | None] = await batch_method.remote(data)
+        except RayActorError as exc:
+            raise RecipientUnavailable(f"recipient actor is unavailable: {exc}") from None
+        except RayTaskError as exc:
+            raise unwrap(exc) from None
+        return answers
+
 
 async def through_restarts(call: Callable[[], Awaitable[T]], *, within_s: float = 20.0) -> T:
     """Await ``call()``, calling again while its actor is restarting (for ``within_s`` at most).
@@ -75,21 +89,69 @@ async def through_restarts(call: Callable[[], Awaitable[T]], *, within_s: float 
 class RayRouterClient:
     """An actor-side :class:`~actors.RouterClient` over the router's Ray handle.
 
-    Calls made while the router restarts wait for it (see :func:`through_restarts`).
+    Requests made in the same turn of the event loop go to the router as one batch (one Ray
+    call, :meth:`MessageRouter.request_many`), up to ``max_batch``; batches are pipelined (a
+    batch does not wait for the one before). Each request still gets its own reply, in the
+    router's per-envelope semantics. Calls made while the router restarts wait for it (see
+    :func:`through_restarts`).
     """
 
-    def __init__(self, router: Any) -> None:
+    def __init__(self, router: Any, *, max_batch: int = 256) -> None:
         self._router = router
+        self._max_batch = max_batch
+        self._queue: list[tuple[bytes, asyncio.Future[bytes | TroupeError]]] = []
+        self._flush_scheduled = False
+        self._in_flight: set[asyncio.Task[None]] = set()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # the queue and its futures belong to one process's event loop: never pickled
+        return (_client, (self._router, self._max_batch))
 
     async def request(self, message: AgentMessage, /) -> AgentMessage:
         """Deliver through the router and wait for the reply."""
-        data = encode(message)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[bytes | TroupeError] = loop.create_future()
+        self._queue.append((encode(message), future))
+        if len(self._queue) >= self._max_batch:
+            self._flush()
+        elif not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._flush)
+        answer = await future
+        if isinstance(answer, TroupeError):
+            raise answer
+        return decode(answer)
+
+    def _flush(self) -> None:
+        self._flush_scheduled = False
+        batch, self._queue = self._queue, []
+        if batch:
+            task = asyncio.ensure_future(self._deliver(batch))
+            self._in_flight.add(task)
+            task.add_done_callback(self._in_flight.discard)
+
+    async def _deliver(
+        self, batch: list[tuple[bytes, asyncio.Future[bytes | TroupeError]]]
+    ) -> None:
+        data = [item for item, _ in batch]
         try:
-            return decode(await through_restarts(lambda: self._router.request.remote(data)))
+            answers: list[bytes | TroupeError] = await through_restarts(
+                lambda: self._router.request_many.remote(data)
+            )
         except RayActorError as exc:
-            raise RecipientUnavailable(f"router is unavailable: {exc}") from None
+            failure: BaseException = RecipientUnavailable(f"router is unavailable: {exc}")
         except RayTaskError as exc:
-            raise unwrap(exc) from None
+            failure = unwrap(exc)
+        except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller
+            failure = exc
+        else:
+            for (_, future), answer in zip(batch, answers, strict=True):
+                if not future.done():  # its caller may have been cancelled
+                    future.set_result(answer)
+            return
+        for _, future in batch:
+            if not future.done():
+                future.set_exception(failure)
 
     async def send(self, message: AgentMessage, /) -> str:
         """Deliver through the router without waiting for a reply."""
@@ -101,6 +163,10 @@ class RayRouterClient:
         except RayTaskError as exc:
             raise unwrap(exc) from None
         return status
+
+
+def _client(router: Any, max_batch: int) -> RayRouterClient:
+    return RayRouterClient(router, max_batch=max_batch)
 
 
 _SYSTEM: Final = frozenset({"llm", "orchestrator", "memory"})

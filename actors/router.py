@@ -25,7 +25,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 
 from actors import _metrics as metrics
-from actors._endpoint import Mailbox
+from actors._endpoint import BatchMailbox, Mailbox
 from protocols import (
     AddressKind,
     AgentMessage,
@@ -57,6 +57,8 @@ class RouterStats(BaseModel):
     delivered: int
     dead_lettered: int
     duplicates: int
+    batches: int = 0
+    """Batches taken by ``request_many`` (``routed / batches``: envelopes per batch)."""
     registered: dict[str, list[str]]
     in_flight: dict[str, int]
 
@@ -66,6 +68,8 @@ class _Entry:
     mailbox: Mailbox
     roles: frozenset[str]
     in_flight: int = 0
+    batches: bool = False
+    """The mailbox takes batches (:class:`BatchMailbox`)."""
 
 
 @dataclass
@@ -74,6 +78,7 @@ class _Counters:
     delivered: int = 0
     dead_lettered: int = 0
     duplicates: int = 0
+    batches: int = 0
     by_role_turn: itertools.count[int] = field(default_factory=itertools.count)
 
 
@@ -144,7 +149,8 @@ class MessageRouter:
             raise InvalidInput(f"register takes a plain name, not {name!r}", name=name)
         await self.unregister(bare)
         role_set = frozenset(parse_address(f"role:{r}").name for r in roles)
-        self._entries[bare] = _Entry(self._wrap(mailbox), role_set)
+        wrapped = self._wrap(mailbox)
+        self._entries[bare] = _Entry(wrapped, role_set, batches=isinstance(wrapped, BatchMailbox))
         for role in role_set:
             self._roles.setdefault(role, []).append(bare)
         log.info("registered", name=bare, roles=sorted(role_set))
@@ -203,6 +209,103 @@ class MessageRouter:
         future.set_result(reply)
         return reply
 
+    async def request_many(self, batch: list[bytes]) -> list[bytes | TroupeError]:
+        """Deliver a batch of envelopes; return each one's reply, in the batch's order.
+
+        Each envelope keeps the guarantees of :meth:`request` (dedupe, dead letters with a
+        reason, an error reply when undeliverable); an unreadable one's place holds its
+        ``MalformedEnvelope`` / ``UnsupportedSchemaVersion`` instead of a reply. Envelopes
+        are accepted in order, and those for one recipient reach it in order, as one batch
+        (one actor call) when the recipient takes batches and they carry no deadline.
+        """
+        if self._discovery is not None:
+            await self._discovered()
+        self._count.batches += 1
+        replies: list[bytes | TroupeError | None] = [None] * len(batch)
+        waits: list[Awaitable[None]] = []
+        groups: dict[str, list[tuple[int, AgentMessage, asyncio.Future[bytes]]]] = {}
+        for index, data in enumerate(batch):
+            try:
+                message = self._accept(data)
+            except TroupeError as exc:
+                replies[index] = exc
+                continue
+            pending = self._seen.get(message.id)
+            if pending is not None:
+                self._count.duplicates += 1
+                waits.append(_fill(replies, index, asyncio.shield(pending)))
+                continue
+            future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
+            self._remember(message.id, future)
+            try:
+                name, entry = self._resolve(message)
+            except TroupeError as exc:
+                self._dead_letter(exc, message)
+                future.set_result(encode(message.error_reply(exc, sender="router")))
+                replies[index] = future.result()
+                continue
+            if message.deadline is None and entry.batches:
+                entry.in_flight += 1  # counted now, so the next role lookup sees it
+                groups.setdefault(name, []).append((index, message, future))
+            else:
+                waits.append(_fill(replies, index, self._settle(message, future, name)))
+        for name, items in groups.items():
+            waits.append(self._deliver_group(name, items, replies))
+        await asyncio.gather(*waits)
+        return [r if r is not None else _lost() for r in replies]
+
+    async def _settle(
+        self, message: AgentMessage, future: asyncio.Future[bytes], target: str
+    ) -> bytes:
+        try:
+            reply = await self._deliver_one(message, target)
+        except BaseException as exc:
+            future.set_exception(exc)
+            future.exception()
+            raise
+        future.set_result(reply)
+        return reply
+
+    async def _deliver_group(
+        self,
+        name: str,
+        items: list[tuple[int, AgentMessage, asyncio.Future[bytes]]],
+        replies: list[bytes | TroupeError | None],
+    ) -> None:
+        entry = self._entries[name]
+        mailbox = entry.mailbox
+        assert isinstance(mailbox, BatchMailbox)  # noqa: S101 - grouped only if it batches
+        metrics.queue_depth("router", name, entry.in_flight)
+        try:
+            answers: list[bytes | BaseException | None] = list(
+                await mailbox.receive_many([encode(m.with_hop()) for _, m, _ in items])
+            )
+        except TroupeError as exc:
+            answers = [exc] * len(items)
+        except Exception as err:  # noqa: BLE001 - a failing recipient must not crash the router
+            answers = [DeliveryError(f"delivery to {name!r} failed: {err!r}", recipient=name)]
+            answers *= len(items)
+        finally:
+            entry.in_flight -= len(items)
+            metrics.queue_depth("router", name, entry.in_flight)
+        for (index, message, future), answer in zip(items, answers, strict=True):
+            if isinstance(answer, BaseException):
+                error = (
+                    answer
+                    if isinstance(answer, TroupeError)
+                    else DeliveryError(f"delivery to {name!r} failed: {answer!r}", recipient=name)
+                )
+                self._dead_letter(error, message)
+                reply = encode(message.error_reply(error, sender="router"))
+            elif answer is None:
+                self._count.delivered += 1
+                reply = encode(message.reply(_no_reply_error(name), sender="router"))
+            else:
+                self._count.delivered += 1
+                reply = answer
+            future.set_result(reply)
+            replies[index] = reply
+
     async def send(self, data: bytes) -> str:
         """Deliver one envelope without waiting for the recipient; return the status.
 
@@ -249,6 +352,7 @@ class MessageRouter:
             delivered=self._count.delivered,
             dead_lettered=self._count.dead_lettered,
             duplicates=self._count.duplicates,
+            batches=self._count.batches,
             registered={n: sorted(e.roles) for n, e in self._entries.items()},
             in_flight={n: e.in_flight for n, e in self._entries.items() if e.in_flight},
         )
@@ -356,6 +460,16 @@ class MessageRouter:
             msg_id=letter.message_id,
             job_id=None if message is None else message.job_id,
         )
+
+
+async def _fill(
+    replies: list[bytes | TroupeError | None], index: int, reply: Awaitable[bytes]
+) -> None:
+    replies[index] = await reply
+
+
+def _lost() -> TroupeError:
+    return DeliveryError("the router lost this envelope's reply")  # unreachable by design
 
 
 def _sent_one_way(message_id: str) -> ErrorPayload:

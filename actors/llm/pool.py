@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from actors import _metrics as metrics
-from actors._endpoint import RouterClient, serve_envelope
+from actors._endpoint import RouterClient, serve_envelope, serve_many
 from actors.llm.budget import Ledger, Spend
 from actors.llm.config import LLMConfig
 from actors.llm.gateway import CallContext, Gateway
@@ -214,6 +214,10 @@ class LLMAdapterPool:
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
         return await serve_envelope(data, self._handle, me="llm")
+
+    async def receive_many(self, data: list[bytes]) -> list[bytes | TroupeError | None]:
+        """Batch entry point (the router's): each envelope as :meth:`receive`, concurrently."""
+        return await serve_many(data, self.receive)
 
     async def _handle(self, message: AgentMessage) -> AgentMessage:
         if not isinstance(message.payload, LLMRequest):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from actors import _metrics as metrics
-from actors._endpoint import RouterClient, serve_envelope
+from actors._endpoint import RouterClient, serve_envelope, serve_many
 from actors.memory.config import MemoryConfig
 from actors.memory.shortterm import WorkingMemory, turns, window
 from protocols import (
@@ -37,6 +37,7 @@ from protocols import (
     MemoryQuery,
     MemoryWrite,
     ModelError,
+    TroupeError,
 )
 
 if TYPE_CHECKING:
@@ -241,6 +242,10 @@ class MemoryStore:
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
         return await serve_envelope(data, self._handle, me="memory")
+
+    async def receive_many(self, data: list[bytes]) -> list[bytes | TroupeError | None]:
+        """Batch entry point (the router's): each envelope as :meth:`receive`, concurrently."""
+        return await serve_many(data, self.receive)
 
     async def _handle(self, message: AgentMessage) -> AgentMessage:
         match message.payload:

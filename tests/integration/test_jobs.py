@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -183,7 +184,12 @@ def test_unknown_job_is_a_typed_error(rt):
 
 
 def test_example_driver_joins_the_running_ray(rt):
-    """The README's example, run as a second driver: it finds this session's Ray and joins it."""
+    """The README's example, run as a second driver, joins this session's Ray.
+
+    Through ``RAY_ADDRESS`` (as ``ray job submit`` and cluster drivers do): on a machine with
+    several Rays, Ray's own discovery refuses to guess.
+    """
+    address = ray.get_runtime_context().gcs_address
     done = subprocess.run(
         [sys.executable, str(ROOT / "examples" / "research_team.py"), "--latency", "0"],
         capture_output=True,
@@ -191,6 +197,7 @@ def test_example_driver_joins_the_running_ray(rt):
         timeout=180,
         check=False,
         cwd=ROOT,
+        env={**os.environ, "RAY_ADDRESS": address},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "status: succeeded" in done.stdout

@@ -40,7 +40,10 @@ def test_named_actors_are_listed_in_the_troupe_namespace(rt):
 
     alive = {
         a.name
-        for a in list_actors(filters=[("ray_namespace", "=", "troupe"), ("state", "=", "ALIVE")])
+        for a in list_actors(
+            address=ray._private.worker.global_worker.node.address_info["webui_url"],
+            filters=[("ray_namespace", "=", "troupe"), ("state", "=", "ALIVE")],
+        )
     }
     assert {"router", "llm", "orchestrator", "agent/lister"} <= alive
 
