@@ -1,15 +1,73 @@
-"""The tool sandboxes' configuration (cheap to import: no MCP, no isolation code)."""
+"""The tool sandboxes' configuration (cheap to import: no MCP, no isolation code).
+
+Function tools are named here by import path; nothing is imported until a sandbox loads them
+(``actors.tools.functions``), so a driver need not have the functions' modules.
+"""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from actors.tools.isolation import Limits
-from protocols import MCPServerSpec
+from protocols import MCPServerSpec, Name
 
-__all__ = ["ToolsConfig"]
+__all__ = ["RESERVED_TOOL_NAMES", "FunctionTool", "ToolsConfig"]
+
+RESERVED_TOOL_NAMES: Final = frozenset(
+    {"calculator", "python", "shell", "http_get", "file_read", "file_write", "delegate", "handoff"}
+)
+"""Names of the built-in tools (and the agent tools), which a function tool may not take."""
+
+_DOTTED: Final = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
+_TARGET: Final = re.compile(rf"^{_DOTTED}:{_DOTTED}$", re.ASCII)
+
+
+class FunctionTool(BaseModel):
+    """A plain Python function offered as a tool, run inside the sandbox process.
+
+    The function is the operator's code, trusted: it runs with the sandbox's privileges, not
+    isolated. A synchronous function runs in one of the sandbox's worker threads (the sandbox
+    keeps serving other calls meanwhile); an ``async def`` one runs on its event loop. A plain
+    string in ``ToolsConfig.functions`` stands for ``FunctionTool(target=...)``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    target: str = Field(description="Import path 'package.module:function' (or ':Class.method').")
+    description: str | None = Field(
+        default=None,
+        description="What the model is told; default: the docstring's first paragraph.",
+    )
+    parameters: dict[str, Any] | None = Field(
+        default=None,
+        description="JSON Schema of the arguments; default: derived from the signature's "
+        "annotations (pydantic), arguments then converted to the annotated types.",
+    )
+    output_schema: dict[str, Any] | None = Field(
+        default=None, description="JSON Schema the function's return value must satisfy, if any."
+    )
+    timeout_s: float = Field(default=30.0, gt=0.0, le=3600.0, description="Wall time per call.")
+    side_effects: bool = Field(
+        default=False, description="Changes the world: runs at most once per idempotency key."
+    )
+    requires_approval: bool = Field(default=False, description="A human must approve each call.")
+    tags: tuple[str, ...] = Field(default=(), description="For discovery.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_target(cls, data: Any) -> Any:
+        return {"target": data} if isinstance(data, str) else data
+
+    @field_validator("target")
+    @classmethod
+    def _import_path(cls, target: str) -> str:
+        if not _TARGET.match(target):
+            raise ValueError(f"{target!r} is not an import path like 'package.module:function'")
+        return target
 
 
 class ToolsConfig(BaseModel):
@@ -42,3 +100,19 @@ class ToolsConfig(BaseModel):
     approval_required: tuple[str, ...] = Field(
         default=(), description="Tools a human must approve call by call (besides those marked)."
     )
+    functions: dict[Name, FunctionTool] = Field(
+        default_factory=dict,
+        description="Plain Python functions offered as tools, by tool name: an import path "
+        "'module:function' or a FunctionTool. Imported by each sandbox when it starts.",
+    )
+    function_threads: int = Field(
+        default=4, ge=1, le=256, description="Worker threads per sandbox for function tools."
+    )
+
+    @field_validator("functions")
+    @classmethod
+    def _not_reserved(cls, functions: dict[str, FunctionTool]) -> dict[str, FunctionTool]:
+        taken = sorted(RESERVED_TOOL_NAMES & functions.keys())
+        if taken:
+            raise ValueError(f"function tool name(s) {taken} are taken by built-in tools")
+        return functions

@@ -21,6 +21,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,7 @@ __all__ = ["LAUNCHER", "Isolation", "Limits", "RunResult"]
 log = structlog.get_logger("raytroupe.tools")
 
 LAUNCHER = Path(__file__).with_name("_launcher.py")
+_PROBE_STATE = frozenset({"_probe", "_probe_lock", "_probing"})
 _SANDBOX_TMP = "/tmp"  # noqa: S108 - inside the sandbox, /tmp is the private scratch directory
 _BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": _SANDBOX_TMP, "LANG": "C.UTF-8"}
 _CHUNK = 65536
@@ -176,17 +178,31 @@ class Isolation:
         self.gid = gid
         self.python = python
         self.allow_unisolated = allow_unisolated
-        self._probe: tuple[bool, str] | None = None  # no lock: a racing second probe is harmless
         self._warned = False
+        self._reset_probe()
+
+    def _reset_probe(self) -> None:
+        # One probe at a time: it spawns from an event loop of its own (in a thread), and
+        # uvloop (Ray's loop) refuses to spawn while another loop of the process is spawning
+        # ("Racing with another loop to spawn a process"); concurrent first calls did that.
+        self._probe: tuple[bool, str] | None = None
+        self._probe_lock = threading.Lock()
+        self._probing: asyncio.Future[tuple[bool, str]] | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_probe": None}  # another process may be on another host
+        # another process may be on another host: it probes again
+        return {k: v for k, v in self.__dict__.items() if k not in _PROBE_STATE}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._reset_probe()
 
     def probe(self) -> tuple[bool, str]:
         """Whether this host can isolate (cached): runs the launcher once with ``/bin/true``."""
-        if self._probe is None:
-            self._probe = self._probe_once()
-        return self._probe
+        with self._probe_lock:
+            if self._probe is None:
+                self._probe = self._probe_once()
+            return self._probe
 
     def _probe_once(self) -> tuple[bool, str]:
         if not sys.platform.startswith("linux"):
@@ -207,7 +223,13 @@ class Isolation:
         return True, "namespaces (net, mount, pid, ipc, uts), uid drop and rlimits work"
 
     async def _isolated(self) -> bool:
-        ok, reason = self._probe if self._probe is not None else await asyncio.to_thread(self.probe)
+        if self._probe is not None:
+            ok, reason = self._probe
+        else:  # concurrent first calls share one probe, and none spawns while it runs
+            if self._probing is None:
+                self._probing = asyncio.ensure_future(asyncio.to_thread(self.probe))
+                self._probing.add_done_callback(self._probed)
+            ok, reason = await asyncio.shield(self._probing)
         if ok:
             return True
         if not self.allow_unisolated:
@@ -219,6 +241,10 @@ class Isolation:
             self._warned = True
             log.warning("sandbox_unisolated", reason=reason, protection="rlimits, env, session")
         return False
+
+    def _probed(self, future: asyncio.Future[tuple[bool, str]]) -> None:
+        if self._probing is future:
+            self._probing = None  # the result is cached by probe(); a failure may be retried
 
     async def run(
         self,

@@ -1,5 +1,8 @@
 """The tool sandbox actor: registry, allow-lists, validation, isolation, idempotency, MCP.
 
+Its tools: the built-ins, the function tools of ``ToolsConfig.functions`` (imported when the
+sandbox starts; one that cannot load is left out, and granting it says why), and MCP servers'.
+
 A call goes: known tool? → granted to the calling agent? → arguments valid (after safe
 coercion)? → already done (side-effecting tools, by idempotency key)? → run, with the tool's
 timeout and retries → output checked against its schema and size-capped. Every outcome is
@@ -13,6 +16,7 @@ import json
 import sqlite3
 import time
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +24,10 @@ import structlog
 from jsonschema import Draft202012Validator
 
 from actors import _metrics as metrics
-from actors._endpoint import RouterClient, serve_envelope
+from actors._endpoint import RouterClient, serve_envelope, serve_many
 from actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
 from actors.tools.config import ToolsConfig
+from actors.tools.functions import load_function_tool
 from actors.tools.idempotency import IdempotencyStore, idempotency_key
 from actors.tools.isolation import Isolation
 from actors.tools.mcp_source import MCPToolSource
@@ -122,6 +127,18 @@ class ToolSandbox:
         if router is not None:
             self.register(DELEGATE, self._delegate)
             self.register(HANDOFF, self._handoff)
+        self._executor: ThreadPoolExecutor | None = None
+        self._unloaded: dict[str, str] = {}
+        if config.functions:
+            self._executor = ThreadPoolExecutor(
+                config.function_threads, thread_name_prefix="tool-function"
+            )
+            for tool, spec in config.functions.items():
+                try:
+                    self.register(*load_function_tool(tool, spec, self._executor))
+                except ConfigError as exc:  # the other tools still serve; granting it says why
+                    log.exception("function_tool_not_loaded", tool=tool, error=exc.message)
+                    self._unloaded[tool] = exc.message
         self._sources = [mcp_factory(spec) for spec in config.mcp_servers]
         self._sources_ready = asyncio.Lock()
         self._mcp_loaded = False
@@ -164,7 +181,8 @@ class ToolSandbox:
         names = list(dict.fromkeys(tools))
         unknown = [n for n in names if n not in self._tools]
         if unknown:
-            raise ConfigError(f"unknown tool(s) {unknown}; known: {sorted(self._tools)}")
+            why = "".join(f"; {self._unloaded[n]}" for n in unknown if n in self._unloaded)
+            raise ConfigError(f"unknown tool(s) {unknown}; known: {sorted(self._tools)}{why}")
         self._grants.set(agent, names)
         return [self._tools[n][0].spec() for n in names]
 
@@ -173,6 +191,13 @@ class ToolSandbox:
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
         return await serve_envelope(data, self._handle, me=self._name)
+
+    async def receive_many(self, data: list[bytes]) -> list[bytes | TroupeError | None]:
+        """Batch entry point (the router's): each envelope as :meth:`receive`, concurrently.
+
+        One actor call for the calls an agent made at once, instead of one each.
+        """
+        return await serve_many(data, self.receive)
 
     async def _handle(self, message: AgentMessage) -> AgentMessage:
         if not isinstance(message.payload, ToolCall):
@@ -366,9 +391,11 @@ class ToolSandbox:
             self._mcp_loaded = True
 
     async def close(self) -> None:
-        """Stop MCP servers and close the state files."""
+        """Stop MCP servers and function workers, and close the state files."""
         for source in self._sources:
             await source.close()
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
         self._store.close()
         self._grants.close()
 
@@ -397,6 +424,8 @@ class _Grants:
         self._cache: dict[str, frozenset[str]] = {}
 
     def set(self, agent: str, tools: list[str]) -> None:
+        if self.get(agent) == frozenset(tools):
+            return  # every job re-grants its team's tools: skip the write (a sync to disk)
         self._db.execute("INSERT OR REPLACE INTO grants VALUES (?, ?)", (agent, json.dumps(tools)))
         self._cache[agent] = frozenset(tools)
 

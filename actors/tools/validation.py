@@ -78,6 +78,13 @@ _FROM_STRING: Final = (
 
 def coerce(value: Any, schema: dict[str, Any]) -> Any:
     """``value`` converted to what ``schema`` wants, where that is exact; else unchanged."""
+    alternatives = schema.get("anyOf", schema.get("oneOf"))
+    if isinstance(alternatives, list) and "type" not in schema:
+        return _coerce_alternatives(value, [a for a in alternatives if isinstance(a, dict)])
+    return _coerce_typed(value, schema)
+
+
+def _coerce_typed(value: Any, schema: dict[str, Any]) -> Any:
     wanted = _types(schema)
     if isinstance(value, str) and "string" not in wanted:
         for kind, convert in _FROM_STRING:
@@ -95,6 +102,21 @@ def coerce(value: Any, schema: dict[str, Any]) -> Any:
         return {k: coerce(v, props[k]) if k in props else v for k, v in value.items()}
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         return [coerce(v, schema["items"]) for v in value]
+    return value
+
+
+def _coerce_alternatives(value: Any, alternatives: list[dict[str, Any]]) -> Any:
+    """``value`` as the first alternative (``X | None`` in Python) it becomes valid for.
+
+    A value valid for one as it is stays unchanged; alternatives with a ``$ref`` are skipped.
+    """
+    checkable = [a for a in alternatives if "$ref" not in json.dumps(a)]
+    if any(Draft202012Validator(a).is_valid(value) for a in checkable):
+        return value
+    for alternative in checkable:
+        converted = coerce(value, alternative)
+        if Draft202012Validator(alternative).is_valid(converted):
+            return converted
     return value
 
 

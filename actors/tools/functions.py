@@ -1,0 +1,190 @@
+"""Function tools: plain Python functions, imported by path and offered with a JSON Schema.
+
+:func:`load_function_tool` imports a :class:`~actors.tools.config.FunctionTool`'s target and
+returns its ``ToolDef`` and runner. The schema comes from the signature (a pydantic model of the
+parameters, so ``Annotated[int, Field(ge=0, description=...)]`` works) unless one is given;
+validated arguments are then converted to the annotated types before the call. A synchronous
+function runs in the sandbox's worker threads, so the sandbox's event loop keeps serving other
+calls while it computes; a coroutine function is awaited on the loop. The return value is made
+JSON-ready (pydantic models, dataclasses, sets, paths...).
+
+Timeouts: the sandbox stops waiting after the tool's ``timeout_s`` (which counts time queued
+for a free worker) and reports a timeout, but Python cannot stop a thread: the function runs
+on until it returns, holding its worker. Functions are trusted code; for untrusted code use the
+isolated ``python`` tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import functools
+import importlib
+import inspect
+import typing
+from collections.abc import Callable
+from concurrent.futures import Executor
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic_core import to_jsonable_python
+
+from actors.tools.builtins import Runner, ToolContext
+from actors.tools.config import FunctionTool
+from protocols import ConfigError, ToolDef, ToolError
+
+__all__ = ["function_schema", "import_target", "load_function_tool"]
+
+_BY_KEYWORD = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def import_target(target: str) -> Callable[..., Any]:
+    """The callable at ``'package.module:qualified.name'``.
+
+    Raises:
+        ConfigError: the module does not import, has no such attribute, or it is not callable.
+    """
+    module_name, _, qualname = target.partition(":")
+    try:
+        found: Any = importlib.import_module(module_name)
+    except Exception as exc:  # whatever the module raises while importing
+        raise ConfigError(
+            f"cannot import {module_name!r} for {target!r}: {type(exc).__name__}: {exc}",
+            target=target,
+        ) from exc
+    for part in qualname.split("."):
+        try:
+            found = getattr(found, part)
+        except AttributeError:
+            raise ConfigError(f"{module_name!r} has no {qualname!r}", target=target) from None
+    if not callable(found):
+        raise ConfigError(f"{target!r} is not callable", target=target)
+    return typing.cast("Callable[..., Any]", found)
+
+
+def function_schema(
+    function: Callable[..., Any], *, tool: str
+) -> tuple[dict[str, Any], type[BaseModel]]:
+    """The JSON Schema of ``function``'s parameters, and the model that converts arguments.
+
+    Raises:
+        ConfigError: a parameter cannot be passed by keyword (``*args``, ``**kwargs``,
+            positional-only), or an annotation has no JSON Schema: give ``parameters``.
+    """
+    try:
+        signature = inspect.signature(function)
+        hints = typing.get_type_hints(function, include_extras=True)
+    except (TypeError, ValueError, NameError) as exc:
+        raise ConfigError(f"function tool {tool!r}: cannot read its signature: {exc}") from exc
+    fields: dict[str, Any] = {}
+    for parameter in signature.parameters.values():
+        if parameter.kind not in _BY_KEYWORD:
+            raise ConfigError(
+                f"function tool {tool!r}: parameter {parameter.name!r} cannot be passed by "
+                "keyword; give the tool explicit parameters and a wrapper function",
+                tool=tool,
+            )
+        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
+        fields[parameter.name] = (hints.get(parameter.name, Any), default)
+    try:
+        model: type[BaseModel] = create_model(
+            f"{tool}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+        )
+        schema = model.model_json_schema()
+    except Exception as exc:  # pydantic's schema errors have no common base worth naming
+        raise ConfigError(
+            f"function tool {tool!r}: no JSON Schema for its parameters ({exc}); give one",
+            tool=tool,
+        ) from exc
+    return _untitled(schema), model
+
+
+def load_function_tool(name: str, spec: FunctionTool, executor: Executor) -> tuple[ToolDef, Runner]:
+    """Import ``spec.target`` and make it the tool ``name``; sync calls go to ``executor``.
+
+    Raises:
+        ConfigError: it cannot be imported, has neither docstring nor description, or has
+            no usable schema.
+    """
+    function = import_target(spec.target)
+    description = spec.description or (inspect.getdoc(function) or "").split("\n\n")[0].strip()
+    if not description:
+        raise ConfigError(
+            f"function tool {name!r}: {spec.target} has no docstring; give a description",
+            tool=name,
+        )
+    model: type[BaseModel] | None = None
+    if spec.parameters is None:
+        parameters, model = function_schema(function, tool=name)
+    else:
+        parameters = spec.parameters
+    definition = ToolDef(
+        name=name,
+        description=description,
+        parameters=parameters,
+        output_schema=spec.output_schema,
+        timeout_s=spec.timeout_s,
+        side_effects=spec.side_effects,
+        requires_approval=spec.requires_approval,
+        tags=spec.tags,
+        source=f"function:{spec.target}",
+    )
+    is_async = inspect.iscoroutinefunction(function)
+
+    async def run(arguments: dict[str, Any], _: ToolContext) -> object:
+        kwargs = _converted(model, arguments, tool=name)
+        if is_async:
+            result = await function(**kwargs)
+        else:
+            call = functools.partial(function, **kwargs)
+            context = contextvars.copy_context()  # log context goes with the call
+            loop = asyncio.get_running_loop()
+            result = await loop.run_in_executor(executor, context.run, call)
+        if inspect.isawaitable(result):  # a plain function that returned a coroutine
+            result = await result
+        return to_jsonable_python(result, fallback=str)
+
+    return definition, run
+
+
+def _converted(
+    model: type[BaseModel] | None, arguments: dict[str, Any], *, tool: str
+) -> dict[str, Any]:
+    """Arguments as the function's annotated types (as they are without a model).
+
+    Raises:
+        ToolError: pydantic refuses what the JSON Schema accepted (a custom type's check).
+    """
+    if model is None:
+        return arguments
+    try:
+        converted = model.model_validate(arguments)
+    except ValidationError as exc:
+        problems = [
+            {"path": "/".join(str(p) for p in e["loc"]) or "(arguments)", "message": e["msg"]}
+            for e in exc.errors()[:10]
+        ]
+        raise ToolError(
+            f"invalid arguments for {tool!r}: "
+            + "; ".join(f"{p['path']}: {p['message']}" for p in problems),
+            tool=tool,
+            errors=problems,
+        ) from None
+    return {field: getattr(converted, field) for field in arguments}
+
+
+def _untitled(schema: Any) -> Any:
+    """``schema`` without pydantic's generated ``title`` keys (noise in a model's prompt)."""
+    if isinstance(schema, list):
+        return [_untitled(item) for item in schema]
+    if not isinstance(schema, dict):
+        return schema
+    cleaned: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key == "title" and isinstance(value, str):
+            continue
+        if key in {"properties", "$defs", "patternProperties"} and isinstance(value, dict):
+            cleaned[key] = {k: _untitled(v) for k, v in value.items()}  # names, not keywords
+        else:
+            cleaned[key] = _untitled(value)
+    return cleaned
