@@ -2,13 +2,23 @@
 
 ``MessageRouter`` delivers envelopes; ``Orchestrator`` runs jobs; ``AgentActor`` runs one
 agent's loop; ``LLMAdapterPool`` serves model aliases. ``actors._ray`` holds the Ray glue.
+
+The names below are imported on first use (PEP 562): an agent's worker process imports
+``actors.agent``, which runs this file, and must not pay for the orchestrator (Chroma, numpy,
+OpenTelemetry) or the LLM pool (provider SDKs) that it never uses.
 """
 
-from actors._endpoint import Mailbox, RouterClient, serve_envelope
-from actors.agent import AgentActor
-from actors.llm import LLMAdapterPool
-from actors.orchestrator import Orchestrator, TeamProvisioner
-from actors.router import LocalRouterClient, MessageRouter, RouterStats
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from actors._endpoint import Mailbox, RouterClient, serve_envelope
+    from actors.agent import AgentActor
+    from actors.llm import LLMAdapterPool
+    from actors.orchestrator import Orchestrator, TeamProvisioner
+    from actors.router import LocalRouterClient, MessageRouter, RouterStats
 
 __all__ = [
     "AgentActor",
@@ -22,3 +32,29 @@ __all__ = [
     "TeamProvisioner",
     "serve_envelope",
 ]
+
+_HOMES = {
+    "AgentActor": "actors.agent",
+    "LLMAdapterPool": "actors.llm",
+    "LocalRouterClient": "actors.router",
+    "Mailbox": "actors._endpoint",
+    "MessageRouter": "actors.router",
+    "Orchestrator": "actors.orchestrator",
+    "RouterClient": "actors._endpoint",
+    "RouterStats": "actors.router",
+    "TeamProvisioner": "actors.orchestrator",
+    "serve_envelope": "actors._endpoint",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), name)
+    globals()[name] = value  # later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
