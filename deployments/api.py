@@ -104,12 +104,12 @@ class Cancelled(BaseModel):
     status: JobStatus
 
 
-def caller(request: Request) -> Principal:
+async def caller(request: Request) -> Principal:
     """The authenticated caller (the guard has checked the key)."""
     return principal_of(request.scope)
 
 
-def admin(request: Request) -> Principal:
+async def admin(request: Request) -> Principal:
     """The caller, who must hold an admin key."""
     principal = principal_of(request.scope)
     if not principal.admin:
