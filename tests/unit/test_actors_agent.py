@@ -15,11 +15,15 @@ from protocols import (
     Event,
     InvalidInput,
     LLMRequest,
+    MalformedEnvelope,
+    MemoryPolicy,
     ScriptedModel,
     ScriptedTurn,
     TaskRequest,
     TaskResult,
     ToolCall,
+    decode,
+    encode,
 )
 
 
@@ -276,3 +280,70 @@ def test_render_task_puts_the_job_and_inputs_after_the_instructions():
         "Results of earlier subtasks:\n[s1] facts\n[s0] more"
     )
     assert render_task(TaskRequest(task_id="s", instructions="Only this")) == "Only this"
+
+
+def test_receive_many_answers_each_envelope_in_order_and_a_bad_one_in_its_place():
+    async def main():
+        r = await rig(m=scripted(ScriptedTurn(text="first"), ScriptedTurn(text="second")))
+        batch = [
+            encode(envelope(TaskRequest(task_id=f"s{i}", instructions="Say one"), "ada",
+                            sender="orchestrator", job_id="job-1"))
+            for i in (1, 2)
+        ]  # fmt: skip
+        answers = await r.agent.receive_many([batch[0], b"not an envelope", batch[1]])
+        first, bad, second = answers
+        assert isinstance(bad, MalformedEnvelope)
+        replies = [decode(first), decode(second)]
+        assert [m.payload.task_id for m in replies] == ["s1", "s2"]
+        assert sorted(m.payload.output for m in replies) == ["first", "second"]
+        assert {m.sender for m in replies} == {"ada"}
+
+    run(main())
+
+
+class HoldProvider:
+    """Never answers; ``holding`` is set once ``parties`` calls wait on it."""
+
+    name = "hold"
+
+    def __init__(self, parties: int) -> None:
+        self.parties = parties
+        self.arrived = 0
+        self.holding = asyncio.Event()
+
+    async def complete(self, request, *, on_delta=None):  # noqa: ARG002 - the protocol
+        self.arrived += 1
+        if self.arrived >= self.parties:
+            self.holding.set()
+        await asyncio.Event().wait()
+
+    async def close(self):
+        pass
+
+
+def test_a_cancel_job_stops_that_jobs_subtask_inside_a_batch_and_no_other():
+    async def main():
+        hold = HoldProvider(parties=2)
+        spec = AgentSpec(name="ada", role="worker", memory=MemoryPolicy(recall=False))
+        r = await rig(spec, pool=LLMAdapterPool(provider_factory=lambda _spec: hold))
+
+        def sub(job_id: str) -> bytes:
+            request = TaskRequest(task_id=f"{job_id}.s1", instructions="Say something")
+            return encode(envelope(request, "ada", sender="orchestrator", job_id=job_id))
+
+        def cancel(job_id: str) -> bytes:
+            event = Event(name="cancel_job")
+            return encode(envelope(event, "ada", sender="orchestrator", job_id=job_id))
+
+        batch = asyncio.create_task(r.agent.receive_many([sub("job-1"), sub("job-2")]))
+        await hold.holding.wait()  # both subtasks are waiting on the model
+        stopped = decode(await r.agent.receive(cancel("job-1")))
+        running = set(r.agent._by_job)
+        await r.agent.receive(cancel("job-2"))
+        return stopped, running, [decode(a) for a in await batch]
+
+    stopped, running, replies = run(main())
+    assert stopped.payload.data == {"subtasks": 1}
+    assert running == {"job-2"}  # the other job's subtask, in the same batch, went on
+    assert [m.payload.task_id for m in replies] == ["job-1.s1", "job-2.s1"]
+    assert [m.payload.stop_reason for m in replies] == ["cancelled", "cancelled"]

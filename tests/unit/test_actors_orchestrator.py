@@ -12,6 +12,7 @@ from protocols import (
     ErrorCode,
     JobNotFound,
     LLMRequest,
+    PlannedSubtask,
     ScriptedModel,
     ScriptedTurn,
     TaskRequest,
@@ -346,3 +347,29 @@ def test_events_with_the_default_timeout_do_not_block():
         assert later == []
 
     run(main())
+
+
+def test_a_wide_fan_out_finishing_together_records_each_subtask_once_then_the_join():
+    async def main():
+        wide = [
+            PlannedSubtask(id=f"s{i}", role="researcher", instructions=f"Note {i} holds fact {i}.")
+            for i in range(40)
+        ]
+        join = PlannedSubtask(
+            id="join", role="researcher", instructions="Join them",
+            depends_on=tuple(s.id for s in wide),
+        )  # fmt: skip
+        team = researchers(plan=(*wide, join), max_parallel=64, max_subtasks=64)
+        troupe = await build_troupe()
+        result = await troupe.run("Fan out", team)
+        events = await troupe.orchestrator.events(result.job_id)
+        return result, events
+
+    result, events = run(main())
+    assert result.status == "succeeded", result.error
+    assert [s.id for s in result.subtasks] == [*(f"s{i}" for i in range(40)), "join"]
+    finished = [e.subtask_id for e in events if e.type == "subtask_finished"]
+    assert sorted(finished) == sorted(s.id for s in result.subtasks)  # each exactly once
+    assert finished[-1] == "join"
+    *wide, join = result.subtasks
+    assert max(s.finished_at for s in wide) <= join.started_at
