@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import os
+import secrets
 import signal
 import sys
 import tempfile
@@ -270,11 +271,15 @@ class Isolation:
         scratch: Path,
         limits: Limits = Limits(),  # noqa: B008 - Limits is frozen: one shared default is safe
     ) -> RunResult:
-        """Run Python source with the system interpreter (``-I -S``), as ``main.py`` in scratch."""
+        """Run Python source with the system interpreter (``-I -S``) from a file in scratch.
+
+        The file has a name of its own (``main-<random>.py``), so that the calls of one job,
+        which share its scratch directory, never run each other's code; it is removed after.
+        """
         isolate = await self._isolated()
-        path = self._prepare_scratch(scratch) / "main.py"
+        name = f"main-{secrets.token_hex(8)}.py"
+        path = self._prepare_scratch(scratch) / name
         try:
-            path.unlink(missing_ok=True)  # removes a symlink, never what it points to
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
             try:
                 os.write(fd, code.encode("utf-8", errors="surrogatepass"))
@@ -283,9 +288,12 @@ class Isolation:
             finally:
                 os.close(fd)
         except OSError as exc:
-            raise ToolError(f"cannot write main.py to the scratch directory: {exc}") from exc
-        script = f"{_SANDBOX_TMP}/main.py" if isolate else str(path)
-        return await self.run([self.python, "-I", "-S", script], scratch=scratch, limits=limits)
+            raise ToolError(f"cannot write {name} to the scratch directory: {exc}") from exc
+        script = f"{_SANDBOX_TMP}/{name}" if isolate else str(path)
+        try:
+            return await self.run([self.python, "-I", "-S", script], scratch=scratch, limits=limits)
+        finally:
+            path.unlink(missing_ok=True)  # removes a link planted in its place, never its target
 
     def _prepare_scratch(self, scratch: Path) -> Path:
         path = Path(scratch).resolve()
