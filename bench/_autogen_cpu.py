@@ -1,9 +1,11 @@
 """The AutoGen side of ``bench/cpu_tools.py``, run in ``bench/.venv-autogen`` (autogen-core).
 
 N worker agents on one ``SingleThreadedAgentRuntime``; a coordinator agent sends each a work
-message, concurrently; each worker's handler calls the work as an AutoGen ``FunctionTool``
-(which runs a synchronous function in the default thread pool). Plain sequential calls of the
-same function are timed in this process too.
+message, concurrently, and gathers the replies. Two ways for a worker's handler to run the
+work, each timed: as an AutoGen ``FunctionTool`` (which runs a synchronous function in the
+default thread pool: N threads contend for the GIL), or by calling the function itself (which
+holds the event loop while it runs). Plain sequential calls of the same function are timed in
+this process too.
 
 Started by ``bench/cpu_tools.py`` (``bench/.venv-autogen/bin/python bench/_autogen_cpu.py``); it
 speaks JSON lines on stdin and stdout (see :func:`_serve`), so that the caller can interleave
@@ -33,15 +35,24 @@ from autogen_core.tools import FunctionTool
 
 @dataclass
 class Job:
-    """Fan ``n`` pieces of work out to the workers."""
+    """Fan ``n`` pieces of work out to the workers, as tool calls or as plain calls."""
 
     n: int
     iterations: int
+    as_tool: bool
 
 
 @dataclass
 class Work:
-    """One piece of work."""
+    """One piece of work, for the worker's tool."""
+
+    iterations: int
+    seed: int
+
+
+@dataclass
+class PlainWork:
+    """One piece of work, for the worker to call the function itself."""
 
     iterations: int
     seed: int
@@ -62,7 +73,7 @@ class JobDone:
 
 
 class Worker(RoutedAgent):
-    """Runs the work as a tool call."""
+    """Runs the work as a tool call, or calls the function itself."""
 
     def __init__(self) -> None:
         super().__init__("runs the CPU-bound tool")
@@ -74,6 +85,11 @@ class Worker(RoutedAgent):
         arguments = {"iterations": message.iterations, "seed": message.seed}
         value = await self._tool.run_json(arguments, ctx.cancellation_token)
         return Done(value=int(value))
+
+    @message_handler
+    async def on_plain_work(self, message: PlainWork, ctx: MessageContext) -> Done:  # noqa: ARG002 - the handler signature AutoGen expects
+        """Call the function (on the event loop, as a handler doing CPU work does)."""
+        return Done(value=spin(message.iterations, message.seed))
 
 
 class Coordinator(RoutedAgent):
@@ -88,7 +104,9 @@ class Coordinator(RoutedAgent):
         replies = await asyncio.gather(
             *(
                 self.send_message(
-                    Work(iterations=message.iterations, seed=i + 1),
+                    (Work if message.as_tool else PlainWork)(
+                        iterations=message.iterations, seed=i + 1
+                    ),
                     AgentId("worker", str(i)),
                     cancellation_token=ctx.cancellation_token,
                 )
@@ -101,9 +119,10 @@ class Coordinator(RoutedAgent):
 async def _serve() -> None:
     """Answer each request line ``{"n", "iterations"}`` with one JSON line of times.
 
-    Each request times N plain sequential calls, then one AutoGen job of N workers, on one
-    runtime that lives as long as this process (agents are created by their first message,
-    so the caller's first request of each N is a warm-up). Ends at the end of stdin.
+    Each request times N plain sequential calls, then one AutoGen job of N workers calling
+    the tool, then one of N workers calling the function, on one runtime that lives as long
+    as this process (agents are created by their first message, so the caller's first
+    request of each N is a warm-up). Ends at the end of stdin.
     """
     runtime = SingleThreadedAgentRuntime()
     await Worker.register(runtime, "worker", Worker)
@@ -122,12 +141,15 @@ async def _serve() -> None:
             start = time.perf_counter()
             expected = [spin(iterations, i + 1) for i in range(n)]
             sequential = time.perf_counter() - start
-            start = time.perf_counter()
-            done = await runtime.send_message(Job(n=n, iterations=iterations), coordinator)
-            autogen = time.perf_counter() - start
-            if done.values != expected:
-                raise RuntimeError("the workers' results differ from the function's")
-            print(json.dumps({"sequential_s": sequential, "autogen_s": autogen}), flush=True)
+            times = {"sequential_s": sequential}
+            for key, as_tool in (("tool_s", True), ("plain_s", False)):
+                start = time.perf_counter()
+                job = Job(n=n, iterations=iterations, as_tool=as_tool)
+                done = await runtime.send_message(job, coordinator)
+                times[key] = time.perf_counter() - start
+                if done.values != expected:
+                    raise RuntimeError("the workers' results differ from the function's")
+            print(json.dumps(times), flush=True)
     finally:
         await runtime.stop()
 
