@@ -174,7 +174,7 @@ def test_failed_subtask_fails_the_job_with_a_typed_error(rt):
     assert result.error.code == "job_failed"
     (sub,) = result.subtasks
     assert sub.status == "failed"
-    assert sub.stop_reason == "max_turns"
+    assert sub.stop_reason == "max_turns", sub.error
     assert sub.error.code == "max_turns"
 
 

@@ -15,7 +15,7 @@ class Burst:
     """Sends ``n`` model requests at once through the router, as an agent would."""
 
     def __init__(self, router):
-        self._client = RayRouterClient(router)
+        self._client = RayRouterClient(router, max_batch=256)
 
     async def fire(self, n):
         async def one(i):
