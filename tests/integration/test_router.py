@@ -41,7 +41,7 @@ def test_named_actors_are_listed_in_the_troupe_namespace(rt):
     alive = {
         a.name
         for a in list_actors(
-            address=ray._private.worker.global_worker.node.address_info["webui_url"],
+            address="http://" + ray._private.worker.global_worker.node.address_info["webui_url"],
             filters=[("ray_namespace", "=", "troupe"), ("state", "=", "ALIVE")],
         )
     }
