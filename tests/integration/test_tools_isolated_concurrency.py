@@ -13,16 +13,15 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import uvloop
 
 from actors.tools.isolation import Isolation
-
-uvloop = pytest.importorskip("uvloop")
 
 
 def test_concurrent_first_isolated_runs_share_one_probe(tmp_path):
     ok, reason = Isolation().probe()  # another instance: the one under test has not probed
     if not ok:
-        pytest.skip(f"cannot isolate here: {reason}")
+        pytest.fail(f"this host cannot isolate, so the test cannot run: {reason}")
     iso = Isolation()
     policy = asyncio.get_event_loop_policy()
     asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())  # the probes' own loops too
@@ -44,7 +43,7 @@ def test_concurrent_python_runs_in_one_scratch_each_run_their_own_code(tmp_path)
     iso = Isolation()
     ok, reason = iso.probe()
     if not ok:
-        pytest.skip(f"cannot isolate here: {reason}")
+        pytest.fail(f"this host cannot isolate, so the test cannot run: {reason}")
     scratch = tmp_path / "one-job"  # the calls of one job share its scratch directory
 
     async def runs():
