@@ -3,20 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
-from typing import Protocol, runtime_checkable
+import functools
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Protocol, TypeAlias, runtime_checkable
 
 import structlog
 
-from protocols import AgentMessage, TroupeError, decode, encode
+from protocols import AgentMessage, DeliveryError, RecipientUnavailable, TroupeError, decode, encode
 
 __all__ = [
+    "Answer",
     "BatchMailbox",
+    "Batches",
     "Handler",
     "Mailbox",
+    "Partial",
     "RouterClient",
+    "TakesBatches",
+    "all_answers",
+    "answering",
     "serve_envelope",
-    "serve_many",
 ]
 
 log = structlog.get_logger("raytroupe")
@@ -32,15 +40,32 @@ class Mailbox(Protocol):
         ...
 
 
+Answer: TypeAlias = bytes | TroupeError | None
+"""What one envelope of a batch comes to: a reply, no reply, or why it could not be handled."""
+
+Partial: TypeAlias = tuple[list[tuple[int, Answer]], str | None]
+"""Part of a batch's answers: ``(batch index, answer)`` pairs ready so far, and the ticket to
+ask for the rest with (``None`` once every answer has been given)."""
+
+
 @runtime_checkable
 class BatchMailbox(Mailbox, Protocol):
-    """A mailbox that also takes several envelopes in one call (one actor call per batch)."""
+    """A mailbox that also takes several envelopes in one call (one actor call per batch).
 
-    async def receive_many(self, data: list[bytes], /) -> list[bytes | TroupeError | None]:
-        """Handle each envelope as :meth:`receive` would; the answers in the same order.
+    Answers come back as they are ready, not all at once, so a quick reply never waits for a
+    slow one of its batch: ``receive_many`` returns those ready when the first is, with a ticket
+    for the rest, which ``receive_more`` hands out as they come (see :class:`Batches`).
+    """
 
-        An envelope that cannot be decoded has its error in its place.
+    async def receive_many(self, data: list[bytes], /) -> Partial:
+        """Start handling each envelope as :meth:`receive` would; return the first answers.
+
+        An envelope that cannot be decoded has its ``TroupeError`` as its answer.
         """
+        ...
+
+    async def receive_more(self, ticket: str, /) -> Partial:
+        """The answers of the ticket's batch that became ready since it was last asked."""
         ...
 
 
@@ -75,19 +100,155 @@ async def serve_envelope(data: bytes, handler: Handler, *, me: str) -> bytes | N
     return None if reply is None else encode(reply)
 
 
-async def serve_many(
+def answering(
     data: list[bytes], receive: Callable[[bytes], Awaitable[bytes | None]]
-) -> list[bytes | TroupeError | None]:
-    """Run ``receive`` on each envelope of a batch, concurrently; answers in order.
+) -> list[Awaitable[Answer]]:
+    """``receive`` of each envelope of a batch, as work for :meth:`Batches.start`.
 
     Each envelope is handled as if it had come alone: one that cannot be decoded has its
-    ``TroupeError`` in its place, the others are unaffected.
+    ``TroupeError`` as its answer, the others are unaffected.
     """
 
-    async def one(item: bytes) -> bytes | TroupeError | None:
+    async def one(item: bytes) -> Answer:
         try:
             return await receive(item)
         except TroupeError as exc:
             return exc
 
-    return list(await asyncio.gather(*(one(item) for item in data)))
+    return [one(item) for item in data]
+
+
+class _Open:
+    """One batch whose answers are not all given yet."""
+
+    def __init__(self, work: Sequence[Awaitable[Answer]]) -> None:
+        self.ready: list[tuple[int, Answer]] = []
+        self.waiting = len(work)
+        self.event = asyncio.Event()
+        self.asking = 0
+        self.touched = time.monotonic()
+        self.tasks = [asyncio.ensure_future(item) for item in work]
+        for index, task in enumerate(self.tasks):
+            task.add_done_callback(functools.partial(self._done, index))
+
+    def _done(self, index: int, task: asyncio.Future[Answer]) -> None:
+        answer: Answer
+        if task.cancelled():
+            answer = DeliveryError("handling was cancelled")
+        elif isinstance(exc := task.exception(), TroupeError):
+            answer = exc
+        elif exc is not None:
+            answer = DeliveryError(f"handling failed: {exc!r}")
+        else:
+            answer = task.result()
+        self.ready.append((index, answer))
+        self.waiting -= 1
+        self.event.set()
+
+    def take(self) -> list[tuple[int, Answer]]:
+        taken, self.ready = self.ready, []
+        self.event.clear()
+        self.touched = time.monotonic()
+        return taken
+
+
+class Batches:
+    """Batches being handled in one actor, each answered as its envelopes finish.
+
+    :meth:`start` runs a batch's work concurrently and returns once an answer is ready: those
+    ready by then, and a ticket if some are still running; :meth:`more` returns the next ones.
+    The caller asks again at once, so an answer leaves the actor as soon as it exists; replies
+    that finish together still travel together (one actor call), which is what makes batches
+    cheap. A ticket nobody asks about for ``keep_s`` is dropped with its answers (its caller
+    is gone); asking about an unknown ticket (the actor restarted since) is
+    ``RecipientUnavailable``, which callers may retry.
+    """
+
+    def __init__(self, *, keep_s: float = 600.0) -> None:
+        self._open: dict[str, _Open] = {}
+        self._keep_s = keep_s
+
+    def __len__(self) -> int:
+        return len(self._open)
+
+    async def start(self, work: Sequence[Awaitable[Answer]]) -> Partial:
+        """Run ``work`` (one awaitable per envelope); the first answers and a ticket."""
+        self._sweep()
+        if not work:
+            return [], None
+        batch = _Open(work)
+        return await self._answer(batch, None)
+
+    async def more(self, ticket: str) -> Partial:
+        """The answers of ``ticket``'s batch ready since it was last asked (waits for one)."""
+        batch = self._open.get(ticket)
+        if batch is None:
+            raise RecipientUnavailable(
+                f"batch {ticket!r} is unknown here (the actor restarted, or it was abandoned)",
+                ticket=ticket,
+            )
+        return await self._answer(batch, ticket)
+
+    async def _answer(self, batch: _Open, ticket: str | None) -> Partial:
+        batch.asking += 1
+        try:
+            await batch.event.wait()
+            await asyncio.sleep(0)  # answers finishing in the same turn go in the same reply
+        finally:
+            batch.asking -= 1
+        ready = batch.take()
+        if batch.waiting == 0 and not batch.ready:
+            if ticket is not None:
+                self._open.pop(ticket, None)
+            return ready, None
+        if ticket is None:
+            ticket = uuid.uuid4().hex
+            self._open[ticket] = batch
+        return ready, ticket
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        for ticket, batch in list(self._open.items()):
+            if not batch.asking and now - batch.touched > self._keep_s:
+                del self._open[ticket]
+
+
+async def all_answers(
+    first: Awaitable[Partial], more: Callable[[str], Awaitable[Partial]], size: int
+) -> list[Answer]:
+    """Every answer of a batch of ``size``, in order: ``first``, then ``more`` until done."""
+    answers: list[Answer] = [None] * size
+    ready, ticket = await first
+    while True:
+        for index, answer in ready:
+            answers[index] = answer
+        if ticket is None:
+            return answers
+        ready, ticket = await more(ticket)
+
+
+class TakesBatches:
+    """Mixin for an actor with ``receive``: the router's batch entry points over it.
+
+    ``receive_many`` starts every envelope of a batch at once, each in a task of its own (so
+    cancelling one job's work leaves the others running), and returns the answers ready when
+    the first is, with a ticket for the rest (:class:`Batches`). One actor call per batch
+    instead of one per envelope.
+    """
+
+    receive: Callable[[bytes], Awaitable[bytes | None]]
+    """Handle one envelope (the class using the mixin provides it)."""
+
+    def _open_batches(self) -> Batches:
+        batches: Batches | None = self.__dict__.get("_troupe_batches")
+        if batches is None:
+            batches = self.__dict__["_troupe_batches"] = Batches()
+        return batches
+
+    async def receive_many(self, data: list[bytes], /) -> Partial:
+        """Batch entry point (the router's): each envelope as :meth:`receive`, concurrently."""
+        return await self._open_batches().start(answering(data, self.receive))
+
+    async def receive_more(self, ticket: str, /) -> Partial:
+        """More answers of the batch ``ticket``, as they finish (waits for one)."""
+        return await self._open_batches().more(ticket)

@@ -18,9 +18,9 @@ from ray.exceptions import RayTaskError
 
 from actors._ray_client import (
     NAMESPACE,
-    RayMailbox,
     RayRouterClient,
     discover_troupe,
+    ray_mailbox,
     through_restarts,
     unwrap,
 )
@@ -156,7 +156,7 @@ def spawn_system(
     router = (
         _remote(MessageRouter)
         .options(**_options("router", max_restarts=SYSTEM_RESTARTS))
-        .remote(mailbox_factory=RayMailbox, discover=discover_troupe)
+        .remote(mailbox_factory=ray_mailbox, discover=discover_troupe)
     )
     llm = (
         _remote(LLMAdapterPool)

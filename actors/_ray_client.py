@@ -14,14 +14,16 @@ from typing import Any, Final, TypeVar
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 
-from actors._endpoint import serve_many
+from actors._endpoint import Partial
 from protocols import AgentMessage, RecipientUnavailable, TroupeError, decode, encode
 
 __all__ = [
     "NAMESPACE",
+    "RayBatchMailbox",
     "RayMailbox",
     "RayRouterClient",
     "discover_troupe",
+    "ray_mailbox",
     "through_restarts",
     "unwrap",
 ]
@@ -39,33 +41,51 @@ def unwrap(exc: BaseException) -> BaseException:
 
 
 class RayMailbox:
-    """A router-side :class:`~actors.Mailbox` over a Ray actor handle."""
+    """A router-side :class:`~actors.Mailbox` over a Ray actor handle.
+
+    Use :func:`ray_mailbox`, which gives a :class:`RayBatchMailbox` for actors that take
+    batches.
+    """
 
     def __init__(self, handle: Any) -> None:
         self._handle = handle
 
     async def receive(self, data: bytes, /) -> bytes | None:
         """Call the actor's ``receive``; a dead or restarting actor is ``RecipientUnavailable``."""
-        try:
-            reply: bytes | None = await self._handle.receive.remote(data)
-        except RayActorError as exc:
-            raise RecipientUnavailable(f"recipient actor is unavailable: {exc}") from None
-        except RayTaskError as exc:
-            raise unwrap(exc) from None
+        reply: bytes | None = await _call(self._handle.receive, data)
         return reply
 
-    async def receive_many(self, data: list[bytes], /) -> list[bytes | TroupeError | None]:
-        """Hand a batch to the actor in one call (each envelope alone if it takes no batches)."""
-        batch_method = getattr(self._handle, "receive_many", None)
-        if batch_method is None:
-            return await serve_many(data, self.receive)
-        try:
-            answers: list[bytes | TroupeError | None] = await batch_method.remote(data)
-        except RayActorError as exc:
-            raise RecipientUnavailable(f"recipient actor is unavailable: {exc}") from None
-        except RayTaskError as exc:
-            raise unwrap(exc) from None
-        return answers
+
+class RayBatchMailbox(RayMailbox):
+    """A :class:`~actors.BatchMailbox` over the handle of an actor that takes batches."""
+
+    async def receive_many(self, data: list[bytes], /) -> Partial:
+        """Hand a batch to the actor in one call; the first answers and a ticket."""
+        partial: Partial = await _call(self._handle.receive_many, data)
+        return partial
+
+    async def receive_more(self, ticket: str, /) -> Partial:
+        """The next answers of the actor's batch ``ticket``."""
+        partial: Partial = await _call(self._handle.receive_more, ticket)
+        return partial
+
+
+def ray_mailbox(handle: Any) -> RayMailbox:
+    """The router's mailbox for an actor handle (batching if the actor takes batches)."""
+    try:
+        handle.receive_many  # noqa: B018 - Ray handles raise AttributeError for unknown methods
+    except AttributeError:
+        return RayMailbox(handle)
+    return RayBatchMailbox(handle)
+
+
+async def _call(method: Any, argument: Any) -> Any:
+    try:
+        return await method.remote(argument)
+    except RayActorError as exc:
+        raise RecipientUnavailable(f"recipient actor is unavailable: {exc}") from None
+    except RayTaskError as exc:
+        raise unwrap(exc) from None
 
 
 async def through_restarts(call: Callable[[], Awaitable[T]], *, within_s: float = 20.0) -> T:
@@ -89,17 +109,17 @@ async def through_restarts(call: Callable[[], Awaitable[T]], *, within_s: float 
 class RayRouterClient:
     """An actor-side :class:`~actors.RouterClient` over the router's Ray handle.
 
-    With ``max_batch > 1``, requests made in the same turn of the event loop go to the router
-    as one batch (one Ray call, :meth:`MessageRouter.request_many`), batches pipelined; each
-    request keeps its own reply and the router's per-envelope semantics. Off by default
-    (``max_batch=1``): a batch's replies come back together, so a quick reply waits for the
-    slowest of its batch (head-of-line blocking), which would hold back subtask results of
-    different lengths. Turn it on where replies take alike (``bench/router.py``: 3.6x raw Ray
-    at 100 in flight). Calls made while the router restarts wait for it (see
-    :func:`through_restarts`).
+    Requests made in the same turn of the event loop (up to ``max_batch``) go to the router as
+    one batch (one Ray call, :meth:`MessageRouter.request_many`), batches pipelined. Each
+    request keeps its own reply and the router's per-envelope semantics, and gets it as soon
+    as it exists: the router returns the replies ready so far and a ticket, and the client
+    asks for the rest at once (:meth:`MessageRouter.request_more`), so a quick reply never
+    waits for a slow one of its batch. ``max_batch=1`` sends each request alone. Calls made
+    while the router restarts wait for it (see :func:`through_restarts`); a batch whose
+    router died before answering fails with ``RecipientUnavailable`` (retryable).
     """
 
-    def __init__(self, router: Any, *, max_batch: int = 1) -> None:
+    def __init__(self, router: Any, *, max_batch: int = 256) -> None:
         self._router = router
         self._max_batch = max_batch
         self._queue: list[tuple[bytes, asyncio.Future[bytes | TroupeError]]] = []
@@ -138,20 +158,21 @@ class RayRouterClient:
     ) -> None:
         data = [item for item, _ in batch]
         try:
-            answers: list[bytes | TroupeError] = await through_restarts(
-                lambda: self._router.request_many.remote(data)
-            )
+            ready, ticket = await through_restarts(lambda: self._router.request_many.remote(data))
+            while True:
+                for index, answer in ready:
+                    future = batch[index][1]
+                    if not future.done():  # its caller may have been cancelled
+                        future.set_result(answer)
+                if ticket is None:
+                    return
+                ready, ticket = await self._router.request_more.remote(ticket)
         except RayActorError as exc:
             failure: BaseException = RecipientUnavailable(f"router is unavailable: {exc}")
         except RayTaskError as exc:
             failure = unwrap(exc)
         except BaseException as exc:  # noqa: BLE001 - handed to every waiting caller
             failure = exc
-        else:
-            for (_, future), answer in zip(batch, answers, strict=True):
-                if not future.done():  # its caller may have been cancelled
-                    future.set_result(answer)
-            return
         for _, future in batch:
             if not future.done():
                 future.set_exception(failure)

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from actors._endpoint import RouterClient, serve_envelope, serve_many
+from actors._endpoint import RouterClient, TakesBatches, serve_envelope
 from actors.agent_limits import Limits, Stop
 from protocols import (
     AgentMessage,
@@ -85,7 +85,7 @@ class _Loop:
     """The answer of the agent this one handed the subtask to, once it has."""
 
 
-class AgentActor:
+class AgentActor(TakesBatches):
     """One agent. A plain class; Ray makes it the ``agent/<name>`` actor.
 
     Tools run in the tool sandboxes (``role:tools``), which enforce the agent's allow-list
@@ -145,17 +145,6 @@ class AgentActor:
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
         return await serve_envelope(data, self._handle, me=self._spec.name)
-
-    async def receive_many(self, data: list[bytes]) -> list[bytes | TroupeError | None]:
-        """Batch entry point (the router's): each envelope as :meth:`receive`, concurrently.
-
-        The answers come back in the batch's order, all at once; an envelope that cannot be
-        decoded has its ``TroupeError`` in its place. Each envelope runs in a task of its own,
-        so a ``cancel_job`` stops exactly the subtasks of that job. One actor call per batch
-        instead of one per subtask: on a fan-out, the router and the agents spend under a
-        third of the CPU per subtask they did (``bench/fanout.py``).
-        """
-        return await serve_many(data, self.receive)
 
     async def _handle(self, message: AgentMessage) -> AgentMessage:
         match message.payload:

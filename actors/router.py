@@ -25,7 +25,7 @@ import structlog
 from pydantic import BaseModel, ConfigDict
 
 from actors import _metrics as metrics
-from actors._endpoint import BatchMailbox, Mailbox
+from actors._endpoint import Answer, Batches, BatchMailbox, Mailbox, Partial
 from protocols import (
     AddressKind,
     AgentMessage,
@@ -117,6 +117,7 @@ class MessageRouter:
         self._dead: deque[DeadLetter] = deque(maxlen=dead_letter_limit)
         self._count = _Counters()
         self._background: set[asyncio.Task[None]] = set()
+        self._batches = Batches()
         self._discovery: asyncio.Task[None] | None = None
         if discover is not None:  # a restarted router finds the actors that are still there
             with contextlib.suppress(RuntimeError):  # no running loop: nothing to rediscover
@@ -209,31 +210,34 @@ class MessageRouter:
         future.set_result(reply)
         return reply
 
-    async def request_many(self, batch: list[bytes]) -> list[bytes | TroupeError]:
-        """Deliver a batch of envelopes; return each one's reply, in the batch's order.
+    async def request_many(self, batch: list[bytes]) -> Partial:
+        """Deliver a batch of envelopes; return their replies as they come.
 
-        Each envelope keeps the guarantees of :meth:`request` (dedupe, dead letters with a
-        reason, an error reply when undeliverable); an unreadable one's place holds its
-        ``MalformedEnvelope`` / ``UnsupportedSchemaVersion`` instead of a reply. Envelopes
-        are accepted in order, and those for one recipient reach it in order, as one batch
-        (one actor call) when the recipient takes batches and they carry no deadline.
+        Returns the replies ready when the first one is, as ``(batch index, reply)`` pairs,
+        and a ticket for the others, which :meth:`request_more` hands out as they arrive: a
+        quick reply never waits for a slow one of its batch. (:func:`all_answers` collects
+        them all.) Each envelope keeps the guarantees of :meth:`request` (dedupe, dead
+        letters with a reason, an error reply when undeliverable); an unreadable one's answer
+        is its ``MalformedEnvelope`` / ``UnsupportedSchemaVersion`` instead of a reply.
+        Envelopes are accepted in order, and those for one recipient reach it in order, as
+        one batch (one actor call) when the recipient takes batches and they carry no
+        deadline.
         """
         if self._discovery is not None:
             await self._discovered()
         self._count.batches += 1
-        replies: list[bytes | TroupeError | None] = [None] * len(batch)
-        waits: list[Awaitable[None]] = []
-        groups: dict[str, list[tuple[int, AgentMessage, asyncio.Future[bytes]]]] = {}
-        for index, data in enumerate(batch):
+        work: list[Awaitable[Answer]] = []
+        groups: dict[str, list[tuple[AgentMessage, asyncio.Future[bytes]]]] = {}
+        for data in batch:
             try:
                 message = self._accept(data)
             except TroupeError as exc:
-                replies[index] = exc
+                work.append(_now(exc))
                 continue
             pending = self._seen.get(message.id)
             if pending is not None:
                 self._count.duplicates += 1
-                waits.append(_fill(replies, index, asyncio.shield(pending)))
+                work.append(asyncio.shield(pending))
                 continue
             future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
             self._remember(message.id, future)
@@ -242,17 +246,27 @@ class MessageRouter:
             except TroupeError as exc:
                 self._dead_letter(exc, message)
                 future.set_result(encode(message.error_reply(exc, sender="router")))
-                replies[index] = future.result()
+                work.append(_now(future.result()))
                 continue
             if message.deadline is None and entry.batches:
                 entry.in_flight += 1  # counted now, so the next role lookup sees it
-                groups.setdefault(name, []).append((index, message, future))
+                groups.setdefault(name, []).append((message, future))
+                work.append(asyncio.shield(future))
             else:
-                waits.append(_fill(replies, index, self._settle(message, future, name)))
+                work.append(self._settle(message, future, name))
         for name, items in groups.items():
-            waits.append(self._deliver_group(name, items, replies))
-        await asyncio.gather(*waits)
-        return [r if r is not None else _lost() for r in replies]
+            task = asyncio.create_task(self._deliver_group(name, items))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        return await self._batches.start(work)
+
+    async def request_more(self, ticket: str) -> Partial:
+        """More replies of a :meth:`request_many` batch, as they arrive (waits for one).
+
+        Raises:
+            RecipientUnavailable: the ticket is unknown (the router restarted since).
+        """
+        return await self._batches.more(ticket)
 
     async def _settle(
         self, message: AgentMessage, future: asyncio.Future[bytes], target: str
@@ -267,44 +281,51 @@ class MessageRouter:
         return reply
 
     async def _deliver_group(
-        self,
-        name: str,
-        items: list[tuple[int, AgentMessage, asyncio.Future[bytes]]],
-        replies: list[bytes | TroupeError | None],
+        self, name: str, items: list[tuple[AgentMessage, asyncio.Future[bytes]]]
     ) -> None:
+        """Hand ``items`` to ``name`` in one batch call; settle each as its answer comes."""
         entry = self._entries[name]
         mailbox = entry.mailbox
         assert isinstance(mailbox, BatchMailbox)  # noqa: S101 - grouped only if it batches
         metrics.queue_depth("router", name, entry.in_flight)
+        waiting = dict(enumerate(items))
+        failure: TroupeError | None = None
         try:
-            answers: list[bytes | BaseException | None] = list(
-                await mailbox.receive_many([encode(m.with_hop()) for _, m, _ in items])
-            )
+            ready, ticket = await mailbox.receive_many([encode(m.with_hop()) for m, _ in items])
+            while True:
+                for index, answer in ready:
+                    self._settle_answer(name, *waiting.pop(index), answer)
+                entry.in_flight -= len(ready)
+                metrics.queue_depth("router", name, entry.in_flight)
+                if ticket is None:
+                    break
+                ready, ticket = await mailbox.receive_more(ticket)
         except TroupeError as exc:
-            answers = [exc] * len(items)
+            failure = exc
         except Exception as err:  # noqa: BLE001 - a failing recipient must not crash the router
-            answers = [DeliveryError(f"delivery to {name!r} failed: {err!r}", recipient=name)]
-            answers *= len(items)
+            failure = DeliveryError(f"delivery to {name!r} failed: {err!r}", recipient=name)
         finally:
-            entry.in_flight -= len(items)
-            metrics.queue_depth("router", name, entry.in_flight)
-        for (index, message, future), answer in zip(items, answers, strict=True):
-            if isinstance(answer, BaseException):
-                error = (
-                    answer
-                    if isinstance(answer, TroupeError)
-                    else DeliveryError(f"delivery to {name!r} failed: {answer!r}", recipient=name)
-                )
-                self._dead_letter(error, message)
-                reply = encode(message.error_reply(error, sender="router"))
-            elif answer is None:
-                self._count.delivered += 1
-                reply = encode(message.reply(_no_reply_error(name), sender="router"))
-            else:
-                self._count.delivered += 1
-                reply = answer
+            if waiting:
+                entry.in_flight -= len(waiting)
+                metrics.queue_depth("router", name, entry.in_flight)
+                lost = failure or DeliveryError(f"delivery to {name!r} was cut short")
+                for message, future in waiting.values():
+                    self._settle_answer(name, message, future, lost)
+
+    def _settle_answer(
+        self, name: str, message: AgentMessage, future: asyncio.Future[bytes], answer: Answer
+    ) -> None:
+        if isinstance(answer, TroupeError):
+            self._dead_letter(answer, message)
+            reply = encode(message.error_reply(answer, sender="router"))
+        elif answer is None:
+            self._count.delivered += 1
+            reply = encode(message.reply(_no_reply_error(name), sender="router"))
+        else:
+            self._count.delivered += 1
+            reply = answer
+        if not future.done():
             future.set_result(reply)
-            replies[index] = reply
 
     async def send(self, data: bytes) -> str:
         """Deliver one envelope without waiting for the recipient; return the status.
@@ -462,14 +483,8 @@ class MessageRouter:
         )
 
 
-async def _fill(
-    replies: list[bytes | TroupeError | None], index: int, reply: Awaitable[bytes]
-) -> None:
-    replies[index] = await reply
-
-
-def _lost() -> TroupeError:
-    return DeliveryError("the router lost this envelope's reply")  # unreachable by design
+async def _now(answer: Answer) -> Answer:
+    return answer
 
 
 def _sent_one_way(message_id: str) -> ErrorPayload:

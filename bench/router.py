@@ -20,10 +20,10 @@ from typing import Any
 import ray
 from _common import Curve, Figure, Section, main, median
 
-from actors._endpoint import serve_envelope, serve_many
-from actors._ray_client import RayMailbox, RayRouterClient
+from actors._endpoint import TakesBatches, serve_envelope
+from actors._ray_client import RayRouterClient, ray_mailbox
 from actors.router import MessageRouter
-from protocols import AgentMessage, Event, TroupeError
+from protocols import AgentMessage, Event
 
 IN_FLIGHT = (1, 10, 100, 400)
 GOAL_IN_FLIGHT = 100
@@ -48,12 +48,8 @@ class _Agent:
         return await serve_envelope(data, self._ack, me="bench-b")
 
 
-class BatchAgent(_Agent):
+class BatchAgent(TakesBatches, _Agent):
     """The same recipient, taking batches too."""
-
-    async def receive_many(self, data: list[bytes]) -> list[bytes | TroupeError | None]:
-        """Each envelope as ``receive``."""
-        return await serve_many(data, self.receive)
 
 
 @ray.remote(num_cpus=0, max_concurrency=1000)
@@ -95,7 +91,7 @@ def _router(agent_cls: type, name: str) -> Any:
     router = (
         ray.remote(MessageRouter)
         .options(num_cpus=0, max_concurrency=1000, name=name)
-        .remote(mailbox_factory=RayMailbox)
+        .remote(mailbox_factory=ray_mailbox)
     )
     agent = ray.remote(agent_cls).options(num_cpus=0, max_concurrency=1000).remote()
     ray.get(router.register.remote("bench-b", agent, []))

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from actors import _metrics as metrics
-from actors._endpoint import RouterClient, serve_envelope, serve_many
+from actors._endpoint import RouterClient, TakesBatches, serve_envelope
 from actors.llm.budget import Ledger, Spend
 from actors.llm.config import LLMConfig
 from actors.llm.gateway import CallContext, Gateway
@@ -67,7 +67,7 @@ def build_provider(spec: DeploymentSpec) -> LLMProvider:
             return AnthropicProvider(spec)
 
 
-class LLMAdapterPool:
+class LLMAdapterPool(TakesBatches):
     """Serves ``LLMRequest`` envelopes by model alias. A plain class; Ray makes it ``llm``.
 
     Args:
@@ -214,10 +214,6 @@ class LLMAdapterPool:
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
         return await serve_envelope(data, self._handle, me="llm")
-
-    async def receive_many(self, data: list[bytes]) -> list[bytes | TroupeError | None]:
-        """Batch entry point (the router's): each envelope as :meth:`receive`, concurrently."""
-        return await serve_many(data, self.receive)
 
     async def _handle(self, message: AgentMessage) -> AgentMessage:
         if not isinstance(message.payload, LLMRequest):

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import structlog
 
 from actors import _metrics as metrics
-from actors._endpoint import RouterClient, serve_envelope, serve_many
+from actors._endpoint import RouterClient, TakesBatches, serve_envelope
 from actors.memory.config import MemoryConfig
 from actors.memory.shortterm import WorkingMemory, turns, window
 from protocols import (
@@ -37,7 +37,6 @@ from protocols import (
     MemoryQuery,
     MemoryWrite,
     ModelError,
-    TroupeError,
 )
 
 if TYPE_CHECKING:
@@ -53,7 +52,7 @@ def _collection_name(tenant: str) -> str:
     return "t_" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
 
 
-class MemoryStore:
+class MemoryStore(TakesBatches):
     """Memories. A plain class; Ray makes it the ``memory`` actor.
 
     Args:
@@ -242,10 +241,6 @@ class MemoryStore:
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
         return await serve_envelope(data, self._handle, me="memory")
-
-    async def receive_many(self, data: list[bytes]) -> list[bytes | TroupeError | None]:
-        """Batch entry point (the router's): each envelope as :meth:`receive`, concurrently."""
-        return await serve_many(data, self.receive)
 
     async def _handle(self, message: AgentMessage) -> AgentMessage:
         match message.payload:

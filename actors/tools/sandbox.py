@@ -24,7 +24,7 @@ import structlog
 from jsonschema import Draft202012Validator
 
 from actors import _metrics as metrics
-from actors._endpoint import RouterClient, serve_envelope, serve_many
+from actors._endpoint import RouterClient, TakesBatches, serve_envelope
 from actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
 from actors.tools.config import ToolsConfig
 from actors.tools.functions import load_function_tool
@@ -92,7 +92,7 @@ HANDOFF = ToolDef(
 log = structlog.get_logger("raytroupe.tools")
 
 
-class ToolSandbox:
+class ToolSandbox(TakesBatches):
     """Runs tool calls. A plain class; Ray makes ``tools/<n>`` actors of it.
 
     Args:
@@ -191,13 +191,6 @@ class ToolSandbox:
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
         return await serve_envelope(data, self._handle, me=self._name)
-
-    async def receive_many(self, data: list[bytes]) -> list[bytes | TroupeError | None]:
-        """Batch entry point (the router's): each envelope as :meth:`receive`, concurrently.
-
-        One actor call for the calls an agent made at once, instead of one each.
-        """
-        return await serve_many(data, self.receive)
 
     async def _handle(self, message: AgentMessage) -> AgentMessage:
         if not isinstance(message.payload, ToolCall):

@@ -5,6 +5,7 @@ import pytest
 from wiring import Tap, envelope, in_process_sandbox, run
 
 from actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
+from actors._endpoint import all_answers
 from actors.agent import render_task
 from actors.llm import OfflineProvider
 from protocols import (
@@ -290,7 +291,8 @@ def test_receive_many_answers_each_envelope_in_order_and_a_bad_one_in_its_place(
                             sender="orchestrator", job_id="job-1"))
             for i in (1, 2)
         ]  # fmt: skip
-        answers = await r.agent.receive_many([batch[0], b"not an envelope", batch[1]])
+        data = [batch[0], b"not an envelope", batch[1]]
+        answers = await all_answers(r.agent.receive_many(data), r.agent.receive_more, 3)
         first, bad, second = answers
         assert isinstance(bad, MalformedEnvelope)
         replies = [decode(first), decode(second)]
@@ -335,7 +337,9 @@ def test_a_cancel_job_stops_that_jobs_subtask_inside_a_batch_and_no_other():
             event = Event(name="cancel_job")
             return encode(envelope(event, "ada", sender="orchestrator", job_id=job_id))
 
-        batch = asyncio.create_task(r.agent.receive_many([sub("job-1"), sub("job-2")]))
+        data = [sub("job-1"), sub("job-2")]
+        answers = all_answers(r.agent.receive_many(data), r.agent.receive_more, 2)
+        batch = asyncio.create_task(answers)
         await hold.holding.wait()  # both subtasks are waiting on the model
         stopped = decode(await r.agent.receive(cancel("job-1")))
         running = set(r.agent._by_job)

@@ -1,11 +1,14 @@
-"""MessageRouter.request_many: a batch keeps every per-envelope guarantee of request."""
+"""MessageRouter.request_many: a batch keeps every per-envelope guarantee of request,
+and each reply comes back as soon as it exists (no head-of-line blocking)."""
 
+import asyncio
 import time
 
+import pytest
 from wiring import Echo, ping, run
 
 from actors import MessageRouter
-from actors._endpoint import serve_many
+from actors._endpoint import TakesBatches, all_answers
 from protocols import (
     ErrorCode,
     Event,
@@ -16,25 +19,50 @@ from protocols import (
 )
 
 
-class BatchEcho(Echo):
+class BatchEcho(TakesBatches, Echo):
     """An Echo that takes batches, recording each batch it was handed."""
 
     def __init__(self, name, **kwargs):
         super().__init__(name, **kwargs)
         self.batches = []
 
-    async def receive_many(self, data):
+    async def receive_many(self, data, /):
         self.batches.append([decode(d).id for d in data])
-        return await serve_many(data, self.receive)
+        return await super().receive_many(data)
 
 
 class BrokenBatch(BatchEcho):
-    async def receive_many(self, _data):
+    async def receive_many(self, _data, /):
         raise RecipientUnavailable("actor died mid-batch")
 
 
-def _replies(answers):
-    return [decode(a) for a in answers]
+class SlowForSome(BatchEcho):
+    """Answers envelopes of job ``slow`` only once ``gate`` opens; the others at once."""
+
+    def __init__(self, name, gate):
+        super().__init__(name)
+        self.gate = gate
+
+    async def _handle(self, message):
+        if message.job_id == "slow":
+            await self.gate.wait()
+        return await super()._handle(message)
+
+
+class DiesAfterFirst(SlowForSome):
+    """Gives the first answers, then dies before handing out the rest."""
+
+    async def receive_more(self, _ticket, /):
+        raise RecipientUnavailable("actor died mid-batch")
+
+
+async def _all(router, batch):
+    """Every answer of a ``request_many`` batch, in order."""
+    return await all_answers(router.request_many(batch), router.request_more, len(batch))
+
+
+async def _replies_of(router, batch):
+    return [decode(a) for a in await _all(router, batch)]
 
 
 def test_a_batch_for_one_recipient_is_one_call_in_order_with_a_reply_each():
@@ -43,7 +71,7 @@ def test_a_batch_for_one_recipient_is_one_call_in_order_with_a_reply_each():
         echo = BatchEcho("a")
         await router.register("a", echo)
         sent = [ping("a", job_id=f"job-{n}") for n in range(20)]
-        replies = _replies(await router.request_many([encode(m) for m in sent]))
+        replies = await _replies_of(router, [encode(m) for m in sent])
         assert [r.correlation_id for r in replies] == [m.id for m in sent]
         assert all(r.payload.data["by"] == "a" for r in replies)
         assert echo.batches == [[m.id for m in sent]]  # one call, in the sender's order
@@ -62,7 +90,7 @@ def test_a_batch_is_split_by_recipient_and_each_gets_its_own():
         await router.register("a", a)
         await router.register("b", b)
         sent = [ping("a"), ping("b"), ping("a"), ping("b")]
-        replies = _replies(await router.request_many([encode(m) for m in sent]))
+        replies = await _replies_of(router, [encode(m) for m in sent])
         assert [r.payload.data["by"] for r in replies] == ["a", "b", "a", "b"]
         assert a.batches == [[sent[0].id, sent[2].id]]
         assert b.batches == [[sent[1].id, sent[3].id]]
@@ -77,8 +105,8 @@ def test_undeliverable_and_unreadable_envelopes_fail_alone():
         await router.register("a", echo)
         good, nobody = ping("a"), ping("nobody")
         expired = ping("a", deadline=time.time() - 1)
-        answers = await router.request_many(
-            [encode(good), b"\x00not an envelope", encode(nobody), encode(expired)]
+        answers = await _all(
+            router, [encode(good), b"\x00not an envelope", encode(nobody), encode(expired)]
         )
         assert decode(answers[0]).payload.data["by"] == "a"
         assert isinstance(answers[1], MalformedEnvelope)
@@ -101,8 +129,8 @@ def test_duplicates_in_and_across_batches_are_delivered_once():
         echo = BatchEcho("a")
         await router.register("a", echo)
         first = ping("a")
-        replies = _replies(await router.request_many([encode(first), encode(first)]))
-        again = _replies(await router.request_many([encode(first)]))
+        replies = await _replies_of(router, [encode(first), encode(first)])
+        again = await _replies_of(router, [encode(first)])
         assert [r.id for r in replies] == [replies[0].id, replies[0].id]
         assert again[0].id == replies[0].id
         assert [m.id for m in echo.seen] == [first.id]
@@ -116,7 +144,7 @@ def test_a_recipient_dying_mid_batch_dead_letters_each_envelope_with_the_reason(
         router = MessageRouter()
         await router.register("a", BrokenBatch("a"))
         sent = [ping("a") for _ in range(3)]
-        replies = _replies(await router.request_many([encode(m) for m in sent]))
+        replies = await _replies_of(router, [encode(m) for m in sent])
         assert all(r.payload.code is ErrorCode.RECIPIENT_UNAVAILABLE for r in replies)
         assert all(r.payload.retryable for r in replies)
         letters = await router.dead_letters()
@@ -133,7 +161,7 @@ def test_a_role_batch_is_shared_between_its_agents():
         for agent in agents:
             await router.register(agent.name, agent, ["worker"])
         sent = [ping("role:worker") for _ in range(10)]
-        replies = _replies(await router.request_many([encode(m) for m in sent]))
+        replies = await _replies_of(router, [encode(m) for m in sent])
         by = [r.payload.data["by"] for r in replies]
         assert by.count("w0") == by.count("w1") == 5  # least in flight, counted as grouped
         assert [len(b) for a in agents for b in a.batches] == [5, 5]
@@ -149,7 +177,7 @@ def test_envelopes_with_a_deadline_and_plain_mailboxes_go_one_by_one():
         await router.register("b", plain)
         timed = ping("a", deadline=time.time() + 30)
         sent = [timed, ping("a"), ping("b")]
-        replies = _replies(await router.request_many([encode(m) for m in sent]))
+        replies = await _replies_of(router, [encode(m) for m in sent])
         assert [r.payload.data["by"] for r in replies] == ["a", "a", "b"]
         assert batching.batches == [[sent[1].id]]  # the one with a deadline went alone
         assert {m.id for m in batching.seen} == {timed.id, sent[1].id}
@@ -157,3 +185,55 @@ def test_envelopes_with_a_deadline_and_plain_mailboxes_go_one_by_one():
         assert isinstance(replies[0].payload, Event)
 
     run(main())
+
+
+def test_a_quick_reply_does_not_wait_for_a_slow_one_of_its_batch():
+    async def main():
+        router = MessageRouter()
+        gate = asyncio.Event()
+        echo = SlowForSome("a", gate)
+        await router.register("a", echo)
+        sent = [ping("a", job_id="slow"), ping("a", job_id="quick"), ping("a", job_id="quick")]
+        ready, ticket = await router.request_many([encode(m) for m in sent])
+        # the quick ones are back while the slow one is still held at the recipient
+        assert sorted(index for index, _ in ready) == [1, 2]
+        assert ticket is not None
+        assert (await router.stats()).in_flight == {"a": 1}
+        assert echo.batches == [[m.id for m in sent]]  # still one call to the recipient
+        later = asyncio.create_task(router.request_more(ticket))
+        await asyncio.sleep(0.01)
+        assert not later.done()  # waits for the next answer instead of answering empty
+        gate.set()
+        rest, done = await later
+        assert [index for index, _ in rest] == [0]
+        assert done is None
+        assert decode(rest[0][1]).correlation_id == sent[0].id
+        assert (await router.stats()).in_flight == {}
+        with pytest.raises(RecipientUnavailable):  # a finished batch's ticket is gone
+            await router.request_more(ticket)
+
+    run(main())
+
+
+def test_a_recipient_dying_after_first_answers_dead_letters_only_the_rest():
+    async def main():
+        router = MessageRouter()
+        await router.register("a", DiesAfterFirst("a", asyncio.Event()))
+        sent = [ping("a", job_id="quick"), ping("a", job_id="slow")]
+        replies = await _replies_of(router, [encode(m) for m in sent])
+        assert replies[0].payload.data["by"] == "a"
+        assert replies[1].payload.code is ErrorCode.RECIPIENT_UNAVAILABLE
+        assert [letter.message_id for letter in await router.dead_letters()] == [sent[1].id]
+        stats = await router.stats()
+        assert (stats.delivered, stats.dead_lettered, stats.in_flight) == (1, 1, {})
+
+    run(main())
+
+
+def test_a_ticket_the_router_does_not_know_is_a_retryable_unavailable():
+    async def main():
+        with pytest.raises(RecipientUnavailable) as unknown:
+            await MessageRouter().request_more("no-such-ticket")
+        return unknown.value
+
+    assert run(main()).retryable
