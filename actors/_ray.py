@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import ray
-from ray.exceptions import RayTaskError
+from ray.exceptions import RayActorError, RayTaskError
 
 from actors._ray_client import (
     NAMESPACE,
@@ -51,6 +51,8 @@ SYSTEM_RESTARTS: Final = 10
 AGENT_RESTARTS: Final = 10
 ACTOR_CONCURRENCY: Final = 1000
 """Ray-level concurrency of async actors; the classes bound their own work (semaphores)."""
+PROVISION_CHECK_S: Final = 5.0
+"""How long a provisioned team's actors get to confirm they are still set up."""
 
 
 def agent_actor_name(name: str) -> str:
@@ -78,21 +80,49 @@ def _options(name: str, *, num_cpus: float = 0.0, max_restarts: int) -> dict[str
 
 
 class RayTeamProvisioner:
-    """Spawns (or reuses) a team's agent actors, grants their tools, serves their models."""
+    """Spawns (or reuses) a team's agent actors, grants their tools, serves their models.
+
+    Every job provisions its team. A team provisioned before, unchanged since, whose agents
+    still hold their roles and whose models the pool still serves, is checked with one call
+    per actor instead of set up again (a restarted agent or pool has lost its configuration
+    and fails the check; sandboxes keep their grants across restarts).
+    """
 
     def __init__(self, router: Any, llm: Any, sandboxes: list[Any]) -> None:
         self._router = router
         self._llm = llm
         self._sandboxes = sandboxes
+        self._provisioned: dict[str, TeamSpec] = {}
+        self._agents: dict[str, Any] = {}
 
     async def provision(self, team: TeamSpec) -> None:
         """Make every agent of ``team`` reachable through the router by name and role."""
+        if await self._still_provisioned(team):
+            return
+        self._provisioned.pop(team.name, None)
         try:
             if team.models:
                 await through_restarts(lambda: self._llm.configure.remote(team.models))
             await asyncio.gather(*(self._ensure(team.name, spec) for spec in team.agents))
         except RayTaskError as exc:
             raise unwrap(exc) from None
+        self._provisioned[team.name] = team
+
+    async def _still_provisioned(self, team: TeamSpec) -> bool:
+        if self._provisioned.get(team.name) != team:
+            return False
+        calls = [self._agents[spec.name].registration.remote() for spec in team.agents]
+        try:
+            serves = await asyncio.wait_for(
+                asyncio.gather(
+                    self._llm.serves.remote(team.models) if team.models else _true(), *calls
+                ),
+                PROVISION_CHECK_S,
+            )
+        except (TimeoutError, RayActorError, RayTaskError):
+            return False
+        expected = [[team_role(team.name, spec.role)] for spec in team.agents]
+        return bool(serves[0]) and list(serves[1:]) == expected
 
     async def _ensure(self, team: str, spec: AgentSpec) -> None:
         options = _options(
@@ -108,16 +138,23 @@ class RayTeamProvisioner:
         roles = [team_role(team, spec.role)]
         await handle.configure.remote(spec, tools, roles)
         await through_restarts(lambda: self._router.register.remote(spec.name, handle, roles))
+        self._agents[spec.name] = handle
 
     async def retire(self, agents: Sequence[str]) -> None:
         """Unregister the named agents from the router and stop their actors for good."""
+        self._provisioned.clear()  # their teams are set up afresh by their next job
         for name in agents:
+            self._agents.pop(name, None)
             await through_restarts(functools.partial(self._router.unregister.remote, name))
             try:
                 handle = ray.get_actor(agent_actor_name(name), namespace=NAMESPACE)
             except ValueError:  # never started, or gone already
                 continue
             ray.kill(handle, no_restart=True)
+
+
+async def _true() -> bool:
+    return True
 
 
 def _grant(sandbox: Any, spec: AgentSpec) -> Any:

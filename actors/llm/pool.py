@@ -105,6 +105,10 @@ class LLMAdapterPool(TakesBatches):
                 self._specs[alias] = spec
                 self._broken[alias] = exc
 
+    async def serves(self, models: Mapping[str, ModelSpec]) -> bool:
+        """Whether every alias of ``models`` is bound to that very spec here."""
+        return all(self._specs.get(alias) == spec for alias, spec in models.items())
+
     async def configure(self, models: Mapping[str, ModelSpec], *, replace: bool = False) -> None:
         """Serve ``models``.
 

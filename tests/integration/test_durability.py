@@ -7,6 +7,7 @@ import time
 import ray
 
 import runtime
+from protocols.team import team_role
 from tests.support.restarts import after_restart
 
 LATENCY_S = 1.0
@@ -84,3 +85,22 @@ def test_a_restarted_router_rebuilds_its_registry(rt):
     # and it routes: an agent reaches the pool, the orchestrator reaches the agent
     result = rt.submit("- once more.", team=team).result(timeout=60)
     assert result.status == "succeeded"
+
+
+def test_a_restarted_agent_is_set_up_again_by_its_teams_next_job(rt):
+    """The provisioner skips re-provisioning an unchanged team only while its actors hold it."""
+    team = _slow_team("revenant", agents=1, max_parallel=1)
+    role = [team_role("revenant", "worker")]
+    assert rt.submit("- one.", team=team).result(timeout=120).status == "succeeded"
+    agent = rt.actor("agent/revenant-0")
+    assert ray.get(agent.registration.remote()) == role
+    ray.kill(agent, no_restart=False)
+    deadline = time.monotonic() + 60
+    while after_restart(agent.registration.remote) != []:  # the restarted one forgot its setup
+        assert time.monotonic() < deadline, "the agent was not restarted"
+        time.sleep(0.1)
+
+    result = rt.submit("- two.", team=team).result(timeout=120)
+
+    assert result.status == "succeeded", result.error
+    assert ray.get(agent.registration.remote()) == role
