@@ -396,6 +396,7 @@ def connect(
         if target == "local":
             _stay_on_loopback()
             ray.init(
+                address="local",  # a new Ray even when another one runs on this machine
                 namespace=NAMESPACE,
                 num_cpus=num_cpus,
                 include_dashboard=include_dashboard,
