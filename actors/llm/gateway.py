@@ -310,18 +310,20 @@ class Gateway:
         Raises:
             Overloaded: every candidate cools down longer than ``max_wait_s`` (retryable).
         """
-        state = self._pick(groups, excluded)
-        if state is not None:
-            return state
-        soonest = min(self._open(groups, excluded), key=lambda s: s.cooling())
-        wait = soonest.cooling()
-        if wait > self.policy.max_wait_s:
-            raise Overloaded(
-                f"every deployment for this call cools down for {wait:.1f} s more",
-                retry_after_s=wait,
-            )
-        await self._sleep(wait)
-        return soonest
+        while True:
+            state = self._pick(groups, excluded)
+            if state is not None:
+                return state
+            soonest = min(self._open(groups, excluded), key=lambda s: s.cooling())
+            wait = soonest.cooling()
+            if wait > self.policy.max_wait_s:
+                raise Overloaded(
+                    f"every deployment for this call cools down for {wait:.1f} s more",
+                    retry_after_s=wait,
+                )
+            # look again after the wait: another call's failure (a 429's Retry-After) may
+            # have moved the cooldown later while this one slept
+            await self._sleep(wait)
 
     def _budgeted(self, keys: tuple[str, ...]) -> bool:
         return any(self._ledger.has_limit(k) for k in keys)
