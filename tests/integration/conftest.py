@@ -7,7 +7,9 @@ import os
 import pytest
 
 import runtime
+from actors.tools.config import FunctionTool
 from tests.support.keys import TEST_KEY, TEST_KEY_ENV
+from tests.support.ledger import TOOL_NAME, TOOL_TARGET
 from tests.support.mcp_servers import STDIO_COMMAND
 
 
@@ -27,9 +29,19 @@ def rt(tmp_path_factory):
         mcp_servers=(runtime.MCPServerSpec(name="testmcp", command=STDIO_COMMAND),),
         limits=runtime.Limits(wall_s=10.0, memory_mb=256),
         approval_required=("echo",),
+        # side-effecting, appends a line per run: the chaos suite counts real executions
+        functions={TOOL_NAME: FunctionTool(target=TOOL_TARGET, side_effects=True)},
     )
     os.environ.setdefault("RAY_metrics_report_interval_ms", "1000")  # metrics tests wait less
-    troupe = runtime.connect(address="local", num_cpus=2, log_level="warning", tools_config=tools)
+    # memories of this session only: the default lives in ~/.raytroupe and outlasts the run
+    memory = runtime.MemoryConfig(path=root / "memory")
+    troupe = runtime.connect(
+        address="local",
+        num_cpus=2,
+        log_level="warning",
+        tools_config=tools,
+        memory_config=memory,
+    )
     yield troupe
     troupe.shutdown()
 
