@@ -7,7 +7,7 @@ import functools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Protocol, TypeAlias, runtime_checkable
+from typing import Any, Protocol, TypeAlias, runtime_checkable
 
 import structlog
 
@@ -18,6 +18,7 @@ __all__ = [
     "BatchMailbox",
     "Batches",
     "Handler",
+    "Keeper",
     "Mailbox",
     "Partial",
     "RouterClient",
@@ -66,6 +67,18 @@ class BatchMailbox(Mailbox, Protocol):
 
     async def receive_more(self, ticket: str, /) -> Partial:
         """The answers of the ticket's batch that became ready since it was last asked."""
+        ...
+
+
+class Keeper(Protocol):
+    """Where an actor keeps its configuration across restarts (``actors._ray_client.Kept``)."""
+
+    def save(self, value: Any) -> None:
+        """Keep ``value``."""
+        ...
+
+    def load(self) -> Any | None:
+        """What was kept, or None."""
         ...
 
 

@@ -18,6 +18,7 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from actors._ray_client import (
     NAMESPACE,
+    Kept,
     RayRouterClient,
     discover_troupe,
     ray_mailbox,
@@ -134,7 +135,8 @@ class RayTeamProvisioner:
         )
         tools = granted[0]
         router = RayRouterClient(self._router)
-        handle = _remote(AgentActor).options(**options).remote(spec, router, tools)
+        kept = Kept(agent_actor_name(spec.name))
+        handle = _remote(AgentActor).options(**options).remote(spec, router, tools, kept=kept)
         roles = [team_role(team, spec.role)]
         await handle.configure.remote(spec, tools, roles)
         await through_restarts(lambda: self._router.register.remote(spec.name, handle, roles))
@@ -145,6 +147,7 @@ class RayTeamProvisioner:
         self._provisioned.clear()  # their teams are set up afresh by their next job
         for name in agents:
             self._agents.pop(name, None)
+            Kept(agent_actor_name(name)).forget()
             await through_restarts(functools.partial(self._router.unregister.remote, name))
             try:
                 handle = ray.get_actor(agent_actor_name(name), namespace=NAMESPACE)
@@ -198,7 +201,7 @@ def spawn_system(
     llm = (
         _remote(LLMAdapterPool)
         .options(**_options("llm", max_restarts=SYSTEM_RESTARTS))
-        .remote(config=config, router=RayRouterClient(router))
+        .remote(config=config, router=RayRouterClient(router), kept=Kept("llm"))
     )
     from actors.memory.store import MemoryStore  # noqa: PLC0415 - only the driver spawns it
     from actors.tools.sandbox import ToolSandbox  # noqa: PLC0415

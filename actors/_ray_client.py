@@ -13,12 +13,14 @@ from typing import Any, Final, TypeVar
 
 import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
+from ray.experimental import internal_kv
 
 from actors._endpoint import Partial
 from protocols import AgentMessage, RecipientUnavailable, TroupeError, decode, encode
 
 __all__ = [
     "NAMESPACE",
+    "Kept",
     "RayBatchMailbox",
     "RayMailbox",
     "RayRouterClient",
@@ -31,6 +33,43 @@ __all__ = [
 NAMESPACE: Final = "troupe"
 
 T = TypeVar("T")
+
+
+class Kept:
+    """Configuration an actor keeps across its restarts, in Ray's cluster-wide KV store.
+
+    Ray restarts a dead actor by running ``__init__`` again with its creation arguments, so
+    whatever was configured since (a pool's team models, an agent's hot-updated spec and
+    router roles) would be lost. The actor saves it here after each change and loads it at
+    start. The store is the GCS's internal KV (what Ray's own libraries keep state in): it
+    outlives actors and nodes, not the cluster. Values are pickled; they hold no secrets
+    (API keys are read from the environment inside the pool).
+    """
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Kept, (self.key,))
+
+    def save(self, value: Any) -> None:
+        """Keep ``value`` (replacing what was kept)."""
+        internal_kv._internal_kv_put(
+            self._name, ray.cloudpickle.dumps(value), overwrite=True, namespace=NAMESPACE
+        )
+
+    def load(self) -> Any | None:
+        """What was kept, or None."""
+        data = internal_kv._internal_kv_get(self._name, namespace=NAMESPACE)
+        return None if data is None else ray.cloudpickle.loads(data)
+
+    def forget(self) -> None:
+        """Drop what was kept."""
+        internal_kv._internal_kv_del(self._name, namespace=NAMESPACE)
+
+    @property
+    def _name(self) -> bytes:
+        return f"kept/{self.key}".encode()
 
 
 def unwrap(exc: BaseException) -> BaseException:

@@ -17,7 +17,7 @@ from typing import Any
 
 import structlog
 
-from actors._endpoint import RouterClient, TakesBatches, serve_envelope
+from actors._endpoint import Keeper, RouterClient, TakesBatches, serve_envelope
 from actors.agent_limits import Limits, Stop
 from protocols import (
     AgentMessage,
@@ -96,6 +96,9 @@ class AgentActor(TakesBatches):
         router: how it reaches the LLM pool, the tool sandboxes and other actors.
         tools: what the model is told about the agent's tools (from the sandbox's grant).
         clock: the current UNIX time (for deadlines and timestamps; tests pass a fake one).
+        kept: where :meth:`configure` keeps the configuration, so that a restarted agent
+            comes back as it was configured last, roles included (under Ray:
+            ``Kept("agent/<name>")``), not as it was created.
     """
 
     def __init__(
@@ -105,10 +108,15 @@ class AgentActor(TakesBatches):
         tools: Sequence[ToolSpec] = (),
         *,
         clock: Callable[[], float] = time.time,
+        kept: Keeper | None = None,
     ) -> None:
         self._router = router
         self._clock = clock
+        self._kept = kept
         self._roles: tuple[str, ...] = ()
+        state = kept.load() if kept is not None else None
+        if state is not None and state[0].name == spec.name:
+            spec, tools, self._roles = state
         self._by_job: dict[str, set[asyncio.Task[Any]]] = {}
         self._cancelled: deque[str] = deque(maxlen=1000)
         self._spec = spec
@@ -137,6 +145,8 @@ class AgentActor(TakesBatches):
         if spec.max_concurrency != self._spec.max_concurrency:
             self._slots = asyncio.Semaphore(spec.max_concurrency)
         self._spec = spec
+        if self._kept is not None:
+            self._kept.save((spec, self._tools, self._roles))
 
     async def registration(self) -> list[str]:
         """The router roles this agent holds."""

@@ -47,6 +47,10 @@ __all__ = ["LocalRouterClient", "MessageRouter", "RouterStats"]
 
 log = structlog.get_logger("raytroupe.router")
 
+REDISCOVER_ROUNDS = 30
+REDISCOVER_EVERY_S = 1.0
+"""After rebuilding its registry, a restarted router looks again this often, this many times."""
+
 
 class RouterStats(BaseModel):
     """Counters, for people and dashboards."""
@@ -118,6 +122,7 @@ class MessageRouter:
         self._count = _Counters()
         self._background: set[asyncio.Task[None]] = set()
         self._batches = Batches()
+        self._unregistered: set[str] = set()
         self._discovery: asyncio.Task[None] | None = None
         if discover is not None:  # a restarted router finds the actors that are still there
             with contextlib.suppress(RuntimeError):  # no running loop: nothing to rediscover
@@ -135,6 +140,28 @@ class MessageRouter:
             if name not in self._entries:
                 await self.register(name, mailbox, roles)
         log.info("registry_rebuilt", actors=len(found))
+        task = asyncio.create_task(self._catch_up(discover))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _catch_up(
+        self, discover: Callable[[], Awaitable[list[tuple[str, Any, list[str]]]]]
+    ) -> None:
+        """Look again for a while: an actor restarting with the router answered too late.
+
+        Actors unregistered since the router started are not brought back.
+        """
+        for _ in range(REDISCOVER_ROUNDS):
+            await asyncio.sleep(REDISCOVER_EVERY_S)
+            try:
+                found = await discover()
+            except Exception:  # noqa: BLE001 - the next round tries again
+                log.warning("registry_catch_up_failed", exc_info=True)
+                continue
+            for name, mailbox, roles in found:
+                if name not in self._entries and name not in self._unregistered:
+                    await self.register(name, mailbox, roles)
+                    log.info("registered_late", name=name)
 
     async def _discovered(self) -> None:
         if self._discovery is not None:
@@ -149,6 +176,7 @@ class MessageRouter:
         if kind is not AddressKind.DIRECT:
             raise InvalidInput(f"register takes a plain name, not {name!r}", name=name)
         await self.unregister(bare)
+        self._unregistered.discard(bare)
         role_set = frozenset(parse_address(f"role:{r}").name for r in roles)
         wrapped = self._wrap(mailbox)
         self._entries[bare] = _Entry(wrapped, role_set, batches=isinstance(wrapped, BatchMailbox))
@@ -161,6 +189,7 @@ class MessageRouter:
         entry = self._entries.pop(name, None)
         if entry is None:
             return False
+        self._unregistered.add(name)
         for role in entry.roles:
             holders = self._roles.get(role, [])
             if name in holders:

@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 import structlog
 
 from actors import _metrics as metrics
-from actors._endpoint import RouterClient, TakesBatches, serve_envelope
+from actors._endpoint import Keeper, RouterClient, TakesBatches, serve_envelope
 from actors.llm.budget import Ledger, Spend
 from actors.llm.config import LLMConfig
 from actors.llm.gateway import CallContext, Gateway
@@ -75,6 +75,8 @@ class LLMAdapterPool(TakesBatches):
         config: budgets, retry policy and prices (and more aliases).
         provider_factory: builds a provider for a deployment (tests may pass their own).
         router: where streamed deltas go, as ``llm_delta`` events of the caller's job.
+        kept: where the aliases given to :meth:`configure` are kept, so that a restarted
+            pool serves them again (under Ray: ``Kept("llm")``).
     """
 
     def __init__(
@@ -85,8 +87,11 @@ class LLMAdapterPool(TakesBatches):
         provider_factory: Callable[[DeploymentSpec], LLMProvider] = build_provider,
         router: RouterClient | None = None,
         gateway: Gateway | None = None,
+        kept: Keeper | None = None,
     ) -> None:
         config = config or LLMConfig()
+        self._kept = kept
+        self._configured: dict[str, ModelSpec] = (kept.load() if kept else None) or {}
         self._factory = provider_factory
         self._router = router
         self._ledger = Ledger(config.tenant_budgets)
@@ -98,7 +103,8 @@ class LLMAdapterPool(TakesBatches):
         self._specs: dict[str, ModelSpec] = {}
         self._broken: dict[str, ConfigError] = {}
         self._usage: dict[tuple[str | None, str, str, str, str], UsageRow] = {}
-        for alias, spec in {**DEFAULT_MODELS, **config.models, **(models or {})}.items():
+        initial = {**DEFAULT_MODELS, **config.models, **(models or {}), **self._configured}
+        for alias, spec in initial.items():
             try:
                 self._bind(alias, spec)
             except ConfigError as exc:  # an actor must start; the alias reports why it can't
@@ -141,6 +147,7 @@ class LLMAdapterPool(TakesBatches):
             self._gateway.bind(alias, spec, built.get(alias))
             if old is not None:
                 replaced.append(old)
+        self._keep(changed)
         # every alias is bound before any old provider is closed: a close that raises (a
         # scripted provider with turns left) cannot leave the configuration half applied
         errors = []
@@ -152,6 +159,12 @@ class LLMAdapterPool(TakesBatches):
         if errors:
             raise errors[0]
 
+    def _keep(self, changed: Mapping[str, ModelSpec]) -> None:
+        if changed:
+            self._configured.update(changed)
+            if self._kept is not None:
+                self._kept.save(self._configured)
+
     async def remove(self, alias: str) -> None:
         """Stop serving ``alias`` and close its provider (a scripted one checks it was used up).
 
@@ -159,6 +172,8 @@ class LLMAdapterPool(TakesBatches):
             ScriptError: a scripted provider still had turns.
         """
         self._specs.pop(alias, None)
+        if self._configured.pop(alias, None) is not None and self._kept is not None:
+            self._kept.save(self._configured)
         provider = self._gateway.unbind(alias)
         if provider is not None:
             await provider.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import ray
@@ -87,20 +88,36 @@ def test_a_restarted_router_rebuilds_its_registry(rt):
     assert result.status == "succeeded"
 
 
-def test_a_restarted_agent_is_set_up_again_by_its_teams_next_job(rt):
-    """The provisioner skips re-provisioning an unchanged team only while its actors hold it."""
-    team = _slow_team("revenant", agents=1, max_parallel=1)
-    role = [team_role("revenant", "worker")]
-    assert rt.submit("- one.", team=team).result(timeout=120).status == "succeeded"
-    agent = rt.actor("agent/revenant-0")
-    assert ray.get(agent.registration.remote()) == role
-    ray.kill(agent, no_restart=False)
+def _pid(handle) -> int:
+    return after_restart(lambda: handle.__ray_call__.remote(lambda _self: os.getpid()))
+
+
+def _restarted(handle) -> None:
+    """Kill ``handle``'s actor and wait until Ray has brought it back in a new process."""
+    before = _pid(handle)
+    ray.kill(handle, no_restart=False)
     deadline = time.monotonic() + 60
-    while after_restart(agent.registration.remote) != []:  # the restarted one forgot its setup
-        assert time.monotonic() < deadline, "the agent was not restarted"
+    while _pid(handle) == before:
+        assert time.monotonic() < deadline, "the actor was not restarted"
         time.sleep(0.1)
 
-    result = rt.submit("- two.", team=team).result(timeout=120)
 
+def test_restarted_agents_and_pool_come_back_as_last_configured(rt):
+    """A restart re-runs ``__init__`` with the creation arguments; what was configured since
+    (a hot-updated spec, router roles, a team's model aliases) is kept in Ray's KV store."""
+    team = _slow_team("revenant", agents=1, max_parallel=1)
+    assert rt.submit("- one.", team=team).result(timeout=120).status == "succeeded"
+    updated = team.model_copy(
+        update={"agents": (team.agents[0].model_copy(update={"instructions": "Be brief."}),)}
+    )
+    assert rt.submit("- two.", team=updated).result(timeout=120).status == "succeeded"
+    agent, llm = rt.actor("agent/revenant-0"), rt.actor("llm")
+
+    _restarted(agent)
+    _restarted(llm)
+
+    assert ray.get(agent.spec.remote()).instructions == "Be brief."  # not the creation spec
+    assert ray.get(agent.registration.remote()) == [team_role("revenant", "worker")]
+    assert "revenant-slow" in ray.get(llm.models.remote())  # the team's alias
+    result = rt.submit("- three.", team=updated).result(timeout=120)
     assert result.status == "succeeded", result.error
-    assert ray.get(agent.registration.remote()) == role

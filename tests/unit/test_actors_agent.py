@@ -351,3 +351,24 @@ def test_a_cancel_job_stops_that_jobs_subtask_inside_a_batch_and_no_other():
     assert running == {"job-2"}  # the other job's subtask, in the same batch, went on
     assert [m.payload.task_id for m in replies] == ["job-1.s1", "job-2.s1"]
     assert [m.payload.stop_reason for m in replies] == ["cancelled", "cancelled"]
+
+
+def test_an_agent_started_again_is_as_last_configured_not_as_created():
+    class Keeper:
+        value = None
+
+        def save(self, value):
+            self.value = value
+
+        def load(self):
+            return self.value
+
+    async def main():
+        keeper = Keeper()
+        created = AgentSpec(name="ada", role="worker", instructions="v1")
+        agent = AgentActor(created, LocalRouterClient(MessageRouter()), kept=keeper)
+        await agent.configure(created.model_copy(update={"instructions": "v2"}), (), ["t.worker"])
+        again = AgentActor(created, LocalRouterClient(MessageRouter()), kept=keeper)
+        return (await again.spec()).instructions, await again.registration()
+
+    assert asyncio.run(main()) == ("v2", ["t.worker"])

@@ -1,0 +1,41 @@
+"""A restarted router rebuilds its registry, then keeps looking for actors that answered late."""
+
+import asyncio
+
+from wiring import Echo, ping, run
+
+import actors.router as router_module
+from actors import MessageRouter
+from protocols import decode, encode
+
+
+def test_an_actor_found_after_the_rebuild_is_registered_late_but_not_an_unregistered_one(
+    monkeypatch,
+):
+    monkeypatch.setattr(router_module, "REDISCOVER_EVERY_S", 0.01)
+    early, late, gone = Echo("early"), Echo("late"), Echo("gone")
+    rounds = []
+
+    async def discover():
+        rounds.append(len(rounds))
+        found = [("early", early, ["worker"]), ("gone", gone, [])]
+        if len(rounds) > 2:  # "late" was restarting during the first rounds
+            found.append(("late", late, ["worker"]))
+        return found
+
+    async def main():
+        router = MessageRouter(discover=discover)
+        assert sorted(await router.registry()) == ["early", "gone"]
+        await router.unregister("gone")  # retired on purpose: must stay away
+        for _ in range(500):
+            if "late" in await router.registry():
+                break
+            await asyncio.sleep(0.01)
+        registry = await router.registry()
+        reply = decode(await router.request(encode(ping("late"))))
+        return registry, reply
+
+    registry, reply = run(main())
+    assert registry == {"early": ["worker"], "late": ["worker"]}
+    assert reply.payload.data["by"] == "late"
+    assert len(rounds) >= 3
