@@ -64,10 +64,13 @@ HISTORY = (
     "1.11 -> 0.29, agents 1.45 -> 0.43, llm 1.48 -> 1.00: bigger batches reach it); "
     "dispatch_s/N, median over N: 4.02 -> 2.06 ms (goal 3 ms: missed -> met); fan-out N=32: "
     "1.08 -> 1.06x; N=128: 1.20 -> 1.16x",
-    "N=128 misses its goal in the llm actor: one process answers every model call, ~0.8 ms "
-    "of CPU each at N=128 (half of it the offline provider's extraction over the whole job, "
-    "which every subtask's prompt carries: O(N) per call), so the last of 128 calls returns "
-    "~0.1 s after its 0.5 s; the subtasks' model-call medians above show it",
+    "N=128 misses its goal in the llm actor: one process answers every model call. Profiled "
+    "with py-spy: the offline provider re-split the whole job text (every subtask's prompt "
+    "carries it) on each call, O(N) per call; cached since (2026-11-29, back to back, load "
+    "~2): llm CPU per subtask at N=256, L=0: 1.02 -> 0.50 ms; N=128: 1.14 -> 1.12x (noise "
+    "~0.01). What remains is serial: 128 requests' decode, gateway, usage and encode in the "
+    "one pool process, ~0.6 ms each, so model calls return at L + ~85 ms (median); the fix "
+    "is more pool processes sharing one budget ledger",
 )
 """Measured once, kept with the section: what the fix changed, and where the rest goes."""
 

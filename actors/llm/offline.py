@@ -38,6 +38,7 @@ Usage is counted in whitespace tokens; cost is zero.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 import time
@@ -332,15 +333,40 @@ def _merge(request: LLMRequest) -> str:
 
 
 def _extract(instructions: str, context: str) -> str:
-    wanted = _words(instructions)
-    sentences = [
-        s.strip()
-        for block in context.splitlines()
-        for s in _SENTENCE_END.split(block)
-        if s.strip() and not s.strip().endswith("?") and s.strip() != instructions.strip()
-    ]
-    scores = [len(wanted & _words(s)) for s in sentences]
-    top = max(scores, default=0)
+    asked = instructions.strip()
+    statements = _statements(context)
+    scores: dict[int, int] = {}
+    for word in _words(instructions):
+        for index in statements.by_word.get(word, ()):
+            scores[index] = scores.get(index, 0) + 1
+    found = [i for i in scores if statements.sentences[i] != asked]
+    top = max((scores[i] for i in found), default=0)
     if top == 0:
-        return f"My inputs hold no answer to: {instructions.strip()}"
-    return " ".join([s for s, score in zip(sentences, scores, strict=True) if score == top][:2])
+        return f"My inputs hold no answer to: {asked}"
+    best = sorted(i for i in found if scores[i] == top)[:2]
+    return " ".join(statements.sentences[i] for i in best)
+
+
+class _Statements:
+    """The statements of a text (questions left out), and where each word occurs."""
+
+    def __init__(self, context: str) -> None:
+        self.sentences: list[str] = []
+        self.by_word: dict[str, list[int]] = {}
+        for block in context.splitlines():
+            for sentence in _SENTENCE_END.split(block):
+                text = sentence.strip()
+                if text and not text.endswith("?"):
+                    for word in _words(text):
+                        self.by_word.setdefault(word, []).append(len(self.sentences))
+                    self.sentences.append(text)
+
+
+@functools.lru_cache(maxsize=64)
+def _statements(context: str) -> _Statements:
+    """The statements of ``context``, cached.
+
+    Every subtask of a job carries the same job text: a fan-out of N subtasks would
+    otherwise split and score it N times (O(N^2) for the job).
+    """
+    return _Statements(context)

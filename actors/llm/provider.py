@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
@@ -48,5 +49,11 @@ class LLMProvider(Protocol):
 def count_tokens(messages: tuple[ChatMessage, ...] | str) -> int:
     """Whitespace-token count: what offline and scripted providers report as usage."""
     if isinstance(messages, str):
-        return len(messages.split())
-    return sum(len(m.text.split()) for m in messages)
+        return _words_in(messages)
+    return sum(_words_in(m.text) for m in messages)
+
+
+@functools.lru_cache(maxsize=256)
+def _words_in(text: str) -> int:
+    # cached: the subtasks of a job all carry its text, which would be split once per call
+    return len(text.split())
