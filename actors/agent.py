@@ -50,6 +50,15 @@ __all__ = ["AgentActor", "render_task"]
 
 log = structlog.get_logger("raytroupe.agent")
 
+TOOL_DELIVERY_TRIES = 6
+TOOL_RETRY_FIRST_S = 0.2
+"""A tool call whose sandbox is unavailable is delivered again up to this many times in all,
+after 0.2, 0.4, 0.8, 1.6, 2 s (a restarted actor is back in ~1 s)."""
+
+
+def _past(deadline: float | None, pause: float) -> bool:
+    return deadline is not None and time.time() + pause >= deadline
+
 
 def render_task(request: TaskRequest) -> str:
     """The user turn that opens a subtask: instructions, then the job and inputs as context."""
@@ -382,18 +391,34 @@ class AgentActor(TakesBatches):
     async def _tool(
         self, cause: AgentMessage, task_id: str, step: int, call: ToolCall
     ) -> ToolResult:
-        """Run ``call`` in a sandbox; an undeliverable call is a failed result the model sees."""
+        """Run ``call`` in a sandbox; an undeliverable call is a failed result the model sees.
+
+        A delivery failure that may pass (a sandbox restarting: ``retryable``) is tried again
+        first, in a fresh envelope, a few times within the deadline: the model should see what
+        the tool did, not that its sandbox was restarting. Safe for side-effecting tools, which
+        run at most once per idempotency key (job, subtask, step, tool, arguments).
+        """
         stamped = call.model_copy(update={"task_id": task_id, "step": step})
-        reply = await self._router.request(
-            cause.derive(sender=self._spec.name, recipient="role:tools", payload=stamped)
-        )
-        match reply.payload:
-            case ToolResult() as result:
-                return result
-            case ErrorPayload() as error:
-                return ToolResult(call_id=call.call_id, tool=call.tool, ok=False, error=error)
-            case other:
-                raise ToolError(f"tool sandbox answered with {other.kind!r}")
+        pause = TOOL_RETRY_FIRST_S
+        for tries_left in range(TOOL_DELIVERY_TRIES - 1, -1, -1):
+            reply = await self._router.request(
+                cause.derive(sender=self._spec.name, recipient="role:tools", payload=stamped)
+            )
+            match reply.payload:
+                case ToolResult() as result:
+                    return result
+                case ErrorPayload() as error if (
+                    error.retryable and tries_left and not _past(cause.deadline, pause)
+                ):
+                    log.info("tool_delivery_retry", agent=self._spec.name, tool=call.tool,
+                             code=error.code.value, pause_s=pause)  # fmt: skip
+                    await asyncio.sleep(pause)
+                    pause = min(pause * 2, 2.0)
+                case ErrorPayload() as error:
+                    return ToolResult(call_id=call.call_id, tool=call.tool, ok=False, error=error)
+                case other:
+                    raise ToolError(f"tool sandbox answered with {other.kind!r}")
+        raise AssertionError("unreachable: the last try returns")  # pragma: no cover
 
     async def _ask(self, cause: AgentMessage, request: LLMRequest) -> LLMResponse:
         reply = await self._router.request(

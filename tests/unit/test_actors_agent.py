@@ -18,6 +18,7 @@ from protocols import (
     LLMRequest,
     MalformedEnvelope,
     MemoryPolicy,
+    RecipientUnavailable,
     ScriptedModel,
     ScriptedTurn,
     TaskRequest,
@@ -372,3 +373,39 @@ def test_an_agent_started_again_is_as_last_configured_not_as_created():
         return (await again.spec()).instructions, await again.registration()
 
     assert asyncio.run(main()) == ("v2", ["t.worker"])
+
+
+class RestartingTools:
+    """A tool sandbox that is unavailable for its first ``outages`` deliveries."""
+
+    def __init__(self, inner, outages):
+        self.inner, self.outages, self.refused = inner, outages, 0
+
+    async def receive(self, data):
+        if self.refused < self.outages:
+            self.refused += 1
+            raise RecipientUnavailable("tool sandbox is restarting")
+        return await self.inner.receive(data)
+
+
+@pytest.mark.parametrize(
+    ("outages", "seen"), [(2, "395"), (99, "ERROR: tool sandbox is restarting")]
+)
+def test_a_tool_call_to_a_restarting_sandbox_is_delivered_again_within_bounds(
+    monkeypatch, outages, seen
+):
+    monkeypatch.setattr("actors.agent.TOOL_RETRY_FIRST_S", 0.001)
+    turns = (calc("17 * 23 + 4"), ScriptedTurn(text="done"))
+
+    async def main():
+        r = await rig(m=scripted(*turns))
+        flaky = RestartingTools(in_process_sandbox(), outages)
+        await flaky.inner.grant("ada", ("calculator",))
+        await r.router.register("tools-0", flaky, ["tools"])
+        await r.ask(task())
+        tool_turn = r.requests()[1].messages[-1]
+        return flaky.refused, tool_turn.text
+
+    refused, tool_text = run(main())
+    assert refused == min(outages, 6)  # six deliveries at most, then the model is told
+    assert seen in tool_text  # the model saw the tool's answer, or, at the end, why not
