@@ -1,4 +1,4 @@
-"""One real local Ray per test session, started through the driver API."""
+"""Fixtures of the Ray suites (integration, reliability): one real local Ray per session."""
 
 from __future__ import annotations
 
