@@ -79,6 +79,14 @@ def _task_content(request: TaskRequest) -> str | tuple[ContentPart, ...]:
 
 
 @dataclass
+class _Joined:
+    """A subtask under way, and how many callers wait for it."""
+
+    run: asyncio.Future[TaskResult]
+    waiting: int = 0
+
+
+@dataclass
 class _Loop:
     """The state of one subtask's loop."""
 
@@ -127,6 +135,7 @@ class AgentActor(TakesBatches):
         if state is not None and state[0].name == spec.name:
             spec, tools, self._roles = state
         self._by_job: dict[str, set[asyncio.Task[Any]]] = {}
+        self._subtasks: dict[tuple[str | None, str], _Joined] = {}
         self._cancelled: deque[str] = deque(maxlen=1000)
         self._spec = spec
         self._tools = tuple(tools)
@@ -168,7 +177,7 @@ class AgentActor(TakesBatches):
     async def _handle(self, message: AgentMessage) -> AgentMessage:
         match message.payload:
             case TaskRequest() as request:
-                return message.reply(await self._work(message, request), sender=self._spec.name)
+                return message.reply(await self._subtask(message, request), sender=self._spec.name)
             case Event(name="cancel_job") if message.job_id is not None:
                 self._cancelled.append(message.job_id)
                 running = self._by_job.pop(message.job_id, set())
@@ -180,6 +189,32 @@ class AgentActor(TakesBatches):
                 )
             case _:
                 raise InvalidInput(f"agent cannot handle {message.kind!r}", kind=message.kind)
+
+    async def _subtask(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
+        """Run a subtask, or join the run of the same subtask already under way here.
+
+        An orchestrator that restarts dispatches its unfinished subtasks again, possibly while
+        the first dispatch still runs: both get the one run's result instead of two runs
+        racing each other (and their tools) for the same subtask.
+        """
+        key = (message.job_id, request.task_id)
+        joined = self._subtasks.get(key)
+        if joined is None:
+            run = asyncio.ensure_future(self._work(message, request))
+            joined = self._subtasks[key] = _Joined(run)
+            run.add_done_callback(lambda _done: self._subtasks.pop(key, None))
+        else:
+            log.info("subtask_joined", agent=self._spec.name, job_id=message.job_id,
+                     task_id=request.task_id, attempt=message.attempt)  # fmt: skip
+        joined.waiting += 1
+        try:
+            return await asyncio.shield(joined.run)
+        except asyncio.CancelledError:
+            if joined.waiting == 1:  # the last caller gave up: so does the run
+                joined.run.cancel()
+            raise
+        finally:
+            joined.waiting -= 1
 
     async def _work(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
         """Run one subtask; a ``cancel_job`` for its job ends it as ``cancelled``.

@@ -409,3 +409,17 @@ def test_a_tool_call_to_a_restarting_sandbox_is_delivered_again_within_bounds(
     refused, tool_text = run(main())
     assert refused == min(outages, 6)  # six deliveries at most, then the model is told
     assert seen in tool_text  # the model saw the tool's answer, or, at the end, why not
+
+
+def test_a_subtask_dispatched_again_while_it_runs_joins_the_run_under_way():
+    async def main():
+        r = await rig(m=scripted(ScriptedTurn(text="ran once")))  # a second run would fail
+        first, again = await asyncio.gather(r.ask(task()), r.ask(task()))  # two envelopes
+        other = await r.ask(TaskRequest(task_id="s2", instructions="Again"))
+        return first, again, other, len(r.requests())
+
+    first, again, other, calls = run(main())
+    assert first.id != again.id
+    assert [m.payload.output for m in (first, again)] == ["ran once", "ran once"]
+    assert calls == 2  # one model call for s1 (joined), one for s2
+    assert other.payload.status == "failed"  # s2 ran on its own: the script was used up
