@@ -155,7 +155,7 @@ class MessageRouter:
             await asyncio.sleep(REDISCOVER_EVERY_S)
             try:
                 found = await discover()
-            except Exception:  # noqa: BLE001 - the next round tries again
+            except Exception:  # logged; the next round tries again
                 log.warning("registry_catch_up_failed", exc_info=True)
                 continue
             for name, mailbox, roles in found:
