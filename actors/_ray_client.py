@@ -7,6 +7,7 @@ unpickling its router client, imports nothing but Ray and the protocols.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Final, TypeVar
@@ -16,7 +17,7 @@ from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 from ray.experimental import internal_kv
 
 from actors._endpoint import Partial
-from protocols import AgentMessage, RecipientUnavailable, TroupeError, decode, encode
+from protocols import AgentMessage, DeliveryError, RecipientUnavailable, TroupeError, decode, encode
 
 __all__ = [
     "NAMESPACE",
@@ -195,14 +196,15 @@ class RayRouterClient:
     async def _deliver(
         self, batch: list[tuple[bytes, asyncio.Future[bytes | TroupeError]]]
     ) -> None:
-        data = [item for item, _ in batch]
         try:
-            ready, ticket = await through_restarts(lambda: self._router.request_many.remote(data))
+            sent, (ready, ticket) = await through_restarts(
+                functools.partial(self._send_wanted, batch)
+            )
             while True:
                 for index, answer in ready:
-                    future = batch[index][1]
+                    future = batch[sent[index]][1]
                     if not future.done():  # its caller may have been cancelled
-                        future.set_result(answer)
+                        future.set_result(answer if answer is not None else _NO_REPLY)
                 if ticket is None:
                     return
                 ready, ticket = await self._router.request_more.remote(ticket)
@@ -216,6 +218,20 @@ class RayRouterClient:
             if not future.done():
                 future.set_exception(failure)
 
+    async def _send_wanted(
+        self, batch: list[tuple[bytes, asyncio.Future[bytes | TroupeError]]]
+    ) -> tuple[list[int], Partial]:
+        """Send the requests of ``batch`` someone still waits for; their indices, the answer.
+
+        Called again when the router was restarting: requests given up meanwhile (a
+        cancelled subtask's model call) are not sent again.
+        """
+        wanted = [i for i, (_, future) in enumerate(batch) if not future.done()]
+        if not wanted:
+            return wanted, ([], None)
+        partial: Partial = await self._router.request_many.remote([batch[i][0] for i in wanted])
+        return wanted, partial
+
     async def send(self, message: AgentMessage, /) -> str:
         """Deliver through the router without waiting for a reply."""
         data = encode(message)
@@ -226,6 +242,9 @@ class RayRouterClient:
         except RayTaskError as exc:
             raise unwrap(exc) from None
         return status
+
+
+_NO_REPLY: Final = DeliveryError("the router answered a request with nothing")  # never, by design
 
 
 def _client(router: Any, max_batch: int) -> RayRouterClient:
