@@ -24,6 +24,7 @@ from protocols import (
     DeploymentSpec,
     Event,
     InvalidInput,
+    JobCancelled,
     LLMDelta,
     LLMRequest,
     LLMResponse,
@@ -103,6 +104,7 @@ class LLMAdapterPool(TakesBatches):
         self._specs: dict[str, ModelSpec] = {}
         self._broken: dict[str, ConfigError] = {}
         self._usage: dict[tuple[str | None, str, str, str, str], UsageRow] = {}
+        self._by_job: dict[str, set[asyncio.Task[object]]] = {}
         initial = {**DEFAULT_MODELS, **config.models, **(models or {}), **self._configured}
         for alias, spec in initial.items():
             try:
@@ -235,9 +237,32 @@ class LLMAdapterPool(TakesBatches):
         return await serve_envelope(data, self._handle, me="llm")
 
     async def _handle(self, message: AgentMessage) -> AgentMessage:
+        if isinstance(message.payload, Event) and message.payload.name == "cancel_job":
+            running = self._by_job.pop(message.job_id or "", set())
+            for call in running:
+                call.cancel()
+            stopped = Event(name="cancelled", data={"calls": len(running)})
+            return message.reply(stopped, sender="llm")
         if not isinstance(message.payload, LLMRequest):
             raise InvalidInput(f"llm pool cannot handle {message.kind!r}", kind=message.kind)
-        request = message.payload
+        task = asyncio.current_task()
+        if message.job_id is None or task is None:
+            return await self._serve(message, message.payload)
+        running = self._by_job.setdefault(message.job_id, set())
+        running.add(task)
+        try:
+            return await self._serve(message, message.payload)
+        except asyncio.CancelledError:
+            if task.cancelling() and running is not self._by_job.get(message.job_id):
+                task.uncancel()  # cancelled by cancel_job: answer, the caller may still listen
+                raise JobCancelled("the job was cancelled", job_id=message.job_id) from None
+            raise
+        finally:
+            running.discard(task)
+            if not running and self._by_job.get(message.job_id) is running:
+                del self._by_job[message.job_id]
+
+    async def _serve(self, message: AgentMessage, request: LLMRequest) -> AgentMessage:
         context = CallContext(job_id=message.job_id, tenant=message.tenant, agent=message.sender)
         forwarder = None
         if request.stream and self._router is not None and message.job_id is not None:

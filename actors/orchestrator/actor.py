@@ -303,6 +303,9 @@ class Orchestrator:
                 await self._router.send(job_message(job, agent.name, Event(name="cancel_job")))
         job.runner.cancel()
         await wait_until(job, lambda: job.result is not None, 30.0)
+        # the job has its outcome: the pool may now drop the model calls still running for it
+        with contextlib.suppress(TroupeError):
+            await self._router.send(job_message(job, "llm", Event(name="cancel_job")))
         return True
 
     async def jobs(self, *, tenant: str | None = None) -> dict[str, JobStatus]:

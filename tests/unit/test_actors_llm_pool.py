@@ -236,3 +236,26 @@ def test_a_pool_started_again_serves_the_aliases_configured_since_and_not_remove
     assert "team-a" in models
     assert "team-b" not in models
     assert set(DEFAULT_MODELS) <= set(models)
+
+
+def test_cancel_job_stops_that_jobs_model_calls_and_no_other():
+    async def main():
+        pool = LLMAdapterPool({"slow": OfflineModel(latency_s=60.0)})
+
+        def call(job_id):
+            data = encode(envelope(llm_request("hi", model="slow"), "llm", job_id=job_id))
+            return asyncio.create_task(pool.receive(data))
+
+        first, other = call("job-1"), call("job-2")
+        await asyncio.sleep(0.05)  # both are waiting on the model
+        stop = envelope(Event(name="cancel_job"), "llm", job_id="job-1")
+        stopped = decode(await pool.receive(encode(stop)))
+        reply = decode(await asyncio.wait_for(first, 5))
+        still_running = not other.done()
+        other.cancel()
+        return stopped.payload.data, reply.payload, still_running
+
+    stopped, reply, still_running = asyncio.run(main())
+    assert stopped == {"calls": 1}
+    assert reply.code is ErrorCode.CANCELLED
+    assert still_running
