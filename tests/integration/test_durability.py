@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import ray
 
 import runtime
 from protocols.team import team_role
-from tests.support.restarts import after_restart
+from tests.support.restarts import after_restart, kill_and_wait_for_restart
 
 LATENCY_S = 1.0
 
@@ -78,7 +77,7 @@ def test_a_restarted_router_rebuilds_its_registry(rt):
     team = _slow_team("rebuild", agents=1)
     rt.submit("- warm up.", team=team).result(timeout=60)
     before = rt.router_stats().registered
-    ray.kill(rt.actor("router"), no_restart=False)
+    kill_and_wait_for_restart(rt.actor("router"))  # the stats below are the new one's
 
     after = after_restart(rt.actor("router").stats.remote).registered
     assert after.keys() >= {"llm", "orchestrator", "memory", "tools-0", "rebuild-0"}
@@ -86,20 +85,6 @@ def test_a_restarted_router_rebuilds_its_registry(rt):
     # and it routes: an agent reaches the pool, the orchestrator reaches the agent
     result = rt.submit("- once more.", team=team).result(timeout=60)
     assert result.status == "succeeded"
-
-
-def _pid(handle) -> int:
-    return after_restart(lambda: handle.__ray_call__.remote(lambda _self: os.getpid()))
-
-
-def _restarted(handle) -> None:
-    """Kill ``handle``'s actor and wait until Ray has brought it back in a new process."""
-    before = _pid(handle)
-    ray.kill(handle, no_restart=False)
-    deadline = time.monotonic() + 60
-    while _pid(handle) == before:
-        assert time.monotonic() < deadline, "the actor was not restarted"
-        time.sleep(0.1)
 
 
 def test_restarted_agents_and_pool_come_back_as_last_configured(rt):
@@ -113,8 +98,8 @@ def test_restarted_agents_and_pool_come_back_as_last_configured(rt):
     assert rt.submit("- two.", team=updated).result(timeout=120).status == "succeeded"
     agent, llm = rt.actor("agent/revenant-0"), rt.actor("llm")
 
-    _restarted(agent)
-    _restarted(llm)
+    kill_and_wait_for_restart(agent)
+    kill_and_wait_for_restart(llm)
 
     assert ray.get(agent.spec.remote()).instructions == "Be brief."  # not the creation spec
     assert ray.get(agent.registration.remote()) == [team_role("revenant", "worker")]

@@ -8,7 +8,7 @@ import ray
 
 import runtime
 from protocols import AgentMessage, MemoryHits, MemoryQuery, MemoryWrite, decode, encode
-from tests.support.restarts import after_restart
+from tests.support.restarts import after_restart, kill_and_wait_for_restart
 from tests.support.wire_server import Default, WireServer
 
 
@@ -27,7 +27,7 @@ def test_memories_survive_a_kill_of_the_memory_actor(rt):
     assert len(set(ids)) == 3
 
     memory = rt.actor("memory")
-    ray.kill(memory, no_restart=False)
+    kill_and_wait_for_restart(memory)
     count = after_restart(lambda: memory.count.remote(tenant))
     assert count == 3
     (best, *_) = rt.recall("When can we no longer deploy?", tenant=tenant)

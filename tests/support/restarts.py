@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+import ray
 from ray.exceptions import RayActorError
 
 
@@ -29,3 +31,23 @@ def after_restart(make_call: Callable[[], Any], within_s: float = 60.0) -> Any:
                 pause = min(pause * 2, 1.0)
 
     return asyncio.run(call())
+
+
+def pid_of(handle: Any) -> int:
+    """The process id of ``handle``'s actor (waiting for it if it is restarting)."""
+    pid: int = after_restart(lambda: handle.__ray_call__.remote(lambda _self: os.getpid()))
+    return pid
+
+
+def kill_and_wait_for_restart(handle: Any, within_s: float = 60.0) -> None:
+    """Kill ``handle``'s actor and return once Ray has brought it back in a new process.
+
+    ``ray.kill`` is asynchronous: a call made right after it may still reach the old process.
+    """
+    before = pid_of(handle)
+    ray.kill(handle, no_restart=False)
+    deadline = time.monotonic() + within_s
+    while pid_of(handle) == before:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the actor was not restarted within {within_s} s")
+        time.sleep(0.1)
