@@ -256,7 +256,7 @@ class MessageRouter:
             await self._discovered()
         self._count.batches += 1
         work: list[Awaitable[Answer]] = []
-        groups: dict[str, list[tuple[AgentMessage, asyncio.Future[bytes]]]] = {}
+        groups: dict[str, tuple[_Entry, list[tuple[AgentMessage, asyncio.Future[bytes]]]]] = {}
         for data in batch:
             try:
                 message = self._accept(data)
@@ -279,12 +279,12 @@ class MessageRouter:
                 continue
             if message.deadline is None and entry.batches:
                 entry.in_flight += 1  # counted now, so the next role lookup sees it
-                groups.setdefault(name, []).append((message, future))
+                groups.setdefault(name, (entry, []))[1].append((message, future))
                 work.append(asyncio.shield(future))
             else:
                 work.append(self._settle(message, future, name))
-        for name, items in groups.items():
-            task = asyncio.create_task(self._deliver_group(name, items))
+        for name, (entry, items) in groups.items():
+            task = asyncio.create_task(self._deliver_group(name, entry, items))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
         return await self._batches.start(work)
@@ -310,10 +310,13 @@ class MessageRouter:
         return reply
 
     async def _deliver_group(
-        self, name: str, items: list[tuple[AgentMessage, asyncio.Future[bytes]]]
+        self, name: str, entry: _Entry, items: list[tuple[AgentMessage, asyncio.Future[bytes]]]
     ) -> None:
-        """Hand ``items`` to ``name`` in one batch call; settle each as its answer comes."""
-        entry = self._entries[name]
+        """Hand ``items`` to ``name`` in one batch call; settle each as its answer comes.
+
+        ``entry`` is the one the envelopes were resolved to (``name`` may be unregistered or
+        registered anew by the time this runs).
+        """
         mailbox = entry.mailbox
         assert isinstance(mailbox, BatchMailbox)  # noqa: S101 - grouped only if it batches
         metrics.queue_depth("router", name, entry.in_flight)

@@ -237,3 +237,20 @@ def test_a_ticket_the_router_does_not_know_is_a_retryable_unavailable():
         return unknown.value
 
     assert run(main()).retryable
+
+
+def test_a_recipient_unregistered_while_its_batch_is_on_the_way_still_gets_it():
+    async def main():
+        router = MessageRouter()
+        echo = BatchEcho("a")
+        await router.register("a", echo)
+        sent = [ping("a"), ping("a")]
+        answers, removed = await asyncio.gather(
+            _all(router, [encode(m) for m in sent]), router.unregister("a")
+        )
+        return [decode(a) for a in answers], removed, await router.stats()
+
+    replies, removed, stats = run(main())
+    assert removed
+    assert [r.payload.data["by"] for r in replies] == ["a", "a"]  # resolved before, delivered
+    assert (stats.delivered, stats.in_flight) == (2, {})
