@@ -75,6 +75,9 @@ class MemoryStore(TakesBatches):
         self._conversations: dict[str, list[ChatMessage]] = {}
         self._working = WorkingMemory()
         self._forgetter: asyncio.Task[None] | None = None
+        # the client and each collection are made once: two first requests racing to make
+        # them in threads broke Chroma's client ("RustBindingsAPI has no attribute bindings")
+        self._opening = asyncio.Lock()
 
     # -- long-term ------------------------------------------------------------------------
 
@@ -335,18 +338,22 @@ class MemoryStore(TakesBatches):
 
     async def _chroma(self) -> ClientAPI:
         if self._client is None:
-            import chromadb  # noqa: PLC0415 - Chroma is imported only by the memory actor
-
-            settings = chromadb.config.Settings(anonymized_telemetry=False, allow_reset=False)
-            if self._config.server:
-                host, _, port = self._config.server.rpartition(":")
-                self._client = chromadb.HttpClient(host=host, port=int(port), settings=settings)
-            else:
-                self._config.path.mkdir(parents=True, exist_ok=True)
-                self._client = await asyncio.to_thread(
-                    chromadb.PersistentClient, path=str(self._config.path), settings=settings
-                )
+            async with self._opening:
+                if self._client is None:
+                    self._client = await self._open_chroma()
         return self._client
+
+    async def _open_chroma(self) -> ClientAPI:
+        import chromadb  # noqa: PLC0415 - Chroma is imported only by the memory actor
+
+        settings = chromadb.config.Settings(anonymized_telemetry=False, allow_reset=False)
+        if self._config.server:
+            host, _, port = self._config.server.rpartition(":")
+            return chromadb.HttpClient(host=host, port=int(port), settings=settings)
+        self._config.path.mkdir(parents=True, exist_ok=True)
+        return await asyncio.to_thread(
+            chromadb.PersistentClient, path=str(self._config.path), settings=settings
+        )
 
     async def _collection(self, tenant: str) -> Collection:
         return await self._collection_by_name(_collection_name(tenant))
@@ -356,12 +363,14 @@ class MemoryStore(TakesBatches):
             from actors.memory.embeddings import embedding_function  # noqa: PLC0415
 
             client = await self._chroma()
-            self._collections[name] = await asyncio.to_thread(
-                client.get_or_create_collection,
-                name=name,
-                embedding_function=embedding_function(self._config.embedding),
-                metadata={"hnsw:space": "cosine"},
-            )
+            async with self._opening:
+                if name not in self._collections:
+                    self._collections[name] = await asyncio.to_thread(
+                        client.get_or_create_collection,
+                        name=name,
+                        embedding_function=embedding_function(self._config.embedding),
+                        metadata={"hnsw:space": "cosine"},
+                    )
         return self._collections[name]
 
     def _start_forgetting(self) -> None:

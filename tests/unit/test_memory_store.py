@@ -56,6 +56,22 @@ def test_write_then_recall_best_first(store):
     assert hits[0].score >= hits[-1].score
 
 
+def test_first_requests_arriving_together_share_one_client(store):
+    """Parallel subtasks' first recalls used to open Chroma twice at once, and one failed."""
+
+    async def together():
+        writes = [
+            store.write("acme", MemoryWrite(text=f"Fact {i} about the staging host."))
+            for i in range(3)
+        ]
+        queries = [store.query("acme", MemoryQuery(query="staging host")) for _ in range(3)]
+        return await asyncio.gather(*writes, *queries)
+
+    answers = run(together())
+    assert len(set(answers[:3])) == 3
+    assert len(ask(store, "acme", "staging host", k=5)) == 3
+
+
 def test_tenants_never_see_each_other(store):
     run(store.write("acme", MemoryWrite(text="Acme's secret recipe uses cardamom.")))
     run(store.write("globex", MemoryWrite(text="Globex ships on Tuesdays.")))
