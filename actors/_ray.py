@@ -22,6 +22,7 @@ from actors._ray_client import (
     RayRouterClient,
     discover_troupe,
     ray_mailbox,
+    restarted_actor,
     through_restarts,
     unwrap,
 )
@@ -196,7 +197,7 @@ def spawn_system(
     router = (
         _remote(MessageRouter)
         .options(**_options("router", max_restarts=SYSTEM_RESTARTS))
-        .remote(mailbox_factory=ray_mailbox, discover=discover_troupe)
+        .remote(mailbox_factory=ray_mailbox, discover=discover_troupe, restarted=restarted_actor)
     )
     llm = (
         _remote(LLMAdapterPool)

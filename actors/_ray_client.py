@@ -27,6 +27,7 @@ __all__ = [
     "RayRouterClient",
     "discover_troupe",
     "ray_mailbox",
+    "restarted_actor",
     "through_restarts",
     "unwrap",
 ]
@@ -254,6 +255,11 @@ def _client(router: Any, max_batch: int) -> RayRouterClient:
 _SYSTEM: Final = frozenset({"llm", "orchestrator", "memory"})
 
 
+def restarted_actor() -> bool:
+    """Whether the calling actor is a restart: Ray reconstructed it after it died."""
+    return bool(ray.get_runtime_context().was_current_actor_reconstructed)
+
+
 async def discover_troupe() -> list[tuple[str, Any, list[str]]]:
     """Every live actor of the namespace, as router registrations ``(name, handle, roles)``.
 
@@ -262,11 +268,16 @@ async def discover_troupe() -> list[tuple[str, Any, list[str]]]:
     with the roles they were given (asked of each agent, a second at most).
     """
     found: list[tuple[str, Any, list[str]]] = []
-    for entry in ray.util.list_named_actors(all_namespaces=True):
+    # both ask the GCS and block: in a thread, so the router's loop goes on delivering
+    named = await asyncio.to_thread(ray.util.list_named_actors, all_namespaces=True)
+    for entry in named:
         name = entry["name"]
         if entry["namespace"] != NAMESPACE:
             continue
-        handle = ray.get_actor(name, namespace=NAMESPACE)
+        try:
+            handle = await asyncio.to_thread(ray.get_actor, name, namespace=NAMESPACE)
+        except ValueError:  # gone since it was listed
+            continue
         if name in _SYSTEM:
             found.append((name, handle, []))
         elif name.startswith("tools/"):

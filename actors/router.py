@@ -100,6 +100,11 @@ class MessageRouter:
         max_hops: envelopes routed this many times are dead-lettered (loop protection).
         dedupe_window: how many recent message ids are remembered for de-duplication.
         dead_letter_limit: how many dead letters are kept for inspection (the count is exact).
+        discover: finds the live actors (name, mailbox, roles), for a router that starts among
+            them: its registry is rebuilt from what this returns.
+        restarted: whether this router is a restart (under Ray, Ray says so). Only a restart
+            keeps looking, for a while, for actors that were restarting with it: a router
+            that starts fresh has nothing to catch up with.
     """
 
     def __init__(
@@ -110,6 +115,7 @@ class MessageRouter:
         dedupe_window: int = 10_000,
         dead_letter_limit: int = 10_000,
         discover: Callable[[], Awaitable[list[tuple[str, Any, list[str]]]]] | None = None,
+        restarted: Callable[[], bool] = lambda: True,
     ) -> None:
         self._wrap = mailbox_factory
         self._max_hops = max_hops
@@ -124,6 +130,7 @@ class MessageRouter:
         self._batches = Batches()
         self._unregistered: set[str] = set()
         self._discovery: asyncio.Task[None] | None = None
+        self._restarted = restarted
         if discover is not None:  # a restarted router finds the actors that are still there
             with contextlib.suppress(RuntimeError):  # no running loop: nothing to rediscover
                 self._discovery = asyncio.get_running_loop().create_task(self._rebuild(discover))
@@ -140,6 +147,8 @@ class MessageRouter:
             if name not in self._entries:
                 await self.register(name, mailbox, roles)
         log.info("registry_rebuilt", actors=len(found))
+        if not self._restarted():
+            return
         task = asyncio.create_task(self._catch_up(discover))
         self._background.add(task)
         task.add_done_callback(self._background.discard)

@@ -39,3 +39,22 @@ def test_an_actor_found_after_the_rebuild_is_registered_late_but_not_an_unregist
     assert registry == {"early": ["worker"], "late": ["worker"]}
     assert reply.payload.data["by"] == "late"
     assert len(rounds) >= 3
+
+
+def test_a_router_that_starts_fresh_rebuilds_once_and_stops_looking(monkeypatch):
+    monkeypatch.setattr(router_module, "REDISCOVER_EVERY_S", 0.01)
+    early = Echo("early")
+    rounds = []
+
+    async def discover():
+        rounds.append(len(rounds))
+        return [("early", early, ["worker"])]
+
+    async def main():
+        router = MessageRouter(discover=discover, restarted=lambda: False)
+        registry = await router.registry()
+        await asyncio.sleep(0.2)  # twenty catch-up rounds, had it been a restart
+        return registry
+
+    assert run(main()) == {"early": ["worker"]}
+    assert rounds == [0]
