@@ -14,11 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -26,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from actors import _metrics as metrics
 from actors._endpoint import Answer, Batches, BatchMailbox, Mailbox, Partial
+from actors._registry import Discover, Entry, Registry, rebuild
 from protocols import (
     AddressKind,
     AgentMessage,
@@ -35,7 +35,6 @@ from protocols import (
     ErrorCode,
     ErrorPayload,
     HopLimitExceeded,
-    InvalidInput,
     TroupeError,
     UnknownRecipient,
     decode,
@@ -46,10 +45,6 @@ from protocols import (
 __all__ = ["LocalRouterClient", "MessageRouter", "RouterStats"]
 
 log = structlog.get_logger("raytroupe.router")
-
-REDISCOVER_ROUNDS = 30
-REDISCOVER_EVERY_S = 1.0
-"""After rebuilding its registry, a restarted router looks again this often, this many times."""
 
 
 class RouterStats(BaseModel):
@@ -68,22 +63,12 @@ class RouterStats(BaseModel):
 
 
 @dataclass
-class _Entry:
-    mailbox: Mailbox
-    roles: frozenset[str]
-    in_flight: int = 0
-    batches: bool = False
-    """The mailbox takes batches (:class:`BatchMailbox`)."""
-
-
-@dataclass
 class _Counters:
     routed: int = 0
     delivered: int = 0
     dead_lettered: int = 0
     duplicates: int = 0
     batches: int = 0
-    by_role_turn: itertools.count[int] = field(default_factory=itertools.count)
 
 
 def _identity(ref: Any) -> Mailbox:
@@ -114,63 +99,29 @@ class MessageRouter:
         max_hops: int = 16,
         dedupe_window: int = 10_000,
         dead_letter_limit: int = 10_000,
-        discover: Callable[[], Awaitable[list[tuple[str, Any, list[str]]]]] | None = None,
+        discover: Discover | None = None,
         restarted: Callable[[], bool] = lambda: True,
     ) -> None:
-        self._wrap = mailbox_factory
+        self._registry = Registry(mailbox_factory)
         self._max_hops = max_hops
         self._dedupe_window = dedupe_window
-        self._entries: dict[str, _Entry] = {}
-        self._roles: dict[str, list[str]] = {}
-        self._topics: dict[str, set[str]] = {}
         self._seen: OrderedDict[str, asyncio.Future[bytes]] = OrderedDict()
         self._dead: deque[DeadLetter] = deque(maxlen=dead_letter_limit)
         self._count = _Counters()
         self._background: set[asyncio.Task[None]] = set()
         self._batches = Batches()
-        self._unregistered: set[str] = set()
         self._discovery: asyncio.Task[None] | None = None
-        self._restarted = restarted
-        if discover is not None:  # a restarted router finds the actors that are still there
+        if discover is not None:  # a router starting among running actors finds them
             with contextlib.suppress(RuntimeError):  # no running loop: nothing to rediscover
-                self._discovery = asyncio.get_running_loop().create_task(self._rebuild(discover))
-
-    async def _rebuild(
-        self, discover: Callable[[], Awaitable[list[tuple[str, Any, list[str]]]]]
-    ) -> None:
-        try:
-            found = await discover()
-        except Exception:
-            log.exception("registry_rebuild_failed")
-            return
-        for name, mailbox, roles in found:
-            if name not in self._entries:
-                await self.register(name, mailbox, roles)
-        log.info("registry_rebuilt", actors=len(found))
-        if not self._restarted():
-            return
-        task = asyncio.create_task(self._catch_up(discover))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
-
-    async def _catch_up(
-        self, discover: Callable[[], Awaitable[list[tuple[str, Any, list[str]]]]]
-    ) -> None:
-        """Look again for a while: an actor restarting with the router answered too late.
-
-        Actors unregistered since the router started are not brought back.
-        """
-        for _ in range(REDISCOVER_ROUNDS):
-            await asyncio.sleep(REDISCOVER_EVERY_S)
-            try:
-                found = await discover()
-            except Exception:  # logged; the next round tries again
-                log.warning("registry_catch_up_failed", exc_info=True)
-                continue
-            for name, mailbox, roles in found:
-                if name not in self._entries and name not in self._unregistered:
-                    await self.register(name, mailbox, roles)
-                    log.info("registered_late", name=name)
+                loop = asyncio.get_running_loop()
+                self._discovery = loop.create_task(
+                    rebuild(
+                        self._registry,
+                        discover,
+                        restarted=restarted(),
+                        background=self._background,
+                    )
+                )
 
     async def _discovered(self) -> None:
         if self._discovery is not None:
@@ -180,46 +131,30 @@ class MessageRouter:
     # -- registry -------------------------------------------------------------------------
 
     async def register(self, name: str, mailbox: Any, roles: Iterable[str] = ()) -> None:
-        """Make ``name`` deliverable to ``mailbox``, holding ``roles``; replaces an old entry."""
-        kind, bare = parse_address(name)
-        if kind is not AddressKind.DIRECT:
-            raise InvalidInput(f"register takes a plain name, not {name!r}", name=name)
-        await self.unregister(bare)
-        self._unregistered.discard(bare)
-        role_set = frozenset(parse_address(f"role:{r}").name for r in roles)
-        wrapped = self._wrap(mailbox)
-        self._entries[bare] = _Entry(wrapped, role_set, batches=isinstance(wrapped, BatchMailbox))
-        for role in role_set:
-            self._roles.setdefault(role, []).append(bare)
-        log.info("registered", name=bare, roles=sorted(role_set))
+        """Make ``name`` deliverable to ``mailbox``, holding ``roles``; replaces an old entry.
+
+        Raises:
+            InvalidInput: ``name`` is an address (``role:``, ``topic:``), not a plain name.
+        """
+        self._registry.register(name, mailbox, roles)
 
     async def unregister(self, name: str) -> bool:
         """Forget ``name``; True if it was registered."""
-        entry = self._entries.pop(name, None)
-        if entry is None:
-            return False
-        self._unregistered.add(name)
-        for role in entry.roles:
-            holders = self._roles.get(role, [])
-            if name in holders:
-                holders.remove(name)
-            if not holders:
-                self._roles.pop(role, None)
-        for subscribers in self._topics.values():
-            subscribers.discard(name)
-        return True
+        return self._registry.unregister(name)
 
     async def subscribe(self, name: str, topic: str) -> None:
-        """Deliver envelopes sent to ``topic:<topic>`` to the registered actor ``name``."""
-        if name not in self._entries:
-            raise UnknownRecipient(f"cannot subscribe unregistered {name!r}", name=name)
-        self._topics.setdefault(parse_address(f"topic:{topic}").name, set()).add(name)
+        """Deliver envelopes sent to ``topic:<topic>`` to the registered actor ``name``.
+
+        Raises:
+            UnknownRecipient: ``name`` is not registered.
+        """
+        self._registry.subscribe(name, topic)
 
     async def registry(self) -> dict[str, list[str]]:
         """Registered names and their roles."""
         if self._discovery is not None:
             await self._discovered()
-        return {name: sorted(e.roles) for name, e in self._entries.items()}
+        return self._registry.names()
 
     # -- delivery -------------------------------------------------------------------------
 
@@ -265,7 +200,7 @@ class MessageRouter:
             await self._discovered()
         self._count.batches += 1
         work: list[Awaitable[Answer]] = []
-        groups: dict[str, tuple[_Entry, list[tuple[AgentMessage, asyncio.Future[bytes]]]]] = {}
+        groups: dict[str, tuple[Entry, list[tuple[AgentMessage, asyncio.Future[bytes]]]]] = {}
         for data in batch:
             try:
                 message = self._accept(data)
@@ -319,7 +254,7 @@ class MessageRouter:
         return reply
 
     async def _deliver_group(
-        self, name: str, entry: _Entry, items: list[tuple[AgentMessage, asyncio.Future[bytes]]]
+        self, name: str, entry: Entry, items: list[tuple[AgentMessage, asyncio.Future[bytes]]]
     ) -> None:
         """Hand ``items`` to ``name`` in one batch call; settle each as its answer comes.
 
@@ -387,7 +322,7 @@ class MessageRouter:
         kind, name = parse_address(message.recipient)
         try:
             if kind is AddressKind.TOPIC:
-                targets = sorted(self._topics.get(name, ()))
+                targets = self._registry.subscribers(name)
                 if not targets:
                     raise UnknownRecipient(f"no subscribers to {message.recipient}")
             else:
@@ -415,8 +350,8 @@ class MessageRouter:
             dead_lettered=self._count.dead_lettered,
             duplicates=self._count.duplicates,
             batches=self._count.batches,
-            registered={n: sorted(e.roles) for n, e in self._entries.items()},
-            in_flight={n: e.in_flight for n, e in self._entries.items() if e.in_flight},
+            registered=self._registry.names(),
+            in_flight={n: e.in_flight for n, e in self._registry.entries.items() if e.in_flight},
         )
 
     # -- internals ------------------------------------------------------------------------
@@ -438,30 +373,12 @@ class MessageRouter:
         while len(self._seen) > self._dedupe_window:
             self._seen.popitem(last=False)
 
-    def _resolve(self, message: AgentMessage, target: str | None = None) -> tuple[str, _Entry]:
+    def _resolve(self, message: AgentMessage, target: str | None = None) -> tuple[str, Entry]:
         if message.hops >= self._max_hops:
             raise HopLimitExceeded(f"hop limit {self._max_hops} reached", hops=message.hops)
         if message.expired():
             raise DeadlineExceeded("deadline passed before delivery", deadline=message.deadline)
-        kind, name = parse_address(message.recipient)
-        if target is not None:
-            name = target
-        elif kind is AddressKind.ROLE:
-            holders = self._roles.get(name)
-            if not holders:
-                raise UnknownRecipient(f"no agent holds role {name!r}", recipient=message.recipient)
-            turn = next(self._count.by_role_turn)
-            # least in flight first; ties broken round-robin so equal agents share the work
-            name = min(
-                (holders[(turn + i) % len(holders)] for i in range(len(holders))),
-                key=lambda n: self._entries[n].in_flight,
-            )
-        elif kind is AddressKind.TOPIC:
-            raise InvalidInput("a request cannot go to a topic; use send", recipient=name)
-        entry = self._entries.get(name)
-        if entry is None:
-            raise UnknownRecipient(f"no actor registered as {name!r}", recipient=message.recipient)
-        return name, entry
+        return self._registry.lookup(message.recipient, target)
 
     async def _deliver_one(self, message: AgentMessage, target: str | None = None) -> bytes:
         try:
@@ -475,7 +392,7 @@ class MessageRouter:
             return encode(message.reply(_no_reply_error(name), sender="router"))
         return reply
 
-    async def _call(self, name: str, entry: _Entry, routed: AgentMessage) -> bytes | None:
+    async def _call(self, name: str, entry: Entry, routed: AgentMessage) -> bytes | None:
         timeout = None if routed.deadline is None else max(0.0, routed.deadline - time.time())
         entry.in_flight += 1
         metrics.queue_depth("router", name, entry.in_flight)

@@ -4,7 +4,7 @@ import asyncio
 
 from wiring import Echo, ping, run
 
-import actors.router as router_module
+import actors._registry as registry_module
 from actors import MessageRouter
 from protocols import decode, encode
 
@@ -12,7 +12,7 @@ from protocols import decode, encode
 def test_an_actor_found_after_the_rebuild_is_registered_late_but_not_an_unregistered_one(
     monkeypatch,
 ):
-    monkeypatch.setattr(router_module, "REDISCOVER_EVERY_S", 0.01)
+    monkeypatch.setattr(registry_module, "REDISCOVER_EVERY_S", 0.01)
     early, late, gone = Echo("early"), Echo("late"), Echo("gone")
     rounds = []
 
@@ -42,7 +42,7 @@ def test_an_actor_found_after_the_rebuild_is_registered_late_but_not_an_unregist
 
 
 def test_a_router_that_starts_fresh_rebuilds_once_and_stops_looking(monkeypatch):
-    monkeypatch.setattr(router_module, "REDISCOVER_EVERY_S", 0.01)
+    monkeypatch.setattr(registry_module, "REDISCOVER_EVERY_S", 0.01)
     early = Echo("early")
     rounds = []
 
