@@ -1,16 +1,16 @@
 """The orchestrator: job lifecycle, planning, parallel dispatch, aggregation, job events.
 
-A job runs as one asyncio task: provision the team, ask the planner for a plan, dispatch every
-ready subtask through the router (in parallel up to ``TeamSpec.max_parallel`` per job and
-``max_running`` overall), then ask the planner model to aggregate. Subtasks whose agent died
-(a retryable delivery error) are dispatched again with ``attempt + 1``.
+A job runs as one asyncio task (:class:`~actors.orchestrator.runner.JobRunner`): provision
+the team, ask the planner for a plan, dispatch every ready subtask through the router (in
+parallel up to ``TeamSpec.max_parallel`` per job and ``max_running`` overall), then ask the
+planner model to aggregate. Subtasks whose agent died (a retryable delivery error) are
+dispatched again with ``attempt + 1``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
@@ -22,20 +22,16 @@ from actors import _metrics as metrics
 from actors._endpoint import RouterClient, serve_envelope
 from actors.orchestrator.approvals import ApprovalDesk
 from actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
-from actors.orchestrator.dispatch import Dispatcher
 from actors.orchestrator.intent import JobRouter
 from actors.orchestrator.jobs import (
     ME,
     Job,
     emit,
     job_message,
-    move,
     wait_until,
 )
 from actors.orchestrator.journal import Journal
-from actors.orchestrator.otel import export_otel
-from actors.orchestrator.planning import aggregate, make_plan
-from actors.orchestrator.tracing import add_span, done_subtask_spans, job_trace
+from actors.orchestrator.runner import JobRunner
 from protocols import (
     AgentInfo,
     AgentMessage,
@@ -43,21 +39,13 @@ from protocols import (
     ApprovalRequest,
     Attachment,
     Budget,
-    ErrorCode,
-    ErrorPayload,
     Event,
     InvalidInput,
     JobEvent,
     JobNotFound,
     JobResult,
     JobStatus,
-    LLMRequest,
-    LLMResponse,
-    ModelError,
-    Plan,
-    SubtaskResult,
     TeamSpec,
-    Timings,
     TroupeError,
     new_id,
     with_files,
@@ -96,15 +84,18 @@ class Orchestrator:
         otel: bool = False,
     ) -> None:
         self._router = router
-        self._otel = otel
-        self._provisioner = provisioner
-        self._dispatcher = Dispatcher(
-            router, max_running=max_running, max_attempts=max_attempts, record=self._record
-        )
         self._keep_jobs = keep_jobs
         self._journal = journal if isinstance(journal, Journal | None) else Journal(journal)
         self._desk = ApprovalDesk(self._journal)
         self._catalog = TeamCatalog(self._journal, provisioner)
+        self._runner = JobRunner(
+            router,
+            lambda job: provisioner.provision(self._catalog.current(job)),
+            self._journal,
+            max_running=max_running,
+            max_attempts=max_attempts,
+            otel=otel,
+        )
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self._job_router = JobRouter(router)
@@ -125,7 +116,7 @@ class Orchestrator:
             self._start(job)
 
     def _start(self, job: Job) -> None:
-        runner = job.runner = asyncio.create_task(self._run(job))
+        runner = job.runner = asyncio.create_task(self._runner.run(job))
         self._tasks.add(runner)
         runner.add_done_callback(self._tasks.discard)
 
@@ -347,161 +338,7 @@ class Orchestrator:
         """Remove one agent from its team. See :meth:`TeamCatalog.delete_agent`."""
         return await self._catalog.delete_agent(name)
 
-    # -- the job ----------------------------------------------------------------------------
-
-    async def _run(self, job: Job) -> None:
-        provision_s = plan_s = dispatch_s = aggregate_s = 0.0
-        subtasks: list[SubtaskResult] = []
-        answer, error = "", None
-        try:
-            mark = time.perf_counter()
-            move(job, "planning")
-            await self._provisioner.provision(self._catalog.current(job))
-            provision_s = time.perf_counter() - mark
-            mark = time.perf_counter()
-            graph = job.team.graph
-            plan = None if graph is not None else await self._planned(job)
-            plan_s = time.perf_counter() - mark
-
-            mark = time.perf_counter()
-            move(job, "running")
-            ask = functools.partial(self._ask, job)
-            if plan is not None:
-                subtasks = await self._dispatcher.run(job, plan, ask)
-            elif graph is not None:
-                subtasks = await self._dispatcher.run_graph(job, graph, ask)
-            dispatch_s = time.perf_counter() - mark
-            failed = [s for s in subtasks if s.status != "succeeded"]
-            if job.stopped is not None:
-                error = job.stopped.model_copy(
-                    update={
-                        "message": f"{job.stopped.message}; {len(failed)} of {len(subtasks)} "
-                        "subtasks did not finish"
-                    }
-                )
-            elif failed:
-                error = ErrorPayload(
-                    code=ErrorCode.JOB_FAILED,
-                    message=f"{len(failed)} of {len(subtasks)} subtasks did not succeed: "
-                    + ", ".join(
-                        f"{s.id} ({s.error.code if s.error else s.status})" for s in failed
-                    ),
-                )
-            elif plan is None:  # a graph's answer is its last node's
-                answer = subtasks[-1].output
-            else:
-                mark, aggregating = time.perf_counter(), time.time()
-                move(job, "aggregating")
-                await emit(job, "job_aggregating")
-                answer = await self._aggregate(job, subtasks)
-                add_span(job, "aggregate", "aggregate", aggregating, time.time())
-                aggregate_s = time.perf_counter() - mark
-        except TroupeError as exc:
-            error = ErrorPayload.from_exception(exc)
-        except Exception as exc:  # a job must end with a result, whatever broke
-            log.exception("job_crashed", job_id=job.id)
-            error = ErrorPayload.from_exception(exc)
-        except asyncio.CancelledError:
-            runner = asyncio.current_task()
-            if not job.cancel_requested or runner is None:
-                raise  # the actor is going away: the journal resumes the job later
-            runner.uncancel()
-            error = ErrorPayload(code=ErrorCode.CANCELLED, message="the job was cancelled")
-            subtasks = list(job.done.values())
-        timings = Timings(
-            submitted_at=job.submitted_at,
-            finished_at=time.time(),
-            provision_s=provision_s,
-            plan_s=plan_s,
-            dispatch_s=dispatch_s,
-            aggregate_s=aggregate_s,
-        )
-        await self._finish(job, subtasks, answer, error, timings)
-
-    async def _finish(
-        self,
-        job: Job,
-        subtasks: list[SubtaskResult],
-        answer: str,
-        error: ErrorPayload | None,
-        timings: Timings,
-    ) -> None:
-        """Build the job's result, journal it, let memory drop the job, emit the last event."""
-        cancelled = job.cancel_requested and error is not None and error.code is ErrorCode.CANCELLED
-        result = JobResult(
-            job_id=job.id,
-            task=job.task,
-            team=job.team.name,
-            status="cancelled" if cancelled else "failed" if error else "succeeded",
-            answer=answer,
-            subtasks=tuple(subtasks),
-            usage=sum((s.usage for s in subtasks), job.usage),
-            error=error,
-            timings=timings,
-            route=job.route,
-        )
-        result = result.model_copy(update={"trace": job_trace(job, timings, result.status, error)})
-        move(job, result.status)
-        if self._otel:
-            try:  # tracing must never fail a job
-                export_otel(result.trace)
-            except Exception:
-                log.exception("otel_export_failed", job_id=job.id)
-        log.info(
-            "job_finished",
-            job_id=job.id,
-            status=result.status,
-            total_s=round(result.timings.total_s, 3),
-        )
-        try:  # the job's working memory goes with it (fire and forget: memory is an aid)
-            await self._router.send(job_message(job, "memory", Event(name="job_ended")))
-        except TroupeError as exc:
-            log.warning("job_end_not_sent", job_id=job.id, code=exc.code.value)
-        if self._journal is not None:
-            self._journal.finish(result)
-        kind = {"succeeded": "job_succeeded", "cancelled": "job_cancelled"}.get(
-            result.status, "job_failed"
-        )
-        await emit(job, kind, data={"error": error.message if error else None}, result=result)
-
-    async def _planned(self, job: Job) -> Plan:
-        """The job's plan: journaled or made now (then journaled), announced to watchers."""
-        planned = time.time()
-        if job.plan is None:
-            job.plan = await self._plan(job)
-            if self._journal is not None:
-                self._journal.plan(job.id, job.plan)
-        plan = job.plan
-        add_span(job, "plan", "plan", planned, time.time(), subtasks=len(plan.subtasks))
-        done_subtask_spans(job)  # those that finished before a restart are not run again
-        data: dict[str, object] = {"subtasks": [s.model_dump(mode="json") for s in plan.subtasks]}
-        await emit(job, "plan_ready", data=data)
-        return plan
-
-    async def _plan(self, job: Job) -> Plan:
-        return await make_plan(job.task, job.team, lambda request: self._ask(job, request))
-
-    async def _aggregate(self, job: Job, results: list[SubtaskResult]) -> str:
-        return await aggregate(job.task, results, job.team, functools.partial(self._ask, job))
-
-    async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
-        request = request.model_copy(update={"budget": job.budget})
-        reply = await self._router.request(job_message(job, "llm", request))
-        match reply.payload:
-            case LLMResponse() as response:
-                job.usage += response.usage
-                return response
-            case ErrorPayload() as error:
-                raise error.to_exception()
-            case other:
-                raise ModelError(f"llm pool answered with {other.kind!r}")
-
     # -- helpers --------------------------------------------------------------------------------
-
-    def _record(self, job: Job, result: SubtaskResult) -> None:
-        job.done[result.id] = result
-        if self._journal is not None:
-            self._journal.subtask(job.id, result)
 
     def _job(self, job_id: str, tenant: str | None = None) -> Job:
         self._resume()

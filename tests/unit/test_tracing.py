@@ -138,7 +138,7 @@ def test_the_trace_exports_to_opentelemetry_with_its_parents(job):
 
 
 def test_the_orchestrator_exports_when_asked_and_survives_a_broken_export(monkeypatch):
-    from actors.orchestrator import actor  # noqa: PLC0415
+    from actors.orchestrator import runner  # noqa: PLC0415
 
     seen: list[int] = []
 
@@ -146,11 +146,11 @@ def test_the_orchestrator_exports_when_asked_and_survives_a_broken_export(monkey
         seen.append(len(spans))
         raise RuntimeError("collector down")
 
-    monkeypatch.setattr(actor, "export_otel", broken)
+    monkeypatch.setattr(runner, "export_otel", broken)
 
     async def main():
         troupe = await build_troupe()
-        troupe.orchestrator._otel = True
+        troupe.orchestrator._runner.otel = True
         return await troupe.run(
             "Describe the tower", TeamSpec(agents=(AgentSpec(name="a", role="r"),))
         )

@@ -1,0 +1,232 @@
+"""A job's run, from provisioning its team to its result: plan, dispatch, aggregate, finish.
+
+The orchestrator starts one :meth:`JobRunner.run` task per job; the runner is the part of
+the orchestrator that talks to the planner model, the dispatcher and the journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from actors._endpoint import RouterClient
+from actors.orchestrator.dispatch import Dispatcher
+from actors.orchestrator.jobs import Job, emit, job_message, move
+from actors.orchestrator.journal import Journal
+from actors.orchestrator.otel import export_otel
+from actors.orchestrator.planning import aggregate, make_plan
+from actors.orchestrator.tracing import add_span, done_subtask_spans, job_trace
+from protocols import (
+    ErrorCode,
+    ErrorPayload,
+    Event,
+    JobResult,
+    LLMRequest,
+    LLMResponse,
+    ModelError,
+    Plan,
+    SubtaskResult,
+    Timings,
+    TroupeError,
+)
+
+__all__ = ["JobRunner"]
+
+log = structlog.get_logger("raytroupe.orchestrator")
+
+
+class JobRunner:
+    """Runs one job at a time per call of :meth:`run`; holds nothing of its own per job.
+
+    Args:
+        router: how it reaches the LLM pool, the agents (through ``dispatcher``) and memory.
+        provision: makes a job's team ready (the catalog's current team, provisioned).
+        journal: where plans, subtask results and results are recorded (None: nowhere).
+        max_running: subtasks running at once over all jobs.
+        max_attempts: deliveries of one subtask when its agent dies or is unreachable.
+        otel: also export each finished job's trace to OpenTelemetry.
+    """
+
+    def __init__(
+        self,
+        router: RouterClient,
+        provision: Callable[[Job], Awaitable[None]],
+        journal: Journal | None,
+        *,
+        max_running: int,
+        max_attempts: int,
+        otel: bool = False,
+    ) -> None:
+        self._router = router
+        self._provision = provision
+        self._journal = journal
+        self.otel = otel
+        self._dispatcher = Dispatcher(
+            router, max_running=max_running, max_attempts=max_attempts, record=self.record
+        )
+
+    async def run(self, job: Job) -> None:
+        """Run ``job`` to its result: provision, plan, dispatch, aggregate, finish."""
+        provision_s = plan_s = dispatch_s = aggregate_s = 0.0
+        subtasks: list[SubtaskResult] = []
+        answer, error = "", None
+        try:
+            mark = time.perf_counter()
+            move(job, "planning")
+            await self._provision(job)
+            provision_s = time.perf_counter() - mark
+            mark = time.perf_counter()
+            graph = job.team.graph
+            plan = None if graph is not None else await self._planned(job)
+            plan_s = time.perf_counter() - mark
+
+            mark = time.perf_counter()
+            move(job, "running")
+            ask = functools.partial(self._ask, job)
+            if plan is not None:
+                subtasks = await self._dispatcher.run(job, plan, ask)
+            elif graph is not None:
+                subtasks = await self._dispatcher.run_graph(job, graph, ask)
+            dispatch_s = time.perf_counter() - mark
+            error = _dispatch_error(job, subtasks)
+            if error is None and plan is None:  # a graph's answer is its last node's
+                answer = subtasks[-1].output
+            elif error is None:
+                mark, aggregating = time.perf_counter(), time.time()
+                move(job, "aggregating")
+                await emit(job, "job_aggregating")
+                answer = await self._aggregate(job, subtasks)
+                add_span(job, "aggregate", "aggregate", aggregating, time.time())
+                aggregate_s = time.perf_counter() - mark
+        except TroupeError as exc:
+            error = ErrorPayload.from_exception(exc)
+        except Exception as exc:  # a job must end with a result, whatever broke
+            log.exception("job_crashed", job_id=job.id)
+            error = ErrorPayload.from_exception(exc)
+        except asyncio.CancelledError:
+            runner = asyncio.current_task()
+            if not job.cancel_requested or runner is None:
+                raise  # the actor is going away: the journal resumes the job later
+            runner.uncancel()
+            error = _cancelled()
+            subtasks = list(job.done.values())
+        timings = Timings(
+            submitted_at=job.submitted_at,
+            finished_at=time.time(),
+            provision_s=provision_s,
+            plan_s=plan_s,
+            dispatch_s=dispatch_s,
+            aggregate_s=aggregate_s,
+        )
+        await self._finish(job, subtasks, answer, error, timings)
+
+    async def _finish(
+        self,
+        job: Job,
+        subtasks: list[SubtaskResult],
+        answer: str,
+        error: ErrorPayload | None,
+        timings: Timings,
+    ) -> None:
+        """Build the job's result, journal it, let memory drop the job, emit the last event."""
+        cancelled = job.cancel_requested and error is not None and error.code is ErrorCode.CANCELLED
+        result = JobResult(
+            job_id=job.id,
+            task=job.task,
+            team=job.team.name,
+            status="cancelled" if cancelled else "failed" if error else "succeeded",
+            answer=answer,
+            subtasks=tuple(subtasks),
+            usage=sum((s.usage for s in subtasks), job.usage),
+            error=error,
+            timings=timings,
+            route=job.route,
+        )
+        result = result.model_copy(update={"trace": job_trace(job, timings, result.status, error)})
+        move(job, result.status)
+        if self.otel:
+            try:  # tracing must never fail a job
+                export_otel(result.trace)
+            except Exception:
+                log.exception("otel_export_failed", job_id=job.id)
+        log.info(
+            "job_finished",
+            job_id=job.id,
+            status=result.status,
+            total_s=round(result.timings.total_s, 3),
+        )
+        try:  # the job's working memory goes with it (fire and forget: memory is an aid)
+            await self._router.send(job_message(job, "memory", Event(name="job_ended")))
+        except TroupeError as exc:
+            log.warning("job_end_not_sent", job_id=job.id, code=exc.code.value)
+        if self._journal is not None:
+            self._journal.finish(result)
+        kind = {"succeeded": "job_succeeded", "cancelled": "job_cancelled"}.get(
+            result.status, "job_failed"
+        )
+        await emit(job, kind, data={"error": error.message if error else None}, result=result)
+
+    async def _planned(self, job: Job) -> Plan:
+        """The job's plan: journaled or made now (then journaled), announced to watchers."""
+        planned = time.time()
+        if job.plan is None:
+            job.plan = await self._plan(job)
+            if self._journal is not None:
+                self._journal.plan(job.id, job.plan)
+        plan = job.plan
+        add_span(job, "plan", "plan", planned, time.time(), subtasks=len(plan.subtasks))
+        done_subtask_spans(job)  # those that finished before a restart are not run again
+        data: dict[str, object] = {"subtasks": [s.model_dump(mode="json") for s in plan.subtasks]}
+        await emit(job, "plan_ready", data=data)
+        return plan
+
+    async def _plan(self, job: Job) -> Plan:
+        return await make_plan(job.task, job.team, lambda request: self._ask(job, request))
+
+    async def _aggregate(self, job: Job, results: list[SubtaskResult]) -> str:
+        return await aggregate(job.task, results, job.team, functools.partial(self._ask, job))
+
+    async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
+        request = request.model_copy(update={"budget": job.budget})
+        reply = await self._router.request(job_message(job, "llm", request))
+        match reply.payload:
+            case LLMResponse() as response:
+                job.usage += response.usage
+                return response
+            case ErrorPayload() as error:
+                raise error.to_exception()
+            case other:
+                raise ModelError(f"llm pool answered with {other.kind!r}")
+
+    def record(self, job: Job, result: SubtaskResult) -> None:
+        """Keep a finished subtask's result, and journal it."""
+        job.done[result.id] = result
+        if self._journal is not None:
+            self._journal.subtask(job.id, result)
+
+
+def _cancelled() -> ErrorPayload:
+    return ErrorPayload(code=ErrorCode.CANCELLED, message="the job was cancelled")
+
+
+def _dispatch_error(job: Job, subtasks: list[SubtaskResult]) -> ErrorPayload | None:
+    """Why the job failed or stopped in dispatch (None: every subtask succeeded)."""
+    failed = [s for s in subtasks if s.status != "succeeded"]
+    if job.stopped is not None:
+        return job.stopped.model_copy(
+            update={
+                "message": f"{job.stopped.message}; {len(failed)} of {len(subtasks)} "
+                "subtasks did not finish"
+            }
+        )
+    if failed:
+        return ErrorPayload(
+            code=ErrorCode.JOB_FAILED,
+            message=f"{len(failed)} of {len(subtasks)} subtasks did not succeed: "
+            + ", ".join(f"{s.id} ({s.error.code if s.error else s.status})" for s in failed),
+        )
+    return None
