@@ -280,7 +280,7 @@ class Orchestrator:
     async def cancel(self, job_id: str, *, tenant: str | None = None) -> bool:
         """Cancel a job: its running subtasks are stopped at their agents, none starts again.
 
-        Returns False if the job had already finished.
+        Returns False if the job had already finished, or finished otherwise meanwhile.
 
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
@@ -297,7 +297,7 @@ class Orchestrator:
         # the job has its outcome: the pool may now drop the model calls still running for it
         with contextlib.suppress(TroupeError):
             await self._router.send(job_message(job, "llm", Event(name="cancel_job")))
-        return True
+        return job.result is not None and job.result.status == "cancelled"
 
     async def jobs(self, *, tenant: str | None = None) -> dict[str, JobStatus]:
         """Known jobs (of ``tenant``, when given) and their status, oldest first."""

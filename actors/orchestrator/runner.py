@@ -122,7 +122,8 @@ class JobRunner:
             dispatch_s=dispatch_s,
             aggregate_s=aggregate_s,
         )
-        await self._finish(job, subtasks, answer, error, timings)
+        # a cancel arriving now must not cut the result short: the job would never end
+        await asyncio.shield(self._finish(job, subtasks, answer, error, timings))
 
     async def _finish(
         self,
@@ -216,6 +217,8 @@ def _cancelled() -> ErrorPayload:
 def _dispatch_error(job: Job, subtasks: list[SubtaskResult]) -> ErrorPayload | None:
     """Why the job failed or stopped in dispatch (None: every subtask succeeded)."""
     failed = [s for s in subtasks if s.status != "succeeded"]
+    if job.cancel_requested:  # its agents stopped the subtasks before the runner was told
+        return _cancelled()
     if job.stopped is not None:
         return job.stopped.model_copy(
             update={

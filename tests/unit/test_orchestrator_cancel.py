@@ -46,6 +46,37 @@ def test_cancel_stops_running_subtasks_at_their_agent():
     assert len(work) <= 2  # the calls in flight were abandoned, none started afterwards
 
 
+def test_a_job_whose_subtasks_stop_before_its_runner_is_cancelled_is_cancelled_not_failed():
+    """The agents may stop the subtasks and the job finish before the cancel reaches it.
+
+    Under load this happened over HTTP: the job ended ``failed`` (its subtasks did not
+    succeed) although the user had cancelled it.
+    """
+
+    async def main():
+        troupe = await build_troupe(SLOW)
+        send = troupe.client.send
+
+        async def slow_send(message):  # the agents act on the cancel before cancel() goes on
+            status = await send(message)
+            await asyncio.sleep(0.2)
+            return status
+
+        job_id = await troupe.orchestrator.submit("- one.\n- two.", slow_team())
+        for _ in range(1000):
+            events = await troupe.orchestrator.events(job_id)
+            if any(e.type == "subtask_started" for e in events):
+                break
+            await asyncio.sleep(0.01)
+        troupe.client.send = slow_send
+        assert await troupe.orchestrator.cancel(job_id) is True
+        return await troupe.orchestrator.wait(job_id, 10)
+
+    result = run(main())
+    assert result.status == "cancelled"
+    assert result.error.code is ErrorCode.CANCELLED
+
+
 def test_a_subtask_deadline_fails_it_instead_of_waiting_on_a_slow_model():
     async def main():
         troupe = await build_troupe(SLOW)
