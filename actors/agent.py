@@ -19,6 +19,8 @@ import structlog
 
 from actors._endpoint import Keeper, RouterClient, TakesBatches, serve_envelope
 from actors.agent_limits import Limits, Stop
+from actors.agent_memory import recall, remember
+from actors.agent_trace import model_span, tool_span
 from protocols import (
     AgentMessage,
     AgentSpec,
@@ -30,9 +32,6 @@ from protocols import (
     InvalidInput,
     LLMRequest,
     LLMResponse,
-    MemoryHits,
-    MemoryQuery,
-    MemoryWrite,
     ModelError,
     Span,
     TaskRequest,
@@ -293,7 +292,7 @@ class AgentActor(TakesBatches):
             while loop.turns < max_turns:
                 if stop := loop.limits.before_model_call():
                     break
-                recalled = await self._recall(message, spec, request, loop.messages)
+                recalled = await recall(self._router, message, spec, request, loop.messages)
                 asked = self._clock()
                 answer = await self._ask(
                     message,
@@ -308,11 +307,11 @@ class AgentActor(TakesBatches):
                 )
                 loop.turns += 1
                 loop.usage += answer.usage
-                loop.spans.append(_model_span(spec.model, answer, asked, self._clock()))
+                loop.spans.append(model_span(spec.model, answer, asked, self._clock()))
                 loop.providers.append(answer.provider)
                 if not answer.tool_calls:
                     bound.info("subtask_done", turns=loop.turns)
-                    await self._remember(message, spec, request, answer.text)
+                    await remember(self._router, message, spec, request, answer.text)
                     return result(status="succeeded", output=answer.text)
                 stop = loop.limits.after_model_call(loop.usage) or await self._act(
                     message, request.task_id, loop, answer, bound
@@ -359,7 +358,7 @@ class AgentActor(TakesBatches):
             step = loop.turns * 1000 + index
             called = self._clock()
             outcome = await self._tool(cause, task_id, step, call)
-            loop.spans.append(_tool_span(outcome, called, self._clock()))
+            loop.spans.append(tool_span(outcome, called, self._clock()))
             bound.info("tool_called", tool=call.tool, ok=outcome.ok)
             text = _tool_text(outcome)
             if call.tool == "handoff" and outcome.ok and isinstance(outcome.data, dict):
@@ -368,60 +367,6 @@ class AgentActor(TakesBatches):
             results.append((call.tool, text))
             loop.messages.append(ChatMessage(role="tool", tool_call_id=call.call_id, content=text))
         return loop.limits.after_turn(answer.text, results)
-
-    async def _recall(
-        self,
-        cause: AgentMessage,
-        spec: AgentSpec,
-        request: TaskRequest,
-        messages: Sequence[ChatMessage],
-    ) -> tuple[ChatMessage, ...]:
-        """Memories relevant to the subtask and its latest turn, as one system message.
-
-        Memory is an aid: if the memory actor is missing or fails, the loop goes on without.
-        """
-        policy = spec.memory
-        if not policy.recall or policy.recall_tokens == 0:
-            return ()
-        latest = messages[-1].text if len(messages) > 2 else ""  # noqa: PLR2004 - system, user
-        query = MemoryQuery(
-            query=f"{request.instructions}\n{latest}"[:2000],
-            k=policy.recall_k,
-            min_score=policy.min_score,
-        )
-        reply = await self._router.request(
-            cause.derive(sender=spec.name, recipient="memory", payload=query)
-        )
-        if not isinstance(reply.payload, MemoryHits) or not reply.payload.hits:
-            return ()
-        lines, budget = [], policy.recall_tokens
-        for hit in reply.payload.hits:
-            cost = len(hit.text.split())
-            if cost > budget:
-                break
-            lines.append(f"- {hit.text}")
-            budget -= cost
-        if not lines:
-            return ()
-        return (ChatMessage(role="system", content="Relevant memories:\n" + "\n".join(lines)),)
-
-    async def _remember(
-        self, cause: AgentMessage, spec: AgentSpec, request: TaskRequest, output: str
-    ) -> None:
-        """Store a successful subtask's result, if the agent's policy says so."""
-        if not spec.memory.write_results or not output.strip():
-            return
-        memory = MemoryWrite(
-            text=f"{request.instructions.strip()} -> {output.strip()}"[:20_000],
-            importance=spec.memory.importance,
-            tags=("result", spec.role),
-            agent=spec.name,
-        )
-        reply = await self._router.request(
-            cause.derive(sender=spec.name, recipient="memory", payload=memory)
-        )
-        if isinstance(reply.payload, ErrorPayload):
-            log.warning("memory_write_failed", agent=spec.name, code=reply.payload.code.value)
 
     async def _tool(
         self, cause: AgentMessage, task_id: str, step: int, call: ToolCall
@@ -466,42 +411,6 @@ class AgentActor(TakesBatches):
                 raise error.to_exception()
             case other:
                 raise ModelError(f"llm pool answered with {other.kind!r}")
-
-
-def _model_span(alias: str, answer: LLMResponse, start: float, end: float) -> Span:
-    return Span(
-        name=f"model {alias}",
-        kind="model_call",
-        start=start,
-        end=max(start, end),
-        attributes={
-            "model_alias": alias,
-            "provider": answer.provider,
-            "deployment": answer.deployment,
-            "model": answer.model,
-            "prompt_tokens": answer.usage.prompt_tokens,
-            "completion_tokens": answer.usage.completion_tokens,
-            "cost_usd": answer.usage.cost_usd,
-            "latency_s": answer.latency_s,
-            "finish_reason": answer.finish_reason,
-        },
-    )
-
-
-def _tool_span(result: ToolResult, start: float, end: float) -> Span:
-    duration = result.metadata.get("duration_s")
-    return Span(
-        name=f"tool {result.tool}",
-        kind="tool_call",
-        start=start,
-        end=max(start, end),
-        attributes={
-            "tool": result.tool,
-            "ok": result.ok,
-            "error_code": result.error.code.value if result.error else None,
-            "duration_s": float(duration) if isinstance(duration, int | float) else None,
-        },
-    )
 
 
 def _tool_text(result: ToolResult) -> str:

@@ -1,0 +1,45 @@
+"""The spans an agent records for its subtask's trace: one per model call and tool call."""
+
+from __future__ import annotations
+
+from protocols import LLMResponse, Span, ToolResult
+
+__all__ = ["model_span", "tool_span"]
+
+
+def model_span(alias: str, answer: LLMResponse, start: float, end: float) -> Span:
+    """The span of one model call, as the agent saw it."""
+    return Span(
+        name=f"model {alias}",
+        kind="model_call",
+        start=start,
+        end=max(start, end),
+        attributes={
+            "model_alias": alias,
+            "provider": answer.provider,
+            "deployment": answer.deployment,
+            "model": answer.model,
+            "prompt_tokens": answer.usage.prompt_tokens,
+            "completion_tokens": answer.usage.completion_tokens,
+            "cost_usd": answer.usage.cost_usd,
+            "latency_s": answer.latency_s,
+            "finish_reason": answer.finish_reason,
+        },
+    )
+
+
+def tool_span(result: ToolResult, start: float, end: float) -> Span:
+    """The span of one tool call, as the agent saw it."""
+    duration = result.metadata.get("duration_s")
+    return Span(
+        name=f"tool {result.tool}",
+        kind="tool_call",
+        start=start,
+        end=max(start, end),
+        attributes={
+            "tool": result.tool,
+            "ok": result.ok,
+            "error_code": result.error.code.value if result.error else None,
+            "duration_s": float(duration) if isinstance(duration, int | float) else None,
+        },
+    )
