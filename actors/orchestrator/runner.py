@@ -65,6 +65,7 @@ class JobRunner:
         self._provision = provision
         self._journal = journal
         self.otel = otel
+        self._finishing: set[asyncio.Future[None]] = set()
         self._dispatcher = Dispatcher(
             router, max_running=max_running, max_attempts=max_attempts, record=self.record
         )
@@ -123,7 +124,10 @@ class JobRunner:
             aggregate_s=aggregate_s,
         )
         # a cancel arriving now must not cut the result short: the job would never end
-        await asyncio.shield(self._finish(job, subtasks, answer, error, timings))
+        finishing = asyncio.ensure_future(self._finish(job, subtasks, answer, error, timings))
+        self._finishing.add(finishing)  # kept: a cancelled runner no longer holds it
+        finishing.add_done_callback(self._finishing.discard)
+        await asyncio.shield(finishing)
 
     async def _finish(
         self,
