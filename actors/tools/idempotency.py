@@ -3,7 +3,8 @@
 The key comes from the job, the subtask, the step of the agent's loop, the tool and its
 normalized arguments — never from the model's tool-call id, which changes on every retry. The
 record lives in SQLite, so it outlasts a restart of the sandbox actor. A claim row marks a
-call in progress; a claim older than its lease (the holder died mid-call) may be taken over.
+call in progress. A claim older than its lease was abandoned (its holder died mid-call): the
+call may have taken effect, so it is never run again under that key (at most once).
 """
 
 from __future__ import annotations
@@ -13,11 +14,15 @@ import json
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from protocols import ToolResult
 
-__all__ = ["IdempotencyStore", "idempotency_key"]
+__all__ = ["Claim", "IdempotencyStore", "idempotency_key"]
+
+Claim = Literal["claimed", "held", "abandoned"]
+"""What :meth:`IdempotencyStore.claim` found: the right to run is ours; someone runs the call
+now (or it has a result); or its holder died mid-call, leaving its outcome unknown."""
 
 
 def idempotency_key(
@@ -55,22 +60,25 @@ class IdempotencyStore:
         ).fetchone()
         return None if row is None else ToolResult.model_validate_json(row[0])
 
-    def claim(self, key: str, lease_s: float) -> bool:
-        """Take the right to run ``key``: True if nobody holds a live claim or a result."""
+    def claim(self, key: str, lease_s: float) -> Claim:
+        """Take the right to run ``key`` if nobody ever did (or every try failed cleanly).
+
+        ``held``: a live claim or a result exists. ``abandoned``: a claim older than
+        ``lease_s`` exists, whose holder died before recording an outcome; it stays.
+        """
         now = time.time()
         with self._db:
             self._db.execute("BEGIN IMMEDIATE")
             row = self._db.execute(
                 "SELECT state, claimed_at FROM calls WHERE key = ?", (key,)
             ).fetchone()
-            if row is not None and (row[0] == "done" or now - row[1] < lease_s):
-                return False
+            if row is not None:
+                return "held" if row[0] == "done" or now - row[1] < lease_s else "abandoned"
             self._db.execute(
-                "INSERT OR REPLACE INTO calls (key, state, claimed_at, result) "
-                "VALUES (?, 'running', ?, NULL)",
+                "INSERT INTO calls (key, state, claimed_at, result) VALUES (?, 'running', ?, NULL)",
                 (key, now),
             )
-        return True
+        return "claimed"
 
     def finish(self, key: str, result: ToolResult) -> None:
         """Record the result of a claimed call."""

@@ -304,30 +304,45 @@ class ToolSandbox(TakesBatches):
         return self._tools[tool]
 
     async def _once(self, key: str, definition: ToolDef, run: Callable[[], Any]) -> ToolResult:
+        """Run a side-effecting call at most once per key; a repeat gets the recorded result.
+
+        The run belongs to the sandbox, not to the caller: a caller that goes away does not
+        cut it short (its function may be half way through, in a thread), and its outcome is
+        recorded for the retry.
+        """
         recorded = self._store.recorded(key)
         if recorded is not None:
             return recorded.model_copy(update={"metadata": {**recorded.metadata, "replayed": True}})
         pending = self._running.get(key)
         if pending is not None:  # the same call is running here: share its result
             return await asyncio.shield(pending)
-        if not self._store.claim(key, lease_s=definition.timeout_s * (definition.retries + 1)):
-            raise ToolError(f"the same {definition.name!r} call is running elsewhere; retry later")
-        future: asyncio.Future[ToolResult] = asyncio.get_running_loop().create_future()
-        self._running[key] = future
+        match self._store.claim(key, lease_s=definition.timeout_s * (definition.retries + 1)):
+            case "held":
+                raise ToolError(
+                    f"the same {definition.name!r} call is running elsewhere; retry later"
+                )
+            case "abandoned":
+                raise ToolError(
+                    f"an earlier run of this {definition.name!r} call was cut short (its sandbox "
+                    "stopped) and may have taken effect; it is not run again"
+                )
+        running = asyncio.ensure_future(self._recorded_run(key, run))
+        self._running[key] = running
+        running.add_done_callback(lambda _: self._running.pop(key, None))
+        return await asyncio.shield(running)
+
+    async def _recorded_run(self, key: str, run: Callable[[], Any]) -> ToolResult:
         try:
             result: ToolResult = await run()
-        except BaseException as exc:
+        except asyncio.CancelledError:
+            raise  # the sandbox is stopping mid-call: the claim stays, the outcome is unknown
+        except BaseException:
             self._store.release(key)
-            future.set_exception(exc)
-            future.exception()
             raise
-        finally:
-            self._running.pop(key, None)
         if result.ok:
             self._store.finish(key, result)
         else:
             self._store.release(key)  # a failed call changed nothing: it may run again
-        future.set_result(result)
         return result
 
     async def _run(

@@ -324,12 +324,74 @@ def test_idempotency_keys_ignore_the_model_call_id_but_not_the_step():
     assert base != idempotency_key("j2", "t", 1, "mail", {"to": "a", "cc": ["b"]})
 
 
-def test_a_stale_claim_can_be_taken_over(tmp_path):
+def test_a_stale_claim_is_abandoned_never_taken_over(tmp_path):
     store = IdempotencyStore(tmp_path / "s.sqlite")
-    assert store.claim("k", lease_s=60)
-    assert not store.claim("k", lease_s=60)  # held by a live call
-    assert store.claim("k", lease_s=0)  # the holder's lease ran out (it died mid-call)
+    assert store.claim("k", lease_s=60) == "claimed"
+    assert store.claim("k", lease_s=60) == "held"  # a live call holds it
+    assert store.claim("k", lease_s=0) == "abandoned"  # its holder died mid-call
+    assert store.claim("k", lease_s=0) == "abandoned"  # and it stays so: at most once
+    store.release("k")  # a clean failure gives the key back
+    assert store.claim("k", lease_s=60) == "claimed"
     store.close()
+
+
+def test_a_call_whose_earlier_run_was_cut_short_is_not_run_again(tmp_path):
+    """A sandbox died between the side effect and recording it: the outcome is unknown."""
+    runs = []
+
+    async def effect(_arguments, _ctx):
+        runs.append(1)
+        return "done"
+
+    config = ToolsConfig(state_dir=tmp_path / "st", scratch_root=tmp_path / "s")
+    sandbox = ToolSandbox(config)
+    definition = ToolDef(name="charge", description="x", side_effects=True, timeout_s=0.01)
+    sandbox.register(definition, effect)
+    key = idempotency_key("j", "t1", 1, "charge", {})
+    IdempotencyStore(config.state_dir / "tools.sqlite").claim(key, lease_s=1)  # the dead run
+
+    async def main():
+        await sandbox.grant("ada", ["charge"])
+        await asyncio.sleep(0.05)  # its lease runs out
+        return await sandbox.call(call("charge"), agent="ada", job_id="j")
+
+    result = run(main())
+    run(sandbox.close())
+    assert runs == []
+    assert not result.ok
+    assert "may have taken effect; it is not run again" in result.error.message
+
+
+def test_a_caller_that_goes_away_does_not_cut_a_side_effect_short(sandbox):
+    runs = []
+
+    async def main():
+        gate, entered = asyncio.Event(), asyncio.Event()
+
+        async def effect(_arguments, _ctx):
+            runs.append(1)
+            entered.set()
+            await gate.wait()
+            return "done"
+
+        sandbox.register(ToolDef(name="slow_effect", description="x", side_effects=True), effect)
+        await sandbox.grant("ada", ["slow_effect"])
+        first = asyncio.create_task(sandbox.call(call("slow_effect"), agent="ada", job_id="j"))
+        await entered.wait()
+        first.cancel()  # the caller gives up while the effect is under way
+        await asyncio.sleep(0)
+        again = asyncio.create_task(sandbox.call(call("slow_effect"), agent="ada", job_id="j"))
+        await asyncio.sleep(0.01)
+        gate.set()
+        retried = await again
+        later = await sandbox.call(call("slow_effect"), agent="ada", job_id="j")
+        return first.cancelled(), retried, later
+
+    cancelled, retried, later = run(main())
+    assert cancelled
+    assert runs == [1]
+    assert (retried.ok, retried.data) == (True, "done")
+    assert later.metadata["replayed"] is True
 
 
 def test_symlinks_planted_in_scratch_lead_nowhere(tmp_path, sandbox):
