@@ -341,19 +341,21 @@ class ToolSandbox(TakesBatches):
             raise
         if result.ok:
             self._store.finish(key, result)
-        else:
+        elif not result.metadata.get("timed_out"):
             self._store.release(key)  # a failed call changed nothing: it may run again
+        # a call that timed out may still take effect: its claim stays (at most once)
         return result
 
     async def _run(
         self, definition: ToolDef, run: Runner, arguments: dict[str, Any], ctx: ToolContext
     ) -> ToolResult:
-        attempt = 0
+        attempt, timed_out = 0, False
         while True:
             attempt += 1
             try:
                 data = await asyncio.wait_for(run(arguments, ctx), definition.timeout_s)
             except TimeoutError:
+                timed_out = True  # a function may go on in its thread: its outcome is unknown
                 error: TroupeError = ToolError(
                     f"{definition.name} timed out after {definition.timeout_s} s"
                 )
@@ -365,7 +367,12 @@ class ToolSandbox(TakesBatches):
             else:
                 return self._checked(definition, data, attempt)
             if attempt > definition.retries or not error.retryable:
-                return _failure(error, attempt=attempt)
+                failure = _failure(error, attempt=attempt)
+                if timed_out:
+                    failure = failure.model_copy(
+                        update={"metadata": {**failure.metadata, "timed_out": True}}
+                    )
+                return failure
 
     def _checked(self, definition: ToolDef, data: object, attempt: int) -> ToolResult:
         if isinstance(data, ToolResult):  # an MCP source answers with a whole result

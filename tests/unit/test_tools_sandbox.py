@@ -362,6 +362,30 @@ def test_a_call_whose_earlier_run_was_cut_short_is_not_run_again(tmp_path):
     assert "may have taken effect; it is not run again" in result.error.message
 
 
+def test_a_side_effect_that_timed_out_is_not_run_again(sandbox):
+    """A timed-out function may still finish in its thread: its outcome is unknown."""
+    runs = []
+
+    async def slow(_arguments, _ctx):
+        runs.append(1)
+        await asyncio.sleep(1)
+        return "done"
+
+    async def main():
+        definition = ToolDef(name="transfer", description="x", side_effects=True, timeout_s=0.05)
+        sandbox.register(definition, slow)
+        await sandbox.grant("ada", ["transfer"])
+        first = await sandbox.call(call("transfer"), agent="ada", job_id="j")
+        again = await sandbox.call(call("transfer"), agent="ada", job_id="j")
+        return first, again
+
+    first, again = run(main())
+    assert runs == [1]
+    assert not first.ok
+    assert first.metadata["timed_out"] is True
+    assert not again.ok
+
+
 def test_a_caller_that_goes_away_does_not_cut_a_side_effect_short(sandbox):
     runs = []
 
