@@ -9,16 +9,18 @@ call may have taken effect, so it is never run again under that key (at most onc
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import sqlite3
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from protocols import ToolResult
+from protocols import ToolError, ToolResult
 
-__all__ = ["Claim", "IdempotencyStore", "idempotency_key"]
+__all__ = ["AtMostOnce", "Claim", "IdempotencyStore", "idempotency_key"]
 
 Claim = Literal["claimed", "held", "abandoned"]
 """What :meth:`IdempotencyStore.claim` found: the right to run is ours; someone runs the call
@@ -94,3 +96,58 @@ class IdempotencyStore:
     def close(self) -> None:
         """Close the database."""
         self._db.close()
+
+
+class AtMostOnce:
+    """Runs side-effecting calls at most once per key; a repeat gets the recorded result.
+
+    A run belongs to this object, not to its caller: a caller that goes away does not cut it
+    short (its function may be half way through, in a thread), and its outcome is recorded
+    for the retry. A run whose outcome is unknown (its holder died, or it timed out and may
+    go on: ``metadata['timed_out']``) keeps its claim, so it is never run again.
+    """
+
+    def __init__(self, store: IdempotencyStore) -> None:
+        self._store = store
+        self._running: dict[str, asyncio.Future[ToolResult]] = {}
+
+    async def run(
+        self, key: str, tool: str, run: Callable[[], Awaitable[ToolResult]], *, lease_s: float
+    ) -> ToolResult:
+        """``run()`` under ``key``, unless it ran (its result) or runs (wait for it) already.
+
+        Raises:
+            ToolError: another process holds the call, or an earlier run's outcome is unknown.
+        """
+        recorded = self._store.recorded(key)
+        if recorded is not None:
+            return recorded.model_copy(update={"metadata": {**recorded.metadata, "replayed": True}})
+        pending = self._running.get(key)
+        if pending is not None:  # the same call is running here: share its result
+            return await asyncio.shield(pending)
+        match self._store.claim(key, lease_s=lease_s):
+            case "held":
+                raise ToolError(f"the same {tool!r} call is running elsewhere; retry later")
+            case "abandoned":
+                raise ToolError(
+                    f"an earlier run of this {tool!r} call was cut short (its sandbox stopped) "
+                    "and may have taken effect; it is not run again"
+                )
+        running = asyncio.ensure_future(self._recorded(key, run))
+        self._running[key] = running
+        running.add_done_callback(lambda _: self._running.pop(key, None))
+        return await asyncio.shield(running)
+
+    async def _recorded(self, key: str, run: Callable[[], Awaitable[ToolResult]]) -> ToolResult:
+        try:
+            result = await run()
+        except asyncio.CancelledError:
+            raise  # the sandbox is stopping mid-call: the claim stays, the outcome is unknown
+        except BaseException:
+            self._store.release(key)
+            raise
+        if result.ok:
+            self._store.finish(key, result)
+        elif not result.metadata.get("timed_out"):
+            self._store.release(key)  # a failed call changed nothing: it may run again
+        return result

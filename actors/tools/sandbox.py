@@ -28,7 +28,7 @@ from actors._endpoint import RouterClient, TakesBatches, serve_envelope
 from actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
 from actors.tools.config import ToolsConfig
 from actors.tools.functions import load_function_tool
-from actors.tools.idempotency import IdempotencyStore, idempotency_key
+from actors.tools.idempotency import AtMostOnce, IdempotencyStore, idempotency_key
 from actors.tools.isolation import Isolation
 from actors.tools.mcp_source import MCPToolSource
 from actors.tools.validation import check_schema, validate_arguments
@@ -144,8 +144,8 @@ class ToolSandbox(TakesBatches):
         self._mcp_loaded = False
         config.state_dir.mkdir(parents=True, exist_ok=True)
         self._store = IdempotencyStore(config.state_dir / "tools.sqlite")
+        self._once = AtMostOnce(self._store)
         self._grants = _Grants(config.state_dir / "grants.sqlite")
-        self._running: dict[str, asyncio.Future[ToolResult]] = {}
 
     # -- registry -------------------------------------------------------------------------
 
@@ -210,8 +210,11 @@ class ToolSandbox(TakesBatches):
                 await self._approval(call, arguments, agent=agent, job_id=job_id)
             if definition.side_effects:
                 key = idempotency_key(job_id, call.task_id, call.step, call.tool, arguments)
-                result = await self._once(
-                    key, definition, lambda: self._run(definition, run, arguments, context)
+                result = await self._once.run(
+                    key,
+                    definition.name,
+                    lambda: self._run(definition, run, arguments, context),
+                    lease_s=definition.timeout_s * (definition.retries + 1),
                 )
             else:
                 result = await self._run(definition, run, arguments, context)
@@ -302,49 +305,6 @@ class ToolSandbox(TakesBatches):
         if tool not in self._tools:
             raise ToolError(f"tool {tool!r} is not available", tool=tool)
         return self._tools[tool]
-
-    async def _once(self, key: str, definition: ToolDef, run: Callable[[], Any]) -> ToolResult:
-        """Run a side-effecting call at most once per key; a repeat gets the recorded result.
-
-        The run belongs to the sandbox, not to the caller: a caller that goes away does not
-        cut it short (its function may be half way through, in a thread), and its outcome is
-        recorded for the retry.
-        """
-        recorded = self._store.recorded(key)
-        if recorded is not None:
-            return recorded.model_copy(update={"metadata": {**recorded.metadata, "replayed": True}})
-        pending = self._running.get(key)
-        if pending is not None:  # the same call is running here: share its result
-            return await asyncio.shield(pending)
-        match self._store.claim(key, lease_s=definition.timeout_s * (definition.retries + 1)):
-            case "held":
-                raise ToolError(
-                    f"the same {definition.name!r} call is running elsewhere; retry later"
-                )
-            case "abandoned":
-                raise ToolError(
-                    f"an earlier run of this {definition.name!r} call was cut short (its sandbox "
-                    "stopped) and may have taken effect; it is not run again"
-                )
-        running = asyncio.ensure_future(self._recorded_run(key, run))
-        self._running[key] = running
-        running.add_done_callback(lambda _: self._running.pop(key, None))
-        return await asyncio.shield(running)
-
-    async def _recorded_run(self, key: str, run: Callable[[], Any]) -> ToolResult:
-        try:
-            result: ToolResult = await run()
-        except asyncio.CancelledError:
-            raise  # the sandbox is stopping mid-call: the claim stays, the outcome is unknown
-        except BaseException:
-            self._store.release(key)
-            raise
-        if result.ok:
-            self._store.finish(key, result)
-        elif not result.metadata.get("timed_out"):
-            self._store.release(key)  # a failed call changed nothing: it may run again
-        # a call that timed out may still take effect: its claim stays (at most once)
-        return result
 
     async def _run(
         self, definition: ToolDef, run: Runner, arguments: dict[str, Any], ctx: ToolContext

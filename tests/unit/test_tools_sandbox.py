@@ -159,30 +159,41 @@ def test_a_side_effecting_call_runs_once_per_key_even_across_restarts(tmp_path):
     assert again.call_id == "model-id-2"
 
 
+class Gated:
+    """A side-effecting tool ``slow_effect`` that counts its runs and waits for ``gate``."""
+
+    def __init__(self) -> None:
+        self.runs: list[int] = []
+        self.gate, self.entered = asyncio.Event(), asyncio.Event()
+
+    async def effect(self, _arguments, _ctx):
+        self.runs.append(1)
+        self.entered.set()
+        await self.gate.wait()
+        return "done"
+
+    async def offer(self, sandbox):
+        sandbox.register(
+            ToolDef(name="slow_effect", description="x", side_effects=True), self.effect
+        )
+        await sandbox.grant("ada", ["slow_effect"])
+
+
 def test_concurrent_duplicates_share_one_run(sandbox):
-    runs = []
+    gated = Gated()
 
     async def main():
-        gate, entered = asyncio.Event(), asyncio.Event()
-
-        async def effect(_arguments, _ctx):
-            runs.append(1)
-            entered.set()
-            await gate.wait()
-            return "done"
-
-        sandbox.register(ToolDef(name="slow_effect", description="x", side_effects=True), effect)
-        await sandbox.grant("ada", ["slow_effect"])
+        await gated.offer(sandbox)
         calls = [
             asyncio.create_task(sandbox.call(call("slow_effect"), agent="ada", job_id="j"))
             for _ in range(3)
         ]
-        await entered.wait()
-        gate.set()
+        await gated.entered.wait()
+        gated.gate.set()
         return await asyncio.gather(*calls)
 
     results = run(main())
-    assert runs == [1]
+    assert gated.runs == [1]
     assert [r.data for r in results] == ["done"] * 3
 
 
@@ -387,33 +398,24 @@ def test_a_side_effect_that_timed_out_is_not_run_again(sandbox):
 
 
 def test_a_caller_that_goes_away_does_not_cut_a_side_effect_short(sandbox):
-    runs = []
+    gated = Gated()
 
     async def main():
-        gate, entered = asyncio.Event(), asyncio.Event()
-
-        async def effect(_arguments, _ctx):
-            runs.append(1)
-            entered.set()
-            await gate.wait()
-            return "done"
-
-        sandbox.register(ToolDef(name="slow_effect", description="x", side_effects=True), effect)
-        await sandbox.grant("ada", ["slow_effect"])
+        await gated.offer(sandbox)
         first = asyncio.create_task(sandbox.call(call("slow_effect"), agent="ada", job_id="j"))
-        await entered.wait()
+        await gated.entered.wait()
         first.cancel()  # the caller gives up while the effect is under way
         await asyncio.sleep(0)
         again = asyncio.create_task(sandbox.call(call("slow_effect"), agent="ada", job_id="j"))
         await asyncio.sleep(0.01)
-        gate.set()
+        gated.gate.set()
         retried = await again
         later = await sandbox.call(call("slow_effect"), agent="ada", job_id="j")
         return first.cancelled(), retried, later
 
     cancelled, retried, later = run(main())
     assert cancelled
-    assert runs == [1]
+    assert gated.runs == [1]
     assert (retried.ok, retried.data) == (True, "done")
     assert later.metadata["replayed"] is True
 
