@@ -25,6 +25,7 @@ from protocols.errors import (
     DeadlineExceeded,
     DeliveryError,
     ErrorCode,
+    Forbidden,
     HopLimitExceeded,
     InvalidArguments,
     InvalidInput,
@@ -50,6 +51,7 @@ from protocols.errors import (
     ToolNotAllowed,
     TroupeError,
     UnknownRecipient,
+    UnpricedModel,
     UnsupportedSchemaVersion,
 )
 from protocols.graph import GraphEdge, GraphNode, GraphSpec
@@ -97,6 +99,7 @@ from protocols.payloads import (
     TaskResult,
     ToolResult,
 )
+from protocols.policy import TenantPolicy, scoped_name, tenant_scope
 from protocols.team import (
     AgentSpec,
     ModelSpec,
@@ -139,6 +142,7 @@ __all__ = [
     "ErrorCode",
     "ErrorPayload",
     "Event",
+    "Forbidden",
     "GraphEdge",
     "GraphNode",
     "GraphSpec",
@@ -195,6 +199,7 @@ __all__ = [
     "TaskResult",
     "TeamNotFound",
     "TeamSpec",
+    "TenantPolicy",
     "TextPart",
     "Timings",
     "ToolCall",
@@ -206,6 +211,7 @@ __all__ = [
     "TraceContext",
     "TroupeError",
     "UnknownRecipient",
+    "UnpricedModel",
     "UnsupportedSchemaVersion",
     "Usage",
     "UsageRow",
@@ -214,6 +220,8 @@ __all__ = [
     "new_id",
     "new_span_id",
     "parse_address",
+    "scoped_name",
     "team_role",
+    "tenant_scope",
     "with_files",
 ]

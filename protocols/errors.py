@@ -28,7 +28,10 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   ├── BadRequest                the provider refused the request as malformed
     │   ├── ContentFiltered           the provider's safety filter blocked the answer
     │   └── ScriptError               a scripted provider was misused (turns missing or left over)
+    ├── Forbidden                     the caller may not do this: its tenant's policy refuses a
+    │                                 field (``detail['field']``, ``detail['policy']``)
     ├── BudgetExceeded                a job's or tenant's token or money budget would be exceeded
+    │   └── UnpricedModel             a USD budget applies and the model has no known price
     ├── ToolError                     a tool call failed (bad arguments, the tool raised)
     │   ├── ToolNotAllowed            the agent was not given that tool
     │   ├── InvalidArguments          arguments fail the tool's schema (the model can correct)
@@ -62,6 +65,7 @@ __all__ = [
     "DeadlineExceeded",
     "DeliveryError",
     "ErrorCode",
+    "Forbidden",
     "HopLimitExceeded",
     "InvalidArguments",
     "InvalidInput",
@@ -87,6 +91,7 @@ __all__ = [
     "ToolNotAllowed",
     "TroupeError",
     "UnknownRecipient",
+    "UnpricedModel",
     "UnsupportedSchemaVersion",
     "error_class",
 ]
@@ -135,6 +140,8 @@ class ErrorCode(StrEnum):
     TEAM_NOT_FOUND = "team_not_found"
     AGENT_NOT_FOUND = "agent_not_found"
     CONFLICT = "conflict"
+    FORBIDDEN = "forbidden"
+    UNPRICED_MODEL = "unpriced_model"
 
 
 class TroupeError(Exception):
@@ -304,10 +311,30 @@ class ScriptError(ModelError):
     code = ErrorCode.SCRIPT
 
 
+class Forbidden(TroupeError):
+    """The caller may not do this: a field its tenant's policy refuses, or an admin's right.
+
+    ``detail['field']`` names the refused field (``team.agents.0.tools``), ``detail['policy']``
+    the policy that refused it. Nothing was provisioned or started.
+    """
+
+    code = ErrorCode.FORBIDDEN
+
+
 class BudgetExceeded(TroupeError):
     """A call would take a job or tenant past its token or money budget; nothing was spent."""
 
     code = ErrorCode.BUDGET_EXCEEDED
+
+
+class UnpricedModel(BudgetExceeded):
+    """A USD budget applies to the call and its model has no known price (fails closed).
+
+    The operator sets a price (``input_usd_per_mtok`` / ``output_usd_per_mtok``, or
+    ``LLMConfig.prices``) or opts in with ``LLMConfig.allow_unpriced``.
+    """
+
+    code = ErrorCode.UNPRICED_MODEL
 
 
 class ToolError(TroupeError):

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import re
+from typing import Final
 
+import regex
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from protocols.addresses import Name
@@ -12,6 +13,11 @@ __all__ = ["END", "GraphEdge", "GraphNode", "GraphSpec"]
 
 END = "end"
 """The target of an edge that finishes the graph."""
+
+EDGE_MATCH_TIMEOUT_S: Final = 0.05
+"""Longest a ``when`` pattern may take on one output. Patterns come from team files (a
+tenant's too) and outputs from models: a pattern that backtracks without end must not stall
+the orchestrator, so it is cut off and counts as no match."""
 
 
 class _Frozen(BaseModel):
@@ -30,6 +36,7 @@ class GraphEdge(_Frozen):
     """After ``source``, go to ``target`` if ``when`` (a regex, any case) is found in its output.
 
     Edges are tried in order; one without ``when`` always matches. No match ends the graph.
+    A pattern that takes longer than :data:`EDGE_MATCH_TIMEOUT_S` counts as no match.
     """
 
     source: Name
@@ -59,16 +66,24 @@ class GraphSpec(_Frozen):
                 raise ValueError(f"edge {edge.source!r} -> {edge.target!r} names an unknown node")
             if edge.when is not None:
                 try:
-                    re.compile(edge.when)
-                except re.error as e:
+                    regex.compile(edge.when)
+                except regex.error as e:
                     raise ValueError(f"edge condition {edge.when!r} is not a regex: {e}") from None
         return self
 
     def next(self, node: str, output: str) -> str:
         """The node after ``node`` given its output (``END`` when no edge matches)."""
         for edge in self.edges:
-            if edge.source == node and (
-                edge.when is None or re.search(edge.when, output, re.IGNORECASE)
-            ):
+            if edge.source == node and (edge.when is None or _found(edge.when, output)):
                 return edge.target
         return END
+
+
+def _found(pattern: str, output: str) -> bool:
+    try:
+        return (
+            regex.search(pattern, output, regex.IGNORECASE, timeout=EDGE_MATCH_TIMEOUT_S)
+            is not None
+        )
+    except TimeoutError:
+        return False

@@ -74,15 +74,43 @@ class PlannedSubtask(_Data):
     @field_validator("output_schema")
     @classmethod
     def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
-        if schema is not None:
-            try:
-                Draft202012Validator.check_schema(schema)
-            except SchemaError as e:
-                where = "/".join(str(p) for p in e.absolute_path) or "<root>"
-                raise ValueError(
-                    f"output_schema is not a valid JSON Schema (at {where}): {e.message}"
-                ) from None
-        return schema
+        return check_output_schema(schema)
+
+
+def check_output_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """``schema``, if it is a valid JSON Schema (2020-12) that refers to nothing outside it.
+
+    A ``$ref`` to another document would be resolved while a job runs (or fail there): only
+    references within the schema itself (``#/...``) are taken.
+
+    Raises:
+        ValueError: not a valid schema, or a reference to another document.
+    """
+    if schema is None:
+        return None
+    try:
+        Draft202012Validator.check_schema(schema)
+    except SchemaError as e:
+        where = "/".join(str(p) for p in e.absolute_path) or "<root>"
+        raise ValueError(
+            f"output_schema is not a valid JSON Schema (at {where}): {e.message}"
+        ) from None
+    outside = sorted(ref for ref in _references(schema) if not ref.startswith("#"))
+    if outside:
+        raise ValueError(
+            f"output_schema refers to other documents ({', '.join(outside)}); only references "
+            "within the schema ('#/...') are allowed"
+        )
+    return schema
+
+
+def _references(node: Any) -> list[str]:
+    if isinstance(node, dict):
+        found = [v for k, v in node.items() if k in {"$ref", "$dynamicRef"} and isinstance(v, str)]
+        return found + [r for v in node.values() for r in _references(v)]
+    if isinstance(node, list):
+        return [r for v in node for r in _references(v)]
+    return []
 
 
 class Plan(_Data):

@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from protocols.addresses import SYSTEM_ADDRESSES, Name
 from protocols.graph import GraphSpec
-from protocols.jobs import PlannedSubtask
+from protocols.jobs import Plan, PlannedSubtask, check_output_schema
 from protocols.llm import Budget
 from protocols.memory import MemoryPolicy
 from protocols.models import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
@@ -123,8 +123,14 @@ class TeamSpec(_Config):
         "of a plan; the last node's output is the answer.",
     )
 
+    @field_validator("output_schema")
+    @classmethod
+    def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+        return check_output_schema(schema)
+
     @model_validator(mode="after")
-    def _unique_agents(self) -> TeamSpec:
+    def _consistent(self) -> TeamSpec:
+        """Everything checkable without running a job is checked here, at the door."""
         names = [a.name for a in self.agents]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
@@ -132,6 +138,24 @@ class TeamSpec(_Config):
         too_long = [r for r in self.roles if len(team_role(self.name, r)) > _MAX_NAME]
         if too_long:
             raise ValueError(f"team name plus role must fit in {_MAX_NAME} characters: {too_long}")
+        if self.plan is not None and self.graph is not None:
+            raise ValueError("a team has a plan or a graph, not both")
+        if self.plan is not None:
+            if len(self.plan) > self.max_subtasks:
+                raise ValueError(
+                    f"the plan has {len(self.plan)} subtasks; max_subtasks is {self.max_subtasks}"
+                )
+            Plan(subtasks=self.plan)  # unique ids, known dependencies, no cycle
+        needed = [(f"plan subtask {s.id!r}", s.role) for s in self.plan or ()]
+        needed += [
+            (f"graph node {n.id!r}", n.role) for n in (self.graph.nodes if self.graph else ())
+        ]
+        unknown = [f"{where} (role {role!r})" for where, role in needed if role not in self.roles]
+        if unknown:
+            raise ValueError(
+                f"no agent of the team has the role of {', '.join(unknown)}; "
+                f"roles: {', '.join(self.roles)}"
+            )
         return self
 
     @property

@@ -1,10 +1,12 @@
 """Planning: re-asking the planner once, plan size limits, output schemas, declarative plans."""
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 from jsonschema import Draft202012Validator
+from pydantic import ValidationError
 from wiring import Tap, build_troupe, run
 
 from actors.orchestrator.planning import make_plan, parse_plan, plan_request, reask_request
@@ -322,22 +324,28 @@ def test_declarative_dependencies_run_in_order_with_inputs_passed():
     run(main())
 
 
-@pytest.mark.parametrize(
-    ("steps", "problem"),
-    [
-        ((RESEARCH.model_copy(update={"role": "ghost"}),), "role 'ghost' is not a role"),
-        (
-            (RESEARCH.model_copy(update={"depends_on": ("s2",)}), WRITE),
-            "dependency cycle among ['s1', 's2']",
-        ),
-        ((RESEARCH, RESEARCH), "subtask ids are not unique"),
-        ((), "subtasks: Tuple should have at least 1 item"),
-    ],
-)
-def test_an_invalid_declarative_plan_fails_the_job_with_plan(steps, problem):
+INVALID_PLANS = [
+    ((RESEARCH.model_copy(update={"role": "ghost"}),), "role 'ghost'"),
+    ((RESEARCH.model_copy(update={"depends_on": ("s2",)}), WRITE), "dependency cycle among"),
+    ((RESEARCH, RESEARCH), "subtask ids are not unique"),
+    ((), "at least 1 item"),
+]
+
+
+@pytest.mark.parametrize(("steps", "problem"), INVALID_PLANS)
+def test_an_invalid_declarative_plan_is_refused_when_the_team_is_made(steps, problem):
+    with pytest.raises(ValidationError, match=re.escape(problem)):
+        two_roles(plan=steps)
+
+
+@pytest.mark.parametrize(("steps", "problem"), INVALID_PLANS)
+def test_an_invalid_declarative_plan_that_got_past_the_door_fails_the_job_with_plan(steps, problem):
+    """A team built without validation (``model_construct``) is still checked at run time."""
+
     async def main():
         troupe = await build_troupe()
-        team = two_roles(plan=steps).model_copy(update={"models": {}})
+        valid = two_roles()
+        team = TeamSpec.model_construct(**{**dict(valid), "plan": steps, "models": {}})
         result = await troupe.run("anything", team)
         assert (result.status, result.error.code) == ("failed", ErrorCode.PLAN)
         assert problem in result.error.message

@@ -369,3 +369,25 @@ def test_dead_letter_keeps_message_or_raw_bytes():
     assert DeadLetter.model_validate(raw.model_dump()) == raw
     with pytest.raises(ValidationError):
         DeadLetter(at=1.0, reason="not_a_code", detail="x")
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {"$ref": "http://169.254.169.254/latest/schema.json"},
+        {"type": "object", "properties": {"a": {"$ref": "https://example.com/a.json"}}},
+        {"allOf": [{"$dynamicRef": "other.json#x"}]},
+    ],
+)
+def test_an_output_schema_that_refers_to_another_document_is_refused_at_the_door(schema):
+    from protocols import AgentSpec, TeamSpec  # noqa: PLC0415
+
+    with pytest.raises(ValidationError, match="refers to other documents"):
+        PlannedSubtask(id="s", role="r", instructions="x", output_schema=schema)
+    with pytest.raises(ValidationError, match="refers to other documents"):
+        TeamSpec(agents=(AgentSpec(name="a", role="r"),), output_schema=schema)
+
+
+def test_an_output_schema_with_references_inside_itself_is_fine():
+    schema = {"$defs": {"n": {"type": "integer"}}, "properties": {"a": {"$ref": "#/$defs/n"}}}
+    assert PlannedSubtask(id="s", role="r", instructions="x", output_schema=schema)
