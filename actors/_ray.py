@@ -46,6 +46,7 @@ __all__ = [
     "RayTeamProvisioner",
     "SystemHandles",
     "agent_actor_name",
+    "cluster_addresses",
     "spawn_system",
 ]
 
@@ -176,6 +177,11 @@ class SystemHandles:
     memory: Any
 
 
+def cluster_addresses() -> list[str]:
+    """The addresses of the Ray cluster's live nodes (which outbound calls never reach)."""
+    return sorted({str(n["NodeManagerAddress"]) for n in ray.nodes() if n.get("Alive")})
+
+
 def spawn_system(
     models: Mapping[str, ModelSpec] | None = None,
     config: LLMConfig | None = None,
@@ -184,16 +190,26 @@ def spawn_system(
     journal: Path | None = None,
     *,
     otel: bool = False,
+    replace_models: bool = False,
 ) -> SystemHandles:
     """Start the system actors, or find the running ones, and wire them together.
 
     ``config`` configures a pool this call starts (a running pool keeps its own), and
     ``tools`` the tool sandboxes and ``memory`` the memory store it starts, and
-    ``journal`` is the orchestrator's journal file (default ``~/.raytroupe/journal.sqlite``);
-    ``models`` are served by the pool, replacing aliases of the same name; with ``otel`` an
-    orchestrator this call starts exports each job's trace to OpenTelemetry.
+    ``journal`` is the orchestrator's journal file (default ``~/.raytroupe/journal.sqlite``;
+    the pool keeps its budget ledger and usage beside it, in ``llm.sqlite``). ``models``
+    are served by the pool as the operator's; an alias a running pool already serves
+    differently is a ``ConfigError`` unless ``replace_models`` (other drivers and tenants
+    may be using it). With ``otel`` an orchestrator this call starts exports each job's
+    trace to OpenTelemetry.
+
+    Raises:
+        ConfigError: the pool cannot serve its configuration, or ``models`` would replace
+            an alias without ``replace_models``.
     """
     tools = tools or ToolsConfig()
+    journal = journal or Path.home() / ".raytroupe" / "journal.sqlite"
+    own = cluster_addresses()
     router = (
         _remote(MessageRouter)
         .options(**_options("router", max_restarts=SYSTEM_RESTARTS))
@@ -202,7 +218,14 @@ def spawn_system(
     llm = (
         _remote(LLMAdapterPool)
         .options(**_options("llm", max_restarts=SYSTEM_RESTARTS))
-        .remote(config=config, router=RayRouterClient(router), kept=Kept("llm"))
+        .remote(
+            dict(models or {}),
+            config=config,
+            router=RayRouterClient(router),
+            kept=Kept("llm"),
+            state=journal.parent / "llm.sqlite",
+            own_addresses=own,
+        )
     )
     from actors.memory.store import MemoryStore  # noqa: PLC0415 - only the driver spawns it
     from actors.tools.sandbox import ToolSandbox  # noqa: PLC0415
@@ -216,7 +239,7 @@ def spawn_system(
     sandboxes = [
         _remote(ToolSandbox)
         .options(**_options(f"tools/{n}", max_restarts=SYSTEM_RESTARTS))
-        .remote(tools, name=f"tools-{n}", router=RayRouterClient(router))
+        .remote(tools, name=f"tools-{n}", router=RayRouterClient(router), own_addresses=own)
         for n in range(tools.sandboxes)
     ]
     orchestrator = (
@@ -225,7 +248,7 @@ def spawn_system(
         .remote(
             RayRouterClient(router),
             RayTeamProvisioner(router, llm, sandboxes),
-            journal=journal or Path.home() / ".raytroupe" / "journal.sqlite",
+            journal=journal,
             otel=otel,
         )
     )
@@ -235,8 +258,8 @@ def spawn_system(
         router.register.remote("memory", memory_actor, []),
         *(router.register.remote(f"tools-{n}", s, ["tools"]) for n, s in enumerate(sandboxes)),
     ]
-    if models:
-        pending.append(llm.configure.remote(dict(models), replace=True))
+    if models:  # a pool that was running already: its aliases are others' too
+        pending.append(llm.configure.remote(dict(models), replace=replace_models, operator=True))
     try:
         ray.get(pending)
         problems: dict[str, str] = ray.get(llm.problems.remote())

@@ -1,7 +1,9 @@
 """The LLM pool's configuration: aliases, budgets, retry policy and prices, from YAML or code.
 
 API keys never appear here: deployments name the environment variable holding theirs
-(``api_key_env``), which is read only inside the pool actor.
+(``api_key_env``), which is read only inside the pool actor. This configuration is the
+operator's, and trusted: models that teams configure later are checked against it (see
+:mod:`actors.llm.trust`).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from actors._config import read_yaml, validated
 from actors.llm.gateway import RetryPolicy
+from actors.outbound import NetworkPolicy
 from protocols import Budget, ModelSpec, Name
 
 __all__ = ["LLMConfig"]
@@ -33,6 +36,21 @@ class LLMConfig(BaseModel):
     prices: dict[str, tuple[float, float]] = Field(
         default_factory=dict,
         description="'provider/model-prefix' -> [USD per M prompt, per M completion tokens].",
+    )
+    allow_unpriced: bool = Field(
+        default=False,
+        description="Let a call under a USD budget use a model without a known price (it "
+        "then costs 0); by default such a call is refused with UnpricedModel.",
+    )
+    network: NetworkPolicy = Field(
+        default_factory=NetworkPolicy,
+        description="Where models configured by teams may point beyond public addresses "
+        "(the hosts of these deployments are allowed without being listed).",
+    )
+    keys: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description="More key variables that models configured by teams may name, each with "
+        "the hosts its key may be sent to (those of these deployments are allowed already).",
     )
 
     @classmethod

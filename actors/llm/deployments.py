@@ -49,7 +49,7 @@ class DeploymentState:
     name: str
     spec: DeploymentSpec
     provider: LLMProvider
-    price: Price
+    price: Price | None
     clock: Callable[[], float]
     in_flight: int = 0
     failures: int = 0
@@ -68,7 +68,12 @@ class DeploymentState:
 
     @property
     def cost_rank(self) -> float:
-        """Price of a typical call (1 prompt token to 1 completion token), for ordering."""
+        """Price of a typical call (1 prompt token to 1 completion token), for ordering.
+
+        A deployment without a known price ranks last.
+        """
+        if self.price is None:
+            return math.inf
         return self.price.input_usd_per_mtok + self.price.output_usd_per_mtok
 
     def cooling(self) -> float:

@@ -39,6 +39,7 @@ from protocols import (
     Overloaded,
     RouteSpec,
     TroupeError,
+    UnpricedModel,
 )
 
 __all__ = ["CallContext", "Gateway", "RetryPolicy"]
@@ -77,6 +78,8 @@ class Gateway:
     """Routes calls over bound deployments; see the module docstring.
 
     Args:
+        allow_unpriced: let a call under a USD budget use a deployment without a known price
+            (by default it is refused with ``UnpricedModel``: money fails closed).
         clock, sleep, rng: injected so tests can control time and jitter.
     """
 
@@ -86,6 +89,7 @@ class Gateway:
         prices: PriceTable,
         ledger: Ledger,
         *,
+        allow_unpriced: bool = False,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
@@ -93,6 +97,7 @@ class Gateway:
         self.policy = policy
         self._prices = prices
         self._ledger = ledger
+        self._allow_unpriced = allow_unpriced
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()  # noqa: S311 - jitter and weights, not secrets
@@ -209,9 +214,19 @@ class Gateway:
         prompt = estimate_prompt_tokens(
             [m.text for m in request.messages] + [t.model_dump_json() for t in request.tools]
         )
-        reservation = self._ledger.reserve(
-            keys, prompt + max_tokens, state.price.cost(prompt, max_tokens)
-        )
+        if state.price is None and not self._allow_unpriced and self._ledger.limits_usd(keys):
+            model = getattr(state.spec, "model", state.name)
+            raise UnpricedModel(
+                f"{state.name} ({state.spec.provider} model {model!r}) has no known price, so "
+                "a USD budget cannot be kept: the operator sets its price "
+                "(input_usd_per_mtok / output_usd_per_mtok, or LLMConfig.prices) or allows "
+                "unpriced models (LLMConfig.allow_unpriced)",
+                deployment=state.name,
+                model=model,
+                provider=state.spec.provider,
+            )
+        estimate = 0.0 if state.price is None else state.price.cost(prompt, max_tokens)
+        reservation = self._ledger.reserve(keys, prompt + max_tokens, estimate)
         usage = None
         try:
             async with state.admitted(prompt + max_tokens):

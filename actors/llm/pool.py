@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
 
 import structlog
 
@@ -17,6 +19,9 @@ from actors.llm.offline import OfflineProvider
 from actors.llm.pricing import Price, PriceTable
 from actors.llm.provider import DeltaSink, LLMProvider
 from actors.llm.scripted import ScriptedProvider
+from actors.llm.state import PoolState
+from actors.llm.trust import ModelTrust
+from actors.outbound import Outbound
 from protocols import (
     AgentMessage,
     AnthropicModel,
@@ -47,8 +52,11 @@ DEFAULT_MODELS: Mapping[str, ModelSpec] = {"default": OfflineModel(), "offline":
 """Aliases every pool starts with: the offline provider, with no latency."""
 
 
-def build_provider(spec: DeploymentSpec) -> LLMProvider:
+def build_provider(spec: DeploymentSpec, *, outbound: Outbound | None = None) -> LLMProvider:
     """The provider that serves ``spec`` (SDKs are imported only when one is needed).
+
+    With ``outbound``, a remote provider's every connection passes that network policy and
+    it follows no redirect (its key goes only to its ``base_url``).
 
     Raises:
         ConfigError: the provider needs a key and its environment variable is not set.
@@ -59,13 +67,21 @@ def build_provider(spec: DeploymentSpec) -> LLMProvider:
         case ScriptedModel():
             return ScriptedProvider(spec)
         case OpenAIModel() | OpenAICompatibleModel():
-            from actors.llm.openai_provider import OpenAIProvider  # noqa: PLC0415 - lazy SDK
+            import openai  # noqa: PLC0415 - lazy SDK
 
-            return OpenAIProvider(spec)
+            from actors.llm.openai_provider import OpenAIProvider  # noqa: PLC0415
+
+            client = outbound.sdk_http_client(openai.DefaultAsyncHttpxClient) if outbound else None
+            return OpenAIProvider(spec, http_client=client)
         case AnthropicModel():
+            import anthropic  # noqa: PLC0415
+
             from actors.llm.anthropic_provider import AnthropicProvider  # noqa: PLC0415
 
-            return AnthropicProvider(spec)
+            client = (
+                outbound.sdk_http_client(anthropic.DefaultAsyncHttpxClient) if outbound else None
+            )
+            return AnthropicProvider(spec, http_client=client)
 
 
 class LLMAdapterPool(TakesBatches):
@@ -73,11 +89,15 @@ class LLMAdapterPool(TakesBatches):
 
     Args:
         models: aliases to serve, on top of :data:`DEFAULT_MODELS` and ``config.models``.
-        config: budgets, retry policy and prices (and more aliases).
-        provider_factory: builds a provider for a deployment (tests may pass their own).
+        config: budgets, retry policy, prices, outbound policy (and more aliases).
+        provider_factory: builds a provider for a deployment (tests may pass their own; the
+            default builds them under the outbound policy).
         router: where streamed deltas go, as ``llm_delta`` events of the caller's job.
         kept: where the aliases given to :meth:`configure` are kept, so that a restarted
             pool serves them again (under Ray: ``Kept("llm")``).
+        state: where the budget ledger and usage are kept (a path or a :class:`PoolState`),
+            so that a restarted pool neither forgets a spend nor lets a budget be overspent.
+        own_addresses: the cluster's node addresses, which no provider may connect to.
     """
 
     def __init__(
@@ -85,27 +105,40 @@ class LLMAdapterPool(TakesBatches):
         models: Mapping[str, ModelSpec] | None = None,
         *,
         config: LLMConfig | None = None,
-        provider_factory: Callable[[DeploymentSpec], LLMProvider] = build_provider,
+        provider_factory: Callable[[DeploymentSpec], LLMProvider] | None = None,
         router: RouterClient | None = None,
         gateway: Gateway | None = None,
         kept: Keeper | None = None,
+        state: PoolState | str | Path | None = None,
+        own_addresses: Sequence[str] = (),
     ) -> None:
         config = config or LLMConfig()
         self._kept = kept
-        self._configured: dict[str, ModelSpec] = (kept.load() if kept else None) or {}
+        saved: _Saved = (kept.load() if kept else None) or _Saved()
+        self._configured: dict[str, ModelSpec] = dict(saved.models)
+        self._operator: set[str] = set(saved.operator)
         self._factory = provider_factory
         self._router = router
-        self._ledger = Ledger(config.tenant_budgets)
+        self._state = state if isinstance(state, PoolState | None) else PoolState(state)
+        self._ledger = Ledger(config.tenant_budgets, self._state)
         self._gateway = gateway or Gateway(
             config.retry,
             PriceTable({k: Price(*v) for k, v in config.prices.items()}),
             self._ledger,
+            allow_unpriced=config.allow_unpriced,
         )
         self._specs: dict[str, ModelSpec] = {}
         self._broken: dict[str, ConfigError] = {}
-        self._usage: dict[tuple[str | None, str, str, str, str], UsageRow] = {}
+        self._usage: dict[tuple[str | None, str, str, str, str], UsageRow] = {
+            _row_key(row): row for row in (self._state.usage() if self._state else ())
+        }
         self._by_job: dict[str, set[asyncio.Task[object]]] = {}
         initial = {**DEFAULT_MODELS, **config.models, **(models or {}), **self._configured}
+        self._trust = ModelTrust(config.network, config.keys, own_addresses)
+        self._trust.trust(
+            [*config.models.values(), *(models or {}).values()]
+            + [spec for alias, spec in self._configured.items() if alias in self._operator]
+        )
         for alias, spec in initial.items():
             try:
                 self._bind(alias, spec)
@@ -117,16 +150,23 @@ class LLMAdapterPool(TakesBatches):
         """Whether every alias of ``models`` is bound to that very spec here."""
         return all(self._specs.get(alias) == spec for alias, spec in models.items())
 
-    async def configure(self, models: Mapping[str, ModelSpec], *, replace: bool = False) -> None:
+    async def configure(
+        self, models: Mapping[str, ModelSpec], *, replace: bool = False, operator: bool = False
+    ) -> None:
         """Serve ``models``.
 
         An alias already bound to an equal spec keeps its provider (and a scripted provider
         its remaining turns). With ``replace=False`` an alias bound to a different spec is a
         ``ConfigError``; with ``replace=True`` the old provider is replaced, then closed.
 
+        Models from a team (``operator=False``) are checked against the operator's trust
+        (:mod:`actors.llm.trust`): a key variable it did not allow for that host, or a
+        ``base_url`` the network policy refuses, is a ``ConfigError``. ``operator=True`` (a
+        driver's ``runtime.connect(llm=...)``) extends that trust instead.
+
         Raises:
-            ConfigError: a conflicting alias without ``replace``, or a key that is not set;
-                nothing is changed.
+            ConfigError: a conflicting alias without ``replace``, a key that is not set, or a
+                model past the operator's trust; nothing is changed.
             ModelError: closing a replaced provider failed (e.g. ``ScriptError`` for unused
                 turns); the new configuration is fully applied all the same.
         """
@@ -134,12 +174,17 @@ class LLMAdapterPool(TakesBatches):
         if conflicts and not replace:
             raise ConfigError(
                 f"model alias(es) {sorted(conflicts)} already serve a different model; "
-                "choose another alias",
+                "choose another alias (or replace it explicitly)",
                 aliases=sorted(conflicts),
             )
         changed = {a: s for a, s in models.items() if self._specs.get(a) != s}
+        if operator:
+            self._trust.trust(changed.values())
+        else:
+            for alias, spec in changed.items():
+                await self._trust.check(alias, spec)
         built = {
-            a: self._factory(s) for a, s in changed.items() if not isinstance(s, RouteSpec)
+            a: self._build(s) for a, s in changed.items() if not isinstance(s, RouteSpec)
         }  # build every provider first: a missing key leaves nothing half-applied
         replaced = []
         for alias, spec in changed.items():
@@ -149,6 +194,8 @@ class LLMAdapterPool(TakesBatches):
             self._gateway.bind(alias, spec, built.get(alias))
             if old is not None:
                 replaced.append(old)
+        if operator:
+            self._operator.update(changed)
         self._keep(changed)
         # every alias is bound before any old provider is closed: a close that raises (a
         # scripted provider with turns left) cannot leave the configuration half applied
@@ -164,8 +211,16 @@ class LLMAdapterPool(TakesBatches):
     def _keep(self, changed: Mapping[str, ModelSpec]) -> None:
         if changed:
             self._configured.update(changed)
-            if self._kept is not None:
-                self._kept.save(self._configured)
+            self._save()
+
+    def _save(self) -> None:
+        if self._kept is not None:
+            self._kept.save(_Saved(dict(self._configured), tuple(sorted(self._operator))))
+
+    def _build(self, spec: DeploymentSpec) -> LLMProvider:
+        if self._factory is not None:
+            return self._factory(spec)
+        return build_provider(spec, outbound=self._trust.outbound)
 
     async def remove(self, alias: str) -> None:
         """Stop serving ``alias`` and close its provider (a scripted one checks it was used up).
@@ -174,8 +229,9 @@ class LLMAdapterPool(TakesBatches):
             ScriptError: a scripted provider still had turns.
         """
         self._specs.pop(alias, None)
-        if self._configured.pop(alias, None) is not None and self._kept is not None:
-            self._kept.save(self._configured)
+        self._operator.discard(alias)
+        if self._configured.pop(alias, None) is not None:
+            self._save()
         provider = self._gateway.unbind(alias)
         if provider is not None:
             await provider.close()
@@ -277,7 +333,7 @@ class LLMAdapterPool(TakesBatches):
 
     def _bind(self, alias: str, spec: ModelSpec) -> None:
         self._specs[alias] = spec
-        provider = None if isinstance(spec, RouteSpec) else self._factory(spec)
+        provider = None if isinstance(spec, RouteSpec) else self._build(spec)
         self._gateway.bind(alias, spec, provider)
 
     def _book(self, context: CallContext, alias: str, response: LLMResponse) -> None:
@@ -299,7 +355,7 @@ class LLMAdapterPool(TakesBatches):
             cost_usd=usage.cost_usd,
             latency_s=response.latency_s,
         )
-        self._usage[key] = row.model_copy(
+        row = self._usage[key] = row.model_copy(
             update={
                 "calls": row.calls + 1,
                 "prompt_tokens": row.prompt_tokens + usage.prompt_tokens,
@@ -307,6 +363,24 @@ class LLMAdapterPool(TakesBatches):
                 "cost_usd": row.cost_usd + usage.cost_usd,
             }
         )
+        if self._state is not None:
+            self._state.book(row)
+
+
+@dataclass(frozen=True)
+class _Saved:
+    """What the pool keeps across restarts.
+
+    The aliases configured since it started, and which of them the operator configured
+    (their hosts and key variables are trusted).
+    """
+
+    models: dict[str, ModelSpec] = field(default_factory=dict)
+    operator: tuple[str, ...] = ()
+
+
+def _row_key(row: UsageRow) -> tuple[str | None, str, str, str, str]:
+    return (row.job_id, row.agent, row.model, row.deployment, row.provider)
 
 
 class _DeltaForwarder:

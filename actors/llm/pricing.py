@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 from protocols import DeploymentSpec, Usage
 
-__all__ = ["Price", "PriceTable"]
+__all__ = ["FREE", "FREE_PROVIDERS", "Price", "PriceTable"]
 
 
 class Price(NamedTuple):
@@ -26,6 +26,8 @@ class Price(NamedTuple):
 
 
 FREE = Price(0.0, 0.0)
+FREE_PROVIDERS = frozenset({"offline", "scripted"})
+"""Providers that cost nothing: no network, no account."""
 
 
 class PriceTable:
@@ -46,20 +48,30 @@ class PriceTable:
             provider, _, model = key.partition("/")
             self._table.setdefault(provider, {})[model] = Price(*price)
 
-    def price(self, spec: DeploymentSpec) -> Price:
-        """The price of a deployment: its own fields first, then the table, else free."""
-        model = getattr(spec, "model", "")
-        listed = self._table.get(spec.provider, {})
-        matches = [prefix for prefix in listed if model.startswith(prefix)]
-        base = listed[max(matches, key=len)] if matches else FREE
-        return Price(
-            base.input_usd_per_mtok if spec.input_usd_per_mtok is None else spec.input_usd_per_mtok,
-            base.output_usd_per_mtok
-            if spec.output_usd_per_mtok is None
-            else spec.output_usd_per_mtok,
-        )
+    def price(self, spec: DeploymentSpec) -> Price | None:
+        """The price of a deployment: its own fields first, then the table; None if unknown.
+
+        The offline and scripted providers are free. A model the table does not list, without
+        both prices of its own, has no known price: a USD budget then refuses its calls
+        (``UnpricedModel``) unless the pool allows unpriced models.
+        """
+        if spec.provider in FREE_PROVIDERS:
+            base: Price | None = FREE
+        else:
+            model = getattr(spec, "model", "")
+            listed = self._table.get(spec.provider, {})
+            matches = [prefix for prefix in listed if model.startswith(prefix)]
+            base = listed[max(matches, key=len)] if matches else None
+        prompt = spec.input_usd_per_mtok
+        completion = spec.output_usd_per_mtok
+        if prompt is None:
+            prompt = None if base is None else base.input_usd_per_mtok
+        if completion is None:
+            completion = None if base is None else base.output_usd_per_mtok
+        return None if prompt is None or completion is None else Price(prompt, completion)
 
     def priced(self, spec: DeploymentSpec, usage: Usage) -> Usage:
-        """``usage`` with its cost filled in."""
-        cost = self.price(spec).cost(usage.prompt_tokens, usage.completion_tokens)
+        """``usage`` with its cost filled in (0 for a model without a known price)."""
+        price = self.price(spec) or FREE
+        cost = price.cost(usage.prompt_tokens, usage.completion_tokens)
         return usage.model_copy(update={"cost_usd": cost})

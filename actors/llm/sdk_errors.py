@@ -37,6 +37,7 @@ import anyio
 import httpx2
 import openai
 
+from actors.outbound import OutboundRefused
 from protocols.errors import (
     AuthFailed,
     BadRequest,
@@ -177,7 +178,7 @@ def stream_broke(exc: BaseException, *, provider: str) -> StreamInterrupted:
     )
 
 
-def map_sdk_error(
+def map_sdk_error(  # noqa: PLR0911 - one return per kind of failure reads best
     exc: BaseException,
     *,
     provider: str,
@@ -198,6 +199,11 @@ def map_sdk_error(
     if isinstance(exc, openai.APIConnectionError | anthropic.APIConnectionError):
         if isinstance(exc, openai.APITimeoutError | anthropic.APITimeoutError):
             return ModelTimeout(f"{provider}: the call timed out", provider=provider)
+        refused = _refusal(exc)
+        if refused is not None:  # the network policy said no: trying again would too
+            return ModelError(
+                f"{provider}: {redact(refused, secrets)}", provider=provider, refused=True
+            )
         return ProviderUnavailable(
             f"{provider}: no connection ({redact(exc.message, secrets)})", provider=provider
         )
@@ -207,6 +213,18 @@ def map_sdk_error(
         return _raw_fault(exc, provider, stream=stream)
     what = type(exc).__name__
     return ModelError(f"{provider}: {what}: {redact(str(exc), secrets)}", provider=provider)
+
+
+def _refusal(exc: BaseException) -> str | None:
+    """The outbound policy's refusal behind a connection error, if that is what it was."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the SDK wraps httpx2's error, which wraps httpcore2's
+        if seen is None:
+            return None
+        if isinstance(seen, OutboundRefused):
+            return str(seen)
+        seen = seen.__cause__ or seen.__context__
+    return None
 
 
 def _raw_fault(exc: BaseException, provider: str, *, stream: bool) -> ModelError:

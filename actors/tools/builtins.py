@@ -16,6 +16,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from actors.outbound import Outbound, OutboundRefused
 from actors.tools.calculator import CALCULATOR, evaluate
 from actors.tools.isolation import Isolation, Limits, RunResult
 from protocols import ToolDef, ToolError
@@ -47,6 +48,7 @@ class BuiltinSettings:
     http_max_bytes: int
     http_timeout_s: float
     file_max_bytes: int
+    outbound: Outbound
 
 
 def _object(properties: dict[str, Any], required: Sequence[str]) -> dict[str, Any]:
@@ -160,8 +162,15 @@ def builtin_tools(settings: BuiltinSettings) -> dict[str, tuple[ToolDef, Runner]
                 f"http_get may only fetch http(s) URLs of {list(settings.http_allow_domains)}",
                 url=url,
             )
+        try:  # a clear refusal here; the transport checks every connection again
+            await settings.outbound.check_url(url)
+        except OutboundRefused as exc:
+            raise ToolError(f"http_get refused: {exc}", url=url) from None
         body = bytearray()
-        async with httpx.AsyncClient(timeout=settings.http_timeout_s) as client:
+        transport = settings.outbound.httpx_transport()
+        async with httpx.AsyncClient(
+            timeout=settings.http_timeout_s, transport=transport
+        ) as client:
             try:
                 async with client.stream("GET", url, follow_redirects=False) as response:
                     async for chunk in response.aiter_bytes():
@@ -171,8 +180,10 @@ def builtin_tools(settings: BuiltinSettings) -> dict[str, tuple[ToolDef, Runner]
             except httpx.HTTPError as e:
                 raise ToolError(f"http_get failed: {type(e).__name__}: {e}", url=url) from None
         truncated = len(body) > settings.http_max_bytes
+        location = response.headers.get("location") if response.is_redirect else None
         return {
             "status": response.status_code,
+            **({"location": location} if location else {}),
             "content_type": response.headers.get("content-type", ""),
             "text": bytes(body[: settings.http_max_bytes]).decode("utf-8", "replace"),
             "truncated": truncated,
@@ -207,7 +218,8 @@ def builtin_tools(settings: BuiltinSettings) -> dict[str, tuple[ToolDef, Runner]
         "http_get": (
             ToolDef(
                 name="http_get",
-                description="Fetch a web page over HTTP(S) from an allowed domain.",
+                description="Fetch a web page over HTTP(S) from an allowed domain (redirects "
+                "are not followed: the answer gives the status and its location).",
                 parameters=_object({"url": {"type": "string", "minLength": 1}}, ["url"]),
                 timeout_s=settings.http_timeout_s + 5,
                 tags=("web",),

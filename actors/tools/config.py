@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from actors.outbound import NetworkPolicy
 from actors.tools.isolation import Limits
 from protocols import MCPServerSpec, Name
 
@@ -91,6 +92,11 @@ class ToolsConfig(BaseModel):
     enable_shell: bool = Field(default=False, description="Offer the isolated shell tool.")
     http_allow_domains: tuple[str, ...] = Field(
         default=(), description="Domains http_get may fetch from (and their subdomains)."
+    )
+    network: NetworkPolicy = Field(
+        default_factory=NetworkPolicy,
+        description="Addresses http_get may reach beyond public ones (default: public only; "
+        "loopback, link-local, private ranges and the cluster's own nodes are refused).",
     )
     http_max_bytes: int = Field(default=1_000_000, gt=0)
     http_timeout_s: float = Field(default=10.0, gt=0.0)

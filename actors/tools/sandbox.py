@@ -15,7 +15,7 @@ import asyncio
 import json
 import sqlite3
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -25,6 +25,7 @@ from jsonschema import Draft202012Validator
 
 from actors import _metrics as metrics
 from actors._endpoint import RouterClient, TakesBatches, serve_envelope
+from actors.outbound import Outbound
 from actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
 from actors.tools.config import ToolsConfig
 from actors.tools.functions import load_function_tool
@@ -98,6 +99,7 @@ class ToolSandbox(TakesBatches):
     Args:
         isolation: how untrusted code is run (tests may pass their own).
         mcp_factory: builds an MCP tool source for a server spec.
+        own_addresses: the cluster's node addresses, which ``http_get`` never reaches.
     """
 
     def __init__(
@@ -108,6 +110,7 @@ class ToolSandbox(TakesBatches):
         isolation: Isolation | None = None,
         mcp_factory: Callable[[MCPServerSpec], MCPToolSource] = MCPToolSource,
         router: RouterClient | None = None,
+        own_addresses: Sequence[str] = (),
     ) -> None:
         self._config = config = config or ToolsConfig()
         self._name = name
@@ -120,6 +123,7 @@ class ToolSandbox(TakesBatches):
             http_max_bytes=config.http_max_bytes,
             http_timeout_s=config.http_timeout_s,
             file_max_bytes=config.file_max_bytes,
+            outbound=Outbound(config.network, own_addresses=own_addresses),
         )
         self._tools: dict[str, tuple[ToolDef, Runner]] = {}
         for definition, run in builtin_tools(settings).values():

@@ -34,7 +34,8 @@ def test_reserve_holds_and_settle_books_what_was_used():
     ledger = Ledger({"acme": Budget(tokens=1000, usd=1.0)})
     ledger.set_limit("job:j1", Budget(tokens=500))
     reservation = ledger.reserve(("tenant:acme", "job:j1", "job:unlimited"), 300, 0.25)
-    assert reservation.keys == ("tenant:acme", "job:j1")
+    assert reservation.keys == ("tenant:acme", "job:j1", "job:unlimited")  # all record spend
+    assert not ledger.has_limit("job:unlimited")
     assert (ledger.held("tenant:acme").tokens, ledger.held("tenant:acme").usd) == (300, 0.25)
     assert ledger.held("job:j1").tokens == 300
     ledger.settle(reservation, Usage(prompt_tokens=20, completion_tokens=10, cost_usd=0.01))
@@ -220,7 +221,7 @@ def test_tenant_budgets_from_the_config_apply_across_jobs():
         assert caught.value.detail["account"] == "tenant:acme"
         await pool.complete(request, CallContext(job_id="j3", tenant="other", agent="w"))
         assert (await pool.spent("tenant:acme")).tokens == 200
-        assert (await pool.spent("tenant:other")).tokens == 0  # no budget, no account
+        assert (await pool.spent("tenant:other")).tokens == 200  # recorded, not limited
         assert [r.job_id for r in await pool.usage()] == ["j1", "j3"]
 
     run(main())

@@ -44,17 +44,26 @@ def test_the_longest_matching_model_prefix_wins(spec, expected):
     assert PriceTable().price(spec) == expected
 
 
+@pytest.mark.parametrize("spec", [OfflineModel(), ScriptedModel(turns=(ScriptedTurn(text="x"),))])
+def test_offline_and_scripted_models_are_free(spec):
+    assert PriceTable().price(spec) == Price(0.0, 0.0)
+
+
 @pytest.mark.parametrize(
     "spec",
     [
         OpenAIModel(model="some-future-model"),
         OpenAICompatibleModel(model="gpt-4o", base_url="http://x/v1"),  # another provider
-        OfflineModel(),
-        ScriptedModel(turns=(ScriptedTurn(text="x"),)),
+        OpenAIModel(model="some-future-model", input_usd_per_mtok=1.0),  # half a price
     ],
 )
-def test_unlisted_offline_and_scripted_models_are_free(spec):
-    assert PriceTable().price(spec) == Price(0.0, 0.0)
+def test_a_model_the_table_does_not_list_has_no_known_price(spec):
+    assert PriceTable().price(spec) is None
+
+
+def test_a_deployments_own_prices_make_an_unlisted_model_priced():
+    spec = OpenAIModel(model="some-future-model", input_usd_per_mtok=1.0, output_usd_per_mtok=3.0)
+    assert PriceTable().price(spec) == Price(1.0, 3.0)
 
 
 def test_the_shipped_table_is_what_the_lookup_uses():

@@ -1,0 +1,103 @@
+"""The LLM pool's durable state: the budget ledger and the usage report, in SQLite.
+
+A restarted pool (Ray runs ``__init__`` again) reads both back, so a tenant's spend is never
+reset by a restart. Holds open when the pool died are booked as spent (see
+:mod:`actors.llm.budget`). One pool owns one file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+from actors.llm.budget import Reservation, Spend
+from protocols import UsageRow
+
+__all__ = ["PoolState"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS spent (key TEXT PRIMARY KEY, tokens INTEGER NOT NULL, usd REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS holds (
+    id TEXT PRIMARY KEY, keys TEXT NOT NULL, tokens INTEGER NOT NULL, usd REAL NOT NULL
+);
+CREATE TABLE IF NOT EXISTS usage (
+    job_id TEXT NOT NULL, agent TEXT NOT NULL, model TEXT NOT NULL, deployment TEXT NOT NULL,
+    provider TEXT NOT NULL, row TEXT NOT NULL,
+    PRIMARY KEY (job_id, agent, model, deployment, provider)
+);
+"""
+
+_ADD = """
+INSERT INTO spent (key, tokens, usd) VALUES (?, ?, ?)
+ON CONFLICT (key) DO UPDATE SET tokens = tokens + excluded.tokens, usd = usd + excluded.usd
+"""
+
+
+class PoolState:
+    """Spend per account, open holds and usage rows, in a SQLite file (``:memory:`` too)."""
+
+    def __init__(self, path: str | Path) -> None:
+        if str(path) != ":memory:":
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.executescript(_SCHEMA)
+
+    def spent(self) -> dict[str, Spend]:
+        """What each account spent; holds left open by a dead pool are booked in full first."""
+        with self._transaction():
+            for _, keys, tokens, usd in self._db.execute("SELECT * FROM holds").fetchall():
+                self._db.executemany(_ADD, [(k, tokens, usd) for k in json.loads(keys)])
+            self._db.execute("DELETE FROM holds")
+        rows = self._db.execute("SELECT key, tokens, usd FROM spent").fetchall()
+        return {key: Spend(tokens, usd) for key, tokens, usd in rows}
+
+    def hold(self, reservation: Reservation) -> None:
+        """Record a hold before its call is made."""
+        self._db.execute(
+            "INSERT INTO holds VALUES (?, ?, ?, ?)",
+            (reservation.id, json.dumps(reservation.keys), reservation.tokens, reservation.usd),
+        )
+
+    def settle(self, reservation: Reservation, tokens: int, usd: float) -> None:
+        """Close the hold and add what the call cost to each of its accounts, atomically."""
+        with self._transaction():
+            self._db.execute("DELETE FROM holds WHERE id = ?", (reservation.id,))
+            self._db.executemany(_ADD, [(k, tokens, usd) for k in reservation.keys])
+
+    def book(self, row: UsageRow) -> None:
+        """Keep ``row`` (the running totals of one job, agent and model), replacing its last."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO usage VALUES (?, ?, ?, ?, ?, ?)",
+            (
+                row.job_id or "",
+                row.agent,
+                row.model,
+                row.deployment,
+                row.provider,
+                row.model_dump_json(),
+            ),
+        )
+
+    def usage(self) -> list[UsageRow]:
+        """Every usage row kept."""
+        rows = self._db.execute("SELECT row FROM usage").fetchall()
+        return [UsageRow.model_validate_json(row) for (row,) in rows]
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._db.execute("ROLLBACK")
+            raise
+        self._db.execute("COMMIT")
+
+    def close(self) -> None:
+        """Close the file."""
+        self._db.close()
