@@ -1,7 +1,9 @@
 """The HTTP API: jobs, their event streams, approvals, teams, agents, usage and health.
 
 Every job route is scoped to the caller's tenant: another tenant's job is 404, as if it did
-not exist. Teams and agents are shared by the deployment; changing them takes an admin key.
+not exist. A tenant's job passes its policy (inline teams are data: model aliases and tools
+the operator allows, within caps; see ``actors.orchestrator.admission``). Teams and agents
+are shared by the deployment; changing them, and tenants' policies, takes an admin key.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from http import HTTPStatus
 from typing import Annotated, Any, Final
 
 import structlog
-from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request, Response
+from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -33,7 +35,9 @@ from protocols import (
     JobNotFound,
     JobResult,
     JobStatus,
+    TeamNotFound,
     TeamSpec,
+    TenantPolicy,
     TroupeError,
     UsageRow,
 )
@@ -125,6 +129,7 @@ class _Forbidden(Exception):
 
 Caller = Annotated[Principal, Depends(caller)]
 Admin = Annotated[Principal, Depends(admin)]
+TenantName = Annotated[str, Path(pattern=r"^(\*|[A-Za-z0-9_.-]{1,64})$")]
 
 
 def create_api(backend: Backend, config: APIConfig) -> FastAPI:
@@ -137,6 +142,7 @@ def create_api(backend: Backend, config: APIConfig) -> FastAPI:
     _install_error_handlers(app)
     app.include_router(_jobs(backend))
     app.include_router(_teams(backend))
+    app.include_router(_policies(backend))
     app.include_router(_ops(backend))
     from deployments.openai_compat import openai_routes  # noqa: PLC0415 - avoids a cycle
 
@@ -159,6 +165,7 @@ def _jobs(backend: Backend) -> APIRouter:
                 budget=body.budget,
                 attachments=tuple(body.attachments),
                 request_id=request_id_of(request.scope),
+                admin=who.admin,
             )
         )
         url = f"/v1/jobs/{job_id}"
@@ -283,16 +290,19 @@ def _teams(backend: Backend) -> APIRouter:
     orchestrator = backend.orchestrator
 
     @routes.get("/teams", response_model=dict[str, TeamSpec])
-    async def list_teams(_who: Caller) -> dict[str, TeamSpec]:
-        """Teams registered at run time, by name."""
+    async def list_teams(who: Caller) -> dict[str, TeamSpec]:
+        """Teams registered at run time, by name (a tenant's key: those it may run)."""
         teams: dict[str, TeamSpec] = await backend.call(orchestrator.teams.remote())
-        return teams
+        return await visible_teams(backend, who, teams)
 
     @routes.get("/teams/{name}", response_model=TeamSpec)
-    async def get_team(name: str, _who: Caller) -> TeamSpec:
-        """One registered team."""
+    async def get_team(name: str, who: Caller) -> TeamSpec:
+        """One registered team (404 for a tenant that may not run it)."""
         team: TeamSpec = await backend.call(orchestrator.team.remote(name))
-        return team
+        visible = await visible_teams(backend, who, {name: team})
+        if name not in visible:
+            raise TeamNotFound(f"no team is registered as {name!r}", team=name)
+        return visible[name]
 
     @routes.post("/teams", status_code=201, response_model=TeamSpec)
     async def create_team(team: TeamSpec, who: Admin) -> TeamSpec:
@@ -319,11 +329,14 @@ def _teams(backend: Backend) -> APIRouter:
         return team
 
     @routes.get("/agents", response_model=list[AgentInfo])
-    async def list_agents(_who: Caller) -> list[AgentInfo]:
-        """Agents of registered teams, with the envelopes each is handling now."""
+    async def list_agents(who: Caller) -> list[AgentInfo]:
+        """Agents of registered teams (a tenant's key: of those it may run), with load."""
         from actors.orchestrator.catalog import with_load  # noqa: PLC0415
 
         agents: list[AgentInfo] = await backend.call(orchestrator.agents.remote())
+        if not who.admin:
+            policy: TenantPolicy = await backend.call(orchestrator.policy.remote(who.tenant))
+            agents = [a for a in agents if policy.teams is None or a.team in policy.teams]
         stats = await backend.call(backend.router.stats.remote())
         return with_load(agents, stats.in_flight)
 
@@ -354,11 +367,62 @@ def _teams(backend: Backend) -> APIRouter:
     return routes
 
 
+async def visible_teams(
+    backend: Backend, who: Principal, teams: dict[str, TeamSpec]
+) -> dict[str, TeamSpec]:
+    """``teams`` as ``who`` may see them.
+
+    All of them for an admin; for a tenant, those its policy lets it run, without their
+    model definitions (endpoints and key variables are the operator's business).
+    """
+    if who.admin:
+        return teams
+    policy: TenantPolicy = await backend.call(backend.orchestrator.policy.remote(who.tenant))
+    return {
+        name: team.model_copy(update={"models": {}})
+        for name, team in teams.items()
+        if policy.teams is None or name in policy.teams
+    }
+
+
 def _info(body: AgentPut) -> AgentInfo:
     agent = body.agent
     return AgentInfo(
         name=agent.name, team=body.team, role=agent.role, model=agent.model, tools=agent.tools
     )
+
+
+def _policies(backend: Backend) -> APIRouter:
+    routes = APIRouter(prefix="/v1", tags=["tenants"])
+    orchestrator = backend.orchestrator
+
+    @routes.get("/policy", response_model=TenantPolicy)
+    async def my_policy(who: Caller) -> TenantPolicy:
+        """The policy that binds the caller's tenant: what its jobs may ask for."""
+        policy: TenantPolicy = await backend.call(orchestrator.policy.remote(who.tenant))
+        return policy
+
+    @routes.get("/tenants/policies", response_model=dict[str, TenantPolicy])
+    async def all_policies(_who: Admin) -> dict[str, TenantPolicy]:
+        """Every tenant policy set, by tenant (``*``: the default)."""
+        policies: dict[str, TenantPolicy] = await backend.call(orchestrator.policies.remote())
+        return policies
+
+    @routes.put("/tenants/{tenant}/policy", response_model=TenantPolicy)
+    async def put_policy(tenant: TenantName, policy: TenantPolicy, who: Admin) -> TenantPolicy:
+        """Set a tenant's policy (``*``: the default for tenants without one)."""
+        await backend.call(orchestrator.put_policy.remote(tenant, policy))
+        log.info("policy_put", tenant=tenant, key=who.name)
+        return policy
+
+    @routes.delete("/tenants/{tenant}/policy", status_code=204)
+    async def delete_policy(tenant: TenantName, who: Admin) -> Response:
+        """Drop a tenant's own policy: the default binds it again."""
+        await backend.call(orchestrator.put_policy.remote(tenant, None))
+        log.info("policy_deleted", tenant=tenant, key=who.name)
+        return Response(status_code=204)
+
+    return routes
 
 
 def _ops(backend: Backend) -> APIRouter:
@@ -420,8 +484,10 @@ def _install_error_handlers(app: FastAPI) -> None:
         return problem(
             403,
             "Forbidden",
-            f"key {exc.key!r} may not manage teams and agents (an admin key is needed)",
+            f"key {exc.key!r} may not manage teams, agents or policies (an admin key is needed)",
             code="forbidden",
+            field="key",
+            policy="admin keys only",
             request_id=_rid(request),
         )
 

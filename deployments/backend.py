@@ -6,6 +6,7 @@ import asyncio
 from dataclasses import dataclass
 from typing import Any, Final
 
+import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from actors._ray import spawn_system
@@ -37,6 +38,8 @@ class Backend:
         """
         llm = None if config.llm_config is None else LLMConfig.from_yaml(config.llm_config)
         handles = spawn_system(None, llm, None, None, config.journal)
+        for tenant, policy in config.tenant_policies.items():
+            ray.get(handles.orchestrator.put_policy.remote(tenant, policy))
         return cls(orchestrator=handles.orchestrator, router=handles.router, llm=handles.llm)
 
     async def call(self, ref: Any) -> Any:

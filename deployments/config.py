@@ -10,6 +10,7 @@ from limits import parse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from actors._config import read_yaml, validated
+from protocols import TenantPolicy
 
 __all__ = ["APIConfig", "APIKey"]
 
@@ -69,6 +70,12 @@ class APIConfig(BaseModel):
         default=None,
         description="Serve requests without a key as this tenant (local use only; default: "
         "refuse them). Anonymous callers are never admins.",
+    )
+    tenant_policies: dict[str, TenantPolicy] = Field(
+        default_factory=dict,
+        description="What tenants' jobs may ask for, by tenant ('*': every tenant without its "
+        "own); set on the orchestrator when the application starts (admins may change them "
+        "later with PUT /v1/tenants/{tenant}/policy).",
     )
     rate_limit: str = Field(default="600/minute", description="Requests per key (moving window).")
     max_body_bytes: int = Field(

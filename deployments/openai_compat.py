@@ -21,7 +21,7 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from deployments.api import Caller
+from deployments.api import Caller, visible_teams
 from deployments.backend import Backend
 from deployments.config import APIConfig
 from protocols import (
@@ -73,10 +73,12 @@ def openai_routes(backend: Backend, config: APIConfig) -> APIRouter:
     orchestrator = backend.orchestrator
 
     @routes.get("/models", response_model=ModelList)
-    async def models(_who: Caller) -> ModelList:
-        """Registered teams, listed as models."""
+    async def models(who: Caller) -> ModelList:
+        """Registered teams the caller may run, listed as models."""
         teams: dict[str, TeamSpec] = await backend.call(orchestrator.teams.remote())
-        return ModelList(data=[ModelCard(id=name) for name in teams])
+        return ModelList(
+            data=[ModelCard(id=name) for name in await visible_teams(backend, who, teams)]
+        )
 
     @routes.post("/chat/completions", response_model=None)
     async def chat(body: ChatRequest, who: Caller) -> dict[str, Any] | StreamingResponse:
@@ -84,7 +86,11 @@ def openai_routes(backend: Backend, config: APIConfig) -> APIRouter:
         task, attachments = _task(body.messages)
         job_id: str = await backend.call(
             orchestrator.submit.remote(
-                task, body.model, tenant=who.tenant, attachments=tuple(attachments)
+                task,
+                body.model,
+                tenant=who.tenant,
+                attachments=tuple(attachments),
+                admin=who.admin,
             )
         )
         completion_id = f"chatcmpl-{job_id}"

@@ -24,6 +24,8 @@ _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.BUDGET_EXCEEDED: 402,
     ErrorCode.PLAN: 422,
     ErrorCode.TOOL_NOT_ALLOWED: 403,
+    ErrorCode.FORBIDDEN: 403,
+    ErrorCode.UNPRICED_MODEL: 402,
     ErrorCode.RECIPIENT_UNAVAILABLE: 503,
     ErrorCode.UNKNOWN_RECIPIENT: 503,
     ErrorCode.JOB_TIMEOUT: 504,
@@ -71,6 +73,9 @@ def troupe_problem(error: TroupeError, request_id: str | None) -> JSONResponse:
     problems = error.detail.get("problems")
     if isinstance(problems, list):
         extra["problems"] = [str(p) for p in problems]
+    for name in ("field", "policy"):  # a refusal names what it refused, and by which policy
+        if isinstance(error.detail.get(name), str):
+            extra[name] = error.detail[name]
     return problem(
         status,
         type(error).__name__,

@@ -27,6 +27,7 @@ from protocols import (
     ConfigError,
     Conflict,
     DeadLetter,
+    Forbidden,
     JobCancelled,
     JobEvent,
     JobFailed,
@@ -46,9 +47,11 @@ from protocols import (
     ScriptedTurn,
     SubtaskResult,
     TeamNotFound,
+    TenantPolicy,
     ToolCall,
     ToolDef,
     TroupeError,
+    UnpricedModel,
     UsageRow,
 )
 from protocols.routing import Route, RouterConfig, RouteRule
@@ -57,11 +60,14 @@ if TYPE_CHECKING:
     from actors.llm.config import LLMConfig
     from actors.llm.gateway import RetryPolicy
     from actors.memory.config import MemoryConfig
+    from actors.outbound import NetworkPolicy
     from actors.tools.config import ToolsConfig
     from actors.tools.isolation import Limits
     from runtime.config import Team
-    from runtime.driver import JobHandle, Runtime, connect
+    from runtime.driver import Runtime, connect
+    from runtime.handle import JobHandle
     from runtime.logging import configure_logging
+    from runtime.tenant import TenantView
 
 __all__ = [
     "AgentInfo",
@@ -74,6 +80,7 @@ __all__ = [
     "ConfigError",
     "Conflict",
     "DeadLetter",
+    "Forbidden",
     "JobCancelled",
     "JobEvent",
     "JobFailed",
@@ -89,6 +96,7 @@ __all__ = [
     "MemoryPolicy",
     "MemoryQuery",
     "MemoryWrite",
+    "NetworkPolicy",
     "OfflineModel",
     "OpenAICompatibleModel",
     "OpenAIModel",
@@ -103,10 +111,13 @@ __all__ = [
     "SubtaskResult",
     "Team",
     "TeamNotFound",
+    "TenantPolicy",
+    "TenantView",
     "ToolCall",
     "ToolDef",
     "ToolsConfig",
     "TroupeError",
+    "UnpricedModel",
     "UsageRow",
     "configure_logging",
     "connect",
@@ -116,7 +127,9 @@ __all__ = [
 # imports this package; an agent's process must not load the driver, Ray glue, Chroma or the
 # provider SDKs for it (measured: 78 MB against 57 MB USS per agent, bench/footprint.py).
 _HOMES = {
-    "JobHandle": "runtime.driver",
+    "JobHandle": "runtime.handle",
+    "NetworkPolicy": "actors.outbound",
+    "TenantView": "runtime.tenant",
     "LLMConfig": "actors.llm.config",
     "Limits": "actors.tools.isolation",
     "MemoryConfig": "actors.memory.config",

@@ -3,19 +3,16 @@
 from __future__ import annotations
 
 import os
-import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Self
 
 import ray
 from pydantic import BaseModel
 from ray._private import ray_constants  # see _stay_on_loopback
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from actors._ray import NAMESPACE, SystemHandles, spawn_system
-from actors._ray_client import unwrap
 from actors.llm.config import LLMConfig
 from actors.memory.config import MemoryConfig
 from actors.orchestrator.catalog import with_load
@@ -24,147 +21,27 @@ from actors.tools.config import ToolsConfig
 from protocols import (
     AgentInfo,
     AgentSpec,
-    ApprovalRequest,
     Attachment,
     Budget,
     ConfigError,
     DeadLetter,
-    JobCancelled,
-    JobEvent,
-    JobFailed,
-    JobResult,
     JobStatus,
-    JobTimeout,
     MemoryHit,
     MemoryHits,
     MemoryQuery,
     MemoryWrite,
     ModelSpec,
-    RecipientUnavailable,
     TeamSpec,
+    TenantPolicy,
     UsageRow,
 )
 from protocols.routing import RouterConfig
 from runtime.config import Team
+from runtime.handle import JobHandle, get
 from runtime.logging import configure_logging
+from runtime.tenant import TenantView
 
 __all__ = ["JobHandle", "Runtime", "connect"]
-
-_EVENT_POLL_S: Final = 5.0
-_GRACE_S: Final = 10.0
-_RESTART_RETRIES: Final = 30
-
-
-def _get(ref: Any, timeout: float | None = None) -> Any:
-    """``ray.get`` with project errors unwrapped and dead actors made typed."""
-    try:
-        return ray.get(ref, timeout=timeout)
-    except RayTaskError as exc:
-        raise unwrap(exc) from None
-    except RayActorError as exc:
-        raise RecipientUnavailable(f"system actor unavailable: {exc}") from None
-
-
-class JobHandle:
-    """A submitted job. Returned at once by :meth:`Runtime.submit`."""
-
-    def __init__(self, job_id: str, orchestrator: Any) -> None:
-        self.job_id = job_id
-        self._orchestrator = orchestrator
-
-    def __repr__(self) -> str:
-        return f"JobHandle({self.job_id!r})"
-
-    def status(self) -> JobStatus:
-        """Where the job is now."""
-        status: JobStatus = _get(self._orchestrator.status.remote(self.job_id))
-        return status
-
-    def result(self, timeout: float | None = 60.0) -> JobResult:
-        """Wait for the job's result.
-
-        Raises:
-            JobTimeout: the job did not finish within ``timeout`` seconds (it keeps running).
-            JobFailed: the job ended without an answer; ``detail['result']`` has the
-                ``JobResult`` with every subtask and its error.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        result: JobResult | None = None
-        for _ in range(_RESTART_RETRIES):  # an orchestrator that died comes back and resumes
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ref = self._orchestrator.wait.remote(self.job_id, left)
-            try:
-                result = _get(ref, None if left is None else left + _GRACE_S)
-            except GetTimeoutError:
-                result = None
-            except RecipientUnavailable:
-                continue
-            break
-        if result is None:
-            raise JobTimeout(
-                f"job {self.job_id} did not finish within {timeout} s", job_id=self.job_id
-            )
-        if result.status == "cancelled":
-            raise JobCancelled(
-                f"job {self.job_id} was cancelled", job_id=self.job_id, result=result
-            )
-        if result.status != "succeeded":
-            message = result.error.message if result.error else "job failed"
-            raise JobFailed(
-                f"job {self.job_id} failed: {message}", job_id=self.job_id, result=result
-            )
-        return result
-
-    def approvals(self) -> list[ApprovalRequest]:
-        """Tool calls of the job waiting for a human (tool, exact arguments, approval id)."""
-        pending: list[ApprovalRequest] = _get(self._orchestrator.approvals.remote(self.job_id))
-        return pending
-
-    def approve(self, approval_id: str, reason: str = "") -> bool:
-        """Let the held call run; False if nothing waits under ``approval_id``."""
-        done: bool = _get(
-            self._orchestrator.decide.remote(self.job_id, approval_id, approved=True, reason=reason)
-        )
-        return done
-
-    def reject(self, approval_id: str, reason: str = "") -> bool:
-        """Refuse the held call (the agent sees the refusal); False if nothing waits."""
-        done: bool = _get(
-            self._orchestrator.decide.remote(
-                self.job_id, approval_id, approved=False, reason=reason
-            )
-        )
-        return done
-
-    def cancel(self) -> bool:
-        """Cancel the job: running subtasks stop at their agents; False if it had finished."""
-        cancelled: bool = _get(self._orchestrator.cancel.remote(self.job_id))
-        return cancelled
-
-    def events(self, timeout: float | None = None) -> Iterator[JobEvent]:
-        """Yield the job's events in order, as they happen, until its last one.
-
-        Raises:
-            JobTimeout: ``timeout`` seconds passed before the job's last event.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        seen = 0
-        while True:
-            wait = _EVENT_POLL_S
-            if deadline is not None:
-                wait = min(wait, deadline - time.monotonic())
-                if wait <= 0:
-                    raise JobTimeout(
-                        f"job {self.job_id} still running after {timeout} s", job_id=self.job_id
-                    )
-            batch: list[JobEvent] = _get(
-                self._orchestrator.events.remote(self.job_id, seen, wait), wait + _GRACE_S
-            )
-            for event in batch:
-                seen = event.seq
-                yield event
-                if event.terminal:
-                    return
 
 
 class Runtime:
@@ -213,7 +90,7 @@ class Runtime:
         def plain(t: TeamSpec) -> TeamSpec:
             return t.spec() if isinstance(t, Team) else t
 
-        job_id: str = _get(
+        job_id: str = get(
             self._handles.orchestrator.submit.remote(
                 task,
                 team if team is None or isinstance(team, str) else plain(team),
@@ -228,17 +105,17 @@ class Runtime:
 
     def job(self, job_id: str) -> JobHandle:
         """A handle on a job submitted earlier (by any driver)."""
-        _get(self._handles.orchestrator.status.remote(job_id))
+        get(self._handles.orchestrator.status.remote(job_id))
         return JobHandle(job_id, self._handles.orchestrator)
 
     def jobs(self, tenant: str | None = None) -> dict[str, JobStatus]:
         """Known jobs (of ``tenant``, when given) and their status, oldest first."""
-        jobs: dict[str, JobStatus] = _get(self._handles.orchestrator.jobs.remote(tenant=tenant))
+        jobs: dict[str, JobStatus] = get(self._handles.orchestrator.jobs.remote(tenant=tenant))
         return jobs
 
     def teams(self) -> dict[str, TeamSpec]:
         """Teams registered at run time, by name."""
-        teams: dict[str, TeamSpec] = _get(self._handles.orchestrator.teams.remote())
+        teams: dict[str, TeamSpec] = get(self._handles.orchestrator.teams.remote())
         return teams
 
     def put_team(self, team: TeamSpec, *, create: bool = False) -> bool:
@@ -252,18 +129,18 @@ class Runtime:
             ConfigError: the team cannot be provisioned (e.g. a tool no sandbox has).
         """
         spec = team.spec() if isinstance(team, Team) else team
-        created: bool = _get(self._handles.orchestrator.put_team.remote(spec, create=create))
+        created: bool = get(self._handles.orchestrator.put_team.remote(spec, create=create))
         return created
 
     def delete_team(self, name: str) -> TeamSpec:
         """Unregister a team and stop its agents; return it (raises ``TeamNotFound``)."""
-        team: TeamSpec = _get(self._handles.orchestrator.delete_team.remote(name))
+        team: TeamSpec = get(self._handles.orchestrator.delete_team.remote(name))
         return team
 
     def agents(self) -> list[AgentInfo]:
         """Every agent of every registered team, with the envelopes it is handling now."""
-        agents: list[AgentInfo] = _get(self._handles.orchestrator.agents.remote())
-        stats: RouterStats = _get(self._handles.router.stats.remote())
+        agents: list[AgentInfo] = get(self._handles.orchestrator.agents.remote())
+        stats: RouterStats = get(self._handles.router.stats.remote())
         return with_load(agents, stats.in_flight)
 
     def put_agent(self, team: str, agent: AgentSpec, *, create: bool = False) -> bool:
@@ -273,42 +150,59 @@ class Runtime:
             TeamNotFound: no such team.
             Conflict: ``create`` and the agent exists, or another team has that name.
         """
-        created: bool = _get(
-            self._handles.orchestrator.put_agent.remote(team, agent, create=create)
-        )
+        created: bool = get(self._handles.orchestrator.put_agent.remote(team, agent, create=create))
         return created
 
     def delete_agent(self, name: str) -> AgentInfo:
         """Remove an agent from its team and stop it (raises ``AgentNotFound``)."""
-        info: AgentInfo = _get(self._handles.orchestrator.delete_agent.remote(name))
+        info: AgentInfo = get(self._handles.orchestrator.delete_agent.remote(name))
         return info
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """The router's newest dead letters, oldest first."""
-        letters: list[DeadLetter] = _get(self._handles.router.dead_letters.remote(limit))
+        letters: list[DeadLetter] = get(self._handles.router.dead_letters.remote(limit))
         return letters
 
     def usage(self, job_id: str | None = None) -> list[UsageRow]:
         """Model usage by job, agent and model (one job's when ``job_id`` is given)."""
-        rows: list[UsageRow] = _get(self._handles.llm.usage.remote(job_id))
+        rows: list[UsageRow] = get(self._handles.llm.usage.remote(job_id))
         return rows
 
     def remember(self, memory: MemoryWrite | str, *, tenant: str = "default") -> str:
         """Store a long-term memory for ``tenant``; return its id."""
         memory = MemoryWrite(text=memory) if isinstance(memory, str) else memory
-        memory_id: str = _get(self._handles.memory.write.remote(tenant, memory))
+        memory_id: str = get(self._handles.memory.write.remote(tenant, memory))
         return memory_id
 
     def recall(self, query: MemoryQuery | str, *, tenant: str = "default") -> list[MemoryHit]:
         """The memories of ``tenant`` most relevant to ``query``, best first."""
         query = MemoryQuery(query=query) if isinstance(query, str) else query
-        hits: MemoryHits = _get(self._handles.memory.query.remote(tenant, query))
+        hits: MemoryHits = get(self._handles.memory.query.remote(tenant, query))
         return list(hits.hits)
 
     def router_stats(self) -> RouterStats:
         """The router's counters and registry."""
-        stats: RouterStats = _get(self._handles.router.stats.remote())
+        stats: RouterStats = get(self._handles.router.stats.remote())
         return stats
+
+    def as_tenant(self, tenant: str) -> TenantView:
+        """The same connection, acting for ``tenant`` as its API key would over HTTP.
+
+        Its jobs pass the tenant's policy (inline teams are checked and scoped, budgets
+        capped) and it reaches only the tenant's jobs and usage. A driver holds the
+        cluster's Ray and could call the actors directly: this view is for drivers that
+        serve tenants (a web backend, a batch of a customer's jobs), not a sandbox.
+        """
+        return TenantView(tenant, self._handles)
+
+    def tenant_policy(self, tenant: str) -> TenantPolicy:
+        """The policy that binds ``tenant`` (its own, else the default)."""
+        policy: TenantPolicy = get(self._handles.orchestrator.policy.remote(tenant))
+        return policy
+
+    def set_tenant_policy(self, tenant: str, policy: TenantPolicy | None) -> None:
+        """Set the policy of ``tenant`` (``"*"``: every tenant without one); None drops it."""
+        get(self._handles.orchestrator.put_policy.remote(tenant, policy))
 
     def actor(self, name: str) -> Any:
         """The Ray handle of a named actor (``router``, ``llm``, ``agent/<name>`` ...)."""
@@ -349,6 +243,7 @@ def connect(
     *,
     llm: ModelSpec | Mapping[str, ModelSpec] | None = None,
     llm_config: LLMConfig | str | Path | None = None,
+    replace_models: bool = False,
     tools_config: ToolsConfig | None = None,
     memory_config: MemoryConfig | None = None,
     journal: str | Path | None = None,
@@ -367,8 +262,11 @@ def connect(
     Args:
         address: a Ray address to join (``"auto"``, ``"ray://..."``), or ``"local"`` to start
             a new local Ray even if one runs.
-        llm: the model behind the ``default`` alias (one spec), or aliases to serve (a mapping).
-            Replaces aliases of the same name in a running pool.
+        llm: the model behind the ``default`` alias (one spec), or aliases to serve (a mapping),
+            as the operator's configuration (their hosts and key variables are trusted).
+        replace_models: let ``llm`` replace aliases a running pool serves differently; without
+            it, joining a cluster whose ``default`` (or any alias of ``llm``) is another model
+            raises ``ConfigError``, because other drivers' and tenants' jobs use that alias.
         llm_config: the LLM pool's configuration (an ``LLMConfig`` or a YAML file): aliases,
             routes, tenant budgets, retry policy, prices. Used when this call starts the pool.
         tools_config: the tool sandboxes' configuration (how many, limits, shell, http_get's
@@ -416,6 +314,7 @@ def connect(
             memory_config,
             None if journal is None else Path(journal),
             otel=otel,
+            replace_models=replace_models,
         ),
         owns_connection=owns_connection,
     )

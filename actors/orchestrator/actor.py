@@ -20,6 +20,14 @@ import structlog
 
 from actors import _metrics as metrics
 from actors._endpoint import RouterClient, serve_envelope
+from actors.orchestrator.admission import (
+    InlineTeams,
+    PolicyBook,
+    admit_attachments,
+    admit_budget,
+    admit_inline,
+    admit_registered,
+)
 from actors.orchestrator.approvals import ApprovalDesk
 from actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
 from actors.orchestrator.intent import JobRouter
@@ -46,6 +54,7 @@ from protocols import (
     JobResult,
     JobStatus,
     TeamSpec,
+    TenantPolicy,
     TroupeError,
     new_id,
     with_files,
@@ -87,7 +96,10 @@ class Orchestrator:
         self._keep_jobs = keep_jobs
         self._journal = journal if isinstance(journal, Journal | None) else Journal(journal)
         self._desk = ApprovalDesk(self._journal)
+        self._provisioner = provisioner
         self._catalog = TeamCatalog(self._journal, provisioner)
+        self._policies = PolicyBook(self._journal.policies() if self._journal else None)
+        self._inline = InlineTeams(self._journal, provisioner)
         self._runner = JobRunner(
             router,
             lambda job: provisioner.provision(self._catalog.current(job)),
@@ -133,6 +145,7 @@ class Orchestrator:
         routing: RouterConfig | None = None,
         attachments: Sequence[Attachment] = (),
         request_id: str | None = None,
+        admin: bool = True,
     ) -> str:
         """Start a job and return its id.
 
@@ -144,7 +157,11 @@ class Orchestrator:
         result. Text ``attachments`` join the task; images are shown to every agent.
         ``request_id`` (e.g. of the HTTP request) is kept on the job's events and trace.
 
+        ``admin=False`` submits for ``tenant`` as a tenant: the job must pass the tenant's
+        policy (see :mod:`.admission`); its inline teams run under names scoped to it.
+
         Raises:
+            Forbidden: (a tenant's job) a field its policy refuses; nothing was started.
             ConfigError: no team and no routing, or a route target that is not in ``teams``.
             TeamNotFound: ``team`` names no registered team.
             PlanError: the classifier's answer names no target.
@@ -152,12 +169,26 @@ class Orchestrator:
         job_id = f"job-{new_id()[:16]}"
         route = None
         registered = isinstance(team, str)
+        policy_name, policy = self._policies.policy(tenant)
+        if not admin:
+            admit_attachments(attachments, policy_name, policy)
+            if isinstance(team, TeamSpec):
+                team = admit_inline(team, tenant, policy_name, policy)
+            teams = {
+                k: admit_inline(t, tenant, policy_name, policy) for k, t in (teams or {}).items()
+            }
         if isinstance(team, str):
+            if not admin:
+                admit_registered(team, policy_name, policy)
             team = self._catalog.team(team)
         elif team is None:
             team, route = await self._job_router.route(job_id, task, tenant, teams or {}, routing)
         else:
             self._catalog.check_unregistered(team)
+        if not admin:
+            budget = admit_budget(budget, team, policy_name, policy)
+            if not registered:
+                await self._inline.use(tenant, team, policy_name, policy, self._running_teams())
         task = with_files(task, tuple(attachments))
         images = tuple(image for a in attachments if (image := a.image()) is not None)
         job = Job(
@@ -299,6 +330,25 @@ class Orchestrator:
             await self._router.send(job_message(job, "llm", Event(name="cancel_job")))
         # still winding down after 30 s: cancelled all the same, it ends as soon as it can
         return job.result is None or job.result.status == "cancelled"
+
+    # -- tenant policies ------------------------------------------------------------------
+
+    async def policy(self, tenant: str) -> TenantPolicy:
+        """The policy that binds ``tenant`` (its own, else the default)."""
+        return self._policies.policy(tenant)[1]
+
+    async def policies(self) -> dict[str, TenantPolicy]:
+        """Every policy set, by tenant (``*``: the default for tenants without one)."""
+        return self._policies.all()
+
+    async def put_policy(self, tenant: str, policy: TenantPolicy | None) -> None:
+        """Set the policy of ``tenant`` (``*``: the default); None drops it. Journaled."""
+        self._policies.put(tenant, policy)
+        if self._journal is not None:
+            self._journal.put_policy(tenant, policy)
+
+    def _running_teams(self) -> set[str]:
+        return {job.team.name for job in self._jobs.values() if job.result is None}
 
     async def jobs(self, *, tenant: str | None = None) -> dict[str, JobStatus]:
         """Known jobs (of ``tenant``, when given) and their status, oldest first."""

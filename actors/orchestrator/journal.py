@@ -11,7 +11,8 @@ import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
-from pydantic import TypeAdapter
+import structlog
+from pydantic import TypeAdapter, ValidationError
 
 from actors.orchestrator.jobs import Job
 from protocols import (
@@ -23,9 +24,12 @@ from protocols import (
     Plan,
     SubtaskResult,
     TeamSpec,
+    TenantPolicy,
 )
 
 __all__ = ["Journal", "Unfinished"]
+
+log = structlog.get_logger("raytroupe.orchestrator")
 
 _IMAGES: TypeAdapter[tuple[ImagePart, ...]] = TypeAdapter(tuple[ImagePart, ...])
 
@@ -41,6 +45,10 @@ CREATE TABLE IF NOT EXISTS approvals (
 );
 CREATE TABLE IF NOT EXISTS job_images (job_id TEXT PRIMARY KEY, images TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS teams (name TEXT PRIMARY KEY, spec TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS policies (tenant TEXT PRIMARY KEY, policy TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS inline_teams (
+    name TEXT PRIMARY KEY, tenant TEXT NOT NULL, spec TEXT NOT NULL, used_at REAL NOT NULL
+);
 CREATE TABLE IF NOT EXISTS subtasks (
     job_id TEXT NOT NULL, subtask_id TEXT NOT NULL, result TEXT NOT NULL,
     PRIMARY KEY (job_id, subtask_id)
@@ -219,9 +227,47 @@ class Journal:
         self._db.execute("DELETE FROM teams WHERE name = ?", (name,))
 
     def teams(self) -> list[TeamSpec]:
-        """Every registered team, by name."""
-        rows = self._db.execute("SELECT spec FROM teams ORDER BY name").fetchall()
-        return [TeamSpec.model_validate_json(spec) for (spec,) in rows]
+        """Every registered team, by name (one that is no longer valid is left out, logged)."""
+        rows = self._db.execute("SELECT name, spec FROM teams ORDER BY name").fetchall()
+        teams = []
+        for name, spec in rows:
+            try:
+                teams.append(TeamSpec.model_validate_json(spec))
+            except ValidationError as exc:  # checks added since it was registered
+                log.warning("registered_team_invalid", team=name, error=str(exc))
+        return teams
+
+    def put_policy(self, tenant: str, policy: TenantPolicy | None) -> None:
+        """Record the policy of ``tenant`` (``*``: the default); None drops it."""
+        if policy is None:
+            self._db.execute("DELETE FROM policies WHERE tenant = ?", (tenant,))
+        else:
+            self._db.execute(
+                "INSERT OR REPLACE INTO policies VALUES (?, ?)", (tenant, policy.model_dump_json())
+            )
+
+    def policies(self) -> dict[str, TenantPolicy]:
+        """Every tenant policy recorded, by tenant."""
+        rows = self._db.execute("SELECT tenant, policy FROM policies").fetchall()
+        return {tenant: TenantPolicy.model_validate_json(p) for tenant, p in rows}
+
+    def use_inline(self, tenant: str, team: TeamSpec, at: float) -> None:
+        """Record that ``tenant``'s inline ``team`` (scoped) was provisioned for a job at ``at``."""
+        self._db.execute(
+            "INSERT OR REPLACE INTO inline_teams VALUES (?, ?, ?, ?)",
+            (team.name, tenant, team.model_dump_json(), at),
+        )
+
+    def drop_inline(self, name: str) -> None:
+        """Forget an inline team whose agents were stopped."""
+        self._db.execute("DELETE FROM inline_teams WHERE name = ?", (name,))
+
+    def inline_teams(self) -> list[tuple[str, TeamSpec, float]]:
+        """Tenants' inline teams whose agents may be running: (tenant, team, last used)."""
+        rows = self._db.execute(
+            "SELECT tenant, spec, used_at FROM inline_teams ORDER BY used_at"
+        ).fetchall()
+        return [(t, TeamSpec.model_validate_json(spec), at) for t, spec, at in rows]
 
     def close(self) -> None:
         """Close the file."""

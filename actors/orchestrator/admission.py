@@ -1,0 +1,290 @@
+"""Admission: what a tenant's job may ask for, checked before anything is provisioned.
+
+A job from an admin (an admin API key, or a driver, which holds the cluster's Ray) is taken
+as it is. A job from a tenant is checked against the tenant's :class:`TenantPolicy`: an inline
+team is data, so it may only name model aliases and tools the policy allows, within its caps,
+and it gets names scoped to the tenant. Every refusal is a ``Forbidden`` naming the field and
+the policy; nothing is provisioned, journaled or started before admission passes.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from pydantic import ValidationError
+
+from actors.orchestrator.catalog import TeamProvisioner
+from actors.orchestrator.journal import Journal
+from actors.orchestrator.plans import describe_errors
+from protocols import (
+    Attachment,
+    Budget,
+    ConfigError,
+    Forbidden,
+    TeamSpec,
+    TenantPolicy,
+    scoped_name,
+)
+
+__all__ = [
+    "InlineTeams",
+    "PolicyBook",
+    "admit_attachments",
+    "admit_budget",
+    "admit_inline",
+    "admit_registered",
+]
+
+DEFAULT_POLICY = "*"
+"""The key of the policy of tenants that have none of their own."""
+
+
+class PolicyBook:
+    """Tenant policies by tenant, and the default for every other tenant."""
+
+    def __init__(self, policies: dict[str, TenantPolicy] | None = None) -> None:
+        self._policies = dict(policies or {})
+
+    def policy(self, tenant: str) -> tuple[str, TenantPolicy]:
+        """The policy that binds ``tenant``, and its name (for refusals)."""
+        if tenant in self._policies:
+            return f"tenant policy of {tenant!r}", self._policies[tenant]
+        return "default tenant policy", self._policies.get(DEFAULT_POLICY, TenantPolicy())
+
+    def put(self, tenant: str, policy: TenantPolicy | None) -> None:
+        """Set (or with None, drop) the policy of ``tenant`` (``*``: the default)."""
+        if policy is None:
+            self._policies.pop(tenant, None)
+        else:
+            self._policies[tenant] = policy
+
+    def all(self) -> dict[str, TenantPolicy]:
+        """Every policy set, by tenant (``*``: the default)."""
+        return dict(sorted(self._policies.items()))
+
+
+class InlineTeams:
+    """Tenants' inline teams whose agents may be running, kept within each tenant's cap.
+
+    Agents outlive their jobs (the next job of the same team reuses them), so a tenant
+    sending ever new inline teams would otherwise start actors without end. Each tenant keeps
+    at most ``TenantPolicy.max_live_agents`` of them: when a job needs more, the least
+    recently used teams that no unfinished job uses are stopped. Recorded in the journal, so
+    a restarted orchestrator still knows which actors are whose.
+    """
+
+    def __init__(self, journal: Journal | None, provisioner: TeamProvisioner) -> None:
+        self._journal = journal
+        self._provisioner = provisioner
+        self._teams: dict[str, tuple[str, TeamSpec, float]] = {
+            team.name: (tenant, team, at)
+            for tenant, team, at in (journal.inline_teams() if journal else [])
+        }
+
+    async def use(
+        self,
+        tenant: str,
+        team: TeamSpec,
+        policy_name: str,
+        policy: TenantPolicy,
+        running: set[str],
+    ) -> None:
+        """Record that a job of ``tenant`` needs ``team``; stop idle teams to make room.
+
+        Raises:
+            Forbidden: the tenant's teams in use by unfinished jobs (``running``) and this
+                one would run more agents than its policy allows.
+        """
+        new = team.name not in self._teams
+        self._teams[team.name] = (tenant, team, time.time())
+        mine = sorted(
+            (at, name, spec)
+            for name, (owner, spec, at) in self._teams.items()
+            if owner == tenant and name != team.name
+        )
+        live = len(team.agents) + sum(len(spec.agents) for _, _, spec in mine)
+        for _, name, spec in mine:
+            if live <= policy.max_live_agents:
+                break
+            if name in running:
+                continue
+            await self._provisioner.retire([a.name for a in spec.agents])
+            self._forget(name)
+            live -= len(spec.agents)
+        if live > policy.max_live_agents:
+            if new:
+                self._teams.pop(team.name, None)
+            raise _refuse(
+                [
+                    (
+                        "team.agents",
+                        f"the tenant's unfinished jobs already run {live - len(team.agents)} "
+                        f"agents; with these {len(team.agents)} that is over max_live_agents "
+                        f"({policy.max_live_agents})",
+                    )
+                ],
+                policy_name,
+            )
+        if self._journal is not None:
+            self._journal.use_inline(tenant, team, self._teams[team.name][2])
+
+    def _forget(self, name: str) -> None:
+        self._teams.pop(name, None)
+        if self._journal is not None:
+            self._journal.drop_inline(name)
+
+
+def _refuse(problems: Sequence[tuple[str, str]], policy_name: str) -> Forbidden:
+    field, first = problems[0]
+    lines = [f"{f}: {why}" for f, why in problems]
+    return Forbidden(
+        f"{field}: {first} ({policy_name})",
+        field=field,
+        fields=[f for f, _ in problems],
+        policy=policy_name,
+        problems=lines,
+    )
+
+
+def _within(budget: Budget | None, ceiling: Budget) -> bool:
+    """Whether ``budget`` stays under ``ceiling`` in every measure the ceiling limits."""
+    pairs = (
+        (None if budget is None else budget.tokens, ceiling.tokens),
+        (None if budget is None else budget.usd, ceiling.usd),
+    )
+    return all(cap is None or (have is not None and have <= cap) for have, cap in pairs)
+
+
+def _capped(budget: Budget | None, ceiling: Budget) -> Budget:
+    def low(a: float | None, b: float | None) -> float | None:
+        return b if a is None else a if b is None else min(a, b)
+
+    tokens = low(None if budget is None else budget.tokens, ceiling.tokens)
+    usd = low(None if budget is None else budget.usd, ceiling.usd)
+    return Budget(tokens=None if tokens is None else int(tokens), usd=usd)
+
+
+def admit_budget(
+    requested: Budget | None, team: TeamSpec, policy_name: str, policy: TenantPolicy
+) -> Budget | None:
+    """The budget a tenant's job runs under: asked for (or the team's), within the ceiling.
+
+    Raises:
+        Forbidden: ``requested`` goes past the policy's ``max_budget`` (a team's own budget
+            past it is lowered to it instead: the tenant did not ask for it).
+    """
+    ceiling = policy.max_budget
+    if ceiling is None:
+        return requested or team.budget
+    if requested is not None and not _within(requested, ceiling):
+        raise _refuse(
+            [("budget", f"{requested.model_dump()} exceeds the ceiling {ceiling.model_dump()}")],
+            policy_name,
+        )
+    return _capped(requested or team.budget, ceiling)
+
+
+def admit_attachments(
+    attachments: Sequence[Attachment], policy_name: str, policy: TenantPolicy
+) -> None:
+    """Refuse image URLs unless the policy allows them (a model server may fetch them).
+
+    Raises:
+        Forbidden: an attachment is a URL and ``policy.image_urls`` is off.
+    """
+    if policy.image_urls:
+        return
+    refused = [
+        (f"attachments.{n}.url", "images by URL are not allowed; send them as data_b64")
+        for n, attachment in enumerate(attachments)
+        if attachment.url is not None
+    ]
+    if refused:
+        raise _refuse(refused, policy_name)
+
+
+def admit_registered(name: str, policy_name: str, policy: TenantPolicy) -> None:
+    """Refuse a registered team the policy does not list.
+
+    Raises:
+        Forbidden: ``policy.teams`` is set and ``name`` is not in it.
+    """
+    if policy.teams is not None and name not in policy.teams:
+        raise _refuse([("team", f"team {name!r} is not one this tenant may run")], policy_name)
+
+
+def admit_inline(team: TeamSpec, tenant: str, policy_name: str, policy: TenantPolicy) -> TeamSpec:
+    """A tenant's inline team, checked against its policy and named in its scope.
+
+    Raises:
+        Forbidden: a field the policy refuses (every one is listed in ``detail['problems']``).
+        ConfigError: the team's names are too long once scoped to the tenant.
+    """
+    problems = _inline_problems(team, policy)
+    if problems:
+        raise _refuse(problems, policy_name)
+    data = team.model_dump()
+    data["name"] = scoped_name(tenant, team.name)
+    for agent in data["agents"]:
+        agent["name"] = scoped_name(tenant, agent["name"])
+    try:
+        return TeamSpec.model_validate(data)
+    except ValidationError as exc:
+        problems_text = describe_errors(exc.errors(include_url=False))
+        raise ConfigError(
+            f"team {team.name!r} does not fit once its names are scoped to the tenant "
+            f"({scoped_name(tenant, '')}...): {'; '.join(problems_text)}",
+            problems=problems_text,
+        ) from None
+
+
+def _inline_problems(team: TeamSpec, policy: TenantPolicy) -> list[tuple[str, str]]:
+    problems: list[tuple[str, str]] = []
+    if not policy.inline_teams:
+        return [("team", "inline teams are not allowed; name a registered team")]
+    aliases = ", ".join(policy.models) or "none"
+    problems += [
+        (
+            f"team.models.{alias}",
+            "inline teams may not define models (providers, endpoints, key variables and "
+            f"prices are the operator's); use an allowed alias: {aliases}",
+        )
+        for alias in team.models
+    ]
+    if team.planner_model not in policy.models:
+        problems.append(("team.planner_model", f"alias not allowed (allowed: {aliases})"))
+    if len(team.agents) > policy.max_agents:
+        problems.append(("team.agents", f"{len(team.agents)} agents; at most {policy.max_agents}"))
+    for n, agent in enumerate(team.agents):
+        where = f"team.agents.{n}"
+        if agent.model not in policy.models:
+            problems.append((f"{where}.model", f"alias {agent.model!r} not allowed ({aliases})"))
+        refused = [t for t in agent.tools if t not in policy.tools]
+        if refused:
+            allowed = ", ".join(policy.tools) or "none"
+            problems.append((f"{where}.tools", f"not allowed: {refused} (allowed: {allowed})"))
+        problems += _cap(f"{where}.max_turns", agent.max_turns, policy.max_turns)
+        problems += _cap(
+            f"{where}.max_concurrency", agent.max_concurrency, policy.max_agent_concurrency
+        )
+        if agent.num_cpus > 0:
+            problems.append((f"{where}.num_cpus", "CPU reservations are the operator's; use 0"))
+    problems += _cap("team.max_parallel", team.max_parallel, policy.max_parallel)
+    problems += _cap("team.max_subtasks", team.max_subtasks, policy.max_subtasks)
+    problems += _cap("team.subtask_timeout_s", team.subtask_timeout_s, policy.max_timeout_s)
+    ceiling = policy.max_budget
+    if ceiling is not None and team.budget is not None and not _within(team.budget, ceiling):
+        problems.append(("team.budget", f"exceeds the ceiling {ceiling.model_dump()}"))
+    for n, subtask in enumerate(team.plan or ()):
+        problems += _cap(f"team.plan.{n}.redundancy", subtask.redundancy, policy.max_redundancy)
+        problems += _cap(f"team.plan.{n}.timeout_s", subtask.timeout_s, policy.max_timeout_s)
+    if team.graph is not None:
+        problems += _cap("team.graph.max_steps", team.graph.max_steps, policy.max_graph_steps)
+    return problems
+
+
+def _cap(field: str, value: float | None, cap: float) -> list[tuple[str, str]]:
+    if value is not None and value > cap:
+        return [(field, f"{value} is over the cap of {cap}")]
+    return []

@@ -1,0 +1,149 @@
+"""A submitted job, as the driver holds it: its status, result, events, approvals, cancel."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import Any, Final
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+from actors._ray_client import unwrap
+from protocols import (
+    ApprovalRequest,
+    JobCancelled,
+    JobEvent,
+    JobFailed,
+    JobResult,
+    JobStatus,
+    JobTimeout,
+    RecipientUnavailable,
+)
+
+__all__ = ["JobHandle", "get"]
+
+_EVENT_POLL_S: Final = 5.0
+_GRACE_S: Final = 10.0
+_RESTART_RETRIES: Final = 30
+
+
+def get(ref: Any, timeout: float | None = None) -> Any:
+    """``ray.get`` with project errors unwrapped and dead actors made typed."""
+    try:
+        return ray.get(ref, timeout=timeout)
+    except RayTaskError as exc:
+        raise unwrap(exc) from None
+    except RayActorError as exc:
+        raise RecipientUnavailable(f"system actor unavailable: {exc}") from None
+
+
+class JobHandle:
+    """A submitted job. Returned at once by :meth:`Runtime.submit`.
+
+    A handle from a :class:`~runtime.tenant.TenantView` reaches the job only as its tenant.
+    """
+
+    def __init__(self, job_id: str, orchestrator: Any, *, tenant: str | None = None) -> None:
+        self.job_id = job_id
+        self._orchestrator = orchestrator
+        self._scope: dict[str, str] = {} if tenant is None else {"tenant": tenant}
+
+    def __repr__(self) -> str:
+        return f"JobHandle({self.job_id!r})"
+
+    def status(self) -> JobStatus:
+        """Where the job is now."""
+        status: JobStatus = get(self._orchestrator.status.remote(self.job_id, **self._scope))
+        return status
+
+    def result(self, timeout: float | None = 60.0) -> JobResult:
+        """Wait for the job's result.
+
+        Raises:
+            JobTimeout: the job did not finish within ``timeout`` seconds (it keeps running).
+            JobFailed: the job ended without an answer; ``detail['result']`` has the
+                ``JobResult`` with every subtask and its error.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        result: JobResult | None = None
+        for _ in range(_RESTART_RETRIES):  # an orchestrator that died comes back and resumes
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ref = self._orchestrator.wait.remote(self.job_id, left, **self._scope)
+            try:
+                result = get(ref, None if left is None else left + _GRACE_S)
+            except GetTimeoutError:
+                result = None
+            except RecipientUnavailable:
+                continue
+            break
+        if result is None:
+            raise JobTimeout(
+                f"job {self.job_id} did not finish within {timeout} s", job_id=self.job_id
+            )
+        if result.status == "cancelled":
+            raise JobCancelled(
+                f"job {self.job_id} was cancelled", job_id=self.job_id, result=result
+            )
+        if result.status != "succeeded":
+            message = result.error.message if result.error else "job failed"
+            raise JobFailed(
+                f"job {self.job_id} failed: {message}", job_id=self.job_id, result=result
+            )
+        return result
+
+    def approvals(self) -> list[ApprovalRequest]:
+        """Tool calls of the job waiting for a human (tool, exact arguments, approval id)."""
+        pending: list[ApprovalRequest] = get(
+            self._orchestrator.approvals.remote(self.job_id, **self._scope)
+        )
+        return pending
+
+    def approve(self, approval_id: str, reason: str = "") -> bool:
+        """Let the held call run; False if nothing waits under ``approval_id``."""
+        done: bool = get(
+            self._orchestrator.decide.remote(
+                self.job_id, approval_id, approved=True, reason=reason, **self._scope
+            )
+        )
+        return done
+
+    def reject(self, approval_id: str, reason: str = "") -> bool:
+        """Refuse the held call (the agent sees the refusal); False if nothing waits."""
+        done: bool = get(
+            self._orchestrator.decide.remote(
+                self.job_id, approval_id, approved=False, reason=reason, **self._scope
+            )
+        )
+        return done
+
+    def cancel(self) -> bool:
+        """Cancel the job: running subtasks stop at their agents; False if it had finished."""
+        cancelled: bool = get(self._orchestrator.cancel.remote(self.job_id, **self._scope))
+        return cancelled
+
+    def events(self, timeout: float | None = None) -> Iterator[JobEvent]:
+        """Yield the job's events in order, as they happen, until its last one.
+
+        Raises:
+            JobTimeout: ``timeout`` seconds passed before the job's last event.
+        """
+        deadline = None if timeout is None else time.monotonic() + timeout
+        seen = 0
+        while True:
+            wait = _EVENT_POLL_S
+            if deadline is not None:
+                wait = min(wait, deadline - time.monotonic())
+                if wait <= 0:
+                    raise JobTimeout(
+                        f"job {self.job_id} still running after {timeout} s", job_id=self.job_id
+                    )
+            batch: list[JobEvent] = get(
+                self._orchestrator.events.remote(self.job_id, seen, wait, **self._scope),
+                wait + _GRACE_S,
+            )
+            for event in batch:
+                seen = event.seq
+                yield event
+                if event.terminal:
+                    return

@@ -1,0 +1,83 @@
+"""A driver acting for one tenant: the same policies and scoping as the tenant's API key."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from protocols import Attachment, Budget, ConfigError, JobStatus, TeamSpec, TenantPolicy, UsageRow
+from runtime.config import Team
+from runtime.handle import JobHandle, get
+
+if TYPE_CHECKING:
+    from actors._ray import SystemHandles
+
+__all__ = ["TenantView"]
+
+
+class TenantView:
+    """Jobs submitted and read as ``tenant``, never as an admin (see :meth:`Runtime.as_tenant`).
+
+    Inline teams are checked against the tenant's policy and run under names scoped to it;
+    only the tenant's jobs and usage are reachable; another tenant's job is ``JobNotFound``.
+    """
+
+    def __init__(self, tenant: str, handles: SystemHandles) -> None:
+        self.tenant = tenant
+        self._handles = handles
+
+    def __repr__(self) -> str:
+        return f"TenantView({self.tenant!r})"
+
+    def submit(
+        self,
+        task: str,
+        team: TeamSpec | Team | str,
+        *,
+        budget: Budget | None = None,
+        attachments: Sequence[Attachment] = (),
+    ) -> JobHandle:
+        """Start a job for the tenant (see :meth:`Runtime.submit`).
+
+        Raises:
+            Forbidden: a field the tenant's policy refuses; nothing was started.
+            ConfigError: ``task`` is empty.
+            TeamNotFound: ``team`` names no registered team.
+        """
+        if not task.strip():
+            raise ConfigError("task is empty")
+        spec = team.spec() if isinstance(team, Team) else team
+        job_id: str = get(
+            self._handles.orchestrator.submit.remote(
+                task,
+                spec,
+                tenant=self.tenant,
+                budget=budget,
+                attachments=tuple(attachments),
+                admin=False,
+            )
+        )
+        return self.job(job_id)
+
+    def job(self, job_id: str) -> JobHandle:
+        """A handle on one of the tenant's jobs (raises ``JobNotFound`` for anyone else's)."""
+        get(self._handles.orchestrator.status.remote(job_id, tenant=self.tenant))
+        return JobHandle(job_id, self._handles.orchestrator, tenant=self.tenant)
+
+    def jobs(self) -> dict[str, JobStatus]:
+        """The tenant's jobs and their status, oldest first."""
+        jobs: dict[str, JobStatus] = get(self._handles.orchestrator.jobs.remote(tenant=self.tenant))
+        return jobs
+
+    def usage(self, job_id: str | None = None) -> list[UsageRow]:
+        """Model usage of the tenant's jobs (raises ``JobNotFound`` for anyone else's job)."""
+        mine = self.jobs()
+        if job_id is not None:
+            self.job(job_id)
+        rows: list[UsageRow] = get(self._handles.llm.usage.remote(job_id))
+        return [row for row in rows if row.job_id in mine]
+
+    def policy(self) -> TenantPolicy:
+        """The policy that binds this tenant."""
+        policy: TenantPolicy = get(self._handles.orchestrator.policy.remote(self.tenant))
+        return policy
