@@ -66,11 +66,14 @@ def test_a_killed_agent_has_its_subtask_dispatched_again(rt):
     result = job.result(timeout=120)
 
     assert result.status == "succeeded", result.error
-    assert max(s.attempt for s in result.subtasks) == 2
+    # dispatched again; a second delivery may still find the agent restarting (Ray brings it
+    # back in about a second), and each failed delivery is one dead letter, with its reason
+    attempts = max(s.attempt for s in result.subtasks)
+    assert attempts >= 2
     letters = [
         d for d in rt.dead_letters(limit=1000) if d.message and d.message.job_id == job.job_id
     ]
-    assert [d.reason.value for d in letters] == ["recipient_unavailable"]
+    assert [d.reason.value for d in letters] == ["recipient_unavailable"] * (attempts - 1)
 
 
 def test_a_restarted_router_rebuilds_its_registry(rt):
