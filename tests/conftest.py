@@ -8,7 +8,7 @@ import pytest
 
 import runtime
 from actors.tools.config import FunctionTool
-from tests.support.keys import TEST_KEY, TEST_KEY_ENV
+from tests.support.keys import FRUGAL_BUDGET, FRUGAL_TENANT, TEST_KEY, TEST_KEY_ENV
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET
 from tests.support.mcp_servers import STDIO_COMMAND
 
@@ -35,12 +35,20 @@ def rt(tmp_path_factory):
     os.environ.setdefault("RAY_metrics_report_interval_ms", "1000")  # metrics tests wait less
     # memories of this session only: the default lives in ~/.raytroupe and outlasts the run
     memory = runtime.MemoryConfig(path=root / "memory")
+    # the operator of this session runs its model servers on loopback, keyed by TEST_KEY_ENV
+    llm = runtime.LLMConfig(
+        network=runtime.NetworkPolicy(allow=("127.0.0.1",)),
+        keys={TEST_KEY_ENV: ("127.0.0.1",)},
+        tenant_budgets={FRUGAL_TENANT: FRUGAL_BUDGET},
+    )
     troupe = runtime.connect(
         address="local",
         num_cpus=2,
         log_level="warning",
+        llm_config=llm,
         tools_config=tools,
         memory_config=memory,
+        journal=root / "state" / "journal.sqlite",
     )
     yield troupe
     troupe.shutdown()

@@ -28,6 +28,15 @@ def _team(name, *, latency_s=0.0, agents=2, instructions="Answer briefly."):
     ).spec().model_dump(mode="json")  # fmt: skip
 
 
+def _registered(api, team):
+    """Register ``team`` as the operator (an admin key) and return its name: a tenant's key
+    runs it by name (its own inline teams may not define models)."""
+    with api.client(ADMIN_KEY) as admin:
+        response = admin.put(f"/v1/teams/{team['name']}", json=team)
+        assert response.status_code in (200, 201), response.text
+    return team["name"]
+
+
 def _events(client, job_id, **headers):
     """Every SSE event of a job as (id, type, data), until the stream ends."""
     found, current = [], {}
@@ -107,7 +116,7 @@ def test_a_job_is_submitted_followed_live_over_sse_and_read_back(api, rt):
 def test_an_event_stream_resumes_after_last_event_id_without_gaps_or_repeats(api):
     with api.client() as client:
         job_id = _submit(client, "Check: 1) alpha 2) beta 3) gamma 4) delta",
-                         _team("http-resume", latency_s=0.3))  # fmt: skip
+                         _registered(api, _team("http-resume", latency_s=0.3)))  # fmt: skip
         first = []
         with client.stream("GET", f"/v1/jobs/{job_id}/events") as response:
             for line in response.iter_lines():
@@ -128,7 +137,8 @@ def test_an_event_stream_resumes_after_last_event_id_without_gaps_or_repeats(api
 
 def test_a_running_job_is_cancelled_over_http(api):
     with api.client() as client:
-        job_id = _submit(client, "Slowly: 1) one 2) two", _team("http-cancel", latency_s=20))
+        team = _registered(api, _team("http-cancel", latency_s=20))
+        job_id = _submit(client, "Slowly: 1) one 2) two", team)
         _wait_for(client, job_id, "subtask_started")
         started = time.monotonic()
         cancelled = client.post(f"/v1/jobs/{job_id}/cancel")
@@ -165,9 +175,8 @@ def test_a_tool_call_waits_for_approval_given_over_http(api, wire):
     wire.reset()
     wire.script(Reply.tool("echo", {"text": "deploy v2"}), Default())
     with api.client() as client:
-        job_id = _submit(
-            client, "Echo the deploy call.", _wire_team(wire, "http-approve", ["echo"])
-        )
+        team = _registered(api, _wire_team(wire, "http-approve", ["echo"]))
+        job_id = _submit(client, "Echo the deploy call.", team)
         _wait_for(client, job_id, "approval_requested")
         (pending,) = client.get(f"/v1/jobs/{job_id}/approvals").json()
         assert (pending["tool"], pending["arguments"]) == ("echo", {"text": "deploy v2"})
@@ -196,7 +205,7 @@ def test_images_and_text_files_reach_the_agents(api, wire):
         job_id = _submit(
             client,
             "Describe the picture and quote the notes.",
-            _wire_team(wire, "http-vision"),
+            _registered(api, _wire_team(wire, "http-vision")),
             attachments=[
                 {"name": "chart.png", "media_type": "image/png", "data_b64": png},
                 {"name": "notes.txt", "media_type": "text/plain", "data_b64": notes},
@@ -319,6 +328,31 @@ def test_bad_bodies_get_problem_details_and_start_nothing(api, rt):
     _is_problem(chunked, 413, "body_too_large")
     _is_problem(unknown_path, 404, "not_found")
     assert set(rt.jobs()) == before  # nothing half-started
+
+
+def test_a_team_with_a_cyclic_plan_is_refused_at_the_door(api, rt):
+    """What can be checked when a team is registered is checked then: 422, nothing stored."""
+    agent = {"name": "door-a", "role": "worker"}
+    step = {"role": "worker", "instructions": "x"}
+    broken = {
+        "cycle": {"plan": [{**step, "id": "s1", "depends_on": ["s2"]},
+                           {**step, "id": "s2", "depends_on": ["s1"]}]},
+        "unknown role": {"plan": [{**step, "id": "s1", "role": "ghost"}]},
+        "missing node": {"graph": {"nodes": [{"id": "n", "role": "worker", "instructions": "x"}],
+                                   "edges": [{"source": "n", "target": "nowhere"}],
+                                   "start": "n"}},
+        "remote schema": {"output_schema": {"$ref": "http://169.254.169.254/schema.json"}},
+    }  # fmt: skip
+    before = set(rt.teams())
+    with api.client(ADMIN_KEY) as admin:
+        for why, fields in broken.items():
+            team = {"name": "door-team", "agents": [agent], **fields}
+            body = _is_problem(admin.post("/v1/teams", json=team), 422, "invalid_request")
+            assert any("body" in p for p in body["problems"]), why
+            # and inline, with a job: refused before anything starts
+            _is_problem(admin.post("/v1/jobs", json={"task": "t", "team": team}), 422,
+                        "invalid_request")  # fmt: skip
+    assert set(rt.teams()) == before
 
 
 def test_teams_and_agents_are_managed_at_run_time_without_restarting_others(api, rt):

@@ -18,7 +18,7 @@ import ray
 import runtime
 from protocols import ErrorCode, ToolCall
 from tests.support.figures import record
-from tests.support.http_api import OTHER_KEY, USER_KEY
+from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY
 from tests.support.keys import TEST_KEY, TEST_KEY_ENV
 from tests.support.wire_server import Default, HttpError, Reply, WireServer
 
@@ -40,12 +40,15 @@ def _oai(server, name):
 
 
 def _solo(name, model, *, tools=(), memory=None, models=None):
+    """A one-agent team on ``model`` (None: the operator's ``default`` alias, which a tenant's
+    inline team may use; a team with a model of its own is registered by an admin)."""
     extra = {} if memory is None else {"memory": memory}
+    alias = "default" if model is None else f"{name}-m"
     return runtime.Team(
         name=name,
-        planner_model="offline",
-        models=models or {f"{name}-m": model},
-        agents=[runtime.AgentSpec(name=f"{name}-agent", role="worker", model=f"{name}-m",
+        planner_model="default" if model is None else "offline",
+        models=models or ({} if model is None else {alias: model}),
+        agents=[runtime.AgentSpec(name=f"{name}-agent", role="worker", model=alias,
                                   tools=list(tools), **extra)],
     )  # fmt: skip
 
@@ -139,11 +142,23 @@ def _http_texts(api, name):
     """Every HTTP answer (headers and body) of a job's life, and of refused keys."""
     texts = []
     with api.client(USER_KEY) as client, api.client(GUESSED_KEY) as guesser:
-        http_team = _solo(f"{name}-http", runtime.OfflineModel()).spec().model_dump(mode="json")
+        http_team = _solo(f"{name}-http", None).spec().model_dump(mode="json")
         submitted = client.post("/v1/jobs", json={"task": "Say hi.", "team": http_team})
+        # a refused inline team naming the provider key's variable: the refusal names the
+        # field, never a value
+        attack = _solo(
+            f"{name}-attack",
+            runtime.OpenAICompatibleModel(
+                base_url="http://169.254.169.254/v1", model="m", api_key_env=TEST_KEY_ENV
+            ),
+        )
+        refused = client.post(
+            "/v1/jobs", json={"task": "x", "team": attack.spec().model_dump(mode="json")}
+        )
+        assert refused.status_code == 403, refused.text
         assert submitted.status_code == 202, submitted.text
         job_id = submitted.json()["id"]
-        answers = [submitted]
+        answers = [submitted, refused]
         with client.stream("GET", f"/v1/jobs/{job_id}/events") as stream:
             texts.append("".join(stream.iter_text()))
         answers += [
@@ -202,9 +217,8 @@ def test_secrets_never_appear_in_logs_traces_events_or_answers(rt, api, tmp_path
     in_answers = [(s, t[:200]) for t in texts for s in secrets if s in t]
     out, err = capfd.readouterr()
     in_driver_output = [s for s in secrets if s in out or s in err]
+    # the session's state (journal, the pool's ledger, grants, memories) lives in the basetemp
     roots = [_session_logs(), tmp_path_factory.getbasetemp()]
-    journal = Path.home() / ".raytroupe" / "journal.sqlite"
-    roots += [journal] if journal.exists() else []
     scanned, in_files = _files_holding(roots, secrets)
 
     found = len(in_answers) + len(in_driver_output) + len(in_files)
@@ -251,6 +265,9 @@ def test_jobs_over_http_recall_only_their_own_tenants_memories(rt, api, wire):
     name = f"recall-{uuid.uuid4().hex[:6]}"
     policy = runtime.MemoryPolicy(recall=True, min_score=0.0, recall_k=10)
     team = _solo(name, _oai(wire, name), memory=policy).spec().model_dump(mode="json")
+    with httpx.Client(base_url=api.url, timeout=60,
+                      headers={"Authorization": f"Bearer {ADMIN_KEY}"}) as admin:  # fmt: skip
+        assert admin.put(f"/v1/teams/{name}", json=team).status_code == 201  # the operator's
     prompts = {}
     for tenant, key in (("globex", OTHER_KEY), ("acme", USER_KEY)):
         wire.reset()
@@ -258,7 +275,7 @@ def test_jobs_over_http_recall_only_their_own_tenants_memories(rt, api, wire):
         with httpx.Client(base_url=api.url, timeout=60,
                           headers={"Authorization": f"Bearer {key}"}) as client:  # fmt: skip
             answer = client.post("/v1/jobs", json={"task": "What is the launch password?",
-                                                   "team": team})  # fmt: skip
+                                                   "team": name})  # fmt: skip
             assert answer.status_code == 202, answer.text
             job_id = answer.json()["id"]
             with client.stream("GET", f"/v1/jobs/{job_id}/events") as stream:

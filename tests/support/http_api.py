@@ -10,12 +10,24 @@ import httpx
 
 import deployments
 from deployments import APIConfig, APIKey, hash_key
+from protocols import Budget, TenantPolicy
 
 ADMIN_KEY = "rt-test-admin-acme"
 USER_KEY = "rt-test-user-acme"
 OTHER_KEY = "rt-test-user-globex"
 LIMITED_KEY = "rt-test-limited"
 FUZZ_KEY = "rt-test-fuzz"
+RED_KEY = "rt-test-user-red"
+BLUE_KEY = "rt-test-user-blue"
+RED_POLICY = TenantPolicy(
+    models=("default", "offline"),
+    tools=("calculator",),
+    max_budget=Budget(tokens=200_000),
+    max_agents=3,
+    max_live_agents=6,
+)
+"""The adversarial suite's tenant with a policy of its own (set from the API config)."""
+BLUE_POLICY = TenantPolicy(teams=("trust-registered",), max_budget=Budget(tokens=1_500))
 MAX_BODY = 256 * 1024
 
 
@@ -48,7 +60,10 @@ def config() -> APIConfig:
                 name="limited", hash=hash_key(LIMITED_KEY), tenant="acme", rate_limit="3/minute"
             ),
             APIKey(name="fuzz", hash=hash_key(FUZZ_KEY), tenant="fuzz", rate_limit="100000/minute"),
+            APIKey(name="red-user", hash=hash_key(RED_KEY), tenant="red"),
+            APIKey(name="blue-user", hash=hash_key(BLUE_KEY), tenant="blue"),
         ),
+        tenant_policies={"red": RED_POLICY, "blue": BLUE_POLICY},
         api_keys_env=None,
         max_body_bytes=MAX_BODY,
         chat_timeout_s=60.0,

@@ -4,5 +4,11 @@ The session fixture sets it before Ray starts, so the pool actor inherits it; te
 that it never shows up in errors, results or any Ray log file.
 """
 
+from protocols import Budget
+
 TEST_KEY_ENV = "TROUPE_TEST_PROVIDER_KEY"
 TEST_KEY = "sk-troupe-test-5f0c1e-never-log-me"
+
+FRUGAL_TENANT = "frugal"
+"""A tenant with a budget of its own in the session's LLM pool configuration."""
+FRUGAL_BUDGET = Budget(tokens=3_000)
