@@ -7,12 +7,10 @@ reset by a restart. Holds open when the pool died are booked as spent (see
 
 from __future__ import annotations
 
-import contextlib
 import json
-import sqlite3
-from collections.abc import Iterator
 from pathlib import Path
 
+from actors._sqlite import open_sqlite, transaction
 from actors.llm.budget import Reservation, Spend
 from protocols import UsageRow
 
@@ -40,16 +38,11 @@ class PoolState:
     """Spend per account, open holds and usage rows, in a SQLite file (``:memory:`` too)."""
 
     def __init__(self, path: str | Path) -> None:
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._db = open_sqlite(path, _SCHEMA)
 
     def spent(self) -> dict[str, Spend]:
         """What each account spent; holds left open by a dead pool are booked in full first."""
-        with self._transaction():
+        with transaction(self._db):
             for _, keys, tokens, usd in self._db.execute("SELECT * FROM holds").fetchall():
                 self._db.executemany(_ADD, [(k, tokens, usd) for k in json.loads(keys)])
             self._db.execute("DELETE FROM holds")
@@ -65,7 +58,7 @@ class PoolState:
 
     def settle(self, reservation: Reservation, tokens: int, usd: float) -> None:
         """Close the hold and add what the call cost to each of its accounts, atomically."""
-        with self._transaction():
+        with transaction(self._db):
             self._db.execute("DELETE FROM holds WHERE id = ?", (reservation.id,))
             self._db.executemany(_ADD, [(k, tokens, usd) for k in reservation.keys])
 
@@ -87,16 +80,6 @@ class PoolState:
         """Every usage row kept."""
         rows = self._db.execute("SELECT row FROM usage").fetchall()
         return [UsageRow.model_validate_json(row) for (row,) in rows]
-
-    @contextlib.contextmanager
-    def _transaction(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
 
     def close(self) -> None:
         """Close the file."""

@@ -7,13 +7,13 @@ One orchestrator owns one journal file.
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
+from actors._sqlite import open_sqlite
 from actors.orchestrator.jobs import Job
 from protocols import (
     ApprovalDecision,
@@ -75,12 +75,7 @@ class Journal:
     """Jobs, plans and subtask results, in a SQLite file (``:memory:`` for tests)."""
 
     def __init__(self, path: str | Path) -> None:
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(_SCHEMA)
+        self._db = open_sqlite(path, _SCHEMA)
 
     def job(
         self,

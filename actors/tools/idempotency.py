@@ -12,12 +12,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import sqlite3
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
+from actors._sqlite import open_sqlite
 from protocols import ToolError, ToolResult
 
 __all__ = ["AtMostOnce", "Claim", "IdempotencyStore", "idempotency_key"]
@@ -45,14 +45,11 @@ class IdempotencyStore:
     """Results of side-effecting calls by key, in a SQLite file (``:memory:`` for tests)."""
 
     def __init__(self, path: str | Path) -> None:
-        if str(path) != ":memory:":
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.execute(
+        self._db = open_sqlite(
+            path,
             "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, state TEXT NOT NULL, "
-            "claimed_at REAL NOT NULL, result TEXT)"
+            "claimed_at REAL NOT NULL, result TEXT)",
+            synchronous="FULL",  # a side effect's record must outlive the machine, too
         )
 
     def recorded(self, key: str) -> ToolResult | None:

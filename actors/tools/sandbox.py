@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -25,6 +24,7 @@ from jsonschema import Draft202012Validator
 
 from actors import _metrics as metrics
 from actors._endpoint import RouterClient, TakesBatches, serve_envelope
+from actors._sqlite import open_sqlite
 from actors.outbound import Outbound
 from actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
 from actors.tools.config import ToolsConfig
@@ -397,9 +397,11 @@ class _Grants:
     """Which tools each agent may call, kept in SQLite so a restarted sandbox still knows."""
 
     def __init__(self, path: Path) -> None:
-        self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.execute("CREATE TABLE IF NOT EXISTS grants (agent TEXT PRIMARY KEY, tools TEXT)")
+        self._db = open_sqlite(
+            path,
+            "CREATE TABLE IF NOT EXISTS grants (agent TEXT PRIMARY KEY, tools TEXT)",
+            wal=False,
+        )
         self._cache: dict[str, frozenset[str]] = {}
 
     def set(self, agent: str, tools: list[str]) -> None:

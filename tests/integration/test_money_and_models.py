@@ -27,11 +27,7 @@ def _frugal_team() -> runtime.Team:
 
 
 def _run(rt, task):
-    job = rt.submit(task, team=_frugal_team(), tenant=FRUGAL_TENANT)
-    try:
-        return job.result(timeout=120)
-    except runtime.JobFailed as failed:
-        return failed.detail["result"]
+    return _result_of(rt.submit(task, team=_frugal_team(), tenant=FRUGAL_TENANT))
 
 
 def test_a_pool_killed_mid_job_keeps_the_tenants_spend_and_its_budget_holds(rt):
