@@ -114,7 +114,9 @@ class LLMAdapterPool(TakesBatches):
     ) -> None:
         config = config or LLMConfig()
         self._kept = kept
-        saved: _Saved = (kept.load() if kept else None) or _Saved()
+        saved = (kept.load() if kept else None) or _Saved()
+        if isinstance(saved, dict):  # kept by a pool from before operator aliases were kept
+            saved = _Saved(models=saved)
         self._configured: dict[str, ModelSpec] = dict(saved.models)
         self._operator: set[str] = set(saved.operator)
         self._factory = provider_factory

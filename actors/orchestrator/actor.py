@@ -96,7 +96,6 @@ class Orchestrator:
         self._keep_jobs = keep_jobs
         self._journal = journal if isinstance(journal, Journal | None) else Journal(journal)
         self._desk = ApprovalDesk(self._journal)
-        self._provisioner = provisioner
         self._catalog = TeamCatalog(self._journal, provisioner)
         self._policies = PolicyBook(self._journal.policies() if self._journal else None)
         self._inline = InlineTeams(self._journal, provisioner)
