@@ -1,7 +1,7 @@
 """The actors of raytroupe, as plain classes; Ray makes them remote when they are spawned.
 
 ``MessageRouter`` delivers envelopes; ``Orchestrator`` runs jobs; ``AgentActor`` runs one
-agent's loop; ``LLMAdapterPool`` serves model aliases. ``actors._ray`` holds the Ray glue.
+agent's loop; ``LLMAdapterPool`` serves model aliases. ``actors.spawn`` holds the Ray glue.
 
 The names below are imported on first use (PEP 562): an agent's worker process imports
 ``actors.agent``, which runs this file, and must not pay for the orchestrator (Chroma, numpy,
@@ -12,11 +12,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from actors._lazy import lazy_exports
+from actors.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from actors._endpoint import Mailbox, RouterClient, serve_envelope
     from actors.agent import AgentActor
+    from actors.endpoint import Mailbox, RouterClient, serve_envelope
     from actors.llm import LLMAdapterPool
     from actors.orchestrator import Orchestrator, TeamProvisioner
     from actors.router import LocalRouterClient, MessageRouter, RouterStats
@@ -38,13 +38,13 @@ _HOMES = {
     "AgentActor": "actors.agent",
     "LLMAdapterPool": "actors.llm",
     "LocalRouterClient": "actors.router",
-    "Mailbox": "actors._endpoint",
+    "Mailbox": "actors.endpoint",
     "MessageRouter": "actors.router",
     "Orchestrator": "actors.orchestrator",
-    "RouterClient": "actors._endpoint",
+    "RouterClient": "actors.endpoint",
     "RouterStats": "actors.router",
     "TeamProvisioner": "actors.orchestrator",
-    "serve_envelope": "actors._endpoint",
+    "serve_envelope": "actors.endpoint",
 }
 
 

@@ -5,7 +5,7 @@
    driver without raytroupe's worker setup hook) on the same Ray. Goal <= 1.2x.
 2. Cold start: ``runtime.connect()`` in a fresh process until it returns and every system
    actor answers, against ``ray.init`` plus as many empty actors (router, llm, memory,
-   tools/0, tools/1, orchestrator) in a fresh process. Reported without a goal.
+   tools-0, tools-1, orchestrator) in a fresh process. Reported without a goal.
 
 The notes list the heavy libraries found in the agent process (``sys.modules`` read from
 inside the actor).
@@ -29,7 +29,7 @@ from _common import Figure, Section, main, median
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = ("fp-ada", "fp-grace", "fp-alan")
-SYSTEM_ACTORS = ("router", "llm", "memory", "tools/0", "tools/1", "orchestrator")
+SYSTEM_ACTORS = ("router", "llm", "memory", "tools-0", "tools-1", "orchestrator")
 HEAVY = (
     "anthropic",
     "chromadb",
@@ -49,11 +49,11 @@ HEAVY = (
 """Top-level packages an agent process should not need."""
 AGENT_NEEDS = (
     "runtime.logging",
-    "actors._endpoint",
-    "actors._metrics",
-    "actors._ray_client",
+    "actors.endpoint",
+    "runtime.metrics",
+    "actors.ray_handles",
     "actors.agent",
-    "actors.agent_limits",
+    "actors.agent.stop",
     "actors.router",
     "protocols",
 )
@@ -64,7 +64,7 @@ RECORD = (
     "with 1,394 modules (chromadb, numpy, tokenizers, opentelemetry, sqlite3, tenacity, "
     "aiolimiter) by two paths: actors/__init__ imported the orchestrator (-> intent -> "
     "memory.embeddings -> chromadb) and the LLM pool; Ray's worker setup hook "
-    "runtime.logging imports runtime/__init__ (-> runtime.driver -> actors._ray -> the same). "
+    "runtime.logging imports runtime/__init__ (-> runtime.driver -> actors.spawn -> the same). "
     "Lazy actors/ and actors.llm inits alone: 78 MB (the hook path remains). With a lazy "
     "runtime/__init__ as well (a copy of the tree): 57 MB = 1.18x, 931 modules, no heavy package"
 )

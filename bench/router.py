@@ -20,8 +20,8 @@ from typing import Any
 import ray
 from _common import Curve, Figure, Section, main, median
 
-from actors._endpoint import TakesBatches, serve_envelope
-from actors._ray_client import RayRouterClient, ray_mailbox
+from actors.endpoint import TakesBatches, serve_envelope
+from actors.ray_handles import RayRouterClient, ray_mailbox
 from actors.router import MessageRouter
 from protocols import AgentMessage, Event
 

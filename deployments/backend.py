@@ -9,9 +9,9 @@ from typing import Any, Final
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from actors._ray import spawn_system
-from actors._ray_client import unwrap
 from actors.llm.config import LLMConfig
+from actors.ray_handles import unwrap
+from actors.spawn import spawn_system
 from deployments.config import APIConfig
 from protocols import RecipientUnavailable
 
@@ -68,7 +68,7 @@ class Backend:
         checks = {
             "router": self.router.stats.remote(),
             "orchestrator": self.orchestrator.jobs.remote(tenant="-"),
-            "llm": self.llm.problems.remote(),
+            "llm": self.llm.unservable.remote(),
         }
         results = await asyncio.gather(*(answers(ref) for ref in checks.values()))
         return dict(zip(checks, results, strict=True))

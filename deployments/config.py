@@ -9,7 +9,7 @@ from typing import Any
 from limits import parse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from actors._config import read_yaml, validated
+from actors.config_files import read_yaml, validated
 from protocols import TenantPolicy
 
 __all__ = ["APIConfig", "APIKey"]

@@ -27,6 +27,7 @@ from protocols.errors import (
     ErrorCode,
     Forbidden,
     HopLimitExceeded,
+    InvalidAddress,
     InvalidArguments,
     InvalidInput,
     JobCancelled,
@@ -81,13 +82,13 @@ from protocols.llm import (
     Usage,
 )
 from protocols.memory import MemoryHit, MemoryHits, MemoryPolicy, MemoryQuery, MemoryWrite
-from protocols.models import (
+from protocols.model_specs import (
     AnthropicModel,
     DeploymentSpec,
     OpenAICompatibleModel,
     OpenAIModel,
     RouteSpec,
-    Strategy,
+    RouteStrategy,
 )
 from protocols.payloads import (
     ApprovalDecision,
@@ -148,6 +149,7 @@ __all__ = [
     "GraphSpec",
     "HopLimitExceeded",
     "ImagePart",
+    "InvalidAddress",
     "InvalidArguments",
     "InvalidInput",
     "JobCancelled",
@@ -186,13 +188,13 @@ __all__ = [
     "RateLimited",
     "RecipientUnavailable",
     "RouteSpec",
+    "RouteStrategy",
     "SandboxUnavailable",
     "ScriptError",
     "ScriptedModel",
     "ScriptedTurn",
     "Span",
     "SpanKind",
-    "Strategy",
     "StreamInterrupted",
     "SubtaskResult",
     "TaskRequest",

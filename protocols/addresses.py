@@ -18,6 +18,8 @@ from typing import Annotated, Final, NamedTuple
 
 from pydantic import StringConstraints
 
+from protocols.errors import InvalidAddress
+
 __all__ = [
     "NAME_PATTERN",
     "SYSTEM_ADDRESSES",
@@ -60,11 +62,13 @@ def parse_address(address: str) -> ParsedAddress:
     """Split ``address`` into kind and name.
 
     Raises:
-        ValueError: the address is not of one of the three forms.
+        InvalidAddress: the address is not of one of the three forms.
     """
     match = _ADDRESS_RE.fullmatch(address)
     if match is None:
-        raise ValueError(f"invalid address {address!r}: expected NAME, role:NAME or topic:NAME")
+        raise InvalidAddress(
+            f"invalid address {address!r}: expected NAME, role:NAME or topic:NAME", address=address
+        )
     prefix, name = match.groups()
     if prefix is None:
         return ParsedAddress(AddressKind.DIRECT, name)

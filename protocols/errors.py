@@ -8,6 +8,7 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     ├── InvalidInput                  the caller sent something unusable
     │   ├── MalformedEnvelope         envelope bytes that do not decode to an AgentMessage
     │   ├── UnsupportedSchemaVersion  envelope bytes from another protocol version
+    │   ├── InvalidAddress            not NAME, role:NAME or topic:NAME
     │   ├── ConfigError               a team, agent or model configuration that cannot work
     │   │   ├── TeamNotFound          no team is registered under that name
     │   │   └── AgentNotFound         no registered team has an agent of that name
@@ -67,6 +68,7 @@ __all__ = [
     "ErrorCode",
     "Forbidden",
     "HopLimitExceeded",
+    "InvalidAddress",
     "InvalidArguments",
     "InvalidInput",
     "JobCancelled",
@@ -104,6 +106,7 @@ class ErrorCode(StrEnum):
     INVALID_INPUT = "invalid_input"
     MALFORMED_ENVELOPE = "malformed_envelope"
     UNSUPPORTED_VERSION = "unsupported_version"
+    INVALID_ADDRESS = "invalid_address"
     CONFIG = "config"
     DELIVERY = "delivery"
     UNKNOWN_RECIPIENT = "unknown_recipient"
@@ -182,6 +185,12 @@ class UnsupportedSchemaVersion(InvalidInput):
     """Envelope bytes written by a protocol version this build does not read."""
 
     code = ErrorCode.UNSUPPORTED_VERSION
+
+
+class InvalidAddress(InvalidInput):
+    """An address that is not ``NAME``, ``role:NAME`` or ``topic:NAME``."""
+
+    code = ErrorCode.INVALID_ADDRESS
 
 
 class ConfigError(InvalidInput):

@@ -12,11 +12,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from protocols.addresses import Name
 from protocols.envelope import AgentMessage
 from protocols.errors import ErrorCode
+from protocols.intent import IntentChoice
 from protocols.llm import Usage
 from protocols.payloads import ErrorPayload
-from protocols.resolution import Resolution
-from protocols.resolution import Strategy as ResolutionStrategy
-from protocols.routing import Route
+from protocols.resolution import Resolution, ResolutionStrategy
 from protocols.trace import Span
 
 __all__ = [
@@ -193,7 +192,7 @@ class JobResult(_Data):
     usage: Usage = Field(default_factory=Usage)
     timings: Timings
     error: ErrorPayload | None = None
-    route: Route | None = Field(
+    route: IntentChoice | None = Field(
         default=None, description="How the team was chosen, for a job that named none."
     )
     trace: tuple[Span, ...] = Field(

@@ -27,13 +27,13 @@ __all__ = [
     "CANDIDATES_HEADING",
     "Candidate",
     "Resolution",
-    "Strategy",
+    "ResolutionStrategy",
     "format_candidates",
     "normalize",
     "parse_candidates",
 ]
 
-Strategy = Literal["majority", "confidence", "judge", "merge", "first_valid"]
+ResolutionStrategy = Literal["majority", "confidence", "judge", "merge", "first_valid"]
 """How one answer is chosen among the candidates of a redundantly dispatched subtask."""
 
 CANDIDATES_HEADING: Final = "Candidates:"
@@ -77,7 +77,7 @@ class Resolution(_Data):
     ``chosen_agent``.
     """
 
-    strategy: Strategy
+    strategy: ResolutionStrategy
     chosen: str = Field(description="The chosen (or merged) output.")
     chosen_agent: str | None = None
     candidates: tuple[Candidate, ...] = ()

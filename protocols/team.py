@@ -11,7 +11,7 @@ from protocols.graph import GraphSpec
 from protocols.jobs import Plan, PlannedSubtask, check_output_schema
 from protocols.llm import Budget
 from protocols.memory import MemoryPolicy
-from protocols.models import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
+from protocols.model_specs import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
 
 __all__ = [
     "AgentSpec",

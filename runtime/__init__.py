@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from actors._lazy import lazy_exports
+from actors.lazy import lazy_exports
 from protocols import (
     AgentInfo,
     AgentNotFound,
@@ -54,7 +54,7 @@ from protocols import (
     UnpricedModel,
     UsageRow,
 )
-from protocols.routing import Route, RouterConfig, RouteRule
+from protocols.intent import IntentChoice, IntentConfig, IntentRule
 
 if TYPE_CHECKING:
     from actors.llm.config import LLMConfig
@@ -62,7 +62,7 @@ if TYPE_CHECKING:
     from actors.memory.config import MemoryConfig
     from actors.outbound import NetworkPolicy
     from actors.tools.config import ToolsConfig
-    from actors.tools.isolation import Limits
+    from actors.tools.isolation import ResourceLimits
     from runtime.config import Team
     from runtime.driver import Runtime, connect
     from runtime.handle import JobHandle
@@ -81,6 +81,9 @@ __all__ = [
     "Conflict",
     "DeadLetter",
     "Forbidden",
+    "IntentChoice",
+    "IntentConfig",
+    "IntentRule",
     "JobCancelled",
     "JobEvent",
     "JobFailed",
@@ -90,7 +93,6 @@ __all__ = [
     "JobStatus",
     "JobTimeout",
     "LLMConfig",
-    "Limits",
     "MCPServerSpec",
     "MemoryConfig",
     "MemoryPolicy",
@@ -100,11 +102,9 @@ __all__ = [
     "OfflineModel",
     "OpenAICompatibleModel",
     "OpenAIModel",
+    "ResourceLimits",
     "RetryPolicy",
-    "Route",
-    "RouteRule",
     "RouteSpec",
-    "RouterConfig",
     "Runtime",
     "ScriptedModel",
     "ScriptedTurn",
@@ -131,7 +131,8 @@ _HOMES = {
     "NetworkPolicy": "actors.outbound",
     "TenantView": "runtime.tenant",
     "LLMConfig": "actors.llm.config",
-    "Limits": "actors.tools.isolation",
+    "ResourceLimits": "actors.tools.isolation",
+    "Limits": "actors.tools.isolation",  # the earlier name of ResourceLimits
     "MemoryConfig": "actors.memory.config",
     "RetryPolicy": "actors.llm.gateway",
     "Runtime": "runtime.driver",
@@ -141,5 +142,10 @@ _HOMES = {
     "connect": "runtime.driver",
 }
 
+
+# The names of an earlier release, kept so that scripts written for it still run.
+RouterConfig = IntentConfig
+RouteRule = IntentRule
+Route = IntentChoice
 
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)

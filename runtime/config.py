@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Self
 
-from actors._config import read_yaml, validated
+from actors.config_files import read_yaml, validated
 from protocols import TeamSpec
 
 __all__ = ["Team"]

@@ -12,11 +12,11 @@ import ray
 from pydantic import BaseModel
 from ray._private import ray_constants  # see _stay_on_loopback
 
-from actors._ray import NAMESPACE, SystemHandles, spawn_system
 from actors.llm.config import LLMConfig
 from actors.memory.config import MemoryConfig
 from actors.orchestrator.catalog import with_load
 from actors.router import RouterStats
+from actors.spawn import NAMESPACE, SystemHandles, spawn_system
 from actors.tools.config import ToolsConfig
 from protocols import (
     AgentInfo,
@@ -35,7 +35,7 @@ from protocols import (
     TenantPolicy,
     UsageRow,
 )
-from protocols.routing import RouterConfig
+from protocols.intent import IntentConfig
 from runtime.config import Team
 from runtime.handle import JobHandle, get
 from runtime.logging import configure_logging
@@ -65,8 +65,9 @@ class Runtime:
         tenant: str = "default",
         budget: Budget | None = None,
         teams: Mapping[str, TeamSpec] | None = None,
-        routing: RouterConfig | None = None,
+        intent: IntentConfig | None = None,
         attachments: Sequence[Attachment] = (),
+        routing: IntentConfig | None = None,
     ) -> JobHandle:
         """Start a job; returns at once (a routed job once its team is chosen).
 
@@ -76,12 +77,13 @@ class Runtime:
 
         ``budget`` (default: the team's) bounds the tokens and dollars of every model call
         made for the job; a call that would not fit is refused before it is made, and the
-        job stops with ``budget_exceeded``. Without ``team``, ``routing`` picks one of
-        ``teams`` by keyword rules, embedding similarity, then a model classifier; the route
-        and its method are on ``JobResult.route``.
+        job stops with ``budget_exceeded``. Without ``team``, ``intent`` picks one of
+        ``teams`` by keyword rules, embedding similarity, then a model classifier; the
+        choice and its method are on ``JobResult.route``. (``routing`` is the earlier name
+        of ``intent``.)
 
         Raises:
-            ConfigError: ``task`` is empty, or there is neither a team nor routing.
+            ConfigError: ``task`` is empty, or there is neither a team nor an intent.
             TeamNotFound: ``team`` names no registered team.
         """
         if not task.strip():
@@ -97,7 +99,7 @@ class Runtime:
                 tenant=tenant,
                 budget=budget,
                 teams={k: plain(t) for k, t in (teams or {}).items()} or None,
-                routing=routing,
+                intent=intent or routing,
                 attachments=tuple(attachments),
             )
         )

@@ -9,7 +9,7 @@ from typing import Any, Final
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from actors._ray_client import unwrap
+from actors.ray_handles import unwrap
 from protocols import (
     ApprovalRequest,
     JobCancelled,

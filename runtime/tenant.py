@@ -10,7 +10,7 @@ from runtime.config import Team
 from runtime.handle import JobHandle, get
 
 if TYPE_CHECKING:
-    from actors._ray import SystemHandles
+    from actors.spawn import SystemHandles
 
 __all__ = ["TenantView"]
 

@@ -8,9 +8,9 @@ load.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from actors.lazy import lazy_exports
 from actors.llm.offline import OfflineProvider, split_task
 from actors.llm.provider import LLMProvider, count_tokens
 from actors.llm.scripted import ScriptedProvider
@@ -29,16 +29,6 @@ __all__ = [
     "split_task",
 ]
 
-_LAZY = {"DEFAULT_MODELS", "LLMAdapterPool", "build_provider"}
+_HOMES = dict.fromkeys(("DEFAULT_MODELS", "LLMAdapterPool", "build_provider"), "actors.llm.pool")
 
-
-def __getattr__(name: str) -> Any:
-    if name not in _LAZY:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("actors.llm.pool"), name)
-    globals()[name] = value  # later look-ups skip this function
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted({*globals(), *__all__})
+__getattr__, __dir__ = lazy_exports(__name__, _HOMES)

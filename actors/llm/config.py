@@ -13,7 +13,7 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors._config import read_yaml, validated
+from actors.config_files import read_yaml, validated
 from actors.llm.gateway import RetryPolicy
 from actors.outbound import NetworkPolicy
 from protocols import Budget, ModelSpec, Name

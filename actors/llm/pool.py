@@ -10,8 +10,7 @@ from pathlib import Path
 
 import structlog
 
-from actors import _metrics as metrics
-from actors._endpoint import Keeper, RouterClient, TakesBatches, serve_envelope
+from actors.endpoint import RestartStore, RouterClient, TakesBatches, serve_envelope
 from actors.llm.budget import Ledger, Spend
 from actors.llm.config import LLMConfig
 from actors.llm.gateway import CallContext, Gateway
@@ -43,6 +42,7 @@ from protocols import (
     TroupeError,
     UsageRow,
 )
+from runtime import metrics
 
 __all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "build_provider"]
 
@@ -93,8 +93,8 @@ class LLMAdapterPool(TakesBatches):
         provider_factory: builds a provider for a deployment (tests may pass their own; the
             default builds them under the outbound policy).
         router: where streamed deltas go, as ``llm_delta`` events of the caller's job.
-        kept: where the aliases given to :meth:`configure` are kept, so that a restarted
-            pool serves them again (under Ray: ``Kept("llm")``).
+        restart_store: where the aliases given to :meth:`configure` are kept, so that a restarted
+            pool serves them again (under Ray: ``GcsRestartStore("llm")``).
         state: where the budget ledger and usage are kept (a path or a :class:`PoolState`),
             so that a restarted pool neither forgets a spend nor lets a budget be overspent.
         own_addresses: the cluster's node addresses, which no provider may connect to.
@@ -108,13 +108,13 @@ class LLMAdapterPool(TakesBatches):
         provider_factory: Callable[[DeploymentSpec], LLMProvider] | None = None,
         router: RouterClient | None = None,
         gateway: Gateway | None = None,
-        kept: Keeper | None = None,
+        restart_store: RestartStore | None = None,
         state: PoolState | str | Path | None = None,
         own_addresses: Sequence[str] = (),
     ) -> None:
         config = config or LLMConfig()
-        self._kept = kept
-        saved = (kept.load() if kept else None) or _Saved()
+        self._restart_store = restart_store
+        saved = (restart_store.load() if restart_store else None) or _Saved()
         if isinstance(saved, dict):  # kept by a pool from before operator aliases were kept
             saved = _Saved(models=saved)
         self._configured: dict[str, ModelSpec] = dict(saved.models)
@@ -148,7 +148,7 @@ class LLMAdapterPool(TakesBatches):
                 self._specs[alias] = spec
                 self._broken[alias] = exc
 
-    async def serves(self, models: Mapping[str, ModelSpec]) -> bool:
+    async def serves_exactly(self, models: Mapping[str, ModelSpec]) -> bool:
         """Whether every alias of ``models`` is bound to that very spec here."""
         return all(self._specs.get(alias) == spec for alias, spec in models.items())
 
@@ -216,8 +216,8 @@ class LLMAdapterPool(TakesBatches):
             self._save()
 
     def _save(self) -> None:
-        if self._kept is not None:
-            self._kept.save(_Saved(dict(self._configured), tuple(sorted(self._operator))))
+        if self._restart_store is not None:
+            self._restart_store.save(_Saved(dict(self._configured), tuple(sorted(self._operator))))
 
     def _build(self, spec: DeploymentSpec) -> LLMProvider:
         if self._factory is not None:
@@ -253,7 +253,7 @@ class LLMAdapterPool(TakesBatches):
         """Aliases and what they stand for."""
         return dict(self._specs)
 
-    async def problems(self) -> dict[str, str]:
+    async def unservable(self) -> dict[str, str]:
         """Aliases of the configuration that cannot serve, and why (e.g. a key not set)."""
         return {alias: exc.message for alias, exc in self._broken.items()}
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from actors._sqlite import open_sqlite, transaction
 from actors.llm.budget import Reservation, Spend
+from actors.sqlite import open_sqlite, transaction
 from protocols import UsageRow
 
 __all__ = ["PoolState"]

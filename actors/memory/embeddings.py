@@ -38,6 +38,8 @@ from chromadb.utils.embedding_functions import register_embedding_function
 from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
+from protocols import ConfigError
+
 __all__ = [
     "DIMENSION",
     "EmbeddingKind",
@@ -60,7 +62,7 @@ _TOKENIZER_RESOURCE = ("embeddings", "data", MINILM_MODEL_ID, "tokenizer.json")
 _MAX_POSITIONS = 512  # BERT position embeddings of the model
 
 
-class EmbeddingModelUnavailable(RuntimeError):
+class EmbeddingModelUnavailable(ConfigError):
     """The MiniLM model or tokenizer file is not installed (nothing is ever downloaded)."""
 
 

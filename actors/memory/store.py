@@ -20,8 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from actors import _metrics as metrics
-from actors._endpoint import RouterClient, TakesBatches, serve_envelope
+from actors.endpoint import RouterClient, TakesBatches, serve_envelope
 from actors.memory.config import MemoryConfig
 from actors.memory.shortterm import WorkingMemory, turns, window
 from protocols import (
@@ -38,6 +37,7 @@ from protocols import (
     MemoryWrite,
     ModelError,
 )
+from runtime import metrics
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI

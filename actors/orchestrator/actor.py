@@ -18,8 +18,7 @@ from pathlib import Path
 
 import structlog
 
-from actors import _metrics as metrics
-from actors._endpoint import RouterClient, serve_envelope
+from actors.endpoint import RouterClient, serve_envelope
 from actors.orchestrator.admission import (
     InlineTeams,
     PolicyBook,
@@ -30,9 +29,9 @@ from actors.orchestrator.admission import (
 )
 from actors.orchestrator.approvals import ApprovalDesk
 from actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
-from actors.orchestrator.intent import JobRouter
+from actors.orchestrator.intent import TeamChooser
 from actors.orchestrator.jobs import (
-    ME,
+    ORCHESTRATOR,
     Job,
     emit,
     job_message,
@@ -59,7 +58,8 @@ from protocols import (
     new_id,
     with_files,
 )
-from protocols.routing import RouterConfig
+from protocols.intent import IntentConfig
+from runtime import metrics
 
 __all__ = ["Orchestrator", "TeamProvisioner"]
 
@@ -109,7 +109,7 @@ class Orchestrator:
         )
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
-        self._job_router = JobRouter(router)
+        self._chooser = TeamChooser(router)
         self._resumed = False
         with contextlib.suppress(RuntimeError):  # no running loop: resume on the first call
             asyncio.get_running_loop().call_soon(self._resume)
@@ -141,7 +141,7 @@ class Orchestrator:
         tenant: str = "default",
         budget: Budget | None = None,
         teams: Mapping[str, TeamSpec] | None = None,
-        routing: RouterConfig | None = None,
+        intent: IntentConfig | None = None,
         attachments: Sequence[Attachment] = (),
         request_id: str | None = None,
         admin: bool = True,
@@ -151,7 +151,7 @@ class Orchestrator:
         ``team`` is a team, or the name of a registered one. ``budget`` (default: the
         team's) bounds every model call made for the job; once a call is refused for it, no
         further subtask starts and the job fails with ``budget_exceeded``. Without a
-        ``team``, ``routing`` chooses one of ``teams`` (by keyword, then embedding
+        ``team``, ``intent`` chooses one of ``teams`` (by keyword, then embedding
         similarity, then a model classifier) before the job starts; the route is kept on the
         result. Text ``attachments`` join the task; images are shown to every agent.
         ``request_id`` (e.g. of the HTTP request) is kept on the job's events and trace.
@@ -161,7 +161,7 @@ class Orchestrator:
 
         Raises:
             Forbidden: (a tenant's job) a field its policy refuses; nothing was started.
-            ConfigError: no team and no routing, or a route target that is not in ``teams``.
+            ConfigError: no team and no intent configuration, or a target not in ``teams``.
             TeamNotFound: ``team`` names no registered team.
             PlanError: the classifier's answer names no target.
         """
@@ -181,7 +181,7 @@ class Orchestrator:
                 admit_registered(team, policy_name, policy)
             team = self._catalog.team(team)
         elif team is None:
-            team, route = await self._job_router.route(job_id, task, tenant, teams or {}, routing)
+            team, route = await self._chooser.choose(job_id, task, tenant, teams or {}, intent)
         else:
             self._catalog.check_unregistered(team)
         if not admin:
@@ -271,7 +271,7 @@ class Orchestrator:
 
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point: progress events about a job (e.g. streamed model tokens)."""
-        return await serve_envelope(data, self._handle, me=ME)
+        return await serve_envelope(data, self._handle, me=ORCHESTRATOR)
 
     async def _handle(self, message: AgentMessage) -> AgentMessage:
         if message.job_id is None:
@@ -280,9 +280,9 @@ class Orchestrator:
         match message.payload:
             case Event(name="llm_delta") as event:
                 await emit(job, "llm_delta", data=event.data)
-                return message.reply(Event(name="ack"), sender=ME)
+                return message.reply(Event(name="ack"), sender=ORCHESTRATOR)
             case ApprovalRequest() as request:
-                return message.reply(await self._desk.hold(job, request), sender=ME)
+                return message.reply(await self._desk.hold(job, request), sender=ORCHESTRATOR)
             case _:
                 raise InvalidInput(f"orchestrator cannot handle {message.kind!r}")
 

@@ -16,7 +16,7 @@ from pydantic import ValidationError
 
 from actors.orchestrator.catalog import TeamProvisioner
 from actors.orchestrator.journal import Journal
-from actors.orchestrator.plans import describe_errors
+from actors.orchestrator.plan_checks import describe_errors
 from protocols import (
     Attachment,
     Budget,

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from actors.orchestrator.jobs import Job, emit, move
+from actors.orchestrator.jobs import Job, emit, set_status
 from actors.orchestrator.journal import Journal
 from protocols import ApprovalDecision, ApprovalRequest
 
@@ -33,7 +33,7 @@ class ApprovalDesk:
         if pending is None:
             future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
             pending = job.approvals[request.approval_id] = (request, future)
-            move(job, "awaiting_approval")
+            set_status(job, "awaiting_approval")
             data = request.model_dump(mode="json", exclude={"kind"})
             await emit(job, "approval_requested", request.task_id, data)
         return await asyncio.shield(pending[1])
@@ -55,7 +55,7 @@ class ApprovalDesk:
             self._journal.decide(job.id, request, decision)
         future.set_result(decision)
         if not self.pending(job) and job.status == "awaiting_approval":
-            move(job, "running")
+            set_status(job, "running")
         data = {"approval_id": approval_id, "approved": approved, "reason": reason,
                 "tool": request.tool}  # fmt: skip
         await emit(job, "approval_decided", request.task_id, data)

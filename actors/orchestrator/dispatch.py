@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import structlog
 
-from actors._endpoint import RouterClient
+from actors.endpoint import RouterClient
 from actors.orchestrator.jobs import (
     Job,
     emit,
@@ -32,11 +32,6 @@ from actors.orchestrator.resolve import (
     make_candidate,
     merge,
 )
-from actors.orchestrator.tracing import (
-    attempt_span,
-    resolution_span,
-    subtask_span,
-)
 from protocols import (
     ErrorCode,
     ErrorPayload,
@@ -52,6 +47,11 @@ from protocols import (
 )
 from protocols.graph import END, GraphSpec
 from protocols.resolution import Candidate
+from runtime.tracing.jobs import (
+    attempt_span,
+    resolution_span,
+    subtask_span,
+)
 
 __all__ = ["Dispatcher"]
 
@@ -91,7 +91,7 @@ class Dispatcher:
         running: dict[asyncio.Task[SubtaskResult], str] = {}
         job_slots = asyncio.Semaphore(job.team.max_parallel)
         try:
-            await self._ready(job, waiting, running, results, job_slots, ask)
+            await self._start_ready(job, waiting, running, results, job_slots, ask)
         finally:
             for orphan in running:  # only when the job itself is failing or cancelled
                 orphan.cancel()
@@ -129,7 +129,7 @@ class Dispatcher:
         )
         return results
 
-    async def _ready(  # noqa: PLR0917 - one job's dispatch state, passed down once
+    async def _start_ready(  # noqa: PLR0917 - one job's dispatch state, passed down once
         self,
         job: Job,
         waiting: dict[str, PlannedSubtask],

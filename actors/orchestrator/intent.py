@@ -1,8 +1,8 @@
 """Intent routing: choose the target (a team or an agent) of a task that names none.
 
-:class:`IntentRouter` tries three methods, in order:
+:class:`IntentClassifier` tries three methods, in order:
 
-1. **keyword**: the first :class:`~protocols.routing.RouteRule` one of whose keywords occurs
+1. **keyword**: the first :class:`~protocols.intent.IntentRule` one of whose keywords occurs
    in the task as a whole word (or phrase), in any case;
 2. **similarity**: the cosine similarity of the task's embedding to each target's
    description; the best target wins when it reaches ``similarity_threshold`` *and* leads
@@ -27,7 +27,7 @@ import numpy as np
 import structlog
 from numpy.typing import NDArray
 
-from actors._endpoint import RouterClient
+from actors.endpoint import RouterClient
 from actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding
 from protocols import (
     AgentMessage,
@@ -40,15 +40,15 @@ from protocols import (
     PlanError,
     TeamSpec,
 )
-from protocols.routing import Route, RouterConfig, RouteRule
+from protocols.intent import IntentChoice, IntentConfig, IntentRule
 
 log = structlog.get_logger("raytroupe.orchestrator")
 
 __all__ = [
     "Ask",
     "Embedder",
-    "IntentRouter",
-    "JobRouter",
+    "IntentClassifier",
+    "TeamChooser",
     "classify_request",
 ]
 
@@ -71,7 +71,7 @@ class Embedder(Protocol):
         ...
 
 
-def classify_request(task: str, config: RouterConfig) -> LLMRequest:
+def classify_request(task: str, config: IntentConfig) -> LLMRequest:
     """The request that asks the classifier model for the target of ``task``.
 
     The system message lists the targets as ``- <name>: <description>`` lines (the offline
@@ -99,7 +99,7 @@ def classify_request(task: str, config: RouterConfig) -> LLMRequest:
     )
 
 
-class IntentRouter:
+class IntentClassifier:
     """Routes tasks by keyword rules, then embedding similarity, then a model classifier.
 
     Args:
@@ -108,7 +108,7 @@ class IntentRouter:
             Target descriptions are embedded once, on the first task that gets that far.
     """
 
-    def __init__(self, config: RouterConfig, *, embedder: Embedder | None = None) -> None:
+    def __init__(self, config: IntentConfig, *, embedder: Embedder | None = None) -> None:
         self.config = config
         self._embedder: Embedder = embedder or (
             MiniLMEmbedding() if config.embedding == "minilm" else HashingEmbedding()
@@ -117,7 +117,7 @@ class IntentRouter:
         self._targets: NDArray[np.float32] | None = None
         self._patterns = [(rule, _keyword_pattern(rule.keywords)) for rule in config.rules]
 
-    async def route(self, task: str, ask: Ask) -> Route:
+    async def classify(self, task: str, ask: Ask) -> IntentChoice:
         """The route of ``task``: by keyword, else by similarity, else by the classifier.
 
         Raises:
@@ -128,7 +128,7 @@ class IntentRouter:
         for rule, pattern in self._patterns:
             match = pattern.search(task)
             if match:
-                return Route(
+                return IntentChoice(
                     target=rule.target,
                     method="keyword",
                     score=None,
@@ -141,7 +141,7 @@ class IntentRouter:
         lead = scores[best] - second
         if scores[best] >= self.config.similarity_threshold and lead >= self.config.margin:
             runner_up = f"; next {self._names[ranked[1]]!r} {second:.3f}" if len(ranked) > 1 else ""
-            return Route(
+            return IntentChoice(
                 target=self._names[best],
                 method="similarity",
                 score=scores[best],
@@ -157,11 +157,11 @@ class IntentRouter:
         query = _unit(await asyncio.to_thread(self._embedder.embed, [task]))[0]
         return [float(s) for s in self._targets @ query]
 
-    async def _classify(self, task: str, ask: Ask) -> Route:
+    async def _classify(self, task: str, ask: Ask) -> IntentChoice:
         response = await ask(classify_request(task, self.config))
         answer = response.text
         target, rationale = _parse_choice(answer, self._names)
-        return Route(target=target, method="classifier", score=None, rationale=rationale)
+        return IntentChoice(target=target, method="classifier", score=None, rationale=rationale)
 
 
 def _keyword_pattern(keywords: tuple[str, ...]) -> re.Pattern[str]:
@@ -177,7 +177,7 @@ def _keyword_pattern(keywords: tuple[str, ...]) -> re.Pattern[str]:
     return re.compile(rf"(?<!\w)(?:{'|'.join(alternatives)})(?!\w)", re.IGNORECASE)
 
 
-def _rule_rationale(rule: RouteRule, matched: str) -> str:
+def _rule_rationale(rule: IntentRule, matched: str) -> str:
     said = f"keyword {matched!r}"
     return f"{said} ({rule.description})" if rule.description else said
 
@@ -216,36 +216,38 @@ def _unfenced(text: str) -> str:
     return text
 
 
-class JobRouter:
-    """Routes jobs that name no team, reusing one :class:`IntentRouter` per configuration."""
+class TeamChooser:
+    """Routes jobs that name no team, reusing one :class:`IntentClassifier` per configuration."""
 
     def __init__(self, router: RouterClient) -> None:
         self._router = router
-        self._routers: dict[str, IntentRouter] = {}
+        self._routers: dict[str, IntentClassifier] = {}
 
-    async def route(
+    async def choose(
         self,
         job_id: str,
         task: str,
         tenant: str,
         teams: Mapping[str, TeamSpec],
-        routing: RouterConfig | None,
-    ) -> tuple[TeamSpec, Route]:
+        config: IntentConfig | None,
+    ) -> tuple[TeamSpec, IntentChoice]:
         """The team for ``task`` and how it was chosen.
 
         Raises:
-            ConfigError: no teams or no routing, or a target without a team.
+            ConfigError: no teams or no intent configuration, or a target without a team.
             PlanError: the classifier's answer names no target.
         """
-        if routing is None or not teams:
-            raise ConfigError("a job without a team needs teams to choose from and routing")
-        unknown = sorted(set(routing.targets) - set(teams))
+        if config is None or not teams:
+            raise ConfigError(
+                "a job without a team needs teams to choose from and an intent configuration"
+            )
+        unknown = sorted(set(config.targets) - set(teams))
         if unknown:
-            raise ConfigError(f"routing targets without a team: {unknown}", targets=unknown)
-        key = routing.model_dump_json()
+            raise ConfigError(f"intent targets without a team: {unknown}", targets=unknown)
+        key = config.model_dump_json()
         router = self._routers.get(key)
         if router is None:
-            router = self._routers[key] = IntentRouter(routing)
+            router = self._routers[key] = IntentClassifier(config)
 
         async def ask(request: LLMRequest) -> LLMResponse:
             message = AgentMessage(
@@ -259,6 +261,6 @@ class JobRouter:
                 raise reply.payload.to_exception()
             raise ModelError(f"llm pool answered with {reply.kind!r}")
 
-        route = await router.route(task, ask)
+        route = await router.classify(task, ask)
         log.info("job_routed", job_id=job_id, target=route.target, method=route.method)
         return teams[route.target], route

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors import _metrics as metrics
 from protocols import (
     AgentMessage,
     ApprovalDecision,
@@ -31,19 +30,20 @@ from protocols import (
     TraceContext,
     Usage,
 )
-from protocols.routing import Route
+from protocols.intent import IntentChoice
+from runtime import metrics
 
-ME = "orchestrator"
+ORCHESTRATOR = "orchestrator"
 """The orchestrator's address."""
 
 __all__ = [
-    "ME",
+    "ORCHESTRATOR",
     "Job",
     "emit",
     "failed",
     "from_task_result",
     "job_message",
-    "move",
+    "set_status",
     "skipped",
     "wait_until",
 ]
@@ -78,7 +78,7 @@ class Job:
         default_factory=dict
     )
     """Tool calls held for a human, by approval id."""
-    route: Route | None = None
+    route: IntentChoice | None = None
     """How the team was chosen, when the job named none."""
     spans: list[Span] = field(default_factory=list)
     """The job's trace so far, but for its root (``job.trace``'s span): see ``.tracing``."""
@@ -90,7 +90,7 @@ class Job:
     """The job named a registered team: its agents are provisioned as the catalog has them."""
 
 
-def move(job: Job, status: JobStatus) -> None:
+def set_status(job: Job, status: JobStatus) -> None:
     """Set the job's status, keeping the dashboard's jobs-by-status gauge in step."""
     metrics.job_status(job.status, status)
     job.status = status
@@ -142,7 +142,7 @@ def job_message(
 ) -> AgentMessage:
     """An envelope from the orchestrator about ``job`` (its tenant, a span of its trace)."""
     return AgentMessage(
-        sender=ME,
+        sender=ORCHESTRATOR,
         recipient=recipient,
         job_id=job.id,
         attempt=attempt,

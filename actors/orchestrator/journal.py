@@ -13,8 +13,8 @@ from pathlib import Path
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
-from actors._sqlite import open_sqlite
 from actors.orchestrator.jobs import Job
+from actors.sqlite import open_sqlite
 from protocols import (
     ApprovalDecision,
     ApprovalRequest,

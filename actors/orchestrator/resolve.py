@@ -35,7 +35,7 @@ from protocols import Budget, ChatMessage, LLMRequest, LLMResponse, ModelError
 from protocols.resolution import (
     Candidate,
     Resolution,
-    Strategy,
+    ResolutionStrategy,
     format_candidates,
     normalize,
 )
@@ -44,7 +44,7 @@ __all__ = [
     "Ask",
     "Candidate",
     "Resolution",
-    "Strategy",
+    "ResolutionStrategy",
     "confidence_weighted",
     "first_valid",
     "gate",
@@ -164,12 +164,12 @@ def make_candidate(
     )
 
 
-def _who(i: int, c: Candidate) -> str:
+def _label(i: int, c: Candidate) -> str:
     return f"candidate {i} ({c.agent})"
 
 
-def _none_valid(strategy: Strategy, candidates: tuple[Candidate, ...]) -> Resolution:
-    why = "; ".join(f"{_who(i, c)}: {', '.join(c.problems)}" for i, c in enumerate(candidates))
+def _none_valid(strategy: ResolutionStrategy, candidates: tuple[Candidate, ...]) -> Resolution:
+    why = "; ".join(f"{_label(i, c)}: {', '.join(c.problems)}" for i, c in enumerate(candidates))
     return Resolution(
         strategy=strategy,
         chosen="",
@@ -196,7 +196,9 @@ def _tally(
     return first[best], dict(votes), score
 
 
-def _chosen(strategy: Strategy, cs: tuple[Candidate, ...], i: int, **fields: Any) -> Resolution:
+def _chosen(
+    strategy: ResolutionStrategy, cs: tuple[Candidate, ...], i: int, **fields: Any
+) -> Resolution:
     return Resolution(
         strategy=strategy, chosen=cs[i].output, chosen_agent=cs[i].agent, candidates=cs, **fields
     )
@@ -210,7 +212,7 @@ def majority(candidates: Sequence[Candidate]) -> Resolution:
     i, votes, _ = _tally(cs, lambda _c: 1.0)
     counts = ", ".join(f"{k!r}: {n}" for k, n in votes.items())
     why = f"{votes[normalize(cs[i].output)]} of {sum(votes.values())} valid votes ({counts})"
-    return _chosen("majority", cs, i, votes=votes, rationale=f"{_who(i, cs[i])} wins with {why}")
+    return _chosen("majority", cs, i, votes=votes, rationale=f"{_label(i, cs[i])} wins with {why}")
 
 
 def confidence_weighted(candidates: Sequence[Candidate]) -> Resolution:
@@ -224,7 +226,7 @@ def confidence_weighted(candidates: Sequence[Candidate]) -> Resolution:
 
     i, votes, score = _tally(cs, weight)
     sums = ", ".join(f"{k!r}: {s:g}" for k, s in score.items())
-    why = f"{_who(i, cs[i])} wins with confidence {score[normalize(cs[i].output)]:g} ({sums})"
+    why = f"{_label(i, cs[i])} wins with confidence {score[normalize(cs[i].output)]:g} ({sums})"
     return _chosen("confidence", cs, i, votes=votes, rationale=why)
 
 
@@ -235,9 +237,9 @@ def first_valid(candidates: Sequence[Candidate]) -> Resolution:
     if i is None:
         return _none_valid("first_valid", cs)
     failed = "; ".join(
-        f"{_who(j, c)} failed: {', '.join(c.problems)}" for j, c in enumerate(cs[:i])
+        f"{_label(j, c)} failed: {', '.join(c.problems)}" for j, c in enumerate(cs[:i])
     )
-    why = f"{_who(i, cs[i])} is the first valid one" + (f"; {failed}" if failed else "")
+    why = f"{_label(i, cs[i])} is the first valid one" + (f"; {failed}" if failed else "")
     return _chosen("first_valid", cs, i, rationale=why)
 
 
@@ -275,7 +277,7 @@ def _fallback(cs: tuple[Candidate, ...], why: str, **fields: Any) -> Resolution:
     )
 
 
-def _unanimous(cs: tuple[Candidate, ...], strategy: Strategy) -> Resolution | None:
+def _unanimous(cs: tuple[Candidate, ...], strategy: ResolutionStrategy) -> Resolution | None:
     answers = {normalize(c.output) for c in cs if c.valid}
     if len(answers) > 1:
         return None
@@ -320,7 +322,7 @@ async def judge(
         return _fallback(cs, why, usage=response.usage)
     answer = _load_json(response.text)
     i = int(answer["choice"])  # the schema allows 1.0
-    why = f"judge chose {_who(i, cs[i])}: {answer['rationale']}"
+    why = f"judge chose {_label(i, cs[i])}: {answer['rationale']}"
     return _chosen("judge", cs, i, rationale=why, usage=response.usage)
 
 

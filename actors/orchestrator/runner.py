@@ -13,13 +13,11 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from actors._endpoint import RouterClient
+from actors.endpoint import RouterClient
 from actors.orchestrator.dispatch import Dispatcher
-from actors.orchestrator.jobs import Job, emit, job_message, move
+from actors.orchestrator.jobs import Job, emit, job_message, set_status
 from actors.orchestrator.journal import Journal
-from actors.orchestrator.otel import export_otel
-from actors.orchestrator.planning import aggregate, make_plan
-from actors.orchestrator.tracing import add_span, done_subtask_spans, job_trace
+from actors.orchestrator.planner import aggregate, make_plan
 from protocols import (
     ErrorCode,
     ErrorPayload,
@@ -33,6 +31,8 @@ from protocols import (
     Timings,
     TroupeError,
 )
+from runtime.tracing.jobs import add_span, done_subtask_spans, job_trace
+from runtime.tracing.otel import export_otel
 
 __all__ = ["JobRunner"]
 
@@ -77,7 +77,7 @@ class JobRunner:
         answer, error = "", None
         try:
             mark = time.perf_counter()
-            move(job, "planning")
+            set_status(job, "planning")
             await self._provision(job)
             provision_s = time.perf_counter() - mark
             mark = time.perf_counter()
@@ -86,7 +86,7 @@ class JobRunner:
             plan_s = time.perf_counter() - mark
 
             mark = time.perf_counter()
-            move(job, "running")
+            set_status(job, "running")
             ask = functools.partial(self._ask, job)
             if plan is not None:
                 subtasks = await self._dispatcher.run(job, plan, ask)
@@ -98,7 +98,7 @@ class JobRunner:
                 answer = subtasks[-1].output
             elif error is None:
                 mark, aggregating = time.perf_counter(), time.time()
-                move(job, "aggregating")
+                set_status(job, "aggregating")
                 await emit(job, "job_aggregating")
                 answer = await self._aggregate(job, subtasks)
                 add_span(job, "aggregate", "aggregate", aggregating, time.time())
@@ -152,7 +152,7 @@ class JobRunner:
             route=job.route,
         )
         result = result.model_copy(update={"trace": job_trace(job, timings, result.status, error)})
-        move(job, result.status)
+        set_status(job, result.status)
         if self.otel:
             try:  # tracing must never fail a job
                 export_otel(result.trace)

@@ -18,7 +18,7 @@ import httpx
 
 from actors.outbound import Outbound, OutboundRefused
 from actors.tools.calculator import CALCULATOR, evaluate
-from actors.tools.isolation import Isolation, Limits, RunResult
+from actors.tools.isolation import Isolation, ResourceLimits, RunResult
 from protocols import ToolDef, ToolError
 
 __all__ = ["BuiltinSettings", "Runner", "ToolContext", "builtin_tools"]
@@ -42,7 +42,7 @@ class BuiltinSettings:
     """What the built-ins may do."""
 
     isolation: Isolation
-    limits: Limits
+    limits: ResourceLimits
     enable_shell: bool
     http_allow_domains: tuple[str, ...]
     http_max_bytes: int

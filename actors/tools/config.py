@@ -13,7 +13,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from actors.outbound import NetworkPolicy
-from actors.tools.isolation import Limits
+from actors.tools.isolation import ResourceLimits
 from protocols import MCPServerSpec, Name
 
 __all__ = ["RESERVED_TOOL_NAMES", "FunctionTool", "ToolsConfig"]
@@ -85,7 +85,9 @@ class ToolsConfig(BaseModel):
         default_factory=lambda: Path("/tmp/raytroupe/scratch"),  # noqa: S108 - per-job subdirs
         description="Per-job scratch directories live under it.",
     )
-    limits: Limits = Field(default_factory=Limits, description="Limits of isolated runs.")
+    limits: ResourceLimits = Field(
+        default_factory=ResourceLimits, description="Resource limits of isolated runs."
+    )
     allow_unisolated: bool = Field(
         default=False, description="Run untrusted code even where it cannot be isolated."
     )

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from actors._sqlite import open_sqlite
+from actors.sqlite import open_sqlite
 from protocols import ToolError, ToolResult
 
 __all__ = ["AtMostOnce", "Claim", "IdempotencyStore", "idempotency_key"]

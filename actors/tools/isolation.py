@@ -34,7 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from protocols.errors import SandboxUnavailable, ToolError
 
-__all__ = ["LAUNCHER", "Isolation", "Limits", "RunResult"]
+__all__ = ["LAUNCHER", "Isolation", "ResourceLimits", "RunResult"]
 
 log = structlog.get_logger("raytroupe.tools")
 
@@ -48,7 +48,7 @@ _GRACE_S = 2.0  # after a kill, how long the pipes may take to report end of fil
 _PROBE_TIMEOUT_S = 30.0
 
 
-class Limits(BaseModel):
+class ResourceLimits(BaseModel):
     """What one run may use."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
@@ -60,6 +60,10 @@ class Limits(BaseModel):
     open_files: int = Field(default=64, ge=8, description="Open descriptors (RLIMIT_NOFILE).")
     processes: int = Field(default=32, ge=1, description="Processes of the uid (RLIMIT_NPROC).")
     output_bytes: int = Field(default=65536, ge=0, description="Kept of stdout and of stderr.")
+
+
+Limits = ResourceLimits
+"""The earlier name of :class:`ResourceLimits` (kept for scripts written for it)."""
 
 
 class RunResult(BaseModel):
@@ -211,7 +215,7 @@ class Isolation:
         if os.geteuid() != 0:
             return False, "not running as root: cannot build namespaces or drop to another uid"
         with tempfile.TemporaryDirectory(prefix="troupe-probe-") as tmp:
-            limits = Limits(wall_s=_PROBE_TIMEOUT_S)
+            limits = ResourceLimits(wall_s=_PROBE_TIMEOUT_S)
             config = self._config(["/bin/true"], self._prepare_scratch(Path(tmp)), limits, None)
             run = self._execute(config, b"", limits, "namespaces")
             with ThreadPoolExecutor(1) as pool:  # a loop of its own, whoever the caller is
@@ -253,7 +257,7 @@ class Isolation:
         *,
         scratch: Path,
         stdin: bytes = b"",
-        limits: Limits = Limits(),  # noqa: B008 - Limits is frozen: one shared default is safe
+        limits: ResourceLimits = ResourceLimits(),  # noqa: B008 - frozen: one shared default is safe
         env: Mapping[str, str] | None = None,
     ) -> RunResult:
         """Run ``argv`` isolated, with ``/tmp`` (its cwd and HOME) being ``scratch``."""
@@ -269,7 +273,7 @@ class Isolation:
         code: str,
         *,
         scratch: Path,
-        limits: Limits = Limits(),  # noqa: B008 - Limits is frozen: one shared default is safe
+        limits: ResourceLimits = ResourceLimits(),  # noqa: B008 - frozen: one shared default is safe
     ) -> RunResult:
         """Run Python source with the system interpreter (``-I -S``) from a file in scratch.
 
@@ -310,7 +314,7 @@ class Isolation:
         self,
         argv: Sequence[str],
         scratch: Path,
-        limits: Limits,
+        limits: ResourceLimits,
         env: Mapping[str, str] | None,
         *,
         isolate: bool = True,
@@ -346,7 +350,7 @@ class Isolation:
         self,
         config: dict[str, Any],
         stdin: bytes,
-        limits: Limits,
+        limits: ResourceLimits,
         isolation: Literal["namespaces", "none"],
     ) -> RunResult:
         started = time.monotonic()
@@ -386,7 +390,7 @@ class Isolation:
         proc: asyncio.subprocess.Process,
         status: _Status,
         stdin: bytes,
-        limits: Limits,
+        limits: ResourceLimits,
         isolation: str,
     ) -> tuple[_Capture, _Capture, bool]:
         if proc.stdin is None or proc.stdout is None or proc.stderr is None:

@@ -22,10 +22,9 @@ from typing import Any
 import structlog
 from jsonschema import Draft202012Validator
 
-from actors import _metrics as metrics
-from actors._endpoint import RouterClient, TakesBatches, serve_envelope
-from actors._sqlite import open_sqlite
+from actors.endpoint import RouterClient, TakesBatches, serve_envelope
 from actors.outbound import Outbound
+from actors.sqlite import open_sqlite
 from actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
 from actors.tools.config import ToolsConfig
 from actors.tools.functions import load_function_tool
@@ -51,6 +50,7 @@ from protocols import (
     ToolSpec,
     TroupeError,
 )
+from runtime import metrics
 
 __all__ = ["DELEGATE", "HANDOFF", "ToolSandbox", "ToolsConfig"]
 

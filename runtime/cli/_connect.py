@@ -12,7 +12,7 @@ import ray
 from ray._private.authentication import authentication_token_setup
 
 import runtime
-from actors._ray import NAMESPACE
+from actors.spawn import NAMESPACE
 from protocols import ConfigError
 from runtime.cli._local import is_running, read_state
 from runtime.driver import _stay_on_loopback

@@ -206,13 +206,13 @@ def test_a_job_without_a_team_is_routed_on_ray_with_minilm(rt):
             name=_name("eng"), agents=[_agent(_name("fixer"), "dev", "offline")]
         ),
     }
-    routing = runtime.RouterConfig(
+    routing = runtime.IntentConfig(
         targets={
             "billing": "billing: invoices, refunds, payments",
             "engineering": "engineering: bugs, outages, deployments",
         },
     )
-    job = rt.submit("I was billed twice this month", teams=teams, routing=routing)
+    job = rt.submit("I was billed twice this month", teams=teams, intent=routing)
     result = job.result(60)
     assert (result.route.target, result.route.method) == ("billing", "similarity")
     assert result.team == teams["billing"].name

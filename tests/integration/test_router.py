@@ -11,7 +11,7 @@ import ray
 from ray.util.state import list_actors
 
 import runtime
-from actors._ray_client import RayRouterClient
+from actors.ray_handles import RayRouterClient
 from protocols import (
     AgentMessage,
     ErrorCode,

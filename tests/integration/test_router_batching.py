@@ -6,8 +6,8 @@ import asyncio
 
 import ray
 
-from actors._endpoint import TakesBatches, serve_envelope
-from actors._ray_client import RayRouterClient
+from actors.endpoint import TakesBatches, serve_envelope
+from actors.ray_handles import RayRouterClient
 from protocols import AgentMessage, ChatMessage, Event, LLMRequest, LLMResponse
 
 

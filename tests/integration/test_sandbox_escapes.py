@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from actors.tools import isolation
-from actors.tools.isolation import Isolation, Limits, RunResult
+from actors.tools.isolation import Isolation, ResourceLimits, RunResult
 from protocols.errors import SandboxUnavailable, ToolError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -56,7 +56,7 @@ def spawned(monkeypatch):
 
 def py(iso: Isolation, code: str, scratch: Path, **limits) -> RunResult:
     return asyncio.run(
-        iso.run_python(textwrap.dedent(code), scratch=scratch, limits=Limits(**limits))
+        iso.run_python(textwrap.dedent(code), scratch=scratch, limits=ResourceLimits(**limits))
     )
 
 
@@ -506,7 +506,7 @@ def test_probe_failure_with_allow_unisolated_runs_unisolated(tmp_path, monkeypat
     assert result.exit_code == 0, result
     assert result.stdout == f"hi {tmp_path.resolve()} \nin"
     timed = asyncio.run(
-        iso.run(["/bin/sh", "-c", "sleep 30"], scratch=tmp_path, limits=Limits(wall_s=1.0))
+        iso.run(["/bin/sh", "-c", "sleep 30"], scratch=tmp_path, limits=ResourceLimits(wall_s=1.0))
     )
     assert timed.timed_out
     assert timed.isolation == "none"

@@ -13,7 +13,7 @@ import os
 import pytest
 import ray
 
-from actors._ray_client import NAMESPACE
+from actors.ray_handles import NAMESPACE
 from actors.tools.config import FunctionTool, ToolsConfig
 from actors.tools.sandbox import ToolSandbox
 from protocols import AgentMessage, ConfigError, ErrorCode, ToolCall, ToolResult, decode, encode

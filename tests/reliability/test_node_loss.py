@@ -23,7 +23,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 import runtime
-from actors._ray_client import NAMESPACE
+from actors.ray_handles import NAMESPACE
 from runtime.driver import _stay_on_loopback
 from tests.support.figures import record
 

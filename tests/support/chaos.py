@@ -39,7 +39,7 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
 import runtime
-from actors._ray_client import NAMESPACE
+from actors.ray_handles import NAMESPACE
 from actors.router import RouterStats
 from protocols import ErrorCode, ToolCall
 from tests.support.figures import record
@@ -386,7 +386,7 @@ class _Killer:
         if kind == "agent":
             names = [f"agent/{a}" for a in self._agents()]
         elif kind == "sandbox":
-            names = [f"tools/{n}" for n in range(self._plan.sandboxes)]
+            names = [f"tools-{n}" for n in range(self._plan.sandboxes)]
         else:
             names = list(SYSTEM_ACTORS[kind])
         return [n for n in names if self._per_actor[n] < self._plan.max_kills_per_actor]
@@ -433,7 +433,7 @@ def wait_healthy(
         ("orchestrator", "jobs", ()),
         ("llm", "problems", ()),
         ("memory", "count", ("default",)),
-        *((f"tools/{n}", "find", ()) for n in range(sandboxes)),
+        *((f"tools-{n}", "find", ()) for n in range(sandboxes)),
         *((f"agent/{a}", "registration", ()) for a in agents),
     ]
     for name, method, args in probes:

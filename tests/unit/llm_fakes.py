@@ -27,7 +27,7 @@ from protocols import (
     LLMResponse,
     OfflineModel,
     RouteSpec,
-    Strategy,
+    RouteStrategy,
     Usage,
 )
 
@@ -191,7 +191,7 @@ class Rig:
         name: str,
         *deployments: str,
         fallbacks: tuple[str, ...] = (),
-        strategy: Strategy = "static",
+        strategy: RouteStrategy = "static",
     ) -> None:
         spec = RouteSpec(deployments=deployments, fallbacks=fallbacks, strategy=strategy)
         self.gateway.bind(name, spec, None)

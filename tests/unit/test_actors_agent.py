@@ -5,8 +5,8 @@ import pytest
 from wiring import Tap, envelope, in_process_sandbox, run
 
 from actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
-from actors._endpoint import all_answers
-from actors.agent import render_task
+from actors.agent.actor import render_task
+from actors.endpoint import all_answers
 from actors.llm import OfflineProvider
 from protocols import (
     AgentSpec,
@@ -355,7 +355,7 @@ def test_a_cancel_job_stops_that_jobs_subtask_inside_a_batch_and_no_other():
 
 
 def test_an_agent_started_again_is_as_last_configured_not_as_created():
-    class Keeper:
+    class RestartStore:
         value = None
 
         def save(self, value):
@@ -365,11 +365,11 @@ def test_an_agent_started_again_is_as_last_configured_not_as_created():
             return self.value
 
     async def main():
-        keeper = Keeper()
+        keeper = RestartStore()
         created = AgentSpec(name="ada", role="worker", instructions="v1")
-        agent = AgentActor(created, LocalRouterClient(MessageRouter()), kept=keeper)
+        agent = AgentActor(created, LocalRouterClient(MessageRouter()), restart_store=keeper)
         await agent.configure(created.model_copy(update={"instructions": "v2"}), (), ["t.worker"])
-        again = AgentActor(created, LocalRouterClient(MessageRouter()), kept=keeper)
+        again = AgentActor(created, LocalRouterClient(MessageRouter()), restart_store=keeper)
         return (await again.spec()).instructions, await again.registration()
 
     assert asyncio.run(main()) == ("v2", ["t.worker"])
@@ -394,7 +394,7 @@ class RestartingTools:
 def test_a_tool_call_to_a_restarting_sandbox_is_delivered_again_within_bounds(
     monkeypatch, outages, seen
 ):
-    monkeypatch.setattr("actors.agent.TOOL_RETRY_FIRST_S", 0.001)
+    monkeypatch.setattr("actors.agent.actor.TOOL_RETRY_FIRST_S", 0.001)
     turns = (calc("17 * 23 + 4"), ScriptedTurn(text="done"))
 
     async def main():

@@ -5,7 +5,7 @@ import asyncio
 import pytest
 from wiring import run
 
-from actors._endpoint import Batches, all_answers
+from actors.endpoint import Batches, all_answers
 from protocols import DeliveryError, InvalidInput, RecipientUnavailable
 
 

@@ -211,7 +211,7 @@ def test_replace_binds_every_alias_even_when_an_old_script_had_turns_left():
 
 
 class MemoryKeeper:
-    """A Keeper in a dict (Ray's KV store plays this part in production)."""
+    """A RestartStore in a dict (Ray's KV store plays this part in production)."""
 
     def __init__(self):
         self.value = None
@@ -226,10 +226,10 @@ class MemoryKeeper:
 def test_a_pool_started_again_serves_the_aliases_configured_since_and_not_removed_ones():
     async def main():
         keeper = MemoryKeeper()
-        first = LLMAdapterPool(kept=keeper)
+        first = LLMAdapterPool(restart_store=keeper)
         await first.configure({"team-a": OfflineModel(), "team-b": OfflineModel()})
         await first.remove("team-b")
-        again = LLMAdapterPool(kept=keeper)  # what a Ray restart does: __init__ again
+        again = LLMAdapterPool(restart_store=keeper)  # what a Ray restart does: __init__ again
         return await again.models()
 
     models = asyncio.run(main())

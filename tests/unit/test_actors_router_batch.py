@@ -8,7 +8,7 @@ import pytest
 from wiring import Echo, ping, run
 
 from actors import MessageRouter
-from actors._endpoint import TakesBatches, all_answers
+from actors.endpoint import TakesBatches, all_answers
 from protocols import (
     ErrorCode,
     Event,

@@ -4,7 +4,7 @@ import asyncio
 
 from wiring import Echo, ping, run
 
-import actors._registry as registry_module
+import actors.router.registry as registry_module
 from actors import MessageRouter
 from protocols import decode, encode
 

@@ -10,24 +10,24 @@ from pydantic import ValidationError
 from actors.llm import LLMAdapterPool
 from actors.llm.offline import OfflineProvider
 from actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding
-from actors.orchestrator.intent import IntentRouter, classify_request
+from actors.orchestrator.intent import IntentClassifier, classify_request
 from protocols import LLMRequest, LLMResponse, PlanError, ScriptedModel, ScriptedTurn
-from protocols.routing import Route, RouterConfig, RouteRule
+from protocols.intent import IntentChoice, IntentConfig, IntentRule
 from tests.unit.wiring import run
 
 TARGETS = {"billing": "invoices, refunds, payments", "engineering": "bugs, outages, deployments"}
 
 
-def config(**fields: object) -> RouterConfig:
-    return RouterConfig.model_validate({"targets": TARGETS, "embedding": "hashing", **fields})
+def config(**fields: object) -> IntentConfig:
+    return IntentConfig.model_validate({"targets": TARGETS, "embedding": "hashing", **fields})
 
 
 async def never(request: LLMRequest) -> LLMResponse:
     raise AssertionError(f"the model was asked: {request.messages[-1].text!r}")
 
 
-def route(router: IntentRouter, task: str, ask=never) -> Route:
-    return run(router.route(task, ask))
+def route(router: IntentClassifier, task: str, ask=never) -> IntentChoice:
+    return run(router.classify(task, ask))
 
 
 class CountingEmbedder:
@@ -44,8 +44,8 @@ class CountingEmbedder:
 
 
 def test_keyword_beats_similarity():
-    router = IntentRouter(
-        config(rules=(RouteRule(keywords=("urgent",), target="engineering", description="pager"),))
+    router = IntentClassifier(
+        config(rules=(IntentRule(keywords=("urgent",), target="engineering", description="pager"),))
     )
     task = "URGENT: refunds and payments for my invoices"
     scores = dict(zip(TARGETS, run(router.similarities(task)), strict=True))
@@ -53,14 +53,14 @@ def test_keyword_beats_similarity():
 
     chosen = route(router, task)
 
-    assert chosen == Route(
+    assert chosen == IntentChoice(
         target="engineering", method="keyword", score=None, rationale="keyword 'URGENT' (pager)"
     )
 
 
 def test_keywords_match_whole_words_and_phrases_in_any_case():
-    rules = (RouteRule(keywords=("bug", "on call"), target="engineering"),)
-    router = IntentRouter(config(rules=rules, similarity_threshold=1.0))
+    rules = (IntentRule(keywords=("bug", "on call"), target="engineering"),)
+    router = IntentClassifier(config(rules=rules, similarity_threshold=1.0))
     classified = []
 
     async def ask(request: LLMRequest) -> LLMResponse:
@@ -79,10 +79,10 @@ def test_keywords_match_whole_words_and_phrases_in_any_case():
 
 def test_first_matching_rule_wins():
     rules = (
-        RouteRule(keywords=("refund",), target="billing"),
-        RouteRule(keywords=("outage",), target="engineering"),
+        IntentRule(keywords=("refund",), target="billing"),
+        IntentRule(keywords=("outage",), target="engineering"),
     )
-    router = IntentRouter(config(rules=rules))
+    router = IntentClassifier(config(rules=rules))
 
     assert route(router, "an outage blocked my refund").target == "billing"
     assert route(router, "an outage, no refund").target == "billing"
@@ -93,7 +93,7 @@ def test_first_matching_rule_wins():
 
 
 def test_similarity_routes_a_clear_match_and_records_the_score():
-    router = IntentRouter(config())
+    router = IntentClassifier(config())
 
     chosen = route(router, "refunds and payments for my invoices")
 
@@ -109,8 +109,8 @@ def test_similarity_routes_a_clear_match_and_records_the_score():
 
 def test_target_descriptions_are_embedded_once_and_lazily():
     embedder = CountingEmbedder()
-    rules = (RouteRule(keywords=("urgent",), target="engineering"),)
-    router = IntentRouter(config(rules=rules), embedder=embedder)
+    rules = (IntentRule(keywords=("urgent",), target="engineering"),)
+    router = IntentClassifier(config(rules=rules), embedder=embedder)
 
     route(router, "urgent")
     assert embedder.calls == []  # a keyword route embeds nothing
@@ -125,8 +125,8 @@ def test_target_descriptions_are_embedded_once_and_lazily():
 
 
 def test_a_single_target_needs_only_the_threshold():
-    router = IntentRouter(
-        RouterConfig(targets={"billing": TARGETS["billing"]}, embedding="hashing")
+    router = IntentClassifier(
+        IntentConfig(targets={"billing": TARGETS["billing"]}, embedding="hashing")
     )
 
     chosen = route(router, "refunds and payments for my invoices")
@@ -140,8 +140,8 @@ def test_minilm_routes_a_paraphrase_by_similarity():
         "billing": "billing: invoices, refunds, payments",
         "engineering": "engineering: bugs, outages, deployments",
     }
-    router = IntentRouter(RouterConfig(targets=targets), embedder=MiniLMEmbedding())
-    lexical = IntentRouter(RouterConfig(targets=targets), embedder=HashingEmbedding())
+    router = IntentClassifier(IntentConfig(targets=targets), embedder=MiniLMEmbedding())
+    lexical = IntentClassifier(IntentConfig(targets=targets), embedder=HashingEmbedding())
     cases = {
         "I was billed twice this month": "billing",
         "the site is down after the release": "engineering",
@@ -158,7 +158,7 @@ def test_minilm_routes_a_paraphrase_by_similarity():
 
 
 def test_close_scores_go_to_the_classifier_through_the_pool():
-    router = IntentRouter(config(similarity_threshold=0.1))
+    router = IntentClassifier(config(similarity_threshold=0.1))
     task = "refunds after outages, says engineering"
     billing, engineering = run(router.similarities(task))
     assert min(billing, engineering) >= 0.1
@@ -174,7 +174,7 @@ def test_close_scores_go_to_the_classifier_through_the_pool():
 
 
 def test_weak_scores_go_to_the_classifier():
-    router = IntentRouter(config())
+    router = IntentClassifier(config())
     task = "please look at payment"
     assert max(run(router.similarities(task))) < 0.35
 
@@ -193,9 +193,9 @@ def test_classifier_request_lists_the_targets_and_constrains_the_answer():
         text = '```json\n{"target": "engineering", "rationale": "it is down"}\n```'
         return LLMResponse(text=text, model="m", provider="test")
 
-    chosen = route(IntentRouter(cfg), "hello there", ask)
+    chosen = route(IntentClassifier(cfg), "hello there", ask)
 
-    assert chosen == Route(
+    assert chosen == IntentChoice(
         target="engineering", method="classifier", score=None, rationale="it is down"
     )
     (request,) = seen
@@ -222,7 +222,7 @@ def test_classifier_request_lists_the_targets_and_constrains_the_answer():
 )
 def test_an_invalid_classifier_answer_is_a_plan_error(answer):
     pool = LLMAdapterPool({"default": ScriptedModel(turns=(ScriptedTurn(text=answer),))})
-    router = IntentRouter(config())
+    router = IntentClassifier(config())
 
     with pytest.raises(PlanError) as caught:
         route(router, "hello there", pool.complete)
@@ -252,17 +252,17 @@ def test_offline_classifier_prefers_the_first_target_on_a_tie():
 
 def test_rules_must_name_known_targets():
     with pytest.raises(ValidationError, match="unknown targets: sales"):
-        config(rules=(RouteRule(keywords=("deal",), target="sales"),))
+        config(rules=(IntentRule(keywords=("deal",), target="sales"),))
 
 
 def test_rules_need_keywords_that_are_not_blank():
     with pytest.raises(ValidationError):
-        RouteRule(keywords=(), target="billing")
+        IntentRule(keywords=(), target="billing")
     with pytest.raises(ValidationError, match="blank"):
-        RouteRule(keywords=("refund", "  "), target="billing")
-    assert RouteRule(keywords=(" refund ",), target="billing").keywords == ("refund",)
+        IntentRule(keywords=("refund", "  "), target="billing")
+    assert IntentRule(keywords=(" refund ",), target="billing").keywords == ("refund",)
 
 
 def test_a_config_needs_targets():
     with pytest.raises(ValidationError):
-        RouterConfig(targets={})
+        IntentConfig(targets={})

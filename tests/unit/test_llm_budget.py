@@ -9,7 +9,7 @@ from wiring import llm_request, run
 from actors.llm import LLMAdapterPool
 from actors.llm.budget import Ledger
 from actors.llm.config import LLMConfig
-from actors.llm.deployments import estimate_prompt_tokens
+from actors.llm.deployment_state import estimate_prompt_tokens
 from actors.llm.gateway import CallContext, RetryPolicy
 from actors.llm.pricing import Price
 from protocols import (

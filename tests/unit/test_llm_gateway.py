@@ -8,7 +8,7 @@ from llm_fakes import FakeClock, Rig, spin
 from wiring import llm_request, run
 
 from actors.llm.budget import Ledger
-from actors.llm.deployments import backoff_s
+from actors.llm.deployment_state import backoff_s
 from actors.llm.gateway import CallContext, Gateway, RetryPolicy
 from actors.llm.pricing import PriceTable
 from actors.llm.scripted import ScriptedProvider

@@ -14,7 +14,7 @@ def test_a_deployment_without_its_key_is_reported_not_fatal(monkeypatch):
 
     async def main():
         pool = LLMAdapterPool(config=config)
-        problems = await pool.problems()
+        problems = await pool.unservable()
         assert set(problems) == {"gpt"}
         assert KEY_ENV in problems["gpt"]
         with pytest.raises(ConfigError, match=KEY_ENV):
@@ -31,7 +31,7 @@ def test_the_key_value_never_shows_in_the_configuration(monkeypatch):
 
     async def main():
         pool = LLMAdapterPool(config=config)
-        assert await pool.problems() == {}
+        assert await pool.unservable() == {}
         shown = repr(await pool.models()) + config.model_dump_json()
         assert "SECRET" not in shown
 

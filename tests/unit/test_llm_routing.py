@@ -9,7 +9,7 @@ import pytest
 from llm_fakes import Rig, spin
 from wiring import run
 
-from actors.llm.deployments import estimate_prompt_tokens
+from actors.llm.deployment_state import estimate_prompt_tokens
 from protocols import ConfigError, OfflineModel, OpenAIModel, ProviderUnavailable
 
 # -- strategies -------------------------------------------------------------------------------

@@ -6,13 +6,13 @@ from structlog.testing import capture_logs
 from wiring import Echo, ask, llm_request, ping, run
 
 from actors import LLMAdapterPool, MessageRouter
-from actors import _metrics as metrics
 from actors.llm.config import LLMConfig
 from actors.llm.gateway import CallContext
 from actors.memory.config import MemoryConfig
 from actors.memory.store import MemoryStore
 from actors.tools.sandbox import ToolSandbox, ToolsConfig
 from protocols import ConfigError, ErrorCode, MalformedEnvelope, MemoryQuery, MemoryWrite, ToolCall
+from runtime import metrics
 
 
 def _every_function():

@@ -16,7 +16,7 @@ import pytest
 from actors.llm.pool import build_provider
 from actors.outbound import NetworkPolicy, Outbound, OutboundRefused
 from actors.tools.builtins import BuiltinSettings, ToolContext, builtin_tools
-from actors.tools.isolation import Isolation, Limits
+from actors.tools.isolation import Isolation, ResourceLimits
 from protocols import (
     AnthropicModel,
     ChatMessage,
@@ -98,7 +98,7 @@ def test_the_guarded_transport_never_connects_to_a_refused_address():
 def _settings(outbound: Outbound, domains: tuple[str, ...]) -> BuiltinSettings:
     return BuiltinSettings(
         isolation=Isolation(allow_unisolated=True),
-        limits=Limits(),
+        limits=ResourceLimits(),
         enable_shell=False,
         http_allow_domains=domains,
         http_max_bytes=10_000,

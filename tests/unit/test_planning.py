@@ -9,8 +9,8 @@ from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 from wiring import Tap, build_troupe, run
 
-from actors.orchestrator.planning import make_plan, parse_plan, plan_request, reask_request
-from actors.orchestrator.plans import declared_plan
+from actors.orchestrator.plan_checks import declared_plan
+from actors.orchestrator.planner import make_plan, parse_plan, plan_request, reask_request
 from protocols import (
     AgentSpec,
     ConfigError,

@@ -4,7 +4,15 @@ import re
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from protocols import SYSTEM_ADDRESSES, Address, AddressKind, Name, ParsedAddress, parse_address
+from protocols import (
+    SYSTEM_ADDRESSES,
+    Address,
+    AddressKind,
+    InvalidAddress,
+    Name,
+    ParsedAddress,
+    parse_address,
+)
 from protocols.addresses import NAME_PATTERN
 
 ADDRESS = TypeAdapter(Address)
@@ -73,7 +81,7 @@ def test_address_type_accepts_valid_address(address, kind, name):
 
 @pytest.mark.parametrize("address", INVALID)
 def test_parse_rejects_invalid_address(address):
-    with pytest.raises(ValueError, match="invalid address"):
+    with pytest.raises(InvalidAddress, match="invalid address"):
         parse_address(address)
 
 
@@ -124,7 +132,7 @@ def test_name_length_boundaries_property():
             if ok:
                 assert parse_address(address).name == name
             else:
-                with pytest.raises(ValueError, match="invalid address"):
+                with pytest.raises(InvalidAddress, match="invalid address"):
                     parse_address(address)
 
 
@@ -143,7 +151,7 @@ def test_parse_address_agrees_with_address_type_property():
             type_ok = True
         try:
             parsed = parse_address(address)
-        except ValueError:
+        except InvalidAddress:
             parse_ok = False
         else:
             parse_ok = True
@@ -156,5 +164,5 @@ def test_parse_address_agrees_with_address_type_property():
 def test_parse_address_rejects_trailing_newline(address):
     with pytest.raises(ValidationError):
         ADDRESS.validate_python(address)
-    with pytest.raises(ValueError, match="invalid address"):
+    with pytest.raises(InvalidAddress, match="invalid address"):
         parse_address(address)

@@ -4,18 +4,18 @@ import pytest
 from wiring import build_troupe, run
 
 from protocols import AgentSpec, ConfigError, TeamSpec
-from protocols.routing import RouterConfig, RouteRule
+from protocols.intent import IntentConfig, IntentRule
 
 TEAMS = {
     "billing": TeamSpec(name="billing", agents=(AgentSpec(name="payer", role="clerk"),)),
     "engineering": TeamSpec(name="eng", agents=(AgentSpec(name="fixer", role="dev"),)),
 }
-ROUTING = RouterConfig(
+ROUTING = IntentConfig(
     targets={
         "billing": "invoices refunds payments charges",
         "engineering": "bugs outages deployments servers",
     },
-    rules=(RouteRule(keywords=("invoice",), target="billing"),),
+    rules=(IntentRule(keywords=("invoice",), target="billing"),),
     embedding="hashing",
     similarity_threshold=0.2,
     classifier_model="offline",
@@ -25,7 +25,7 @@ ROUTING = RouterConfig(
 def routed(task):
     async def main():
         troupe = await build_troupe()
-        job_id = await troupe.orchestrator.submit(task, teams=TEAMS, routing=ROUTING)
+        job_id = await troupe.orchestrator.submit(task, teams=TEAMS, intent=ROUTING)
         result = await troupe.orchestrator.wait(job_id, 10)
         events = await troupe.orchestrator.events(job_id)
         return result, events

@@ -16,9 +16,14 @@ from typing import Any, Final
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
-from actors._ray_client import (
+from actors.agent import AgentActor
+from actors.llm import LLMAdapterPool
+from actors.llm.config import LLMConfig
+from actors.memory.config import MemoryConfig
+from actors.orchestrator import Orchestrator
+from actors.ray_handles import (
     NAMESPACE,
-    Kept,
+    GcsRestartStore,
     RayRouterClient,
     discover_troupe,
     ray_mailbox,
@@ -26,11 +31,6 @@ from actors._ray_client import (
     through_restarts,
     unwrap,
 )
-from actors.agent import AgentActor
-from actors.llm import LLMAdapterPool
-from actors.llm.config import LLMConfig
-from actors.memory.config import MemoryConfig
-from actors.orchestrator import Orchestrator
 from actors.router import MessageRouter
 from actors.tools.config import ToolsConfig
 from protocols import (
@@ -118,7 +118,7 @@ class RayTeamProvisioner:
         try:
             serves = await asyncio.wait_for(
                 asyncio.gather(
-                    self._llm.serves.remote(team.models) if team.models else _true(), *calls
+                    self._llm.serves_exactly.remote(team.models) if team.models else _true(), *calls
                 ),
                 PROVISION_CHECK_S,
             )
@@ -137,8 +137,10 @@ class RayTeamProvisioner:
         )
         tools = granted[0]
         router = RayRouterClient(self._router)
-        kept = Kept(agent_actor_name(spec.name))
-        handle = _remote(AgentActor).options(**options).remote(spec, router, tools, kept=kept)
+        store = GcsRestartStore(agent_actor_name(spec.name))
+        handle = (
+            _remote(AgentActor).options(**options).remote(spec, router, tools, restart_store=store)
+        )
         roles = [team_role(team, spec.role)]
         await handle.configure.remote(spec, tools, roles)
         await through_restarts(lambda: self._router.register.remote(spec.name, handle, roles))
@@ -149,7 +151,7 @@ class RayTeamProvisioner:
         self._provisioned.clear()  # their teams are set up afresh by their next job
         for name in agents:
             self._agents.pop(name, None)
-            Kept(agent_actor_name(name)).forget()
+            GcsRestartStore(agent_actor_name(name)).forget()
             await through_restarts(functools.partial(self._router.unregister.remote, name))
             try:
                 handle = ray.get_actor(agent_actor_name(name), namespace=NAMESPACE)
@@ -222,7 +224,7 @@ def spawn_system(
             dict(models or {}),
             config=config,
             router=RayRouterClient(router),
-            kept=Kept("llm"),
+            restart_store=GcsRestartStore("llm"),
             state=journal.parent / "llm.sqlite",
             own_addresses=own,
         )
@@ -238,7 +240,7 @@ def spawn_system(
 
     sandboxes = [
         _remote(ToolSandbox)
-        .options(**_options(f"tools/{n}", max_restarts=SYSTEM_RESTARTS))
+        .options(**_options(f"tools-{n}", max_restarts=SYSTEM_RESTARTS))
         .remote(tools, name=f"tools-{n}", router=RayRouterClient(router), own_addresses=own)
         for n in range(tools.sandboxes)
     ]
@@ -262,7 +264,7 @@ def spawn_system(
         pending.append(llm.configure.remote(dict(models), replace=replace_models, operator=True))
     try:
         ray.get(pending)
-        problems: dict[str, str] = ray.get(llm.problems.remote())
+        problems: dict[str, str] = ray.get(llm.unservable.remote())
     except RayTaskError as exc:
         raise unwrap(exc) from None
     if problems:

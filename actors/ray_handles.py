@@ -1,6 +1,6 @@
 """Ray handles as mailboxes and router clients: the Ray glue every actor process needs.
 
-Kept apart from :mod:`actors._ray` (which spawns the system) so that an agent process,
+Kept apart from :mod:`actors.spawn` (which spawns the system) so that an agent process,
 unpickling its router client, imports nothing but Ray and the protocols.
 """
 
@@ -16,12 +16,12 @@ import ray
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 from ray.experimental import internal_kv
 
-from actors._endpoint import Partial
+from actors.endpoint import BatchProgress
 from protocols import AgentMessage, DeliveryError, RecipientUnavailable, TroupeError, decode, encode
 
 __all__ = [
     "NAMESPACE",
-    "Kept",
+    "GcsRestartStore",
     "RayBatchMailbox",
     "RayMailbox",
     "RayRouterClient",
@@ -37,7 +37,7 @@ NAMESPACE: Final = "troupe"
 T = TypeVar("T")
 
 
-class Kept:
+class GcsRestartStore:
     """Configuration an actor keeps across its restarts, in Ray's cluster-wide KV store.
 
     Ray restarts a dead actor by running ``__init__`` again with its creation arguments, so
@@ -52,7 +52,7 @@ class Kept:
         self.key = key
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return (Kept, (self.key,))
+        return (GcsRestartStore, (self.key,))
 
     def save(self, value: Any) -> None:
         """Keep ``value`` (replacing what was kept)."""
@@ -100,14 +100,14 @@ class RayMailbox:
 class RayBatchMailbox(RayMailbox):
     """A :class:`~actors.BatchMailbox` over the handle of an actor that takes batches."""
 
-    async def receive_many(self, data: list[bytes], /) -> Partial:
+    async def receive_many(self, data: list[bytes], /) -> BatchProgress:
         """Hand a batch to the actor in one call; the first answers and a ticket."""
-        partial: Partial = await _call(self._handle.receive_many, data)
+        partial: BatchProgress = await _call(self._handle.receive_many, data)
         return partial
 
-    async def receive_more(self, ticket: str, /) -> Partial:
+    async def receive_more(self, ticket: str, /) -> BatchProgress:
         """The next answers of the actor's batch ``ticket``."""
-        partial: Partial = await _call(self._handle.receive_more, ticket)
+        partial: BatchProgress = await _call(self._handle.receive_more, ticket)
         return partial
 
 
@@ -221,7 +221,7 @@ class RayRouterClient:
 
     async def _send_wanted(
         self, batch: list[tuple[bytes, asyncio.Future[bytes | TroupeError]]]
-    ) -> tuple[list[int], Partial]:
+    ) -> tuple[list[int], BatchProgress]:
         """Send the requests of ``batch`` someone still waits for; their indices, the answer.
 
         Called again when the router was restarting: requests given up meanwhile (a
@@ -230,7 +230,9 @@ class RayRouterClient:
         wanted = [i for i, (_, future) in enumerate(batch) if not future.done()]
         if not wanted:
             return wanted, ([], None)
-        partial: Partial = await self._router.request_many.remote([batch[i][0] for i in wanted])
+        partial: BatchProgress = await self._router.request_many.remote(
+            [batch[i][0] for i in wanted]
+        )
         return wanted, partial
 
     async def send(self, message: AgentMessage, /) -> str:
@@ -264,7 +266,7 @@ async def discover_troupe() -> list[tuple[str, Any, list[str]]]:
     """Every live actor of the namespace, as router registrations ``(name, handle, roles)``.
 
     A restarted router calls this to rebuild its registry: system actors by name, tool
-    sandboxes ``tools/<n>`` as ``tools-<n>`` with role ``tools``, agents ``agent/<name>``
+    sandboxes ``tools-<n>`` with role ``tools``, agents ``agent/<name>``
     with the roles they were given (asked of each agent, a second at most).
     """
     found: list[tuple[str, Any, list[str]]] = []
@@ -280,8 +282,8 @@ async def discover_troupe() -> list[tuple[str, Any, list[str]]]:
             continue
         if name in _SYSTEM:
             found.append((name, handle, []))
-        elif name.startswith("tools/"):
-            found.append((f"tools-{name.removeprefix('tools/')}", handle, ["tools"]))
+        elif name.startswith("tools-"):
+            found.append((name, handle, ["tools"]))
         elif name.startswith("agent/"):
             try:
                 roles = await asyncio.wait_for(handle.registration.remote(), 1.0)

@@ -1,9 +1,9 @@
 """Intent routing: which team (or single agent) a job that names none goes to, and why.
 
-A :class:`RouterConfig` names the targets with a description of each, keyword rules, and
+A :class:`IntentConfig` names the targets with a description of each, keyword rules, and
 the settings of the three methods tried in order: keyword rules, embedding similarity of
 the task to the descriptions, and a model classifier (see ``actors/orchestrator/intent.py``).
-A :class:`Route` records the choice and the method that made it.
+A :class:`IntentChoice` records the choice and the method that made it.
 """
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from protocols.addresses import Name
 
-__all__ = ["Route", "RouteMethod", "RouteRule", "RouterConfig"]
+__all__ = ["IntentChoice", "IntentConfig", "IntentMethod", "IntentRule"]
 
-RouteMethod = Literal["keyword", "similarity", "classifier"]
+IntentMethod = Literal["keyword", "similarity", "classifier"]
 """How a route was chosen."""
 
 
@@ -24,13 +24,13 @@ class _Config(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class RouteRule(_Config):
+class IntentRule(_Config):
     """Send a task that contains any of ``keywords`` (as whole words, any case) to ``target``."""
 
     keywords: tuple[str, ...] = Field(
         min_length=1, description="Words or phrases; a task matches when it holds any of them."
     )
-    target: Name = Field(description="The target (a key of ``RouterConfig.targets``).")
+    target: Name = Field(description="The target (a key of ``IntentConfig.targets``).")
     description: str = Field(default="", description="What the rule is for, for people.")
 
     @field_validator("keywords")
@@ -42,7 +42,7 @@ class RouteRule(_Config):
         return stripped
 
 
-class RouterConfig(_Config):
+class IntentConfig(_Config):
     """Targets a job may be routed to, and how to choose among them."""
 
     targets: dict[Name, str] = Field(
@@ -51,7 +51,7 @@ class RouterConfig(_Config):
         "what the task's similarity is measured against and what the classifier reads. "
         "Order breaks ties.",
     )
-    rules: tuple[RouteRule, ...] = Field(
+    rules: tuple[IntentRule, ...] = Field(
         default=(), description="Keyword rules, tried first, in order; the first match wins."
     )
     similarity_threshold: float = Field(
@@ -74,18 +74,18 @@ class RouterConfig(_Config):
     )
 
     @model_validator(mode="after")
-    def _rules_name_targets(self) -> RouterConfig:
+    def _rules_name_targets(self) -> IntentConfig:
         unknown = sorted({r.target for r in self.rules if r.target not in self.targets})
         if unknown:
             raise ValueError(f"rules name unknown targets: {', '.join(unknown)}")
         return self
 
 
-class Route(_Config):
+class IntentChoice(_Config):
     """Where a task goes, and how that was decided."""
 
     target: Name = Field(description="The chosen target.")
-    method: RouteMethod = Field(description="The method that chose it.")
+    method: IntentMethod = Field(description="The method that chose it.")
     score: float | None = Field(
         default=None, description="'similarity': the cosine similarity of the task and target."
     )

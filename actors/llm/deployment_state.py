@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from aiolimiter import AsyncLimiter
 
-from actors import _metrics as metrics
 from actors.llm.pricing import Price
 from actors.llm.provider import LLMProvider
 from protocols import DeploymentSpec
+from runtime import metrics
 
 __all__ = ["DeploymentState", "backoff_s"]
 

@@ -1,6 +1,6 @@
 """The stop conditions of an agent's loop besides a final answer and ``max_turns``.
 
-One :class:`Limits` watches one subtask's loop. Each check returns a :class:`Stop` (the
+One :class:`StopConditions` watches one subtask's loop. Each check returns a :class:`Stop` (the
 ``TaskResult.stop_reason`` and the error to report; the subtask fails) or ``None`` to go on:
 
 ``deadline``
@@ -31,7 +31,7 @@ from typing import Literal
 
 from protocols import AgentSpec, ErrorCode, ErrorPayload, ToolCall, Usage
 
-__all__ = ["Limits", "Reason", "Stop"]
+__all__ = ["Reason", "Stop", "StopConditions"]
 
 
 Reason = Literal["budget", "deadline", "repeated_tool_call", "stagnation"]
@@ -50,7 +50,7 @@ def _stop(reason: Reason, code: ErrorCode, message: str) -> Stop:
     return Stop(reason, ErrorPayload(code=code, message=message))
 
 
-class Limits:
+class StopConditions:
     """The stop conditions of one subtask's loop, and what they have seen so far.
 
     Args:

@@ -23,9 +23,8 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from actors import _metrics as metrics
-from actors._endpoint import Answer, Batches, BatchMailbox, Mailbox, Partial
-from actors._registry import Discover, Entry, Registry, rebuild
+from actors.endpoint import Batches, BatchMailbox, BatchProgress, Mailbox, Outcome
+from actors.router.registry import Discover, Entry, Registry, rebuild
 from protocols import (
     AddressKind,
     AgentMessage,
@@ -41,6 +40,7 @@ from protocols import (
     encode,
     parse_address,
 )
+from runtime import metrics
 
 __all__ = ["LocalRouterClient", "MessageRouter", "RouterStats"]
 
@@ -183,7 +183,7 @@ class MessageRouter:
         future.set_result(reply)
         return reply
 
-    async def request_many(self, batch: list[bytes]) -> Partial:
+    async def request_many(self, batch: list[bytes]) -> BatchProgress:
         """Deliver a batch of envelopes; return their replies as they come.
 
         Returns the replies ready when the first one is, as ``(batch index, reply)`` pairs,
@@ -199,7 +199,7 @@ class MessageRouter:
         if self._discovery is not None:
             await self._discovered()
         self._count.batches += 1
-        work: list[Awaitable[Answer]] = []
+        work: list[Awaitable[Outcome]] = []
         groups: dict[str, tuple[Entry, list[tuple[AgentMessage, asyncio.Future[bytes]]]]] = {}
         for data in batch:
             try:
@@ -233,7 +233,7 @@ class MessageRouter:
             task.add_done_callback(self._background.discard)
         return await self._batches.start(work)
 
-    async def request_more(self, ticket: str) -> Partial:
+    async def request_more(self, ticket: str) -> BatchProgress:
         """More replies of a :meth:`request_many` batch, as they arrive (waits for one).
 
         Raises:
@@ -289,7 +289,7 @@ class MessageRouter:
                     self._settle_answer(name, message, future, lost)
 
     def _settle_answer(
-        self, name: str, message: AgentMessage, future: asyncio.Future[bytes], answer: Answer
+        self, name: str, message: AgentMessage, future: asyncio.Future[bytes], answer: Outcome
     ) -> None:
         if isinstance(answer, TroupeError):
             self._dead_letter(answer, message)
@@ -441,7 +441,7 @@ class MessageRouter:
         )
 
 
-async def _now(answer: Answer) -> Answer:
+async def _now(answer: Outcome) -> Outcome:
     return answer
 
 

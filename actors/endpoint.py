@@ -14,13 +14,12 @@ import structlog
 from protocols import AgentMessage, DeliveryError, RecipientUnavailable, TroupeError, decode, encode
 
 __all__ = [
-    "Answer",
     "BatchMailbox",
+    "BatchProgress",
     "Batches",
     "Handler",
-    "Keeper",
     "Mailbox",
-    "Partial",
+    "RestartStore",
     "RouterClient",
     "TakesBatches",
     "all_answers",
@@ -41,10 +40,10 @@ class Mailbox(Protocol):
         ...
 
 
-Answer: TypeAlias = bytes | TroupeError | None
+Outcome: TypeAlias = bytes | TroupeError | None
 """What one envelope of a batch comes to: a reply, no reply, or why it could not be handled."""
 
-Partial: TypeAlias = tuple[list[tuple[int, Answer]], str | None]
+BatchProgress: TypeAlias = tuple[list[tuple[int, Outcome]], str | None]
 """Part of a batch's answers: ``(batch index, answer)`` pairs ready so far, and the ticket to
 ask for the rest with (``None`` once every answer has been given)."""
 
@@ -58,20 +57,23 @@ class BatchMailbox(Mailbox, Protocol):
     for the rest, which ``receive_more`` hands out as they come (see :class:`Batches`).
     """
 
-    async def receive_many(self, data: list[bytes], /) -> Partial:
+    async def receive_many(self, data: list[bytes], /) -> BatchProgress:
         """Start handling each envelope as :meth:`receive` would; return the first answers.
 
         An envelope that cannot be decoded has its ``TroupeError`` as its answer.
         """
         ...
 
-    async def receive_more(self, ticket: str, /) -> Partial:
+    async def receive_more(self, ticket: str, /) -> BatchProgress:
         """The answers of the ticket's batch that became ready since it was last asked."""
         ...
 
 
-class Keeper(Protocol):
-    """Where an actor keeps its configuration across restarts (``actors._ray_client.Kept``)."""
+class RestartStore(Protocol):
+    """Where an actor keeps its configuration across its restarts.
+
+    Under Ray: :class:`actors.ray_handles.GcsRestartStore`, in the GCS's key-value store.
+    """
 
     def save(self, value: Any) -> None:
         """Keep ``value``."""
@@ -115,14 +117,14 @@ async def serve_envelope(data: bytes, handler: Handler, *, me: str) -> bytes | N
 
 def answering(
     data: list[bytes], receive: Callable[[bytes], Awaitable[bytes | None]]
-) -> list[Awaitable[Answer]]:
+) -> list[Awaitable[Outcome]]:
     """``receive`` of each envelope of a batch, as work for :meth:`Batches.start`.
 
     Each envelope is handled as if it had come alone: one that cannot be decoded has its
     ``TroupeError`` as its answer, the others are unaffected.
     """
 
-    async def one(item: bytes) -> Answer:
+    async def one(item: bytes) -> Outcome:
         try:
             return await receive(item)
         except TroupeError as exc:
@@ -134,8 +136,8 @@ def answering(
 class _Open:
     """One batch whose answers are not all given yet."""
 
-    def __init__(self, work: Sequence[Awaitable[Answer]]) -> None:
-        self.ready: list[tuple[int, Answer]] = []
+    def __init__(self, work: Sequence[Awaitable[Outcome]]) -> None:
+        self.ready: list[tuple[int, Outcome]] = []
         self.waiting = len(work)
         self.event = asyncio.Event()
         self.asking = 0
@@ -144,8 +146,8 @@ class _Open:
         for index, task in enumerate(self.tasks):
             task.add_done_callback(functools.partial(self._done, index))
 
-    def _done(self, index: int, task: asyncio.Future[Answer]) -> None:
-        answer: Answer
+    def _done(self, index: int, task: asyncio.Future[Outcome]) -> None:
+        answer: Outcome
         if task.cancelled():
             answer = DeliveryError("handling was cancelled")
         elif isinstance(exc := task.exception(), TroupeError):
@@ -158,7 +160,7 @@ class _Open:
         self.waiting -= 1
         self.event.set()
 
-    def take(self) -> list[tuple[int, Answer]]:
+    def take(self) -> list[tuple[int, Outcome]]:
         taken, self.ready = self.ready, []
         self.event.clear()
         self.touched = time.monotonic()
@@ -184,7 +186,7 @@ class Batches:
     def __len__(self) -> int:
         return len(self._open)
 
-    async def start(self, work: Sequence[Awaitable[Answer]]) -> Partial:
+    async def start(self, work: Sequence[Awaitable[Outcome]]) -> BatchProgress:
         """Run ``work`` (one awaitable per envelope); the first answers and a ticket."""
         self._sweep()
         if not work:
@@ -192,7 +194,7 @@ class Batches:
         batch = _Open(work)
         return await self._answer(batch, None)
 
-    async def more(self, ticket: str) -> Partial:
+    async def more(self, ticket: str) -> BatchProgress:
         """The answers of ``ticket``'s batch ready since it was last asked (waits for one)."""
         batch = self._open.get(ticket)
         if batch is None:
@@ -202,7 +204,7 @@ class Batches:
             )
         return await self._answer(batch, ticket)
 
-    async def _answer(self, batch: _Open, ticket: str | None) -> Partial:
+    async def _answer(self, batch: _Open, ticket: str | None) -> BatchProgress:
         batch.asking += 1
         try:
             await batch.event.wait()
@@ -227,10 +229,10 @@ class Batches:
 
 
 async def all_answers(
-    first: Awaitable[Partial], more: Callable[[str], Awaitable[Partial]], size: int
-) -> list[Answer]:
+    first: Awaitable[BatchProgress], more: Callable[[str], Awaitable[BatchProgress]], size: int
+) -> list[Outcome]:
     """Every answer of a batch of ``size``, in order: ``first``, then ``more`` until done."""
-    answers: list[Answer] = [None] * size
+    answers: list[Outcome] = [None] * size
     ready, ticket = await first
     while True:
         for index, answer in ready:
@@ -258,10 +260,10 @@ class TakesBatches:
             batches = self.__dict__["_troupe_batches"] = Batches()
         return batches
 
-    async def receive_many(self, data: list[bytes], /) -> Partial:
+    async def receive_many(self, data: list[bytes], /) -> BatchProgress:
         """Batch entry point (the router's): each envelope as :meth:`receive`, concurrently."""
         return await self._open_batches().start(answering(data, self.receive))
 
-    async def receive_more(self, ticket: str, /) -> Partial:
+    async def receive_more(self, ticket: str, /) -> BatchProgress:
         """More answers of the batch ``ticket``, as they finish (waits for one)."""
         return await self._open_batches().more(ticket)

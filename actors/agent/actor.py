@@ -17,10 +17,9 @@ from typing import Any
 
 import structlog
 
-from actors._endpoint import Keeper, RouterClient, TakesBatches, serve_envelope
-from actors.agent_limits import Limits, Stop
-from actors.agent_memory import recall, remember
-from actors.agent_trace import model_span, tool_span
+from actors.agent.memory import recall, remember
+from actors.agent.stop import Stop, StopConditions
+from actors.endpoint import RestartStore, RouterClient, TakesBatches, serve_envelope
 from protocols import (
     AgentMessage,
     AgentSpec,
@@ -44,6 +43,7 @@ from protocols import (
     TroupeError,
     Usage,
 )
+from runtime.tracing.spans import model_span, tool_span
 
 __all__ = ["AgentActor", "render_task"]
 
@@ -90,7 +90,7 @@ class _Loop:
     """The state of one subtask's loop."""
 
     messages: list[ChatMessage]
-    limits: Limits
+    limits: StopConditions
     usage: Usage = field(default_factory=Usage)
     turns: int = 0
     tool_calls: int = 0
@@ -112,9 +112,9 @@ class AgentActor(TakesBatches):
         router: how it reaches the LLM pool, the tool sandboxes and other actors.
         tools: what the model is told about the agent's tools (from the sandbox's grant).
         clock: the current UNIX time (for deadlines and timestamps; tests pass a fake one).
-        kept: where :meth:`configure` keeps the configuration, so that a restarted agent
+        restart_store: where :meth:`configure` keeps the configuration, so that a restarted agent
             comes back as it was configured last, roles included (under Ray:
-            ``Kept("agent/<name>")``), not as it was created.
+            ``GcsRestartStore("agent/<name>")``), not as it was created.
     """
 
     def __init__(
@@ -124,13 +124,13 @@ class AgentActor(TakesBatches):
         tools: Sequence[ToolSpec] = (),
         *,
         clock: Callable[[], float] = time.time,
-        kept: Keeper | None = None,
+        restart_store: RestartStore | None = None,
     ) -> None:
         self._router = router
         self._clock = clock
-        self._kept = kept
+        self._restart_store = restart_store
         self._roles: tuple[str, ...] = ()
-        state = kept.load() if kept is not None else None
+        state = restart_store.load() if restart_store is not None else None
         if state is not None and state[0].name == spec.name:
             spec, tools, self._roles = state
         self._by_job: dict[str, set[asyncio.Task[Any]]] = {}
@@ -162,8 +162,8 @@ class AgentActor(TakesBatches):
         if spec.max_concurrency != self._spec.max_concurrency:
             self._slots = asyncio.Semaphore(spec.max_concurrency)
         self._spec = spec
-        if self._kept is not None:
-            self._kept.save((spec, self._tools, self._roles))
+        if self._restart_store is not None:
+            self._restart_store.save((spec, self._tools, self._roles))
 
     async def registration(self) -> list[str]:
         """The router roles this agent holds."""
@@ -254,7 +254,7 @@ class AgentActor(TakesBatches):
 
         Besides a final answer, an error and ``max_turns``, the loop stops when one of the
         agent's limits is reached (budget, deadline, repeated tool call, stagnation: see
-        ``actors.agent_limits``); ``TaskResult.stop_reason`` says which.
+        ``actors.agent.stop``); ``TaskResult.stop_reason`` says which.
         """
         spec, tools = self._spec, self._tools
         started = self._clock()
@@ -264,7 +264,7 @@ class AgentActor(TakesBatches):
                 ChatMessage(role="system", content=system),
                 ChatMessage(role="user", content=_task_content(request)),
             ],
-            Limits(spec, self._clock, request.deadline, message.deadline),
+            StopConditions(spec, self._clock, request.deadline, message.deadline),
         )
         bound = log.bind(
             agent=spec.name, job_id=message.job_id, msg_id=message.id, task_id=request.task_id

@@ -2,7 +2,7 @@
 
 :func:`make_plan` asks the planner model for a plan and, if its answer is not a plan the team
 may run, asks once more with the validation errors; a team with a declarative ``plan`` is not
-asked at all (see :mod:`actors.orchestrator.plans`).
+asked at all (see :mod:`actors.orchestrator.plan_checks`).
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from actors.orchestrator.plans import (
+from actors.orchestrator.plan_checks import (
     check_plan,
     declared_plan,
     describe_errors,

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 
 import structlog
 
-from actors._endpoint import RouterClient
+from actors.endpoint import RouterClient
 from protocols import (
     AgentMessage,
     AgentSpec,

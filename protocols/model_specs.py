@@ -23,9 +23,9 @@ __all__ = [
     "OpenAICompatibleModel",
     "OpenAIModel",
     "RouteSpec",
+    "RouteStrategy",
     "ScriptedModel",
     "ScriptedTurn",
-    "Strategy",
 ]
 
 
@@ -115,7 +115,7 @@ class OpenAICompatibleModel(_Remote):
     )
 
 
-Strategy = Literal["static", "weighted", "least_busy", "cost", "latency"]
+RouteStrategy = Literal["static", "weighted", "least_busy", "cost", "latency"]
 """How a route picks a deployment: first listed; by weight; fewest calls in flight; cheapest
 price; lowest observed latency."""
 
@@ -125,7 +125,7 @@ class RouteSpec(_Config):
 
     provider: Literal["route"] = "route"
     deployments: tuple[Name, ...] = Field(min_length=1, description="Aliases of deployments.")
-    strategy: Strategy = "static"
+    strategy: RouteStrategy = "static"
     fallbacks: tuple[Name, ...] = Field(
         default=(), description="Aliases tried, in order, when every deployment failed."
     )

@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from actors._endpoint import BatchMailbox, Mailbox
+from actors.endpoint import BatchMailbox, Mailbox
 from protocols import AddressKind, InvalidInput, UnknownRecipient, parse_address
 
 __all__ = ["Discover", "Entry", "Registry", "rebuild"]

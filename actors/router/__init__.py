@@ -1,0 +1,9 @@
+"""The message router: envelopes delivered by name, role or topic (the data plane).
+
+``actor`` holds :class:`MessageRouter` and its in-process client; ``registry`` the addresses
+it delivers to.
+"""
+
+from actors.router.actor import LocalRouterClient, MessageRouter, RouterStats
+
+__all__ = ["LocalRouterClient", "MessageRouter", "RouterStats"]
