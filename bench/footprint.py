@@ -50,7 +50,7 @@ HEAVY = (
 AGENT_NEEDS = (
     "runtime.logging",
     "actors.endpoint",
-    "runtime.metrics",
+    "actors.telemetry.metrics",
     "actors.ray_handles",
     "actors.agent",
     "actors.agent.stop",

@@ -14,15 +14,17 @@ from http import HTTPStatus
 from typing import Annotated, Any, Final
 
 import structlog
-from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request, Response
+from fastapi import APIRouter, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from deployments.access import Admin, Caller, NotAdmin, visible_teams
 from deployments.backend import Backend
 from deployments.config import APIConfig
-from deployments.guard import Principal, principal_of, request_id_of
+from deployments.guard import request_id_of
+from deployments.openai_compat import openai_routes
 from deployments.problems import problem, troupe_problem
 from protocols import (
     AgentInfo,
@@ -42,7 +44,7 @@ from protocols import (
     UsageRow,
 )
 
-__all__ = ["caller", "create_api"]
+__all__ = ["create_api"]
 
 log = structlog.get_logger("raytroupe.http")
 
@@ -108,27 +110,6 @@ class Cancelled(BaseModel):
     status: JobStatus
 
 
-async def caller(request: Request) -> Principal:
-    """The authenticated caller (the guard has checked the key)."""
-    return principal_of(request.scope)
-
-
-async def admin(request: Request) -> Principal:
-    """The caller, who must hold an admin key."""
-    principal = principal_of(request.scope)
-    if not principal.admin:
-        raise _Forbidden(principal.name)
-    return principal
-
-
-class _Forbidden(Exception):
-    def __init__(self, key: str) -> None:
-        super().__init__(key)
-        self.key = key
-
-
-Caller = Annotated[Principal, Depends(caller)]
-Admin = Annotated[Principal, Depends(admin)]
 TenantName = Annotated[str, Path(pattern=r"^(\*|[A-Za-z0-9_.-]{1,64})$")]
 
 
@@ -144,8 +125,6 @@ def create_api(backend: Backend, config: APIConfig) -> FastAPI:
     app.include_router(_teams(backend))
     app.include_router(_policies(backend))
     app.include_router(_ops(backend))
-    from deployments.openai_compat import openai_routes  # noqa: PLC0415 - avoids a cycle
-
     app.include_router(openai_routes(backend, config))
     return app
 
@@ -367,24 +346,6 @@ def _teams(backend: Backend) -> APIRouter:
     return routes
 
 
-async def visible_teams(
-    backend: Backend, who: Principal, teams: dict[str, TeamSpec]
-) -> dict[str, TeamSpec]:
-    """``teams`` as ``who`` may see them.
-
-    All of them for an admin; for a tenant, those its policy lets it run, without their
-    model definitions (endpoints and key variables are the operator's business).
-    """
-    if who.admin:
-        return teams
-    policy: TenantPolicy = await backend.call(backend.orchestrator.policy.remote(who.tenant))
-    return {
-        name: team.model_copy(update={"models": {}})
-        for name, team in teams.items()
-        if policy.teams is None or name in policy.teams
-    }
-
-
 def _info(body: AgentPut) -> AgentInfo:
     agent = body.agent
     return AgentInfo(
@@ -480,7 +441,7 @@ def _install_error_handlers(app: FastAPI) -> None:
         )
 
     async def forbidden(request: Request, exc: Exception) -> JSONResponse:
-        assert isinstance(exc, _Forbidden)  # noqa: S101
+        assert isinstance(exc, NotAdmin)  # noqa: S101
         return problem(
             403,
             "Forbidden",
@@ -515,7 +476,7 @@ def _install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(TroupeError, troupe_error)
     app.add_exception_handler(StarletteHTTPException, http_error)
     app.add_exception_handler(RequestValidationError, invalid_request)
-    app.add_exception_handler(_Forbidden, forbidden)
+    app.add_exception_handler(NotAdmin, forbidden)
     app.add_exception_handler(Exception, unexpected)
 
 

@@ -21,7 +21,7 @@ from fastapi import APIRouter
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from deployments.api import Caller, visible_teams
+from deployments.access import Caller, visible_teams
 from deployments.backend import Backend
 from deployments.config import APIConfig
 from protocols import (

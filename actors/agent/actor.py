@@ -20,6 +20,7 @@ import structlog
 from actors.agent.memory import recall, remember
 from actors.agent.stop import Stop, StopConditions
 from actors.endpoint import RestartStore, RouterClient, TakesBatches, serve_envelope
+from actors.telemetry.calls import model_span, tool_span
 from protocols import (
     AgentMessage,
     AgentSpec,
@@ -43,7 +44,6 @@ from protocols import (
     TroupeError,
     Usage,
 )
-from runtime.tracing.spans import model_span, tool_span
 
 __all__ = ["AgentActor", "render_task"]
 

@@ -13,8 +13,8 @@ from aiolimiter import AsyncLimiter
 
 from actors.llm.pricing import Price
 from actors.llm.provider import LLMProvider
+from actors.telemetry import metrics
 from protocols import DeploymentSpec
-from runtime import metrics
 
 __all__ = ["DeploymentState", "backoff_s"]
 

@@ -21,6 +21,7 @@ from actors.llm.scripted import ScriptedProvider
 from actors.llm.state import PoolState
 from actors.llm.trust import ModelTrust
 from actors.outbound import Outbound
+from actors.telemetry import metrics
 from protocols import (
     AgentMessage,
     AnthropicModel,
@@ -42,7 +43,6 @@ from protocols import (
     TroupeError,
     UsageRow,
 )
-from runtime import metrics
 
 __all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "build_provider"]
 

@@ -23,6 +23,7 @@ import structlog
 from actors.endpoint import RouterClient, TakesBatches, serve_envelope
 from actors.memory.config import MemoryConfig
 from actors.memory.shortterm import WorkingMemory, turns, window
+from actors.telemetry import metrics
 from protocols import (
     AgentMessage,
     ChatMessage,
@@ -37,7 +38,6 @@ from protocols import (
     MemoryWrite,
     ModelError,
 )
-from runtime import metrics
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI

@@ -39,6 +39,7 @@ from actors.orchestrator.jobs import (
 )
 from actors.orchestrator.journal import Journal
 from actors.orchestrator.runner import JobRunner
+from actors.telemetry import metrics
 from protocols import (
     AgentInfo,
     AgentMessage,
@@ -59,7 +60,6 @@ from protocols import (
     with_files,
 )
 from protocols.intent import IntentConfig
-from runtime import metrics
 
 __all__ = ["Orchestrator", "TeamProvisioner"]
 

@@ -32,6 +32,11 @@ from actors.orchestrator.resolve import (
     make_candidate,
     merge,
 )
+from actors.telemetry.jobs import (
+    attempt_span,
+    resolution_span,
+    subtask_span,
+)
 from protocols import (
     ErrorCode,
     ErrorPayload,
@@ -47,11 +52,6 @@ from protocols import (
 )
 from protocols.graph import END, GraphSpec
 from protocols.resolution import Candidate
-from runtime.tracing.jobs import (
-    attempt_span,
-    resolution_span,
-    subtask_span,
-)
 
 __all__ = ["Dispatcher"]
 

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.telemetry import metrics
 from protocols import (
     AgentMessage,
     ApprovalDecision,
@@ -31,7 +32,6 @@ from protocols import (
     Usage,
 )
 from protocols.intent import IntentChoice
-from runtime import metrics
 
 ORCHESTRATOR = "orchestrator"
 """The orchestrator's address."""

@@ -18,6 +18,8 @@ from actors.orchestrator.dispatch import Dispatcher
 from actors.orchestrator.jobs import Job, emit, job_message, set_status
 from actors.orchestrator.journal import Journal
 from actors.orchestrator.planner import aggregate, make_plan
+from actors.telemetry.jobs import add_span, done_subtask_spans, job_trace
+from actors.telemetry.otel import export_otel
 from protocols import (
     ErrorCode,
     ErrorPayload,
@@ -31,8 +33,6 @@ from protocols import (
     Timings,
     TroupeError,
 )
-from runtime.tracing.jobs import add_span, done_subtask_spans, job_trace
-from runtime.tracing.otel import export_otel
 
 __all__ = ["JobRunner"]
 

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 
 from actors.endpoint import Batches, BatchMailbox, BatchProgress, Mailbox, Outcome
 from actors.router.registry import Discover, Entry, Registry, rebuild
+from actors.telemetry import metrics
 from protocols import (
     AddressKind,
     AgentMessage,
@@ -40,7 +41,6 @@ from protocols import (
     encode,
     parse_address,
 )
-from runtime import metrics
 
 __all__ = ["LocalRouterClient", "MessageRouter", "RouterStats"]
 

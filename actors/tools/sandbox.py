@@ -25,6 +25,7 @@ from jsonschema import Draft202012Validator
 from actors.endpoint import RouterClient, TakesBatches, serve_envelope
 from actors.outbound import Outbound
 from actors.sqlite import open_sqlite
+from actors.telemetry import metrics
 from actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
 from actors.tools.config import ToolsConfig
 from actors.tools.functions import load_function_tool
@@ -50,7 +51,6 @@ from protocols import (
     ToolSpec,
     TroupeError,
 )
-from runtime import metrics
 
 __all__ = ["DELEGATE", "HANDOFF", "ToolSandbox", "ToolsConfig"]
 

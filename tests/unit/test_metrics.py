@@ -10,9 +10,9 @@ from actors.llm.config import LLMConfig
 from actors.llm.gateway import CallContext
 from actors.memory.config import MemoryConfig
 from actors.memory.store import MemoryStore
+from actors.telemetry import metrics
 from actors.tools.sandbox import ToolSandbox, ToolsConfig
 from protocols import ConfigError, ErrorCode, MalformedEnvelope, MemoryQuery, MemoryWrite, ToolCall
-from runtime import metrics
 
 
 def _every_function():

@@ -8,8 +8,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from wiring import build_troupe, run
 
+from actors.telemetry.otel import export_otel
 from protocols import AgentSpec, JobResult, PlannedSubtask, Span, TeamSpec
-from runtime.tracing.otel import export_otel
 
 TASK = "Help me:\n- Compute 17 * 23 + 4\n- Describe the tower"
 

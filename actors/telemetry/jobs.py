@@ -1,28 +1,32 @@
-"""Spans of a job, collected on its ``Job`` as things happen (see ``protocols.trace``).
+"""Spans of a job, collected on the job as things happen (see ``protocols.trace``).
 
 The job's root span has the job's trace ids (``job.trace``); every other span hangs below it:
 plan, subtasks (with their delivery attempts, the agents' model and tool calls under each
-attempt, and a resolution with redundancy), aggregate.
+attempt, and a resolution with redundancy), aggregate. A job is anything with the fields of
+:class:`TracedJob` (the orchestrator's ``Job``).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Protocol
 
-from actors.orchestrator.jobs import Job
 from protocols import (
     ErrorPayload,
     PlannedSubtask,
     Span,
     SpanKind,
     SubtaskResult,
+    TeamSpec,
     Timings,
+    TraceContext,
     new_span_id,
 )
 from protocols.resolution import Resolution
 from protocols.trace import Attribute
 
 __all__ = [
+    "TracedJob",
     "add_span",
     "attempt_span",
     "done_subtask_spans",
@@ -32,8 +36,21 @@ __all__ = [
 ]
 
 
+class TracedJob(Protocol):
+    """What the spans of a job are made of (the orchestrator's ``Job`` has it all)."""
+
+    id: str
+    tenant: str
+    team: TeamSpec
+    request_id: str | None
+    submitted_at: float
+    trace: TraceContext
+    spans: list[Span]
+    done: dict[str, SubtaskResult]
+
+
 def add_span(  # noqa: PLR0917 - a span's fields
-    job: Job,
+    job: TracedJob,
     kind: SpanKind,
     name: str,
     start: float,
@@ -57,7 +74,9 @@ def add_span(  # noqa: PLR0917 - a span's fields
     return span
 
 
-def subtask_span(job: Job, span_id: str, result: SubtaskResult, start: float, end: float) -> Span:
+def subtask_span(
+    job: TracedJob, span_id: str, result: SubtaskResult, start: float, end: float
+) -> Span:
     """The span of one subtask, under the job (its attempts were recorded under ``span_id``)."""
     return add_span(
         job,
@@ -74,7 +93,7 @@ def subtask_span(job: Job, span_id: str, result: SubtaskResult, start: float, en
     )
 
 
-def done_subtask_spans(job: Job) -> None:
+def done_subtask_spans(job: TracedJob) -> None:
     """Spans, from their timestamps, of the subtasks that succeeded before a restart."""
     for result in job.done.values():
         if result.status == "succeeded":
@@ -83,7 +102,7 @@ def done_subtask_spans(job: Job) -> None:
 
 
 def attempt_span(
-    job: Job,
+    job: TracedJob,
     parent: str,
     *,
     attempt: int,
@@ -123,7 +142,13 @@ def attempt_span(
 
 
 def resolution_span(
-    job: Job, parent: str, sub: PlannedSubtask, resolution: Resolution, *, start: float, end: float
+    job: TracedJob,
+    parent: str,
+    sub: PlannedSubtask,
+    resolution: Resolution,
+    *,
+    start: float,
+    end: float,
 ) -> Span:
     """How the answers of a redundant subtask became one."""
     return add_span(
@@ -142,7 +167,7 @@ def resolution_span(
 
 
 def job_trace(
-    job: Job, timings: Timings, status: str, error: ErrorPayload | None
+    job: TracedJob, timings: Timings, status: str, error: ErrorPayload | None
 ) -> tuple[Span, ...]:
     """The job's root span, then every span recorded for it, by start time."""
     root = Span(
