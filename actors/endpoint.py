@@ -7,11 +7,20 @@ import functools
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, Protocol, TypeAlias, runtime_checkable
+from typing import Any, Protocol, TypeAlias, TypeVar, cast, overload, runtime_checkable
 
 import structlog
 
-from protocols import AgentMessage, DeliveryError, RecipientUnavailable, TroupeError, decode, encode
+from protocols import (
+    AgentMessage,
+    DeliveryError,
+    ErrorPayload,
+    InvalidInput,
+    RecipientUnavailable,
+    TroupeError,
+    decode,
+    encode,
+)
 
 __all__ = [
     "BatchMailbox",
@@ -24,12 +33,18 @@ __all__ = [
     "TakesBatches",
     "all_answers",
     "answering",
+    "expected",
     "serve_envelope",
 ]
 
 log = structlog.get_logger("raytroupe")
 
-Handler = Callable[[AgentMessage], Awaitable[AgentMessage | None]]
+P = TypeVar("P")
+A = TypeVar("A")
+B = TypeVar("B")
+
+Handler = Callable[[AgentMessage, P], Awaitable[AgentMessage | None]]
+"""An actor's handler: the envelope, and its payload narrowed to what the actor accepts."""
 
 
 class Mailbox(Protocol):
@@ -96,16 +111,24 @@ class RouterClient(Protocol):
         ...
 
 
-async def serve_envelope(data: bytes, handler: Handler, *, me: str) -> bytes | None:
-    """Decode ``data``, run ``handler``, encode its reply.
+async def serve_envelope(
+    data: bytes, handler: Handler[P], *, me: str, accepts: tuple[type[Any], ...]
+) -> bytes | None:
+    """Decode ``data``, run ``handler`` on it, encode its reply.
 
-    A ``TroupeError`` or an unexpected exception in ``handler`` becomes an error reply, so a
-    request always gets an answer. Malformed bytes raise ``MalformedEnvelope`` to the caller
-    (the router dead-letters them).
+    ``accepts`` lists the payload types the actor handles (the union ``P`` its handler takes,
+    so that its ``match`` can end in ``assert_never``); any other payload is answered with
+    ``InvalidInput``. A ``TroupeError`` or an unexpected exception in ``handler`` becomes an
+    error reply, so a request always gets an answer. Malformed bytes raise
+    ``MalformedEnvelope`` to the caller (the router dead-letters them).
     """
     message = decode(data)
+    if not isinstance(message.payload, accepts):
+        refused = InvalidInput(f"{me} cannot handle {message.kind!r}", kind=message.kind)
+        log.info("handler_error", actor=me, msg_id=message.id, code=refused.code)
+        return encode(message.error_reply(refused, sender=me))
     try:
-        reply = await handler(message)
+        reply = await handler(message, cast("P", message.payload))
     except TroupeError as exc:
         log.info("handler_error", actor=me, msg_id=message.id, job_id=message.job_id, code=exc.code)
         reply = message.error_reply(exc, sender=me)
@@ -113,6 +136,30 @@ async def serve_envelope(data: bytes, handler: Handler, *, me: str) -> bytes | N
         log.exception("handler_crashed", actor=me, msg_id=message.id, job_id=message.job_id)
         reply = message.error_reply(exc, sender=me)
     return None if reply is None else encode(reply)
+
+
+@overload
+def expected(
+    reply: AgentMessage, a: type[A], /, *, unexpected: Callable[[str], TroupeError]
+) -> A | ErrorPayload: ...
+@overload
+def expected(
+    reply: AgentMessage, a: type[A], b: type[B], /, *, unexpected: Callable[[str], TroupeError]
+) -> A | B | ErrorPayload: ...
+def expected(
+    reply: AgentMessage, *kinds: type[Any], unexpected: Callable[[str], TroupeError]
+) -> Any:
+    """The payload of ``reply`` if it is one of ``kinds`` or an ``ErrorPayload``.
+
+    Narrowed so that a ``match`` over it can end in ``assert_never``.
+
+    Raises:
+        TroupeError: ``unexpected(message)`` for any other payload.
+    """
+    if isinstance(reply.payload, (*kinds, ErrorPayload)):
+        return reply.payload
+    names = ", ".join(k.__name__ for k in kinds)
+    raise unexpected(f"{reply.sender} answered with {reply.kind!r}, expected {names}")
 
 
 def answering(

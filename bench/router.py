@@ -23,7 +23,7 @@ from _common import Curve, Figure, Section, main, median
 from actors.endpoint import TakesBatches, serve_envelope
 from actors.ray_handles import RayRouterClient, ray_mailbox
 from actors.router import MessageRouter
-from protocols import AgentMessage, Event
+from protocols import Ack, AgentMessage, Event
 
 IN_FLIGHT = (1, 10, 100, 400)
 GOAL_IN_FLIGHT = 100
@@ -41,11 +41,11 @@ class Echo:
 class _Agent:
     """A recipient agent: decodes each envelope and answers with an ack envelope."""
 
-    async def _ack(self, message: AgentMessage) -> AgentMessage:
-        return message.reply(Event(name="ack"), sender="bench-b")
+    async def _ack(self, message: AgentMessage, _payload: Event) -> AgentMessage:
+        return message.reply(Ack(), sender="bench-b")
 
     async def receive(self, data: bytes) -> bytes | None:
-        return await serve_envelope(data, self._ack, me="bench-b")
+        return await serve_envelope(data, self._ack, me="bench-b", accepts=(Event,))
 
 
 class BatchAgent(TakesBatches, _Agent):

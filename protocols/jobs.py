@@ -14,7 +14,7 @@ from protocols.envelope import AgentMessage
 from protocols.errors import ErrorCode
 from protocols.intent import IntentChoice
 from protocols.llm import Usage
-from protocols.payloads import ErrorPayload
+from protocols.payloads import ErrorPayload, WorkDone
 from protocols.resolution import Resolution, ResolutionStrategy
 from protocols.trace import Span
 
@@ -139,25 +139,19 @@ class Plan(_Data):
         return self
 
 
-class SubtaskResult(_Data):
-    """A subtask as it ran: who did it, what it produced, when, at what cost."""
+class SubtaskResult(WorkDone):
+    """A subtask as it ran.
+
+    Its plan, then the agent's work (:class:`WorkDone`), the attempt that produced it and,
+    with redundancy, how candidates became one.
+    """
 
     id: str
     role: str
     instructions: str
     depends_on: tuple[str, ...] = ()
     status: Literal["succeeded", "failed", "skipped"]
-    agent: str | None = Field(default=None, description="Agent that produced the result.")
-    output: str = ""
-    error: ErrorPayload | None = None
     attempt: int = 1
-    turns: int = 0
-    tool_calls: int = 0
-    stop_reason: str | None = None
-    providers: tuple[str, ...] = ()
-    usage: Usage = Field(default_factory=Usage)
-    started_at: float | None = None
-    finished_at: float | None = None
     resolution: Resolution | None = Field(
         default=None, description="With redundancy: every candidate and the decision."
     )

@@ -7,19 +7,26 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from protocols.errors import ErrorCode, TroupeError, error_class
-from protocols.llm import Budget, ImagePart, LLMRequest, LLMResponse, ToolCall, Usage
+from protocols.llm import Budget, ImagePart, LLMDelta, LLMRequest, LLMResponse, ToolCall, Usage
 from protocols.memory import MemoryHits, MemoryQuery, MemoryWrite
 from protocols.trace import Span
 
 __all__ = [
+    "Ack",
     "ApprovalDecision",
     "ApprovalRequest",
+    "CancelJob",
+    "Cancelled",
     "ErrorPayload",
     "Event",
+    "Handoff",
+    "JobEnded",
+    "LLMDeltas",
     "Payload",
     "TaskRequest",
     "TaskResult",
     "ToolResult",
+    "WorkDone",
 ]
 
 
@@ -77,35 +84,49 @@ class TaskRequest(_Frozen):
     budget: Budget | None = Field(
         default=None, description="The job's budget, for every model call made for it."
     )
-    deadline: float | None = Field(
-        default=None, description="UNIX time after which the agent makes no more model calls."
-    )
 
 
-class TaskResult(_Frozen):
+StopReason = Literal[
+    "final_answer",
+    "max_turns",
+    "error",
+    "budget",
+    "deadline",
+    "repeated_tool_call",
+    "stagnation",
+    "cancelled",
+    "handoff",
+]
+"""Why an agent's loop ended."""
+
+
+class WorkDone(_Frozen):
+    """What an agent did for a subtask: who, what came of it, when, at what cost.
+
+    A ``TaskResult`` is this, as the agent reports it; a job's ``SubtaskResult`` is this, as
+    the job keeps it (with the subtask's plan and attempt).
+    """
+
+    agent: str | None = Field(default=None, description="Agent that produced the result.")
+    output: str = ""
+    error: ErrorPayload | None = None
+    turns: int = Field(default=0, ge=0, description="Model calls made by the agent loop.")
+    tool_calls: int = Field(default=0, ge=0)
+    stop_reason: StopReason | None = Field(default=None, description="Why the agent's loop ended.")
+    providers: tuple[str, ...] = Field(default=(), description="Providers that answered.")
+    usage: Usage = Field(default_factory=Usage)
+    started_at: float | None = Field(default=None, description="UNIX time the work started.")
+    finished_at: float | None = Field(default=None, description="UNIX time it finished.")
+
+
+class TaskResult(WorkDone):
     """What an agent produced for one subtask, with who, when and at what cost."""
 
     kind: Literal["task_result"] = "task_result"
     task_id: str
     agent: str = Field(description="Name of the agent that did the work.")
     status: Literal["succeeded", "failed"]
-    output: str = ""
-    error: ErrorPayload | None = None
-    turns: int = Field(default=0, ge=0, description="Model calls made by the agent loop.")
-    tool_calls: int = Field(default=0, ge=0)
-    stop_reason: Literal[
-        "final_answer",
-        "max_turns",
-        "error",
-        "budget",
-        "deadline",
-        "repeated_tool_call",
-        "stagnation",
-        "cancelled",
-        "handoff",
-    ] = Field(default="final_answer", description="Why the agent's loop ended.")
-    providers: tuple[str, ...] = Field(default=(), description="Providers that answered.")
-    usage: Usage = Field(default_factory=Usage)
+    stop_reason: StopReason = Field(default="final_answer", description="Why the loop ended.")
     started_at: float = Field(description="UNIX time the agent started the subtask.")
     finished_at: float = Field(description="UNIX time the agent finished it.")
     spans: tuple[Span, ...] = Field(
@@ -131,6 +152,51 @@ class Event(_Frozen):
     kind: Literal["event"] = "event"
     name: str = Field(min_length=1)
     data: dict[str, Any] = Field(default_factory=dict)
+
+
+class CancelJob(_Frozen):
+    """Stop the job's work here: its subtasks at an agent, its model calls in the pool."""
+
+    kind: Literal["cancel_job"] = "cancel_job"
+
+
+class Cancelled(_Frozen):
+    """The answer to ``CancelJob``: how much of the job's work was stopped."""
+
+    kind: Literal["cancelled"] = "cancelled"
+    stopped: int = Field(ge=0, description="Subtasks (at an agent) or model calls (in the pool).")
+
+
+class JobEnded(_Frozen):
+    """The job has its outcome: what was kept for it alone (working memory) may go."""
+
+    kind: Literal["job_ended"] = "job_ended"
+
+
+class Ack(_Frozen):
+    """Received, and nothing more to say."""
+
+    kind: Literal["ack"] = "ack"
+
+
+class LLMDeltas(_Frozen):
+    """Streamed pieces of one agent's model answer, in order, for the job's event stream."""
+
+    kind: Literal["llm_deltas"] = "llm_deltas"
+    agent: str
+    deltas: tuple[LLMDelta, ...] = Field(min_length=1)
+
+
+class Handoff(_Frozen):
+    """A tool sandbox's answer to the ``handoff`` tool: another agent took the subtask over.
+
+    Its answer is the subtask's answer; the calling agent's loop ends with it.
+    """
+
+    kind: Literal["handoff"] = "handoff"
+    call_id: str
+    to_agent: str = Field(description="The agent that took the subtask over.")
+    output: str = Field(description="Its answer.")
 
 
 class ApprovalRequest(_Frozen):
@@ -167,6 +233,12 @@ Payload = Annotated[
     | MemoryHits
     | ApprovalRequest
     | ApprovalDecision
+    | CancelJob
+    | Cancelled
+    | JobEnded
+    | Ack
+    | LLMDeltas
+    | Handoff
     | ErrorPayload,
     Field(discriminator="kind"),
 ]

@@ -13,22 +13,24 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, assert_never
 
 import structlog
 
 from actors.agent.memory import recall, remember
 from actors.agent.stop import Stop, StopConditions
-from actors.endpoint import RestartStore, RouterClient, TakesBatches, serve_envelope
+from actors.endpoint import RestartStore, RouterClient, TakesBatches, expected, serve_envelope
 from actors.telemetry.calls import model_span, tool_span
 from protocols import (
     AgentMessage,
     AgentSpec,
+    CancelJob,
+    Cancelled,
     ChatMessage,
     ContentPart,
     ErrorCode,
     ErrorPayload,
-    Event,
+    Handoff,
     InvalidInput,
     LLMRequest,
     LLMResponse,
@@ -171,23 +173,29 @@ class AgentActor(TakesBatches):
 
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
-        return await serve_envelope(data, self._handle, me=self._spec.name)
+        return await serve_envelope(
+            data, self._handle, me=self._spec.name, accepts=(TaskRequest, CancelJob)
+        )
 
-    async def _handle(self, message: AgentMessage) -> AgentMessage:
-        match message.payload:
+    async def _handle(
+        self, message: AgentMessage, payload: TaskRequest | CancelJob
+    ) -> AgentMessage:
+        match payload:
             case TaskRequest() as request:
                 return message.reply(await self._subtask(message, request), sender=self._spec.name)
-            case Event(name="cancel_job") if message.job_id is not None:
-                self._cancelled.append(message.job_id)
-                running = self._by_job.pop(message.job_id, set())
-                for task in running:
-                    task.cancel()
-                return message.reply(
-                    Event(name="cancelled", data={"subtasks": len(running)}),
-                    sender=self._spec.name,
-                )
+            case CancelJob():
+                stopped = self._cancel(message.job_id) if message.job_id is not None else 0
+                return message.reply(Cancelled(stopped=stopped), sender=self._spec.name)
             case _:
-                raise InvalidInput(f"agent cannot handle {message.kind!r}", kind=message.kind)
+                assert_never(payload)
+
+    def _cancel(self, job_id: str) -> int:
+        """Stop the job's subtasks running here; how many there were."""
+        self._cancelled.append(job_id)
+        running = self._by_job.pop(job_id, set())
+        for task in running:
+            task.cancel()
+        return len(running)
 
     async def _subtask(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
         """Run a subtask, or join the run of the same subtask already under way here.
@@ -264,7 +272,7 @@ class AgentActor(TakesBatches):
                 ChatMessage(role="system", content=system),
                 ChatMessage(role="user", content=_task_content(request)),
             ],
-            StopConditions(spec, self._clock, request.deadline, message.deadline),
+            StopConditions(spec, self._clock, message.deadline),
         )
         bound = log.bind(
             agent=spec.name, job_id=message.job_id, msg_id=message.id, task_id=request.task_id
@@ -358,19 +366,21 @@ class AgentActor(TakesBatches):
             step = loop.turns * 1000 + index
             called = self._clock()
             outcome = await self._tool(cause, task_id, step, call)
+            if isinstance(outcome, Handoff):  # control passed on: its answer is the answer
+                loop.spans.append(tool_span(_handoff_result(outcome), called, self._clock()))
+                bound.info("tool_called", tool=call.tool, ok=True, handed_off_to=outcome.to_agent)
+                loop.handed_off = outcome.output
+                return None
             loop.spans.append(tool_span(outcome, called, self._clock()))
             bound.info("tool_called", tool=call.tool, ok=outcome.ok)
             text = _tool_text(outcome)
-            if call.tool == "handoff" and outcome.ok and isinstance(outcome.data, dict):
-                loop.handed_off = str(outcome.data.get("output", ""))  # control passed on
-                return None
             results.append((call.tool, text))
             loop.messages.append(ChatMessage(role="tool", tool_call_id=call.call_id, content=text))
         return loop.limits.after_turn(answer.text, results)
 
     async def _tool(
         self, cause: AgentMessage, task_id: str, step: int, call: ToolCall
-    ) -> ToolResult:
+    ) -> ToolResult | Handoff:
         """Run ``call`` in a sandbox; an undeliverable call is a failed result the model sees.
 
         A delivery failure that may pass (a sandbox restarting: ``retryable``) is tried again
@@ -384,8 +394,8 @@ class AgentActor(TakesBatches):
             reply = await self._router.request(
                 cause.derive(sender=self._spec.name, recipient="role:tools", payload=stamped)
             )
-            match reply.payload:
-                case ToolResult() as result:
+            match expected(reply, ToolResult, Handoff, unexpected=ToolError):
+                case ToolResult() | Handoff() as result:
                     return result
                 case ErrorPayload() as error if (
                     error.retryable and tries_left and not _past(cause.deadline, pause)
@@ -396,21 +406,30 @@ class AgentActor(TakesBatches):
                     pause = min(pause * 2, 2.0)
                 case ErrorPayload() as error:
                     return ToolResult(call_id=call.call_id, tool=call.tool, ok=False, error=error)
-                case other:
-                    raise ToolError(f"tool sandbox answered with {other.kind!r}")
+                case unexpected:
+                    assert_never(unexpected)
         raise AssertionError("unreachable: the last try returns")  # pragma: no cover
 
     async def _ask(self, cause: AgentMessage, request: LLMRequest) -> LLMResponse:
         reply = await self._router.request(
             cause.derive(sender=self._spec.name, recipient="llm", payload=request)
         )
-        match reply.payload:
+        match expected(reply, LLMResponse, unexpected=ModelError):
             case LLMResponse() as response:
                 return response
             case ErrorPayload() as error:
                 raise error.to_exception()
-            case other:
-                raise ModelError(f"llm pool answered with {other.kind!r}")
+            case unexpected:
+                assert_never(unexpected)
+
+
+def _handoff_result(handoff: Handoff) -> ToolResult:
+    return ToolResult(
+        call_id=handoff.call_id,
+        tool="handoff",
+        ok=True,
+        data={"agent": handoff.to_agent, "output": handoff.output},
+    )
 
 
 def _tool_text(result: ToolResult) -> str:

@@ -7,6 +7,7 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import assert_never
 
 import structlog
 
@@ -25,12 +26,13 @@ from actors.telemetry import metrics
 from protocols import (
     AgentMessage,
     AnthropicModel,
+    CancelJob,
+    Cancelled,
     ConfigError,
     DeploymentSpec,
-    Event,
-    InvalidInput,
     JobCancelled,
     LLMDelta,
+    LLMDeltas,
     LLMRequest,
     LLMResponse,
     ModelError,
@@ -292,24 +294,29 @@ class LLMAdapterPool(TakesBatches):
 
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
-        return await serve_envelope(data, self._handle, me="llm")
+        return await serve_envelope(data, self._handle, me="llm", accepts=(LLMRequest, CancelJob))
 
-    async def _handle(self, message: AgentMessage) -> AgentMessage:
-        if isinstance(message.payload, Event) and message.payload.name == "cancel_job":
-            running = self._by_job.pop(message.job_id or "", set())
-            for call in running:
-                call.cancel()
-            stopped = Event(name="cancelled", data={"calls": len(running)})
-            return message.reply(stopped, sender="llm")
-        if not isinstance(message.payload, LLMRequest):
-            raise InvalidInput(f"llm pool cannot handle {message.kind!r}", kind=message.kind)
+    async def _handle(self, message: AgentMessage, payload: LLMRequest | CancelJob) -> AgentMessage:
+        match payload:
+            case CancelJob():
+                running = self._by_job.pop(message.job_id or "", set())
+                for call in running:
+                    call.cancel()
+                return message.reply(Cancelled(stopped=len(running)), sender="llm")
+            case LLMRequest():
+                return await self._tracked(message, payload)
+            case _:
+                assert_never(payload)
+
+    async def _tracked(self, message: AgentMessage, request: LLMRequest) -> AgentMessage:
+        """Serve ``request``, known as one of its job's calls (so that a cancel stops it)."""
         task = asyncio.current_task()
         if message.job_id is None or task is None:
-            return await self._serve(message, message.payload)
+            return await self._serve(message, request)
         running = self._by_job.setdefault(message.job_id, set())
         running.add(task)
         try:
-            return await self._serve(message, message.payload)
+            return await self._serve(message, request)
         except asyncio.CancelledError:
             if task.cancelling() and running is not self._by_job.get(message.job_id):
                 task.uncancel()  # cancelled by cancel_job: answer, the caller may still listen
@@ -417,13 +424,7 @@ class _DeltaForwarder:
             batch = [await self._queue.get()]
             while not self._queue.empty():
                 batch.append(self._queue.get_nowait())
-            event = Event(
-                name="llm_delta",
-                data={
-                    "agent": self._cause.sender,
-                    "deltas": [d.model_dump(exclude={"kind"}) for d in batch],
-                },
-            )
+            event = LLMDeltas(agent=self._cause.sender, deltas=tuple(batch))
             try:
                 await self._router.request(
                     self._cause.derive(sender="llm", recipient="orchestrator", payload=event)

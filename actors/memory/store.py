@@ -16,20 +16,21 @@ import hashlib
 import time
 import uuid
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, assert_never
 
 import structlog
 
-from actors.endpoint import RouterClient, TakesBatches, serve_envelope
+from actors.endpoint import RouterClient, TakesBatches, expected, serve_envelope
 from actors.memory.config import MemoryConfig
 from actors.memory.shortterm import WorkingMemory, turns, window
 from actors.telemetry import metrics
 from protocols import (
+    Ack,
     AgentMessage,
     ChatMessage,
     ErrorPayload,
-    Event,
     InvalidInput,
+    JobEnded,
     LLMRequest,
     LLMResponse,
     MemoryHit,
@@ -243,10 +244,14 @@ class MemoryStore(TakesBatches):
 
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
-        return await serve_envelope(data, self._handle, me="memory")
+        return await serve_envelope(
+            data, self._handle, me="memory", accepts=(MemoryQuery, MemoryWrite, JobEnded)
+        )
 
-    async def _handle(self, message: AgentMessage) -> AgentMessage:
-        match message.payload:
+    async def _handle(
+        self, message: AgentMessage, payload: MemoryQuery | MemoryWrite | JobEnded
+    ) -> AgentMessage:
+        match payload:
             case MemoryQuery() as query:
                 return message.reply(await self.query(message.tenant, query), sender="memory")
             case MemoryWrite() as memory:
@@ -255,11 +260,12 @@ class MemoryStore(TakesBatches):
                                 importance=memory.importance, created_at=self._clock(),
                                 agent=memory.agent, tags=memory.tags)  # fmt: skip
                 return message.reply(MemoryHits(hits=(hit,)), sender="memory")
-            case Event(name="job_ended") if message.job_id is not None:
-                self._working.end(message.job_id, keep=bool(message.payload.data.get("keep")))
-                return message.reply(Event(name="ack"), sender="memory")
+            case JobEnded():
+                if message.job_id is not None:
+                    self._working.end(message.job_id)
+                return message.reply(Ack(), sender="memory")
             case _:
-                raise InvalidInput(f"memory cannot handle {message.kind!r}", kind=message.kind)
+                assert_never(payload)
 
     # -- internals ------------------------------------------------------------------------
 
@@ -328,13 +334,13 @@ class MemoryStore(TakesBatches):
         reply = await self._router.request(
             AgentMessage(sender="memory", recipient="llm", tenant=tenant, payload=request)
         )
-        match reply.payload:
+        match expected(reply, LLMResponse, unexpected=ModelError):
             case LLMResponse() as response:
                 return response.text.strip()
             case ErrorPayload() as error:
                 raise error.to_exception()
-            case other:
-                raise ModelError(f"llm pool answered with {other.kind!r}")
+            case unexpected:
+                assert_never(unexpected)
 
     async def _chroma(self) -> ClientAPI:
         if self._client is None:

@@ -15,6 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import assert_never
 
 import structlog
 
@@ -41,18 +42,20 @@ from actors.orchestrator.journal import Journal
 from actors.orchestrator.runner import JobRunner
 from actors.telemetry import metrics
 from protocols import (
+    Ack,
     AgentInfo,
     AgentMessage,
     AgentSpec,
     ApprovalRequest,
     Attachment,
     Budget,
-    Event,
+    CancelJob,
     InvalidInput,
     JobEvent,
     JobNotFound,
     JobResult,
     JobStatus,
+    LLMDeltas,
     TeamSpec,
     TenantPolicy,
     TroupeError,
@@ -271,20 +274,25 @@ class Orchestrator:
 
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point: progress events about a job (e.g. streamed model tokens)."""
-        return await serve_envelope(data, self._handle, me=ORCHESTRATOR)
+        return await serve_envelope(
+            data, self._handle, me=ORCHESTRATOR, accepts=(LLMDeltas, ApprovalRequest)
+        )
 
-    async def _handle(self, message: AgentMessage) -> AgentMessage:
+    async def _handle(
+        self, message: AgentMessage, payload: LLMDeltas | ApprovalRequest
+    ) -> AgentMessage:
         if message.job_id is None:
             raise InvalidInput(f"orchestrator takes messages about a job, not {message.kind!r}")
         job = self._job(message.job_id)
-        match message.payload:
-            case Event(name="llm_delta") as event:
-                await emit(job, "llm_delta", data=event.data)
-                return message.reply(Event(name="ack"), sender=ORCHESTRATOR)
-            case ApprovalRequest() as request:
-                return message.reply(await self._desk.hold(job, request), sender=ORCHESTRATOR)
+        match payload:
+            case LLMDeltas():
+                deltas = [d.model_dump(exclude={"kind"}) for d in payload.deltas]
+                await emit(job, "llm_delta", data={"agent": payload.agent, "deltas": deltas})
+                return message.reply(Ack(), sender=ORCHESTRATOR)
+            case ApprovalRequest():
+                return message.reply(await self._desk.hold(job, payload), sender=ORCHESTRATOR)
             case _:
-                raise InvalidInput(f"orchestrator cannot handle {message.kind!r}")
+                assert_never(payload)
 
     async def approvals(self, job_id: str, *, tenant: str | None = None) -> list[ApprovalRequest]:
         """The job's tool calls waiting for a human."""
@@ -321,12 +329,12 @@ class Orchestrator:
         job.cancel_requested = True
         for agent in job.team.agents:  # whoever runs one of its subtasks stops it
             with contextlib.suppress(TroupeError):
-                await self._router.send(job_message(job, agent.name, Event(name="cancel_job")))
+                await self._router.send(job_message(job, agent.name, CancelJob()))
         job.runner.cancel()
         await wait_until(job, lambda: job.result is not None, 30.0)
         # the job has its outcome: the pool may now drop the model calls still running for it
         with contextlib.suppress(TroupeError):
-            await self._router.send(job_message(job, "llm", Event(name="cancel_job")))
+            await self._router.send(job_message(job, "llm", CancelJob()))
         # still winding down after 30 s: cancelled all the same, it ends as soon as it can
         return job.result is None or job.result.status == "cancelled"
 

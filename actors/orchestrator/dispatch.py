@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from typing import assert_never
 
 import structlog
 
-from actors.endpoint import RouterClient
+from actors.endpoint import RouterClient, expected
 from actors.orchestrator.jobs import (
     Job,
     emit,
@@ -40,7 +41,7 @@ from actors.telemetry.jobs import (
 from protocols import (
     ErrorCode,
     ErrorPayload,
-    Payload,
+    InvalidInput,
     Plan,
     PlannedSubtask,
     SubtaskResult,
@@ -281,17 +282,13 @@ class Dispatcher:
             role = team_role(job.team.name, sub.role)
             timeout = sub.timeout_s or job.team.subtask_timeout_s
             deadline = None if timeout is None else time.time() + timeout
-            message = job_message(
-                job,
-                f"role:{role}",
-                request.model_copy(update={"deadline": deadline}),
-                attempt=attempt,
-                deadline=deadline,
-            )
+            message = job_message(job, f"role:{role}", request, attempt=attempt, deadline=deadline)
             started = time.time()
+            answer: TaskResult | ErrorPayload
             try:
-                answer: Payload = (await self._router.request(message)).payload
-            except TroupeError as exc:  # the router itself is unreachable or restarting
+                reply = await self._router.request(message)
+                answer = expected(reply, TaskResult, unexpected=InvalidInput)
+            except TroupeError as exc:  # the router is unreachable, or the agent talks nonsense
                 answer = ErrorPayload.from_exception(exc)
             answered = answer if isinstance(answer, TaskResult) else None
             attempt_span(
@@ -313,15 +310,12 @@ class Dispatcher:
                                 attempt=attempt, code=error.code.value)  # fmt: skip
                 case ErrorPayload() as error:
                     return failed(sub, error, attempt)
-                case other:
-                    error = ErrorPayload(
-                        code=ErrorCode.INTERNAL, message=f"agent answered with {other.kind!r}"
-                    )
-                    return failed(sub, error, attempt)
+                case unexpected:
+                    assert_never(unexpected)
         raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
 
 
-def _error(answer: Payload) -> ErrorPayload | None:
+def _error(answer: TaskResult | ErrorPayload) -> ErrorPayload | None:
     return answer if isinstance(answer, ErrorPayload) else None
 
 

@@ -10,10 +10,11 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
+from typing import assert_never
 
 import structlog
 
-from actors.endpoint import RouterClient
+from actors.endpoint import RouterClient, expected
 from actors.orchestrator.dispatch import Dispatcher
 from actors.orchestrator.jobs import Job, emit, job_message, set_status
 from actors.orchestrator.journal import Journal
@@ -23,7 +24,7 @@ from actors.telemetry.otel import export_otel
 from protocols import (
     ErrorCode,
     ErrorPayload,
-    Event,
+    JobEnded,
     JobResult,
     LLMRequest,
     LLMResponse,
@@ -165,7 +166,7 @@ class JobRunner:
             total_s=round(result.timings.total_s, 3),
         )
         try:  # the job's working memory goes with it (fire and forget: memory is an aid)
-            await self._router.send(job_message(job, "memory", Event(name="job_ended")))
+            await self._router.send(job_message(job, "memory", JobEnded()))
         except TroupeError as exc:
             log.warning("job_end_not_sent", job_id=job.id, code=exc.code.value)
         if self._journal is not None:
@@ -198,14 +199,14 @@ class JobRunner:
     async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
         request = request.model_copy(update={"budget": job.budget})
         reply = await self._router.request(job_message(job, "llm", request))
-        match reply.payload:
+        match expected(reply, LLMResponse, unexpected=ModelError):
             case LLMResponse() as response:
                 job.usage += response.usage
                 return response
             case ErrorPayload() as error:
                 raise error.to_exception()
-            case other:
-                raise ModelError(f"llm pool answered with {other.kind!r}")
+            case unexpected:
+                assert_never(unexpected)
 
     def record(self, job: Job, result: SubtaskResult) -> None:
         """Keep a finished subtask's result, and journal it."""

@@ -41,6 +41,7 @@ from protocols import (
     encode,
     parse_address,
 )
+from protocols.codec import Routed, decode_routed
 
 __all__ = ["LocalRouterClient", "MessageRouter", "RouterStats"]
 
@@ -167,7 +168,8 @@ class MessageRouter:
         """
         if self._discovery is not None:
             await self._discovered()
-        message = self._accept(data)
+        routed = self._accept(data)
+        message = routed.message
         pending = self._seen.get(message.id)
         if pending is not None:
             self._count.duplicates += 1
@@ -175,7 +177,7 @@ class MessageRouter:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._remember(message.id, future)
         try:
-            reply = await self._deliver_one(message)
+            reply = await self._deliver_one(routed)
         except BaseException as exc:  # cancelled callers must not leave waiters hanging
             future.set_exception(exc)
             future.exception()  # mark retrieved: duplicates re-raise, nobody else must log it
@@ -200,13 +202,14 @@ class MessageRouter:
             await self._discovered()
         self._count.batches += 1
         work: list[Awaitable[Outcome]] = []
-        groups: dict[str, tuple[Entry, list[tuple[AgentMessage, asyncio.Future[bytes]]]]] = {}
+        groups: dict[str, tuple[Entry, list[tuple[Routed, asyncio.Future[bytes]]]]] = {}
         for data in batch:
             try:
-                message = self._accept(data)
+                routed = self._accept(data)
             except TroupeError as exc:
                 work.append(_now(exc))
                 continue
+            message = routed.message
             pending = self._seen.get(message.id)
             if pending is not None:
                 self._count.duplicates += 1
@@ -223,10 +226,10 @@ class MessageRouter:
                 continue
             if message.deadline is None and entry.batches:
                 entry.in_flight += 1  # counted now, so the next role lookup sees it
-                groups.setdefault(name, (entry, []))[1].append((message, future))
+                groups.setdefault(name, (entry, []))[1].append((routed, future))
                 work.append(asyncio.shield(future))
             else:
-                work.append(self._settle(message, future, name))
+                work.append(self._settle(routed, future, name))
         for name, (entry, items) in groups.items():
             task = asyncio.create_task(self._deliver_group(name, entry, items))
             self._background.add(task)
@@ -241,11 +244,9 @@ class MessageRouter:
         """
         return await self._batches.more(ticket)
 
-    async def _settle(
-        self, message: AgentMessage, future: asyncio.Future[bytes], target: str
-    ) -> bytes:
+    async def _settle(self, routed: Routed, future: asyncio.Future[bytes], target: str) -> bytes:
         try:
-            reply = await self._deliver_one(message, target)
+            reply = await self._deliver_one(routed, target)
         except BaseException as exc:
             future.set_exception(exc)
             future.exception()
@@ -254,7 +255,7 @@ class MessageRouter:
         return reply
 
     async def _deliver_group(
-        self, name: str, entry: Entry, items: list[tuple[AgentMessage, asyncio.Future[bytes]]]
+        self, name: str, entry: Entry, items: list[tuple[Routed, asyncio.Future[bytes]]]
     ) -> None:
         """Hand ``items`` to ``name`` in one batch call; settle each as its answer comes.
 
@@ -267,10 +268,11 @@ class MessageRouter:
         waiting = dict(enumerate(items))
         failure: TroupeError | None = None
         try:
-            ready, ticket = await mailbox.receive_many([encode(m.with_hop()) for m, _ in items])
+            ready, ticket = await mailbox.receive_many([r.with_hop() for r, _ in items])
             while True:
                 for index, answer in ready:
-                    self._settle_answer(name, *waiting.pop(index), answer)
+                    routed, future = waiting.pop(index)
+                    self._settle_answer(name, routed.message, future, answer)
                 entry.in_flight -= len(ready)
                 metrics.queue_depth("router", name, entry.in_flight)
                 if ticket is None:
@@ -285,8 +287,8 @@ class MessageRouter:
                 entry.in_flight -= len(waiting)
                 metrics.queue_depth("router", name, entry.in_flight)
                 lost = failure or DeliveryError(f"delivery to {name!r} was cut short")
-                for message, future in waiting.values():
-                    self._settle_answer(name, message, future, lost)
+                for routed, future in waiting.values():
+                    self._settle_answer(name, routed.message, future, lost)
 
     def _settle_answer(
         self, name: str, message: AgentMessage, future: asyncio.Future[bytes], answer: Outcome
@@ -311,7 +313,8 @@ class MessageRouter:
         """
         if self._discovery is not None:
             await self._discovered()
-        message = self._accept(data)
+        routed = self._accept(data)
+        message = routed.message
         if message.id in self._seen:
             self._count.duplicates += 1
             return "duplicate"
@@ -331,7 +334,7 @@ class MessageRouter:
             self._dead_letter(exc, message)
             return "dead_lettered"
         for target in targets:
-            task = asyncio.create_task(self._send_in_background(message, target))
+            task = asyncio.create_task(self._send_in_background(routed, target))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
         return "accepted"
@@ -356,17 +359,17 @@ class MessageRouter:
 
     # -- internals ------------------------------------------------------------------------
 
-    def _accept(self, data: bytes) -> AgentMessage:
+    def _accept(self, data: bytes) -> Routed:
         self._count.routed += 1
         try:
-            message = decode(data)
+            routed = decode_routed(data)
         except TroupeError as exc:
             metrics.message_routed("malformed")
             raw = bytes(data) if isinstance(data, bytes | bytearray | memoryview) else None
             self._dead_letter(exc, None, raw=raw)
             raise
-        metrics.message_routed(message.kind)
-        return message
+        metrics.message_routed(routed.message.kind)
+        return routed
 
     def _remember(self, message_id: str, future: asyncio.Future[bytes]) -> None:
         self._seen[message_id] = future
@@ -380,10 +383,11 @@ class MessageRouter:
             raise DeadlineExceeded("deadline passed before delivery", deadline=message.deadline)
         return self._registry.lookup(message.recipient, target)
 
-    async def _deliver_one(self, message: AgentMessage, target: str | None = None) -> bytes:
+    async def _deliver_one(self, routed: Routed, target: str | None = None) -> bytes:
+        message = routed.message
         try:
             name, entry = self._resolve(message, target)
-            reply = await self._call(name, entry, message.with_hop())
+            reply = await self._call(name, entry, routed)
         except TroupeError as exc:
             self._dead_letter(exc, message)
             return encode(message.error_reply(exc, sender="router"))
@@ -392,12 +396,13 @@ class MessageRouter:
             return encode(message.reply(_no_reply_error(name), sender="router"))
         return reply
 
-    async def _call(self, name: str, entry: Entry, routed: AgentMessage) -> bytes | None:
-        timeout = None if routed.deadline is None else max(0.0, routed.deadline - time.time())
+    async def _call(self, name: str, entry: Entry, routed: Routed) -> bytes | None:
+        deadline = routed.message.deadline
+        timeout = None if deadline is None else max(0.0, deadline - time.time())
         entry.in_flight += 1
         metrics.queue_depth("router", name, entry.in_flight)
         try:
-            return await asyncio.wait_for(entry.mailbox.receive(encode(routed)), timeout)
+            return await asyncio.wait_for(entry.mailbox.receive(routed.with_hop()), timeout)
         except TimeoutError:
             raise DeadlineExceeded(
                 "deadline passed while waiting for the reply", recipient=name
@@ -410,8 +415,9 @@ class MessageRouter:
             entry.in_flight -= 1
             metrics.queue_depth("router", name, entry.in_flight)
 
-    async def _send_in_background(self, message: AgentMessage, target: str) -> None:
-        reply = await self._deliver_one(message, target)
+    async def _send_in_background(self, routed: Routed, target: str) -> None:
+        message = routed.message
+        reply = await self._deliver_one(routed, target)
         if message.reply_to is None:
             return
         reply_message = decode(reply)

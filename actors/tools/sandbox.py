@@ -17,12 +17,12 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 import structlog
 from jsonschema import Draft202012Validator
 
-from actors.endpoint import RouterClient, TakesBatches, serve_envelope
+from actors.endpoint import RouterClient, TakesBatches, expected, serve_envelope
 from actors.outbound import Outbound
 from actors.sqlite import open_sqlite
 from actors.telemetry import metrics
@@ -39,7 +39,7 @@ from protocols import (
     ApprovalRequest,
     ConfigError,
     ErrorPayload,
-    InvalidInput,
+    Handoff,
     MCPServerSpec,
     TaskRequest,
     TaskResult,
@@ -194,12 +194,18 @@ class ToolSandbox(TakesBatches):
 
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
-        return await serve_envelope(data, self._handle, me=self._name)
+        return await serve_envelope(data, self._handle, me=self._name, accepts=(ToolCall,))
 
-    async def _handle(self, message: AgentMessage) -> AgentMessage:
-        if not isinstance(message.payload, ToolCall):
-            raise InvalidInput(f"tool sandbox cannot handle {message.kind!r}", kind=message.kind)
-        result = await self.call(message.payload, agent=message.sender, job_id=message.job_id)
+    async def _handle(self, message: AgentMessage, call: ToolCall) -> AgentMessage:
+        result = await self.call(call, agent=message.sender, job_id=message.job_id)
+        if call.tool == HANDOFF.name and result.ok and isinstance(result.data, dict):
+            # the agent's loop ends with the other agent's answer: a payload of its own
+            handed = Handoff(
+                call_id=call.call_id,
+                to_agent=str(result.data.get("agent", "")),
+                output=str(result.data.get("output", "")),
+            )
+            return message.reply(handed, sender=self._name)
         return message.reply(result, sender=self._name)
 
     async def call(self, call: ToolCall, *, agent: str, job_id: str | None) -> ToolResult:
@@ -254,9 +260,15 @@ class ToolSandbox(TakesBatches):
                 sender=self._name, recipient="orchestrator", job_id=job_id, payload=request
             )
         )
-        decision = reply.payload
-        if not isinstance(decision, ApprovalDecision) or decision.approval_id != approval_id:
-            raise ToolError(f"no approval for {call.tool!r}: {getattr(decision, 'message', '')}")
+        match expected(reply, ApprovalDecision, unexpected=ToolError):
+            case ApprovalDecision() as decision if decision.approval_id == approval_id:
+                pass
+            case ApprovalDecision():
+                raise ToolError(f"no approval for {call.tool!r}: the answer is for another call")
+            case ErrorPayload() as error:
+                raise ToolError(f"no approval for {call.tool!r}: {error.message}")
+            case unexpected:
+                assert_never(unexpected)
         if not decision.approved:
             raise ToolError(
                 f"a human rejected {call.tool!r}"
@@ -287,7 +299,7 @@ class ToolSandbox(TakesBatches):
         reply = await self._router.request(
             AgentMessage(sender=self._name, recipient=target, job_id=ctx.job_id, payload=request)
         )
-        match reply.payload:
+        match expected(reply, TaskResult, unexpected=ToolError):
             case TaskResult(status="succeeded") as done:
                 return {"agent": done.agent, "output": done.output}
             case TaskResult() as done:
@@ -295,8 +307,8 @@ class ToolSandbox(TakesBatches):
                 raise ToolError(f"{target} could not do it: {why}")
             case ErrorPayload() as error:
                 raise ToolError(f"cannot reach {target}: {error.message}")
-            case other:
-                raise ToolError(f"{target} answered with {other.kind!r}")
+            case unexpected:
+                assert_never(unexpected)
 
     def _resolve(self, tool: str, agent: str) -> tuple[ToolDef, Runner]:
         if tool not in self._grants.get(agent):

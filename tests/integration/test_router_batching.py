@@ -57,9 +57,9 @@ class Probe(TakesBatches):
         self._gate.set()
 
     async def receive(self, data, /):
-        return await serve_envelope(data, self._answer, me="hol-probe")
+        return await serve_envelope(data, self._answer, me="hol-probe", accepts=(Event,))
 
-    async def _answer(self, message):
+    async def _answer(self, message, _payload):
         if message.job_id == "slow":
             await self._gate.wait()
         return message.reply(Event(name="pong"), sender="hol-probe")

@@ -8,12 +8,19 @@ from typing import Any
 import pytest
 
 from protocols import (
+    Ack,
     ApprovalDecision,
     ApprovalRequest,
+    CancelJob,
+    Cancelled,
     ChatMessage,
     ErrorCode,
     ErrorPayload,
     Event,
+    Handoff,
+    JobEnded,
+    LLMDelta,
+    LLMDeltas,
     LLMRequest,
     LLMResponse,
     MemoryHit,
@@ -123,6 +130,15 @@ def _samples() -> dict[str, Any]:
             approval_id="a1", task_id="s1", agent="clerk", tool="pay", arguments={"amount": 3}
         ),
         "approval_decision": ApprovalDecision(approval_id="a1", approved=False, reason="no"),
+        "cancel_job": CancelJob(),
+        "cancelled": Cancelled(stopped=2),
+        "job_ended": JobEnded(),
+        "ack": Ack(),
+        "llm_deltas": LLMDeltas(
+            agent="ada",
+            deltas=(LLMDelta(text="he"), LLMDelta(tool_call_index=0, tool_name="f", arguments="{")),
+        ),
+        "handoff": Handoff(call_id="call-2", to_agent="grace", output="Grace's answer."),
         "error": error,
     }
 

@@ -10,6 +10,8 @@ from actors.endpoint import all_answers
 from actors.llm import OfflineProvider
 from protocols import (
     AgentSpec,
+    CancelJob,
+    Cancelled,
     ConfigError,
     ErrorCode,
     ErrorPayload,
@@ -335,8 +337,7 @@ def test_a_cancel_job_stops_that_jobs_subtask_inside_a_batch_and_no_other():
             return encode(envelope(request, "ada", sender="orchestrator", job_id=job_id))
 
         def cancel(job_id: str) -> bytes:
-            event = Event(name="cancel_job")
-            return encode(envelope(event, "ada", sender="orchestrator", job_id=job_id))
+            return encode(envelope(CancelJob(), "ada", sender="orchestrator", job_id=job_id))
 
         data = [sub("job-1"), sub("job-2")]
         answers = all_answers(r.agent.receive_many(data), r.agent.receive_more, 2)
@@ -348,7 +349,7 @@ def test_a_cancel_job_stops_that_jobs_subtask_inside_a_batch_and_no_other():
         return stopped, running, [decode(a) for a in await batch]
 
     stopped, running, replies = run(main())
-    assert stopped.payload.data == {"subtasks": 1}
+    assert stopped.payload == Cancelled(stopped=1)
     assert running == {"job-2"}  # the other job's subtask, in the same batch, went on
     assert [m.payload.task_id for m in replies] == ["job-1.s1", "job-2.s1"]
     assert [m.payload.stop_reason for m in replies] == ["cancelled", "cancelled"]

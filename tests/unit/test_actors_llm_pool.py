@@ -5,6 +5,8 @@ from wiring import envelope, llm_request
 
 from actors.llm import DEFAULT_MODELS, LLMAdapterPool, OfflineProvider, ScriptedProvider
 from protocols import (
+    CancelJob,
+    Cancelled,
     ConfigError,
     ErrorCode,
     ErrorPayload,
@@ -248,14 +250,14 @@ def test_cancel_job_stops_that_jobs_model_calls_and_no_other():
 
         first, other = call("job-1"), call("job-2")
         await asyncio.sleep(0.05)  # both are waiting on the model
-        stop = envelope(Event(name="cancel_job"), "llm", job_id="job-1")
+        stop = envelope(CancelJob(), "llm", job_id="job-1")
         stopped = decode(await pool.receive(encode(stop)))
         reply = decode(await asyncio.wait_for(first, 5))
         still_running = not other.done()
         other.cancel()
-        return stopped.payload.data, reply.payload, still_running
+        return stopped.payload, reply.payload, still_running
 
     stopped, reply, still_running = asyncio.run(main())
-    assert stopped == {"calls": 1}
+    assert stopped == Cancelled(stopped=1)
     assert reply.code is ErrorCode.CANCELLED
     assert still_running

@@ -43,10 +43,10 @@ class SlowForSome(BatchEcho):
         super().__init__(name)
         self.gate = gate
 
-    async def _handle(self, message):
+    async def _handle(self, message, _payload):
         if message.job_id == "slow":
             await self.gate.wait()
-        return await super()._handle(message)
+        return await super()._handle(message, _payload)
 
 
 class DiesAfterFirst(SlowForSome):

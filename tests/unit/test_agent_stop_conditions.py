@@ -121,7 +121,7 @@ def test_a_normal_run_is_unaffected_by_the_default_limits():
             look("a"), look("a"), look("b"), look("a"), look("a"), ScriptedTurn(text="done")
         )
         r = await rig(script, max_tokens_per_task=100_000, max_cost_per_task_usd=1.0)
-        result = await r.ask(task(deadline=r.probe.now + 60))
+        result = await r.ask(task(), deadline=r.probe.now + 60)
         assert (result.status, result.stop_reason, result.output) == (
             "succeeded",
             "final_answer",
@@ -180,7 +180,7 @@ def test_the_request_deadline_stops_the_loop_before_the_next_model_call():
     async def main():
         probe = Probe(advance_s=20.0)  # each run takes 20 s of fake time
         r = await rig(scripted(look("a"), look("b")), probe)
-        result = await r.ask(task(deadline=probe.now + 10))
+        result = await r.ask(task(), deadline=probe.now + 10)
         assert_stopped(result, "deadline", ErrorCode.DEADLINE_EXCEEDED, turns=1, tools=1)
         assert "deadline passed 10.000 s ago" in result.error.message
         assert probe.runs == [{"q": "a"}]
@@ -191,22 +191,24 @@ def test_the_request_deadline_stops_the_loop_before_the_next_model_call():
 
 def test_a_deadline_already_passed_makes_no_model_call():
     async def main():
-        probe = Probe()
+        probe = Probe(now=time.time() + 3600)
         r = await rig(scripted(look("a")), probe)
-        result = await r.ask(task(deadline=probe.now - 1))
+        # the router delivers the envelope (real time is before its deadline); the agent's
+        # clock is already past it when the loop starts
+        result = await r.ask(task(), deadline=time.time() + 10)
         assert_stopped(result, "deadline", ErrorCode.DEADLINE_EXCEEDED, turns=0, tools=0)
         assert (probe.runs, r.model_calls()) == ([], 0)
 
     run(main())
 
 
-def test_the_envelope_deadline_counts_and_the_earliest_deadline_wins():
+def test_the_envelope_deadline_is_the_subtasks_deadline():
     async def main():
         probe = Probe(advance_s=20.0)
         r = await rig(scripted(look("a"), look("b")), probe)
         # the envelope's deadline is real time 10 s ahead (the router delivers it), but the
-        # agent's fake clock passes it during the first tool run; the request allows an hour
-        result = await r.ask(task(deadline=probe.now + 3600), deadline=probe.now + 10)
+        # agent's fake clock passes it during the first tool run
+        result = await r.ask(task(), deadline=probe.now + 10)
         assert_stopped(result, "deadline", ErrorCode.DEADLINE_EXCEEDED, turns=1, tools=1)
         assert probe.runs == [{"q": "a"}]
 

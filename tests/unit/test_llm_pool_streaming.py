@@ -8,10 +8,11 @@ from wiring import envelope, llm_request, run
 from actors.llm import LLMAdapterPool
 from actors.llm.provider import DeltaSink
 from protocols import (
+    Ack,
     AgentMessage,
     ErrorPayload,
-    Event,
     LLMDelta,
+    LLMDeltas,
     LLMRequest,
     LLMResponse,
     OfflineModel,
@@ -38,7 +39,7 @@ class FakeRouter:
         await asyncio.sleep(0)  # a hop to another actor: more deltas may queue meanwhile
         if self.fail is not None:
             raise self.fail
-        return message.reply(Event(name="ack"))
+        return message.reply(Ack())
 
     async def send(self, message: AgentMessage, /) -> str:
         self.messages.append(message)
@@ -46,10 +47,10 @@ class FakeRouter:
 
     def delta_texts(self) -> list[str]:
         return [
-            delta["text"]
+            delta.text
             for message in self.messages
-            for delta in message.payload.data["deltas"]
-            if delta["text"]
+            for delta in message.payload.deltas
+            if delta.text
         ]
 
 
@@ -166,9 +167,8 @@ def test_streamed_deltas_reach_the_orchestrator_in_order_as_llm_delta_events():
         for message in router.messages:
             assert (message.sender, message.recipient) == ("llm", "orchestrator")
             assert message.job_id == "job-1"
-            assert isinstance(message.payload, Event)
-            assert message.payload.name == "llm_delta"
-            assert message.payload.data["agent"] == "alice"
+            assert isinstance(message.payload, LLMDeltas)
+            assert message.payload.agent == "alice"
         assert "".join(router.delta_texts()) == response.text
         assert len(router.delta_texts()) == len(response.text.split(" "))
 
@@ -201,10 +201,10 @@ def test_tool_call_deltas_are_forwarded_too():
         )
         response = await ask(pool, request, job_id="job-1")
         [call] = response.tool_calls
-        deltas = [d for m in router.messages for d in m.payload.data["deltas"]]
-        [tool_delta] = [d for d in deltas if d["tool_name"]]
-        assert (tool_delta["tool_name"], tool_delta["tool_call_id"]) == ("calculator", call.call_id)
-        assert "17 * 23 + 4" in tool_delta["arguments"]
+        deltas = [d for m in router.messages for d in m.payload.deltas]
+        [tool_delta] = [d for d in deltas if d.tool_name]
+        assert (tool_delta.tool_name, tool_delta.tool_call_id) == ("calculator", call.call_id)
+        assert "17 * 23 + 4" in tool_delta.arguments
 
     run(main())
 

@@ -19,7 +19,7 @@ from protocols import (
     decode,
     encode,
 )
-from protocols.codec import MAX_ENVELOPE_BYTES
+from protocols.codec import MAX_ENVELOPE_BYTES, READABLE_VERSIONS, decode_routed
 
 KINDS = [
     "task_request",
@@ -40,15 +40,40 @@ def message(**fields):
 
 
 def wire(inner, version=SCHEMA_VERSION):
-    return msgpack.packb({"v": version, "m": inner}, use_bin_type=True)
+    """``inner`` (an envelope as data, maybe broken) in the layout of ``version``."""
+    if version == 1 or not isinstance(inner, dict) or not isinstance(inner.get("payload"), dict):
+        outer = {"v": version, "m": inner}
+        if version != 1 and isinstance(inner, dict):  # no payload map to split off
+            header = {k: v for k, v in inner.items() if k != "payload"}
+            outer = {"v": version, "h": header, "p": msgpack.packb(inner.get("payload"))}
+        return msgpack.packb(outer, use_bin_type=True)
+    header = {k: v for k, v in inner.items() if k != "payload"}
+    payload = msgpack.packb(inner["payload"], use_bin_type=True)
+    return msgpack.packb({"v": version, "h": header, "p": payload}, use_bin_type=True)
 
 
 def valid_inner():
     return message(job_id="j1").model_dump(mode="json")
 
 
-def test_schema_version_is_one():
-    assert SCHEMA_VERSION == 1
+def test_schema_version_is_two_and_one_is_still_read():
+    assert SCHEMA_VERSION == 2
+    assert READABLE_VERSIONS == (1, 2)
+    msg = message(job_id="j1")
+    old = msgpack.packb({"v": 1, "m": msg.model_dump(mode="json")}, use_bin_type=True)
+    assert decode(old) == msg
+    assert decode_routed(old).with_hop() == encode(msg.with_hop())
+
+
+def test_a_router_passes_the_payload_bytes_on_as_they_are():
+    msg = message(hops=2, payload=Event(name="big", data={"x": "y" * 1000}))
+    data = encode(msg)
+    routed = decode_routed(data)
+    hopped = routed.with_hop()
+    assert decode(hopped) == msg.with_hop()
+    outer, again = msgpack.unpackb(data, raw=False), msgpack.unpackb(hopped, raw=False)
+    assert again["p"] == outer["p"]  # the same bytes: not decoded and encoded again
+    assert again["h"] == {**outer["h"], "hops": 3}
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -77,10 +102,11 @@ def test_round_trip_every_payload_kind(kind, sample_payloads):
 def test_wire_layout_is_a_versioned_map(kind, sample_payloads):
     msg = message(payload=sample_payloads[kind])
     outer = msgpack.unpackb(encode(msg), raw=False)
-    assert set(outer) == {"v", "m"}
+    assert set(outer) == {"v", "h", "p"}
     assert outer["v"] == SCHEMA_VERSION
-    assert outer["m"] == msg.model_dump(mode="json")
-    assert outer["m"]["kind"] == kind
+    assert outer["h"] == msg.model_dump(mode="json", exclude={"payload"})
+    assert msgpack.unpackb(outer["p"], raw=False) == msg.payload.model_dump(mode="json")
+    assert outer["h"]["kind"] == kind
 
 
 @pytest.mark.parametrize("wrap", [bytes, bytearray, memoryview])
@@ -250,7 +276,7 @@ def test_non_string_map_keys_are_malformed():
         decode(msgpack.packb({1: 1, "v": 1, "m": valid_inner()}))
 
 
-@pytest.mark.parametrize("version", [0, 2, 99, -1, 2**40, "1", "2", "v1"])
+@pytest.mark.parametrize("version", [0, 3, 99, -1, 2**40, "1", "2", "v1"])
 def test_other_schema_versions_are_unsupported(version):
     with pytest.raises(UnsupportedSchemaVersion) as info:
         decode(wire(valid_inner(), version=version))
@@ -260,7 +286,7 @@ def test_other_schema_versions_are_unsupported(version):
     assert err.code is ErrorCode.UNSUPPORTED_VERSION
     assert err.detail["version"] == version
     assert type(err.detail["version"]) is type(version)
-    assert err.detail["supported"] == [SCHEMA_VERSION]
+    assert err.detail["supported"] == [1, SCHEMA_VERSION]
     assert repr(version) in str(err)
 
 
@@ -273,7 +299,7 @@ def test_unsupported_version_detail_is_plain(version, shown):
 
 def test_version_is_checked_before_the_message():
     with pytest.raises(UnsupportedSchemaVersion):
-        decode(wire({"garbage": True}, version=2))
+        decode(wire({"garbage": True}, version=3))
 
 
 @pytest.mark.parametrize("version", [True, 1.0])
@@ -344,8 +370,10 @@ def test_invalid_fields_are_malformed_with_problems(mutate, field):
 @pytest.mark.parametrize("inner", [None, [], "m", 7, b"bin"])
 def test_inner_message_of_the_wrong_type_is_malformed(inner):
     with pytest.raises(MalformedEnvelope, match="invalid envelope") as info:
-        decode(wire(inner))
+        decode(wire(inner, version=1))
     assert info.value.detail["problems"]
+    with pytest.raises(MalformedEnvelope, match="not an envelope"):
+        decode(wire(inner))  # version 2: the header must be a map
 
 
 def test_problems_are_capped_at_ten():

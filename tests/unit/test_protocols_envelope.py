@@ -30,6 +30,12 @@ KINDS = [
     "memory_hits",
     "approval_request",
     "approval_decision",
+    "cancel_job",
+    "cancelled",
+    "job_ended",
+    "ack",
+    "llm_deltas",
+    "handoff",
     "error",
 ]
 HEX32 = re.compile(r"^[0-9a-f]{32}$")

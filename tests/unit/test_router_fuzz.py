@@ -38,7 +38,7 @@ from protocols import (
     decode,
     encode,
 )
-from protocols.codec import MAX_ENVELOPE_BYTES, SCHEMA_VERSION
+from protocols.codec import MAX_ENVELOPE_BYTES, READABLE_VERSIONS, SCHEMA_VERSION
 from tests.support.figures import record
 
 SETTINGS = settings(
@@ -147,14 +147,25 @@ def broken_envelopes(draw: st.DrawFn) -> bytes:
         return msgpack.packb(draw(any_msgpack), use_bin_type=True)
     valid = draw(messages()).model_dump(mode="json")
     if kind == "wrong_version":
-        version = draw(any_msgpack.filter(lambda v: v != SCHEMA_VERSION or type(v) is not int))
+        version = draw(
+            any_msgpack.filter(lambda v: v not in READABLE_VERSIONS or type(v) is not int)
+        )
         return msgpack.packb({"v": version, "m": valid}, use_bin_type=True)
     key = draw(st.sampled_from(sorted(valid)))
     if draw(st.booleans()):
         valid.pop(key)
     else:
         valid[key] = draw(any_msgpack)
-    return msgpack.packb({"v": SCHEMA_VERSION, "m": valid}, use_bin_type=True)
+    return _layout(valid, version=draw(st.sampled_from(READABLE_VERSIONS)))
+
+
+def _layout(inner: dict[str, Any], *, version: int) -> bytes:
+    """``inner`` as envelope bytes of ``version`` (2: header map and payload bytes)."""
+    if version == 1:
+        return msgpack.packb({"v": 1, "m": inner}, use_bin_type=True)
+    header = {k: v for k, v in inner.items() if k != "payload"}
+    payload = msgpack.packb(inner.get("payload"), use_bin_type=True)
+    return msgpack.packb({"v": version, "h": header, "p": payload}, use_bin_type=True)
 
 
 class Harness:
@@ -283,16 +294,14 @@ def test_huge_fields_and_oversized_envelopes_are_handled():
     huge = AgentMessage(
         sender="driver", recipient="a", payload=Event(name="big", data={"blob": big_text})
     )
-    long_id = msgpack.packb(
-        {"v": SCHEMA_VERSION, "m": {**huge.model_dump(mode="json"), "id": "i" * 100_000}}
-    )
+    long_id = _layout({**huge.model_dump(mode="json"), "id": "i" * 100_000}, version=2)
     deep_bytes = b"\x91" * 200_000 + b"\xc0"  # 200k nested one-element arrays
     inputs = [
         (encode(huge), False),
         (long_id, False),
         (b"\x00" * (MAX_ENVELOPE_BYTES + 1), False),
         (deep_bytes, False),
-        (msgpack.packb({"v": SCHEMA_VERSION, "m": {"payload": {"kind": "event"}}}), True),
+        (_layout({"payload": {"kind": "event"}}, version=SCHEMA_VERSION), True),
         (msgpack.packb({"v": 2**63, "m": {}}), False),
         (msgpack.packb({"v": math.nan, "m": {}}), True),
     ]

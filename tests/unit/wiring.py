@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
+from pydantic import BaseModel
+
 from actors import (
     AgentActor,
     LLMAdapterPool,
@@ -121,9 +123,9 @@ class Echo:
         self.arrived = asyncio.Event()
 
     async def receive(self, data: bytes) -> bytes | None:
-        return await serve_envelope(data, self._handle, me=self.name)
+        return await serve_envelope(data, self._handle, me=self.name, accepts=(BaseModel,))
 
-    async def _handle(self, message: AgentMessage) -> AgentMessage | None:
+    async def _handle(self, message: AgentMessage, _payload: object) -> AgentMessage | None:
         self.seen.append(message)
         self.arrived.set()
         if not self.reply:
@@ -141,7 +143,7 @@ class Gated(Echo):
         self.gate = gate
         self.on_arrival = on_arrival or (lambda: None)
 
-    async def _handle(self, message: AgentMessage) -> AgentMessage | None:
+    async def _handle(self, message: AgentMessage, _payload: object) -> AgentMessage | None:
         self.seen.append(message)
         self.arrived.set()
         self.on_arrival()
