@@ -7,6 +7,7 @@ given restart policies, and wired to each other through Ray handles.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -17,6 +18,7 @@ import ray
 from ray.exceptions import RayActorError, RayTaskError
 
 from actors.agent import AgentActor
+from actors.lifecycle import with_lifecycle
 from actors.llm import LLMAdapterPool
 from actors.llm.config import LLMConfig
 from actors.memory.config import MemoryConfig
@@ -54,6 +56,8 @@ SYSTEM_RESTARTS: Final = 10
 AGENT_RESTARTS: Final = 10
 ACTOR_CONCURRENCY: Final = 1000
 """Ray-level concurrency of async actors; the classes bound their own work (semaphores)."""
+STOP_WAIT_S: Final = 5.0
+"""How long an agent being retired gets for its ``on_stop``."""
 PROVISION_CHECK_S: Final = 5.0
 """How long a provisioned team's actors get to confirm they are still set up."""
 
@@ -65,7 +69,11 @@ def agent_actor_name(name: str) -> str:
 
 @functools.cache
 def _remote(cls: type) -> Any:
-    return ray.remote(cls)
+    """``cls`` as a Ray actor class whose ``on_start`` runs before it serves.
+
+    Also after Ray restarts it (see :mod:`actors.lifecycle`).
+    """
+    return ray.remote(with_lifecycle(cls))
 
 
 def _options(name: str, *, num_cpus: float = 0.0, max_restarts: int) -> dict[str, Any]:
@@ -157,6 +165,8 @@ class RayTeamProvisioner:
                 handle = ray.get_actor(agent_actor_name(name), namespace=NAMESPACE)
             except ValueError:  # never started, or gone already
                 continue
+            with contextlib.suppress(TimeoutError, RayActorError, RayTaskError):
+                await asyncio.wait_for(handle.on_stop.remote(), STOP_WAIT_S)
             ray.kill(handle, no_restart=True)
 
 
@@ -254,7 +264,9 @@ def spawn_system(
             otel=otel,
         )
     )
+    everyone = [router, llm, memory_actor, orchestrator, *sandboxes]
     pending = [
+        *(actor.started.remote() for actor in everyone),  # a start-up failure shows here
         router.register.remote("llm", llm, []),
         router.register.remote("orchestrator", orchestrator, []),
         router.register.remote("memory", memory_actor, []),

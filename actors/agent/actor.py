@@ -132,15 +132,30 @@ class AgentActor(TakesBatches):
         self._clock = clock
         self._restart_store = restart_store
         self._roles: tuple[str, ...] = ()
-        state = restart_store.load() if restart_store is not None else None
-        if state is not None and state[0].name == spec.name:
-            spec, tools, self._roles = state
         self._by_job: dict[str, set[asyncio.Task[Any]]] = {}
         self._subtasks: dict[tuple[str | None, str], _Joined] = {}
         self._cancelled: deque[str] = deque(maxlen=1000)
         self._spec = spec
         self._tools = tuple(tools)
         self._slots = asyncio.Semaphore(spec.max_concurrency)
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        """Come back as configured last, roles included, when this is a restart."""
+        if self._restart_store is None:
+            return
+        state = await asyncio.to_thread(self._restart_store.load)
+        if state is not None and state[0].name == self._spec.name:
+            spec, tools, self._roles = state
+            self._spec, self._tools = spec, tuple(tools)
+            self._slots = asyncio.Semaphore(spec.max_concurrency)
+
+    async def on_stop(self) -> None:
+        """Stop every subtask running here."""
+        for running in self._by_job.values():
+            for task in running:
+                task.cancel()
 
     async def spec(self) -> AgentSpec:
         """The agent's current configuration."""

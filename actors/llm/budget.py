@@ -83,6 +83,14 @@ class Ledger:
             self.set_limit(f"tenant:{tenant}", budget)
         self._open: dict[str, Reservation] = {}
 
+    def attach(self, store: LedgerStore) -> None:
+        """Keep the ledger in ``store`` from now on, adding what it holds as spent."""
+        for key, spend in store.spent().items():
+            account = self._accounts.setdefault(key, _Account())
+            account.spent.tokens += spend.tokens
+            account.spent.usd += spend.usd
+        self._store = store
+
     def set_limit(self, key: str, budget: Budget) -> None:
         """Set (or replace) the limit of ``key``; what it spent so far stays."""
         self._accounts.setdefault(key, _Account()).limit = budget

@@ -116,15 +116,13 @@ class LLMAdapterPool(TakesBatches):
     ) -> None:
         config = config or LLMConfig()
         self._restart_store = restart_store
-        saved = (restart_store.load() if restart_store else None) or _Saved()
-        if isinstance(saved, dict):  # kept by a pool from before operator aliases were kept
-            saved = _Saved(models=saved)
-        self._configured: dict[str, ModelSpec] = dict(saved.models)
-        self._operator: set[str] = set(saved.operator)
+        self._configured: dict[str, ModelSpec] = {}
+        self._operator: set[str] = set()
         self._factory = provider_factory
         self._router = router
-        self._state = state if isinstance(state, PoolState | None) else PoolState(state)
-        self._ledger = Ledger(config.tenant_budgets, self._state)
+        self._state_at = state
+        self._state: PoolState | None = None
+        self._ledger = Ledger(config.tenant_budgets)
         self._gateway = gateway or Gateway(
             config.retry,
             PriceTable({k: Price(*v) for k, v in config.prices.items()}),
@@ -133,17 +131,43 @@ class LLMAdapterPool(TakesBatches):
         )
         self._specs: dict[str, ModelSpec] = {}
         self._broken: dict[str, ConfigError] = {}
-        self._usage: dict[tuple[str | None, str, str, str, str], UsageRow] = {
-            _row_key(row): row for row in (self._state.usage() if self._state else ())
-        }
+        self._usage: dict[tuple[str | None, str, str, str, str], UsageRow] = {}
         self._by_job: dict[str, set[asyncio.Task[object]]] = {}
-        initial = {**DEFAULT_MODELS, **config.models, **(models or {}), **self._configured}
         self._trust = ModelTrust(config.network, config.keys, own_addresses)
-        self._trust.trust(
-            [*config.models.values(), *(models or {}).values()]
-            + [spec for alias, spec in self._configured.items() if alias in self._operator]
-        )
-        for alias, spec in initial.items():
+        self._trust.trust([*config.models.values(), *(models or {}).values()])
+        self._bind_all({**DEFAULT_MODELS, **config.models, **(models or {})})
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        """Serve again what was configured before a restart; read back the ledger and usage."""
+        if self._restart_store is not None:
+            saved = await asyncio.to_thread(self._restart_store.load) or _Saved()
+            if isinstance(saved, dict):  # kept by a pool from before operator aliases were kept
+                saved = _Saved(models=saved)
+            self._configured = dict(saved.models)
+            self._operator = set(saved.operator)
+            self._trust.trust(s for a, s in self._configured.items() if a in self._operator)
+            changed = {a: s for a, s in self._configured.items() if self._specs.get(a) != s}
+            replaced = [p for p in map(self._gateway.unbind, changed) if p is not None]
+            self._bind_all(changed)
+            for provider in replaced:  # the constructor's, for an alias configured since
+                await provider.close()
+        at = self._state_at
+        if at is not None:
+            state = at if isinstance(at, PoolState) else await asyncio.to_thread(PoolState, at)
+            self._ledger.attach(state)
+            self._usage = {_row_key(row): row for row in state.usage()}
+            self._state = state
+
+    async def on_stop(self) -> None:
+        """Close every provider (their HTTP clients) and the state file."""
+        await self.close()
+        if self._state is not None:
+            self._state.close()
+
+    def _bind_all(self, models: Mapping[str, ModelSpec]) -> None:
+        for alias, spec in models.items():
             try:
                 self._bind(alias, spec)
             except ConfigError as exc:  # an actor must start; the alias reports why it can't

@@ -71,14 +71,24 @@ class MemoryStore(TakesBatches):
         self._config = config or MemoryConfig()
         self._router = router
         self._clock = clock
-        self._client: ClientAPI | None = None
         self._collections: dict[str, Collection] = {}
         self._conversations: dict[str, list[ChatMessage]] = {}
         self._working = WorkingMemory()
         self._forgetter: asyncio.Task[None] | None = None
-        # the client and each collection are made once: two first requests racing to make
-        # them in threads broke Chroma's client ("RustBindingsAPI has no attribute bindings")
+        # each collection is made once: two first requests racing to make them in threads
+        # broke Chroma's client ("RustBindingsAPI has no attribute bindings")
         self._opening = asyncio.Lock()
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        """Open Chroma (the directory, or the server) and start forgetting periodically."""
+        self._client: ClientAPI = await self._open_chroma()
+        self._forgetter = asyncio.get_running_loop().create_task(self._forget_periodically())
+
+    async def on_stop(self) -> None:
+        """Stop forgetting periodically."""
+        await self.close()
 
     # -- long-term ------------------------------------------------------------------------
 
@@ -89,7 +99,6 @@ class MemoryStore(TakesBatches):
 
     async def write_many(self, tenant: str, memories: Sequence[MemoryWrite]) -> list[str]:
         """Store several memories for ``tenant`` in one batch; return their ids in order."""
-        self._start_forgetting()
         now = self._clock()
         ids = [uuid.uuid4().hex for _ in memories]
         metadatas: list[dict[str, str | int | float | bool]] = [
@@ -118,7 +127,6 @@ class MemoryStore(TakesBatches):
 
     async def query(self, tenant: str, query: MemoryQuery) -> MemoryHits:
         """The ``k`` best memories of ``tenant`` for ``query``, best first."""
-        self._start_forgetting()
         collection = await self._collection(tenant)
         where = self._where(query.agent, query.tags)
         now = self._clock()
@@ -175,7 +183,7 @@ class MemoryStore(TakesBatches):
     async def forget(self) -> int:
         """Remove expired memories and those whose importance decayed below the floor."""
         now, removed = self._clock(), 0
-        client = await self._chroma()
+        client = self._client
         for listed in await asyncio.to_thread(client.list_collections):
             collection = await self._collection_by_name(listed.name)
             found = await asyncio.to_thread(collection.get, include=["metadatas"])
@@ -342,13 +350,6 @@ class MemoryStore(TakesBatches):
             case unexpected:
                 assert_never(unexpected)
 
-    async def _chroma(self) -> ClientAPI:
-        if self._client is None:
-            async with self._opening:
-                if self._client is None:
-                    self._client = await self._open_chroma()
-        return self._client
-
     async def _open_chroma(self) -> ClientAPI:
         import chromadb  # noqa: PLC0415 - Chroma is imported only by the memory actor
 
@@ -368,7 +369,7 @@ class MemoryStore(TakesBatches):
         if name not in self._collections:
             from actors.memory.embeddings import embedding_function  # noqa: PLC0415
 
-            client = await self._chroma()
+            client = self._client
             async with self._opening:
                 if name not in self._collections:
                     self._collections[name] = await asyncio.to_thread(
@@ -378,10 +379,6 @@ class MemoryStore(TakesBatches):
                         metadata={"hnsw:space": "cosine"},
                     )
         return self._collections[name]
-
-    def _start_forgetting(self) -> None:
-        if self._forgetter is None:
-            self._forgetter = asyncio.get_running_loop().create_task(self._forget_periodically())
 
     async def _forget_periodically(self) -> None:
         while True:

@@ -96,38 +96,53 @@ class Orchestrator:
         otel: bool = False,
     ) -> None:
         self._router = router
+        self._provisioner = provisioner
         self._keep_jobs = keep_jobs
-        self._journal = journal if isinstance(journal, Journal | None) else Journal(journal)
-        self._desk = ApprovalDesk(self._journal)
-        self._catalog = TeamCatalog(self._journal, provisioner)
-        self._policies = PolicyBook(self._journal.policies() if self._journal else None)
-        self._inline = InlineTeams(self._journal, provisioner)
-        self._runner = JobRunner(
-            router,
-            lambda job: provisioner.provision(self._catalog.current(job)),
-            self._journal,
-            max_running=max_running,
-            max_attempts=max_attempts,
-            otel=otel,
-        )
+        self._journal_at = journal
+        self._limits = (max_running, max_attempts)
+        self._otel = otel
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self._chooser = TeamChooser(router)
-        self._resumed = False
-        with contextlib.suppress(RuntimeError):  # no running loop: resume on the first call
-            asyncio.get_running_loop().call_soon(self._resume)
+        self._records(None)  # in memory until on_start opens the journal
 
-    def _resume(self) -> None:
-        """Restart every job the journal holds without a result (once per process)."""
-        if self._resumed or self._journal is None:
-            self._resumed = True
+    def _records(self, journal: Journal | None) -> None:
+        """Keep teams, policies, approvals and jobs in ``journal`` (None: in memory only)."""
+        self._journal = journal
+        self._desk = ApprovalDesk(journal)
+        self._catalog = TeamCatalog(journal, self._provisioner)
+        self._policies = PolicyBook(journal.policies() if journal else None)
+        self._inline = InlineTeams(journal, self._provisioner)
+        self._runner = JobRunner(
+            self._router,
+            lambda job: self._provisioner.provision(self._catalog.current(job)),
+            journal,
+            max_running=self._limits[0],
+            max_attempts=self._limits[1],
+            otel=self._otel,
+        )
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        """Open the journal and resume every job it holds without a result."""
+        if self._journal_at is None:
             return
-        self._resumed = True
-        for job in self._journal.resumable():
+        at = self._journal_at
+        journal = at if isinstance(at, Journal) else await asyncio.to_thread(Journal, at)
+        self._records(journal)
+        for job in journal.resumable():
             self._jobs[job.id] = job
             metrics.job_status(None, job.status)
             log.info("job_resumed", job_id=job.id, finished_subtasks=len(job.done))
             self._start(job)
+
+    async def on_stop(self) -> None:
+        """Stop running jobs (the journal resumes them in the next process) and close it."""
+        for task in list(self._tasks):
+            task.cancel()
+        if self._journal is not None:
+            self._journal.close()
 
     def _start(self, job: Job) -> None:
         runner = job.runner = asyncio.create_task(self._runner.run(job))
@@ -205,7 +220,6 @@ class Orchestrator:
             request_id=request_id,
             registered=registered,
         )
-        self._resume()
         if self._journal is not None:
             self._journal.job(
                 job.id,
@@ -359,7 +373,6 @@ class Orchestrator:
 
     async def jobs(self, *, tenant: str | None = None) -> dict[str, JobStatus]:
         """Known jobs (of ``tenant``, when given) and their status, oldest first."""
-        self._resume()
         return {
             job_id: job.status
             for job_id, job in self._jobs.items()
@@ -399,7 +412,6 @@ class Orchestrator:
     # -- helpers --------------------------------------------------------------------------------
 
     def _job(self, job_id: str, tenant: str | None = None) -> Job:
-        self._resume()
         job = self._jobs.get(job_id)
         if job is None and self._journal is not None:
             job = self._journal.finished(job_id)  # finished before this process started

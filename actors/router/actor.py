@@ -13,7 +13,6 @@ Guarantees, per envelope handed to :meth:`MessageRouter.send` or :meth:`MessageR
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -111,23 +110,25 @@ class MessageRouter:
         self._count = _Counters()
         self._background: set[asyncio.Task[None]] = set()
         self._batches = Batches()
-        self._discovery: asyncio.Task[None] | None = None
-        if discover is not None:  # a router starting among running actors finds them
-            with contextlib.suppress(RuntimeError):  # no running loop: nothing to rediscover
-                loop = asyncio.get_running_loop()
-                self._discovery = loop.create_task(
-                    rebuild(
-                        self._registry,
-                        discover,
-                        restarted=restarted(),
-                        background=self._background,
-                    )
-                )
+        self._discover = discover
+        self._restarted = restarted
 
-    async def _discovered(self) -> None:
-        if self._discovery is not None:
-            await asyncio.shield(self._discovery)
-            self._discovery = None
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        """A router starting among running actors finds them (see ``registry.rebuild``)."""
+        if self._discover is not None:
+            await rebuild(
+                self._registry,
+                self._discover,
+                restarted=self._restarted(),
+                background=self._background,
+            )
+
+    async def on_stop(self) -> None:
+        """Stop the deliveries and look-ups still running in the background."""
+        for task in list(self._background):
+            task.cancel()
 
     # -- registry -------------------------------------------------------------------------
 
@@ -153,8 +154,6 @@ class MessageRouter:
 
     async def registry(self) -> dict[str, list[str]]:
         """Registered names and their roles."""
-        if self._discovery is not None:
-            await self._discovered()
         return self._registry.names()
 
     # -- delivery -------------------------------------------------------------------------
@@ -166,8 +165,6 @@ class MessageRouter:
             MalformedEnvelope, UnsupportedSchemaVersion: ``data`` is not a readable envelope
                 (it is dead-lettered too; without an id there is nobody to reply to).
         """
-        if self._discovery is not None:
-            await self._discovered()
         routed = self._accept(data)
         message = routed.message
         pending = self._seen.get(message.id)
@@ -198,8 +195,6 @@ class MessageRouter:
         one batch (one actor call) when the recipient takes batches and they carry no
         deadline.
         """
-        if self._discovery is not None:
-            await self._discovered()
         self._count.batches += 1
         work: list[Awaitable[Outcome]] = []
         groups: dict[str, tuple[Entry, list[tuple[Routed, asyncio.Future[bytes]]]]] = {}
@@ -311,8 +306,6 @@ class MessageRouter:
         The status is ``accepted``, ``duplicate`` or ``dead_lettered``. A recipient's reply is
         routed on to the envelope's ``reply_to`` when it names one, and dropped otherwise.
         """
-        if self._discovery is not None:
-            await self._discovered()
         routed = self._accept(data)
         message = routed.message
         if message.id in self._seen:
@@ -345,8 +338,6 @@ class MessageRouter:
 
     async def stats(self) -> RouterStats:
         """Counters and the registry, for inspection."""
-        if self._discovery is not None:
-            await self._discovered()
         return RouterStats(
             routed=self._count.routed,
             delivered=self._count.delivered,

@@ -133,6 +133,13 @@ class ToolSandbox(TakesBatches):
             self.register(HANDOFF, self._handoff)
         self._executor: ThreadPoolExecutor | None = None
         self._unloaded: dict[str, str] = {}
+        self._sources = [mcp_factory(spec) for spec in config.mcp_servers]
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    async def on_start(self) -> None:
+        """Import the function tools, open the state files, start the MCP servers."""
+        config = self._config
         if config.functions:
             self._executor = ThreadPoolExecutor(
                 config.function_threads, thread_name_prefix="tool-function"
@@ -143,13 +150,18 @@ class ToolSandbox(TakesBatches):
                 except ConfigError as exc:  # the other tools still serve; granting it says why
                     log.exception("function_tool_not_loaded", tool=tool, error=exc.message)
                     self._unloaded[tool] = exc.message
-        self._sources = [mcp_factory(spec) for spec in config.mcp_servers]
-        self._sources_ready = asyncio.Lock()
-        self._mcp_loaded = False
         config.state_dir.mkdir(parents=True, exist_ok=True)
         self._store = IdempotencyStore(config.state_dir / "tools.sqlite")
         self._once = AtMostOnce(self._store)
         self._grants = _Grants(config.state_dir / "grants.sqlite")
+        for source in self._sources:
+            await source.start()
+            for definition in await source.tools():
+                self.register(definition, _mcp_runner(source, definition))
+
+    async def on_stop(self) -> None:
+        """Stop MCP servers and function workers, and close the state files."""
+        await self.close()
 
     # -- registry -------------------------------------------------------------------------
 
@@ -166,7 +178,6 @@ class ToolSandbox(TakesBatches):
 
     async def find(self, tag: str | None = None, keyword: str | None = None) -> list[ToolDef]:
         """Tools with ``tag`` and/or whose name or description mentions ``keyword``."""
-        await self._load_mcp()
         word = (keyword or "").lower()
         return [
             d
@@ -181,7 +192,6 @@ class ToolSandbox(TakesBatches):
         Raises:
             ConfigError: a tool does not exist.
         """
-        await self._load_mcp()
         names = list(dict.fromkeys(tools))
         unknown = [n for n in names if n not in self._tools]
         if unknown:
@@ -212,7 +222,6 @@ class ToolSandbox(TakesBatches):
         """Run one call for ``agent``; every failure is an ``ok=False`` result."""
         start = time.perf_counter()
         try:
-            await self._load_mcp()
             definition, run = self._resolve(call.tool, agent)
             arguments = validate_arguments(call.arguments, definition.parameters, tool=call.tool)
             context = ToolContext(job_id, call.task_id, agent, self._scratch(job_id))
@@ -368,18 +377,6 @@ class ToolSandbox(TakesBatches):
         path = self._config.scratch_root / (job_id or "no-job")
         path.mkdir(parents=True, exist_ok=True)
         return path
-
-    async def _load_mcp(self) -> None:
-        if self._mcp_loaded or not self._sources:
-            return
-        async with self._sources_ready:
-            if self._mcp_loaded:
-                return
-            for source in self._sources:
-                await source.start()
-                for definition in await source.tools():
-                    self.register(definition, _mcp_runner(source, definition))
-            self._mcp_loaded = True
 
     async def close(self) -> None:
         """Stop MCP servers and function workers, and close the state files."""

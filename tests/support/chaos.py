@@ -431,7 +431,7 @@ def wait_healthy(
     probes: list[tuple[str, str, tuple[Any, ...]]] = [
         ("router", "stats", ()),
         ("orchestrator", "jobs", ()),
-        ("llm", "problems", ()),
+        ("llm", "unservable", ()),
         ("memory", "count", ("default",)),
         *((f"tools-{n}", "find", ()) for n in range(sandboxes)),
         *((f"agent/{a}", "registration", ()) for a in agents),

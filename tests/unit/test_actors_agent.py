@@ -64,7 +64,7 @@ async def rig(spec: AgentSpec | None = None, pool: LLMAdapterPool | None = None,
     pool = pool or LLMAdapterPool(models)
     llm = Tap(pool)
     await router.register("llm", llm)
-    sandbox = in_process_sandbox()
+    sandbox = await in_process_sandbox()
     await router.register("tools-0", sandbox, ["tools"])
     agent = AgentActor(spec, client, await sandbox.grant(spec.name, spec.tools))
     await router.register(spec.name, agent, [spec.role])
@@ -244,7 +244,7 @@ def test_configure_swaps_the_spec_but_not_the_name():
             await r.agent.configure(other)
         # unknown tools are refused where tools live: by the sandbox's grant
         with pytest.raises(ConfigError):
-            await in_process_sandbox().grant("ada", ["shell"])
+            await (await in_process_sandbox()).grant("ada", ["shell"])
         new = AgentSpec(name="ada", role="worker", model="m", max_concurrency=1)
         await r.agent.configure(new)
         assert await r.agent.spec() == new
@@ -257,7 +257,11 @@ def test_configure_swaps_the_spec_but_not_the_name():
 
 def test_an_unknown_tool_in_the_spec_is_a_config_error_when_granted():
     with pytest.raises(ConfigError, match="unknown tool"):
-        run(in_process_sandbox().grant("ada", ("shell",)))
+        run(_grant_shell())
+
+
+async def _grant_shell():
+    return await (await in_process_sandbox()).grant("ada", ("shell",))
 
 
 def test_a_payload_other_than_a_task_request_gets_an_error_reply():
@@ -371,6 +375,7 @@ def test_an_agent_started_again_is_as_last_configured_not_as_created():
         agent = AgentActor(created, LocalRouterClient(MessageRouter()), restart_store=keeper)
         await agent.configure(created.model_copy(update={"instructions": "v2"}), (), ["t.worker"])
         again = AgentActor(created, LocalRouterClient(MessageRouter()), restart_store=keeper)
+        await again.on_start()  # what a Ray restart runs: __init__, then on_start
         return (await again.spec()).instructions, await again.registration()
 
     assert asyncio.run(main()) == ("v2", ["t.worker"])
@@ -400,7 +405,7 @@ def test_a_tool_call_to_a_restarting_sandbox_is_delivered_again_within_bounds(
 
     async def main():
         r = await rig(m=scripted(*turns))
-        flaky = RestartingTools(in_process_sandbox(), outages)
+        flaky = RestartingTools(await in_process_sandbox(), outages)
         await flaky.inner.grant("ada", ("calculator",))
         await r.router.register("tools-0", flaky, ["tools"])
         await r.ask(task())

@@ -232,6 +232,7 @@ def test_a_pool_started_again_serves_the_aliases_configured_since_and_not_remove
         await first.configure({"team-a": OfflineModel(), "team-b": OfflineModel()})
         await first.remove("team-b")
         again = LLMAdapterPool(restart_store=keeper)  # what a Ray restart does: __init__ again
+        await again.on_start()  # and on_start
         return await again.models()
 
     models = asyncio.run(main())

@@ -3,7 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
-from wiring import FlakyMailbox, Tap, build_troupe, run
+from wiring import FlakyMailbox, Tap, build_troupe, run, started
 
 from actors import LocalRouterClient, MessageRouter, Orchestrator
 from protocols import (
@@ -271,7 +271,7 @@ def test_wait_with_a_short_timeout_on_a_blocked_job_returns_none():
     async def main():
         router = MessageRouter()
         provisioner = GateProvisioner()
-        orchestrator = Orchestrator(LocalRouterClient(router), provisioner)
+        orchestrator = await started(Orchestrator(LocalRouterClient(router), provisioner))
         job_id = await orchestrator.submit("Find the answer.", researchers())
         await provisioner.entered.wait()
         assert await orchestrator.status(job_id) == "planning"
@@ -291,7 +291,7 @@ def test_a_provisioning_failure_fails_the_job():
             raise ConfigError("no capacity for this team")
 
     async def main():
-        orchestrator = Orchestrator(LocalRouterClient(MessageRouter()), Broken())
+        orchestrator = await started(Orchestrator(LocalRouterClient(MessageRouter()), Broken()))
         job_id = await orchestrator.submit("x", researchers())
         result = await orchestrator.wait(job_id)
         assert (result.status, result.error.code) == ("failed", ErrorCode.CONFIG)
@@ -302,7 +302,9 @@ def test_a_provisioning_failure_fails_the_job():
 
 def test_unknown_job_ids_raise_job_not_found():
     async def main():
-        orchestrator = Orchestrator(LocalRouterClient(MessageRouter()), GateProvisioner())
+        orchestrator = await started(
+            Orchestrator(LocalRouterClient(MessageRouter()), GateProvisioner())
+        )
         for call in (
             orchestrator.status("job-nope"),
             orchestrator.wait("job-nope", timeout=0.01),

@@ -1,6 +1,6 @@
 """The orchestrator when the router itself fails under it."""
 
-from wiring import InProcessProvisioner, run
+from wiring import InProcessProvisioner, run, started
 
 from actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
 from protocols import AgentMessage, AgentSpec, ErrorCode, RecipientUnavailable, TeamSpec
@@ -31,7 +31,7 @@ async def troupe_with(failures: int) -> tuple[Orchestrator, RouterDownForRoles]:
     await router.register("llm", pool)
     flaky = RouterDownForRoles(inner, failures)
     provisioner = InProcessProvisioner(router, pool, inner)
-    return Orchestrator(flaky, provisioner, max_attempts=3), flaky
+    return (await started(Orchestrator(flaky, provisioner, max_attempts=3))), flaky
 
 
 TEAM = TeamSpec(agents=[AgentSpec(name="solo", role="worker")])

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from wiring import Echo, ping, run
+from wiring import Echo, ping, run, started
 
 import actors.router.registry as registry_module
 from actors import MessageRouter
@@ -24,7 +24,7 @@ def test_an_actor_found_after_the_rebuild_is_registered_late_but_not_an_unregist
         return found
 
     async def main():
-        router = MessageRouter(discover=discover)
+        router = await started(MessageRouter(discover=discover))
         assert sorted(await router.registry()) == ["early", "gone"]
         await router.unregister("gone")  # retired on purpose: must stay away
         for _ in range(500):
@@ -51,7 +51,7 @@ def test_a_router_that_starts_fresh_rebuilds_once_and_stops_looking(monkeypatch)
         return [("early", early, ["worker"])]
 
     async def main():
-        router = MessageRouter(discover=discover, restarted=lambda: False)
+        router = await started(MessageRouter(discover=discover, restarted=lambda: False))
         registry = await router.registry()
         await asyncio.sleep(0.2)  # twenty catch-up rounds, had it been a restart
         return registry

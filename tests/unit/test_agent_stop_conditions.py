@@ -82,7 +82,7 @@ async def rig(model: ScriptedModel, probe: Probe | None = None, **limits: object
     client = LocalRouterClient(router)
     llm = Tap(LLMAdapterPool({"m": model}))
     await router.register("llm", llm)
-    sandbox = in_process_sandbox()
+    sandbox = await in_process_sandbox()
     sandbox.register(PROBE, probe)
     await router.register("tools-0", sandbox, ["tools"])
     agent = AgentActor(spec, client, await sandbox.grant("ada", ("probe",)), clock=probe.clock)

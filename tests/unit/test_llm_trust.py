@@ -206,6 +206,7 @@ def test_a_restarted_pool_keeps_every_spend_and_counts_calls_in_flight_as_spent(
 
     async def main():
         first = LLMAdapterPool(config=config, provider_factory=factory, state=path)
+        await first.on_start()
         request = llm_request("hello there", model="m")
         await first.complete(request, CallContext(job_id="j1", tenant="acme", agent="w"))
         await first.complete(request, CallContext(job_id="j1", tenant="acme", agent="w"))
@@ -216,6 +217,7 @@ def test_a_restarted_pool_keeps_every_spend_and_counts_calls_in_flight_as_spent(
         first._ledger.reserve(("tenant:acme", "job:j2"), 300, 0.0)
 
         second = LLMAdapterPool(config=config, provider_factory=factory, state=PoolState(path))
+        await second.on_start()
         assert (await second.spent("tenant:acme")).tokens == 700  # 400 + the 300 held
         assert (await second.spent("job:j2")).tokens == 300
         assert await second.usage() == usage

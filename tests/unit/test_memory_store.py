@@ -3,7 +3,7 @@
 import asyncio
 
 import pytest
-from wiring import build_troupe, run
+from wiring import build_troupe, run, started, started_now
 
 from actors.memory.config import MemoryConfig
 from actors.memory.shortterm import WorkingMemory, turns, window
@@ -39,7 +39,7 @@ def clock():
 
 @pytest.fixture
 def store(tmp_path, clock):
-    memory = MemoryStore(MemoryConfig(path=tmp_path, embedding="hashing"), clock=clock)
+    memory = started_now(MemoryStore(MemoryConfig(path=tmp_path, embedding="hashing"), clock=clock))
     yield memory
     run(memory.close())
 
@@ -158,7 +158,7 @@ def test_compression_summarizes_old_turns_through_the_pool(tmp_path):
     async def main():
         troupe = await build_troupe()
         config = MemoryConfig(path=tmp_path, embedding="hashing", summary_model="offline")
-        store = MemoryStore(config, router=troupe.client)
+        store = await started(MemoryStore(config, router=troupe.client))
         await store.append("conv", [
             ChatMessage(role="system", content="You help."),
             ChatMessage(role="user", content="The launch moved to May. Tell the team."),

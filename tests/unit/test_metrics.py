@@ -3,7 +3,7 @@
 import pytest
 import ray
 from structlog.testing import capture_logs
-from wiring import Echo, ask, llm_request, ping, run
+from wiring import Echo, ask, llm_request, ping, run, started_now
 
 from actors import LLMAdapterPool, MessageRouter
 from actors.llm.config import LLMConfig
@@ -154,7 +154,9 @@ def test_llm_pool_records_usage_by_alias_deployment_and_tenant_and_failures():
 
 
 def test_sandbox_records_tool_calls_by_tool_and_outcome(tmp_path):
-    box = ToolSandbox(ToolsConfig(state_dir=tmp_path / "state", scratch_root=tmp_path / "s"))
+    box = started_now(
+        ToolSandbox(ToolsConfig(state_dir=tmp_path / "state", scratch_root=tmp_path / "s"))
+    )
 
     async def main():
         await box.grant("ada", ["calculator"])
@@ -175,7 +177,7 @@ def test_sandbox_records_tool_calls_by_tool_and_outcome(tmp_path):
 
 
 def test_memory_store_records_writes_and_queries(tmp_path):
-    store = MemoryStore(MemoryConfig(path=tmp_path, embedding="hashing"))
+    store = started_now(MemoryStore(MemoryConfig(path=tmp_path, embedding="hashing")))
 
     async def main():
         await store.write_many("t", [MemoryWrite(text="Ada likes tea."), MemoryWrite(text="x")])

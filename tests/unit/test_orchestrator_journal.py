@@ -2,7 +2,7 @@
 
 import asyncio
 
-from wiring import InProcessProvisioner, run
+from wiring import InProcessProvisioner, in_process_sandbox, run, started
 
 from actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
 from actors.orchestrator.journal import Journal
@@ -37,9 +37,11 @@ async def system(journal, allowed):
     client = LocalRouterClient(router)
     pool = GatedPool(LLMAdapterPool(), allowed)
     await router.register("llm", pool)
-    provisioner = InProcessProvisioner(router, pool.pool, client)
+    provisioner = InProcessProvisioner(
+        router, pool.pool, client, sandbox=await in_process_sandbox()
+    )
     await router.register("tools-0", provisioner.sandbox, ["tools"])
-    return Orchestrator(client, provisioner, journal=journal), pool
+    return (await started(Orchestrator(client, provisioner, journal=journal))), pool
 
 
 def test_a_new_orchestrator_resumes_without_rerunning_finished_subtasks(tmp_path):

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 import pytest
 from pydantic import Field, ValidationError
-from wiring import InProcessProvisioner, Tap, run
+from wiring import InProcessProvisioner, Tap, run, started, started_now
 
 from actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
 from actors.tools.config import FunctionTool, ToolsConfig
@@ -218,7 +218,9 @@ def test_a_method_can_be_a_target():
 
 
 def test_a_function_tool_is_offered_with_its_docstring_and_schema(tmp_path):
-    box = ToolSandbox(config(tmp_path, add=FunctionTool(target=f"{HERE}:add", tags=("math",))))
+    box = started_now(
+        ToolSandbox(config(tmp_path, add=FunctionTool(target=f"{HERE}:add", tags=("math",))))
+    )
 
     async def main():
         (spec,) = await box.grant("ada", ["add"])
@@ -233,7 +235,7 @@ def test_a_function_tool_is_offered_with_its_docstring_and_schema(tmp_path):
 
 
 def test_a_function_tool_runs_with_validated_and_coerced_arguments(tmp_path):
-    box = ToolSandbox(config(tmp_path, add=f"{HERE}:add", describe=f"{HERE}:describe"))
+    box = started_now(ToolSandbox(config(tmp_path, add=f"{HERE}:add", describe=f"{HERE}:describe")))
 
     async def main():
         await granted(box, "add", "describe")
@@ -258,7 +260,7 @@ def test_a_function_tool_runs_with_validated_and_coerced_arguments(tmp_path):
 
 
 def test_arguments_are_converted_to_the_annotated_types_and_results_to_json(tmp_path):
-    box = ToolSandbox(config(tmp_path, weekday=f"{HERE}:weekday"))
+    box = started_now(ToolSandbox(config(tmp_path, weekday=f"{HERE}:weekday")))
 
     async def main():
         await granted(box, "weekday")
@@ -281,7 +283,7 @@ def test_a_given_schema_replaces_the_signature_and_values_pass_as_json(tmp_path)
         "required": ["name"],
     }
     tool = FunctionTool(target=f"{HERE}:greet", parameters=schema, description="Say hello.")
-    box = ToolSandbox(config(tmp_path, greet=tool))
+    box = started_now(ToolSandbox(config(tmp_path, greet=tool)))
 
     async def main():
         spec = (await box.grant("ada", ["greet"]))[0]
@@ -297,7 +299,9 @@ def test_a_given_schema_replaces_the_signature_and_values_pass_as_json(tmp_path)
 
 
 def test_failures_come_back_as_results_the_model_reads(tmp_path):
-    box = ToolSandbox(config(tmp_path, explode=f"{HERE}:explode", refuse=f"{HERE}:refuse"))
+    box = started_now(
+        ToolSandbox(config(tmp_path, explode=f"{HERE}:explode", refuse=f"{HERE}:refuse"))
+    )
 
     async def main():
         await granted(box, "explode", "refuse")
@@ -316,7 +320,7 @@ def test_failures_come_back_as_results_the_model_reads(tmp_path):
 def test_the_sandbox_keeps_serving_while_a_function_runs_in_a_worker_thread(tmp_path):
     GATE.clear()
     ENTERED.clear()
-    box = ToolSandbox(config(tmp_path, blocked=f"{HERE}:blocked", add=f"{HERE}:add"))
+    box = started_now(ToolSandbox(config(tmp_path, blocked=f"{HERE}:blocked", add=f"{HERE}:add")))
 
     async def main():
         await granted(box, "blocked", "add", "calculator")
@@ -342,7 +346,7 @@ def test_a_function_past_its_timeout_is_reported_and_its_worker_freed_when_it_re
     GATE.clear()
     ENTERED.clear()
     tool = FunctionTool(target=f"{HERE}:blocked", timeout_s=0.2)
-    box = ToolSandbox(config(tmp_path, blocked=tool))
+    box = started_now(ToolSandbox(config(tmp_path, blocked=tool)))
 
     async def main():
         await granted(box, "blocked")
@@ -359,10 +363,10 @@ def test_a_function_past_its_timeout_is_reported_and_its_worker_freed_when_it_re
 
 
 def test_a_function_that_cannot_load_is_left_out_and_granting_it_says_why(tmp_path):
-    box = ToolSandbox(
+    box = started_now(ToolSandbox(
         config(tmp_path, add=f"{HERE}:add", ghost="no_such_module_here:f",
                quiet=f"{HERE}:undocumented", many=f"{HERE}:variadic")
-    )  # fmt: skip
+    ))  # fmt: skip
 
     async def main():
         await granted(box, "add")
@@ -387,13 +391,13 @@ def test_regranting_the_same_tools_changes_nothing_and_a_change_persists(tmp_pat
     cfg = config(tmp_path, add=f"{HERE}:add")
 
     async def main():
-        first = ToolSandbox(cfg)
+        first = await started(ToolSandbox(cfg))
         await first.grant("ada", ["add", "calculator"])
         await first.grant("ada", ["calculator", "add"])  # the same grant, in another order
         await first.grant("bob", ["add"])
         await first.grant("bob", ["calculator"])
         await first.close()
-        second = ToolSandbox(cfg)
+        second = await started(ToolSandbox(cfg))
         results = [
             await second.call(call("add", a=1), agent="ada", job_id="j"),
             await second.call(call("add", a=1), agent="bob", job_id="j"),
@@ -415,11 +419,11 @@ def test_agents_call_a_function_tool_through_the_router_in_a_job(tmp_path):
         client = LocalRouterClient(router)
         pool = LLMAdapterPool()
         llm = Tap(pool)
-        sandbox = ToolSandbox(config(tmp_path, add=f"{HERE}:add"), router=client)
+        sandbox = await started(ToolSandbox(config(tmp_path, add=f"{HERE}:add"), router=client))
         await router.register("llm", llm)
         await router.register("tools-0", sandbox, ["tools"])
-        orchestrator = Orchestrator(
-            client, InProcessProvisioner(router, pool, client, sandbox=sandbox)
+        orchestrator = await started(
+            Orchestrator(client, InProcessProvisioner(router, pool, client, sandbox=sandbox))
         )
         await router.register("orchestrator", orchestrator)
         agents, models, plan = [], {}, []

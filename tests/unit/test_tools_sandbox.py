@@ -3,7 +3,7 @@
 import asyncio
 
 import pytest
-from wiring import run
+from wiring import run, started, started_now
 
 from actors.tools.idempotency import IdempotencyStore, idempotency_key
 from actors.tools.sandbox import ToolSandbox, ToolsConfig
@@ -25,7 +25,9 @@ SCHEMA = {
 
 @pytest.fixture
 def sandbox(tmp_path):
-    box = ToolSandbox(ToolsConfig(state_dir=tmp_path / "state", scratch_root=tmp_path / "s"))
+    box = started_now(
+        ToolSandbox(ToolsConfig(state_dir=tmp_path / "state", scratch_root=tmp_path / "s"))
+    )
     yield box
     run(box.close())
 
@@ -94,10 +96,10 @@ def test_grants_survive_a_restart(tmp_path):
     config = ToolsConfig(state_dir=tmp_path / "state", scratch_root=tmp_path / "s")
 
     async def main():
-        first = ToolSandbox(config)
+        first = await started(ToolSandbox(config))
         await first.grant("ada", ["calculator"])
         await first.close()
-        second = ToolSandbox(config)
+        second = await started(ToolSandbox(config))
         result = await second.call(call("calculator", expression="3*3"), agent="ada", job_id="j")
         await second.close()
         return result
@@ -144,10 +146,12 @@ def test_a_side_effecting_call_runs_once_per_key_even_across_restarts(tmp_path):
         return await box.call(the_call, agent="ada", job_id="job-1")
 
     async def main():
-        first = ToolSandbox(config)
+        first = await started(ToolSandbox(config))
         done = await one_call(first, "model-id-1")
         await first.close()
-        second = ToolSandbox(config)  # a restarted sandbox, and the model changed its call id
+        second = await started(
+            ToolSandbox(config)
+        )  # a restarted sandbox, and the model changed its call id
         again = await one_call(second, "model-id-2")
         await second.close()
         return done, again
@@ -240,7 +244,7 @@ def test_output_is_capped_and_flagged(tmp_path):
         return "x" * 10_000
 
     async def main():
-        box = ToolSandbox(config)
+        box = await started(ToolSandbox(config))
         box.register(ToolDef(name="big", description="x"), big)
         await box.grant("ada", ["big"])
         result = await box.call(call("big"), agent="ada", job_id="j")
@@ -315,8 +319,10 @@ def test_http_get_refuses_domains_off_its_allow_list(sandbox):
 def test_shell_is_off_unless_enabled(tmp_path, sandbox):
     with pytest.raises(ConfigError):
         run(sandbox.grant("ada", ["shell"]))
-    enabled = ToolSandbox(
-        ToolsConfig(state_dir=tmp_path / "st2", scratch_root=tmp_path / "s2", enable_shell=True)
+    enabled = started_now(
+        ToolSandbox(
+            ToolsConfig(state_dir=tmp_path / "st2", scratch_root=tmp_path / "s2", enable_shell=True)
+        )
     )
     assert "shell" in [d.name for d in run(enabled.find(tag="code"))]
     assert "shell" not in [d.name for d in run(sandbox.find(tag="code"))]
@@ -355,7 +361,7 @@ def test_a_call_whose_earlier_run_was_cut_short_is_not_run_again(tmp_path):
         return "done"
 
     config = ToolsConfig(state_dir=tmp_path / "st", scratch_root=tmp_path / "s")
-    sandbox = ToolSandbox(config)
+    sandbox = started_now(ToolSandbox(config))
     definition = ToolDef(name="charge", description="x", side_effects=True, timeout_s=0.01)
     sandbox.register(definition, effect)
     key = idempotency_key("j", "t1", 1, "charge", {})

@@ -26,6 +26,7 @@ from actors import (
     Orchestrator,
     serve_envelope,
 )
+from actors.lifecycle import Lifecycle
 from actors.memory.config import MemoryConfig
 from actors.memory.store import MemoryStore
 from actors.tools.sandbox import ToolSandbox, ToolsConfig
@@ -189,17 +190,32 @@ class FlakyMailbox:
         return await self.inner.receive(data)
 
 
-def in_process_sandbox(router: LocalRouterClient | None = None) -> ToolSandbox:
-    """A tool sandbox keeping its state and scratch in a fresh temporary directory."""
+A = TypeVar("A", bound=Lifecycle)
+
+
+async def started(actor: A) -> A:
+    """``actor`` once its ``on_start`` has run (what the Ray glue does at spawn)."""
+    await actor.on_start()
+    return actor
+
+
+def started_now(actor: A) -> A:
+    """The same, for a test without an event loop of its own (one runs just for the start)."""
+    asyncio.run(actor.on_start())
+    return actor
+
+
+async def in_process_sandbox(router: LocalRouterClient | None = None) -> ToolSandbox:
+    """A started tool sandbox keeping its state and scratch in a fresh temporary directory."""
     root = Path(tempfile.mkdtemp(prefix="troupe-unit-"))
     config = ToolsConfig(state_dir=root / "state", scratch_root=root / "scratch")
-    return ToolSandbox(config, router=router)
+    return await started(ToolSandbox(config, router=router))
 
 
-def in_process_memory(router: LocalRouterClient | None = None) -> MemoryStore:
-    """A memory store with the hashing embedding, in a fresh temporary directory."""
+async def in_process_memory(router: LocalRouterClient | None = None) -> MemoryStore:
+    """A started memory store with the hashing embedding, in a fresh temporary directory."""
     root = Path(tempfile.mkdtemp(prefix="troupe-memory-"))
-    return MemoryStore(MemoryConfig(path=root, embedding="hashing"), router=router)
+    return await started(MemoryStore(MemoryConfig(path=root, embedding="hashing"), router=router))
 
 
 class InProcessProvisioner:
@@ -219,7 +235,7 @@ class InProcessProvisioner:
     ) -> None:
         self.router = router
         self.pool = pool
-        self.sandbox = sandbox or in_process_sandbox(client)
+        self.sandbox = sandbox  # a started one is made on the first provision when not given
         self.client = client
         self.wrap: Wrap = wrap or (lambda _name, agent: agent)
         self.agents: dict[str, AgentActor] = {}
@@ -230,11 +246,14 @@ class InProcessProvisioner:
     async def provision(self, team: TeamSpec) -> None:
         if team.models:
             await self.pool.configure(team.models)
+        if self.sandbox is None:
+            self.sandbox = await in_process_sandbox(self.client)
         for spec in team.agents:
             tools = await self.sandbox.grant(spec.name, spec.tools)
             agent = self.agents.get(spec.name)
             if agent is None:
-                agent = self.agents[spec.name] = AgentActor(spec, self.client, tools)
+                agent = AgentActor(spec, self.client, tools)
+                self.agents[spec.name] = await started(agent)
             else:
                 await agent.configure(spec, tools)
             if spec.name not in self.mailboxes:
@@ -282,15 +301,16 @@ async def build_troupe(
     pool: LLMAdapterPool | None = None,
 ) -> Troupe:
     """Router, LLM pool (behind a ``Tap``, as ``llm``), provisioner and orchestrator."""
-    router = MessageRouter()
+    router = await started(MessageRouter())
     client = LocalRouterClient(router)
-    pool = pool or LLMAdapterPool(models)
+    pool = pool or await started(LLMAdapterPool(models))
     llm = Tap(pool)
     await router.register("llm", llm)
     provisioner = InProcessProvisioner(router, pool, client, wrap)
+    provisioner.sandbox = await in_process_sandbox(client)
     await router.register("tools-0", provisioner.sandbox, ["tools"])
-    memory = in_process_memory(client)
+    memory = await in_process_memory(client)
     await router.register("memory", memory)
-    orchestrator = Orchestrator(client, provisioner, max_attempts=max_attempts)
+    orchestrator = await started(Orchestrator(client, provisioner, max_attempts=max_attempts))
     await router.register("orchestrator", orchestrator)
     return Troupe(router, client, pool, llm, provisioner, orchestrator, memory)
