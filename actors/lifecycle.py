@@ -47,7 +47,7 @@ def with_lifecycle(cls: type[T]) -> type[T]:
         self._lifecycle_start = asyncio.get_running_loop().create_task(self.on_start())
 
     async def started(self: Any) -> None:
-        await _wait_started(self)
+        await asyncio.shield(self._lifecycle_start)
 
     namespace: dict[str, Any] = {"__init__": init, "started": started, "__doc__": cls.__doc__}
     for name, member in inspect.getmembers(cls, inspect.iscoroutinefunction):

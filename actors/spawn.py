@@ -40,6 +40,7 @@ from protocols import (
     ConfigError,
     ModelSpec,
     TeamSpec,
+    TenantPolicy,
     team_role,
 )
 
@@ -203,6 +204,7 @@ def spawn_system(
     *,
     otel: bool = False,
     replace_models: bool = False,
+    policies: Mapping[str, TenantPolicy] | None = None,
 ) -> SystemHandles:
     """Start the system actors, or find the running ones, and wire them together.
 
@@ -213,7 +215,8 @@ def spawn_system(
     are served by the pool as the operator's; an alias a running pool already serves
     differently is a ``ConfigError`` unless ``replace_models`` (other drivers and tenants
     may be using it). With ``otel`` an orchestrator this call starts exports each job's
-    trace to OpenTelemetry.
+    trace to OpenTelemetry. ``policies`` (by tenant, ``*`` for the default) are set on the
+    orchestrator, started or found.
 
     Raises:
         ConfigError: the pool cannot serve its configuration, or ``models`` would replace
@@ -272,6 +275,7 @@ def spawn_system(
         router.register.remote("memory", memory_actor, []),
         *(router.register.remote(f"tools-{n}", s, ["tools"]) for n, s in enumerate(sandboxes)),
     ]
+    pending += [orchestrator.put_policy.remote(t, p) for t, p in (policies or {}).items()]
     if models:  # a pool that was running already: its aliases are others' too
         pending.append(llm.configure.remote(dict(models), replace=replace_models, operator=True))
     try:

@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from deployments.backend import Backend
 from deployments.guard import Principal, principal_of
-from protocols import TeamSpec, TenantPolicy
+from protocols import TeamSpec
+from runtime.client import SystemClient
 
 __all__ = ["Admin", "Caller", "NotAdmin", "admin", "caller", "visible_teams"]
 
@@ -39,7 +39,7 @@ Admin = Annotated[Principal, Depends(admin)]
 
 
 async def visible_teams(
-    backend: Backend, who: Principal, teams: dict[str, TeamSpec]
+    client: SystemClient, who: Principal, teams: dict[str, TeamSpec]
 ) -> dict[str, TeamSpec]:
     """``teams`` as ``who`` may see them.
 
@@ -48,7 +48,7 @@ async def visible_teams(
     """
     if who.admin:
         return teams
-    policy: TenantPolicy = await backend.call(backend.orchestrator.policy.remote(who.tenant))
+    policy = await client.policy(who.tenant)
     return {
         name: team.model_copy(update={"models": {}})
         for name, team in teams.items()

@@ -21,7 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deployments.access import Admin, Caller, NotAdmin, visible_teams
-from deployments.backend import Backend
 from deployments.config import APIConfig
 from deployments.guard import request_id_of
 from deployments.openai_compat import openai_routes
@@ -43,6 +42,7 @@ from protocols import (
     TroupeError,
     UsageRow,
 )
+from runtime.client import SystemClient
 
 __all__ = ["create_api"]
 
@@ -113,7 +113,7 @@ class Cancelled(BaseModel):
 TenantName = Annotated[str, Path(pattern=r"^(\*|[A-Za-z0-9_.-]{1,64})$")]
 
 
-def create_api(backend: Backend, config: APIConfig) -> FastAPI:
+def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     """The FastAPI application (without the guard; see :mod:`deployments.app`)."""
     app = FastAPI(
         title="raytroupe",
@@ -121,31 +121,28 @@ def create_api(backend: Backend, config: APIConfig) -> FastAPI:
         description="Multi-agent jobs on Ray: submit, watch, approve, cancel; manage teams.",
     )
     _install_error_handlers(app)
-    app.include_router(_jobs(backend))
-    app.include_router(_teams(backend))
-    app.include_router(_policies(backend))
-    app.include_router(_ops(backend))
-    app.include_router(openai_routes(backend, config))
+    app.include_router(_jobs(client))
+    app.include_router(_teams(client))
+    app.include_router(_policies(client))
+    app.include_router(_ops(client))
+    app.include_router(openai_routes(client, config))
     return app
 
 
-def _jobs(backend: Backend) -> APIRouter:
+def _jobs(client: SystemClient) -> APIRouter:
     routes = APIRouter(prefix="/v1/jobs", tags=["jobs"])
-    orchestrator = backend.orchestrator
 
     @routes.post("", status_code=202, response_model=JobAccepted)
     async def submit_job(body: JobRequest, request: Request, who: Caller) -> JSONResponse:
         """Start a job; answers at once with its id (watch it on ``events_url``)."""
-        job_id: str = await backend.call(
-            orchestrator.submit.remote(
-                body.task,
-                body.team,
-                tenant=who.tenant,
-                budget=body.budget,
-                attachments=tuple(body.attachments),
-                request_id=request_id_of(request.scope),
-                admin=who.admin,
-            )
+        job_id = await client.submit(
+            body.task,
+            body.team,
+            tenant=who.tenant,
+            budget=body.budget,
+            attachments=tuple(body.attachments),
+            request_id=request_id_of(request.scope),
+            admin=who.admin,
         )
         url = f"/v1/jobs/{job_id}"
         accepted = JobAccepted(id=job_id, status="pending", url=url, events_url=f"{url}/events")
@@ -154,18 +151,13 @@ def _jobs(backend: Backend) -> APIRouter:
     @routes.get("", response_model=dict[str, JobStatus])
     async def list_jobs(who: Caller) -> dict[str, JobStatus]:
         """The caller's tenant's jobs and their status, oldest first."""
-        jobs: dict[str, JobStatus] = await backend.call(orchestrator.jobs.remote(tenant=who.tenant))
-        return jobs
+        return await client.jobs(tenant=who.tenant)
 
     @routes.get("/{job_id}", response_model=JobView)
     async def get_job(job_id: str, who: Caller) -> JobView:
         """Where the job is; its result (answer, subtasks, usage, trace) once it has one."""
-        status: JobStatus = await backend.call(
-            orchestrator.status.remote(job_id, tenant=who.tenant)
-        )
-        result: JobResult | None = await backend.call(
-            orchestrator.wait.remote(job_id, 0, tenant=who.tenant)
-        )
+        status = await client.status(job_id, tenant=who.tenant)
+        result = await client.wait(job_id, 0, tenant=who.tenant)
         return JobView(id=job_id, status=result.status if result else status, result=result)
 
     @routes.get(
@@ -185,11 +177,10 @@ def _jobs(backend: Backend) -> APIRouter:
         (or ``?after=``) gets every event after it, none twice.
         """
         start = after if after is not None else _seq(last_event_id)
-        first: list[JobEvent] = await backend.call(
-            orchestrator.events.remote(job_id, start, 0, tenant=who.tenant)
-        )  # a missing job is a 404 here, not a broken stream
+        # a missing job is a 404 here, not a broken stream
+        first = await client.events(job_id, start, 0, tenant=who.tenant)
         return StreamingResponse(
-            _event_stream(backend, job_id, who.tenant, start, first),
+            _event_stream(client, job_id, who.tenant, start, first),
             media_type="text/event-stream",
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
@@ -197,10 +188,8 @@ def _jobs(backend: Backend) -> APIRouter:
     @routes.post("/{job_id}/cancel", response_model=Cancelled)
     async def cancel_job(job_id: str, who: Caller) -> Cancelled:
         """Cancel the job; running subtasks stop at their agents. 409 if it had finished."""
-        cancelled: bool = await backend.call(orchestrator.cancel.remote(job_id, tenant=who.tenant))
-        status: JobStatus = await backend.call(
-            orchestrator.status.remote(job_id, tenant=who.tenant)
-        )
+        cancelled = await client.cancel(job_id, tenant=who.tenant)
+        status = await client.status(job_id, tenant=who.tenant)
         if not cancelled:
             raise Conflict(f"job {job_id} already finished ({status})", job_id=job_id)
         return Cancelled(id=job_id, cancelled=True, status=status)
@@ -208,18 +197,13 @@ def _jobs(backend: Backend) -> APIRouter:
     @routes.get("/{job_id}/approvals", response_model=list[ApprovalRequest])
     async def pending_approvals(job_id: str, who: Caller) -> list[ApprovalRequest]:
         """The job's tool calls waiting for a human: tool, exact arguments, approval id."""
-        pending: list[ApprovalRequest] = await backend.call(
-            orchestrator.approvals.remote(job_id, tenant=who.tenant)
-        )
-        return pending
+        return await client.approvals(job_id, tenant=who.tenant)
 
     @routes.post("/{job_id}/approvals/{approval_id}")
     async def decide(job_id: str, approval_id: str, body: Decision, who: Caller) -> dict[str, Any]:
         """Approve or reject a held tool call (404 if nothing waits under that id)."""
-        done: bool = await backend.call(
-            orchestrator.decide.remote(
-                job_id, approval_id, approved=body.approved, reason=body.reason, tenant=who.tenant
-            )
+        done = await client.decide(
+            job_id, approval_id, approved=body.approved, reason=body.reason, tenant=who.tenant
         )
         if not done:
             raise JobNotFound(
@@ -233,7 +217,7 @@ def _jobs(backend: Backend) -> APIRouter:
 
 
 async def _event_stream(
-    backend: Backend, job_id: str, tenant: str, after: int, first: list[JobEvent]
+    client: SystemClient, job_id: str, tenant: str, after: int, first: list[JobEvent]
 ) -> AsyncIterator[str]:
     batch = first
     while True:
@@ -245,9 +229,7 @@ async def _event_stream(
         if not batch:
             yield ": waiting\n\n"  # keeps proxies from closing a quiet stream
         try:
-            batch = await backend.call(
-                backend.orchestrator.events.remote(job_id, after, _SSE_WAIT_S, tenant=tenant)
-            )
+            batch = await client.events(job_id, after, _SSE_WAIT_S, tenant=tenant)
         except TroupeError as exc:  # the stream has started: say so in-band, then stop
             data = json.dumps({"code": exc.code.value, "detail": exc.message})
             yield f"event: error\ndata: {data}\n\n"
@@ -264,21 +246,18 @@ def _seq(last_event_id: str | None) -> int:
     return int(last_event_id.strip())
 
 
-def _teams(backend: Backend) -> APIRouter:
+def _teams(client: SystemClient) -> APIRouter:
     routes = APIRouter(prefix="/v1", tags=["teams and agents"])
-    orchestrator = backend.orchestrator
 
     @routes.get("/teams", response_model=dict[str, TeamSpec])
     async def list_teams(who: Caller) -> dict[str, TeamSpec]:
         """Teams registered at run time, by name (a tenant's key: those it may run)."""
-        teams: dict[str, TeamSpec] = await backend.call(orchestrator.teams.remote())
-        return await visible_teams(backend, who, teams)
+        return await visible_teams(client, who, await client.teams())
 
     @routes.get("/teams/{name}", response_model=TeamSpec)
     async def get_team(name: str, who: Caller) -> TeamSpec:
         """One registered team (404 for a tenant that may not run it)."""
-        team: TeamSpec = await backend.call(orchestrator.team.remote(name))
-        visible = await visible_teams(backend, who, {name: team})
+        visible = await visible_teams(client, who, {name: await client.team(name)})
         if name not in visible:
             raise TeamNotFound(f"no team is registered as {name!r}", team=name)
         return visible[name]
@@ -286,7 +265,7 @@ def _teams(backend: Backend) -> APIRouter:
     @routes.post("/teams", status_code=201, response_model=TeamSpec)
     async def create_team(team: TeamSpec, who: Admin) -> TeamSpec:
         """Register a team (409 if the name is taken); its agents start now."""
-        await backend.call(orchestrator.put_team.remote(team, create=True))
+        await client.put_team(team, create=True)
         log.info("team_created", team=team.name, key=who.name)
         return team
 
@@ -295,7 +274,7 @@ def _teams(backend: Backend) -> APIRouter:
         """Register or hot-update a team: agents are reconfigured where they run."""
         if team.name != name:
             raise Conflict(f"the body's team is {team.name!r}, the URL's {name!r}")
-        created: bool = await backend.call(orchestrator.put_team.remote(team))
+        created = await client.put_team(team)
         response.status_code = 201 if created else 200
         log.info("team_put", team=name, created=created, key=who.name)
         return team
@@ -303,26 +282,23 @@ def _teams(backend: Backend) -> APIRouter:
     @routes.delete("/teams/{name}", response_model=TeamSpec)
     async def delete_team(name: str, who: Admin) -> TeamSpec:
         """Unregister a team and stop its agents; nothing else restarts."""
-        team: TeamSpec = await backend.call(orchestrator.delete_team.remote(name))
+        team = await client.delete_team(name)
         log.info("team_deleted", team=name, key=who.name)
         return team
 
     @routes.get("/agents", response_model=list[AgentInfo])
     async def list_agents(who: Caller) -> list[AgentInfo]:
         """Agents of registered teams (a tenant's key: of those it may run), with load."""
-        from actors.orchestrator.catalog import with_load  # noqa: PLC0415
-
-        agents: list[AgentInfo] = await backend.call(orchestrator.agents.remote())
+        agents = await client.agents()
         if not who.admin:
-            policy: TenantPolicy = await backend.call(orchestrator.policy.remote(who.tenant))
+            policy = await client.policy(who.tenant)
             agents = [a for a in agents if policy.teams is None or a.team in policy.teams]
-        stats = await backend.call(backend.router.stats.remote())
-        return with_load(agents, stats.in_flight)
+        return agents
 
     @routes.post("/agents", status_code=201, response_model=AgentInfo)
     async def create_agent(body: AgentPut, who: Admin) -> AgentInfo:
         """Add an agent to a registered team; it starts now, the others keep running."""
-        await backend.call(orchestrator.put_agent.remote(body.team, body.agent, create=True))
+        await client.put_agent(body.team, body.agent, create=True)
         log.info("agent_created", agent=body.agent.name, team=body.team, key=who.name)
         return _info(body)
 
@@ -331,7 +307,7 @@ def _teams(backend: Backend) -> APIRouter:
         """Hot-update an agent's configuration (or add it): it is reconfigured in place."""
         if body.agent.name != name:
             raise Conflict(f"the body's agent is {body.agent.name!r}, the URL's {name!r}")
-        created: bool = await backend.call(orchestrator.put_agent.remote(body.team, body.agent))
+        created = await client.put_agent(body.team, body.agent)
         response.status_code = 201 if created else 200
         log.info("agent_put", agent=name, team=body.team, created=created, key=who.name)
         return _info(body)
@@ -339,7 +315,7 @@ def _teams(backend: Backend) -> APIRouter:
     @routes.delete("/agents/{name}", response_model=AgentInfo)
     async def delete_agent(name: str, who: Admin) -> AgentInfo:
         """Remove an agent from its team and stop it."""
-        info: AgentInfo = await backend.call(orchestrator.delete_agent.remote(name))
+        info = await client.delete_agent(name)
         log.info("agent_deleted", agent=name, key=who.name)
         return info
 
@@ -353,40 +329,37 @@ def _info(body: AgentPut) -> AgentInfo:
     )
 
 
-def _policies(backend: Backend) -> APIRouter:
+def _policies(client: SystemClient) -> APIRouter:
     routes = APIRouter(prefix="/v1", tags=["tenants"])
-    orchestrator = backend.orchestrator
 
     @routes.get("/policy", response_model=TenantPolicy)
     async def my_policy(who: Caller) -> TenantPolicy:
         """The policy that binds the caller's tenant: what its jobs may ask for."""
-        policy: TenantPolicy = await backend.call(orchestrator.policy.remote(who.tenant))
-        return policy
+        return await client.policy(who.tenant)
 
     @routes.get("/tenants/policies", response_model=dict[str, TenantPolicy])
     async def all_policies(_who: Admin) -> dict[str, TenantPolicy]:
         """Every tenant policy set, by tenant (``*``: the default)."""
-        policies: dict[str, TenantPolicy] = await backend.call(orchestrator.policies.remote())
-        return policies
+        return await client.policies()
 
     @routes.put("/tenants/{tenant}/policy", response_model=TenantPolicy)
     async def put_policy(tenant: TenantName, policy: TenantPolicy, who: Admin) -> TenantPolicy:
         """Set a tenant's policy (``*``: the default for tenants without one)."""
-        await backend.call(orchestrator.put_policy.remote(tenant, policy))
+        await client.put_policy(tenant, policy)
         log.info("policy_put", tenant=tenant, key=who.name)
         return policy
 
     @routes.delete("/tenants/{tenant}/policy", status_code=204)
     async def delete_policy(tenant: TenantName, who: Admin) -> Response:
         """Drop a tenant's own policy: the default binds it again."""
-        await backend.call(orchestrator.put_policy.remote(tenant, None))
+        await client.put_policy(tenant, None)
         log.info("policy_deleted", tenant=tenant, key=who.name)
         return Response(status_code=204)
 
     return routes
 
 
-def _ops(backend: Backend) -> APIRouter:
+def _ops(client: SystemClient) -> APIRouter:
     routes = APIRouter(tags=["operations"])
 
     @routes.get("/v1/usage", response_model=list[UsageRow])
@@ -394,12 +367,10 @@ def _ops(backend: Backend) -> APIRouter:
         who: Caller, job_id: Annotated[str | None, Query(max_length=64)] = None
     ) -> list[UsageRow]:
         """Model usage (tokens, cost) of the caller's tenant, by job, agent and model."""
-        mine: dict[str, JobStatus] = await backend.call(
-            backend.orchestrator.jobs.remote(tenant=who.tenant)
-        )
+        mine = await client.jobs(tenant=who.tenant)
         if job_id is not None and job_id not in mine:
             raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
-        rows: list[UsageRow] = await backend.call(backend.llm.usage.remote(job_id))
+        rows = await client.usage(job_id)
         return [row for row in rows if row.job_id in mine]
 
     @routes.get("/healthz")
@@ -410,7 +381,7 @@ def _ops(backend: Backend) -> APIRouter:
     @routes.get("/readyz", responses={503: {"description": "a system actor does not answer"}})
     async def readyz() -> JSONResponse:
         """Readiness: the router, orchestrator and LLM pool answer."""
-        checks = await backend.ready()
+        checks = await client.ready()
         ready = all(checks.values())
         return JSONResponse(
             {"status": "ready" if ready else "not ready", "checks": checks},

@@ -10,11 +10,12 @@ from ray import serve
 from ray.serve import Application
 from starlette.types import ASGIApp
 
+from actors.llm.config import LLMConfig
 from deployments.api import create_api
-from deployments.backend import Backend
 from deployments.config import APIConfig
 from deployments.guard import Guard
 from deployments.keys import keys_from_env
+from runtime.client import SystemClient
 
 # No ``from __future__ import annotations`` here: Serve inspects :func:`build`'s signature.
 
@@ -37,7 +38,12 @@ class TroupeAPI:
     def __init__(self, config: APIConfig) -> None:
         self._config = config
         self._keys = [*config.api_keys, *self._env_keys()]
-        self._backend = Backend.start(config)
+        llm = None if config.llm_config is None else LLMConfig.from_yaml(config.llm_config)
+        # the system actors already running in the namespace (a driver's, `troupe up`'s), or
+        # new ones: llm_config and journal apply only to actors this starts
+        self._client = SystemClient.start(
+            llm=llm, journal=config.journal, policies=config.tenant_policies
+        )
 
     def _env_keys(self) -> list[Any]:
         if self._config.api_keys_env is None:
@@ -45,7 +51,7 @@ class TroupeAPI:
         return list(keys_from_env(self._config.api_keys_env))
 
     def __serve_build_asgi_app__(self) -> ASGIApp:
-        return Guard(create_api(self._backend, self._config), self._config, self._keys)
+        return Guard(create_api(self._client, self._config), self._config, self._keys)
 
 
 def build(args: dict[str, Any]) -> Application:

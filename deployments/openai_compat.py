@@ -22,17 +22,15 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from deployments.access import Caller, visible_teams
-from deployments.backend import Backend
 from deployments.config import APIConfig
 from protocols import (
     Attachment,
     InvalidInput,
-    JobEvent,
     JobFailed,
     JobResult,
     JobTimeout,
-    TeamSpec,
 )
+from runtime.client import SystemClient
 
 __all__ = ["openai_routes"]
 
@@ -67,45 +65,38 @@ class ModelList(BaseModel):
     data: list[ModelCard]
 
 
-def openai_routes(backend: Backend, config: APIConfig) -> APIRouter:
+def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
     """``POST /v1/chat/completions`` and ``GET /v1/models``."""
     routes = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
-    orchestrator = backend.orchestrator
 
     @routes.get("/models", response_model=ModelList)
     async def models(who: Caller) -> ModelList:
         """Registered teams the caller may run, listed as models."""
-        teams: dict[str, TeamSpec] = await backend.call(orchestrator.teams.remote())
+        teams = await client.teams()
         return ModelList(
-            data=[ModelCard(id=name) for name in await visible_teams(backend, who, teams)]
+            data=[ModelCard(id=name) for name in await visible_teams(client, who, teams)]
         )
 
     @routes.post("/chat/completions", response_model=None)
     async def chat(body: ChatRequest, who: Caller) -> dict[str, Any] | StreamingResponse:
         """Run the chat's last user message as a job of the team named by ``model``."""
         task, attachments = _task(body.messages)
-        job_id: str = await backend.call(
-            orchestrator.submit.remote(
-                task,
-                body.model,
-                tenant=who.tenant,
-                attachments=tuple(attachments),
-                admin=who.admin,
-            )
+        job_id = await client.submit(
+            task, body.model, tenant=who.tenant, attachments=tuple(attachments), admin=who.admin
         )
         completion_id = f"chatcmpl-{job_id}"
         if body.stream:
             usage = bool((body.stream_options or {}).get("include_usage"))
             return StreamingResponse(
                 _chunks(
-                    backend,
+                    client,
                     config,
                     _Stream(job_id, who.tenant, completion_id, body.model, include_usage=usage),
                 ),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache"},
             )
-        result = _succeeded(await _wait(backend, config, job_id, who.tenant))
+        result = _succeeded(await _wait(client, config, job_id, who.tenant))
         return {
             "id": completion_id,
             "object": "chat.completion",
@@ -124,10 +115,8 @@ def openai_routes(backend: Backend, config: APIConfig) -> APIRouter:
     return routes
 
 
-async def _wait(backend: Backend, config: APIConfig, job_id: str, tenant: str) -> JobResult:
-    result: JobResult | None = await backend.call(
-        backend.orchestrator.wait.remote(job_id, config.chat_timeout_s, tenant=tenant)
-    )
+async def _wait(client: SystemClient, config: APIConfig, job_id: str, tenant: str) -> JobResult:
+    result = await client.wait(job_id, config.chat_timeout_s, tenant=tenant)
     if result is None:
         raise JobTimeout(
             f"job {job_id} did not finish within {config.chat_timeout_s} s; "
@@ -153,7 +142,7 @@ class _Stream:
     include_usage: bool
 
 
-async def _chunks(backend: Backend, config: APIConfig, stream: _Stream) -> AsyncIterator[str]:
+async def _chunks(client: SystemClient, config: APIConfig, stream: _Stream) -> AsyncIterator[str]:
     job_id, tenant, completion_id, model = (
         stream.job_id,
         stream.tenant,
@@ -177,9 +166,7 @@ async def _chunks(backend: Backend, config: APIConfig, stream: _Stream) -> Async
     seen = 0
     deadline = time.monotonic() + config.chat_timeout_s
     while time.monotonic() < deadline:
-        events: list[JobEvent] = await backend.call(
-            backend.orchestrator.events.remote(job_id, seen, 15.0, tenant=tenant)
-        )
+        events = await client.events(job_id, seen, 15.0, tenant=tenant)
         for event in events:
             seen = event.seq
             if event.type in {"subtask_started", "subtask_finished", "plan_ready"}:
@@ -189,7 +176,7 @@ async def _chunks(backend: Backend, config: APIConfig, stream: _Stream) -> Async
         if any(e.terminal for e in events):
             break
     try:
-        result = _succeeded(await _wait(backend, config, job_id, tenant))
+        result = _succeeded(await _wait(client, config, job_id, tenant))
     except (JobFailed, JobTimeout) as exc:  # headers are sent: report in the stream
         error = {"message": exc.message, "type": exc.code.value, "code": exc.code.value}
         yield f"data: {json.dumps({'error': error})}\n\n"

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 import ray
 from pydantic import BaseModel
@@ -14,9 +14,8 @@ from ray._private import ray_constants  # see _stay_on_loopback
 
 from actors.llm.config import LLMConfig
 from actors.memory.config import MemoryConfig
-from actors.orchestrator.catalog import with_load
 from actors.router import RouterStats
-from actors.spawn import NAMESPACE, SystemHandles, spawn_system
+from actors.spawn import NAMESPACE
 from actors.tools.config import ToolsConfig
 from protocols import (
     AgentInfo,
@@ -27,7 +26,6 @@ from protocols import (
     DeadLetter,
     JobStatus,
     MemoryHit,
-    MemoryHits,
     MemoryQuery,
     MemoryWrite,
     ModelSpec,
@@ -36,19 +34,29 @@ from protocols import (
     UsageRow,
 )
 from protocols.intent import IntentConfig
+from runtime.blocking import Portal
+from runtime.client import SystemClient
 from runtime.config import Team
-from runtime.handle import JobHandle, get
+from runtime.handle import JobHandle
 from runtime.logging import configure_logging
 from runtime.tenant import TenantView
 
 __all__ = ["JobHandle", "Runtime", "connect"]
 
+T = TypeVar("T")
+
 
 class Runtime:
-    """A connection to raytroupe's actors on a Ray cluster (local or remote)."""
+    """A connection to raytroupe's actors on a Ray cluster (local or remote).
 
-    def __init__(self, handles: SystemHandles, *, owns_connection: bool) -> None:
-        self._handles = handles
+    Blocking calls over :class:`~runtime.client.SystemClient` (``rt.client``, for code that
+    prefers to await), run on a loop of its own, so a notebook's or a server's running loop
+    is no obstacle.
+    """
+
+    def __init__(self, client: SystemClient, *, owns_connection: bool) -> None:
+        self.client = client
+        self._portal = Portal()
         self._owns_connection = owns_connection
 
     def __enter__(self) -> Self:
@@ -56,6 +64,9 @@ class Runtime:
 
     def __exit__(self, *exc: object | TracebackType | None) -> None:
         self.shutdown()
+
+    def _run(self, call: Coroutine[Any, Any, T]) -> T:
+        return self._portal.run(call)
 
     def submit(
         self,
@@ -92,33 +103,31 @@ class Runtime:
         def plain(t: TeamSpec) -> TeamSpec:
             return t.spec() if isinstance(t, Team) else t
 
-        job_id: str = get(
-            self._handles.orchestrator.submit.remote(
+        job_id = self._run(
+            self.client.submit(
                 task,
                 team if team is None or isinstance(team, str) else plain(team),
                 tenant=tenant,
                 budget=budget,
                 teams={k: plain(t) for k, t in (teams or {}).items()} or None,
                 intent=intent or routing,
-                attachments=tuple(attachments),
+                attachments=attachments,
             )
         )
-        return JobHandle(job_id, self._handles.orchestrator)
+        return JobHandle(job_id, self.client, self._portal)
 
     def job(self, job_id: str) -> JobHandle:
         """A handle on a job submitted earlier (by any driver)."""
-        get(self._handles.orchestrator.status.remote(job_id))
-        return JobHandle(job_id, self._handles.orchestrator)
+        self._run(self.client.status(job_id))
+        return JobHandle(job_id, self.client, self._portal)
 
     def jobs(self, tenant: str | None = None) -> dict[str, JobStatus]:
         """Known jobs (of ``tenant``, when given) and their status, oldest first."""
-        jobs: dict[str, JobStatus] = get(self._handles.orchestrator.jobs.remote(tenant=tenant))
-        return jobs
+        return self._run(self.client.jobs(tenant=tenant))
 
     def teams(self) -> dict[str, TeamSpec]:
         """Teams registered at run time, by name."""
-        teams: dict[str, TeamSpec] = get(self._handles.orchestrator.teams.remote())
-        return teams
+        return self._run(self.client.teams())
 
     def put_team(self, team: TeamSpec, *, create: bool = False) -> bool:
         """Register ``team`` under its name, or hot-update the team of that name; True if new.
@@ -131,19 +140,15 @@ class Runtime:
             ConfigError: the team cannot be provisioned (e.g. a tool no sandbox has).
         """
         spec = team.spec() if isinstance(team, Team) else team
-        created: bool = get(self._handles.orchestrator.put_team.remote(spec, create=create))
-        return created
+        return self._run(self.client.put_team(spec, create=create))
 
     def delete_team(self, name: str) -> TeamSpec:
         """Unregister a team and stop its agents; return it (raises ``TeamNotFound``)."""
-        team: TeamSpec = get(self._handles.orchestrator.delete_team.remote(name))
-        return team
+        return self._run(self.client.delete_team(name))
 
     def agents(self) -> list[AgentInfo]:
         """Every agent of every registered team, with the envelopes it is handling now."""
-        agents: list[AgentInfo] = get(self._handles.orchestrator.agents.remote())
-        stats: RouterStats = get(self._handles.router.stats.remote())
-        return with_load(agents, stats.in_flight)
+        return self._run(self.client.agents())
 
     def put_agent(self, team: str, agent: AgentSpec, *, create: bool = False) -> bool:
         """Add an agent to a registered team, or hot-update it in place; True if new.
@@ -152,40 +157,33 @@ class Runtime:
             TeamNotFound: no such team.
             Conflict: ``create`` and the agent exists, or another team has that name.
         """
-        created: bool = get(self._handles.orchestrator.put_agent.remote(team, agent, create=create))
-        return created
+        return self._run(self.client.put_agent(team, agent, create=create))
 
     def delete_agent(self, name: str) -> AgentInfo:
         """Remove an agent from its team and stop it (raises ``AgentNotFound``)."""
-        info: AgentInfo = get(self._handles.orchestrator.delete_agent.remote(name))
-        return info
+        return self._run(self.client.delete_agent(name))
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """The router's newest dead letters, oldest first."""
-        letters: list[DeadLetter] = get(self._handles.router.dead_letters.remote(limit))
-        return letters
+        return self._run(self.client.dead_letters(limit))
 
     def usage(self, job_id: str | None = None) -> list[UsageRow]:
         """Model usage by job, agent and model (one job's when ``job_id`` is given)."""
-        rows: list[UsageRow] = get(self._handles.llm.usage.remote(job_id))
-        return rows
+        return self._run(self.client.usage(job_id))
 
     def remember(self, memory: MemoryWrite | str, *, tenant: str = "default") -> str:
         """Store a long-term memory for ``tenant``; return its id."""
         memory = MemoryWrite(text=memory) if isinstance(memory, str) else memory
-        memory_id: str = get(self._handles.memory.write.remote(tenant, memory))
-        return memory_id
+        return self._run(self.client.remember(tenant, memory))
 
     def recall(self, query: MemoryQuery | str, *, tenant: str = "default") -> list[MemoryHit]:
         """The memories of ``tenant`` most relevant to ``query``, best first."""
         query = MemoryQuery(query=query) if isinstance(query, str) else query
-        hits: MemoryHits = get(self._handles.memory.query.remote(tenant, query))
-        return list(hits.hits)
+        return self._run(self.client.recall(tenant, query))
 
     def router_stats(self) -> RouterStats:
         """The router's counters and registry."""
-        stats: RouterStats = get(self._handles.router.stats.remote())
-        return stats
+        return self._run(self.client.router_stats())
 
     def as_tenant(self, tenant: str) -> TenantView:
         """The same connection, acting for ``tenant`` as its API key would over HTTP.
@@ -195,16 +193,15 @@ class Runtime:
         cluster's Ray and could call the actors directly: this view is for drivers that
         serve tenants (a web backend, a batch of a customer's jobs), not a sandbox.
         """
-        return TenantView(tenant, self._handles)
+        return TenantView(tenant, self.client, self._portal)
 
     def tenant_policy(self, tenant: str) -> TenantPolicy:
         """The policy that binds ``tenant`` (its own, else the default)."""
-        policy: TenantPolicy = get(self._handles.orchestrator.policy.remote(tenant))
-        return policy
+        return self._run(self.client.policy(tenant))
 
     def set_tenant_policy(self, tenant: str, policy: TenantPolicy | None) -> None:
         """Set the policy of ``tenant`` (``"*"``: every tenant without one); None drops it."""
-        get(self._handles.orchestrator.put_policy.remote(tenant, policy))
+        self._run(self.client.put_policy(tenant, policy))
 
     def actor(self, name: str) -> Any:
         """The Ray handle of a named actor (``router``, ``llm``, ``agent/<name>`` ...)."""
@@ -216,6 +213,7 @@ class Runtime:
         A Ray this process was connected to before :func:`connect` is left alone, and so are
         the actors of a cluster it joined (they are detached and serve other drivers).
         """
+        self._portal.close()
         if self._owns_connection and ray.is_initialized():
             ray.shutdown()
 
@@ -308,15 +306,13 @@ def connect(
     config = (
         llm_config if isinstance(llm_config, LLMConfig | None) else LLMConfig.from_yaml(llm_config)
     )
-    return Runtime(
-        spawn_system(
-            _models(llm),
-            config,
-            tools_config,
-            memory_config,
-            None if journal is None else Path(journal),
-            otel=otel,
-            replace_models=replace_models,
-        ),
-        owns_connection=owns_connection,
+    client = SystemClient.start(
+        _models(llm),
+        config,
+        tools_config,
+        memory_config,
+        None if journal is None else Path(journal),
+        otel=otel,
+        replace_models=replace_models,
     )
+    return Runtime(client, owns_connection=owns_connection)

@@ -4,12 +4,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Any, Final
+from typing import Final
 
-import ray
-from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
-
-from actors.ray_handles import unwrap
 from protocols import (
     ApprovalRequest,
     JobCancelled,
@@ -20,22 +16,14 @@ from protocols import (
     JobTimeout,
     RecipientUnavailable,
 )
+from runtime.blocking import Portal
+from runtime.client import SystemClient
 
-__all__ = ["JobHandle", "get"]
+__all__ = ["JobHandle"]
 
 _EVENT_POLL_S: Final = 5.0
 _GRACE_S: Final = 10.0
 _RESTART_RETRIES: Final = 30
-
-
-def get(ref: Any, timeout: float | None = None) -> Any:
-    """``ray.get`` with project errors unwrapped and dead actors made typed."""
-    try:
-        return ray.get(ref, timeout=timeout)
-    except RayTaskError as exc:
-        raise unwrap(exc) from None
-    except RayActorError as exc:
-        raise RecipientUnavailable(f"system actor unavailable: {exc}") from None
 
 
 class JobHandle:
@@ -44,18 +32,20 @@ class JobHandle:
     A handle from a :class:`~runtime.tenant.TenantView` reaches the job only as its tenant.
     """
 
-    def __init__(self, job_id: str, orchestrator: Any, *, tenant: str | None = None) -> None:
+    def __init__(
+        self, job_id: str, client: SystemClient, portal: Portal, *, tenant: str | None = None
+    ) -> None:
         self.job_id = job_id
-        self._orchestrator = orchestrator
-        self._scope: dict[str, str] = {} if tenant is None else {"tenant": tenant}
+        self._client = client
+        self._portal = portal
+        self._tenant = tenant
 
     def __repr__(self) -> str:
         return f"JobHandle({self.job_id!r})"
 
     def status(self) -> JobStatus:
         """Where the job is now."""
-        status: JobStatus = get(self._orchestrator.status.remote(self.job_id, **self._scope))
-        return status
+        return self._portal.run(self._client.status(self.job_id, tenant=self._tenant))
 
     def result(self, timeout: float | None = 60.0) -> JobResult:
         """Wait for the job's result.
@@ -69,10 +59,10 @@ class JobHandle:
         result: JobResult | None = None
         for _ in range(_RESTART_RETRIES):  # an orchestrator that died comes back and resumes
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ref = self._orchestrator.wait.remote(self.job_id, left, **self._scope)
+            waiting = self._client.wait(self.job_id, left, tenant=self._tenant)
             try:
-                result = get(ref, None if left is None else left + _GRACE_S)
-            except GetTimeoutError:
+                result = self._portal.run(waiting, None if left is None else left + _GRACE_S)
+            except TimeoutError:
                 result = None
             except RecipientUnavailable:
                 continue
@@ -94,33 +84,25 @@ class JobHandle:
 
     def approvals(self) -> list[ApprovalRequest]:
         """Tool calls of the job waiting for a human (tool, exact arguments, approval id)."""
-        pending: list[ApprovalRequest] = get(
-            self._orchestrator.approvals.remote(self.job_id, **self._scope)
-        )
-        return pending
+        return self._portal.run(self._client.approvals(self.job_id, tenant=self._tenant))
 
     def approve(self, approval_id: str, reason: str = "") -> bool:
         """Let the held call run; False if nothing waits under ``approval_id``."""
-        done: bool = get(
-            self._orchestrator.decide.remote(
-                self.job_id, approval_id, approved=True, reason=reason, **self._scope
-            )
+        decided = self._client.decide(
+            self.job_id, approval_id, approved=True, reason=reason, tenant=self._tenant
         )
-        return done
+        return self._portal.run(decided)
 
     def reject(self, approval_id: str, reason: str = "") -> bool:
         """Refuse the held call (the agent sees the refusal); False if nothing waits."""
-        done: bool = get(
-            self._orchestrator.decide.remote(
-                self.job_id, approval_id, approved=False, reason=reason, **self._scope
-            )
+        decided = self._client.decide(
+            self.job_id, approval_id, approved=False, reason=reason, tenant=self._tenant
         )
-        return done
+        return self._portal.run(decided)
 
     def cancel(self) -> bool:
         """Cancel the job: running subtasks stop at their agents; False if it had finished."""
-        cancelled: bool = get(self._orchestrator.cancel.remote(self.job_id, **self._scope))
-        return cancelled
+        return self._portal.run(self._client.cancel(self.job_id, tenant=self._tenant))
 
     def events(self, timeout: float | None = None) -> Iterator[JobEvent]:
         """Yield the job's events in order, as they happen, until its last one.
@@ -138,8 +120,8 @@ class JobHandle:
                     raise JobTimeout(
                         f"job {self.job_id} still running after {timeout} s", job_id=self.job_id
                     )
-            batch: list[JobEvent] = get(
-                self._orchestrator.events.remote(self.job_id, seen, wait, **self._scope),
+            batch = self._portal.run(
+                self._client.events(self.job_id, seen, wait, tenant=self._tenant),
                 wait + _GRACE_S,
             )
             for event in batch:

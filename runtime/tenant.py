@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 from protocols import Attachment, Budget, ConfigError, JobStatus, TeamSpec, TenantPolicy, UsageRow
+from runtime.blocking import Portal
+from runtime.client import SystemClient
 from runtime.config import Team
-from runtime.handle import JobHandle, get
-
-if TYPE_CHECKING:
-    from actors.spawn import SystemHandles
+from runtime.handle import JobHandle
 
 __all__ = ["TenantView"]
 
@@ -22,9 +20,10 @@ class TenantView:
     only the tenant's jobs and usage are reachable; another tenant's job is ``JobNotFound``.
     """
 
-    def __init__(self, tenant: str, handles: SystemHandles) -> None:
+    def __init__(self, tenant: str, client: SystemClient, portal: Portal) -> None:
         self.tenant = tenant
-        self._handles = handles
+        self._client = client
+        self._portal = portal
 
     def __repr__(self) -> str:
         return f"TenantView({self.tenant!r})"
@@ -47,37 +46,30 @@ class TenantView:
         if not task.strip():
             raise ConfigError("task is empty")
         spec = team.spec() if isinstance(team, Team) else team
-        job_id: str = get(
-            self._handles.orchestrator.submit.remote(
-                task,
-                spec,
-                tenant=self.tenant,
-                budget=budget,
-                attachments=tuple(attachments),
-                admin=False,
+        job_id = self._portal.run(
+            self._client.submit(
+                task, spec, tenant=self.tenant, budget=budget, attachments=attachments, admin=False
             )
         )
         return self.job(job_id)
 
     def job(self, job_id: str) -> JobHandle:
         """A handle on one of the tenant's jobs (raises ``JobNotFound`` for anyone else's)."""
-        get(self._handles.orchestrator.status.remote(job_id, tenant=self.tenant))
-        return JobHandle(job_id, self._handles.orchestrator, tenant=self.tenant)
+        self._portal.run(self._client.status(job_id, tenant=self.tenant))
+        return JobHandle(job_id, self._client, self._portal, tenant=self.tenant)
 
     def jobs(self) -> dict[str, JobStatus]:
         """The tenant's jobs and their status, oldest first."""
-        jobs: dict[str, JobStatus] = get(self._handles.orchestrator.jobs.remote(tenant=self.tenant))
-        return jobs
+        return self._portal.run(self._client.jobs(tenant=self.tenant))
 
     def usage(self, job_id: str | None = None) -> list[UsageRow]:
         """Model usage of the tenant's jobs (raises ``JobNotFound`` for anyone else's job)."""
         mine = self.jobs()
         if job_id is not None:
             self.job(job_id)
-        rows: list[UsageRow] = get(self._handles.llm.usage.remote(job_id))
+        rows = self._portal.run(self._client.usage(job_id))
         return [row for row in rows if row.job_id in mine]
 
     def policy(self) -> TenantPolicy:
         """The policy that binds this tenant."""
-        policy: TenantPolicy = get(self._handles.orchestrator.policy.remote(self.tenant))
-        return policy
+        return self._portal.run(self._client.policy(self.tenant))

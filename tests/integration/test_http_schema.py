@@ -31,11 +31,13 @@ def api_schema(api):
 
 def _operations():
     # the document is static: read the operation list from the app without serving it
+    from actors.spawn import SystemHandles  # noqa: PLC0415
     from deployments.api import create_api  # noqa: PLC0415
-    from deployments.backend import Backend  # noqa: PLC0415
     from deployments.config import APIConfig  # noqa: PLC0415
+    from runtime.client import SystemClient  # noqa: PLC0415
 
-    unwired = Backend(orchestrator=None, router=None, llm=None)
+    nothing = SystemHandles(router=None, llm=None, orchestrator=None, sandboxes=[], memory=None)
+    unwired = SystemClient(nothing)
     paths = create_api(unwired, APIConfig()).openapi()["paths"]
     return [(method.upper(), path) for path, methods in paths.items() for method in methods]
 

@@ -1,0 +1,309 @@
+"""The control plane: one typed, async client of the system actors.
+
+Drivers (through the blocking :class:`~runtime.driver.Runtime`), the HTTP application and the
+command line all reach the orchestrator, router, LLM pool and memory store through
+:class:`SystemClient`. It is the one place where a Ray failure becomes a raytroupe error: a
+``TroupeError`` raised in an actor comes back as itself, a dead or restarting actor as
+``RecipientUnavailable`` (retryable), a call that takes too long as ``TimeoutError``. Work
+itself travels as ``AgentMessage`` envelopes through the router (the data plane).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
+
+from actors.llm.budget import Spend
+from actors.llm.config import LLMConfig
+from actors.memory.config import MemoryConfig
+from actors.orchestrator.catalog import with_load
+from actors.ray_handles import unwrap
+from actors.router import RouterStats
+from actors.spawn import SystemHandles, spawn_system
+from actors.tools.config import ToolsConfig
+from protocols import (
+    AgentInfo,
+    AgentSpec,
+    ApprovalRequest,
+    Attachment,
+    Budget,
+    DeadLetter,
+    JobEvent,
+    JobResult,
+    JobStatus,
+    MemoryHit,
+    MemoryHits,
+    MemoryQuery,
+    MemoryWrite,
+    ModelSpec,
+    RecipientUnavailable,
+    TeamSpec,
+    TenantPolicy,
+    UsageRow,
+)
+from protocols.intent import IntentConfig
+
+__all__ = ["SystemClient"]
+
+T = TypeVar("T")
+
+_READY_TIMEOUT_S: Final = 5.0
+
+
+class SystemClient:
+    """Typed calls to the system actors of one raytroupe (see the module docstring).
+
+    ``tenant`` arguments scope a call to one tenant's jobs (another tenant's job is
+    ``JobNotFound``); ``admin=False`` on :meth:`submit` applies the tenant's policy.
+    """
+
+    def __init__(self, handles: SystemHandles) -> None:
+        self.handles = handles
+        self._orchestrator = handles.orchestrator
+        self._router = handles.router
+        self._llm = handles.llm
+        self._memory = handles.memory
+
+    @classmethod
+    def start(
+        cls,
+        models: Mapping[str, ModelSpec] | None = None,
+        llm: LLMConfig | None = None,
+        tools: ToolsConfig | None = None,
+        memory: MemoryConfig | None = None,
+        journal: Path | None = None,
+        *,
+        otel: bool = False,
+        replace_models: bool = False,
+        policies: Mapping[str, TenantPolicy] | None = None,
+    ) -> SystemClient:
+        """Find the running system actors (namespace ``troupe``) or start them (blocking).
+
+        See :func:`actors.spawn.spawn_system` for what each argument configures.
+
+        Raises:
+            ConfigError: the pool cannot serve its configuration, or ``models`` would replace
+                an alias without ``replace_models``.
+        """
+        handles = spawn_system(
+            models,
+            llm,
+            tools,
+            memory,
+            journal,
+            otel=otel,
+            replace_models=replace_models,
+            policies=policies,
+        )
+        return cls(handles)
+
+    # -- jobs ------------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        task: str,
+        team: TeamSpec | str | None,
+        *,
+        tenant: str = "default",
+        budget: Budget | None = None,
+        teams: Mapping[str, TeamSpec] | None = None,
+        intent: IntentConfig | None = None,
+        attachments: Sequence[Attachment] = (),
+        request_id: str | None = None,
+        admin: bool = True,
+    ) -> str:
+        """Start a job; its id (see ``Orchestrator.submit``)."""
+        ref = self._orchestrator.submit.remote(
+            task,
+            team,
+            tenant=tenant,
+            budget=budget,
+            teams=dict(teams) if teams else None,
+            intent=intent,
+            attachments=tuple(attachments),
+            request_id=request_id,
+            admin=admin,
+        )
+        result: str = await _call(ref)
+        return result
+
+    async def status(self, job_id: str, *, tenant: str | None = None) -> JobStatus:
+        """Where the job is."""
+        status: JobStatus = await _call(self._orchestrator.status.remote(job_id, tenant=tenant))
+        return status
+
+    async def wait(
+        self, job_id: str, timeout: float | None, *, tenant: str | None = None
+    ) -> JobResult | None:
+        """The job's result once it has one, or None after ``timeout`` seconds."""
+        ref = self._orchestrator.wait.remote(job_id, timeout, tenant=tenant)
+        result: JobResult | None = await _call(ref)
+        return result
+
+    async def events(
+        self, job_id: str, after: int, timeout: float | None, *, tenant: str | None = None
+    ) -> list[JobEvent]:
+        """Events with ``seq > after``, waiting up to ``timeout`` for the first one."""
+        ref = self._orchestrator.events.remote(job_id, after, timeout, tenant=tenant)
+        result: list[JobEvent] = await _call(ref)
+        return result
+
+    async def cancel(self, job_id: str, *, tenant: str | None = None) -> bool:
+        """Cancel the job; False if it had finished."""
+        result: bool = await _call(self._orchestrator.cancel.remote(job_id, tenant=tenant))
+        return result
+
+    async def approvals(self, job_id: str, *, tenant: str | None = None) -> list[ApprovalRequest]:
+        """The job's tool calls waiting for a human."""
+        ref = self._orchestrator.approvals.remote(job_id, tenant=tenant)
+        result: list[ApprovalRequest] = await _call(ref)
+        return result
+
+    async def decide(
+        self,
+        job_id: str,
+        approval_id: str,
+        *,
+        approved: bool,
+        reason: str = "",
+        tenant: str | None = None,
+    ) -> bool:
+        """Approve or reject a held tool call; False if nothing waits under that id."""
+        ref = self._orchestrator.decide.remote(
+            job_id, approval_id, approved=approved, reason=reason, tenant=tenant
+        )
+        result: bool = await _call(ref)
+        return result
+
+    async def jobs(self, *, tenant: str | None = None) -> dict[str, JobStatus]:
+        """Known jobs (of ``tenant``, when given) and their status, oldest first."""
+        result: dict[str, JobStatus] = await _call(self._orchestrator.jobs.remote(tenant=tenant))
+        return result
+
+    # -- teams and agents ------------------------------------------------------------------
+
+    async def teams(self) -> dict[str, TeamSpec]:
+        """Registered teams, by name."""
+        result: dict[str, TeamSpec] = await _call(self._orchestrator.teams.remote())
+        return result
+
+    async def team(self, name: str) -> TeamSpec:
+        """One registered team (``TeamNotFound`` if none)."""
+        result: TeamSpec = await _call(self._orchestrator.team.remote(name))
+        return result
+
+    async def put_team(self, team: TeamSpec, *, create: bool = False) -> bool:
+        """Register or hot-update a team; True if new."""
+        result: bool = await _call(self._orchestrator.put_team.remote(team, create=create))
+        return result
+
+    async def delete_team(self, name: str) -> TeamSpec:
+        """Unregister a team and stop its agents; what it was."""
+        result: TeamSpec = await _call(self._orchestrator.delete_team.remote(name))
+        return result
+
+    async def agents(self) -> list[AgentInfo]:
+        """Agents of registered teams, with the envelopes each is handling now."""
+        agents: list[AgentInfo] = await _call(self._orchestrator.agents.remote())
+        return with_load(agents, (await self.router_stats()).in_flight)
+
+    async def put_agent(self, team: str, agent: AgentSpec, *, create: bool = False) -> bool:
+        """Add an agent to a registered team, or update it in place; True if new."""
+        ref = self._orchestrator.put_agent.remote(team, agent, create=create)
+        result: bool = await _call(ref)
+        return result
+
+    async def delete_agent(self, name: str) -> AgentInfo:
+        """Remove an agent from its team and stop it; what it was."""
+        result: AgentInfo = await _call(self._orchestrator.delete_agent.remote(name))
+        return result
+
+    # -- tenants ---------------------------------------------------------------------------
+
+    async def policy(self, tenant: str) -> TenantPolicy:
+        """The policy that binds ``tenant``."""
+        result: TenantPolicy = await _call(self._orchestrator.policy.remote(tenant))
+        return result
+
+    async def policies(self) -> dict[str, TenantPolicy]:
+        """Every tenant policy set (``*``: the default)."""
+        result: dict[str, TenantPolicy] = await _call(self._orchestrator.policies.remote())
+        return result
+
+    async def put_policy(self, tenant: str, policy: TenantPolicy | None) -> None:
+        """Set (None: drop) a tenant's policy."""
+        await _call(self._orchestrator.put_policy.remote(tenant, policy))
+
+    # -- models, router, memory -------------------------------------------------------------
+
+    async def usage(self, job_id: str | None = None) -> list[UsageRow]:
+        """Model usage by job, agent and model (one job's when ``job_id`` is given)."""
+        result: list[UsageRow] = await _call(self._llm.usage.remote(job_id))
+        return result
+
+    async def spent(self, account: str) -> Spend:
+        """What a budget account (``job:<id>``, ``tenant:<name>``) has spent."""
+        result: Spend = await _call(self._llm.spent.remote(account))
+        return result
+
+    async def models(self) -> dict[str, ModelSpec]:
+        """The pool's aliases and what they stand for."""
+        result: dict[str, ModelSpec] = await _call(self._llm.models.remote())
+        return result
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
+        """The router's newest dead letters, oldest first."""
+        result: list[DeadLetter] = await _call(self._router.dead_letters.remote(limit))
+        return result
+
+    async def router_stats(self) -> RouterStats:
+        """The router's counters and registry."""
+        result: RouterStats = await _call(self._router.stats.remote())
+        return result
+
+    async def remember(self, tenant: str, memory: MemoryWrite) -> str:
+        """Store a long-term memory of ``tenant``; its id."""
+        result: str = await _call(self._memory.write.remote(tenant, memory))
+        return result
+
+    async def recall(self, tenant: str, query: MemoryQuery) -> list[MemoryHit]:
+        """``tenant``'s memories most relevant to ``query``, best first."""
+        hits: MemoryHits = await _call(self._memory.query.remote(tenant, query))
+        return list(hits.hits)
+
+    async def ready(self) -> dict[str, bool]:
+        """Whether the router, orchestrator and LLM pool each answer within a few seconds."""
+        checks = {
+            "router": self._router.stats.remote(),
+            "orchestrator": self._orchestrator.jobs.remote(tenant="-"),
+            "llm": self._llm.unservable.remote(),
+        }
+        answers = await asyncio.gather(*(_answers(ref) for ref in checks.values()))
+        return dict(zip(checks, answers, strict=True))
+
+
+async def _call(ref: Any) -> Any:
+    """Await a remote call (each method above says what it returns).
+
+    Raises:
+        TroupeError: what the actor raised.
+        RecipientUnavailable: the actor died or is restarting (the caller may retry).
+    """
+    try:
+        return await ref
+    except RayTaskError as exc:
+        raise unwrap(exc) from None
+    except RayActorError as exc:
+        raise RecipientUnavailable(f"a system actor is unavailable: {exc}") from None
+
+
+async def _answers(ref: Any) -> bool:
+    try:
+        await asyncio.wait_for(asyncio.wrap_future(ref.future()), _READY_TIMEOUT_S)
+    except (TimeoutError, GetTimeoutError, RayActorError, RayTaskError):
+        return False
+    return True
