@@ -66,6 +66,7 @@ def test_the_store_uses_a_chroma_server_when_configured(chroma_server, tmp_path)
     async def main():
         config = MemoryConfig(server=chroma_server, embedding="hashing", path=tmp_path / "unused")
         store = MemoryStore(config)
+        await store.on_start()
         await store.write("acme", MemoryWrite(text="The cluster's memory lives in one server."))
         await store.write("acme", MemoryWrite(text="Coffee is on the third floor."))
         hits = (await store.query("acme", MemoryQuery(query="where does memory live"))).hits

@@ -13,6 +13,7 @@ import os
 import pytest
 import ray
 
+from actors.lifecycle import with_lifecycle
 from actors.ray_handles import NAMESPACE
 from actors.tools.config import FunctionTool, ToolsConfig
 from actors.tools.sandbox import ToolSandbox
@@ -81,7 +82,8 @@ def sandboxes(rt, tmp_path):
             "missing": "tests.integration.no_such_module:f",
         },
     )
-    remote = ray.remote(ToolSandbox).options(num_cpus=0, max_concurrency=1000)
+    # as the Ray glue spawns sandboxes: on_start (function tools, state files) runs first
+    remote = ray.remote(with_lifecycle(ToolSandbox)).options(num_cpus=0, max_concurrency=1000)
     boxes = [remote.remote(config, name=f"fn-tools-{i}") for i in range(2)]
     ray.get([box.grant.remote("fn-tester", ["gated_pid", "square", "impatient"]) for box in boxes])
     yield boxes
