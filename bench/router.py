@@ -70,7 +70,7 @@ class Sender:
         async def one() -> None:
             message = AgentMessage(sender="bench-a", recipient="bench-b", payload=Event(name="p"))
             reply = await self._client.request(message)
-            assert reply.kind == "event"  # noqa: S101 - an error reply would be a failed run
+            assert reply.kind == "ack"  # noqa: S101 - an error reply would be a failed run
 
         return await _timed(n, in_flight, one)
 
