@@ -115,7 +115,7 @@ class RayTeamProvisioner:
         try:
             if team.models:
                 await through_restarts(lambda: self._llm.configure.remote(team.models))
-            await asyncio.gather(*(self._ensure(team.name, spec) for spec in team.agents))
+            await asyncio.gather(*(self._ensure(team, spec) for spec in team.agents))
         except RayTaskError as exc:
             raise unwrap(exc) from None
         self._provisioned[team.name] = team
@@ -136,13 +136,16 @@ class RayTeamProvisioner:
         expected = [[team_role(team.name, spec.role)] for spec in team.agents]
         return bool(serves[0]) and list(serves[1:]) == expected
 
-    async def _ensure(self, team: str, spec: AgentSpec) -> None:
+    async def _ensure(self, team: TeamSpec, spec: AgentSpec) -> None:
         options = _options(
             agent_actor_name(spec.name), num_cpus=spec.num_cpus, max_restarts=AGENT_RESTARTS
         )
         # every sandbox learns the agent's allow-list; the agent only learns the tools' specs
         granted = await asyncio.gather(
-            *(through_restarts(functools.partial(_grant, s, spec)) for s in self._sandboxes)
+            *(
+                through_restarts(functools.partial(_grant, s, spec, team.peers(spec.name)))
+                for s in self._sandboxes
+            )
         )
         tools = granted[0]
         router = RayRouterClient(self._router)
@@ -150,7 +153,7 @@ class RayTeamProvisioner:
         handle = (
             _remote(AgentActor).options(**options).remote(spec, router, tools, restart_store=store)
         )
-        roles = [team_role(team, spec.role)]
+        roles = [team_role(team.name, spec.role)]
         await handle.configure.remote(spec, tools, roles)
         await through_restarts(lambda: self._router.register.remote(spec.name, handle, roles))
         self._agents[spec.name] = handle
@@ -175,8 +178,8 @@ async def _true() -> bool:
     return True
 
 
-def _grant(sandbox: Any, spec: AgentSpec) -> Any:
-    return sandbox.grant.remote(spec.name, spec.tools)
+def _grant(sandbox: Any, spec: AgentSpec, peers: tuple[str, ...]) -> Any:
+    return sandbox.grant.remote(spec.name, spec.tools, peers)
 
 
 @dataclass(frozen=True)

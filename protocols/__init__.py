@@ -107,7 +107,7 @@ from protocols.payloads import (
     ToolResult,
     WorkDone,
 )
-from protocols.policy import TenantPolicy, scoped_name, tenant_scope
+from protocols.policy import TenantPolicy, scoped_name, tenant_scope, unscoped
 from protocols.team import (
     AgentSpec,
     ModelSpec,
@@ -239,5 +239,6 @@ __all__ = [
     "scoped_name",
     "team_role",
     "tenant_scope",
+    "unscoped",
     "with_files",
 ]

@@ -46,6 +46,13 @@ class ToolSpec(_Frozen):
     )
 
 
+class Budget(_Frozen):
+    """A spending limit in tokens, US dollars, or both (None: no limit on that measure)."""
+
+    tokens: int | None = Field(default=None, ge=0)
+    usd: float | None = Field(default=None, ge=0.0)
+
+
 class ToolCall(_Frozen):
     """A request to run a tool; also an envelope payload when sent to a tool sandbox."""
 
@@ -60,6 +67,11 @@ class ToolCall(_Frozen):
     )
     step: int | None = Field(
         default=None, description="Set by the agent: the call's place in the subtask's loop."
+    )
+    budget: Budget | None = Field(
+        default=None,
+        description="Set by the agent: the job's budget, which the work a tool asks of other "
+        "agents (delegate, handoff) is held to as well.",
     )
 
 
@@ -128,13 +140,6 @@ class Usage(_Frozen):
             cost_usd=self.cost_usd + other.cost_usd,
             calls=self.calls + other.calls,
         )
-
-
-class Budget(_Frozen):
-    """A spending limit in tokens, US dollars, or both (None: no limit on that measure)."""
-
-    tokens: int | None = Field(default=None, ge=0)
-    usd: float | None = Field(default=None, ge=0.0)
 
 
 class LLMRequest(_Frozen):

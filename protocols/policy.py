@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from protocols.addresses import Name
 from protocols.llm import Budget
 
-__all__ = ["TenantPolicy", "scoped_name", "tenant_scope"]
+__all__ = ["TenantPolicy", "scoped_name", "tenant_scope", "unscoped"]
 
 
 class TenantPolicy(BaseModel):
@@ -96,3 +96,9 @@ def tenant_scope(tenant: str) -> str:
 def scoped_name(tenant: str, name: str) -> str:
     """``name`` as the actor or team name of an inline definition of ``tenant``."""
     return f"{tenant_scope(tenant)}.{name}"
+
+
+def unscoped(name: str, tenant: str) -> str:
+    """``name`` as ``tenant`` wrote it: without its scope, if it is one of its scoped names."""
+    prefix = f"{tenant_scope(tenant)}."
+    return name.removeprefix(prefix) if name.startswith(prefix) and name != prefix else name

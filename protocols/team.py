@@ -122,6 +122,11 @@ class TeamSpec(_Config):
         description="A graph workflow (conditional edges, loops under max_steps) run instead "
         "of a plan; the last node's output is the answer.",
     )
+    delegates: tuple[Name, ...] = Field(
+        default=(),
+        description="Agents outside the team that its agents may also delegate or hand off "
+        "to (with the delegate and handoff tools); by default only their teammates.",
+    )
 
     @field_validator("output_schema")
     @classmethod
@@ -162,3 +167,8 @@ class TeamSpec(_Config):
     def roles(self) -> tuple[str, ...]:
         """The team's roles, in order of first appearance."""
         return tuple(dict.fromkeys(a.role for a in self.agents))
+
+    def peers(self, agent: str) -> tuple[str, ...]:
+        """Whom ``agent`` may delegate or hand off to: its teammates and ``delegates``."""
+        names = (*(a.name for a in self.agents), *self.delegates)
+        return tuple(n for n in dict.fromkeys(names) if n != agent)

@@ -337,7 +337,7 @@ class AgentActor(TakesBatches):
                     await remember(self._router, message, spec, request, answer.text)
                     return result(status="succeeded", output=answer.text)
                 stop = loop.limits.after_model_call(loop.usage) or await self._act(
-                    message, request.task_id, loop, answer, bound
+                    message, request, loop, answer, bound
                 )
                 if loop.handed_off is not None:
                     bound.info("subtask_handed_off", turns=loop.turns)
@@ -364,7 +364,7 @@ class AgentActor(TakesBatches):
     async def _act(
         self,
         cause: AgentMessage,
-        task_id: str,
+        request: TaskRequest,
         loop: _Loop,
         answer: LLMResponse,
         bound: Any,
@@ -380,7 +380,7 @@ class AgentActor(TakesBatches):
             loop.tool_calls += 1
             step = loop.turns * 1000 + index
             called = self._clock()
-            outcome = await self._tool(cause, task_id, step, call)
+            outcome = await self._tool(cause, request, step, call)
             if isinstance(outcome, Handoff):  # control passed on: its answer is the answer
                 loop.spans.append(tool_span(_handoff_result(outcome), called, self._clock()))
                 bound.info("tool_called", tool=call.tool, ok=True, handed_off_to=outcome.to_agent)
@@ -394,7 +394,7 @@ class AgentActor(TakesBatches):
         return loop.limits.after_turn(answer.text, results)
 
     async def _tool(
-        self, cause: AgentMessage, task_id: str, step: int, call: ToolCall
+        self, cause: AgentMessage, request: TaskRequest, step: int, call: ToolCall
     ) -> ToolResult | Handoff:
         """Run ``call`` in a sandbox; an undeliverable call is a failed result the model sees.
 
@@ -403,7 +403,9 @@ class AgentActor(TakesBatches):
         the tool did, not that its sandbox was restarting. Safe for side-effecting tools, which
         run at most once per idempotency key (job, subtask, step, tool, arguments).
         """
-        stamped = call.model_copy(update={"task_id": task_id, "step": step})
+        stamped = call.model_copy(
+            update={"task_id": request.task_id, "step": step, "budget": request.budget}
+        )
         pause = TOOL_RETRY_FIRST_S
         for tries_left in range(TOOL_DELIVERY_TRIES - 1, -1, -1):
             reply = await self._router.request(

@@ -341,9 +341,10 @@ class Orchestrator:
         if job.result is not None or job.runner is None:
             return False
         job.cancel_requested = True
-        for agent in job.team.agents:  # whoever runs one of its subtasks stops it
+        # whoever runs one of its subtasks, or work delegated for them, stops it
+        for agent in (*(a.name for a in job.team.agents), *job.team.delegates):
             with contextlib.suppress(TroupeError):
-                await self._router.send(job_message(job, agent.name, CancelJob()))
+                await self._router.send(job_message(job, agent, CancelJob()))
         job.runner.cancel()
         await wait_until(job, lambda: job.result is not None, 30.0)
         # the job has its outcome: the pool may now drop the model calls still running for it

@@ -228,6 +228,8 @@ def admit_inline(team: TeamSpec, tenant: str, policy_name: str, policy: TenantPo
     data["name"] = scoped_name(tenant, team.name)
     for agent in data["agents"]:
         agent["name"] = scoped_name(tenant, agent["name"])
+    # the agents outside the team it may delegate to: the tenant's own, never anyone else's
+    data["delegates"] = [scoped_name(tenant, name) for name in team.delegates]
     try:
         return TeamSpec.model_validate(data)
     except ValidationError as exc:

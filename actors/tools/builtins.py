@@ -19,7 +19,7 @@ import httpx
 from actors.outbound import Outbound, OutboundRefused
 from actors.tools.calculator import CALCULATOR, evaluate
 from actors.tools.isolation import Isolation, ResourceLimits, RunResult
-from protocols import ToolDef, ToolError
+from protocols import AgentMessage, ToolDef, ToolError
 
 __all__ = ["BuiltinSettings", "Runner", "ToolContext", "builtin_tools"]
 
@@ -32,6 +32,9 @@ class ToolContext:
     task_id: str | None
     agent: str
     scratch: Path
+    envelope: AgentMessage | None = None
+    """The envelope the call came in: what work a tool sends on (delegate, handoff) derives
+    from, so that it keeps the caller's tenant, job, trace, deadline, hops and budget."""
 
 
 Runner = Callable[[dict[str, Any], ToolContext], Awaitable[object]]

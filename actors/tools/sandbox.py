@@ -24,11 +24,12 @@ from jsonschema import Draft202012Validator
 
 from actors.endpoint import RouterClient, TakesBatches, expected, serve_envelope
 from actors.outbound import Outbound
-from actors.sqlite import open_sqlite
 from actors.telemetry import metrics
 from actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
 from actors.tools.config import ToolsConfig
+from actors.tools.delegation import DELEGATE, HANDOFF, Delegation
 from actors.tools.functions import load_function_tool
+from actors.tools.grants import Grants
 from actors.tools.idempotency import AtMostOnce, IdempotencyStore, idempotency_key
 from actors.tools.isolation import Isolation
 from actors.tools.mcp_source import MCPToolSource
@@ -41,8 +42,6 @@ from protocols import (
     ErrorPayload,
     Handoff,
     MCPServerSpec,
-    TaskRequest,
-    TaskResult,
     ToolCall,
     ToolDef,
     ToolError,
@@ -53,42 +52,6 @@ from protocols import (
 )
 
 __all__ = ["DELEGATE", "HANDOFF", "ToolSandbox", "ToolsConfig"]
-
-DELEGATE = ToolDef(
-    name="delegate",
-    description="Ask another agent, by name, to do a piece of work; returns its answer.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "agent": {"type": "string", "minLength": 1},
-            "instructions": {"type": "string", "minLength": 1},
-        },
-        "required": ["agent", "instructions"],
-        "additionalProperties": False,
-    },
-    timeout_s=300.0,
-    tags=("agents",),
-)
-"""Manager-as-tools: a manager agent granted this tool can call other agents like tools."""
-
-HANDOFF = ToolDef(
-    name="handoff",
-    description="Pass this task, with its context, to another agent, who finishes it; its "
-    "answer becomes yours.",
-    parameters={
-        "type": "object",
-        "properties": {
-            "agent": {"type": "string", "minLength": 1},
-            "instructions": {"type": "string", "minLength": 1},
-            "context": {"type": "string"},
-        },
-        "required": ["agent", "instructions"],
-        "additionalProperties": False,
-    },
-    timeout_s=600.0,
-    tags=("agents",),
-)
-"""Handoff: the agent stops, and the receiving agent's answer is the subtask's answer."""
 
 log = structlog.get_logger("raytroupe.tools")
 
@@ -129,8 +92,9 @@ class ToolSandbox(TakesBatches):
         for definition, run in builtin_tools(settings).values():
             self.register(definition, run)
         if router is not None:
-            self.register(DELEGATE, self._delegate)
-            self.register(HANDOFF, self._handoff)
+            delegation = Delegation(router, name, self._peers)
+            self.register(DELEGATE, delegation.delegate)
+            self.register(HANDOFF, delegation.handoff)
         self._executor: ThreadPoolExecutor | None = None
         self._unloaded: dict[str, str] = {}
         self._sources = [mcp_factory(spec) for spec in config.mcp_servers]
@@ -153,7 +117,7 @@ class ToolSandbox(TakesBatches):
         config.state_dir.mkdir(parents=True, exist_ok=True)
         self._store = IdempotencyStore(config.state_dir / "tools.sqlite")
         self._once = AtMostOnce(self._store)
-        self._grants = _Grants(config.state_dir / "grants.sqlite")
+        self._grants = Grants(config.state_dir / "grants.sqlite")
         for source in self._sources:
             await source.start()
             for definition in await source.tools():
@@ -186,8 +150,13 @@ class ToolSandbox(TakesBatches):
             and (not word or word in d.name.lower() or word in d.description.lower())
         ]
 
-    async def grant(self, agent: str, tools: Iterable[str]) -> list[ToolSpec]:
+    async def grant(
+        self, agent: str, tools: Iterable[str], peers: Iterable[str] = ()
+    ) -> list[ToolSpec]:
         """Allow ``agent`` exactly ``tools`` (replacing its earlier grant); return their specs.
+
+        ``peers`` are the agents it may delegate or hand off to (its team's, as
+        ``TeamSpec.peers`` says); nobody else, whatever its model names.
 
         Raises:
             ConfigError: a tool does not exist.
@@ -197,7 +166,7 @@ class ToolSandbox(TakesBatches):
         if unknown:
             why = "".join(f"; {self._unloaded[n]}" for n in unknown if n in self._unloaded)
             raise ConfigError(f"unknown tool(s) {unknown}; known: {sorted(self._tools)}{why}")
-        self._grants.set(agent, names)
+        self._grants.set(agent, names, sorted(set(peers) - {agent}))
         return [self._tools[n][0].spec() for n in names]
 
     # -- calls ----------------------------------------------------------------------------
@@ -207,7 +176,9 @@ class ToolSandbox(TakesBatches):
         return await serve_envelope(data, self._handle, me=self._name, accepts=(ToolCall,))
 
     async def _handle(self, message: AgentMessage, call: ToolCall) -> AgentMessage:
-        result = await self.call(call, agent=message.sender, job_id=message.job_id)
+        result = await self.call(
+            call, agent=message.sender, job_id=message.job_id, envelope=message
+        )
         if call.tool == HANDOFF.name and result.ok and isinstance(result.data, dict):
             # the agent's loop ends with the other agent's answer: a payload of its own
             handed = Handoff(
@@ -218,13 +189,24 @@ class ToolSandbox(TakesBatches):
             return message.reply(handed, sender=self._name)
         return message.reply(result, sender=self._name)
 
-    async def call(self, call: ToolCall, *, agent: str, job_id: str | None) -> ToolResult:
-        """Run one call for ``agent``; every failure is an ``ok=False`` result."""
+    async def call(
+        self,
+        call: ToolCall,
+        *,
+        agent: str,
+        job_id: str | None,
+        envelope: AgentMessage | None = None,
+    ) -> ToolResult:
+        """Run one call for ``agent``; every failure is an ``ok=False`` result.
+
+        ``envelope`` is the one the call came in; without it, a call cannot send work on to
+        other agents.
+        """
         start = time.perf_counter()
         try:
             definition, run = self._resolve(call.tool, agent)
             arguments = validate_arguments(call.arguments, definition.parameters, tool=call.tool)
-            context = ToolContext(job_id, call.task_id, agent, self._scratch(job_id))
+            context = ToolContext(job_id, call.task_id, agent, self._scratch(job_id), envelope)
             if definition.requires_approval:
                 await self._approval(call, arguments, agent=agent, job_id=job_id)
             if definition.side_effects:
@@ -285,39 +267,8 @@ class ToolSandbox(TakesBatches):
                 approval_id=approval_id,
             )
 
-    async def _handoff(self, arguments: dict[str, Any], ctx: ToolContext) -> object:
-        """Handoff: pass the subtask, with what the model says of it so far, to another agent."""
-        brief = (
-            f"{arguments['instructions']}\n\nContext handed over by {ctx.agent}:\n"
-            f"{arguments.get('context', '')}"
-        ).strip()
-        return await self._delegate({"agent": arguments["agent"], "instructions": brief}, ctx)
-
-    async def _delegate(self, arguments: dict[str, Any], ctx: ToolContext) -> object:
-        """Manager-as-tools: ask another agent to do a piece of work; its answer is the data."""
-        target = str(arguments["agent"])
-        if target == ctx.agent:
-            raise ToolError("an agent cannot delegate to itself")
-        if self._router is None:
-            raise ToolError("delegation needs the router")
-        request = TaskRequest(
-            task_id=f"{ctx.task_id or 'task'}.delegated",
-            instructions=str(arguments["instructions"]),
-            inputs={"from": ctx.agent},
-        )
-        reply = await self._router.request(
-            AgentMessage(sender=self._name, recipient=target, job_id=ctx.job_id, payload=request)
-        )
-        match expected(reply, TaskResult, unexpected=ToolError):
-            case TaskResult(status="succeeded") as done:
-                return {"agent": done.agent, "output": done.output}
-            case TaskResult() as done:
-                why = done.error.message if done.error else done.stop_reason
-                raise ToolError(f"{target} could not do it: {why}")
-            case ErrorPayload() as error:
-                raise ToolError(f"cannot reach {target}: {error.message}")
-            case unexpected:
-                assert_never(unexpected)
+    def _peers(self, agent: str) -> frozenset[str]:
+        return self._grants.peers(agent)  # opened in on_start, after the runners were made
 
     def _resolve(self, tool: str, agent: str) -> tuple[ToolDef, Runner]:
         if tool not in self._grants.get(agent):
@@ -344,7 +295,7 @@ class ToolSandbox(TakesBatches):
                 error: TroupeError = ToolError(
                     f"{definition.name} timed out after {definition.timeout_s} s"
                 )
-            except ToolError as exc:
+            except TroupeError as exc:  # typed already (a ToolError, or a routing error)
                 error = exc
             except Exception as exc:
                 log.exception("tool_crashed", tool=definition.name)
@@ -400,30 +351,3 @@ def _failure(exc: TroupeError, *, attempt: int | None = None) -> ToolResult:
     return ToolResult(
         call_id="", tool="", ok=False, error=ErrorPayload.from_exception(exc), metadata=metadata
     )
-
-
-class _Grants:
-    """Which tools each agent may call, kept in SQLite so a restarted sandbox still knows."""
-
-    def __init__(self, path: Path) -> None:
-        self._db = open_sqlite(
-            path,
-            "CREATE TABLE IF NOT EXISTS grants (agent TEXT PRIMARY KEY, tools TEXT)",
-            wal=False,
-        )
-        self._cache: dict[str, frozenset[str]] = {}
-
-    def set(self, agent: str, tools: list[str]) -> None:
-        if self.get(agent) == frozenset(tools):
-            return  # every job re-grants its team's tools: skip the write (a sync to disk)
-        self._db.execute("INSERT OR REPLACE INTO grants VALUES (?, ?)", (agent, json.dumps(tools)))
-        self._cache[agent] = frozenset(tools)
-
-    def get(self, agent: str) -> frozenset[str]:
-        if agent not in self._cache:
-            row = self._db.execute("SELECT tools FROM grants WHERE agent = ?", (agent,)).fetchone()
-            self._cache[agent] = frozenset(json.loads(row[0])) if row else frozenset()
-        return self._cache[agent]
-
-    def close(self) -> None:
-        self._db.close()

@@ -1,35 +1,13 @@
 """The journal and resuming: a new orchestrator picks up where a dead one stopped."""
 
-import asyncio
-
-from wiring import InProcessProvisioner, in_process_sandbox, run, started
+from wiring import GatedPool, InProcessProvisioner, in_process_sandbox, run, started
 
 from actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
 from actors.orchestrator.journal import Journal
-from protocols import AgentSpec, LLMRequest, TeamSpec, decode
+from protocols import AgentSpec, TeamSpec
 
 TEAM = TeamSpec(name="j", agents=(AgentSpec(name="solo", role="w"),), max_parallel=1)
 TASK = "- first thing.\n- second thing.\n- third thing."
-
-
-class GatedPool:
-    """The LLM pool behind a gate for 'work' calls: lets ``allowed`` through, then holds."""
-
-    def __init__(self, pool, allowed):
-        self.pool = pool
-        self.allowed = allowed
-        self.work = []
-        self.gate = asyncio.Event()
-        self.held = asyncio.Event()
-
-    async def receive(self, data):
-        message = decode(data)
-        if isinstance(message.payload, LLMRequest) and message.payload.purpose == "work":
-            self.work.append(message.payload.messages[1].text.splitlines()[0])
-            if len(self.work) > self.allowed:
-                self.held.set()
-                await self.gate.wait()
-        return await self.pool.receive(data)
 
 
 async def system(journal, allowed):

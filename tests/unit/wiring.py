@@ -50,6 +50,7 @@ __all__ = [
     "Echo",
     "FlakyMailbox",
     "Gated",
+    "GatedPool",
     "InProcessProvisioner",
     "Raising",
     "Tap",
@@ -175,6 +176,26 @@ class Tap:
         return [m.payload for m in self.seen if isinstance(m.payload, kind)]
 
 
+class GatedPool:
+    """The LLM pool behind a gate for 'work' calls: lets ``allowed`` through, then holds."""
+
+    def __init__(self, pool: Mailbox, allowed: int) -> None:
+        self.pool = pool
+        self.allowed = allowed
+        self.work: list[str] = []
+        self.gate = asyncio.Event()
+        self.held = asyncio.Event()
+
+    async def receive(self, data: bytes, /) -> bytes | None:
+        message = decode(data)
+        if isinstance(message.payload, LLMRequest) and message.payload.purpose == "work":
+            self.work.append(message.payload.messages[1].text.splitlines()[0])
+            if len(self.work) > self.allowed:
+                self.held.set()
+                await self.gate.wait()
+        return await self.pool.receive(data)
+
+
 class FlakyMailbox:
     """A mailbox whose first ``failures`` deliveries fail as if the actor had died."""
 
@@ -205,9 +226,12 @@ def started_now(actor: A) -> A:
     return actor
 
 
-async def in_process_sandbox(router: LocalRouterClient | None = None) -> ToolSandbox:
-    """A started tool sandbox keeping its state and scratch in a fresh temporary directory."""
-    root = Path(tempfile.mkdtemp(prefix="troupe-unit-"))
+async def in_process_sandbox(
+    router: LocalRouterClient | None = None, root: Path | None = None
+) -> ToolSandbox:
+    """A started tool sandbox keeping its state and scratch in ``root`` (default: a fresh
+    temporary directory)."""
+    root = root or Path(tempfile.mkdtemp(prefix="troupe-unit-"))
     config = ToolsConfig(state_dir=root / "state", scratch_root=root / "scratch")
     return await started(ToolSandbox(config, router=router))
 
@@ -249,7 +273,7 @@ class InProcessProvisioner:
         if self.sandbox is None:
             self.sandbox = await in_process_sandbox(self.client)
         for spec in team.agents:
-            tools = await self.sandbox.grant(spec.name, spec.tools)
+            tools = await self.sandbox.grant(spec.name, spec.tools, team.peers(spec.name))
             agent = self.agents.get(spec.name)
             if agent is None:
                 agent = AgentActor(spec, self.client, tools)
