@@ -9,6 +9,7 @@ the same call asked again (a retry, a restart) gets the recorded answer.
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from actors.orchestrator.jobs import Job, emit, set_status
@@ -25,11 +26,19 @@ class ApprovalDesk:
         self._journal = journal
 
     async def hold(self, job: Job, request: ApprovalRequest) -> ApprovalDecision:
-        """Wait for the decision on ``request`` (at once, if one was recorded)."""
-        known = self._journal.decision(job.id, request.approval_id) if self._journal else None
+        """Wait for the decision on ``request`` (at once, if one was recorded).
+
+        A decision answers only the call it was made on: a request under the same id for
+        another subtask, tool or arguments is refused (the sandbox derives the id from all of
+        them, so only a forged or garbled request can do that).
+        """
+        known = self._journal.decided(job.id, request.approval_id) if self._journal else None
         if known is not None:
-            return known
+            asked, decision = known
+            return decision if _same_call(asked, request) else _not_this_call(request)
         pending = job.approvals.get(request.approval_id)
+        if pending is not None and not _same_call(pending[0], request):
+            return _not_this_call(request)
         if pending is None:
             future: asyncio.Future[ApprovalDecision] = asyncio.get_running_loop().create_future()
             pending = job.approvals[request.approval_id] = (request, future)
@@ -60,3 +69,19 @@ class ApprovalDesk:
                 "tool": request.tool}  # fmt: skip
         await emit(job, "approval_decided", request.task_id, data)
         return True
+
+
+def _same_call(asked: ApprovalRequest, request: ApprovalRequest) -> bool:
+    def call(r: ApprovalRequest) -> str:
+        return json.dumps([r.task_id, r.tool, r.arguments], sort_keys=True, default=str)
+
+    return call(asked) == call(request)
+
+
+def _not_this_call(request: ApprovalRequest) -> ApprovalDecision:
+    return ApprovalDecision(
+        approval_id=request.approval_id,
+        approved=False,
+        reason="the decision under this approval id was made on another call",
+        decided_at=time.time(),
+    )

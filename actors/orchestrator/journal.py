@@ -120,13 +120,18 @@ class Journal:
             (job_id, decision.approval_id, request.model_dump_json(), decision.model_dump_json()),
         )
 
-    def decision(self, job_id: str, approval_id: str) -> ApprovalDecision | None:
-        """The recorded decision on a tool call, if a human made one."""
+    def decided(
+        self, job_id: str, approval_id: str
+    ) -> tuple[ApprovalRequest, ApprovalDecision] | None:
+        """The recorded decision on a tool call, with the call it was about, if one was made."""
         row = self._db.execute(
-            "SELECT decision FROM approvals WHERE job_id = ? AND approval_id = ?",
+            "SELECT request, decision FROM approvals WHERE job_id = ? AND approval_id = ?",
             (job_id, approval_id),
         ).fetchone()
-        return None if row is None else ApprovalDecision.model_validate_json(row[0])
+        if row is None:
+            return None
+        request = ApprovalRequest.model_validate_json(row[0])
+        return request, ApprovalDecision.model_validate_json(row[1])
 
     def finish(self, result: JobResult) -> None:
         """Record the job's result; it will not be resumed."""
