@@ -151,7 +151,9 @@ class RayTeamProvisioner:
         router = RayRouterClient(self._router)
         store = GcsRestartStore(agent_actor_name(spec.name))
         handle = (
-            _remote(AgentActor).options(**options).remote(spec, router, tools, restart_store=store)
+            _remote(AgentActor)
+            .options(**options)
+            .remote(spec, router, tools, restart_store=store, team=team.name)
         )
         roles = [team_role(team.name, spec.role)]
         await handle.configure.remote(spec, tools, roles)

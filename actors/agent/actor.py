@@ -117,6 +117,7 @@ class AgentActor(TakesBatches):
         restart_store: where :meth:`configure` keeps the configuration, so that a restarted agent
             comes back as it was configured last, roles included (under Ray:
             ``GcsRestartStore("agent/<name>")``), not as it was created.
+        team: the team it was made for (shown in its ``repr``, the Ray dashboard's).
     """
 
     def __init__(
@@ -127,7 +128,9 @@ class AgentActor(TakesBatches):
         *,
         clock: Callable[[], float] = time.time,
         restart_store: RestartStore | None = None,
+        team: str = "",
     ) -> None:
+        self._team = team
         self._router = router
         self._clock = clock
         self._restart_store = restart_store
@@ -138,6 +141,15 @@ class AgentActor(TakesBatches):
         self._spec = spec
         self._tools = tuple(tools)
         self._slots = asyncio.Semaphore(spec.max_concurrency)
+
+    def __repr__(self) -> str:
+        """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
+        spec = self._spec
+        team = f"team {self._team}, " if self._team else ""
+        return (
+            f"Agent({spec.name}: {team}role {spec.role}, model {spec.model}, "
+            f"{spec.max_concurrency} subtask(s) at once)"
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
 

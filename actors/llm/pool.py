@@ -50,6 +50,9 @@ __all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "build_provider"]
 
 log = structlog.get_logger("raytroupe.llm")
 
+_REPR_ALIASES = 8
+"""Aliases named in the pool's ``repr`` (the Ray dashboard's); the rest are counted."""
+
 DEFAULT_MODELS: Mapping[str, ModelSpec] = {"default": OfflineModel(), "offline": OfflineModel()}
 """Aliases every pool starts with: the offline provider, with no latency."""
 
@@ -136,6 +139,14 @@ class LLMAdapterPool(TakesBatches):
         self._trust = ModelTrust(config.network, config.keys, own_addresses)
         self._trust.trust([*config.models.values(), *(models or {}).values()])
         self._bind_all({**DEFAULT_MODELS, **config.models, **(models or {})})
+
+    def __repr__(self) -> str:
+        """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
+        aliases = sorted(self._specs)
+        shown = ", ".join(aliases[:_REPR_ALIASES])
+        if len(aliases) > _REPR_ALIASES:
+            shown += f" and {len(aliases) - _REPR_ALIASES} more"
+        return f"LLMAdapterPool(one replica, {len(aliases)} alias(es): {shown})"
 
     # -- lifecycle --------------------------------------------------------------------------
 

@@ -79,6 +79,12 @@ class MemoryStore(TakesBatches):
         # broke Chroma's client ("RustBindingsAPI has no attribute bindings")
         self._opening = asyncio.Lock()
 
+    def __repr__(self) -> str:
+        """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
+        config = self._config
+        where = f"server {config.server}" if config.server else f"at {config.path}"
+        return f"MemoryStore(Chroma {where}, embedding {config.embedding})"
+
     # -- lifecycle --------------------------------------------------------------------------
 
     async def on_start(self) -> None:

@@ -122,6 +122,11 @@ class Orchestrator:
             otel=self._otel,
         )
 
+    def __repr__(self) -> str:
+        """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
+        journal = self._journal_at if self._journal_at is not None else "in memory"
+        return f"Orchestrator(journal {journal}, up to {self._limits[0]} jobs running)"
+
     # -- lifecycle --------------------------------------------------------------------------
 
     async def on_start(self) -> None:

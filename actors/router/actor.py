@@ -113,6 +113,12 @@ class MessageRouter:
         self._discover = discover
         self._restarted = restarted
 
+    def __repr__(self) -> str:
+        """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
+        return (
+            f"Router(one shard, hop limit {self._max_hops}, keeps {self._dead.maxlen} dead letters)"
+        )
+
     # -- lifecycle --------------------------------------------------------------------------
 
     async def on_start(self) -> None:

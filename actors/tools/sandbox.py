@@ -99,6 +99,15 @@ class ToolSandbox(TakesBatches):
         self._unloaded: dict[str, str] = {}
         self._sources = [mcp_factory(spec) for spec in config.mcp_servers]
 
+    def __repr__(self) -> str:
+        """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
+        parts = [", ".join(sorted(self._tools))]  # the built-ins: the rest load in on_start
+        if self._config.functions:
+            parts.append(f"functions {', '.join(sorted(self._config.functions))}")
+        if self._sources:
+            parts.append(f"MCP {', '.join(s.name for s in self._config.mcp_servers)}")
+        return f"ToolSandbox({self._name}: {'; '.join(parts)})"
+
     # -- lifecycle --------------------------------------------------------------------------
 
     async def on_start(self) -> None:

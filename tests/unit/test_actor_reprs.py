@@ -1,0 +1,46 @@
+"""What the Ray dashboard's Repr column shows of each actor: who it is and how it is set up."""
+
+from actors import AgentActor, LLMAdapterPool, MessageRouter, Orchestrator
+from actors.memory.config import MemoryConfig
+from actors.memory.store import MemoryStore
+from actors.tools.config import FunctionTool
+from actors.tools.sandbox import ToolSandbox, ToolsConfig
+from protocols import AgentSpec, MCPServerSpec, OfflineModel
+
+
+def test_an_agent_says_its_team_role_model_and_capacity():
+    spec = AgentSpec(name="ada", role="researcher", model="fast", max_concurrency=3)
+    agent = AgentActor(spec, router=None, team="research")
+    assert (
+        repr(agent)
+        == "Agent(ada: team research, role researcher, model fast, 3 subtask(s) at once)"
+    )
+    assert "team" not in repr(AgentActor(spec, router=None))  # made outside a team
+
+
+def test_the_system_actors_say_what_they_serve(tmp_path):
+    pool = LLMAdapterPool({f"m{i}": OfflineModel() for i in range(9)})
+    config = ToolsConfig(
+        state_dir=tmp_path,
+        mcp_servers=(MCPServerSpec(name="files", command=("true",)),),
+        functions={"add": FunctionTool(target="operator:add")},
+    )
+    sandbox = ToolSandbox(config, name="tools-1")
+    assert repr(MessageRouter(max_hops=8)) == (
+        "Router(one shard, hop limit 8, keeps 10000 dead letters)"
+    )
+    assert repr(pool) == (
+        "LLMAdapterPool(one replica, 11 alias(es): default, m0, m1, m2, m3, m4, m5, m6 and 3 more)"
+    )
+    assert repr(sandbox) == (
+        "ToolSandbox(tools-1: calculator, file_read, file_write, http_get, python; "
+        "functions add; MCP files)"
+    )
+    memory = MemoryStore(MemoryConfig(path=tmp_path, embedding="hashing"))
+    assert repr(memory) == f"MemoryStore(Chroma at {tmp_path}, embedding hashing)"
+    served = MemoryStore(MemoryConfig(server="http://10.0.0.5:8000"))
+    assert repr(served) == "MemoryStore(Chroma server http://10.0.0.5:8000, embedding minilm)"
+    orchestrator = Orchestrator(router=None, provisioner=None, journal=tmp_path / "j.sqlite")
+    assert repr(orchestrator) == (
+        f"Orchestrator(journal {tmp_path / 'j.sqlite'}, up to 256 jobs running)"
+    )
