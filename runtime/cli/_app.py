@@ -203,6 +203,8 @@ def up(
     summary = Table.grid(padding=(0, 2))
     summary.add_row("Ray address", state.address)
     summary.add_row("dashboard", state.dashboard_url)
+    if os.environ.get("RAY_AUTH_MODE", "token") == "token":
+        summary.add_row("", "its login token: `ray get-auth-token`")
     summary.add_row("HTTP", url)
     summary.add_row("state", str(state_dir / _local.STATE_FILE))
     summary.add_row("Ray log", str(state.log_file))

@@ -95,6 +95,7 @@ def _check_up(up, state, state_dir, ports):
     assert state["http_url"] == f"http://127.0.0.1:{ports['http']}"
     assert state["dashboard_url"] == f"http://127.0.0.1:{ports['dashboard']}"
     assert state["address"] in up.stdout
+    assert "its login token: `ray get-auth-token`" in up.stdout  # the dashboard asks for it
     key = next(w for w in up.stdout.split() if w.startswith("rt-"))
     assert f"Authorization: Bearer {key}" in up.stdout
     recorded = (state_dir / "up.json").read_text()
