@@ -71,6 +71,11 @@ class AgentSpec(_Config):
         return name
 
 
+MAX_DELEGATES = 64
+"""Agents one team may list in ``delegates``: each is granted to every agent of the team and
+told of every cancel of its jobs, so the list stays short."""
+
+
 def team_role(team: str, role: str) -> str:
     """The router role of ``role`` in team ``team``.
 
@@ -124,6 +129,7 @@ class TeamSpec(_Config):
     )
     delegates: tuple[Name, ...] = Field(
         default=(),
+        max_length=MAX_DELEGATES,
         description="Agents outside the team that its agents may also delegate or hand off "
         "to (with the delegate and handoff tools); by default only their teammates.",
     )

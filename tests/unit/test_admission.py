@@ -7,6 +7,7 @@ import asyncio
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from pydantic import ValidationError
 
 from actors.orchestrator.admission import (
     InlineTeams,
@@ -127,6 +128,22 @@ def test_an_admitted_team_runs_under_names_scoped_to_its_tenant():
     other = admit_inline(spec, "globex", NAME, POLICY)
     assert {a.name for a in admitted.agents}.isdisjoint(a.name for a in other.agents)
     assert admitted.name != "research"  # never the registered team of that name
+
+
+def test_the_agents_a_team_may_delegate_to_are_the_tenants_own_whatever_it_names():
+    theirs = scoped_name("globex", "vault")  # another tenant's agent, named in full
+    spec = team(agent("boss", tools=("calculator",)), delegates=("helper", theirs, "trust-ada"))
+    admitted = admit_inline(spec, "acme", NAME, POLICY)
+    assert admitted.delegates == tuple(
+        scoped_name("acme", n) for n in ("helper", theirs, "trust-ada")
+    )
+    assert theirs not in admitted.peers(admitted.agents[0].name)
+    assert set(admitted.peers(admitted.agents[0].name)) == set(admitted.delegates)
+
+
+def test_a_team_lists_at_most_64_delegates():
+    with pytest.raises(ValidationError, match="at most 64"):
+        team(delegates=tuple(f"d{n}" for n in range(65)))
 
 
 @pytest.mark.parametrize(
