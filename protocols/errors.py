@@ -36,7 +36,8 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     ├── ToolError                     a tool call failed (bad arguments, the tool raised)
     │   ├── ToolNotAllowed            the agent was not given that tool
     │   ├── InvalidArguments          arguments fail the tool's schema (the model can correct)
-    │   └── SandboxUnavailable        this host cannot isolate untrusted code (fails closed)
+    │   ├── SandboxUnavailable        this host cannot isolate untrusted code (fails closed)
+    │   └── ToolInfrastructureError   its host failed the tool (scratch directory): fails the job
     ├── PlanError                     a planner's output is not a valid plan
     ├── QualityGateFailed             an output kept failing its schema or required fields
     └── JobError
@@ -90,6 +91,7 @@ __all__ = [
     "StreamInterrupted",
     "TeamNotFound",
     "ToolError",
+    "ToolInfrastructureError",
     "ToolNotAllowed",
     "TroupeError",
     "UnknownRecipient",
@@ -129,6 +131,7 @@ class ErrorCode(StrEnum):
     TOOL_NOT_ALLOWED = "tool_not_allowed"
     INVALID_ARGUMENTS = "invalid_arguments"
     SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    TOOL_INFRASTRUCTURE = "tool_infrastructure"
     PLAN = "plan"
     MAX_TURNS = "max_turns"
     REPEATED_TOOL_CALL = "repeated_tool_call"
@@ -368,6 +371,17 @@ class SandboxUnavailable(ToolError):
     """Untrusted code was refused: this host cannot isolate it (no namespaces, no setuid)."""
 
     code = ErrorCode.SANDBOX_UNAVAILABLE
+
+
+class ToolInfrastructureError(ToolError):
+    """The tool could not run because its host failed it, not by any fault of its own.
+
+    Its scratch directory could not be made, or is not safe to use (another user's, a symlink,
+    writable by others). Nothing the model can correct: it is never shown to the model; the
+    agent's subtask fails with it, and so does the job, until the operator acts.
+    """
+
+    code = ErrorCode.TOOL_INFRASTRUCTURE
 
 
 class QualityGateFailed(TroupeError):

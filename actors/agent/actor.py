@@ -381,7 +381,11 @@ class AgentActor(TakesBatches):
         answer: LLMResponse,
         bound: Any,
     ) -> Stop | None:
-        """Run the tool calls of one turn, in order, unless a limit stops the loop first."""
+        """Run the tool calls of one turn, in order, unless a limit stops the loop first.
+
+        A failed call's error is shown to the model, which may correct itself; but not a
+        ``ToolInfrastructureError`` (the tool's host failed it): that fails the subtask.
+        """
         loop.messages.append(
             ChatMessage(role="assistant", content=answer.text, tool_calls=answer.tool_calls)
         )
@@ -400,6 +404,8 @@ class AgentActor(TakesBatches):
                 return None
             loop.spans.append(tool_span(outcome, called, self._clock()))
             bound.info("tool_called", tool=call.tool, ok=outcome.ok)
+            if outcome.error is not None and outcome.error.code is ErrorCode.TOOL_INFRASTRUCTURE:
+                raise outcome.error.to_exception()  # the host failed, not the tool: not the model's
             text = _tool_text(outcome)
             results.append((call.tool, text))
             loop.messages.append(ChatMessage(role="tool", tool_call_id=call.call_id, content=text))

@@ -48,6 +48,7 @@ from protocols import (
     TaskRequest,
     TaskResult,
     TroupeError,
+    Usage,
     new_span_id,
     team_role,
 )
@@ -233,10 +234,17 @@ class Dispatcher:
     async def _redundant(
         self, job: Job, sub: PlannedSubtask, request: TaskRequest, ask: Ask, span: str
     ) -> SubtaskResult:
-        """Ask ``redundancy`` agents at once; resolve their answers by the subtask's strategy."""
+        """Ask ``redundancy`` agents at once; resolve their answers by the subtask's strategy.
+
+        An answer failed by its tools' host (``tool_infrastructure``) fails the subtask as it
+        is, whatever the others said: the operator must hear of it.
+        """
         results = await asyncio.gather(
             *(self._gated(job, sub, request, span) for _ in range(sub.redundancy))
         )
+        for result in results:  # the tools' host failed: no vote over the others may hide it
+            if result.error is not None and result.error.code is ErrorCode.TOOL_INFRASTRUCTURE:
+                return result.model_copy(update={"usage": sum((r.usage for r in results), Usage())})
         resolving = time.time()
         candidates = [_candidate(r, sub) for r in results]
         model = job.team.planner_model

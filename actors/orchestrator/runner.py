@@ -174,7 +174,10 @@ class JobRunner:
         kind = {"succeeded": "job_succeeded", "cancelled": "job_cancelled"}.get(
             result.status, "job_failed"
         )
-        await emit(job, kind, data={"error": error.message if error else None}, result=result)
+        data: dict[str, object] = {"error": None}
+        if error is not None:
+            data = {"error": error.message, "code": error.code.value}
+        await emit(job, kind, data=data, result=result)
 
     async def _planned(self, job: Job) -> Plan:
         """The job's plan: journaled or made now (then journaled), announced to watchers."""
@@ -220,7 +223,11 @@ def _cancelled() -> ErrorPayload:
 
 
 def _dispatch_error(job: Job, subtasks: list[SubtaskResult]) -> ErrorPayload | None:
-    """Why the job failed or stopped in dispatch (None: every subtask succeeded)."""
+    """Why the job failed or stopped in dispatch (None: every subtask succeeded).
+
+    A subtask failed by its tools' host (``tool_infrastructure``) gives the job its code and
+    its words (which name what to fix): the operator must act before any job can use the tools.
+    """
     failed = [s for s in subtasks if s.status != "succeeded"]
     if job.cancel_requested:  # its agents stopped the subtasks before the runner was told
         return _cancelled()
@@ -231,10 +238,14 @@ def _dispatch_error(job: Job, subtasks: list[SubtaskResult]) -> ErrorPayload | N
                 "subtasks did not finish"
             }
         )
-    if failed:
-        return ErrorPayload(
-            code=ErrorCode.JOB_FAILED,
-            message=f"{len(failed)} of {len(subtasks)} subtasks did not succeed: "
-            + ", ".join(f"{s.id} ({s.error.code if s.error else s.status})" for s in failed),
-        )
-    return None
+    if not failed:
+        return None
+    summary = f"{len(failed)} of {len(subtasks)} subtasks did not succeed: " + ", ".join(
+        f"{s.id} ({s.error.code if s.error else s.status})" for s in failed
+    )
+    for sub in failed:
+        if sub.error is not None and sub.error.code is ErrorCode.TOOL_INFRASTRUCTURE:
+            return sub.error.model_copy(
+                update={"message": f"{summary}; {sub.id}: {sub.error.message}"}
+            )
+    return ErrorPayload(code=ErrorCode.JOB_FAILED, message=summary)

@@ -6,7 +6,9 @@ Function tools are named here by import path; nothing is imported until a sandbo
 
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any, Final
 
@@ -16,7 +18,7 @@ from actors.outbound import NetworkPolicy
 from actors.tools.isolation import ResourceLimits
 from protocols import MCPServerSpec, Name
 
-__all__ = ["RESERVED_TOOL_NAMES", "FunctionTool", "ToolsConfig"]
+__all__ = ["RESERVED_TOOL_NAMES", "FunctionTool", "ToolsConfig", "default_scratch_root"]
 
 RESERVED_TOOL_NAMES: Final = frozenset(
     {"calculator", "python", "shell", "http_get", "file_read", "file_write", "delegate", "handoff"}
@@ -25,6 +27,15 @@ RESERVED_TOOL_NAMES: Final = frozenset(
 
 _DOTTED: Final = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*"
 _TARGET: Final = re.compile(rf"^{_DOTTED}:{_DOTTED}$", re.ASCII)
+
+
+def default_scratch_root() -> Path:
+    """``<temp dir>/raytroupe-<uid>/scratch``: each user's own (the temp dir honours TMPDIR).
+
+    A fixed path shared by all users would be whoever made it first's; the sandbox refuses a
+    root it does not own alone (``ToolSandbox``), and with this default its parent too.
+    """
+    return Path(tempfile.gettempdir()) / f"raytroupe-{os.getuid()}" / "scratch"
 
 
 class FunctionTool(BaseModel):
@@ -82,8 +93,11 @@ class ToolsConfig(BaseModel):
         description="Where idempotency records and grants are kept (survives restarts).",
     )
     scratch_root: Path = Field(
-        default_factory=lambda: Path("/tmp/raytroupe/scratch"),  # noqa: S108 - per-job subdirs
-        description="Per-job scratch directories live under it.",
+        default_factory=default_scratch_root,
+        description="Per-job scratch directories live under it: a directory of the sandbox's "
+        "user alone, made 0700 if missing; one that is a symlink, another user's, or writable "
+        "by group or others is refused. Default: <temp dir>/raytroupe-<uid>/scratch (TMPDIR "
+        "honoured), whose raytroupe-<uid> parent is held to the same rule.",
     )
     limits: ResourceLimits = Field(
         default_factory=ResourceLimits, description="Resource limits of isolated runs."

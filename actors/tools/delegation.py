@@ -15,6 +15,7 @@ from typing import Any, assert_never
 from actors.endpoint import RouterClient, expected
 from actors.tools.builtins import ToolContext
 from protocols import (
+    ErrorCode,
     ErrorPayload,
     TaskRequest,
     TaskResult,
@@ -102,6 +103,8 @@ class Delegation:
             ToolNotAllowed: the target is not one of the caller's peers.
             ToolError: the target could not do it; or a routing error (hop limit, deadline,
                 unknown agent), typed as the router raised it.
+            ToolInfrastructureError: the target's tools' host failed it (so the caller's
+                subtask fails too, rather than its model hearing of it).
         """
         cause, call = ctx.envelope, ctx.envelope.payload if ctx.envelope else None
         if cause is None or not isinstance(call, ToolCall):
@@ -120,6 +123,10 @@ class Delegation:
         match expected(reply, TaskResult, unexpected=ToolError):
             case TaskResult(status="succeeded") as done:
                 return {"agent": shown, "output": done.output}
+            case TaskResult(error=ErrorPayload(code=ErrorCode.TOOL_INFRASTRUCTURE) as error):
+                raise error.model_copy(  # its tools' host failed: the caller's subtask fails too
+                    update={"message": f"{shown} could not do it: {error.message}"}
+                ).to_exception()
             case TaskResult() as done:
                 why = done.error.message if done.error else done.stop_reason
                 raise ToolError(f"{shown} could not do it: {why}", agent=shown)

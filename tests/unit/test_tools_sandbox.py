@@ -1,6 +1,9 @@
 """The tool sandbox's policy, without Ray and without isolated processes."""
 
 import asyncio
+import os
+import stat
+import tempfile
 
 import pytest
 from wiring import run, started, started_now
@@ -449,3 +452,109 @@ def test_symlinks_planted_in_scratch_lead_nowhere(tmp_path, sandbox):
     assert [r.ok for r in results] == [False, False, False, False]
     assert (outside / "secret.txt").read_text() == "top secret"
     assert not (outside / "new.txt").exists()
+
+
+# -- the scratch root: this user's alone, or no tool runs -------------------------------------
+
+
+def scratch_call(scratch_root, tmp_path):
+    """A calculator call through a sandbox keeping its scratch in ``scratch_root``."""
+    config = ToolsConfig(state_dir=tmp_path / "state", scratch_root=scratch_root)
+
+    async def main():
+        box = await started(ToolSandbox(config))
+        await box.grant("ada", ["calculator"])
+        try:
+            return await box.call(call("calculator", expression="2+2"), agent="ada", job_id="j")
+        finally:
+            await box.close()
+
+    return run(main())
+
+
+def refused(result, path):
+    """``result`` is the sandbox refusing the call for its scratch ``path``."""
+    assert (result.ok, result.data) == (False, None)
+    assert result.error.code is ErrorCode.TOOL_INFRASTRUCTURE
+    assert result.error.retryable is False
+    assert str(path) in result.error.message
+    return result.error
+
+
+def squat(path):
+    """Make ``path`` as someone else would, first: another user's, or open to all."""
+    path.mkdir()
+    if os.geteuid() == 0:
+        os.chown(path, 12345, 12345)
+    else:  # only root can give a directory away; one that others may write is squatted too
+        path.chmod(0o777)
+
+
+def test_a_scratch_root_that_cannot_be_made_fails_the_call_naming_it(tmp_path):
+    (tmp_path / "file").write_text("not a directory")
+    root = tmp_path / "file" / "scratch"
+
+    error = refused(scratch_call(root, tmp_path), root)
+    assert "cannot prepare the scratch directory" in error.message
+
+
+def test_a_scratch_root_someone_else_made_first_is_refused(tmp_path):
+    root = tmp_path / "s"
+    squat(root)
+
+    error = refused(scratch_call(root, tmp_path), root)
+    assert "remove it, or set ToolsConfig.scratch_root" in error.message
+    assert not (root / "j").exists()  # nothing of the job's was put there
+    if os.geteuid() == 0:
+        assert "belongs to another user (owner uid 12345" in error.message
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o707, 0o777], ids=oct)
+def test_a_scratch_root_others_may_write_is_refused(tmp_path, mode):
+    root = tmp_path / "s"
+    root.mkdir()
+    root.chmod(mode)
+
+    error = refused(scratch_call(root, tmp_path), root)
+    assert f"writable by group or others (owner uid {os.geteuid()}, mode {mode:#o})" in (
+        error.message
+    )
+
+
+def test_a_symlink_as_scratch_root_is_refused_even_to_a_directory_of_ours(tmp_path):
+    ours = tmp_path / "ours"
+    ours.mkdir(mode=0o700)
+    root = tmp_path / "s"
+    root.symlink_to(ours)
+
+    error = refused(scratch_call(root, tmp_path), root)
+    assert "is a symlink" in error.message
+    assert list(ours.iterdir()) == []
+
+
+@pytest.fixture
+def temp_dir(tmp_path, monkeypatch):
+    """A TMPDIR of the test's own, read afresh by ``tempfile``."""
+    monkeypatch.setenv("TMPDIR", str(tmp_path / "tmp"))
+    monkeypatch.setattr(tempfile, "tempdir", None)
+    (tmp_path / "tmp").mkdir()
+    return tmp_path / "tmp"
+
+
+def test_the_default_scratch_root_is_per_user_under_the_temp_dir_and_private(tmp_path, temp_dir):
+    config = ToolsConfig(state_dir=tmp_path / "state")
+    user_dir = temp_dir / f"raytroupe-{os.getuid()}"
+    assert config.scratch_root == user_dir / "scratch"
+
+    result = scratch_call(config.scratch_root, tmp_path)
+    assert (result.ok, result.data) == (True, 4)
+    for made in (user_dir, user_dir / "scratch", user_dir / "scratch" / "j"):
+        assert stat.S_IMODE(made.stat().st_mode) == 0o700, made
+        assert made.stat().st_uid == os.geteuid()
+
+
+def test_the_default_scratch_roots_user_directory_squatted_is_refused(tmp_path, temp_dir):
+    user_dir = temp_dir / f"raytroupe-{os.getuid()}"
+    squat(user_dir)
+
+    refused(scratch_call(ToolsConfig().scratch_root, tmp_path), user_dir)

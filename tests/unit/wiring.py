@@ -323,15 +323,20 @@ async def build_troupe(
     wrap: Wrap | None = None,
     max_attempts: int = 3,
     pool: LLMAdapterPool | None = None,
+    tools_root: Path | None = None,
 ) -> Troupe:
-    """Router, LLM pool (behind a ``Tap``, as ``llm``), provisioner and orchestrator."""
+    """Router, LLM pool (behind a ``Tap``, as ``llm``), provisioner and orchestrator.
+
+    The tool sandbox keeps its state and scratch in ``tools_root`` (default: a fresh
+    temporary directory).
+    """
     router = await started(MessageRouter())
     client = LocalRouterClient(router)
     pool = pool or await started(LLMAdapterPool(models))
     llm = Tap(pool)
     await router.register("llm", llm)
     provisioner = InProcessProvisioner(router, pool, client, wrap)
-    provisioner.sandbox = await in_process_sandbox(client)
+    provisioner.sandbox = await in_process_sandbox(client, tools_root)
     await router.register("tools-0", provisioner.sandbox, ["tools"])
     memory = await in_process_memory(client)
     await router.register("memory", memory)
