@@ -140,6 +140,8 @@ class RayTeamProvisioner:
         options = _options(
             agent_actor_name(spec.name), num_cpus=spec.num_cpus, max_restarts=AGENT_RESTARTS
         )
+        # Spread over the cluster's nodes: Ray would pack 0-CPU actors onto this node
+        options["scheduling_strategy"] = "SPREAD"
         # every sandbox learns the agent's allow-list; the agent only learns the tools' specs
         granted = await asyncio.gather(
             *(

@@ -38,7 +38,8 @@ class TroupeAPI:
     def __init__(self, config: APIConfig) -> None:
         self._config = config
         self._keys = [*config.api_keys, *self._env_keys()]
-        llm = None if config.llm_config is None else LLMConfig.from_yaml(config.llm_config)
+        path = config.llm_config_path()
+        llm = None if path is None else LLMConfig.from_yaml(path)
         # the system actors already running in the namespace (a driver's, `troupe up`'s), or
         # new ones: llm_config and journal apply only to actors this starts
         self._client = SystemClient.start(

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,7 @@ from limits import parse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from actors.config_files import read_yaml, validated
-from protocols import TenantPolicy
+from protocols import ConfigError, TenantPolicy
 
 __all__ = ["APIConfig", "APIKey"]
 
@@ -88,6 +90,11 @@ class APIConfig(BaseModel):
     llm_config: Path | None = Field(
         default=None, description="LLM pool config used if this app starts the system actors."
     )
+    llm_config_env: str | None = Field(
+        default="TROUPE_LLM_CONFIG",
+        description="Environment variable naming the LLM pool config file (`~` expanded), used "
+        "when llm_config is not set; neither: the offline model.",
+    )
     journal: Path | None = Field(
         default=None, description="Journal file used if this app starts the orchestrator."
     )
@@ -96,6 +103,24 @@ class APIConfig(BaseModel):
     @classmethod
     def _is_rate(cls, value: str) -> str:
         return _rate(value)
+
+    def llm_config_path(self, environ: Mapping[str, str] = os.environ) -> Path | None:
+        """The LLM config file to start the pool with, None for the offline model.
+
+        ``llm_config`` if set, else the file the ``llm_config_env`` variable names (``~``
+        expanded in both).
+
+        Raises:
+            ConfigError: the variable is set but empty.
+        """
+        if self.llm_config is not None:
+            return self.llm_config.expanduser()
+        if self.llm_config_env is None or self.llm_config_env not in environ:
+            return None
+        named = environ[self.llm_config_env].strip()
+        if not named:
+            raise ConfigError(f"{self.llm_config_env} is set but names no LLM config file")
+        return Path(named).expanduser()
 
     @classmethod
     def from_mapping(cls, data: Any, *, source: str = "API config") -> APIConfig:

@@ -1,11 +1,15 @@
 """Run a small research job on an embedded local Ray and print what each agent did.
 
 Usage: python examples/research_team.py [--latency SECONDS]
+
+On a cluster (``ray job submit ... -- python examples/research_team.py``) it joins the
+cluster's Ray and uses the models it serves.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from pathlib import Path
 
 import runtime
@@ -28,10 +32,16 @@ TEAM = Path(__file__).parent / "teams" / "research.yaml"
 def main() -> None:
     """Submit the job, stream its events, print the result."""
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--latency", type=float, default=0.2, help="simulated model latency (s)")
+    parser.add_argument(
+        "--latency", type=float, default=0.2, help="offline model latency (s), own Ray only"
+    )
     args = parser.parse_args()
 
-    rt = runtime.connect(llm=runtime.OfflineModel(latency_s=args.latency), log_level="warning")
+    # On a running cluster (`ray job submit` sets RAY_ADDRESS) the job uses the models the
+    # cluster serves; only a Ray of its own gets the offline model with this latency.
+    joining = bool(os.environ.get("RAY_ADDRESS"))
+    llm = None if joining else runtime.OfflineModel(latency_s=args.latency)
+    rt = runtime.connect(llm=llm, log_level="warning")
     try:
         team = runtime.Team.from_yaml(TEAM)
         job = rt.submit(TASK, team=team)

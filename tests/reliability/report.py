@@ -2,9 +2,10 @@
 
 Usage: python -m tests.reliability.report [--out RELIABILITY.md]
 
-Two pytest runs, each in its own process: the suites that share one local Ray (router
-fuzzing, chaos smoke and full, security, sandbox escapes, model faults, load), then node
-loss (a 3-node cluster of its own). Every figure a test records
+Three pytest runs, each in its own process: the suites that share one local Ray (router
+fuzzing, chaos smoke and full, security, sandbox escapes, model faults, load), node loss (a
+3-node cluster of its own), and `ray up` on two SSH nodes of this host (root: it makes
+accounts and runs sshd). Every figure a test records
 (``tests.support.figures.record``) lands in a fresh folder; the report is a table of them
 per suite, with the machine, the date, each run's outcome and duration. Exits non-zero if
 a run failed (the report says so too).
@@ -33,9 +34,11 @@ SHARED_RAY = (
     "tests/reliability/test_load.py",
 )
 OWN_CLUSTER = ("tests/reliability/test_node_loss.py",)
+RAY_UP = ("tests/cluster/test_ray_up.py",)
 TITLES = {
     "chaos": "Chaos: jobs while actors are killed",
     "node_loss": "Node loss: a worker node removed mid-job (3-node cluster)",
+    "ray_up": "`ray up` of deployments/cluster.local.yaml: two SSH nodes on this host",
     "model_faults": "Model faults: 5xx, 429 + Retry-After, cut streams (llmock)",
     "load": "Load: concurrent jobs on loopback",
     "fuzz": "Fuzzing: the router and the envelope codec (hypothesis)",
@@ -109,22 +112,23 @@ def render(runs: list[tuple[tuple[str, ...], int, float, str]], figures: Path) -
         "The chaos smoke test, router fuzzing, the security tests and the sandbox escape "
         "suite also run in CI (the README's test command), as do API-key auth and tenant "
         "isolation of jobs over HTTP (`tests/integration/test_http_api.py`) and schemathesis "
-        "over the HTTP API (`tests/integration/test_http_schema.py`); the other suites are "
-        "slower and run here.",
+        "over the HTTP API (`tests/integration/test_http_schema.py`), and `ray up` on two "
+        "SSH nodes (`tests/cluster/test_ray_up.py`); the other suites are slower and run "
+        "here.",
         "",
     ]
     return "\n".join(lines)
 
 
 def main() -> int:
-    """Run both pytest runs, write the report; non-zero if either failed."""
+    """Run the pytest runs, write the report; non-zero if any failed."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "RELIABILITY.md")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="troupe-figures-") as folder:
         figures = Path(folder)
         runs = []
-        for files in (SHARED_RAY, OWN_CLUSTER):
+        for files in (SHARED_RAY, OWN_CLUSTER, RAY_UP):
             code, seconds, summary = _pytest(files, figures)
             print(f"{'ok' if code == 0 else 'FAILED'} {seconds:6.0f} s  {summary}")
             runs.append((files, code, seconds, summary))

@@ -5,15 +5,14 @@ Playwright drives it by path; ``playwright install`` is never run (it downloads 
 
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from tests.support.apt import ensure_programs
+
 CHROMIUM = "/usr/bin/chromium"
-APT_TIMEOUT_S = 600
 
 
 def ensure_chromium() -> str:
@@ -22,25 +21,7 @@ def ensure_chromium() -> str:
     Raises:
         RuntimeError: it is missing and cannot be installed here.
     """
-    if shutil.which("chromium"):
-        return shutil.which("chromium") or CHROMIUM
-    if os.geteuid() != 0:
-        raise RuntimeError("the browser tests need Debian's chromium: apt-get install chromium")
-    apt = shutil.which("apt-get")
-    if apt is None:
-        raise RuntimeError("the browser tests need Debian's chromium, and there is no apt-get")
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = [apt, "install", "-y", "-q", "--no-install-recommends", "chromium"]
-
-    def run(command: list[str], *, check: bool) -> int:
-        done = subprocess.run(
-            command, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=check
-        )
-        return done.returncode
-
-    if run(install, check=False):  # the package lists of a fresh machine may be empty
-        run([apt, "update", "-q"], check=True)
-        run(install, check=True)
+    ensure_programs({"chromium": "chromium"}, purpose="the browser tests")
     return shutil.which("chromium") or CHROMIUM
 
 

@@ -14,6 +14,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +48,11 @@ def _checked(cfg: dict[str, Any]) -> dict[str, Any]:
 
 
 def _project_mount(cfg: dict[str, Any]) -> str:
-    """The remote path the repository root (`.`, where `ray up` runs) is mounted on."""
-    remotes = [remote for remote, local in cfg["file_mounts"].items() if local in {".", "./"}]
-    assert len(remotes) == 1, f"the project must be mounted once, got {cfg['file_mounts']}"
-    return remotes[0].rstrip("/")
+    """The remote folder the project's files are mounted in (where pyproject.toml goes)."""
+    remotes = [remote for remote, local in cfg["file_mounts"].items()
+               if local == "./pyproject.toml"]  # fmt: skip
+    assert len(remotes) == 1, f"pyproject.toml must be mounted once, got {cfg['file_mounts']}"
+    return remotes[0].rsplit("/", 1)[0]
 
 
 def _node_setup_commands(prepared: dict[str, Any]) -> dict[str, list[str]]:
@@ -92,15 +94,24 @@ def _has(words: list[str], *needed: str) -> bool:
 
 def _runs(commands: list[str], program: str, subcommand: str) -> list[list[str]]:
     """The simple commands that run ``program subcommand ...`` (by name or by path)."""
-    return [
-        w
-        for w in _words(commands)
-        if len(w) > 1 and w[0].rsplit("/", 1)[-1] == program and w[1] == subcommand
-    ]
+    found = []
+    for simple in _words(commands):
+        words = simple
+        while words and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*=\S*", words[0]):
+            words = words[1:]  # NAME=value before a command: its environment
+        if len(words) > 1 and words[0].rsplit("/", 1)[-1] == program and words[1] == subcommand:
+            found.append(words)
+    return found
 
 
 def _ray_starts(commands: list[str]) -> list[list[str]]:
-    return _runs(commands, "ray", "start")
+    """``ray start ...``, directly or through deployments/ray_worker.sh (which adds --block)."""
+    through_script = [
+        ["ray", "start", *w[1:]]
+        for w in _words(commands)
+        if w and w[0] == "~/raytroupe/deployments/ray_worker.sh"
+    ]
+    return _runs(commands, "ray", "start") + through_script
 
 
 def _serve_deploys(commands: list[str]) -> list[list[str]]:
@@ -148,8 +159,14 @@ def test_local_config_names_the_machines():
 def test_every_node_type_gets_the_project_mounted_and_installed(path):
     cfg = _load(path)
     mount = _project_mount(cfg)
-    # The local virtual environment and git history are not shipped to the nodes.
-    assert {".venv", ".git"} <= set(cfg["rsync_exclude"])
+    # Only the project's files: `ray up` hashes whatever it mounts (a local .venv included)
+    assert not {".", "./"} & set(cfg["file_mounts"].values())
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    packages = [p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]]
+    needed = ["pyproject.toml", project["project"]["readme"], *packages]
+    assert {f"{mount}/{name}": f"./{name}" for name in needed}.items() <= cfg["file_mounts"].items()
+    for local in cfg["file_mounts"].values():
+        assert (ROOT / local).exists(), local
     prepared = _checked(cfg)
     for node_type, commands in _node_setup_commands(prepared).items():
         installs = [
@@ -275,3 +292,82 @@ def test_a_local_config_with_node_types_is_rejected():
     cfg["available_node_types"] = {"x": {"resources": {}, "node_config": {}}}
     with pytest.raises(click.ClickException, match="available_node_types"):
         _checked(cfg)
+
+
+# --- what a node does before and while it starts ---------------------------------------------
+
+NODE_ENV = ROOT / "deployments" / "node_env.sh"
+UV_PIN = re.compile(r"uv (\d+\.\d+\.\d+)")
+
+
+@pytest.mark.parametrize("path", CONFIGS)
+def test_uv_comes_from_the_package_index_pinned_and_python_is_the_nodes_own(path):
+    cfg = _load(path)
+    commands = cfg["setup_commands"]
+    text = "\n".join(commands)
+    assert "curl" not in text
+    assert not re.search(r"\|\s*(ba)?sh\b", text)  # nothing downloaded is piped into a shell
+    [get_uv] = [c for c in commands if "install_uv.py" in c]
+    [pinned] = UV_PIN.findall(get_uv)
+    assert f"install_uv.py --version {pinned}" in get_uv
+    assert (ROOT / "deployments" / "install_uv.py").is_file()
+    [venv] = [w for w in _words(commands) if w[:2] == ["~/.local/bin/uv", "venv"]]
+    assert "--no-python-downloads" in venv  # a node reaches package indexes, not Python builds
+    assert "mkdir -p -m 700 ~/.troupe" in commands
+    assert cfg["cluster_synced_files"] == ["~/.troupe"]
+
+
+def test_the_on_premise_head_advertises_head_ip():
+    cfg = _load(LOCAL)
+    [head_start] = _ray_starts(_checked(cfg)["head_start_ray_commands"])
+    assert f"--node-ip-address={cfg['provider']['head_ip']}" in head_start
+
+
+@pytest.mark.parametrize("path", CONFIGS)
+def test_every_start_command_loads_the_node_environment(path):
+    prepared = _checked(_load(path))
+    for key in ("head_start_ray_commands", "worker_start_ray_commands"):
+        starting = [c for c in prepared[key] if _ray_starts([c]) or _serve_deploys([c])]
+        assert starting
+        for command in starting:
+            assert command.startswith(". ~/raytroupe/deployments/node_env.sh || exit 1;"), command
+    [worker_start] = _ray_starts(prepared["worker_start_ray_commands"])
+    assert '--temp-dir="${RAY_TMPDIR:-/tmp}/ray"' in " ".join(worker_start) or any(
+        w == "--temp-dir=${RAY_TMPDIR:-/tmp}/ray" for w in worker_start
+    )
+
+
+def _node_env(tmp_path: Path, soft: int, hard: int) -> subprocess.CompletedProcess[str]:
+    """Source node_env.sh in bash under these open-files limits, with ``tmp_path`` as HOME."""
+    prlimit = shutil.which("prlimit")
+    assert prlimit is not None
+    script = f'. {NODE_ENV} || exit 1; echo "nofile=$(ulimit -n) foo=$FOO llm=$TROUPE_LLM_CONFIG"'
+    return subprocess.run(
+        [prlimit, f"--nofile={soft}:{hard}", "--", "bash", "-c", script],
+        env={"HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+
+
+def test_node_env_exports_the_secrets_file_with_tilde_expanded(tmp_path):
+    (tmp_path / ".troupe").mkdir(mode=0o700)
+    (tmp_path / ".troupe" / "env").write_text("FOO=bar\nTROUPE_LLM_CONFIG=~/.troupe/llm.yaml\n")
+    done = _node_env(tmp_path, 1024, 4096 * 4)
+    assert done.returncode == 0, done.stderr
+    assert f"foo=bar llm={tmp_path}/.troupe/llm.yaml" in done.stdout
+
+
+def test_node_env_raises_the_limit_as_far_as_the_node_allows_and_says_so(tmp_path):
+    done = _node_env(tmp_path, 1024, 10000)
+    assert done.returncode == 0, done.stderr
+    assert "nofile=10000" in done.stdout
+    assert "open-files limit" in done.stderr
+    assert "is 10000 (its hard limit), below 65536" in done.stderr
+
+
+def test_node_env_refuses_to_start_under_a_limit_ray_would_run_out_of(tmp_path):
+    done = _node_env(tmp_path, 1024, 4096)
+    assert done.returncode == 1
+    assert "nofile=" not in done.stdout
+    assert "is 4096 (hard limit), below 8192" in done.stderr
+    assert "raise nofile" in done.stderr

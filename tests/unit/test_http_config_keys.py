@@ -1,6 +1,7 @@
 """The HTTP application's configuration and its API keys: made, hashed, read, looked up."""
 
 import re
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -81,6 +82,23 @@ def test_api_config_defaults():
     assert config.anonymous_tenant is None
     assert config.rate_limit == "600/minute"
     assert config.max_body_bytes == 8 * 1024 * 1024
+
+
+def test_the_llm_config_comes_from_the_setting_else_the_variable_else_none():
+    env = {"TROUPE_LLM_CONFIG": "~/.troupe/llm.yaml"}
+    assert APIConfig().llm_config_env == "TROUPE_LLM_CONFIG"
+    assert APIConfig().llm_config_path({}) is None  # the offline model
+    named = APIConfig().llm_config_path(env)
+    assert named == Path.home() / ".troupe" / "llm.yaml"  # `~` expanded
+    explicit = APIConfig(llm_config="/etc/troupe/llm.yaml")
+    assert str(explicit.llm_config_path(env)) == "/etc/troupe/llm.yaml"  # the setting wins
+    assert APIConfig(llm_config_env=None).llm_config_path(env) is None
+    assert APIConfig(llm_config_env="OTHER").llm_config_path(env) is None
+
+
+def test_a_variable_that_names_no_file_is_a_config_error():
+    with pytest.raises(ConfigError, match="TROUPE_LLM_CONFIG is set but names no LLM config"):
+        APIConfig().llm_config_path({"TROUPE_LLM_CONFIG": "  "})
 
 
 @pytest.mark.parametrize("size", [0, -1, 256 * 1024 * 1024 + 1])

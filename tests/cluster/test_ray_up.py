@@ -1,0 +1,276 @@
+"""`ray up` as the README documents it, end to end, on real SSH "machines" on this host.
+
+Two nodes (tests/support/ssh_nodes.py): a head on 127.0.0.2 and a worker on 127.0.0.3, each a
+real sshd and a non-root account of its own, both logged in as the config's `ssh_user`. The
+config is deployments/cluster.local.yaml with what a user edits (addresses, key, the head's
+--node-ip-address) changed; every command is the README's, run with this project's `ray`:
+
+1. `ray up -y` installs uv from PyPI, a venv and raytroupe on both nodes, starts Ray, deploys
+   the HTTP application; `/readyz` answers 200.
+2. The secrets file (an API key, a model provider key, the LLM config's path) and the LLM
+   config go to every node with `ray rsync-up -A ... '~/.troupe/env'`; `ray up -y` again
+   restarts Ray, which reads them.
+3. A job over HTTP with the shipped key runs on the shipped LLM config: its model calls reach a
+   local OpenAI-wire server with the shipped provider key; agents run on the worker (they are
+   spread over the nodes); the system actors are there by name; the head advertises head_ip.
+4. `ray job submit` of the example driver succeeds.
+5. `ray down -y` stops everything: no process is left under either account (the worker's Ray
+   stops itself once the head's GCS has been gone for 60 s, Ray's default).
+
+Figures (time to ready, to restart, to down) are printed and recorded for RELIABILITY.md.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from tests.support.figures import record
+from tests.support.ssh_nodes import Node, Nodes, ssh_nodes
+from tests.support.wire_model import Reply
+from tests.support.wire_server import WireServer, running_wire_server
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCAL = ROOT / "deployments" / "cluster.local.yaml"
+RAY = Path(sys.executable).with_name("ray")
+PLACEHOLDER_HEAD = "10.0.0.10"
+API_KEY = "rt-cluster-test-key"
+PROVIDER_KEY = "sk-wire-cluster-secret"
+PROVIDER_KEY_ENV = "TROUPE_WIRE_KEY"
+UP_TIMEOUT_S = 900
+READY_S = 180.0
+JOB_S = 180.0
+# `ray down` stops the head's Ray; a worker's stops itself once the GCS has been gone for 60 s
+DOWN_S = 150.0
+SUITE = "ray_up"
+
+
+@pytest.fixture(scope="module")
+def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
+    with ssh_nodes(tmp_path_factory.mktemp("nodes"), ssh_user="ubuntu", count=2) as made:
+        yield made
+
+
+@pytest.fixture(scope="module")
+def wire() -> Iterator[WireServer]:
+    with running_wire_server(api_key=PROVIDER_KEY) as server:  # a wrong key: 401
+        yield server
+
+
+def _config(nodes: Nodes, folder: Path) -> Path:
+    """cluster.local.yaml with the user's edits: addresses, key, the head's node address."""
+    cfg = yaml.safe_load(LOCAL.read_text())
+    cfg["cluster_name"] = f"troupe-test-{os.getpid()}"
+    cfg["provider"]["head_ip"] = nodes.head.address
+    cfg["provider"]["worker_ips"] = [node.address for node in nodes.workers]
+    cfg["min_workers"] = cfg["max_workers"] = len(nodes.workers)
+    cfg["auth"]["ssh_private_key"] = str(nodes.key)
+    pinned = f"--node-ip-address={PLACEHOLDER_HEAD}"
+    starts = cfg["head_start_ray_commands"]
+    assert sum(pinned in command for command in starts) == 1, starts
+    cfg["head_start_ray_commands"] = [
+        c.replace(pinned, f"--node-ip-address={nodes.head.address}") for c in starts
+    ]
+    path = folder / "cluster.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+def _secrets(folder: Path, wire: WireServer) -> tuple[Path, Path]:
+    """troupe.env (mode 600) and llm.yaml, as a user writes them before shipping them."""
+    env = folder / "troupe.env"
+    env.write_text(
+        f"TROUPE_API_KEYS=cluster:{API_KEY}:admin\n"
+        f"{PROVIDER_KEY_ENV}={PROVIDER_KEY}\n"
+        "TROUPE_LLM_CONFIG=~/.troupe/llm.yaml\n"
+    )
+    env.chmod(0o600)
+    llm = folder / "llm.yaml"
+    llm.write_text(
+        yaml.safe_dump(
+            {
+                "models": {
+                    "wire": {
+                        "provider": "openai_compatible",
+                        "base_url": wire.base_url_openai,
+                        "model": "wire-model",
+                        "api_key_env": PROVIDER_KEY_ENV,
+                    }
+                },
+                # the provider lives on loopback, and only it may receive this key
+                "network": {"allow": ["127.0.0.1"]},
+                "keys": {PROVIDER_KEY_ENV: ["127.0.0.1"]},
+            }
+        )
+    )
+    return env, llm
+
+
+def _assert_shipped(node: Node, local: Path) -> None:
+    shipped = node.home / ".troupe" / "env"
+    assert shipped.read_text() == local.read_text()
+    assert shipped.stat().st_mode & 0o777 == 0o600
+    assert shipped.stat().st_uid == node.uid
+
+
+def _launcher_env(folder: Path) -> dict[str, str]:
+    """This machine as the user's laptop: the venv's ray on PATH, its own Ray temp dir."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
+    env["PATH"] = f"{RAY.parent}{os.pathsep}{env.get('PATH', '')}"
+    env["RAY_TMPDIR"] = str(folder / "launcher")
+    return env
+
+
+def _ray(args: list[str], env: dict[str, str], log: Path, *, cwd: Path = ROOT) -> float:
+    """Run ``ray ARGS`` (output to ``log``); its duration. Fails the test with the log's tail."""
+    started = time.monotonic()
+    with log.open("ab") as out:
+        out.write(f"\n$ ray {' '.join(args)}\n".encode())
+        out.flush()
+        done = subprocess.run([str(RAY), *args], cwd=cwd, env=env, stdout=out,
+                              stderr=subprocess.STDOUT, timeout=UP_TIMEOUT_S,
+                              check=False)  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert done.returncode == 0, f"ray {args[0]} failed:\n{log.read_text()[-6000:]}"
+    return elapsed
+
+
+def _wait_ready(url: str) -> float:
+    started = time.monotonic()
+    last = ""
+    while time.monotonic() - started < READY_S:
+        try:
+            response = httpx.get(f"{url}/readyz", timeout=5.0)
+            if response.status_code == 200:
+                return time.monotonic() - started
+            last = f"{response.status_code} {response.text[:300]}"
+        except httpx.HTTPError as exc:
+            last = repr(exc)
+        time.sleep(1.0)
+    pytest.fail(f"/readyz did not answer 200 within {READY_S} s; last: {last}")
+
+
+def _wait_nodes(dashboard: str, count: int) -> float:
+    """Until ``count`` Ray nodes are alive (workers join after `ray up` returns)."""
+    from ray.util.state import list_nodes  # noqa: PLC0415 - client side only
+
+    started = time.monotonic()
+    alive: list[object] = []
+    while time.monotonic() - started < READY_S:
+        alive = [n for n in list_nodes(address=dashboard) if n.state == "ALIVE"]
+        if len(alive) == count:
+            return time.monotonic() - started
+        time.sleep(2.0)
+    pytest.fail(f"{count} nodes not alive within {READY_S} s: {alive}")
+
+
+def _job(url: str) -> dict[str, object]:
+    team = {
+        "name": "cluster-wire",
+        "planner_model": "default",
+        "agents": [
+            {"name": f"cluster-solver-{i}", "role": "solver", "model": "wire"} for i in range(3)
+        ],
+    }
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    with httpx.Client(base_url=url, headers=headers, timeout=30.0) as client:
+        task = "Summarize:\n- Ray actors\n- Ray tasks\n- Ray Serve"  # a plan of 3 subtasks
+        accepted = client.post("/v1/jobs", json={"task": task, "team": team})
+        assert accepted.status_code == 202, accepted.text
+        job_url = accepted.json()["url"]
+        deadline = time.monotonic() + JOB_S
+        while True:
+            job: dict[str, object] = client.get(job_url).json()
+            if job["status"] in {"succeeded", "failed", "cancelled"}:
+                return job
+            assert time.monotonic() < deadline, f"the job did not finish in {JOB_S} s: {job}"
+            time.sleep(0.5)
+
+
+@pytest.mark.timeout(1500)  # installs two nodes from PyPI; ~6 min here
+def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing(
+    nodes: Nodes, wire: WireServer, tmp_path: Path
+) -> None:
+    from ray.util.state import list_actors, list_nodes  # noqa: PLC0415 - client side only
+
+    config = _config(nodes, tmp_path)
+    env = _launcher_env(tmp_path)
+    log = tmp_path / "launcher.log"
+    url = f"http://{nodes.head.address}:8000"
+    dashboard = f"http://{nodes.head.address}:8265"
+
+    up_s = _ray(["up", "-y", str(config)], env, log)
+    ready_s = _wait_ready(url)
+    workers_s = _wait_nodes(dashboard, len(nodes.nodes))  # the head's autoscaler adds them
+    for node in nodes.nodes:  # setup made the secrets folder, private to the account
+        assert (node.home / ".troupe").stat().st_mode & 0o777 == 0o700
+
+    # the documented way to ship secrets, then the restart that makes Ray read them
+    env_file, llm_file = _secrets(tmp_path, wire)
+    _ray(["rsync-up", "-A", str(config), f"./{env_file.name}", "~/.troupe/env"], env, log,
+         cwd=tmp_path)  # fmt: skip
+    _ray(["rsync-up", "-A", str(config), f"./{llm_file.name}", "~/.troupe/llm.yaml"], env, log,
+         cwd=tmp_path)  # fmt: skip
+    _assert_shipped(nodes.head, env_file)
+    restart_s = _ray(["up", "-y", str(config)], env, log)
+    _wait_ready(url)
+    _wait_nodes(dashboard, len(nodes.nodes))
+    for worker in nodes.workers:  # the head passed ~/.troupe on as it set the worker up again
+        _assert_shipped(worker, env_file)
+
+    # a job over HTTP with the shipped key, on the shipped LLM config and provider key
+    wire.script(*(Reply(text=f"answer {i}") for i in range(3)))
+    job = _job(url)
+    assert job["status"] == "succeeded", job
+    # the server answers 401 to any other key: these calls carried the shipped one
+    assert len([r for r in wire.requests if r.path.endswith("/chat/completions")]) >= 3
+    refused = httpx.get(f"{url}/v1/jobs", headers={"Authorization": "Bearer wrong"}, timeout=10)
+    assert refused.status_code == 401
+
+    # where things run: the head advertises head_ip; the job's agents use both nodes
+    ray_nodes = [n for n in list_nodes(address=dashboard) if n.state == "ALIVE"]
+    assert len(ray_nodes) == len(nodes.nodes), ray_nodes
+    [head] = [n for n in ray_nodes if n.is_head_node]
+    assert head.node_ip == nodes.head.address
+    actors = [a for a in list_actors(address=dashboard, detail=True, limit=1000)
+              if a.state == "ALIVE" and a.ray_namespace == "troupe"]  # fmt: skip
+    names = {a.name for a in actors}
+    assert {"router", "orchestrator", "llm", "memory", "tools-0"} <= names, names
+    agents = [a for a in actors if a.name.startswith("agent/cluster-solver-")]
+    assert len(agents) == 3, names
+    on_workers = [a.name for a in agents if a.node_id != head.node_id]
+    assert on_workers, f"every agent is on the head: {[(a.name, a.node_id) for a in agents]}"
+
+    # the example driver through the job server, as the README says
+    submit_s = _ray(["job", "submit", "--address", dashboard, "--working-dir", ".", "--",
+                     "python", "examples/research_team.py"], env, log)  # fmt: skip
+    assert "status: succeeded" in log.read_text()[-4000:]
+
+    down_started = time.monotonic()
+    _ray(["down", "-y", str(config)], env, log)
+    deadline = time.monotonic() + DOWN_S
+    while left := {pid: cmd for node in nodes.nodes for pid, cmd in node.processes().items()}:
+        assert time.monotonic() < deadline, f"left running after ray down: {left}"
+        time.sleep(0.5)
+    down_s = time.monotonic() - down_started
+
+    note = (
+        "2 nodes on one host over sshd (127.0.0.2, 127.0.0.3), fresh accounts, uv from PyPI; "
+        f"{len(on_workers)} of the job's 3 agents ran on the worker"
+    )
+    for name, value in (("ray up (install + start + deploy)", up_s),
+                        ("ray up -> /readyz 200", ready_s),
+                        ("ray up -> the worker node joined", workers_s),
+                        ("ray up again (restart)", restart_s),
+                        ("ray job submit of the example", submit_s),
+                        ("ray down -> nothing left running", down_s)):  # fmt: skip
+        record(SUITE, name, round(value, 1), "s", note)
+        print(f"{name}: {value:.1f} s")  # noqa: T201 - the figures, in the test's output
