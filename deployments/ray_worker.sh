@@ -4,7 +4,7 @@
 #   ~/raytroupe/deployments/ray_worker.sh --address=$RAY_HEAD_IP:6379 [more `ray start` flags]
 #
 # Used by deployments/cluster.local.yaml. `ray down` of a local-provider cluster runs `ray stop`
-# on the head only. A worker's raylet exits ~60 s after the head's GCS is gone, but the rest of
+# on the head only. A worker's raylet exits within 60 s of losing the head's GCS, but the rest of
 # the node's Ray (its log monitor) would run on forever. So after `ray start` a small watcher,
 # detached from the SSH session, waits for this raylet to exit and then runs `ray stop`. The
 # watcher of a previous start is stopped first, so that it never stops the Ray started here.

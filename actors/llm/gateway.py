@@ -182,20 +182,8 @@ class Gateway:
                 except AuthFailed:
                     excluded.add(state.name)
                     raise
-                except ModelError as exc:
-                    if exc.retryable:
-                        retry_after = exc.detail.get("retry_after_s")
-                        state.failed(
-                            float(retry_after)
-                            if isinstance(retry_after, int | float)
-                            else backoff_s(
-                                state.failures + 1,
-                                self.policy.base_backoff_s,
-                                self.policy.max_backoff_s,
-                                self._rng,
-                            )
-                        )
-                    raise
+                # a retryable failure cooled the deployment down in _attempt, before its slot
+                # was freed for a call waiting on it
         raise AssertionError("unreachable: tenacity re-raises the last error")  # pragma: no cover
 
     async def _attempt(
@@ -230,16 +218,21 @@ class Gateway:
         usage = None
         try:
             async with state.admitted(prompt + max_tokens):
+                # a call that failed while this one waited for a slot may have asked for a pause
+                if (pause := state.cooling()) > 0.0:
+                    await self._sleep(pause)
                 start = self._clock()
                 try:
                     response = await asyncio.wait_for(
                         state.provider.complete(request, on_delta=forward), state.spec.timeout_s
                     )
                 except TimeoutError:
-                    raise ModelTimeout(
+                    timeout = ModelTimeout(
                         f"{state.name} did not answer within {state.spec.timeout_s} s",
                         deployment=state.name,
-                    ) from None
+                    )
+                    state.failed(self._cooldown_s(timeout, state))
+                    raise timeout from None
                 except TroupeError as exc:
                     exc.detail.setdefault("deployment", state.name)
                     log.info(
@@ -249,6 +242,8 @@ class Gateway:
                         job_id=context.job_id,
                         retryable=exc.retryable,
                     )
+                    if exc.retryable:  # now: leaving this block frees the slot for the next
+                        state.failed(self._cooldown_s(exc, state))
                     raise
                 state.succeeded(self._clock() - start)
             usage = self._prices.priced(state.spec, response.usage)
@@ -256,6 +251,15 @@ class Gateway:
             self._ledger.settle(reservation, usage)
         await state.charge_tokens(usage.total_tokens - (prompt + max_tokens))
         return response.model_copy(update={"usage": usage, "deployment": state.name})
+
+    def _cooldown_s(self, exc: TroupeError, state: DeploymentState) -> float:
+        """How long ``state`` rests after ``exc``: the provider's Retry-After, else backoff."""
+        retry_after = exc.detail.get("retry_after_s")
+        if isinstance(retry_after, int | float):
+            return float(retry_after)
+        return backoff_s(
+            state.failures + 1, self.policy.base_backoff_s, self.policy.max_backoff_s, self._rng
+        )
 
     # -- choosing -------------------------------------------------------------------------
 

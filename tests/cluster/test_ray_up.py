@@ -15,7 +15,7 @@ config is deployments/cluster.local.yaml with what a user edits (addresses, key,
    spread over the nodes); the system actors are there by name; the head advertises head_ip.
 4. `ray job submit` of the example driver succeeds.
 5. `ray down -y` stops everything: no process is left under either account (the worker's Ray
-   stops itself once the head's GCS has been gone for 60 s, Ray's default).
+   stops itself once its raylet has lost the head's GCS, within Ray's 60 s timeout).
 
 Figures (time to ready, to restart, to down) are printed and recorded for RELIABILITY.md.
 """
@@ -48,7 +48,8 @@ PROVIDER_KEY_ENV = "TROUPE_WIRE_KEY"
 UP_TIMEOUT_S = 900
 READY_S = 180.0
 JOB_S = 180.0
-# `ray down` stops the head's Ray; a worker's stops itself once the GCS has been gone for 60 s
+# `ray down` stops the head's Ray; a worker's stops itself once its raylet has lost the GCS
+# (within Ray's 60 s timeout)
 DOWN_S = 150.0
 SUITE = "ray_up"
 

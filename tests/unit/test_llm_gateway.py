@@ -166,6 +166,32 @@ def test_a_new_call_waits_out_an_earlier_calls_retry_after():
     run(main())
 
 
+def test_a_call_queued_for_the_slot_of_a_call_answered_429_waits_out_its_retry_after():
+    # One call at a time: the second call waits for the first's slot. The first is answered
+    # 429 + Retry-After 5 s; the cooldown must hold before its slot passes to the second
+    # (the reliability suite saw the second reach the server ~0.08 s after the 429).
+    async def main():
+        rig = Rig(RetryPolicy(max_attempts=1))
+        gate = asyncio.Event()
+        provider = rig.deploy(
+            "solo", RateLimited("429", retry_after_s=5.0), spec=OfflineModel(max_concurrency=1),
+            gate=gate,
+        )  # fmt: skip
+        first = asyncio.ensure_future(rig.ask("solo"))
+        await provider.entered.wait()
+        second = asyncio.ensure_future(rig.ask("solo"))
+        for _ in range(50):  # the second reaches the deployment's only slot, and waits there
+            await asyncio.sleep(0)
+        assert provider.calls == 1
+        gate.set()
+        with pytest.raises(RateLimited):
+            await first
+        await second
+        assert provider.times == [0.0, 5.0]
+
+    run(main())
+
+
 def test_cooldown_deadline_is_never_shortened_by_a_later_shorter_retry_after():
     async def main():
         rig = Rig(RetryPolicy(max_attempts=1))
