@@ -122,6 +122,15 @@ def _assert_shipped(node: Node, local: Path) -> None:
     assert shipped.stat().st_uid == node.uid
 
 
+def _wait_shipped(node: Node, local: Path) -> None:
+    """Until the head's autoscaler has copied ~/.troupe to ``node`` (it re-sets workers up)."""
+    deadline = time.monotonic() + READY_S
+    while not (node.home / ".troupe" / "env").exists():
+        assert time.monotonic() < deadline, f"~/.troupe/env never reached {node.address}"
+        time.sleep(1.0)
+    _assert_shipped(node, local)
+
+
 def _launcher_env(folder: Path) -> dict[str, str]:
     """This machine as the user's laptop: the venv's ray on PATH, its own Ray temp dir."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}
@@ -224,8 +233,8 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
     restart_s = _ray(["up", "-y", str(config)], env, log)
     _wait_ready(url)
     _wait_nodes(dashboard, len(nodes.nodes))
-    for worker in nodes.workers:  # the head passed ~/.troupe on as it set the worker up again
-        _assert_shipped(worker, env_file)
+    for worker in nodes.workers:  # the head passes ~/.troupe on as it sets the worker up again
+        _wait_shipped(worker, env_file)
 
     # a job over HTTP with the shipped key, on the shipped LLM config and provider key
     wire.script(*(Reply(text=f"answer {i}") for i in range(3)))
