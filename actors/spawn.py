@@ -34,6 +34,7 @@ from actors.ray_handles import (
     unwrap,
 )
 from actors.router import MessageRouter
+from actors.state import state_url as state_url_of
 from actors.tools.config import ToolsConfig
 from protocols import (
     AgentSpec,
@@ -75,6 +76,27 @@ def _remote(cls: type) -> Any:
     Also after Ray restarts it (see :mod:`actors.lifecycle`).
     """
     return ray.remote(with_lifecycle(cls))
+
+
+HEAD_NODE: Final = "node:__internal_head__"
+"""A resource only the head node has (Ray's own name): asking for a sliver of it pins there."""
+
+
+def _placed(
+    name: str, *, local_files: bool, system_resources: Mapping[str, float] | None
+) -> dict[str, Any]:
+    """A system actor's options: pinned to the head if it keeps files on the node's disk.
+
+    A system actor whose state lives elsewhere (PostgreSQL, a Chroma server) may run, and
+    be restarted, on any node; ``system_resources`` (e.g. ``{"troupe_system": 0.001}``)
+    confine it to nodes that advertise them.
+    """
+    options = _options(name, max_restarts=SYSTEM_RESTARTS)
+    if local_files:
+        options["resources"] = {HEAD_NODE: 0.001}
+    elif system_resources:
+        options["resources"] = dict(system_resources)
+    return options
 
 
 def _options(name: str, *, num_cpus: float = 0.0, max_restarts: int) -> dict[str, Any]:
@@ -202,6 +224,13 @@ def cluster_addresses() -> list[str]:
     return sorted({str(n["NodeManagerAddress"]) for n in ray.nodes() if n.get("Alive")})
 
 
+def _checked_state_url(value: str) -> str:
+    try:
+        return state_url_of(value)
+    except ValueError as exc:
+        raise ConfigError(str(exc), field="state_url") from None
+
+
 def spawn_system(
     models: Mapping[str, ModelSpec] | None = None,
     config: LLMConfig | None = None,
@@ -209,6 +238,8 @@ def spawn_system(
     memory: MemoryConfig | None = None,
     journal: Path | None = None,
     *,
+    state_url: str | None = None,
+    system_resources: Mapping[str, float] | None = None,
     otel: bool = False,
     replace_models: bool = False,
     policies: Mapping[str, TenantPolicy] | None = None,
@@ -218,7 +249,14 @@ def spawn_system(
     ``config`` configures a pool this call starts (a running pool keeps its own), and
     ``tools`` the tool sandboxes and ``memory`` the memory store it starts, and
     ``journal`` is the orchestrator's journal file (default ``~/.raytroupe/journal.sqlite``;
-    the pool keeps its budget ledger and usage beside it, in ``llm.sqlite``). ``models``
+    the pool keeps its budget ledger and usage beside it, in ``llm.sqlite``), unless
+    ``state_url`` names a PostgreSQL database: then the journal, the ledger and usage, and the
+    sandboxes' idempotency records and grants all live there, and a system actor Ray restarts
+    on another node finds them. Placement: an actor that keeps files on its node's disk (the
+    journal, ledger and tools' records in SQLite; memory in an embedded Chroma) is pinned to
+    the head node, where they are; the others (the router always; the rest with PostgreSQL
+    state and a Chroma server) run on any node, or on nodes with ``system_resources``.
+    ``models``
     are served by the pool as the operator's; an alias a running pool already serves
     differently is a ``ConfigError`` unless ``replace_models`` (other drivers and tenants
     may be using it). With ``otel`` an orchestrator this call starts exports each job's
@@ -227,25 +265,30 @@ def spawn_system(
 
     Raises:
         ConfigError: the pool cannot serve its configuration, or ``models`` would replace
-            an alias without ``replace_models``.
+            an alias without ``replace_models``, or ``state_url`` is not a PostgreSQL URL.
     """
     tools = tools or ToolsConfig()
     journal = journal or Path.home() / ".raytroupe" / "journal.sqlite"
+    if state_url is not None:
+        state_url = _checked_state_url(state_url)
+        if tools.state_url is None:
+            tools = tools.model_copy(update={"state_url": state_url})
+    local_state = state_url is None  # the journal and the pool's ledger: SQLite files
     own = cluster_addresses()
     router = (
         _remote(MessageRouter)
-        .options(**_options("router", max_restarts=SYSTEM_RESTARTS))
+        .options(**_placed("router", local_files=False, system_resources=system_resources))
         .remote(mailbox_factory=ray_mailbox, discover=discover_troupe, restarted=restarted_actor)
     )
     llm = (
         _remote(LLMAdapterPool)
-        .options(**_options("llm", max_restarts=SYSTEM_RESTARTS))
+        .options(**_placed("llm", local_files=local_state, system_resources=system_resources))
         .remote(
             dict(models or {}),
             config=config,
             router=RayRouterClient(router),
             restart_store=GcsRestartStore("llm"),
-            state=journal.parent / "llm.sqlite",
+            state=state_url or journal.parent / "llm.sqlite",
             own_addresses=own,
         )
     )
@@ -254,23 +297,37 @@ def spawn_system(
 
     memory_actor = (
         _remote(MemoryStore)
-        .options(**_options("memory", max_restarts=SYSTEM_RESTARTS))
+        .options(
+            **_placed(
+                "memory",
+                local_files=memory is None or memory.server is None,
+                system_resources=system_resources,
+            )
+        )
         .remote(memory, router=RayRouterClient(router))
     )
 
     sandboxes = [
         _remote(ToolSandbox)
-        .options(**_options(f"tools-{n}", max_restarts=SYSTEM_RESTARTS))
+        .options(
+            **_placed(
+                f"tools-{n}",
+                local_files=tools.state_url is None,
+                system_resources=system_resources,
+            )
+        )
         .remote(tools, name=f"tools-{n}", router=RayRouterClient(router), own_addresses=own)
         for n in range(tools.sandboxes)
     ]
     orchestrator = (
         _remote(Orchestrator)
-        .options(**_options("orchestrator", max_restarts=SYSTEM_RESTARTS))
+        .options(
+            **_placed("orchestrator", local_files=local_state, system_resources=system_resources)
+        )
         .remote(
             RayRouterClient(router),
             RayTeamProvisioner(router, llm, sandboxes),
-            journal=journal,
+            journal=state_url or journal,
             otel=otel,
         )
     )

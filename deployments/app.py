@@ -43,7 +43,10 @@ class TroupeAPI:
         # the system actors already running in the namespace (a driver's, `troupe up`'s), or
         # new ones: llm_config and journal apply only to actors this starts
         self._client = SystemClient.start(
-            llm=llm, journal=config.journal, policies=config.tenant_policies
+            llm=llm,
+            journal=config.journal,
+            config=config.system(),
+            policies=config.tenant_policies,
         )
 
     def _env_keys(self) -> list[Any]:

@@ -12,6 +12,7 @@ from limits import parse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from actors.config_files import read_yaml, validated
+from actors.system_config import SystemConfig
 from protocols import ConfigError, TenantPolicy
 
 __all__ = ["APIConfig", "APIKey"]
@@ -95,6 +96,16 @@ class APIConfig(BaseModel):
         description="Environment variable naming the LLM pool config file (`~` expanded), used "
         "when llm_config is not set; neither: the offline model.",
     )
+    system_config: Path | None = Field(
+        default=None,
+        description="The system actors' configuration (a troupe.yaml: llm, tools, memory, "
+        "state, tracing, placement) used if this app starts them; `~` is expanded.",
+    )
+    system_config_env: str | None = Field(
+        default="TROUPE_CONFIG",
+        description="Environment variable naming the troupe.yaml, used when system_config is "
+        "not set; neither: the defaults (the offline model, SQLite files on the head).",
+    )
     journal: Path | None = Field(
         default=None, description="Journal file used if this app starts the orchestrator."
     )
@@ -121,6 +132,20 @@ class APIConfig(BaseModel):
         if not named:
             raise ConfigError(f"{self.llm_config_env} is set but names no LLM config file")
         return Path(named).expanduser()
+
+    def system(self, environ: Mapping[str, str] = os.environ) -> SystemConfig:
+        """The system actors' configuration: ``system_config``'s file, else the variable's.
+
+        Raises:
+            ConfigError: the file is missing or invalid, or the variable is set but empty.
+        """
+        path = self.system_config
+        if path is None and self.system_config_env and self.system_config_env in environ:
+            named = environ[self.system_config_env].strip()
+            if not named:
+                raise ConfigError(f"{self.system_config_env} is set but names no file")
+            path = Path(named)
+        return SystemConfig() if path is None else SystemConfig.from_yaml(path.expanduser())
 
     @classmethod
     def from_mapping(cls, data: Any, *, source: str = "API config") -> APIConfig:

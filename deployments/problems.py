@@ -29,6 +29,7 @@ _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.RECIPIENT_UNAVAILABLE: 503,
     ErrorCode.UNKNOWN_RECIPIENT: 503,
     ErrorCode.JOB_TIMEOUT: 504,
+    ErrorCode.STATE_UNAVAILABLE: 503,
 }
 _RETRYABLE_STATUS: Final = 503
 

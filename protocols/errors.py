@@ -38,6 +38,7 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   ├── InvalidArguments          arguments fail the tool's schema (the model can correct)
     │   ├── SandboxUnavailable        this host cannot isolate untrusted code (fails closed)
     │   └── ToolInfrastructureError   its host failed the tool (scratch directory): fails the job
+    ├── StateUnavailable              the state store (PostgreSQL) cannot be reached (retryable)
     ├── PlanError                     a planner's output is not a valid plan
     ├── QualityGateFailed             an output kept failing its schema or required fields
     └── JobError
@@ -88,6 +89,7 @@ __all__ = [
     "RecipientUnavailable",
     "SandboxUnavailable",
     "ScriptError",
+    "StateUnavailable",
     "StreamInterrupted",
     "TeamNotFound",
     "ToolError",
@@ -148,6 +150,7 @@ class ErrorCode(StrEnum):
     CONFLICT = "conflict"
     FORBIDDEN = "forbidden"
     UNPRICED_MODEL = "unpriced_model"
+    STATE_UNAVAILABLE = "state_unavailable"
 
 
 class TroupeError(Exception):
@@ -382,6 +385,16 @@ class ToolInfrastructureError(ToolError):
     """
 
     code = ErrorCode.TOOL_INFRASTRUCTURE
+
+
+class StateUnavailable(TroupeError):
+    """The state store cannot be reached or failed mid-statement: nothing was recorded.
+
+    ``detail['store']`` names it (a URL without its password). Retry once it is back.
+    """
+
+    code = ErrorCode.STATE_UNAVAILABLE
+    retryable = True
 
 
 class QualityGateFailed(TroupeError):

@@ -24,6 +24,7 @@ from actors.orchestrator.catalog import with_load
 from actors.ray_handles import unwrap
 from actors.router import RouterStats
 from actors.spawn import SystemHandles, spawn_system
+from actors.system_config import SystemConfig
 from actors.tools.config import ToolsConfig
 from protocols import (
     AgentInfo,
@@ -77,24 +78,38 @@ class SystemClient:
         memory: MemoryConfig | None = None,
         journal: Path | None = None,
         *,
+        config: SystemConfig | None = None,
+        state_url: str | None = None,
+        system_resources: Mapping[str, float] | None = None,
         otel: bool = False,
         replace_models: bool = False,
         policies: Mapping[str, TenantPolicy] | None = None,
     ) -> SystemClient:
         """Find the running system actors (namespace ``troupe``) or start them (blocking).
 
-        See :func:`actors.spawn.spawn_system` for what each argument configures.
+        See :func:`actors.spawn.spawn_system` for what each argument configures; ``config``
+        (a ``troupe.yaml``'s) supplies every one that is not given.
 
         Raises:
             ConfigError: the pool cannot serve its configuration, or ``models`` would replace
-                an alias without ``replace_models``.
+                an alias without ``replace_models``, or ``config`` names a bad state URL.
         """
+        if config is not None:
+            llm = llm if llm is not None else config.llm_config()
+            tools = tools or config.tools
+            memory = memory or config.memory_config()
+            journal = journal or config.state.journal
+            state_url = state_url or config.state.location()
+            system_resources = system_resources or config.placement.system_resources or None
+            otel = otel or config.tracing.otel
         handles = spawn_system(
             models,
             llm,
             tools,
             memory,
             journal,
+            state_url=state_url,
+            system_resources=system_resources,
             otel=otel,
             replace_models=replace_models,
             policies=policies,

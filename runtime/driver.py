@@ -16,6 +16,7 @@ from actors.llm.config import LLMConfig
 from actors.memory.config import MemoryConfig
 from actors.router import RouterStats
 from actors.spawn import NAMESPACE
+from actors.system_config import SystemConfig
 from actors.tools.config import ToolsConfig
 from protocols import (
     AgentInfo,
@@ -243,10 +244,13 @@ def connect(
     *,
     llm: ModelSpec | Mapping[str, ModelSpec] | None = None,
     llm_config: LLMConfig | str | Path | None = None,
+    config: SystemConfig | str | Path | None = None,
     replace_models: bool = False,
     tools_config: ToolsConfig | None = None,
     memory_config: MemoryConfig | None = None,
     journal: str | Path | None = None,
+    state_url: str | None = None,
+    system_resources: Mapping[str, float] | None = None,
     num_cpus: int | None = None,
     include_dashboard: bool = True,
     log_level: str | None = None,
@@ -269,12 +273,22 @@ def connect(
             raises ``ConfigError``, because other drivers' and tenants' jobs use that alias.
         llm_config: the LLM pool's configuration (an ``LLMConfig`` or a YAML file): aliases,
             routes, tenant budgets, retry policy, prices. Used when this call starts the pool.
+        config: the system actors' whole configuration (a ``SystemConfig`` or a ``troupe.yaml``:
+            llm, tools, memory, state, tracing, placement), for what the other arguments
+            leave out. Used when this call starts the system actors.
         tools_config: the tool sandboxes' configuration (how many, limits, shell, http_get's
             domains, MCP servers). Used when this call starts them.
         memory_config: the memory store's configuration (Chroma path or server, embedding,
             ranking and forgetting). Used when this call starts it.
         journal: the orchestrator's journal file (default ``~/.raytroupe/journal.sqlite``),
             from which a restarted orchestrator resumes unfinished jobs.
+        state_url: a PostgreSQL database (``postgresql://user@host:5432/name``) for every
+            durable record: the journal, the pool's ledger and usage, the sandboxes'
+            idempotency records and grants. A cluster's choice: a system actor restarted on
+            another node finds them. Default: ``config.state`` (``$TROUPE_STATE_URL``);
+            neither: SQLite files. Used when this call starts the system actors.
+        system_resources: Ray resources every system actor without local files asks for
+            (e.g. ``{"troupe_system": 0.001}``), to keep them on nodes that advertise them.
         num_cpus: CPUs of a local Ray this call starts (default: all).
         include_dashboard: start the Ray dashboard with a local Ray (``list_actors`` needs it).
         log_level: structlog level of this process (default ``$TROUPE_LOG_LEVEL`` or info).
@@ -282,6 +296,14 @@ def connect(
             (spans reach a collector only if its process configures an SDK TracerProvider).
     """
     configure_logging(log_level)
+    # every file is read (and refused) before a Ray is started or joined
+    llm_settings = (
+        llm_config if isinstance(llm_config, LLMConfig | None) else LLMConfig.from_yaml(llm_config)
+    )
+    system = (
+        SystemConfig() if config is None
+        else config if isinstance(config, SystemConfig) else SystemConfig.from_yaml(config)
+    )  # fmt: skip
     owns_connection = not ray.is_initialized()
     if owns_connection:
         target = address or os.environ.get("RAY_ADDRESS")
@@ -303,15 +325,15 @@ def connect(
             )
         elif target is not None:
             ray.init(address=target, namespace=NAMESPACE, runtime_env=hook)
-    config = (
-        llm_config if isinstance(llm_config, LLMConfig | None) else LLMConfig.from_yaml(llm_config)
-    )
     client = SystemClient.start(
         _models(llm),
-        config,
+        llm_settings,
         tools_config,
         memory_config,
         None if journal is None else Path(journal),
+        config=system,
+        state_url=state_url,
+        system_resources=system_resources,
         otel=otel,
         replace_models=replace_models,
     )

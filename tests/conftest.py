@@ -20,7 +20,14 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
-def rt(tmp_path_factory):
+def rt(tmp_path_factory, postgres):
+    """The session's raytroupe, its durable state in a real PostgreSQL (as on a cluster).
+
+    SQLite, the embedded default, is what `troupe up`, the examples, the ``ray up`` tier and
+    the node-loss drill run on; the store contract suite runs both.
+    """
+    from tests.support.postgres import SESSION_DATABASE  # noqa: PLC0415
+
     os.environ[TEST_KEY_ENV] = TEST_KEY
     root = tmp_path_factory.mktemp("troupe")
     tools = runtime.ToolsConfig(
@@ -49,6 +56,7 @@ def rt(tmp_path_factory):
         tools_config=tools,
         memory_config=memory,
         journal=root / "state" / "journal.sqlite",
+        state_url=postgres.database(SESSION_DATABASE),
     )
     yield troupe
     troupe.shutdown()
@@ -60,3 +68,25 @@ def api(rt):
     from tests.support.http_api import deploy  # noqa: PLC0415 - imports Serve only if used
 
     return deploy()
+
+
+@pytest.fixture(scope="session")
+def postgres():
+    """A real PostgreSQL on 127.0.0.1, started on first use, stopped at the session's end."""
+    from tests.support.postgres import postgres_server  # noqa: PLC0415
+
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def state_at(request, tmp_path):
+    """Where a store keeps its state, on each backend: ``state_at("journal")``.
+
+    SQLite: a file per store under ``tmp_path``; PostgreSQL: one fresh database per test,
+    which every store of the test shares (as a cluster's actors do).
+    """
+    if request.param == "sqlite":
+        return lambda name: tmp_path / f"{name}.sqlite"
+    url = request.getfixturevalue("postgres").database()
+    return lambda _name: url

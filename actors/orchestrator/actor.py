@@ -40,6 +40,7 @@ from actors.orchestrator.jobs import (
 )
 from actors.orchestrator.journal import Journal
 from actors.orchestrator.runner import JobRunner
+from actors.state import redact_url
 from actors.telemetry import metrics
 from protocols import (
     Ack,
@@ -124,7 +125,8 @@ class Orchestrator:
 
     def __repr__(self) -> str:
         """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
-        journal = self._journal_at if self._journal_at is not None else "in memory"
+        at = self._journal_at
+        journal = "in memory" if at is None else at if isinstance(at, Journal) else redact_url(at)
         return f"Orchestrator(journal {journal}, up to {self._limits[0]} jobs running)"
 
     # -- lifecycle --------------------------------------------------------------------------

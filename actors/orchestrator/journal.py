@@ -1,8 +1,8 @@
-"""The orchestrator's journal: jobs, plans and subtask results in SQLite.
+"""The orchestrator's journal: jobs, plans, subtask results, teams, policies and approvals.
 
 Written as a job goes, so that a restarted orchestrator resumes every unfinished job from
 where it was: its plan is not asked for again and its finished subtasks are not run again.
-One orchestrator owns one journal file.
+One orchestrator owns one journal: a SQLite file, or its tables in the cluster's PostgreSQL.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import structlog
 from pydantic import TypeAdapter, ValidationError
 
 from actors.orchestrator.jobs import Job
-from actors.sqlite import open_sqlite
+from actors.state import Migration, first, open_database, upsert
 from protocols import (
     ApprovalDecision,
     ApprovalRequest,
@@ -33,27 +33,23 @@ log = structlog.get_logger("raytroupe.orchestrator")
 
 _IMAGES: TypeAdapter[tuple[ImagePart, ...]] = TypeAdapter(tuple[ImagePart, ...])
 
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS jobs (
-    id TEXT PRIMARY KEY, task TEXT NOT NULL, team TEXT NOT NULL, tenant TEXT NOT NULL,
-    budget TEXT, submitted_at REAL NOT NULL, result TEXT
-);
-CREATE TABLE IF NOT EXISTS plans (job_id TEXT PRIMARY KEY, plan TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS approvals (
-    job_id TEXT NOT NULL, approval_id TEXT NOT NULL, request TEXT NOT NULL,
-    decision TEXT NOT NULL, PRIMARY KEY (job_id, approval_id)
-);
-CREATE TABLE IF NOT EXISTS job_images (job_id TEXT PRIMARY KEY, images TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS teams (name TEXT PRIMARY KEY, spec TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS policies (tenant TEXT PRIMARY KEY, policy TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS inline_teams (
-    name TEXT PRIMARY KEY, tenant TEXT NOT NULL, spec TEXT NOT NULL, used_at REAL NOT NULL
-);
-CREATE TABLE IF NOT EXISTS subtasks (
-    job_id TEXT NOT NULL, subtask_id TEXT NOT NULL, result TEXT NOT NULL,
-    PRIMARY KEY (job_id, subtask_id)
-);
-"""
+_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        "CREATE TABLE IF NOT EXISTS jobs (id TEXT PRIMARY KEY, task TEXT NOT NULL, "
+        "team TEXT NOT NULL, tenant TEXT NOT NULL, budget TEXT, "
+        "submitted_at DOUBLE PRECISION NOT NULL, result TEXT)",
+        "CREATE TABLE IF NOT EXISTS plans (job_id TEXT PRIMARY KEY, plan TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS approvals (job_id TEXT NOT NULL, approval_id TEXT NOT NULL, "
+        "request TEXT NOT NULL, decision TEXT NOT NULL, PRIMARY KEY (job_id, approval_id))",
+        "CREATE TABLE IF NOT EXISTS job_images (job_id TEXT PRIMARY KEY, images TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS teams (name TEXT PRIMARY KEY, spec TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS policies (tenant TEXT PRIMARY KEY, policy TEXT NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS inline_teams (name TEXT PRIMARY KEY, tenant TEXT NOT NULL, "
+        "spec TEXT NOT NULL, used_at DOUBLE PRECISION NOT NULL)",
+        "CREATE TABLE IF NOT EXISTS subtasks (job_id TEXT NOT NULL, subtask_id TEXT NOT NULL, "
+        "result TEXT NOT NULL, PRIMARY KEY (job_id, subtask_id))",
+    ),
+)
 
 
 @dataclass(frozen=True)
@@ -72,10 +68,13 @@ class Unfinished:
 
 
 class Journal:
-    """Jobs, plans and subtask results, in a SQLite file (``:memory:`` for tests)."""
+    """Jobs, plans and subtask results, at a state location (:func:`actors.state.open_database`).
 
-    def __init__(self, path: str | Path) -> None:
-        self._db = open_sqlite(path, _SCHEMA)
+    ``:memory:`` serves tests; a ``postgresql://`` URL survives the orchestrator moving node.
+    """
+
+    def __init__(self, location: str | Path) -> None:
+        self._db = open_database(location, "journal", _MIGRATIONS)
 
     def job(
         self,
@@ -91,11 +90,11 @@ class Journal:
         """Record a submitted job (with the images it was given, if any)."""
         if images:
             self._db.execute(
-                "INSERT OR IGNORE INTO job_images VALUES (?, ?)",
+                "INSERT INTO job_images VALUES (?, ?) ON CONFLICT DO NOTHING",
                 (job_id, _IMAGES.dump_json(images).decode()),
             )
         self._db.execute(
-            "INSERT OR IGNORE INTO jobs VALUES (?, ?, ?, ?, ?, ?, NULL)",
+            "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT DO NOTHING",
             (job_id, task, team.model_dump_json(), tenant,
              None if budget is None else budget.model_dump_json(), submitted_at),
         )  # fmt: skip
@@ -103,20 +102,25 @@ class Journal:
     def plan(self, job_id: str, plan: Plan) -> None:
         """Record the job's plan."""
         self._db.execute(
-            "INSERT OR REPLACE INTO plans VALUES (?, ?)", (job_id, plan.model_dump_json())
+            upsert("plans", ("job_id", "plan"), key=("job_id",)),
+            (job_id, plan.model_dump_json()),
         )
 
     def subtask(self, job_id: str, result: SubtaskResult) -> None:
         """Record a subtask that finished (succeeded, failed or skipped)."""
         self._db.execute(
-            "INSERT OR REPLACE INTO subtasks VALUES (?, ?, ?)",
+            upsert("subtasks", ("job_id", "subtask_id", "result"), key=("job_id", "subtask_id")),
             (job_id, result.id, result.model_dump_json()),
         )
 
     def decide(self, job_id: str, request: ApprovalRequest, decision: ApprovalDecision) -> None:
         """Record a human's decision on a tool call, with the exact call it was about."""
         self._db.execute(
-            "INSERT OR REPLACE INTO approvals VALUES (?, ?, ?, ?)",
+            upsert(
+                "approvals",
+                ("job_id", "approval_id", "request", "decision"),
+                key=("job_id", "approval_id"),
+            ),
             (job_id, decision.approval_id, request.model_dump_json(), decision.model_dump_json()),
         )
 
@@ -124,10 +128,12 @@ class Journal:
         self, job_id: str, approval_id: str
     ) -> tuple[ApprovalRequest, ApprovalDecision] | None:
         """The recorded decision on a tool call, with the call it was about, if one was made."""
-        row = self._db.execute(
-            "SELECT request, decision FROM approvals WHERE job_id = ? AND approval_id = ?",
-            (job_id, approval_id),
-        ).fetchone()
+        row = first(
+            self._db.execute(
+                "SELECT request, decision FROM approvals WHERE job_id = ? AND approval_id = ?",
+                (job_id, approval_id),
+            )
+        )
         if row is None:
             return None
         request = ApprovalRequest.model_validate_json(row[0])
@@ -141,9 +147,9 @@ class Journal:
 
     def load(self, job_id: str) -> tuple[TeamSpec, str, JobResult] | None:
         """A finished job's team, tenant and result (None if unknown or unfinished)."""
-        row = self._db.execute(
-            "SELECT team, tenant, result FROM jobs WHERE id = ?", (job_id,)
-        ).fetchone()
+        row = first(
+            self._db.execute("SELECT team, tenant, result FROM jobs WHERE id = ?", (job_id,))
+        )
         if row is None or row[2] is None:
             return None
         return TeamSpec.model_validate_json(row[0]), row[1], JobResult.model_validate_json(row[2])
@@ -153,21 +159,19 @@ class Journal:
         rows = self._db.execute(
             "SELECT id, task, team, tenant, budget, submitted_at FROM jobs "
             "WHERE result IS NULL ORDER BY submitted_at"
-        ).fetchall()
+        )
         found = []
         for job_id, task, team, tenant, budget, submitted_at in rows:
-            plan_row = self._db.execute(
-                "SELECT plan FROM plans WHERE job_id = ?", (job_id,)
-            ).fetchone()
+            plan_row = first(self._db.execute("SELECT plan FROM plans WHERE job_id = ?", (job_id,)))
             done = {
                 sid: SubtaskResult.model_validate_json(result)
                 for sid, result in self._db.execute(
                     "SELECT subtask_id, result FROM subtasks WHERE job_id = ?", (job_id,)
                 )
             }
-            images_row = self._db.execute(
-                "SELECT images FROM job_images WHERE job_id = ?", (job_id,)
-            ).fetchone()
+            images_row = first(
+                self._db.execute("SELECT images FROM job_images WHERE job_id = ?", (job_id,))
+            )
             found.append(
                 Unfinished(
                     images=() if images_row is None else _IMAGES.validate_json(images_row[0]),
@@ -219,7 +223,8 @@ class Journal:
     def put_team(self, team: TeamSpec) -> None:
         """Record a team registered at run time (replacing one of the same name)."""
         self._db.execute(
-            "INSERT OR REPLACE INTO teams VALUES (?, ?)", (team.name, team.model_dump_json())
+            upsert("teams", ("name", "spec"), key=("name",)),
+            (team.name, team.model_dump_json()),
         )
 
     def drop_team(self, name: str) -> None:
@@ -228,7 +233,7 @@ class Journal:
 
     def teams(self) -> list[TeamSpec]:
         """Every registered team, by name (one that is no longer valid is left out, logged)."""
-        rows = self._db.execute("SELECT name, spec FROM teams ORDER BY name").fetchall()
+        rows = self._db.execute("SELECT name, spec FROM teams ORDER BY name")
         teams = []
         for name, spec in rows:
             try:
@@ -243,18 +248,19 @@ class Journal:
             self._db.execute("DELETE FROM policies WHERE tenant = ?", (tenant,))
         else:
             self._db.execute(
-                "INSERT OR REPLACE INTO policies VALUES (?, ?)", (tenant, policy.model_dump_json())
+                upsert("policies", ("tenant", "policy"), key=("tenant",)),
+                (tenant, policy.model_dump_json()),
             )
 
     def policies(self) -> dict[str, TenantPolicy]:
         """Every tenant policy recorded, by tenant."""
-        rows = self._db.execute("SELECT tenant, policy FROM policies").fetchall()
+        rows = self._db.execute("SELECT tenant, policy FROM policies")
         return {tenant: TenantPolicy.model_validate_json(p) for tenant, p in rows}
 
     def use_inline(self, tenant: str, team: TeamSpec, at: float) -> None:
         """Record that ``tenant``'s inline ``team`` (scoped) was provisioned for a job at ``at``."""
         self._db.execute(
-            "INSERT OR REPLACE INTO inline_teams VALUES (?, ?, ?, ?)",
+            upsert("inline_teams", ("name", "tenant", "spec", "used_at"), key=("name",)),
             (team.name, tenant, team.model_dump_json(), at),
         )
 
@@ -264,9 +270,7 @@ class Journal:
 
     def inline_teams(self) -> list[tuple[str, TeamSpec, float]]:
         """Tenants' inline teams whose agents may be running: (tenant, team, last used)."""
-        rows = self._db.execute(
-            "SELECT tenant, spec, used_at FROM inline_teams ORDER BY used_at"
-        ).fetchall()
+        rows = self._db.execute("SELECT tenant, spec, used_at FROM inline_teams ORDER BY used_at")
         return [(t, TeamSpec.model_validate_json(spec), at) for t, spec, at in rows]
 
     def close(self) -> None:

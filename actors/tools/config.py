@@ -15,6 +15,7 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from actors.outbound import NetworkPolicy
+from actors.state.database import state_url
 from actors.tools.isolation import ResourceLimits
 from protocols import MCPServerSpec, Name
 
@@ -90,7 +91,14 @@ class ToolsConfig(BaseModel):
     sandboxes: int = Field(default=2, ge=1, le=64, description="ToolSandbox actors to run.")
     state_dir: Path = Field(
         default_factory=lambda: Path.home() / ".raytroupe",
-        description="Where idempotency records and grants are kept (survives restarts).",
+        description="Where idempotency records and grants are kept in SQLite files (survives "
+        "restarts of a sandbox on the same node), unless state_url is set.",
+    )
+    state_url: str | None = Field(
+        default=None,
+        repr=False,  # may hold a password
+        description="A PostgreSQL database (postgresql://user@host:5432/name) for idempotency "
+        "records and grants, shared by the sandboxes of every node: a cluster's choice.",
     )
     scratch_root: Path = Field(
         default_factory=default_scratch_root,
@@ -130,6 +138,11 @@ class ToolsConfig(BaseModel):
     function_threads: int = Field(
         default=4, ge=1, le=256, description="Worker threads per sandbox for function tools."
     )
+
+    @field_validator("state_url")
+    @classmethod
+    def _is_postgres(cls, value: str | None) -> str | None:
+        return None if value is None else state_url(value)
 
     @field_validator("functions")
     @classmethod

@@ -2,7 +2,8 @@
 
 The key comes from the job, the subtask, the step of the agent's loop, the tool and its
 normalized arguments — never from the model's tool-call id, which changes on every retry. The
-record lives in SQLite, so it outlasts a restart of the sandbox actor. A claim row marks a
+record lives in the state store (a SQLite file, or the cluster's PostgreSQL that every sandbox
+on every node shares), so it outlasts a restart of the sandbox actor. A claim row marks a
 call in progress. A claim older than its lease was abandoned (its holder died mid-call): the
 call may have taken effect, so it is never run again under that key (at most once).
 """
@@ -17,7 +18,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from actors.sqlite import open_sqlite
+from actors.state import Migration, first, open_database
 from protocols import ToolError, ToolResult
 
 __all__ = ["AtMostOnce", "Claim", "IdempotencyStore", "idempotency_key"]
@@ -41,22 +42,26 @@ def idempotency_key(
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
-class IdempotencyStore:
-    """Results of side-effecting calls by key, in a SQLite file (``:memory:`` for tests)."""
+_MIGRATIONS: tuple[Migration, ...] = (
+    (
+        "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, state TEXT NOT NULL, "
+        "claimed_at DOUBLE PRECISION NOT NULL, result TEXT)",
+    ),
+)
 
-    def __init__(self, path: str | Path) -> None:
-        self._db = open_sqlite(
-            path,
-            "CREATE TABLE IF NOT EXISTS calls (key TEXT PRIMARY KEY, state TEXT NOT NULL, "
-            "claimed_at REAL NOT NULL, result TEXT)",
-            synchronous="FULL",  # a side effect's record must outlive the machine, too
-        )
+
+class IdempotencyStore:
+    """Results of side-effecting calls by key, at a state location (``:memory:`` for tests)."""
+
+    def __init__(self, location: str | Path) -> None:
+        # durable: a side effect's record must outlive the machine, too
+        self._db = open_database(location, "tools", _MIGRATIONS, durable=True)
 
     def recorded(self, key: str) -> ToolResult | None:
         """The result recorded for ``key``, if the call finished."""
-        row = self._db.execute(
-            "SELECT result FROM calls WHERE key = ? AND state = 'done'", (key,)
-        ).fetchone()
+        row = first(
+            self._db.execute("SELECT result FROM calls WHERE key = ? AND state = 'done'", (key,))
+        )
         return None if row is None else ToolResult.model_validate_json(row[0])
 
     def claim(self, key: str, lease_s: float) -> Claim:
@@ -66,18 +71,17 @@ class IdempotencyStore:
         ``lease_s`` exists, whose holder died before recording an outcome; it stays.
         """
         now = time.time()
-        with self._db:
-            self._db.execute("BEGIN IMMEDIATE")
-            row = self._db.execute(
-                "SELECT state, claimed_at FROM calls WHERE key = ?", (key,)
-            ).fetchone()
-            if row is not None:
-                return "held" if row[0] == "done" or now - row[1] < lease_s else "abandoned"
-            self._db.execute(
-                "INSERT INTO calls (key, state, claimed_at, result) VALUES (?, 'running', ?, NULL)",
+        with self._db.transaction() as tx:  # one claimer wins, whichever process or node
+            if tx.execute(
+                "INSERT INTO calls (key, state, claimed_at, result) VALUES (?, 'running', ?, NULL) "
+                "ON CONFLICT (key) DO NOTHING RETURNING key",
                 (key, now),
-            )
-        return "claimed"
+            ):
+                return "claimed"
+            row = first(tx.execute("SELECT state, claimed_at FROM calls WHERE key = ?", (key,)))
+        if row is None:  # released between the two statements: somebody else is on it
+            return "held"
+        return "held" if row[0] == "done" or now - row[1] < lease_s else "abandoned"
 
     def finish(self, key: str, result: ToolResult) -> None:
         """Record the result of a claimed call."""

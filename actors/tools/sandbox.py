@@ -126,10 +126,11 @@ class ToolSandbox(TakesBatches):
                 except ConfigError as exc:  # the other tools still serve; granting it says why
                     log.exception("function_tool_not_loaded", tool=tool, error=exc.message)
                     self._unloaded[tool] = exc.message
-        config.state_dir.mkdir(parents=True, exist_ok=True)
-        self._store = IdempotencyStore(config.state_dir / "tools.sqlite")
+        if config.state_url is None:
+            config.state_dir.mkdir(parents=True, exist_ok=True)
+        self._store = IdempotencyStore(config.state_url or config.state_dir / "tools.sqlite")
         self._once = AtMostOnce(self._store)
-        self._grants = Grants(config.state_dir / "grants.sqlite")
+        self._grants = Grants(config.state_url or config.state_dir / "grants.sqlite")
         for source in self._sources:
             await source.start()
             for definition in await source.tools():

@@ -19,6 +19,8 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from actors.memory.config import MemoryConfig
+from actors.state import redact_url
+from actors.system_config import StateConfig, SystemConfig
 from actors.tools.config import ToolsConfig
 from deployments import APIConfig, APIKey, deploy, hash_key, new_key
 from protocols import ConfigError, TroupeError
@@ -50,6 +52,8 @@ app = typer.Typer(
 )
 key_app = typer.Typer(help="API keys of the HTTP app.", no_args_is_help=True)
 app.add_typer(key_app, name="key")
+config_app = typer.Typer(help="Configuration files.", no_args_is_help=True)
+app.add_typer(config_app, name="config")
 
 P = ParamSpec("P")
 
@@ -149,6 +153,27 @@ def up(
         Path | None, typer.Option(help="LLM pool config (YAML).", dir_okay=False)
     ] = None,
     state_dir: StateDir = None,
+    system_config: Annotated[
+        Path | None,
+        typer.Option(
+            "--config",
+            help="The system actors' configuration (troupe.yaml: llm, tools, memory, state, "
+            "tracing, placement). Default: files in --state-dir, the offline model.",
+            envvar="TROUPE_CONFIG",
+            dir_okay=False,
+            show_default=False,
+        ),
+    ] = None,
+    state_url: Annotated[
+        str | None,
+        typer.Option(
+            help="PostgreSQL database for the journal, budget ledger, idempotency records and "
+            "grants (postgresql://user@host:5432/name; password in PGPASSWORD). Default: "
+            "SQLite files in --state-dir.",
+            envvar="TROUPE_STATE_URL",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start a local Ray on 127.0.0.1 that outlives this command, raytroupe and its HTTP app."""
     began = time.monotonic()
@@ -165,6 +190,15 @@ def up(
     journal = state_dir / "journal.sqlite"
     if config.journal is None:
         config = config.model_copy(update={"journal": journal})
+    system = (
+        SystemConfig.from_yaml(system_config)
+        if system_config is not None
+        else SystemConfig(
+            tools=ToolsConfig(state_dir=state_dir),
+            memory=MemoryConfig(path=state_dir / "memory"),
+            state=StateConfig(journal=journal),
+        )
+    )
 
     head = _local.start_head(
         state_dir=state_dir,
@@ -184,10 +218,9 @@ def up(
                 "127.0.0.1",
                 http_port,
                 config,
-                journal=journal,
+                config=system,
+                state_url=state_url,
                 llm_config=llm_config,
-                memory_config=MemoryConfig(path=state_dir / "memory"),
-                tools_config=ToolsConfig(state_dir=state_dir),
             )
     except BaseException:
         _local.stop_head(head.state)
@@ -235,12 +268,12 @@ def _refuse_busy(ports: dict[str, int]) -> None:
         raise typer.Exit(1)
 
 
-def _deploy(address: str | None, host: str, port: int, config: APIConfig, **options: Any) -> str:
+def _deploy(address: str | None, host: str, port: int, api: APIConfig, **options: Any) -> str:
     """Connect, deploy the HTTP app listening on ``host:port``, disconnect; its URL."""
     rt = connect(address, **options)
     try:
         logging.getLogger("ray.serve").setLevel(logging.WARNING)  # its progress lines
-        return deploy(host=host, port=port, config=config)
+        return deploy(host=host, port=port, config=api)
     finally:
         close(rt)
 
@@ -393,6 +426,38 @@ def key_new(
         markup=False,
         soft_wrap=True,
     )
+
+
+@config_app.command("schema")
+@_reported
+def config_schema(
+    directory: Annotated[Path, typer.Argument(help="Where to write them.", file_okay=False)] = Path(
+        "."
+    ),
+) -> None:
+    """Write the JSON Schemas of troupe.yaml, the API config, the LLM config and team files."""
+    from deployments.schemas import export  # noqa: PLC0415 - only this command needs it
+
+    for path in export(directory):
+        OUT.print(str(path), markup=False, soft_wrap=True)
+
+
+@config_app.command("check")
+@_reported
+def config_check(
+    path: Annotated[Path, typer.Argument(help="A troupe.yaml.", dir_okay=False)],
+) -> None:
+    """Read a troupe.yaml as the system actors would, and say what it configures."""
+    system = SystemConfig.from_yaml(path)
+    state = system.state.location()
+    memory = system.memory_config()
+    OUT.print(f"{path}: valid", markup=False)
+    OUT.print(f"  state: {redact_url(state) if state else f'SQLite, {system.state.journal}'}",
+              markup=False, soft_wrap=True)  # fmt: skip
+    OUT.print(f"  memory: {memory.server or memory.path}", markup=False, soft_wrap=True)
+    llm = system.llm_config()
+    aliases = ", ".join(sorted(llm.models)) if llm else "the offline model"
+    OUT.print(f"  llm: {aliases}", markup=False, soft_wrap=True)
 
 
 def main() -> None:

@@ -20,6 +20,7 @@ from protocols import ErrorCode, ToolCall
 from tests.support.figures import record
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY
 from tests.support.keys import TEST_KEY, TEST_KEY_ENV
+from tests.support.postgres import SESSION_DATABASE
 from tests.support.wire_server import Default, HttpError, Reply, WireServer
 
 INJECTION = (
@@ -138,6 +139,18 @@ def _files_holding(roots, secrets):
     return scanned, found
 
 
+def _state_rows(postgres):
+    """Every row of every table of the session's state store, as text."""
+    url = postgres.url(SESSION_DATABASE)
+    tables = postgres.sql(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
+    assert {"jobs", "subtasks", "spent", "usage", "calls", "grants"} <= {t for (t,) in tables}
+    return [
+        repr(row)
+        for (table,) in tables
+        for row in postgres.sql(url, f'SELECT * FROM "{table}"')  # noqa: S608 - its own tables
+    ]
+
+
 def _http_texts(api, name):
     """Every HTTP answer (headers and body) of a job's life, and of refused keys."""
     texts = []
@@ -175,11 +188,14 @@ def _http_texts(api, name):
     return texts
 
 
-def test_secrets_never_appear_in_logs_traces_events_or_answers(rt, api, tmp_path_factory, capfd):
-    """A provider key (used for real, and echoed back by a failing provider), the HTTP API key
-    and a guessed wrong key: after good and failing jobs, none is in any Ray log file, the
-    driver's output, a job's events, results or trace, the dead letters or an HTTP answer."""
-    secrets = (TEST_KEY, USER_KEY, GUESSED_KEY)
+def test_secrets_never_appear_in_logs_traces_events_or_answers(
+    rt, api, postgres, tmp_path_factory, capfd
+):
+    """A provider key (used for real, and echoed back by a failing provider), the HTTP API key,
+    a guessed wrong key and the state store's password: after good and failing jobs, none is
+    in any Ray log file, the driver's output, a job's events, results or trace, the dead
+    letters, an HTTP answer or any row of the state store."""
+    secrets = (TEST_KEY, USER_KEY, GUESSED_KEY, postgres.password)
     claude = runtime.AnthropicModel  # the key goes in the x-api-key header
     texts: list[str] = []
     with WireServer(api_key=TEST_KEY) as good, WireServer(api_key="another-key") as refusing:
@@ -213,6 +229,7 @@ def test_secrets_never_appear_in_logs_traces_events_or_answers(rt, api, tmp_path
     texts += [row.model_dump_json() for row in rt.usage()]
 
     texts += _http_texts(api, name)
+    texts += _state_rows(postgres)
 
     in_answers = [(s, t[:200]) for t in texts for s in secrets if s in t]
     out, err = capfd.readouterr()

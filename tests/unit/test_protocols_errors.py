@@ -38,6 +38,7 @@ from protocols.errors import (
     RecipientUnavailable,
     SandboxUnavailable,
     ScriptError,
+    StateUnavailable,
     StreamInterrupted,
     TeamNotFound,
     ToolError,
@@ -85,6 +86,7 @@ PARENTS = {
     InvalidArguments: ToolError,
     SandboxUnavailable: ToolError,
     ToolInfrastructureError: ToolError,
+    StateUnavailable: TroupeError,
     PlanError: TroupeError,
     QualityGateFailed: TroupeError,
     JobError: TroupeError,
@@ -95,6 +97,7 @@ PARENTS = {
 }
 CLASSES = list(PARENTS)
 RETRYABLE = {
+    StateUnavailable,
     RecipientUnavailable,
     DeadlineExceeded,
     JobTimeout,

@@ -1,0 +1,174 @@
+"""One configuration of the system actors, read the same way by every entry point.
+
+A ``troupe.yaml`` holds the sections the system actors start with: ``llm`` (the pool),
+``tools`` (the sandboxes), ``memory`` (the memory store), ``state`` (where durable records
+live), ``tracing`` and ``placement``. The Python driver (``runtime.connect(config=...)``),
+``troupe up --config``, the Serve application (``system_config`` in its args) and the cluster
+configs all take the same file; ``troupe config schema`` exports its JSON Schema for editors.
+
+Operators' secrets and per-cluster addresses stay out of the file: ``state.url_env`` and
+``memory.server_env`` name environment variables (``~/.troupe/env`` on a ``ray up`` cluster)
+that fill ``state.url`` and ``memory.server`` where the file leaves them out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from actors.config_files import read_yaml, validated
+from actors.llm.config import LLMConfig
+from actors.memory.config import MemoryConfig
+from actors.state.database import state_url
+from actors.tools.config import ToolsConfig
+from protocols import ConfigError
+
+__all__ = ["PlacementConfig", "StateConfig", "SystemConfig", "TracingConfig"]
+
+
+class StateConfig(BaseModel):
+    """Where the journal, the budget ledger, idempotency records and grants are kept."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    url: str | None = Field(
+        default=None,
+        repr=False,  # may hold a password
+        description="A PostgreSQL database (postgresql://user@host:5432/name) every node "
+        "reaches: a cluster's choice. Its password is better given as PGPASSWORD.",
+    )
+    url_env: str | None = Field(
+        default="TROUPE_STATE_URL",
+        description="Environment variable with the url, used when url is not set.",
+    )
+    journal: Path = Field(
+        default_factory=lambda: Path.home() / ".raytroupe" / "journal.sqlite",
+        description="Without a url: the orchestrator's SQLite journal (the pool's ledger is "
+        "kept beside it in llm.sqlite), on the head node, where those actors are pinned.",
+    )
+
+    @field_validator("url")
+    @classmethod
+    def _is_postgres(cls, value: str | None) -> str | None:
+        return None if value is None else state_url(value)
+
+    @field_validator("journal")
+    @classmethod
+    def _home(cls, value: Path) -> Path:
+        return value.expanduser()
+
+    def location(self, environ: Mapping[str, str] = os.environ) -> str | None:
+        """The PostgreSQL URL: ``url``, else ``url_env``'s value; None for SQLite files.
+
+        Raises:
+            ConfigError: the variable holds something that is not a PostgreSQL URL.
+        """
+        if self.url is not None:
+            return self.url
+        named = environ.get(self.url_env or "", "").strip()
+        if not named:
+            return None
+        try:
+            return state_url(named)
+        except ValueError as exc:
+            raise ConfigError(f"{self.url_env}: {exc}", field="state.url_env") from None
+
+
+class TracingConfig(BaseModel):
+    """What the orchestrator exports of each job's trace."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    otel: bool = Field(
+        default=False,
+        description="Export each job's trace to OpenTelemetry (needs a configured SDK).",
+    )
+
+
+class PlacementConfig(BaseModel):
+    """Where system actors without files on a node's disk may run."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    system_resources: dict[str, float] = Field(
+        default_factory=dict,
+        description="Ray resources they ask for (e.g. {troupe_system: 0.001}), to keep them on "
+        "the nodes that advertise them; empty: any node.",
+    )
+
+
+class SystemConfig(BaseModel):
+    """Everything the system actors are started with (see the module's docstring)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    llm: LLMConfig | Path | None = Field(
+        default=None,
+        description="The LLM pool: its configuration inline, or the path of its YAML file "
+        "(relative to this file); none: the deterministic offline model.",
+    )
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    memory_server_env: str | None = Field(
+        default="TROUPE_MEMORY_SERVER",
+        description="Environment variable with the Chroma server ('host:port'), used when "
+        "memory.server is not set.",
+    )
+    state: StateConfig = Field(default_factory=StateConfig)
+    tracing: TracingConfig = Field(default_factory=TracingConfig)
+    placement: PlacementConfig = Field(default_factory=PlacementConfig)
+
+    @model_validator(mode="after")
+    def _home(self) -> Self:
+        """``~`` in the sections' paths is the home of the node that reads the file."""
+        tools = self.tools.model_copy(
+            update={
+                "state_dir": self.tools.state_dir.expanduser(),
+                "scratch_root": self.tools.scratch_root.expanduser(),
+            }
+        )
+        memory = self.memory.model_copy(update={"path": self.memory.path.expanduser()})
+        object.__setattr__(self, "tools", tools)
+        object.__setattr__(self, "memory", memory)
+        return self
+
+    @classmethod
+    def from_mapping(cls, data: Any, *, source: str = "system config") -> Self:
+        """Validate a mapping (``None``: the defaults).
+
+        Raises:
+            ConfigError: not a valid configuration; ``detail['problems']`` lists why.
+        """
+        return validated(cls, {} if data is None else data, source=source, what="system config")
+
+    @classmethod
+    def from_yaml(cls, path: str | Path) -> Self:
+        """Read a ``troupe.yaml``; an ``llm`` file it names is read relative to it.
+
+        Raises:
+            ConfigError: missing, unreadable, not YAML, or not valid (each problem named).
+        """
+        path = Path(path).expanduser()
+        config = cls.from_mapping(read_yaml(path, what="system config"), source=str(path))
+        if isinstance(config.llm, Path):
+            named = config.llm.expanduser()
+            named = named if named.is_absolute() else path.parent / named
+            config = config.model_copy(update={"llm": LLMConfig.from_yaml(named)})
+        return config
+
+    def llm_config(self) -> LLMConfig | None:
+        """The pool's configuration (a file named by ``llm`` is read now)."""
+        if isinstance(self.llm, Path):
+            return LLMConfig.from_yaml(self.llm.expanduser())
+        return self.llm
+
+    def memory_config(self, environ: Mapping[str, str] = os.environ) -> MemoryConfig:
+        """``memory``, with its server from ``memory_server_env`` if it names none."""
+        if self.memory.server is not None or not self.memory_server_env:
+            return self.memory
+        server = environ.get(self.memory_server_env, "").strip()
+        return self.memory.model_copy(update={"server": server}) if server else self.memory

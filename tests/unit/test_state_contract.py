@@ -1,0 +1,340 @@
+"""The state stores' contract, on SQLite and on a real PostgreSQL: the same tests, both backends.
+
+Every store (journal, team catalog and policies, approvals, the pool's ledger and usage, the
+tools' idempotency records and grants) must behave the same whichever backend holds it, and a
+second instance on the same location (a restarted actor, on another node for PostgreSQL)
+must see everything the first wrote.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+
+import pytest
+
+from actors.llm.budget import Reservation, Spend
+from actors.llm.state import PoolState
+from actors.orchestrator.journal import Journal
+from actors.state import open_database, redact_url, upsert
+from actors.tools.grants import Grants
+from actors.tools.idempotency import IdempotencyStore
+from protocols import (
+    AgentSpec,
+    ApprovalDecision,
+    ApprovalRequest,
+    Budget,
+    ConfigError,
+    ImagePart,
+    JobResult,
+    Plan,
+    StateUnavailable,
+    SubtaskResult,
+    TeamSpec,
+    TenantPolicy,
+    Timings,
+    ToolResult,
+    UsageRow,
+)
+
+TEAM = TeamSpec(name="crew", agents=(AgentSpec(name="ada", role="writer"),))
+PLAN = Plan.model_validate(
+    {"subtasks": [{"id": "s1", "role": "writer", "instructions": "draft"},
+                  {"id": "s2", "role": "writer", "instructions": "edit", "depends_on": ["s1"]}]}
+)  # fmt: skip
+IMAGE = ImagePart(url="https://example.com/cat.png")
+PAID = ToolResult(call_id="c1", tool="pay", ok=True, data={"paid": 3})
+
+
+def _done(sid: str, output: str = "ok") -> SubtaskResult:
+    return SubtaskResult(id=sid, role="writer", instructions="i", status="succeeded", output=output)
+
+
+def _result(job_id: str) -> JobResult:
+    return JobResult(
+        job_id=job_id, task="t", team="crew", status="succeeded", answer="answer",
+        subtasks=(_done("s1"), _done("s2")), timings=Timings(submitted_at=1.5, finished_at=2.5),
+    )  # fmt: skip
+
+
+@pytest.fixture
+def keep():
+    """``keep(store)``: the store, closed at the end of the test (its pool's threads too)."""
+    stores = []
+    yield lambda store: stores.append(store) or store
+    for store in stores:
+        store.close()
+
+
+# -- the journal: jobs, plans, subtasks, approvals, teams, policies, inline teams
+
+
+def test_an_unfinished_job_comes_back_whole_to_a_new_journal(state_at, keep):
+    first = keep(Journal(state_at("journal")))
+    first.job("j1", task="t", team=TEAM, tenant="acme", budget=Budget(tokens=500),
+              submitted_at=1700000000.123456, images=(IMAGE,))  # fmt: skip
+    first.plan("j1", PLAN)
+    first.subtask("j1", _done("s1", "draft v1"))
+    first.subtask("j1", _done("s1", "draft v2"))  # a re-run replaces
+    first.close()
+
+    (found,) = keep(Journal(state_at("journal"))).unfinished()
+    assert (found.job_id, found.task, found.team, found.tenant) == ("j1", "t", TEAM, "acme")
+    assert found.budget == Budget(tokens=500)
+    assert found.submitted_at == 1700000000.123456  # full precision, not a 4-byte float
+    assert found.plan == PLAN
+    assert found.done == {"s1": _done("s1", "draft v2")}
+    assert found.images == (IMAGE,)
+
+
+def test_a_job_recorded_twice_keeps_its_first_record_and_a_finished_one_is_not_resumed(
+    state_at, keep
+):
+    journal = keep(Journal(state_at("journal")))
+    journal.job("j1", task="first", team=TEAM, tenant="a", budget=None, submitted_at=1.0)
+    journal.job("j1", task="again", team=TEAM, tenant="b", budget=None, submitted_at=2.0)
+    assert [u.task for u in journal.unfinished()] == ["first"]
+    journal.finish(_result("j1"))
+    assert journal.unfinished() == []
+    assert journal.load("j1") == (TEAM, "a", _result("j1"))
+    assert journal.load("unknown") is None
+    assert journal.finished("j1").result == _result("j1")
+
+
+def test_unfinished_jobs_come_back_oldest_first(state_at, keep):
+    journal = keep(Journal(state_at("journal")))
+    for job_id, at in (("late", 3.0), ("early", 1.0), ("mid", 2.0)):
+        journal.job(job_id, task="t", team=TEAM, tenant="a", budget=None, submitted_at=at)
+    assert [u.job_id for u in journal.unfinished()] == ["early", "mid", "late"]
+
+
+def test_an_approval_decision_is_kept_with_its_exact_call_and_may_be_replaced(state_at, keep):
+    journal = keep(Journal(state_at("journal")))
+    request = ApprovalRequest(
+        approval_id="a1", task_id="s1", agent="ada", tool="pay", arguments={"amount": 3}
+    )
+    assert journal.decided("j1", "a1") is None
+    journal.decide("j1", request, ApprovalDecision(approval_id="a1", approved=False, reason="no"))
+    journal.decide("j1", request, ApprovalDecision(approval_id="a1", approved=True))
+    again = keep(Journal(state_at("journal")))
+    assert again.decided("j1", "a1") == (request, ApprovalDecision(approval_id="a1", approved=True))
+    assert again.decided("j2", "a1") is None
+
+
+def test_teams_policies_and_inline_teams_outlive_the_journal(state_at, keep):
+    journal = keep(Journal(state_at("journal")))
+    other = TeamSpec(name="band", agents=(AgentSpec(name="bo", role="r"),))
+    journal.put_team(other)
+    journal.put_team(TEAM)
+    journal.put_team(TEAM.model_copy(update={"max_parallel": 2}))
+    journal.put_policy("acme", TenantPolicy(max_turns=3))
+    journal.put_policy("*", TenantPolicy(max_turns=9))
+    journal.put_policy("*", None)
+    journal.use_inline("acme", other, 5.0)
+    journal.use_inline("acme", other, 6.0)
+    journal.use_inline("zed", TEAM, 4.0)
+    journal.drop_inline("nobody")
+
+    again = keep(Journal(state_at("journal")))
+    assert [t.name for t in again.teams()] == ["band", "crew"]
+    assert again.teams()[1].max_parallel == 2
+    assert again.policies() == {"acme": TenantPolicy(max_turns=3)}
+    assert again.inline_teams() == [("zed", TEAM, 4.0), ("acme", other, 6.0)]
+    again.drop_team("band")
+    again.drop_inline("crew")
+    assert [t.name for t in keep(Journal(state_at("journal"))).teams()] == ["crew"]
+    assert keep(Journal(state_at("journal"))).inline_teams() == [("acme", other, 6.0)]
+
+
+# -- the pool's ledger and usage
+
+
+def test_spend_adds_up_per_account_and_open_holds_are_booked_by_the_next_pool(state_at, keep):
+    state = keep(PoolState(state_at("llm")))
+    call = Reservation(id="r1", keys=("job:j1", "tenant:acme"), tokens=100, usd=0.5)
+    state.hold(call)
+    state.settle(call, tokens=40, usd=0.25)
+    state.settle(Reservation(id="r2", keys=("tenant:acme",), tokens=9, usd=0.0), 10, 0.125)
+    state.hold(Reservation(id="dead", keys=("tenant:acme",), tokens=1000, usd=2.0))
+    state.close()
+
+    restarted = keep(PoolState(state_at("llm")))  # the dead pool's hold is booked in full, once
+    expected = {"job:j1": Spend(40, 0.25), "tenant:acme": Spend(1050, 2.375)}
+    assert restarted.spent() == expected
+    assert restarted.spent() == expected
+
+
+def test_a_usage_row_replaces_its_last_for_the_same_job_agent_and_model(state_at, keep):
+    state = keep(PoolState(state_at("llm")))
+    row = UsageRow(job_id="j1", agent="ada", model="m", deployment="d", provider="p", calls=1)
+    state.book(row)
+    state.book(row.model_copy(update={"calls": 2}))
+    state.book(row.model_copy(update={"agent": "bo"}))
+    state.book(row.model_copy(update={"job_id": None}))
+    rows = keep(PoolState(state_at("llm"))).usage()
+    assert sorted((r.job_id or "", r.agent, r.calls) for r in rows) == [
+        ("", "ada", 1), ("j1", "ada", 2), ("j1", "bo", 1)
+    ]  # fmt: skip
+
+
+# -- the tools' idempotency records and grants
+
+
+def test_a_claim_is_taken_once_recorded_released_or_left_abandoned(state_at, keep):
+    store = keep(IdempotencyStore(state_at("tools")))
+    assert store.claim("k", lease_s=60) == "claimed"
+    assert store.claim("k", lease_s=60) == "held"
+    assert store.claim("k", lease_s=0) == "abandoned"  # its holder never came back
+    store.release("k")
+    assert store.claim("k", lease_s=60) == "claimed"  # a clean failure may run again
+    store.finish("k", PAID)
+    assert store.claim("k", lease_s=0) == "held"  # done is done, whatever the lease
+    assert keep(IdempotencyStore(state_at("tools"))).recorded("k") == PAID
+    assert store.recorded("other") is None
+
+
+def test_of_many_racing_claimers_exactly_one_wins(state_at, keep):
+    location = state_at("tools")
+    stores = [keep(IdempotencyStore(location)) for _ in range(8)]  # 8 connections, as 8 sandboxes
+    start = threading.Barrier(len(stores))
+    outcomes: list[str] = []
+
+    def claim(store: IdempotencyStore) -> None:
+        start.wait()
+        outcomes.append(store.claim("pay-once", lease_s=60))
+
+    threads = [threading.Thread(target=claim, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert sorted(outcomes) == ["claimed"] + ["held"] * 7
+
+
+def test_grants_and_peers_outlive_the_sandbox(state_at, keep):
+    grants = keep(Grants(state_at("grants")))
+    grants.set("ada", ["calculator", "echo"], ["bo"])
+    grants.set("ada", ["calculator"], ["bo", "cy"])
+    grants.close()
+    again = keep(Grants(state_at("grants")))
+    assert again.get("ada") == {"calculator"}
+    assert again.peers("ada") == {"bo", "cy"}
+    assert again.get("nobody") == frozenset()
+
+
+# -- schema migrations
+
+
+def test_migrations_apply_once_in_order_and_a_newer_schema_is_refused(state_at):
+    location = state_at("x")
+    one = ("CREATE TABLE notes (id TEXT PRIMARY KEY, body TEXT)",)
+    two = ("ALTER TABLE notes ADD COLUMN at DOUBLE PRECISION",)
+    db = open_database(location, "notes", (one,))
+    db.execute("INSERT INTO notes (id, body) VALUES (?, ?)", ("n1", "hi"))
+    db.close()
+    db = open_database(location, "notes", (one, two))  # upgrade: only step two runs
+    db.execute(upsert("notes", ("id", "body", "at"), key=("id",)), ("n1", "hello", 2.5))
+    assert db.execute("SELECT id, body, at FROM notes") == [("n1", "hello", 2.5)]
+    db.close()
+    open_database(location, "notes", (one, two)).close()  # nothing left to do
+    with pytest.raises(ConfigError, match="schema version 2, newer than this raytroupe knows"):
+        open_database(location, "notes", (one,))
+
+
+def test_a_failing_migration_leaves_nothing_behind(state_at):
+    location = state_at("x")
+    broken = ("CREATE TABLE half (id TEXT)", "CREATE TABLE broken (")
+    with pytest.raises(Exception):  # noqa: B017, PT011 - each backend's own syntax error
+        open_database(location, "half", (broken,))
+    db = open_database(location, "half", (("CREATE TABLE half (id TEXT PRIMARY KEY)",),))
+    db.execute("INSERT INTO half (id) VALUES (?)", ("made by the good step",))
+    db.close()
+
+
+def test_stores_opening_at_once_migrate_once(state_at, keep):
+    location = state_at("journal")
+    errors: list[BaseException] = []
+    start = threading.Barrier(6)
+
+    def open_one() -> None:
+        start.wait()
+        try:
+            Journal(location).close()
+        except BaseException as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=open_one) for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+
+
+def test_a_journal_file_from_before_migrations_opens_with_its_jobs(tmp_path):
+    path = tmp_path / "journal.sqlite"
+    old = sqlite3.connect(path)  # what raytroupe wrote before the state store had versions
+    old.executescript(
+        "CREATE TABLE jobs (id TEXT PRIMARY KEY, task TEXT NOT NULL, team TEXT NOT NULL, "
+        "tenant TEXT NOT NULL, budget TEXT, submitted_at REAL NOT NULL, result TEXT);"
+        "CREATE TABLE teams (name TEXT PRIMARY KEY, spec TEXT NOT NULL);"
+    )
+    old.execute("INSERT INTO jobs VALUES ('j0', 't', ?, 'a', NULL, 1.0, NULL)",
+                (TEAM.model_dump_json(),))  # fmt: skip
+    old.execute("INSERT INTO teams VALUES ('crew', ?)", (TEAM.model_dump_json(),))
+    old.commit()
+    old.close()
+    journal = Journal(path)
+    assert [u.job_id for u in journal.unfinished()] == ["j0"]
+    assert journal.teams() == [TEAM]
+
+
+def test_upsert_takes_identifiers_only():
+    with pytest.raises(ValueError, match="not SQL identifiers"):
+        upsert("t; DROP TABLE jobs", ("a",), key=("a",))
+
+
+# -- PostgreSQL: reaching it, losing it, and never showing its password
+
+
+def test_an_unreachable_server_is_state_unavailable_without_its_password(postgres, keep):
+    url = f"postgresql://troupe:{postgres.password}@127.0.0.1:1/nowhere"
+    with pytest.raises(StateUnavailable) as caught:
+        keep(Journal(url))
+    assert postgres.password not in str(caught.value)
+    assert postgres.password not in repr(caught.value.detail)
+    assert caught.value.detail["store"] == "postgresql://troupe:***@127.0.0.1:1/nowhere"
+    assert caught.value.retryable
+
+
+def test_a_wrong_password_is_state_unavailable_and_the_guess_is_not_repeated(postgres, keep):
+    url = postgres.database().replace(postgres.password, "guess-Secret-123")
+    with pytest.raises(StateUnavailable, match="password authentication failed") as caught:
+        keep(Grants(url))
+    assert "guess-Secret-123" not in str(caught.value)
+    assert "troupe:***@127.0.0.1" in str(caught.value)
+
+
+def test_the_password_may_come_from_the_environment_instead_of_the_url(postgres, monkeypatch, keep):
+    url = postgres.database()
+    monkeypatch.setenv("PGPASSWORD", postgres.password)
+    bare = url.replace(f":{postgres.password}@", "@")
+    assert redact_url(bare) == bare
+    grants = keep(Grants(bare))
+    grants.set("ada", ["echo"], [])
+    assert keep(Grants(url)).get("ada") == {"echo"}
+
+
+def test_a_store_reconnects_after_the_server_cut_its_connections(postgres, keep):
+    url = postgres.database()
+    journal = keep(Journal(url))
+    journal.put_team(TEAM)
+    database = url.rsplit("/", 1)[1]
+    cut = postgres.sql(
+        postgres.url(),
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = %s AND pid <> pg_backend_pid()",
+        (database,),
+    )
+    assert cut  # the journal's pooled connection was among them
+    assert journal.teams() == [TEAM]  # a checked-out dead connection is replaced, not raised
