@@ -19,7 +19,7 @@ from runtime.client import SystemClient
 
 # No ``from __future__ import annotations`` here: Serve inspects :func:`build`'s signature.
 
-__all__ = ["TroupeAPI", "build", "deploy"]
+__all__ = ["TroupeAPI", "app", "build", "deploy"]
 
 APP_NAME = "troupe"
 
@@ -65,6 +65,11 @@ def build(args: dict[str, Any]) -> Application:
         ConfigError: ``args`` is not a valid API config (each problem named).
     """
     return TroupeAPI.bind(APIConfig.from_mapping(args, source="serve config args"))  # type: ignore[attr-defined]
+
+
+app: Application = build({})
+"""The application with the default API config, for ``serve build deployments.app:app``: keys
+from ``TROUPE_API_KEYS``, the system actors' configuration from ``TROUPE_CONFIG``."""
 
 
 def deploy(

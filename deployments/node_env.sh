@@ -7,7 +7,14 @@
 #    else as high as the node's hard limit allows, said on stderr, which `ray up` prints; below
 #    8192 the start fails, naming the account and the host to fix.
 # 2. Every line of ~/.troupe/env (mode 600: API keys, provider keys, TROUPE_LLM_CONFIG) is
-#    exported, so that Ray's processes, and the actors they start, see them.
+#    exported, so that Ray's processes, and the actors they start, see them; then those of
+#    ~/.troupe/services.env, which deployments/head_services.sh writes on the head (where the
+#    state store and the Chroma server are, and the store's password).
+# 3. With `--head` (`. node_env.sh --head`, before `ray start --head`): when ~/.troupe/env sets
+#    TROUPE_GCS_REDIS (host:port of a Redis that outlives the head; its password in
+#    TROUPE_GCS_REDIS_PASSWORD), Ray's GCS keeps its tables there (RAY_REDIS_ADDRESS, under
+#    the namespace TROUPE_GCS_NAMESPACE, default raytroupe): a GCS that dies comes back with
+#    the cluster's actors, jobs and nodes. The start command passes the password.
 
 troupe_nofile_want=65536
 troupe_nofile_floor=8192
@@ -28,5 +35,15 @@ if [ -f ~/.troupe/env ]; then
     set -a
     . ~/.troupe/env || { echo "raytroupe: ~/.troupe/env on $(hostname) failed to load" >&2; return 1 2>/dev/null || exit 1; }
     set +a
+fi
+if [ -f ~/.troupe/services.env ]; then
+    set -a
+    . ~/.troupe/services.env || { echo "raytroupe: ~/.troupe/services.env on $(hostname) failed to load" >&2; return 1 2>/dev/null || exit 1; }
+    set +a
+fi
+if [ "${1:-}" = "--head" ] && [ -n "${TROUPE_GCS_REDIS:-}" ]; then
+    export RAY_REDIS_ADDRESS="$TROUPE_GCS_REDIS"
+    export RAY_external_storage_namespace="${TROUPE_GCS_NAMESPACE:-raytroupe}"
+    echo "raytroupe: the GCS keeps its tables in Redis at $TROUPE_GCS_REDIS" >&2
 fi
 true

@@ -26,6 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -234,6 +235,7 @@ def start_head(
     dashboard_port: int,
     num_cpus: int | None,
     owns_temp_dir: bool,
+    extra_args: Sequence[str] = (),
 ) -> Head:
     """Spawn ``ray start --head --block`` on 127.0.0.1, detached from this process.
 
@@ -254,6 +256,7 @@ def start_head(
     ]  # fmt: skip
     if num_cpus is not None:
         args.append(f"--num-cpus={num_cpus}")
+    args += extra_args
     env = dict(os.environ)
     env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray process on 127.0.0.1 only
     env["RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S"] = "0"  # see the module docstring

@@ -7,15 +7,19 @@ config is deployments/cluster.local.yaml with what a user edits (addresses, key,
 
 1. `ray up -y` installs uv from PyPI, a venv and raytroupe on both nodes, starts Ray, deploys
    the HTTP application; `/readyz` answers 200.
-2. The secrets file (an API key, a model provider key, the LLM config's path) and the LLM
-   config go to every node with `ray rsync-up -A ... '~/.troupe/env'`; `ray up -y` again
-   restarts Ray, which reads them.
+2. The secrets file (an API key, a model provider key, the LLM config's path, a Redis for the
+   GCS) and the LLM config go to every node with `ray rsync-up -A ... '~/.troupe/env'`;
+   `ray up -y` again restarts Ray, which reads them: the GCS now keeps its tables in Redis.
 3. A job over HTTP with the shipped key runs on the shipped LLM config: its model calls reach a
    local OpenAI-wire server with the shipped provider key; agents run on the worker (they are
    spread over the nodes); the system actors are there by name; the head advertises head_ip.
-4. `ray job submit` of the example driver succeeds.
-5. `ray down -y` stops everything: no process is left under either account (the worker's Ray
-   stops itself once its raylet has lost the head's GCS, within Ray's 60 s timeout).
+4. Nothing a job needs is on a node's disk: the head's PostgreSQL holds the job, its
+   subtasks, the pool's usage and the agents' grants; the memory actor uses the head's Chroma
+   server; the system actors are not pinned to the head.
+5. `ray job submit` of the example driver succeeds.
+6. `ray down -y` stops everything: no process is left under either account (the worker's Ray
+   stops itself once its raylet has lost the head's GCS, within Ray's 60 s timeout; the
+   head's services are stopped by their watcher once the head's Ray is gone).
 
 Figures (time to ready, to restart, to down) are printed and recorded for RELIABILITY.md.
 """
@@ -28,12 +32,14 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 import yaml
 
 from tests.support.figures import record
+from tests.support.redis import Redis, redis_server
 from tests.support.ssh_nodes import Node, Nodes, ssh_nodes
 from tests.support.wire_model import Reply
 from tests.support.wire_server import WireServer, running_wire_server
@@ -61,6 +67,12 @@ def nodes(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Nodes]:
 
 
 @pytest.fixture(scope="module")
+def gcs_redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Redis]:
+    with redis_server(tmp_path_factory.mktemp("gcs-redis")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
 def wire() -> Iterator[WireServer]:
     with running_wire_server(api_key=PROVIDER_KEY) as server:  # a wrong key: 401
         yield server
@@ -85,13 +97,15 @@ def _config(nodes: Nodes, folder: Path) -> Path:
     return path
 
 
-def _secrets(folder: Path, wire: WireServer) -> tuple[Path, Path]:
+def _secrets(folder: Path, wire: WireServer, redis: Redis) -> tuple[Path, Path]:
     """troupe.env (mode 600) and llm.yaml, as a user writes them before shipping them."""
     env = folder / "troupe.env"
     env.write_text(
         f"TROUPE_API_KEYS=cluster:{API_KEY}:admin\n"
         f"{PROVIDER_KEY_ENV}={PROVIDER_KEY}\n"
         "TROUPE_LLM_CONFIG=~/.troupe/llm.yaml\n"
+        f"TROUPE_GCS_REDIS={redis.address}\n"
+        f"TROUPE_GCS_REDIS_PASSWORD={redis.password}\n"
     )
     env.chmod(0o600)
     llm = folder / "llm.yaml"
@@ -182,6 +196,51 @@ def _wait_nodes(dashboard: str, count: int) -> float:
     pytest.fail(f"{count} nodes not alive within {READY_S} s: {alive}")
 
 
+def _services(node: Node) -> dict[str, str]:
+    """What deployments/head_services.sh wrote on the head (``~/.troupe/services.env``)."""
+    path = node.home / ".troupe" / "services.env"
+    assert path.stat().st_mode & 0o777 == 0o600
+    assert path.stat().st_uid == node.uid
+    return dict(line.split("=", 1) for line in path.read_text().splitlines() if "=" in line)
+
+
+def _state_rows(services: dict[str, str], job_id: str) -> dict[str, int]:
+    """Rows of the job in the head's PostgreSQL, as the actors' state store wrote them."""
+    import psycopg  # noqa: PLC0415
+
+    url = services["TROUPE_STATE_URL"]
+    with psycopg.connect(url, password=services["PGPASSWORD"], connect_timeout=10) as conn:
+        count = lambda sql: conn.execute(sql, (job_id,)).fetchone()[0]  # noqa: E731
+        return {
+            "finished job": count("SELECT count(*) FROM jobs WHERE id = %s AND result IS NOT NULL"),
+            "subtasks": count("SELECT count(*) FROM subtasks WHERE job_id = %s"),
+            "usage rows": count("SELECT count(*) FROM usage WHERE job_id = %s"),
+            "grants": conn.execute("SELECT count(*) FROM grants").fetchone()[0],
+        }
+
+
+def _assert_state_off_the_nodes(nodes: Nodes, actors: list[Any], job_id: str) -> None:
+    """The job's state is in the head's PostgreSQL, memories in its Chroma server, and so no
+    system actor is pinned to the head (each could move with its node gone)."""
+    services = _services(nodes.head)
+    assert services["TROUPE_STATE_URL"] == f"postgresql://troupe@{nodes.head.address}:5432/troupe"
+    assert services["TROUPE_MEMORY_SERVER"] == f"{nodes.head.address}:8001"
+    rows = _state_rows(services, job_id)
+    assert rows["finished job"] == 1, rows
+    assert rows["subtasks"] >= 3, rows
+    assert rows["usage rows"] >= 1, rows
+    assert rows["grants"] >= 3, rows
+    chroma = services["TROUPE_MEMORY_SERVER"]
+    heartbeat = httpx.get(f"http://{chroma}/api/v2/heartbeat", timeout=10)
+    assert heartbeat.status_code == 200, heartbeat.text
+    system = [a for a in actors if a.name in {"orchestrator", "llm", "memory", "tools-0"}]
+    assert len(system) == 4, [a.name for a in system]
+    pinned = [a.name for a in system if "node:__internal_head__" in (a.required_resources or {})]
+    assert not pinned, pinned
+    for worker in nodes.workers:  # the head passed the state's address and password on
+        assert _services(worker) == services
+
+
 def _job(url: str) -> dict[str, object]:
     team = {
         "name": "cluster-wire",
@@ -207,7 +266,7 @@ def _job(url: str) -> dict[str, object]:
 
 @pytest.mark.timeout(1500)  # installs two nodes from PyPI; ~6 min here
 def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing(
-    nodes: Nodes, wire: WireServer, tmp_path: Path
+    nodes: Nodes, wire: WireServer, gcs_redis: Redis, tmp_path: Path
 ) -> None:
     from ray.util.state import list_actors, list_nodes  # noqa: PLC0415 - client side only
 
@@ -224,7 +283,8 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
         assert (node.home / ".troupe").stat().st_mode & 0o777 == 0o700
 
     # the documented way to ship secrets, then the restart that makes Ray read them
-    env_file, llm_file = _secrets(tmp_path, wire)
+    assert gcs_redis.keys() == 0
+    env_file, llm_file = _secrets(tmp_path, wire, gcs_redis)
     _ray(["rsync-up", "-A", str(config), f"./{env_file.name}", "~/.troupe/env"], env, log,
          cwd=tmp_path)  # fmt: skip
     _ray(["rsync-up", "-A", str(config), f"./{llm_file.name}", "~/.troupe/llm.yaml"], env, log,
@@ -235,6 +295,7 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
     _wait_nodes(dashboard, len(nodes.nodes))
     for worker in nodes.workers:  # the head passes ~/.troupe on as it sets the worker up again
         _wait_shipped(worker, env_file)
+    assert gcs_redis.keys() > 0  # the restarted head's GCS keeps its tables in Redis
 
     # a job over HTTP with the shipped key, on the shipped LLM config and provider key
     wire.script(*(Reply(text=f"answer {i}") for i in range(3)))
@@ -258,6 +319,8 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
     assert len(agents) == 3, names
     on_workers = [a.name for a in agents if a.node_id != head.node_id]
     assert on_workers, f"every agent is on the head: {[(a.name, a.node_id) for a in agents]}"
+
+    _assert_state_off_the_nodes(nodes, actors, str(job["id"]))
 
     # the example driver through the job server, as the README says
     submit_s = _ray(["job", "submit", "--address", dashboard, "--working-dir", ".", "--",

@@ -75,6 +75,8 @@ def test_a_job_shows_up_in_the_router_llm_tool_and_dead_letter_metrics(rt):
             and _total(s, "ray_troupe_dead_letters_total", reason="unknown_recipient") > unknown
             and _total(s, "ray_troupe_llm_calls_total", **llm) >= result.usage.calls
             and _total(s, "ray_troupe_jobs_finished_total", status="succeeded") > succeeded
+            and {"planning", "running", "aggregating"}
+            <= {t["status"] for n, t, _ in s if n == "ray_troupe_jobs"}
         )
     )
     assert _total(after, "ray_troupe_jobs_finished_total", status="succeeded") > succeeded
