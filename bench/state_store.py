@@ -100,7 +100,7 @@ def _statements(log: Path, start: int) -> dict[str, int]:
         f.seek(start)
         text = f.read().decode("utf-8", "replace")
     kinds = {"statements": 0, "transactions": 0, "connection checks": 0}
-    for statement in re.findall(r"LOG:  statement: (.*)", text):
+    for statement in re.findall(r"LOG:  (?:statement|execute [^:]*): (.*)", text):
         if statement.strip() == "":
             kinds["connection checks"] += 1
         elif statement.strip().upper() == "BEGIN":
@@ -155,10 +155,11 @@ def run(quick: bool) -> Section:
         kinds = _statements(server.log, marks["start"])
         per_job = {k: v / counted for k, v in kinds.items()}
         section.notes.append(
-            "store round trips per job (4 subtasks, PostgreSQL statement log over "
+            "store statements per job (4 subtasks, PostgreSQL statement log over "
             f"{counted} jobs): "
             + ", ".join(f"{v:.1f} {k}" for k, v in per_job.items())
-            + f"; {sum(per_job.values()):.1f} in all, plus COMMITs"
+            + f"; {sum(per_job.values()):.1f} in all, plus COMMITs (a transaction's statements"
+            " go as one pipeline)"
         )
     return section
 

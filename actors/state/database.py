@@ -112,8 +112,10 @@ def open_database(
 ) -> Database:
     """Open the store ``component`` at ``location`` and bring its tables up to date.
 
-    ``durable``: on SQLite, a commit also survives a crash of the machine (synchronous
-    ``FULL``), not only of the process; PostgreSQL commits are always so.
+    ``durable``: a commit also survives a crash of the machine (SQLite: synchronous ``FULL``;
+    PostgreSQL: ``synchronous_commit`` on), not only of the process (SQLite ``NORMAL``;
+    PostgreSQL ``synchronous_commit`` off: the server may lose its last ~0.2 s of commits
+    if it crashes, never a half-written one).
 
     Raises:
         StateUnavailable: the PostgreSQL server cannot be reached (the error names it,
@@ -122,7 +124,7 @@ def open_database(
     if is_postgres(location):
         from actors.state.postgres import PostgresDatabase  # noqa: PLC0415 - clusters only
 
-        db: Database = PostgresDatabase(str(location))
+        db: Database = PostgresDatabase(str(location), durable=durable)
     else:
         from actors.state.sqlite import SqliteDatabase  # noqa: PLC0415
 

@@ -318,7 +318,10 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
     agents = [a for a in actors if a.name.startswith("agent/cluster-solver-")]
     assert len(agents) == 3, names
     on_workers = [a.name for a in agents if a.node_id != head.node_id]
-    assert on_workers, f"every agent is on the head: {[(a.name, a.node_id) for a in agents]}"
+    assert on_workers, (
+        f"every agent is on the head {head.node_id}: {[(a.name, a.node_id) for a in actors]}; "
+        f"nodes: {[(n.node_id, n.node_ip, n.state) for n in list_nodes(address=dashboard)]}"
+    )
 
     _assert_state_off_the_nodes(nodes, actors, str(job["id"]))
 

@@ -34,12 +34,10 @@ SHARED_RAY = (
     "tests/reliability/test_load.py",
 )
 OWN_CLUSTER = ("tests/reliability/test_node_loss.py",)
-OWN_HEAD = ("tests/reliability/test_gcs_restart.py",)
 RAY_UP = ("tests/cluster/test_ray_up.py",)
 TITLES = {
     "chaos": "Chaos: jobs while actors are killed",
     "node_loss": "Node loss: a worker node removed mid-job (3-node cluster)",
-    "gcs": "GCS fault tolerance: the head's GCS killed mid-job, its tables in Redis",
     "ray_up": "`ray up` of deployments/cluster.local.yaml: two SSH nodes on this host",
     "model_faults": "Model faults: 5xx, 429 + Retry-After, cut streams (llmock)",
     "load": "Load: concurrent jobs on loopback",
@@ -130,7 +128,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="troupe-figures-") as folder:
         figures = Path(folder)
         runs = []
-        for files in (SHARED_RAY, OWN_CLUSTER, OWN_HEAD, RAY_UP):
+        for files in (SHARED_RAY, OWN_CLUSTER, RAY_UP):
             code, seconds, summary = _pytest(files, figures)
             print(f"{'ok' if code == 0 else 'FAILED'} {seconds:6.0f} s  {summary}")
             runs.append((files, code, seconds, summary))

