@@ -20,6 +20,7 @@ from rich.table import Table
 
 from actors.memory.config import MemoryConfig
 from actors.state import redact_url
+from actors.state import state_url as state_url_of
 from actors.system_config import StateConfig, SystemConfig
 from actors.tools.config import ToolsConfig
 from deployments import APIConfig, APIKey, deploy, hash_key, new_key
@@ -190,6 +191,11 @@ def up(
     journal = state_dir / "journal.sqlite"
     if config.journal is None:
         config = config.model_copy(update={"journal": journal})
+    if state_url is not None:  # refused before Ray starts, like a bad file
+        try:
+            state_url = state_url_of(state_url)
+        except ValueError as exc:
+            raise ConfigError(f"--state-url: {exc}") from None
     system = (
         SystemConfig.from_yaml(system_config)
         if system_config is not None

@@ -322,3 +322,29 @@ def test_default_temp_dir_is_short_and_per_state_dir(tmp_path):
     assert len(str(a)) < 40
     # Ray's deepest socket path under it must fit in a Unix socket address (107 bytes)
     assert len(f"{a}/session_2026-11-29_15-02-44_600537_16491/sockets/plasma_store") <= 107
+
+
+def test_up_refuses_a_bad_state_url_or_config_file_before_starting_anything(tmp_path):
+    state = tmp_path / "state"
+    result = runner.invoke(app, ["up", "--state-dir", str(state), "--state-url", "sqlite:///x"])
+    assert result.exit_code == 1
+    assert "--state-url: 'sqlite:///x' is not a PostgreSQL URL" in result.stderr
+    bad = tmp_path / "troupe.yaml"
+    bad.write_text("tools: {sandboxes: 0}\n")
+    result = runner.invoke(app, ["up", "--state-dir", str(state), "--config", str(bad)])
+    assert result.exit_code == 1
+    assert "tools.sandboxes" in result.stderr
+    assert not state.exists()  # no Ray started, nothing written
+    assert "Traceback" not in result.output
+
+
+def test_config_check_says_what_a_troupe_yaml_configures_without_its_password(tmp_path):
+    path = tmp_path / "troupe.yaml"
+    path.write_text(
+        "state: {url: 'postgresql://ops:s3cret-pw@db:5432/rt'}\nmemory: {server: 'db:8001'}\n"
+    )
+    result = runner.invoke(app, ["config", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "state: postgresql://ops:***@db:5432/rt" in result.stdout
+    assert "memory: db:8001" in result.stdout
+    assert "s3cret" not in result.output
