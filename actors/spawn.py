@@ -34,7 +34,7 @@ from actors.ray_handles import (
     unwrap,
 )
 from actors.router import MessageRouter
-from actors.state import state_url as state_url_of
+from actors.state import checked_state_url
 from actors.tools.config import ToolsConfig
 from protocols import (
     AgentSpec,
@@ -224,13 +224,6 @@ def cluster_addresses() -> list[str]:
     return sorted({str(n["NodeManagerAddress"]) for n in ray.nodes() if n.get("Alive")})
 
 
-def _checked_state_url(value: str) -> str:
-    try:
-        return state_url_of(value)
-    except ValueError as exc:
-        raise ConfigError(str(exc), field="state_url") from None
-
-
 def spawn_system(
     models: Mapping[str, ModelSpec] | None = None,
     config: LLMConfig | None = None,
@@ -270,7 +263,7 @@ def spawn_system(
     tools = tools or ToolsConfig()
     journal = journal or Path.home() / ".raytroupe" / "journal.sqlite"
     if state_url is not None:
-        state_url = _checked_state_url(state_url)
+        state_url = checked_state_url(state_url, field="state_url")
         if tools.state_url is None:
             tools = tools.model_copy(update={"state_url": state_url})
     local_state = state_url is None  # the journal and the pool's ledger: SQLite files

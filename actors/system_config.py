@@ -23,9 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from actors.config_files import read_yaml, validated
 from actors.llm.config import LLMConfig
 from actors.memory.config import MemoryConfig
-from actors.state.database import state_url
+from actors.state.database import checked_state_url, state_url
 from actors.tools.config import ToolsConfig
-from protocols import ConfigError
 
 __all__ = ["PlacementConfig", "StateConfig", "SystemConfig", "TracingConfig"]
 
@@ -72,10 +71,7 @@ class StateConfig(BaseModel):
         named = environ.get(self.url_env or "", "").strip()
         if not named:
             return None
-        try:
-            return state_url(named)
-        except ValueError as exc:
-            raise ConfigError(f"{self.url_env}: {exc}", field="state.url_env") from None
+        return checked_state_url(named, field="state.url_env", said_as=self.url_env)
 
 
 class TracingConfig(BaseModel):

@@ -8,12 +8,15 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
+from protocols import ConfigError
+
 __all__ = [
     "Database",
     "Migration",
     "Row",
     "Tx",
     "apply_migrations",
+    "checked_state_url",
     "first",
     "is_postgres",
     "open_database",
@@ -21,6 +24,9 @@ __all__ = [
     "state_url",
     "upsert",
 ]
+
+_MIGRATION_LOCK = 7240155
+"""PostgreSQL advisory lock held while a store's migrations apply (one migrator at a time)."""
 
 Migration = tuple[str, ...]
 """One step of a store's schema: statements applied together, in one transaction."""
@@ -82,6 +88,19 @@ def state_url(value: str) -> str:
     return value
 
 
+def checked_state_url(value: str, *, field: str, said_as: str | None = None) -> str:
+    """:func:`state_url`, for a value from outside pydantic (a flag, a variable, an argument).
+
+    Raises:
+        ConfigError: not a PostgreSQL URL; the message starts with ``said_as`` (what the user
+            wrote it as), ``detail['field']`` is ``field``.
+    """
+    try:
+        return state_url(value)
+    except ValueError as exc:
+        raise ConfigError(f"{said_as}: {exc}" if said_as else str(exc), field=field) from None
+
+
 def first(rows: list[Row]) -> Row | None:
     """The first of ``rows``, or None when there are none."""
     return rows[0] if rows else None
@@ -132,7 +151,7 @@ def open_database(
     try:
         with db.transaction() as tx:
             if db.dialect == "postgresql":  # concurrent first opens: one migrates, others wait
-                tx.execute("SELECT pg_advisory_xact_lock(7240155)")
+                tx.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
             apply_migrations(tx, component, migrations)
     except BaseException:
         db.close()
@@ -149,8 +168,6 @@ def apply_migrations(tx: Tx, component: str, migrations: Sequence[Migration]) ->
     rows = tx.execute("SELECT version FROM raytroupe_schema WHERE component = ?", (component,))
     version = int(rows[0][0]) if rows else 0
     if version > len(migrations):
-        from protocols import ConfigError  # noqa: PLC0415
-
         raise ConfigError(
             f"the {component!r} tables are at schema version {version}, newer than this "
             f"raytroupe knows ({len(migrations)}): upgrade raytroupe, or point it elsewhere",

@@ -19,8 +19,7 @@ from pydantic import ValidationError
 from rich.table import Table
 
 from actors.memory.config import MemoryConfig
-from actors.state import redact_url
-from actors.state import state_url as state_url_of
+from actors.state import checked_state_url, redact_url
 from actors.system_config import StateConfig, SystemConfig
 from actors.tools.config import ToolsConfig
 from deployments import APIConfig, APIKey, deploy, hash_key, new_key
@@ -192,10 +191,7 @@ def up(
     if config.journal is None:
         config = config.model_copy(update={"journal": journal})
     if state_url is not None:  # refused before Ray starts, like a bad file
-        try:
-            state_url = state_url_of(state_url)
-        except ValueError as exc:
-            raise ConfigError(f"--state-url: {exc}") from None
+        state_url = checked_state_url(state_url, field="state_url", said_as="--state-url")
     system = (
         SystemConfig.from_yaml(system_config)
         if system_config is not None

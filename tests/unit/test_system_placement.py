@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from actors.spawn import HEAD_NODE, _checked_state_url, _placed
+from actors.spawn import HEAD_NODE, _placed
+from actors.state import checked_state_url
 from actors.tools.config import ToolsConfig
 from protocols import ConfigError
 
@@ -31,9 +32,9 @@ def test_the_head_resource_is_rays_own_name_for_it():
 
 def test_a_state_url_that_is_not_postgresql_is_a_config_error_naming_the_field():
     with pytest.raises(ConfigError, match="not a PostgreSQL URL") as caught:
-        _checked_state_url("sqlite:////tmp/x")
+        checked_state_url("sqlite:////tmp/x", field="state_url")
     assert caught.value.detail == {"field": "state_url"}
-    assert _checked_state_url("postgres://u@h/db") == "postgres://u@h/db"
+    assert checked_state_url("postgres://u@h/db", field="state_url") == "postgres://u@h/db"
 
 
 def test_the_tools_state_url_is_checked_and_its_password_kept_out_of_reprs():
