@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,6 +17,7 @@ from typing import Any, Final
 
 import ray
 from ray.exceptions import RayActorError, RayTaskError
+from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from actors.agent import AgentActor
 from actors.lifecycle import with_lifecycle
@@ -113,6 +115,23 @@ def _options(name: str, *, num_cpus: float = 0.0, max_restarts: int) -> dict[str
     }
 
 
+def least_loaded_node(
+    nodes: Sequence[Mapping[str, Any]], load: Mapping[str, int], num_cpus: float
+) -> str | None:
+    """The alive node with the fewest of our agents that has ``num_cpus`` CPUs at all.
+
+    ``nodes`` are ``ray.nodes()`` entries; ties go to the lowest node id (reproducible).
+
+    None when no alive node is big enough (Ray then waits for one, e.g. from the autoscaler).
+    """
+    fits = [
+        str(n["NodeID"])
+        for n in nodes
+        if n.get("Alive") and float(n.get("Resources", {}).get("CPU", 0.0)) >= num_cpus
+    ]
+    return min(fits, key=lambda node: (load.get(node, 0), node), default=None)
+
+
 class RayTeamProvisioner:
     """Spawns (or reuses) a team's agent actors, grants their tools, serves their models.
 
@@ -128,6 +147,8 @@ class RayTeamProvisioner:
         self._sandboxes = sandboxes
         self._provisioned: dict[str, TeamSpec] = {}
         self._agents: dict[str, Any] = {}
+        self._nodes: dict[str, str] = {}
+        """The node each agent was created on, to balance the next ones."""
 
     async def provision(self, team: TeamSpec) -> None:
         """Make every agent of ``team`` reachable through the router by name and role."""
@@ -137,7 +158,10 @@ class RayTeamProvisioner:
         try:
             if team.models:
                 await through_restarts(lambda: self._llm.configure.remote(team.models))
-            await asyncio.gather(*(self._ensure(team, spec) for spec in team.agents))
+            nodes = ray.nodes()
+            await asyncio.gather(
+                *(self._ensure(team, spec, self._place(spec, nodes)) for spec in team.agents)
+            )
         except RayTaskError as exc:
             raise unwrap(exc) from None
         self._provisioned[team.name] = team
@@ -158,12 +182,25 @@ class RayTeamProvisioner:
         expected = [[team_role(team.name, spec.role)] for spec in team.agents]
         return bool(serves[0]) and list(serves[1:]) == expected
 
-    async def _ensure(self, team: TeamSpec, spec: AgentSpec) -> None:
+    def _place(self, spec: AgentSpec, nodes: Sequence[Mapping[str, Any]]) -> Any:
+        """Where a new agent goes: the least loaded node, softly (it moves if the node dies).
+
+        Ray would pack 0-CPU actors onto this node, and its SPREAD strategy is best effort
+        (seen putting all of a team's agents on the head of a two-node cluster).
+        """
+        if spec.name in self._agents:  # exists: get_if_exists keeps it where it is
+            return "DEFAULT"
+        node = least_loaded_node(nodes, Counter(self._nodes.values()), spec.num_cpus)
+        if node is None:
+            return "SPREAD"
+        self._nodes[spec.name] = node
+        return NodeAffinitySchedulingStrategy(node_id=node, soft=True)
+
+    async def _ensure(self, team: TeamSpec, spec: AgentSpec, strategy: Any) -> None:
         options = _options(
             agent_actor_name(spec.name), num_cpus=spec.num_cpus, max_restarts=AGENT_RESTARTS
         )
-        # Spread over the cluster's nodes: Ray would pack 0-CPU actors onto this node
-        options["scheduling_strategy"] = "SPREAD"
+        options["scheduling_strategy"] = strategy
         # every sandbox learns the agent's allow-list; the agent only learns the tools' specs
         granted = await asyncio.gather(
             *(
@@ -189,6 +226,7 @@ class RayTeamProvisioner:
         self._provisioned.clear()  # their teams are set up afresh by their next job
         for name in agents:
             self._agents.pop(name, None)
+            self._nodes.pop(name, None)
             GcsRestartStore(agent_actor_name(name)).forget()
             await through_restarts(functools.partial(self._router.unregister.remote, name))
             try:

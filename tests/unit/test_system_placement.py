@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from actors.spawn import HEAD_NODE, _placed
+from actors.spawn import HEAD_NODE, _placed, least_loaded_node
 from actors.state import checked_state_url
 from actors.tools.config import ToolsConfig
 from protocols import ConfigError
@@ -42,3 +42,25 @@ def test_the_tools_state_url_is_checked_and_its_password_kept_out_of_reprs():
     assert "s3cret" not in repr(config)
     with pytest.raises(ValidationError, match="not a PostgreSQL URL"):
         ToolsConfig(state_url="http://h/db")
+
+
+def _node(node_id: str, cpus: float, *, alive: bool = True) -> dict[str, object]:
+    return {"NodeID": node_id, "Alive": alive, "Resources": {"CPU": cpus}}
+
+
+def test_agents_go_to_the_least_loaded_alive_node_big_enough_for_them():
+    nodes = [_node("b", 2), _node("a", 0), _node("c", 4, alive=False)]
+    assert least_loaded_node(nodes, {}, 0) == "a"  # a tie goes to the lowest id
+    assert least_loaded_node(nodes, {"a": 1}, 0) == "b"
+    assert least_loaded_node(nodes, {"a": 1, "b": 1}, 0) == "a"
+    assert least_loaded_node(nodes, {}, 1) == "b"  # the head has no CPU for it; c is dead
+    assert least_loaded_node(nodes, {}, 3) is None  # Ray waits for a node that fits
+
+
+def test_a_team_of_three_lands_on_both_nodes_of_a_two_node_cluster():
+    nodes, load = [_node("head", 2), _node("worker", 2)], {}
+    for _ in range(3):
+        chosen = least_loaded_node(nodes, load, 0)
+        assert chosen is not None
+        load[chosen] = load.get(chosen, 0) + 1
+    assert load == {"head": 2, "worker": 1}
