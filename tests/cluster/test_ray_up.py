@@ -189,18 +189,38 @@ def _wait_ready(url: str) -> float:
     pytest.fail(f"/readyz did not answer 200 within {READY_S} s; last: {last}")
 
 
-def _wait_nodes(dashboard: str, count: int) -> float:
-    """Until ``count`` Ray nodes are alive (workers join after `ray up` returns)."""
+def _wait_nodes(dashboard: str, count: int, *, replaced: frozenset[str] = frozenset()) -> float:
+    """Until ``count`` Ray nodes are alive (workers join after `ray up` returns), none of them
+    one of the ``replaced`` node ids.
+
+    After `ray up` restarts the head, the old worker's raylet can be alive in the new GCS for
+    a while before the head's autoscaler sets the worker up again and restarts its Ray: an
+    actor placed on it then dies with it (seen in CI: a whole team moved to the head).
+    """
     from ray.util.state import list_nodes  # noqa: PLC0415 - client side only
 
     started = time.monotonic()
-    alive: list[object] = []
+    alive: list[Any] = []
     while time.monotonic() - started < READY_S:
         alive = [n for n in list_nodes(address=dashboard) if n.state == "ALIVE"]
-        if len(alive) == count:
+        if len(alive) == count and not {n.node_id for n in alive} & replaced:
             return time.monotonic() - started
         time.sleep(2.0)
-    pytest.fail(f"{count} nodes not alive within {READY_S} s: {alive}")
+    pytest.fail(f"{count} new nodes not alive within {READY_S} s: {alive}")
+
+
+def _restart(config: Path, env: dict[str, str], log: Path, nodes: Nodes, env_file: Path) -> float:
+    """`ray up` again, until the restarted head serves and every worker was set up again."""
+    from ray.util.state import list_nodes  # noqa: PLC0415 - client side only
+
+    dashboard = f"http://{nodes.head.address}:8265"
+    before = frozenset(n.node_id for n in list_nodes(address=dashboard))
+    restart_s = _ray(["up", "-y", str(config)], env, log)
+    _wait_ready(f"http://{nodes.head.address}:8000")
+    for worker in nodes.workers:  # the head passes ~/.troupe on as it sets the worker up again
+        _wait_shipped(worker, env_file)
+    _wait_nodes(dashboard, len(nodes.nodes), replaced=before)
+    return restart_s
 
 
 def _services(node: Node) -> dict[str, str]:
@@ -297,11 +317,7 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
     _ray(["rsync-up", "-A", str(config), f"./{llm_file.name}", "~/.troupe/llm.yaml"], env, log,
          cwd=tmp_path)  # fmt: skip
     _assert_shipped(nodes.head, env_file)
-    restart_s = _ray(["up", "-y", str(config)], env, log)
-    _wait_ready(url)
-    _wait_nodes(dashboard, len(nodes.nodes))
-    for worker in nodes.workers:  # the head passes ~/.troupe on as it sets the worker up again
-        _wait_shipped(worker, env_file)
+    restart_s = _restart(config, env, log, nodes, env_file)
     assert gcs_redis.keys() > 0  # the restarted head's GCS keeps its tables in Redis
 
     # a job over HTTP with the shipped key, on the shipped LLM config and provider key
