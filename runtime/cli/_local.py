@@ -17,6 +17,7 @@ Linux only: processes are inspected through ``/proc``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import secrets
@@ -199,10 +200,11 @@ def free_port() -> int:
 
 @dataclass(frozen=True)
 class Head:
-    """A ``ray start --head --block`` process just spawned."""
+    """A ``ray start --head`` process just spawned (``--block`` unless ``blocking`` is off)."""
 
     process: subprocess.Popen[bytes]
     state: UpState
+    blocking: bool = True
 
 
 def _auth_env(env: dict[str, str]) -> None:
@@ -236,18 +238,24 @@ def start_head(
     num_cpus: int | None,
     owns_temp_dir: bool,
     extra_args: Sequence[str] = (),
+    block: bool = True,
 ) -> Head:
     """Spawn ``ray start --head --block`` on 127.0.0.1, detached from this process.
 
     It outlives the caller (a session of its own, output to ``<state dir>/ray.log``). Ports
     that ``up`` does not expose are picked free, so this head never collides with another
     Ray of the machine on Ray's fixed defaults (client server 10001, agent 52365).
+
+    ``block=False`` starts the head as a cluster's ``ray start --head`` does: it returns once
+    the head is up, and the head's processes no longer share one fate (with ``--block``, all
+    stop when any one exits, the GCS included; the GCS fault-tolerance drill needs them not
+    to). They keep the session, by which :func:`stop_head` still finds them.
     """
     state_dir.mkdir(parents=True, exist_ok=True)
     temp_dir.mkdir(parents=True, exist_ok=True)
     (temp_dir / "ray_current_cluster").unlink(missing_ok=True)
     args = [
-        sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block",
+        sys.executable, "-m", "ray.scripts.scripts", "start", "--head", *(["--block"] * block),
         "--node-ip-address=127.0.0.1", "--dashboard-host=127.0.0.1",
         f"--port={ray_port}", f"--dashboard-port={dashboard_port}", f"--temp-dir={temp_dir}",
         f"--ray-client-server-port={free_port()}", f"--dashboard-agent-listen-port={free_port()}",
@@ -282,7 +290,7 @@ def start_head(
         log_file=log_file,
         started_at=time.time(),
     )
-    return Head(process=process, state=state)
+    return Head(process=process, state=state, blocking=block)
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -303,7 +311,8 @@ def wait_ready(head: Head, timeout: float) -> None:
     marker = head.state.temp_dir / "ray_current_cluster"
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if head.process.poll() is not None:
+        returned = head.process.poll()
+        if returned is not None and (head.blocking or returned != 0):
             log = _tail(head.state.log_file)
             raise ConfigError(
                 f"ray start exited with status {head.process.returncode}; "
@@ -350,6 +359,10 @@ def stop_head(state: UpState, grace: float = _STOP_GRACE_S) -> StopReport:
     was_running = is_running(state.pid, state.pid_start)
     if was_running:
         os.kill(state.pid, signal.SIGTERM)
+    else:  # a head started without --block, or whose `ray start` died: its processes first
+        for pid in session_members(state.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
     left = _wait_gone(state.pid, began + grace)
     killed = []
     for pid in left:

