@@ -83,7 +83,8 @@ def head(redis: Redis, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_lo
     finally:
         if ray.is_initialized():
             ray.shutdown()
-        _local.stop_head(started.state)
+        stopped = _local.stop_head(started.state)  # by session: `ray start` exited long ago
+        assert not stopped.left, stopped
         shutil.rmtree(started.state.temp_dir, ignore_errors=True)
 
 
