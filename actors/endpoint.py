@@ -14,6 +14,7 @@ import structlog
 from protocols import (
     AgentMessage,
     DeliveryError,
+    ErrorCode,
     ErrorPayload,
     InvalidInput,
     RecipientUnavailable,
@@ -34,10 +35,20 @@ __all__ = [
     "all_answers",
     "answering",
     "expected",
+    "request_through_restarts",
     "serve_envelope",
+    "undelivered",
 ]
 
 log = structlog.get_logger("raytroupe")
+
+RETRY_FIRST_S = 0.2
+RETRY_MAX_S = 2.0
+RETRY_S = 30.0
+"""A request whose recipient is restarting (the LLM pool, a sandbox) is sent again after 0.2,
+0.4, 0.8, 1.6 s, then every 2 s, for up to 30 s of pauses in all and within the envelope's
+deadline. A restarted actor is back ~1 s after Ray notices its death; when its node died, Ray
+first has to notice that (~17 s with Ray's default health checks)."""
 
 P = TypeVar("P")
 A = TypeVar("A")
@@ -314,3 +325,43 @@ class TakesBatches:
     async def receive_more(self, ticket: str, /) -> BatchProgress:
         """More answers of the batch ``ticket``, as they finish (waits for one)."""
         return await self._open_batches().more(ticket)
+
+
+_UNDELIVERED = frozenset({ErrorCode.RECIPIENT_UNAVAILABLE, ErrorCode.DELIVERY})
+
+
+def undelivered(error: ErrorPayload) -> bool:
+    """Whether the request never reached a live recipient (it may be restarting).
+
+    Not: the recipient answered with an error (the LLM pool retries its providers itself).
+    """
+    return error.retryable and error.code in _UNDELIVERED
+
+
+async def request_through_restarts(
+    router: RouterClient,
+    envelope: Callable[[], AgentMessage],
+    *,
+    again: Callable[[ErrorPayload], bool] = undelivered,
+) -> AgentMessage:
+    """The reply to a fresh ``envelope()``, requested again while its error may pass.
+
+    ``again`` decides which errors may; the pauses stay within :data:`RETRY_S` and the
+    envelope's deadline. Each try is a new envelope (a new id): the router would take a
+    resent one for a duplicate.
+    """
+    pause, paused = RETRY_FIRST_S, 0.0
+    while True:
+        message = envelope()
+        reply = await router.request(message)
+        error = reply.payload
+        if not isinstance(error, ErrorPayload) or not again(error):
+            return reply
+        deadline = message.deadline
+        if paused + pause > RETRY_S or (deadline is not None and time.time() + pause >= deadline):
+            return reply
+        log.info("request_retry", sender=message.sender, recipient=message.recipient,
+                 code=error.code.value, pause_s=pause)  # fmt: skip
+        await asyncio.sleep(pause)
+        paused += pause
+        pause = min(pause * 2, RETRY_MAX_S)

@@ -85,17 +85,36 @@ HEAD_NODE: Final = "node:__internal_head__"
 
 
 def _placed(
-    name: str, *, local_files: bool, system_resources: Mapping[str, float] | None
+    name: str,
+    *,
+    local_files: bool,
+    system_resources: Mapping[str, float] | None,
+    actor_resources: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, Any]:
     """A system actor's options: pinned to the head if it keeps files on the node's disk.
 
     A system actor whose state lives elsewhere (PostgreSQL, a Chroma server) may run, and
     be restarted, on any node; ``system_resources`` (e.g. ``{"troupe_system": 0.001}``)
-    confine it to nodes that advertise them.
+    confine it to nodes that advertise them, and ``actor_resources`` by kind of actor
+    (``router``, ``orchestrator``, ``llm``, ``memory``, ``tools``) do so for one kind.
+
+    Raises:
+        ConfigError: resources are given for a kind whose files pin it to the head.
     """
+    kind = name.split("-", 1)[0]  # tools-0 -> tools
+    own = (actor_resources or {}).get(kind)
     options = _options(name, max_restarts=SYSTEM_RESTARTS)
     if local_files:
+        if own:
+            raise ConfigError(
+                f"placement.actors.{kind} is set, but {name} keeps its state in files on the "
+                "head's disk and runs there: give it a PostgreSQL state URL (and memory a "
+                "Chroma server) to place it elsewhere",
+                field=f"placement.actors.{kind}",
+            )
         options["resources"] = {HEAD_NODE: 0.001}
+    elif own:
+        options["resources"] = dict(own)
     elif system_resources:
         options["resources"] = dict(system_resources)
     return options
@@ -271,6 +290,7 @@ def spawn_system(
     *,
     state_url: str | None = None,
     system_resources: Mapping[str, float] | None = None,
+    actor_resources: Mapping[str, Mapping[str, float]] | None = None,
     otel: bool = False,
     replace_models: bool = False,
     policies: Mapping[str, TenantPolicy] | None = None,
@@ -286,7 +306,8 @@ def spawn_system(
     on another node finds them. Placement: an actor that keeps files on its node's disk (the
     journal, ledger and tools' records in SQLite; memory in an embedded Chroma) is pinned to
     the head node, where they are; the others (the router always; the rest with PostgreSQL
-    state and a Chroma server) run on any node, or on nodes with ``system_resources``.
+    state and a Chroma server) run on any node, or on nodes with ``system_resources``, or
+    ``actor_resources`` for their kind (see ``_placed``).
     ``models``
     are served by the pool as the operator's; an alias a running pool already serves
     differently is a ``ConfigError`` unless ``replace_models`` (other drivers and tenants
@@ -306,14 +327,17 @@ def spawn_system(
             tools = tools.model_copy(update={"state_url": state_url})
     local_state = state_url is None  # the journal and the pool's ledger: SQLite files
     own = cluster_addresses()
+    placed = functools.partial(
+        _placed, system_resources=system_resources, actor_resources=actor_resources
+    )
     router = (
         _remote(MessageRouter)
-        .options(**_placed("router", local_files=False, system_resources=system_resources))
+        .options(**placed("router", local_files=False))
         .remote(mailbox_factory=ray_mailbox, discover=discover_troupe, restarted=restarted_actor)
     )
     llm = (
         _remote(LLMAdapterPool)
-        .options(**_placed("llm", local_files=local_state, system_resources=system_resources))
+        .options(**placed("llm", local_files=local_state))
         .remote(
             dict(models or {}),
             config=config,
@@ -328,33 +352,19 @@ def spawn_system(
 
     memory_actor = (
         _remote(MemoryStore)
-        .options(
-            **_placed(
-                "memory",
-                local_files=memory is None or memory.server is None,
-                system_resources=system_resources,
-            )
-        )
+        .options(**placed("memory", local_files=memory is None or memory.server is None))
         .remote(memory, router=RayRouterClient(router))
     )
 
     sandboxes = [
         _remote(ToolSandbox)
-        .options(
-            **_placed(
-                f"tools-{n}",
-                local_files=tools.state_url is None,
-                system_resources=system_resources,
-            )
-        )
+        .options(**placed(f"tools-{n}", local_files=tools.state_url is None))
         .remote(tools, name=f"tools-{n}", router=RayRouterClient(router), own_addresses=own)
         for n in range(tools.sandboxes)
     ]
     orchestrator = (
         _remote(Orchestrator)
-        .options(
-            **_placed("orchestrator", local_files=local_state, system_resources=system_resources)
-        )
+        .options(**placed("orchestrator", local_files=local_state))
         .remote(
             RayRouterClient(router),
             RayTeamProvisioner(router, llm, sandboxes),

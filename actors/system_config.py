@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -85,6 +85,9 @@ class TracingConfig(BaseModel):
     )
 
 
+SystemActor = Literal["router", "orchestrator", "llm", "memory", "tools"]
+
+
 class PlacementConfig(BaseModel):
     """Where system actors without files on a node's disk may run."""
 
@@ -94,6 +97,12 @@ class PlacementConfig(BaseModel):
         default_factory=dict,
         description="Ray resources they ask for (e.g. {troupe_system: 0.001}), to keep them on "
         "the nodes that advertise them; empty: any node.",
+    )
+    actors: dict[SystemActor, dict[str, float]] = Field(
+        default_factory=dict,
+        description="Ray resources of one kind of system actor (router, orchestrator, llm, "
+        "memory, tools: every sandbox), instead of system_resources: e.g. the LLM pool on the "
+        "nodes that advertise {troupe_llm: 1}.",
     )
 
 

@@ -81,6 +81,7 @@ class SystemClient:
         config: SystemConfig | None = None,
         state_url: str | None = None,
         system_resources: Mapping[str, float] | None = None,
+        actor_resources: Mapping[str, Mapping[str, float]] | None = None,
         otel: bool = False,
         replace_models: bool = False,
         policies: Mapping[str, TenantPolicy] | None = None,
@@ -101,6 +102,7 @@ class SystemClient:
             journal = journal or config.state.journal
             state_url = state_url or config.state.location()
             system_resources = system_resources or config.placement.system_resources or None
+            actor_resources = actor_resources or dict(config.placement.actors.items()) or None
             otel = otel or config.tracing.otel
         handles = spawn_system(
             models,
@@ -110,6 +112,7 @@ class SystemClient:
             journal,
             state_url=state_url,
             system_resources=system_resources,
+            actor_resources=actor_resources,
             otel=otel,
             replace_models=replace_models,
             policies=policies,

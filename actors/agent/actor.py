@@ -19,7 +19,14 @@ import structlog
 
 from actors.agent.memory import recall, remember
 from actors.agent.stop import Stop, StopConditions
-from actors.endpoint import RestartStore, RouterClient, TakesBatches, expected, serve_envelope
+from actors.endpoint import (
+    RestartStore,
+    RouterClient,
+    TakesBatches,
+    expected,
+    request_through_restarts,
+    serve_envelope,
+)
 from actors.telemetry.calls import model_span, tool_span
 from protocols import (
     AgentMessage,
@@ -50,11 +57,6 @@ from protocols import (
 __all__ = ["AgentActor", "render_task"]
 
 log = structlog.get_logger("raytroupe.agent")
-
-TOOL_DELIVERY_TRIES = 6
-TOOL_RETRY_FIRST_S = 0.2
-"""A tool call whose sandbox is unavailable is delivered again up to this many times in all,
-after 0.2, 0.4, 0.8, 1.6, 2 s (a restarted actor is back in ~1 s)."""
 
 
 def _past(deadline: float | None, pause: float) -> bool:
@@ -424,30 +426,27 @@ class AgentActor(TakesBatches):
         stamped = call.model_copy(
             update={"task_id": request.task_id, "step": step, "budget": request.budget}
         )
-        pause = TOOL_RETRY_FIRST_S
-        for tries_left in range(TOOL_DELIVERY_TRIES - 1, -1, -1):
-            reply = await self._router.request(
-                cause.derive(sender=self._spec.name, recipient="role:tools", payload=stamped)
-            )
-            match expected(reply, ToolResult, Handoff, unexpected=ToolError):
-                case ToolResult() | Handoff() as result:
-                    return result
-                case ErrorPayload() as error if (
-                    error.retryable and tries_left and not _past(cause.deadline, pause)
-                ):
-                    log.info("tool_delivery_retry", agent=self._spec.name, tool=call.tool,
-                             code=error.code.value, pause_s=pause)  # fmt: skip
-                    await asyncio.sleep(pause)
-                    pause = min(pause * 2, 2.0)
-                case ErrorPayload() as error:
-                    return ToolResult(call_id=call.call_id, tool=call.tool, ok=False, error=error)
-                case unexpected:
-                    assert_never(unexpected)
-        raise AssertionError("unreachable: the last try returns")  # pragma: no cover
+        reply = await request_through_restarts(
+            self._router,
+            lambda: cause.derive(sender=self._spec.name, recipient="role:tools", payload=stamped),
+            again=lambda error: error.retryable,
+        )
+        match expected(reply, ToolResult, Handoff, unexpected=ToolError):
+            case ToolResult() | Handoff() as result:
+                return result
+            case ErrorPayload() as error:
+                return ToolResult(call_id=call.call_id, tool=call.tool, ok=False, error=error)
+            case unexpected:
+                assert_never(unexpected)
 
     async def _ask(self, cause: AgentMessage, request: LLMRequest) -> LLMResponse:
-        reply = await self._router.request(
-            cause.derive(sender=self._spec.name, recipient="llm", payload=request)
+        """The model's answer; a pool that is restarting (its node lost, say) is waited for.
+
+        Only delivery failures are tried again: the pool retries the providers itself.
+        """
+        reply = await request_through_restarts(
+            self._router,
+            lambda: cause.derive(sender=self._spec.name, recipient="llm", payload=request),
         )
         match expected(reply, LLMResponse, unexpected=ModelError):
             case LLMResponse() as response:

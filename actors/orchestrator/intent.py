@@ -27,7 +27,7 @@ import numpy as np
 import structlog
 from numpy.typing import NDArray
 
-from actors.endpoint import RouterClient
+from actors.endpoint import RouterClient, request_through_restarts
 from actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding
 from protocols import (
     AgentMessage,
@@ -250,11 +250,11 @@ class TeamChooser:
             router = self._routers[key] = IntentClassifier(config)
 
         async def ask(request: LLMRequest) -> LLMResponse:
-            message = AgentMessage(
-                sender="orchestrator", recipient="llm", job_id=job_id, tenant=tenant,
-                payload=request,
+            reply = await request_through_restarts(
+                self._router,
+                lambda: AgentMessage(sender="orchestrator", recipient="llm", job_id=job_id,
+                                     tenant=tenant, payload=request),
             )  # fmt: skip
-            reply = await self._router.request(message)
             if isinstance(reply.payload, LLMResponse):
                 return reply.payload
             if isinstance(reply.payload, ErrorPayload):

@@ -14,7 +14,7 @@ from typing import assert_never
 
 import structlog
 
-from actors.endpoint import RouterClient, expected
+from actors.endpoint import RouterClient, expected, request_through_restarts
 from actors.orchestrator.dispatch import Dispatcher
 from actors.orchestrator.jobs import Job, emit, job_message, set_status
 from actors.orchestrator.journal import Journal
@@ -201,7 +201,9 @@ class JobRunner:
 
     async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
         request = request.model_copy(update={"budget": job.budget})
-        reply = await self._router.request(job_message(job, "llm", request))
+        reply = await request_through_restarts(
+            self._router, lambda: job_message(job, "llm", request)
+        )
         match expected(reply, LLMResponse, unexpected=ModelError):
             case LLMResponse() as response:
                 job.usage += response.usage

@@ -2,9 +2,9 @@
 
 Usage: python -m tests.reliability.report [--out RELIABILITY.md]
 
-Four pytest runs, each in its own process: the suites that share one local Ray (router
+Five pytest runs, each in its own process: the suites that share one local Ray (router
 fuzzing, chaos smoke and full, security, sandbox escapes, model faults, load), node loss (a
-3-node cluster of its own), the GCS kill (a head of its own, its GCS tables in Redis), and
+3-node cluster of its own), the node-loss matrix (a cluster of its own), the GCS kill (a head of its own, its GCS tables in Redis), and
 `ray up` on two SSH nodes of this host (root: it makes accounts and runs sshd).
 Every figure a test records
 (``tests.support.figures.record``) lands in a fresh folder; the report is a table of them
@@ -35,11 +35,14 @@ SHARED_RAY = (
     "tests/reliability/test_load.py",
 )
 OWN_CLUSTER = ("tests/reliability/test_node_loss.py",)
+MATRIX = ("tests/reliability/test_node_loss_matrix.py",)
 OWN_HEAD = ("tests/reliability/test_gcs_restart.py",)
 RAY_UP = ("tests/cluster/test_ray_up.py",)
 TITLES = {
     "chaos": "Chaos: jobs while actors are killed",
     "node_loss": "Node loss: a worker node removed mid-job (3-node cluster)",
+    "node_loss_matrix": "Node loss, all of it: the nodes of the orchestrator, the LLM pool, the "
+    "sandboxes, the memory actor, one at a time and together (state in PostgreSQL)",
     "gcs": "The head's GCS killed mid-job and started again (tables in Redis)",
     "ray_up": "`ray up` of deployments/cluster.local.yaml: two SSH nodes on this host",
     "model_faults": "Model faults: 5xx, 429 + Retry-After, cut streams (llmock)",
@@ -131,7 +134,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="troupe-figures-") as folder:
         figures = Path(folder)
         runs = []
-        for files in (SHARED_RAY, OWN_CLUSTER, OWN_HEAD, RAY_UP):
+        for files in (SHARED_RAY, OWN_CLUSTER, MATRIX, OWN_HEAD, RAY_UP):
             code, seconds, summary = _pytest(files, figures)
             print(f"{'ok' if code == 0 else 'FAILED'} {seconds:6.0f} s  {summary}")
             runs.append((files, code, seconds, summary))

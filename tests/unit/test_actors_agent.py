@@ -394,13 +394,56 @@ class RestartingTools:
         return await self.inner.receive(data)
 
 
+def _quick_retries(monkeypatch):
+    """Pauses of 1 ms, 5.5 ms in all: six deliveries at most."""
+    monkeypatch.setattr("actors.endpoint.RETRY_FIRST_S", 0.001)
+    monkeypatch.setattr("actors.endpoint.RETRY_MAX_S", 0.001)
+    monkeypatch.setattr("actors.endpoint.RETRY_S", 0.0055)
+
+
+class RestartingPool:
+    """An LLM pool that is unavailable for its first ``outages`` deliveries."""
+
+    def __init__(self, inner, outages):
+        self.inner, self.outages, self.refused = inner, outages, 0
+
+    async def receive(self, data):
+        if self.refused < self.outages:
+            self.refused += 1
+            raise RecipientUnavailable("the llm pool is restarting")
+        return await self.inner.receive(data)
+
+
+@pytest.mark.parametrize(("outages", "status"), [(3, "succeeded"), (99, "failed")])
+def test_a_model_call_to_a_restarting_pool_is_delivered_again_within_bounds(
+    monkeypatch, outages, status
+):
+    _quick_retries(monkeypatch)
+
+    async def main():
+        r = await rig(m=scripted(ScriptedTurn(text="the answer")))
+        flaky = RestartingPool(r.llm, outages)
+        await r.router.register("llm", flaky)
+        reply = await r.ask(task())
+        return flaky.refused, reply.payload, len(r.requests())
+
+    refused, result, reached = run(main())
+    assert refused == min(outages, 6)
+    assert result.status == status
+    if status == "succeeded":
+        assert result.output == "the answer"
+        assert reached == 1  # the one delivery that got through reached the model
+    else:
+        assert result.error.code is ErrorCode.RECIPIENT_UNAVAILABLE
+
+
 @pytest.mark.parametrize(
     ("outages", "seen"), [(2, "395"), (99, "ERROR: tool sandbox is restarting")]
 )
 def test_a_tool_call_to_a_restarting_sandbox_is_delivered_again_within_bounds(
     monkeypatch, outages, seen
 ):
-    monkeypatch.setattr("actors.agent.actor.TOOL_RETRY_FIRST_S", 0.001)
+    _quick_retries(monkeypatch)
     turns = (calc("17 * 23 + 4"), ScriptedTurn(text="done"))
 
     async def main():

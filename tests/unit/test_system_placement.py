@@ -7,6 +7,7 @@ from pydantic import ValidationError
 
 from actors.spawn import HEAD_NODE, _placed, least_loaded_node
 from actors.state import checked_state_url
+from actors.system_config import PlacementConfig
 from actors.tools.config import ToolsConfig
 from protocols import ConfigError
 
@@ -22,6 +23,30 @@ def test_an_actor_without_local_files_runs_anywhere_or_where_the_operator_says()
     assert "resources" not in _placed("router", local_files=False, system_resources=None)
     placed = _placed("llm", local_files=False, system_resources={"troupe_system": 0.001})
     assert placed["resources"] == {"troupe_system": 0.001}
+
+
+def test_one_kind_of_system_actor_can_have_nodes_of_its_own():
+    kinds = {"llm": {"troupe_llm": 1.0}, "tools": {"troupe_tools": 0.5}}
+    llm = _placed("llm", local_files=False, system_resources={"s": 1}, actor_resources=kinds)
+    assert llm["resources"] == {"troupe_llm": 1.0}
+    sandbox = _placed("tools-3", local_files=False, system_resources=None, actor_resources=kinds)
+    assert sandbox["resources"] == {"troupe_tools": 0.5}
+    router = _placed("router", local_files=False, system_resources={"s": 1}, actor_resources=kinds)
+    assert router["resources"] == {"s": 1}  # no entry of its own: the common resources
+
+
+def test_resources_for_an_actor_pinned_to_its_files_are_a_config_error():
+    with pytest.raises(ConfigError, match="keeps its state in files") as caught:
+        _placed("llm", local_files=True, system_resources=None,
+                actor_resources={"llm": {"troupe_llm": 1.0}})  # fmt: skip
+    assert caught.value.detail == {"field": "placement.actors.llm"}
+
+
+def test_placement_in_troupe_yaml_names_only_system_actors():
+    placement = PlacementConfig.model_validate({"actors": {"orchestrator": {"troupe_orch": 1}}})
+    assert placement.actors == {"orchestrator": {"troupe_orch": 1.0}}
+    with pytest.raises(ValidationError, match="agent"):
+        PlacementConfig.model_validate({"actors": {"agent": {"x": 1}}})
 
 
 def test_the_head_resource_is_rays_own_name_for_it():
