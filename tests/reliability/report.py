@@ -4,8 +4,9 @@ Usage: python -m tests.reliability.report [--out RELIABILITY.md]
 
 Five pytest runs, each in its own process: the suites that share one local Ray (router
 fuzzing, chaos smoke and full, security, sandbox escapes, model faults, load), node loss (a
-3-node cluster of its own), the node-loss matrix (a cluster of its own), the GCS kill (a head of its own, its GCS tables in Redis), and
-`ray up` on two SSH nodes of this host (root: it makes accounts and runs sshd).
+3-node cluster of its own), the node-loss matrix (a cluster of its own), the GCS kill (a head
+of its own, its GCS tables in Redis), and `ray up` on two SSH nodes of this host (root: it
+makes accounts and runs sshd).
 Every figure a test records
 (``tests.support.figures.record``) lands in a fresh folder; the report is a table of them
 per suite, with the machine, the date, each run's outcome and duration. Exits non-zero if
