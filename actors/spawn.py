@@ -177,7 +177,7 @@ class RayTeamProvisioner:
         try:
             if team.models:
                 await through_restarts(lambda: self._llm.configure.remote(team.models))
-            nodes = ray.nodes()
+            nodes = await asyncio.to_thread(ray.nodes)  # asks the GCS: off the event loop
             await asyncio.gather(
                 *(self._ensure(team, spec, self._place(spec, nodes)) for spec in team.agents)
             )
