@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -16,6 +17,9 @@ from typing import Any, Literal
 from actors.state.database import Row, Tx
 
 __all__ = ["SqliteDatabase"]
+
+_BUSY_S = 5.0  # how long a writer waits for another
+_WAL_RETRY_S = 0.01
 
 
 class SqliteDatabase:
@@ -27,10 +31,31 @@ class SqliteDatabase:
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(f"PRAGMA busy_timeout={int(_BUSY_S * 1000)}")
+        try:
+            self._wal()
+        except BaseException:
+            self._db.close()
+            raise
         # NORMAL: a commit survives a crash of the process; FULL: also of the machine
         self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
+
+    def _wal(self) -> None:
+        """Switch to write-ahead logging, waiting for others as a write would.
+
+        SQLite answers "database is locked" at once, without its busy handler, while another
+        connection opening the same new file switches it: retried up to the busy timeout.
+        """
+        deadline = time.monotonic() + _BUSY_S
+        while True:
+            try:
+                self._db.execute("PRAGMA journal_mode=WAL")
+            except sqlite3.OperationalError as exc:
+                if "locked" not in str(exc) or time.monotonic() > deadline:
+                    raise
+                time.sleep(_WAL_RETRY_S)
+            else:
+                return
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Run one statement (committed on its own, outside a transaction)."""
