@@ -1,10 +1,12 @@
 """Sandbox overhead per run, as a ratio against a plain subprocess measured in the same run.
 
-1. ``/bin/true``: ``Isolation.run`` (launcher, namespaces, uid drop, rlimits, pipes, reaping)
+1. ``/bin/true``: ``Isolation.run`` (launcher, namespaces, the sandbox's root, uid drop or a
+   user namespace, rlimits, pipes, reaping)
    against ``asyncio.create_subprocess_exec("/bin/true")`` with the same pipes.
 2. ``print(1)`` in Python: ``Isolation.run_python`` against the same interpreter started plainly.
 
-Needs root and namespaces (the probe says when it cannot). Usage:
+Needs namespaces: as root, or as another user where user namespaces are allowed (the probe says
+when it cannot, and the first line printed says which). Usage:
 python bench/sandbox.py [--runs N]
 """
 
@@ -76,6 +78,7 @@ async def _bench(runs: int) -> None:
             ("python print(1)", await _times(runs, sandboxed_python), "sandboxed"),
         ]
     print(f"{platform.platform()}, Python {platform.python_version()}, {runs} runs each")
+    print(f"sandbox: {reason}")
     print(f"{'program':<18}{'mode':<11}{'median ms':>10}{'p90 ms':>9}")
     medians = {}
     for program, times, mode in rows:

@@ -1,25 +1,36 @@
-"""Start one untrusted program inside fresh namespaces, as an unprivileged user.
+"""Start one untrusted program inside fresh namespaces, with no privileges.
 
 A standalone script (standard library only, no project imports), started by
-``actors.tools.isolation`` as ``python -I -S _launcher.py CONFIG_JSON``, running as root in a
-fresh single-threaded process, with a status pipe open on the descriptor ``config["status_fd"]``.
+``actors.tools.isolation`` as ``python -I -S _launcher.py CONFIG_JSON`` in a fresh
+single-threaded process, with a status pipe open on the descriptor ``config["status_fd"]``.
+
+As root, the launcher has the rights to build namespaces, and the target drops to
+``config["uid"]``/``config["gid"]``. Otherwise (how Ray runs on cluster nodes) it first makes a
+user namespace of its own, mapping only its own uid and gid onto themselves (``setgroups``
+denied), which gives it the rights to build the rest inside; the target keeps that uid, and its
+``execve`` leaves it no capabilities. Where neither works, the setup fails and says why.
 
 With ``config["isolate"]`` true, three processes::
 
-    launcher   host pid namespace; unshare(net, mount, pid, ipc, uts), fork, wait for init
-      init     pid 1 of the new pid namespace, root, in the launcher's process group: mounts,
-               forks the target, reaps every orphan, writes the target's status, exits; the
-               kernel then kills whatever is left in the namespace. Untrusted code can neither
-               signal init nor move it out of the launcher's process group, and init dies with
-               the launcher (parent-death signal): killing init, the launcher or the group ends
-               the whole run, even for programs that left the group with setsid().
-        target pid 2: rlimits, no new privileges, setgroups([]), setgid, setuid, a seccomp
-               filter (no user namespaces, no keyring), chdir /tmp, exec with only the
+    launcher   host pid namespace; unshare([user,] net, mount, pid, ipc, uts), fork, wait
+      init     pid 1 of the new pid namespace, in the launcher's process group, not dumpable:
+               builds the root, forks the target, reaps every orphan, writes the target's
+               status, exits; the kernel then kills whatever is left in the namespace.
+               Untrusted code can neither signal, trace nor read init (so nor forge its status
+               lines through ``/proc/1/fd``), nor move it out of the launcher's process group,
+               and init dies with the launcher (parent-death signal): killing init, the
+               launcher or the group ends the whole run, even for programs that left the group
+               with setsid().
+        target pid 2: rlimits, no new privileges, (as root) setgroups([]), setgid, setuid, a
+               seccomp filter (no user namespaces, no keyring), chdir /tmp, exec with only the
                configured environment.
 
-Mount namespace of the target: ``/`` read-only, nosuid, nodev; the scratch directory bound onto
-``/tmp``; small tmpfs over ``/var/tmp`` and ``/dev/shm``; a fresh ``/proc`` (hidepid=2). The new
-network namespace has only a loopback device, and it is down: nothing is reachable.
+The target's root is a fresh tmpfs (``pivot_root``; the host's root is detached), read-only,
+holding read-only binds of :data:`SYSTEM_PATHS` only, the scratch directory bound onto
+``/tmp``, small tmpfs on ``/var/tmp`` and ``/dev/shm``, a ``/dev`` of :data:`DEVICES` and a
+fresh ``/proc`` (hidepid=2). Home directories, ``/root``, ``/run``, the service's files and
+Ray's temp dir do not exist there. The new network namespace has only a loopback device, and
+it is down: nothing is reachable.
 
 With ``config["isolate"]`` false (the host cannot isolate) only rlimits, privilege drop when
 root, the seccomp filter, chdir to the scratch directory and the cleared environment apply, and
@@ -65,8 +76,30 @@ MS_REC = 16384
 MS_PRIVATE = 1 << 18
 
 CLONE_NEWUSER = 0x10000000
+MNT_DETACH = 2
+AT_FDCWD = -100
+AT_RECURSIVE = 0x8000
+MOUNT_ATTR_RDONLY = 0x1
+MOUNT_ATTR_NOSUID = 0x2
+MOUNT_ATTR_NODEV = 0x4
+SYS_MOUNT_SETATTR = 442  # the same number on x86_64 and aarch64 (since Linux 5.12)
+SYS_PIVOT_ROOT = {"x86_64": 155, "aarch64": 41}
+
+# The only host paths the target sees (read-only), besides its scratch dir on /tmp: programs,
+# libraries and /etc. Home directories, /root, /run, /var, /srv, /opt, /mnt, the Ray temp dir
+# and wherever the service keeps its state do not exist in the sandbox.
+SYSTEM_PATHS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/etc")
+SANDBOX_TMP = "/tmp"  # noqa: S108 - the target's /tmp: its scratch directory
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+DEV_LINKS = (
+    ("fd", "/proc/self/fd"),
+    ("stdin", "/proc/self/fd/0"),
+    ("stdout", "/proc/self/fd/1"),
+    ("stderr", "/proc/self/fd/2"),
+)
 
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_SECCOMP = 22
 SECCOMP_MODE_FILTER = 2
@@ -214,16 +247,89 @@ def _exec(config: dict[str, Any], status_fd: int, cwd: str) -> NoReturn:
     os._exit(EXEC_FAILED)
 
 
-def _build_mounts(scratch: str, tmpfs_mb: int) -> None:
+class _MountAttr(ctypes.Structure):
+    _fields_ = (
+        ("attr_set", ctypes.c_uint64),
+        ("attr_clr", ctypes.c_uint64),
+        ("propagation", ctypes.c_uint64),
+        ("userns_fd", ctypes.c_uint64),
+    )
+
+
+def _restrict(target: str, attrs: int, *, recursive: bool) -> None:
+    """Add mount attributes (read-only, nosuid, nodev) to ``target`` (and its submounts).
+
+    ``mount_setattr`` only adds: a remount would have to repeat every flag the kernel locked
+    on a mount copied into a user namespace, and visit each submount of a recursive bind.
+    """
+    attr = _MountAttr(attrs, 0, 0, 0)
+    flags = AT_RECURSIVE if recursive else 0
+    result = _libc.syscall(
+        ctypes.c_long(SYS_MOUNT_SETATTR),
+        ctypes.c_int(AT_FDCWD),
+        target.encode(),
+        ctypes.c_uint(flags),
+        ctypes.byref(attr),
+        ctypes.c_size_t(ctypes.sizeof(attr)),
+    )
+    _check(result, f"mount_setattr {target} (Linux 5.12 or later is needed)")
+
+
+def _pivot_root(new_root: str) -> None:
+    """Make ``new_root`` the root and detach the old one: nothing of it stays reachable."""
+    number = SYS_PIVOT_ROOT.get(os.uname().machine)
+    if number is None:
+        raise SetupError(f"pivot_root: unknown syscall number on {os.uname().machine}")
+    os.chdir(new_root)
+    _check(_libc.syscall(ctypes.c_long(number), b".", b"."), "pivot_root")
+    _check(_libc.umount2(b".", ctypes.c_int(MNT_DETACH)), "umount the old root")
+    os.chdir("/")
+
+
+def _bind(source: str, target: str) -> None:
+    _mount(source, target, None, MS_BIND | MS_REC)
+
+
+def _build_root(scratch: str, tmpfs_mb: int) -> None:
+    """Build the target's file system on a fresh tmpfs and pivot into it.
+
+    Read-only: :data:`SYSTEM_PATHS` (symbolic links stay links) and the root itself. Writable:
+    ``/tmp`` (the scratch dir), small private tmpfs on ``/var/tmp`` and ``/dev/shm``. ``/dev``
+    holds only :data:`DEVICES`; ``/proc`` is a fresh one of the new pid namespace.
+    """
+    scratch_fd = os.open(scratch, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW)
     _mount(None, "/", None, MS_REC | MS_PRIVATE)
-    _mount(scratch, "/tmp", None, MS_BIND)  # noqa: S108 - the sandbox's /tmp is its scratch dir
-    _mount(None, "/tmp", None, MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV)  # noqa: S108 - same
+    root = SANDBOX_TMP  # a mount point that always exists; the host's /tmp is hidden after
+    _mount("tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "size=1m,mode=0755")
+    for path in SYSTEM_PATHS:
+        if os.path.islink(path):
+            os.symlink(os.readlink(path), root + path)
+        elif os.path.isdir(path):
+            os.mkdir(root + path)
+            _bind(path, root + path)
+            _restrict(root + path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV,
+                      recursive=True)  # fmt: skip
     tmpfs_options = f"size={tmpfs_mb}m,mode=1777"
-    for target in ("/var/tmp", "/dev/shm"):  # noqa: S108 - hidden behind private tmpfs
-        if os.path.isdir(target):
-            _mount("tmpfs", target, "tmpfs", MS_NOSUID | MS_NODEV, tmpfs_options)
-    _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
-    _mount(None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
+    for path in (SANDBOX_TMP, "/var", "/var/tmp", "/dev", "/dev/shm", "/proc"):  # noqa: S108 - new root
+        os.mkdir(root + path, 0o755)
+        if path == "/dev":
+            _mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NOEXEC, "size=64k,mode=0755")
+            for name in DEVICES:
+                if os.path.exists(f"/dev/{name}"):
+                    os.close(os.open(f"{root}/dev/{name}", os.O_CREAT | os.O_WRONLY, 0o644))
+                    _mount(f"/dev/{name}", f"{root}/dev/{name}", None, MS_BIND)
+            for name, link in DEV_LINKS:
+                os.symlink(link, f"{root}/dev/{name}")
+    _bind(f"/proc/self/fd/{scratch_fd}", root + SANDBOX_TMP)
+    os.close(scratch_fd)
+    _restrict(root + SANDBOX_TMP, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, recursive=True)
+    for path in ("/var/tmp", "/dev/shm"):  # noqa: S108 - private tmpfs of the new root
+        _mount("tmpfs", root + path, "tmpfs", MS_NOSUID | MS_NODEV, tmpfs_options)
+    # while the host's /proc is still there: an unprivileged proc mount needs one fully visible
+    _mount("proc", root + "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, "hidepid=2")
+    _pivot_root(root)
+    for path in ("/", "/dev"):
+        _restrict(path, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV, recursive=False)
 
 
 def _init(config: dict[str, Any], status_fd: int, alive_fd: int) -> NoReturn:
@@ -232,7 +338,8 @@ def _init(config: dict[str, Any], status_fd: int, alive_fd: int) -> NoReturn:
         _prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL))
         if select.select([alive_fd], [], [], 0)[0]:
             os._exit(SETUP_FAILED)  # the launcher died before the parent-death signal was set
-        _build_mounts(str(config["scratch"]), int(config["tmpfs_mb"]))
+        _prctl(PR_SET_DUMPABLE, 0)  # the target (same uid in a user namespace) cannot trace it
+        _build_root(str(config["scratch"]), int(config["tmpfs_mb"]))
         target = os.fork()
     except Exception as exc:  # noqa: BLE001 - any failure while building is reported, never run past
         _report(status_fd, f"setup {type(exc).__name__}: {exc}")
@@ -240,7 +347,7 @@ def _init(config: dict[str, Any], status_fd: int, alive_fd: int) -> NoReturn:
     if target == 0:
         try:
             os.close(alive_fd)
-            _exec(config, status_fd, "/tmp")  # noqa: S108 - the bound scratch dir
+            _exec(config, status_fd, SANDBOX_TMP)
         finally:
             os._exit(SETUP_FAILED)  # a forked child never returns into the caller's code
     os.close(0)  # the target alone reads stdin; init keeps no other end of it open
@@ -251,11 +358,31 @@ def _init(config: dict[str, Any], status_fd: int, alive_fd: int) -> NoReturn:
             os._exit(0)
 
 
+def _map_own_ids(uid: int, gid: int) -> None:
+    """Map the caller's uid and gid to themselves in its new user namespace (no other ids)."""
+    for path, text in (
+        ("/proc/self/setgroups", "deny"),  # required before an unprivileged gid map
+        ("/proc/self/uid_map", f"{uid} {uid} 1"),
+        ("/proc/self/gid_map", f"{gid} {gid} 1"),
+    ):
+        fd = os.open(path, os.O_WRONLY)
+        try:
+            os.write(fd, text.encode())
+        finally:
+            os.close(fd)
+
+
 def _launch(config: dict[str, Any], status_fd: int) -> int:
     flags = CLONE_NEWNET | CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWIPC | CLONE_NEWUTS
-    if _libc.unshare(flags) != 0:
-        err = ctypes.get_errno()
-        reason = f"unshare(net, mount, pid, ipc, uts) failed: {os.strerror(err)} (errno {err})"
+    uid, gid = os.geteuid(), os.getegid()
+    userns = uid != 0  # not root: a user namespace of our own grants the rights to build
+    names = "user, net, mount, pid, ipc, uts" if userns else "net, mount, pid, ipc, uts"
+    try:
+        _check(_libc.unshare(flags | (CLONE_NEWUSER if userns else 0)), f"unshare({names})")
+        if userns:
+            _map_own_ids(uid, gid)
+    except (SetupError, OSError) as exc:
+        reason = f"{exc} (user namespaces disabled?)" if userns else str(exc)
         _report(status_fd, f"setup {reason}")
         os.write(2, f"raytroupe-launcher: {reason}\n".encode())
         return SETUP_FAILED

@@ -1,9 +1,11 @@
 """Run untrusted code (the built-in ``python`` and ``shell`` tools) in an isolated child process.
 
 Each run starts ``_launcher.py`` (a standalone script) with ``start_new_session=True`` and an
-empty environment; the launcher builds new network, mount, pid, IPC and UTS namespaces, drops
-to an unprivileged uid/gid with rlimits, and execs the program with ``/tmp`` bound to the
-caller's scratch directory. No ``preexec_fn`` is used: Ray actor processes are multi-threaded.
+empty environment; the launcher builds new network, mount, pid, IPC and UTS namespaces (inside
+a user namespace of its own when the service is not root), a read-only root of the system's
+directories only, and execs the program with rlimits, without privileges, and with ``/tmp``
+bound to the caller's scratch directory. No ``preexec_fn`` is used: Ray actor processes are
+multi-threaded.
 
 The wall timeout (or a cancelled call) kills the namespace's init, which the launcher reaps
 (then the whole process group, if still needed): the kernel ends everything in the pid
@@ -46,6 +48,7 @@ _CHUNK = 65536
 _STATUS_MAX = 65536  # bytes of status lines kept
 _GRACE_S = 2.0  # after a kill, how long the pipes may take to report end of file
 _PROBE_TIMEOUT_S = 30.0
+_APPARMOR_USERNS = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
 
 
 class ResourceLimits(BaseModel):
@@ -168,8 +171,25 @@ async def _stop(proc: asyncio.subprocess.Process, status: _Status) -> None:
             _kill_group(proc.pid)
 
 
+def _userns_hint() -> str:
+    """Why a user namespace may have no rights here, where a host setting says so."""
+    if os.geteuid() == 0:
+        return ""
+    with contextlib.suppress(OSError):
+        if Path(_APPARMOR_USERNS).read_text().strip() == "1":
+            return (
+                f"; {_APPARMOR_USERNS} is 1: AppArmor gives unprivileged user namespaces no "
+                "rights (Ubuntu 23.10 and later); cluster.yaml's setup sets it to 0"
+            )
+    return ""
+
+
 class Isolation:
-    """Runs programs isolated from the host: namespaces, an unprivileged uid and rlimits."""
+    """Runs programs isolated from the host: namespaces, a system-only root and rlimits.
+
+    ``uid``/``gid`` are the ids programs run as when the service is root; without root,
+    programs keep the service's uid (in a user namespace, with no capabilities).
+    """
 
     def __init__(
         self,
@@ -212,8 +232,6 @@ class Isolation:
     def _probe_once(self) -> tuple[bool, str]:
         if not sys.platform.startswith("linux"):
             return False, f"namespaces need Linux, this is {sys.platform}"
-        if os.geteuid() != 0:
-            return False, "not running as root: cannot build namespaces or drop to another uid"
         with tempfile.TemporaryDirectory(prefix="troupe-probe-") as tmp:
             limits = ResourceLimits(wall_s=_PROBE_TIMEOUT_S)
             config = self._config(["/bin/true"], self._prepare_scratch(Path(tmp)), limits, None)
@@ -222,10 +240,19 @@ class Isolation:
                 try:
                     result = pool.submit(asyncio.run, run).result()
                 except (ToolError, OSError) as exc:
-                    return False, f"the isolation probe failed: {exc}"
+                    return False, f"the isolation probe failed: {exc}{_userns_hint()}"
         if result.exit_code != 0:
-            return False, f"the isolation probe failed: {result.stderr.strip() or result}"
-        return True, "namespaces (net, mount, pid, ipc, uts), uid drop and rlimits work"
+            failure = result.stderr.strip() or result
+            return False, f"the isolation probe failed: {failure}{_userns_hint()}"
+        if os.geteuid() == 0:
+            return True, (
+                f"namespaces (net, mount, pid, ipc, uts), a read-only system-only root, "
+                f"uid {self.uid} and rlimits work"
+            )
+        return True, (
+            "a user namespace with namespaces (net, mount, pid, ipc, uts), a read-only "
+            f"system-only root and rlimits work (not root: programs keep uid {os.geteuid()})"
+        )
 
     async def _isolated(self) -> bool:
         if self._probe is not None:

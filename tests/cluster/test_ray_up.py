@@ -26,6 +26,8 @@ Figures (time to ready, to restart, to down) are printed and recorded for RELIAB
 
 from __future__ import annotations
 
+import ast
+import json
 import os
 import subprocess
 import sys
@@ -42,7 +44,7 @@ import yaml
 from tests.support.figures import record
 from tests.support.redis import Redis, redis_server
 from tests.support.ssh_nodes import Node, Nodes, ssh_nodes
-from tests.support.wire_model import Reply
+from tests.support.wire_model import Default, Reply
 from tests.support.wire_server import WireServer, running_wire_server
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -268,17 +270,28 @@ def _assert_state_off_the_nodes(nodes: Nodes, actors: list[Any], job_id: str) ->
         assert _services(worker) == services
 
 
-def _job(url: str) -> dict[str, object]:
-    team = {
-        "name": "cluster-wire",
-        "planner_model": "default",
-        "agents": [
-            {"name": f"cluster-solver-{i}", "role": "solver", "model": "wire"} for i in range(3)
-        ],
-    }
+SOLVERS = {
+    "name": "cluster-wire",
+    "planner_model": "default",
+    "agents": [
+        {"name": f"cluster-solver-{i}", "role": "solver", "model": "wire"} for i in range(3)
+    ],
+}
+CODER = {  # the python tool: untrusted code in the sandbox of a node where Ray is not root
+    "name": "cluster-code",
+    "planner_model": "default",
+    "agents": [{"name": "cluster-coder", "role": "coder", "model": "wire", "tools": ["python"]}],
+}
+ROOT_LISTING = sorted(  # /bin, /lib, ... are links into /usr where the system merged them
+    ["dev", "etc", "proc", "tmp", "usr", "var"]
+    + [p for p in ("bin", "sbin", "lib", "lib32", "lib64", "libx32") if os.path.lexists(f"/{p}")]
+)
+SANDBOXED = "import os\nprint(6 * 7, os.getuid(), sorted(os.listdir('/')))\nprint({})"
+
+
+def _job(url: str, team: dict[str, object], task: str) -> dict[str, object]:
     headers = {"Authorization": f"Bearer {API_KEY}"}
     with httpx.Client(base_url=url, headers=headers, timeout=30.0) as client:
-        task = "Summarize:\n- Ray actors\n- Ray tasks\n- Ray Serve"  # a plan of 3 subtasks
         accepted = client.post("/v1/jobs", json={"task": task, "team": team})
         assert accepted.status_code == 202, accepted.text
         job_url = accepted.json()["url"]
@@ -289,6 +302,25 @@ def _job(url: str) -> dict[str, object]:
                 return job
             assert time.monotonic() < deadline, f"the job did not finish in {JOB_S} s: {job}"
             time.sleep(0.5)
+
+
+def _assert_sandboxed_without_root(url: str, wire: WireServer, nodes: Nodes) -> None:
+    """Untrusted code where Ray is an ordinary user: the launcher builds a user namespace, the
+    program keeps the node account's uid and sees only the system's files, not the homes."""
+    homes = [str(node.home) for node in nodes.nodes]  # the accounts' secrets and Ray's files
+    code = SANDBOXED.format(f"[os.path.exists(h) for h in {homes!r}], os.path.exists('/home')")
+    wire.reset()
+    wire.script(Reply.tool("python", {"code": code}), Default())
+    coded = _job(url, CODER, "Check the sandbox.")
+    assert coded["status"] == "succeeded", coded
+    ran = json.loads(wire.requests[1].body["messages"][-1]["content"])
+    assert ran["exit_code"] == 0, ran
+    answer, seen = ran["stdout"].splitlines()
+    product, uid, listing = answer.split(" ", 2)
+    assert product == "42"
+    assert int(uid) in {node.uid for node in nodes.nodes}, (uid, ran)  # not root, not 65534
+    assert sorted(ast.literal_eval(listing)) == ROOT_LISTING, listing
+    assert seen == f"{[False] * len(homes)} False", ran
 
 
 @pytest.mark.timeout(1500)  # installs two nodes from PyPI; ~6 min here
@@ -322,7 +354,7 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
 
     # a job over HTTP with the shipped key, on the shipped LLM config and provider key
     wire.script(*(Reply(text=f"answer {i}") for i in range(3)))
-    job = _job(url)
+    job = _job(url, SOLVERS, "Summarize:\n- Ray actors\n- Ray tasks\n- Ray Serve")  # 3 subtasks
     assert job["status"] == "succeeded", job
     # the server answers 401 to any other key: these calls carried the shipped one
     assert len([r for r in wire.requests if r.path.endswith("/chat/completions")]) >= 3
@@ -347,6 +379,8 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
     )
 
     _assert_state_off_the_nodes(nodes, actors, str(job["id"]))
+
+    _assert_sandboxed_without_root(url, wire, nodes)
 
     # the example driver through the job server, as the README says
     submit_s = _ray(["job", "submit", "--address", dashboard, "--working-dir", ".", "--",

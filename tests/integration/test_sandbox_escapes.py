@@ -13,6 +13,8 @@ import os
 import re
 import signal
 import socket
+import subprocess
+import sys
 import textwrap
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -29,6 +31,8 @@ HOST_TMP = Path("/tmp")  # noqa: S108 - the host's /tmp, which the sandbox must 
 SANDBOX_TMP = "/tmp"  # noqa: S108 - inside the sandbox: its scratch directory
 PRIVATE_TMPFS = ("/var/tmp", "/dev/shm")  # noqa: S108 - hidden by the sandbox's own tmpfs
 ISO = Isolation()
+ROOT = os.geteuid() == 0  # else the launcher builds a user namespace; programs keep our uid
+SANDBOX_UID = ISO.uid if ROOT else os.geteuid()
 
 
 @pytest.fixture
@@ -99,10 +103,45 @@ def test_runs_unprivileged_in_its_own_pid_namespace(iso, tmp_path):
     assert result.isolation == "namespaces"
     ids, caps = result.stdout.splitlines()
     uid, euid, gid, groups, pid = ids.split(" ", 4)
-    assert (uid, euid, gid, groups) == ("65534", "65534", "65534", "[]")
+    assert (int(uid), int(euid)) == (SANDBOX_UID, SANDBOX_UID)
+    if ROOT:
+        assert (gid, groups) == (str(ISO.gid), "[]")
     assert int(pid) < 10  # a fresh pid namespace
     assert caps.startswith("0000000000000000 1 [")
-    assert "'1'" not in caps  # init (root) is hidden by hidepid
+    if ROOT:
+        assert "'1'" not in caps  # init (root) is hidden by hidepid
+
+
+def test_init_cannot_be_read_or_traced(iso, tmp_path):
+    """Without root, init runs as the program's own uid: it must not be reachable all the same.
+
+    Init holds the status pipe, whose lines decide the run's outcome: writing ``exit 0`` to it
+    through ``/proc/1/fd`` would forge a result.
+    """
+    result = py(
+        iso,
+        """
+        import ctypes, os
+        for path in ("/proc/1/fd", "/proc/1/environ", "/proc/1/mem", "/proc/1/root"):
+            try:
+                os.listdir(path) if path.endswith(("fd", "root")) else open(path, "rb").read(1)
+                print(path, "read")
+            except OSError as exc:
+                print(path, type(exc).__name__)
+        libc = ctypes.CDLL(None, use_errno=True)
+        print("ptrace", libc.ptrace(16, 1, 0, 0), ctypes.get_errno())  # PTRACE_ATTACH
+        ctypes.set_errno(0)
+        print("kill", libc.kill(1, 9), ctypes.get_errno())
+        """,
+        tmp_path,
+    )
+    assert result.exit_code == 0, result
+    lines = result.stdout.splitlines()
+    for line in lines[:4]:
+        assert line.split()[1] in {"PermissionError", "FileNotFoundError"}, result.stdout
+    assert lines[4] in {f"ptrace -1 {errno.EPERM}", f"ptrace -1 {errno.ESRCH}"}, result.stdout
+    # a signal init does not handle is dropped: no error, and init (so the run) lives on
+    assert lines[5] in {"kill 0 0", f"kill -1 {errno.EPERM}", f"kill -1 {errno.ESRCH}"}
 
 
 def test_user_namespaces_and_keyring_refused_while_threads_and_children_work(iso, tmp_path):
@@ -179,7 +218,8 @@ def test_abstract_unix_socket_blocked(iso, tmp_path):
 
 def test_writes_outside_scratch_do_not_reach_the_host(iso, tmp_path):
     tag = uuid.uuid4().hex
-    refused = [f"/etc/troupe-{tag}", f"/root/troupe-{tag}", str(REPO / f"troupe-{tag}")]
+    home = Path.home()  # root's, or the service user's: writable by the program's uid without root
+    refused = [f"/etc/troupe-{tag}", str(home / f"troupe-{tag}"), str(REPO / f"troupe-{tag}")]
     if Path("/run/lock").is_dir():  # world-writable on the host: only the read-only root stops it
         refused.append(f"/run/lock/troupe-{tag}")
     private = [f"{base}/troupe-{tag}" for base in PRIVATE_TMPFS]
@@ -239,15 +279,22 @@ def test_tmp_writes_land_in_scratch_only(iso, tmp_path):
 
 
 def test_host_secrets_unreadable(iso, tmp_path):
-    host_tmp = HOST_TMP / f"troupe-host-{uuid.uuid4().hex}"
+    """Not even the files of the service's own user: without root the program has its uid."""
+    tag = uuid.uuid4().hex
+    host_tmp = HOST_TMP / f"troupe-host-{tag}"
     host_tmp.write_text("host file")
+    own = Path.home() / f".troupe-secret-{tag}"  # the service's user's home: e.g. its keys
+    own.write_text("the service's own secret")
+    own.chmod(0o600)
     try:
         result = py(
             iso,
             f"""
             import os
             for attempt in (lambda: open("/etc/shadow").read(), lambda: os.listdir("/root"),
-                            lambda: open("/root/.bashrc").read(), lambda: open({str(host_tmp)!r})):
+                            lambda: open("/root/.bashrc").read(), lambda: open({str(host_tmp)!r}),
+                            lambda: open({str(own)!r}).read(), lambda: os.listdir({str(REPO)!r}),
+                            lambda: os.listdir("/run"), lambda: os.listdir("/home")):
                 try:
                     attempt()
                     print("read")
@@ -259,10 +306,13 @@ def test_host_secrets_unreadable(iso, tmp_path):
         )
     finally:
         host_tmp.unlink()
+        own.unlink()
     lines = result.stdout.splitlines()
-    assert lines[:3] == ["PermissionError"] * 3, result
-    assert lines[3] == "FileNotFoundError"  # the host's /tmp is not the sandbox's
-    assert re.fullmatch(r"\['main-[0-9a-f]{16}\.py'\]", lines[4])  # only the program itself
+    assert lines[0] == "PermissionError", result  # /etc is there (read-only), shadow is not ours
+    # the rest of the host does not exist in the sandbox: home directories, the checkout of
+    # the service, /run (sockets), the host's /tmp (Ray's session dir by default)
+    assert lines[1:8] == ["FileNotFoundError"] * 7, result
+    assert re.fullmatch(r"\['main-[0-9a-f]{16}\.py'\]", lines[8])  # only the program itself
 
 
 def test_parent_environment_not_visible(iso, tmp_path, monkeypatch):
@@ -460,6 +510,46 @@ def test_concurrent_runs_from_a_worker_thread_stay_apart(iso, tmp_path):
         assert (tmp_path / str(i) / "mine").read_text() == str(i)
 
 
+REFUSED_USERNS = """
+import asyncio, sys
+from pathlib import Path
+from actors.tools import _launcher
+from actors.tools.isolation import Isolation
+from protocols.errors import SandboxUnavailable
+
+_launcher._prctl(_launcher.PR_SET_NO_NEW_PRIVS, 1)
+_launcher._seccomp()  # no user namespaces for this process, as a container's profile may say
+iso = Isolation()
+print(*iso.probe(), sep="|")
+try:
+    asyncio.run(iso.run(["/bin/true"], scratch=Path(sys.argv[1])))
+    print("ran")
+except SandboxUnavailable as exc:
+    print("refused:", exc)
+"""
+
+
+@pytest.mark.skipif(
+    ROOT, reason="root needs no user namespace: test_sandbox_nonroot.py runs this without root"
+)
+def test_fails_closed_where_user_namespaces_are_refused(tmp_path):
+    if os.uname().machine not in {"x86_64", "aarch64"}:
+        pytest.fail(f"the launcher's seccomp filter knows no syscalls of {os.uname().machine}")
+    path = os.pathsep.join(filter(None, (str(REPO), os.environ.get("PYTHONPATH"))))
+    done = subprocess.run(
+        [sys.executable, "-c", REFUSED_USERNS, str(tmp_path / "scratch")],
+        cwd=REPO, env={**os.environ, "PYTHONPATH": path},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    probe, outcome = done.stdout.splitlines()
+    assert probe.startswith("False|"), probe
+    assert "unshare(user, net, mount, pid, ipc, uts)" in probe
+    assert "Operation not permitted" in probe
+    assert outcome.startswith("refused: refusing to run untrusted code"), outcome
+    assert not (tmp_path / "scratch").exists() or not any((tmp_path / "scratch").iterdir())
+
+
 def test_sandbox_setup_failure_fails_closed(tmp_path, monkeypatch):
     fake = tmp_path / "launcher.py"
     fake.write_text(
@@ -475,6 +565,7 @@ def test_sandbox_setup_failure_fails_closed(tmp_path, monkeypatch):
         asyncio.run(iso.run(["/bin/true"], scratch=tmp_path / "scratch"))
 
 
+@pytest.mark.skipif(not ROOT, reason="without root there is no uid to drop to: programs keep ours")
 def test_bad_uid_is_a_tool_error(tmp_path, monkeypatch):
     iso = Isolation(uid=2**40)
     monkeypatch.setattr(iso, "probe", lambda: (True, "pretend"))
