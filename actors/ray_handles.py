@@ -9,10 +9,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, TypeVar
 
 import ray
+import structlog
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 from ray.experimental import internal_kv
 
@@ -24,6 +25,7 @@ __all__ = [
     "GcsRestartStore",
     "RayBatchMailbox",
     "RayMailbox",
+    "RayPoolPeers",
     "RayRouterClient",
     "discover_troupe",
     "ray_mailbox",
@@ -33,6 +35,8 @@ __all__ = [
 ]
 
 NAMESPACE: Final = "troupe"
+
+log = structlog.get_logger("raytroupe.ray")
 
 T = TypeVar("T")
 
@@ -147,6 +151,86 @@ async def through_restarts(call: Callable[[], Awaitable[T]], *, within_s: float 
             pause = min(pause * 2, 1.0)
 
 
+class RayPoolPeers:
+    """The other replicas of the LLM pool (``llm-<n>``), reached by name.
+
+    See :class:`actors.llm.pool.PoolPeers`. A configuration is passed on through a peer's
+    restart (it also reads the configuration back from the shared restart store when it
+    starts); a cancel or a cooldown a dead peer misses does not matter: its calls died with
+    it.
+    """
+
+    def __init__(self, me: int, replicas: int) -> None:
+        self._me, self._replicas = me, replicas
+        self._background: set[asyncio.Future[Any]] = set()
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RayPoolPeers, (self._me, self._replicas))
+
+    def _names(self) -> list[str]:
+        return [f"llm-{n}" for n in range(self._replicas) if n != self._me]
+
+    async def _each(self, call: Callable[[Any], Any], *, within_s: float = 20.0) -> list[Any]:
+        async def one(name: str) -> Any:
+            async def attempt() -> Any:
+                handle = await asyncio.to_thread(ray.get_actor, name, namespace=NAMESPACE)
+                return await call(handle)
+
+            try:
+                return await through_restarts(attempt, within_s=within_s)
+            except (ValueError, RayActorError) as exc:  # not started yet, or gone for good
+                log.warning("pool_peer_unreachable", peer=name, error=repr(exc))
+                return None
+            except RayTaskError as exc:
+                raise unwrap(exc) from None
+
+        return await asyncio.gather(*(one(name) for name in self._names()))
+
+    async def configure(self, models: Mapping[str, Any], *, replace: bool, operator: bool) -> None:
+        """Serve ``models`` on every other replica (each checks as this one did)."""
+        options = {"replace": replace, "operator": operator, "local": True}
+        await self._each(lambda h: h.configure.remote(dict(models), **options))
+
+    async def remove(self, alias: str) -> None:
+        """Stop serving ``alias`` on every other replica."""
+        await self._each(lambda h: h.remove.remote(alias, local=True))
+
+    async def cancel(self, job_id: str) -> int:
+        """Stop the job's calls on every other replica; how many were stopped."""
+        stopped = await self._each(lambda h: h.cancel_job.remote(job_id), within_s=2.0)
+        return sum(n for n in stopped if isinstance(n, int))
+
+    async def first(self, message: AgentMessage) -> AgentMessage:
+        """``llm-0``'s reply to ``message`` (a scripted model only it plays)."""
+
+        async def attempt() -> AgentMessage:
+            handle = await asyncio.to_thread(ray.get_actor, "llm-0", namespace=NAMESPACE)
+            data: bytes = await _call(handle.receive, encode(message))
+            return decode(data)
+
+        return await through_restarts(attempt)
+
+    async def complete_first(self, request: Any, context: Any) -> Any:
+        """``llm-0``'s answer to ``request`` (a scripted model only it plays)."""
+
+        async def attempt() -> Any:
+            handle = await asyncio.to_thread(ray.get_actor, "llm-0", namespace=NAMESPACE)
+            try:
+                return await handle.complete.remote(request, context)
+            except RayTaskError as exc:
+                raise unwrap(exc) from None
+
+        return await through_restarts(attempt)
+
+    def cooled(self, deployment: str, wait_s: float) -> None:
+        """Tell every other replica, without waiting, that ``deployment`` rests ``wait_s``."""
+        task = asyncio.ensure_future(
+            self._each(lambda h: h.cooled.remote(deployment, wait_s), within_s=wait_s)
+        )
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+
 class RayRouterClient:
     """An actor-side :class:`~actors.RouterClient` over the router's Ray handle.
 
@@ -254,7 +338,7 @@ def _client(router: Any, max_batch: int) -> RayRouterClient:
     return RayRouterClient(router, max_batch=max_batch)
 
 
-_SYSTEM: Final = frozenset({"llm", "orchestrator", "memory"})
+_SYSTEM: Final = frozenset({"orchestrator", "memory"})
 
 
 def restarted_actor() -> bool:
@@ -282,6 +366,8 @@ async def discover_troupe() -> list[tuple[str, Any, list[str]]]:
             continue
         if name in _SYSTEM:
             found.append((name, handle, []))
+        elif name.startswith("llm-"):
+            found.append((name, handle, ["llm"]))
         elif name.startswith("tools-"):
             found.append((name, handle, ["tools"]))
         elif name.startswith("agent/"):

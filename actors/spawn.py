@@ -28,6 +28,7 @@ from actors.orchestrator import Orchestrator
 from actors.ray_handles import (
     NAMESPACE,
     GcsRestartStore,
+    RayPoolPeers,
     RayRouterClient,
     discover_troupe,
     ray_mailbox,
@@ -101,7 +102,7 @@ def _placed(
     Raises:
         ConfigError: resources are given for a kind whose files pin it to the head.
     """
-    kind = name.split("-", 1)[0]  # tools-0 -> tools
+    kind = name.split("-", 1)[0]  # tools-0 -> tools, llm-1 -> llm
     own = (actor_resources or {}).get(kind)
     options = _options(name, max_restarts=SYSTEM_RESTARTS)
     if local_files:
@@ -117,6 +118,13 @@ def _placed(
         options["resources"] = dict(own)
     elif system_resources:
         options["resources"] = dict(system_resources)
+    return options
+
+
+def _spread(options: dict[str, Any], replicas: int) -> dict[str, Any]:
+    """``options`` of one of ``replicas`` replicas: spread over the nodes unless pinned."""
+    if replicas > 1 and HEAD_NODE not in options.get("resources", {}):
+        return {**options, "scheduling_strategy": "SPREAD"}
     return options
 
 
@@ -335,18 +343,23 @@ def spawn_system(
         .options(**placed("router", local_files=False))
         .remote(mailbox_factory=ray_mailbox, discover=discover_troupe, restarted=restarted_actor)
     )
-    llm = (
+    replicas = config.replicas if config is not None else 1
+    pools = [
         _remote(LLMAdapterPool)
-        .options(**placed("llm", local_files=local_state))
+        .options(**_spread(placed(f"llm-{n}", local_files=local_state), replicas))
         .remote(
             dict(models or {}),
             config=config,
             router=RayRouterClient(router),
-            restart_store=GcsRestartStore("llm"),
+            restart_store=GcsRestartStore("llm"),  # one for all: each serves what all do
             state=state_url or journal.parent / "llm.sqlite",
             own_addresses=own,
+            replica=n,
+            peers=RayPoolPeers(n, replicas) if replicas > 1 else None,
         )
-    )
+        for n in range(replicas)
+    ]
+    llm = pools[0]
     from actors.memory.store import MemoryStore  # noqa: PLC0415 - only the driver spawns it
     from actors.tools.sandbox import ToolSandbox  # noqa: PLC0415
 
@@ -372,10 +385,10 @@ def spawn_system(
             otel=otel,
         )
     )
-    everyone = [router, llm, memory_actor, orchestrator, *sandboxes]
+    everyone = [router, *pools, memory_actor, orchestrator, *sandboxes]
     pending = [
         *(actor.started.remote() for actor in everyone),  # a start-up failure shows here
-        router.register.remote("llm", llm, []),
+        *(router.register.remote(f"llm-{n}", pool, ["llm"]) for n, pool in enumerate(pools)),
         router.register.remote("orchestrator", orchestrator, []),
         router.register.remote("memory", memory_actor, []),
         *(router.register.remote(f"tools-{n}", s, ["tools"]) for n, s in enumerate(sandboxes)),

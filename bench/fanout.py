@@ -216,7 +216,7 @@ def _pids(rt: runtime.Runtime, team: runtime.Team) -> dict[str, int]:
     handles = {
         "orchestrator": rt.actor("orchestrator"),
         "router": rt.actor("router"),
-        "llm": rt.actor("llm"),
+        "llm": rt.actor("llm-0"),
         **{f"agent {a.name}": rt.actor(f"agent/{a.name}") for a in team.agents},
     }
     return {

@@ -4,12 +4,14 @@ Pure data: pydantic models, no Ray and no I/O (the codec works on bytes in memor
 """
 
 from protocols.addresses import (
+    LLM_POOL,
     SYSTEM_ADDRESSES,
     Address,
     AddressKind,
     Name,
     ParsedAddress,
     parse_address,
+    reserved,
 )
 from protocols.codec import SCHEMA_VERSION, decode, encode
 from protocols.envelope import AgentMessage, TraceContext, new_id
@@ -123,6 +125,7 @@ from protocols.tools import MCPServerSpec, ToolDef
 from protocols.trace import Span, SpanKind, new_span_id
 
 __all__ = [
+    "LLM_POOL",
     "SCHEMA_VERSION",
     "SYSTEM_ADDRESSES",
     "Ack",
@@ -240,6 +243,7 @@ __all__ = [
     "new_id",
     "new_span_id",
     "parse_address",
+    "reserved",
     "scoped_name",
     "team_role",
     "tenant_scope",

@@ -21,6 +21,7 @@ from pydantic import StringConstraints
 from protocols.errors import InvalidAddress
 
 __all__ = [
+    "LLM_POOL",
     "NAME_PATTERN",
     "SYSTEM_ADDRESSES",
     "Address",
@@ -28,6 +29,7 @@ __all__ = [
     "Name",
     "ParsedAddress",
     "parse_address",
+    "reserved",
 ]
 
 NAME_PATTERN: Final = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
@@ -41,6 +43,17 @@ Address = Annotated[str, StringConstraints(pattern=rf"^(?:(?:role|topic):)?{NAME
 
 SYSTEM_ADDRESSES: Final = frozenset({"router", "orchestrator", "llm", "driver", "memory", "tools"})
 """Addresses of system actors and the driver; agents may not take these names."""
+
+LLM_POOL: Final = "role:llm"
+"""Where model calls go: the least busy replica of the LLM pool (``llm-0``, ``llm-1``, ...)."""
+
+_REPLICA_RE: Final = re.compile(r"(?:llm|tools)-[0-9]+")
+"""Names of system actors that come in numbers: LLM pool replicas, tool sandboxes."""
+
+
+def reserved(name: str) -> bool:
+    """Whether ``name`` belongs to a system actor (an agent taking it would replace it)."""
+    return name in SYSTEM_ADDRESSES or _REPLICA_RE.fullmatch(name) is not None
 
 
 class AddressKind(StrEnum):

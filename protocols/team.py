@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from protocols.addresses import SYSTEM_ADDRESSES, Name
+from protocols.addresses import Name, reserved
 from protocols.graph import GraphSpec
 from protocols.jobs import Plan, PlannedSubtask, check_output_schema
 from protocols.llm import Budget
@@ -66,7 +66,7 @@ class AgentSpec(_Config):
     @field_validator("name")
     @classmethod
     def _not_reserved(cls, name: str) -> str:
-        if name in SYSTEM_ADDRESSES:
+        if reserved(name):
             raise ValueError(f"agent name {name!r} is reserved for a system actor")
         return name
 

@@ -44,6 +44,7 @@ def rt(tmp_path_factory, postgres):
     memory = runtime.MemoryConfig(path=root / "memory")
     # the operator of this session runs its model servers on loopback, keyed by TEST_KEY_ENV
     llm = runtime.LLMConfig(
+        replicas=2,  # every test runs on two pool replicas: one ledger, one configuration
         network=runtime.NetworkPolicy(allow=("127.0.0.1",)),
         keys={TEST_KEY_ENV: ("127.0.0.1",)},
         tenant_budgets={FRUGAL_TENANT: FRUGAL_BUDGET},

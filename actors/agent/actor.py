@@ -29,6 +29,7 @@ from actors.endpoint import (
 )
 from actors.telemetry.calls import model_span, tool_span
 from protocols import (
+    LLM_POOL,
     AgentMessage,
     AgentSpec,
     CancelJob,
@@ -446,7 +447,7 @@ class AgentActor(TakesBatches):
         """
         reply = await request_through_restarts(
             self._router,
-            lambda: cause.derive(sender=self._spec.name, recipient="llm", payload=request),
+            lambda: cause.derive(sender=self._spec.name, recipient=LLM_POOL, payload=request),
         )
         match expected(reply, LLMResponse, unexpected=ModelError):
             case LLMResponse() as response:

@@ -2,14 +2,15 @@
 
 A reservation holds the most a call can cost (its prompt estimate plus its ``max_tokens``)
 against every account it falls under (its job's and its tenant's). A call that would not fit
-an account's limit is refused with ``BudgetExceeded`` before anything is spent. Reservation
-and check happen without an ``await`` in between, so concurrent calls in one event loop can
-never overbook.
+an account's limit is refused with ``BudgetExceeded`` before anything is spent.
 
-With a :class:`LedgerStore` every hold and every settlement is written before the call goes
-on, so a restarted pool starts from what was spent, not from zero: holds still open when the
-pool died are booked as spent in full (the provider may have billed the call), so a restart
-can only make a budget stricter, never let it be overspent.
+Without a store (one pool, nothing kept), the check and the hold happen in memory without an
+``await`` in between, so concurrent calls in one event loop can never overbook. With a
+:class:`LedgerStore` the store checks and holds, atomically, so that every replica of the
+pool shares one ledger: however many reserve at once, a limit holds. Every hold is written
+before its call goes on, so a restarted replica starts from what was spent, not from zero:
+holds still open when it died are booked as spent in full (the provider may have billed the
+call), so a restart can only make a budget stricter, never let it be overspent.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Protocol
 
 from protocols import Budget, BudgetExceeded, Usage
 
-__all__ = ["Ledger", "LedgerStore", "Reservation", "Spend"]
+__all__ = ["Ledger", "LedgerStore", "Reservation", "Spend", "over_limit"]
 
 
 @dataclass
@@ -43,14 +44,18 @@ class Reservation:
 
 
 class LedgerStore(Protocol):
-    """Where a :class:`Ledger` keeps what was spent and what is held."""
+    """Where a :class:`Ledger` keeps what was spent and what is held (shared by replicas)."""
 
-    def spent(self) -> dict[str, Spend]:
-        """What every account has spent, open holds booked as spent (and then closed)."""
+    def account(self, key: str) -> tuple[Spend, Spend]:
+        """What ``key`` has spent, and what open holds keep back on it."""
         ...
 
-    def hold(self, reservation: Reservation) -> None:
-        """Record a hold before its call is made."""
+    def hold(self, reservation: Reservation, limits: Mapping[str, Budget | None]) -> None:
+        """Hold ``reservation`` on each of its accounts if it fits that account's limit.
+
+        Raises:
+            BudgetExceeded: one of them would go over its limit; nothing is held.
+        """
         ...
 
     def settle(self, reservation: Reservation, tokens: int, usd: float) -> None:
@@ -60,7 +65,6 @@ class LedgerStore(Protocol):
 
 @dataclass
 class _Account:
-    limit: Budget | None = None
     spent: Spend = field(default_factory=Spend)
     held: Spend = field(default_factory=Spend)
 
@@ -76,24 +80,21 @@ class Ledger:
         self, tenant_budgets: Mapping[str, Budget] | None = None, store: LedgerStore | None = None
     ) -> None:
         self._store = store
-        self._accounts: dict[str, _Account] = {
-            key: _Account(spent=spend) for key, spend in (store.spent() if store else {}).items()
-        }
+        self._limits: dict[str, Budget] = {}
+        self._accounts: dict[str, _Account] = {}
         for tenant, budget in (tenant_budgets or {}).items():
             self.set_limit(f"tenant:{tenant}", budget)
         self._open: dict[str, Reservation] = {}
 
     def attach(self, store: LedgerStore) -> None:
-        """Keep the ledger in ``store`` from now on, adding what it holds as spent."""
-        for key, spend in store.spent().items():
-            account = self._accounts.setdefault(key, _Account())
-            account.spent.tokens += spend.tokens
-            account.spent.usd += spend.usd
-        self._store = store
+        """Keep the ledger in ``store`` from now on (before any call is reserved)."""
+        if self._open:
+            raise RuntimeError("a ledger with calls in flight cannot move to a store")
+        self._store, self._accounts = store, {}
 
     def set_limit(self, key: str, budget: Budget) -> None:
         """Set (or replace) the limit of ``key``; what it spent so far stays."""
-        self._accounts.setdefault(key, _Account()).limit = budget
+        self._limits[key] = budget
 
     def reserve(self, keys: Iterable[str], tokens: int, usd: float) -> Reservation:
         """Hold ``tokens`` and ``usd`` on every account in ``keys``.
@@ -101,15 +102,20 @@ class Ledger:
         Raises:
             BudgetExceeded: one of them would go over its limit; nothing is held.
         """
-        accounts = [(k, self._accounts.setdefault(k, _Account())) for k in dict.fromkeys(keys)]
-        for key, account in accounts:
-            _check(key, account, tokens, usd)
-        reservation = Reservation(uuid.uuid4().hex, tuple(k for k, _ in accounts), tokens, usd)
-        if self._store is not None:
-            self._store.hold(reservation)  # before the call: a crash from here on counts it
-        for _, account in accounts:
-            account.held.tokens += tokens
-            account.held.usd += usd
+        unique = tuple(dict.fromkeys(keys))
+        reservation = Reservation(uuid.uuid4().hex, unique, tokens, usd)
+        if self._store is not None:  # before the call: a crash from here on counts it
+            self._store.hold(reservation, {k: self._limits.get(k) for k in unique})
+        else:
+            accounts = [self._accounts.setdefault(k, _Account()) for k in unique]
+            for key, account in zip(unique, accounts, strict=True):
+                need = Spend(tokens, usd)
+                error = over_limit(key, self._limits.get(key), account.spent, account.held, need)
+                if error is not None:
+                    raise error
+            for account in accounts:
+                account.held.tokens += tokens
+                account.held.usd += usd
         self._open[reservation.id] = reservation
         return reservation
 
@@ -121,6 +127,7 @@ class Ledger:
         usd = 0.0 if usage is None else usage.cost_usd
         if self._store is not None:
             self._store.settle(reservation, tokens, usd)
+            return
         for key in reservation.keys:
             account = self._accounts[key]
             account.held.tokens -= reservation.tokens
@@ -130,35 +137,40 @@ class Ledger:
 
     def has_limit(self, key: str) -> bool:
         """True if ``key`` has a limit (a budget)."""
-        account = self._accounts.get(key)
-        return account is not None and account.limit is not None
+        return key in self._limits
 
     def limits_usd(self, keys: Iterable[str]) -> bool:
         """True if one of ``keys`` has a limit in dollars."""
-        return any(
-            (account := self._accounts.get(k)) is not None
-            and account.limit is not None
-            and account.limit.usd is not None
-            for k in keys
-        )
+        limits = (self._limits.get(k) for k in keys)
+        return any(limit is not None and limit.usd is not None for limit in limits)
 
     def spent(self, key: str) -> Spend:
-        """What ``key`` has spent."""
+        """What ``key`` has spent (by every replica, with a store)."""
+        if self._store is not None:
+            return self._store.account(key)[0]
         account = self._accounts.get(key)
         return Spend(account.spent.tokens, account.spent.usd) if account else Spend()
 
     def held(self, key: str) -> Spend:
-        """What ``key`` holds for calls in flight."""
+        """What ``key`` holds for calls in flight (on every replica, with a store)."""
+        if self._store is not None:
+            return self._store.account(key)[1]
         account = self._accounts.get(key)
         return Spend(account.held.tokens, account.held.usd) if account else Spend()
 
 
-def _check(key: str, account: _Account, tokens: int, usd: float) -> None:
-    limit, spent, held = account.limit, account.spent, account.held
+def over_limit(
+    key: str, limit: Budget | None, spent: Spend, held: Spend, need: Spend
+) -> BudgetExceeded | None:
+    """The error if ``need`` does not fit ``limit`` beside ``spent`` and ``held``.
+
+    None if it fits, or there is no limit.
+    """
     if limit is None:
-        return
+        return None
+    tokens, usd = need.tokens, need.usd
     if limit.tokens is not None and spent.tokens + held.tokens + tokens > limit.tokens:
-        raise BudgetExceeded(
+        return BudgetExceeded(
             f"{key} token budget: {spent.tokens} spent + {held.tokens} held + "
             f"{tokens} needed > {limit.tokens}",
             account=key,
@@ -166,10 +178,11 @@ def _check(key: str, account: _Account, tokens: int, usd: float) -> None:
             spent_tokens=spent.tokens,
         )
     if limit.usd is not None and spent.usd + held.usd + usd > limit.usd + 1e-12:
-        raise BudgetExceeded(
+        return BudgetExceeded(
             f"{key} budget: ${spent.usd:.6f} spent + ${held.usd:.6f} held + "
             f"${usd:.6f} needed > ${limit.usd:.6f}",
             account=key,
             limit_usd=limit.usd,
             spent_usd=spent.usd,
         )
+    return None

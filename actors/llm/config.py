@@ -33,6 +33,14 @@ class LLMConfig(BaseModel):
         default_factory=dict, description="Spending limit of each tenant, over all its jobs."
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy, description="Retries and backoff.")
+    replicas: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Pool replicas (actors llm-0, llm-1, ...): each serves calls, all share "
+        "one budget ledger, and each deployment's rpm, tpm and max_concurrency are split "
+        "between them, so that together they stay within the provider's quota.",
+    )
     prices: dict[str, tuple[float, float]] = Field(
         default_factory=dict,
         description="'provider/model-prefix' -> [USD per M prompt, per M completion tokens].",

@@ -14,9 +14,9 @@ from aiolimiter import AsyncLimiter
 from actors.llm.pricing import Price
 from actors.llm.provider import LLMProvider
 from actors.telemetry import metrics
-from protocols import DeploymentSpec
+from protocols import ConfigError, DeploymentSpec
 
-__all__ = ["DeploymentState", "backoff_s"]
+__all__ = ["DeploymentState", "backoff_s", "split"]
 
 _LATENCY_WEIGHT = 0.3
 """Weight of the newest sample in the latency moving average."""
@@ -28,7 +28,12 @@ def backoff_s(failures: int, base_s: float, cap_s: float, rng: random.Random) ->
     return rng.uniform(ceiling / 2, ceiling)
 
 
-def _request_limiter(per_minute: int | None) -> AsyncLimiter | None:
+def split(total: int, replica: int, replicas: int) -> int:
+    """``replica``'s part of ``total`` between ``replicas``: the parts add up to ``total``."""
+    return total // replicas + (1 if replica < total % replicas else 0)
+
+
+def _request_limiter(per_minute: float | None) -> AsyncLimiter | None:
     """Requests paced evenly: one every ``60/per_minute`` seconds, no burst.
 
     Any window of ``w`` seconds then sees at most ``w * per_minute / 60 + 1`` requests, so a
@@ -37,7 +42,7 @@ def _request_limiter(per_minute: int | None) -> AsyncLimiter | None:
     return None if per_minute is None else AsyncLimiter(1, 60.0 / per_minute)
 
 
-def _token_limiter(per_minute: int | None) -> AsyncLimiter | None:
+def _token_limiter(per_minute: float | None) -> AsyncLimiter | None:
     """Tokens in a bucket holding 6 s worth (one call may need thousands at once)."""
     return None if per_minute is None else AsyncLimiter(per_minute / 10.0, 6.0)
 
@@ -56,15 +61,27 @@ class DeploymentState:
     cooldown_until: float = 0.0
     latency_s: float | None = None
     calls: int = 0
+    share: tuple[int, int] = (0, 1)
+    """``(replica, replicas)``: this pool's part of the deployment's limits."""
     _rpm: AsyncLimiter | None = field(init=False, default=None)
     _tpm: AsyncLimiter | None = field(init=False, default=None)
     _slots: asyncio.Semaphore | None = field(init=False, default=None)
 
     def __post_init__(self) -> None:
-        self._rpm = _request_limiter(self.spec.rpm)
-        self._tpm = _token_limiter(self.spec.tpm)
-        if self.spec.max_concurrency is not None:
-            self._slots = asyncio.Semaphore(self.spec.max_concurrency)
+        replica, replicas = self.share
+        spec = self.spec
+        self._rpm = None if spec.rpm is None else _request_limiter(spec.rpm / replicas)
+        self._tpm = None if spec.tpm is None else _token_limiter(spec.tpm / replicas)
+        if spec.max_concurrency is not None:
+            slots = split(spec.max_concurrency, replica, replicas)
+            if slots == 0:
+                raise ConfigError(
+                    f"{self.name} allows {spec.max_concurrency} concurrent calls, fewer than "
+                    f"the pool's {replicas} replicas: raise its max_concurrency or lower "
+                    "LLMConfig.replicas",
+                    deployment=self.name,
+                )
+            self._slots = asyncio.Semaphore(slots)
 
     @property
     def cost_rank(self) -> float:
@@ -87,6 +104,10 @@ class DeploymentState:
         short the longer cooldown an earlier failure asked for.
         """
         self.failures += 1
+        self.cooldown_until = max(self.cooldown_until, self.clock() + wait_s)
+
+    def cool(self, wait_s: float) -> None:
+        """Rest for ``wait_s`` at least (another replica saw this deployment fail)."""
         self.cooldown_until = max(self.cooldown_until, self.clock() + wait_s)
 
     def succeeded(self, latency_s: float) -> None:

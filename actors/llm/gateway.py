@@ -44,6 +44,9 @@ from protocols import (
 
 __all__ = ["CallContext", "Gateway", "RetryPolicy"]
 
+_LONGEST_COOLDOWN_S = 3600.0
+"""A cooldown another replica reports beyond this (or not positive) is ignored."""
+
 log = structlog.get_logger("raytroupe.llm")
 
 
@@ -80,6 +83,9 @@ class Gateway:
     Args:
         allow_unpriced: let a call under a USD budget use a deployment without a known price
             (by default it is refused with ``UnpricedModel``: money fails closed).
+        share: ``(replica, replicas)``: this pool's part of each deployment's limits.
+        on_cooldown: told ``(deployment, seconds)`` when a failure cools a deployment down
+            (the pool tells its other replicas, which then rest it too).
         clock, sleep, rng: injected so tests can control time and jitter.
     """
 
@@ -90,6 +96,8 @@ class Gateway:
         ledger: Ledger,
         *,
         allow_unpriced: bool = False,
+        share: tuple[int, int] = (0, 1),
+        on_cooldown: Callable[[str, float], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
@@ -98,6 +106,8 @@ class Gateway:
         self._prices = prices
         self._ledger = ledger
         self._allow_unpriced = allow_unpriced
+        self._share = share
+        self._on_cooldown = on_cooldown
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()  # noqa: S311 - jitter and weights, not secrets
@@ -112,7 +122,7 @@ class Gateway:
         self._deployments.pop(alias, None)
         if provider is not None and not isinstance(spec, RouteSpec):
             self._deployments[alias] = DeploymentState(
-                alias, spec, provider, self._prices.price(spec), self._clock
+                alias, spec, provider, self._prices.price(spec), self._clock, share=self._share
             )
 
     def unbind(self, alias: str) -> LLMProvider | None:
@@ -231,7 +241,7 @@ class Gateway:
                         f"{state.name} did not answer within {state.spec.timeout_s} s",
                         deployment=state.name,
                     )
-                    state.failed(self._cooldown_s(timeout, state))
+                    self._failed(state, timeout)
                     raise timeout from None
                 except TroupeError as exc:
                     exc.detail.setdefault("deployment", state.name)
@@ -243,7 +253,7 @@ class Gateway:
                         retryable=exc.retryable,
                     )
                     if exc.retryable:  # now: leaving this block frees the slot for the next
-                        state.failed(self._cooldown_s(exc, state))
+                        self._failed(state, exc)
                     raise
                 state.succeeded(self._clock() - start)
             usage = self._prices.priced(state.spec, response.usage)
@@ -251,6 +261,20 @@ class Gateway:
             self._ledger.settle(reservation, usage)
         await state.charge_tokens(usage.total_tokens - (prompt + max_tokens))
         return response.model_copy(update={"usage": usage, "deployment": state.name})
+
+    def _failed(self, state: DeploymentState, exc: TroupeError) -> None:
+        wait = self._cooldown_s(exc, state)
+        state.failed(wait)
+        if self._on_cooldown is not None:
+            self._on_cooldown(state.name, wait)
+
+    def cool(self, deployment: str, wait_s: float) -> bool:
+        """Rest ``deployment`` for ``wait_s`` (another replica saw it fail); False if unknown."""
+        state = self._deployments.get(deployment)
+        if state is None or not 0.0 < wait_s < _LONGEST_COOLDOWN_S:
+            return False
+        state.cool(wait_s)
+        return True
 
     def _cooldown_s(self, exc: TroupeError, state: DeploymentState) -> float:
         """How long ``state`` rests after ``exc``: the provider's Retry-After, else backoff."""

@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import assert_never
+from typing import Protocol, TypeGuard, assert_never
 
 import structlog
 
@@ -46,7 +46,7 @@ from protocols import (
     UsageRow,
 )
 
-__all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "build_provider"]
+__all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "PoolPeers", "build_provider"]
 
 log = structlog.get_logger("raytroupe.llm")
 
@@ -89,6 +89,36 @@ def build_provider(spec: DeploymentSpec, *, outbound: Outbound | None = None) ->
             return AnthropicProvider(spec, http_client=client)
 
 
+class PoolPeers(Protocol):
+    """The other replicas of a pool, as one replica reaches them."""
+
+    async def configure(
+        self, models: Mapping[str, ModelSpec], *, replace: bool, operator: bool
+    ) -> None:
+        """Serve ``models`` on each (see :meth:`LLMAdapterPool.configure`)."""
+        ...
+
+    async def remove(self, alias: str) -> None:
+        """Stop serving ``alias`` on each."""
+        ...
+
+    async def cancel(self, job_id: str) -> int:
+        """Stop the job's calls on each; how many were stopped."""
+        ...
+
+    def cooled(self, deployment: str, wait_s: float) -> None:
+        """Tell each, without waiting, that ``deployment`` rests for ``wait_s``."""
+        ...
+
+    async def first(self, message: AgentMessage) -> AgentMessage:
+        """``llm-0``'s reply to the envelope ``message`` (a model only it serves)."""
+        ...
+
+    async def complete_first(self, request: LLMRequest, context: CallContext) -> LLMResponse:
+        """``llm-0``'s answer to ``request`` (a model only it serves)."""
+        ...
+
+
 class LLMAdapterPool(TakesBatches):
     """Serves ``LLMRequest`` envelopes by model alias. A plain class; Ray makes it ``llm``.
 
@@ -103,6 +133,9 @@ class LLMAdapterPool(TakesBatches):
         state: where the budget ledger and usage are kept (a path or a :class:`PoolState`),
             so that a restarted pool neither forgets a spend nor lets a budget be overspent.
         own_addresses: the cluster's node addresses, which no provider may connect to.
+        replica: which of the ``config.replicas`` replicas this is (its name: ``llm-<n>``).
+        peers: the other replicas (under Ray: :class:`actors.ray_handles.RayPoolPeers`):
+            aliases configured or removed here, cancels and cooldowns are passed on to them.
     """
 
     def __init__(
@@ -116,8 +149,15 @@ class LLMAdapterPool(TakesBatches):
         restart_store: RestartStore | None = None,
         state: PoolState | str | Path | None = None,
         own_addresses: Sequence[str] = (),
+        replica: int = 0,
+        peers: PoolPeers | None = None,
     ) -> None:
         config = config or LLMConfig()
+        if not 0 <= replica < config.replicas:
+            raise ConfigError(f"replica {replica} of a pool of {config.replicas}", replica=replica)
+        self.name = f"llm-{replica}"
+        self._replicas = config.replicas
+        self._peers = peers
         self._restart_store = restart_store
         self._configured: dict[str, ModelSpec] = {}
         self._operator: set[str] = set()
@@ -131,6 +171,8 @@ class LLMAdapterPool(TakesBatches):
             PriceTable({k: Price(*v) for k, v in config.prices.items()}),
             self._ledger,
             allow_unpriced=config.allow_unpriced,
+            share=(replica, config.replicas),
+            on_cooldown=self._cooled_here,
         )
         self._specs: dict[str, ModelSpec] = {}
         self._broken: dict[str, ConfigError] = {}
@@ -146,7 +188,11 @@ class LLMAdapterPool(TakesBatches):
         shown = ", ".join(aliases[:_REPR_ALIASES])
         if len(aliases) > _REPR_ALIASES:
             shown += f" and {len(aliases) - _REPR_ALIASES} more"
-        return f"LLMAdapterPool(one replica, {len(aliases)} alias(es): {shown})"
+        replica = self.name.removeprefix("llm-")
+        return (
+            f"LLMAdapterPool(replica {replica} of {self._replicas}, "
+            f"{len(aliases)} alias(es): {shown})"
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -166,9 +212,18 @@ class LLMAdapterPool(TakesBatches):
                 await provider.close()
         at = self._state_at
         if at is not None:
-            state = at if isinstance(at, PoolState) else await asyncio.to_thread(PoolState, at)
+            if isinstance(at, PoolState):
+                state, at.replica = at, self.name  # its holds and rows are this replica's
+            else:
+                state = await asyncio.to_thread(PoolState, at, replica=self.name)
+            # holds this replica left when it died; replica 0 also books those of replicas
+            # no longer configured (a pool scaled down, or from before replicas)
+            live = [f"llm-{n}" for n in range(self._replicas)] if self.name == "llm-0" else None
+            booked = await asyncio.to_thread(state.recover, live)
+            if booked:
+                log.warning("open_holds_booked", replica=self.name, holds=booked)
             self._ledger.attach(state)
-            self._usage = {_row_key(row): row for row in state.usage()}
+            self._usage = {_row_key(row): row for row in state.usage(replica=self.name)}
             self._state = state
 
     async def on_stop(self) -> None:
@@ -190,9 +245,14 @@ class LLMAdapterPool(TakesBatches):
         return all(self._specs.get(alias) == spec for alias, spec in models.items())
 
     async def configure(
-        self, models: Mapping[str, ModelSpec], *, replace: bool = False, operator: bool = False
+        self,
+        models: Mapping[str, ModelSpec],
+        *,
+        replace: bool = False,
+        operator: bool = False,
+        local: bool = False,
     ) -> None:
-        """Serve ``models``.
+        """Serve ``models`` (on every replica, unless ``local``: a replica passing it on).
 
         An alias already bound to an equal spec keeps its provider (and a scripted provider
         its remaining turns). With ``replace=False`` an alias bound to a different spec is a
@@ -204,8 +264,9 @@ class LLMAdapterPool(TakesBatches):
         driver's ``runtime.connect(llm=...)``) extends that trust instead.
 
         Raises:
-            ConfigError: a conflicting alias without ``replace``, a key that is not set, or a
-                model past the operator's trust; nothing is changed.
+            ConfigError: a conflicting alias without ``replace``, a key that is not set, a
+                model past the operator's trust, or a ``max_concurrency`` below the number of
+                replicas; nothing is changed.
             ModelError: closing a replaced provider failed (e.g. ``ScriptError`` for unused
                 turns); the new configuration is fully applied all the same.
         """
@@ -217,13 +278,15 @@ class LLMAdapterPool(TakesBatches):
                 aliases=sorted(conflicts),
             )
         changed = {a: s for a, s in models.items() if self._specs.get(a) != s}
+        for alias, spec in changed.items():
+            self._check_share(alias, spec)
         if operator:
             self._trust.trust(changed.values())
         else:
             for alias, spec in changed.items():
                 await self._trust.check(alias, spec)
         built = {
-            a: self._build(s) for a, s in changed.items() if not isinstance(s, RouteSpec)
+            a: self._build(s) for a, s in changed.items() if self._served_here(s)
         }  # build every provider first: a missing key leaves nothing half-applied
         replaced = []
         for alias, spec in changed.items():
@@ -244,8 +307,20 @@ class LLMAdapterPool(TakesBatches):
                 await old.close()
             except ModelError as exc:
                 errors.append(exc)
+        if self._peers is not None and not local:  # checked here: they take the same
+            await self._peers.configure(models, replace=replace, operator=operator)
         if errors:
             raise errors[0]
+
+    def _check_share(self, alias: str, spec: ModelSpec) -> None:
+        slots = getattr(spec, "max_concurrency", None)
+        if slots is not None and slots < self._replicas:
+            raise ConfigError(
+                f"{alias} allows {slots} concurrent calls, fewer than the pool's "
+                f"{self._replicas} replicas (each needs one): raise its max_concurrency or "
+                "lower LLMConfig.replicas",
+                alias=alias,
+            )
 
     def _keep(self, changed: Mapping[str, ModelSpec]) -> None:
         if changed:
@@ -261,12 +336,16 @@ class LLMAdapterPool(TakesBatches):
             return self._factory(spec)
         return build_provider(spec, outbound=self._trust.outbound)
 
-    async def remove(self, alias: str) -> None:
+    async def remove(self, alias: str, *, local: bool = False) -> None:
         """Stop serving ``alias`` and close its provider (a scripted one checks it was used up).
+
+        On every replica, unless ``local`` (a replica passing it on).
 
         Raises:
             ScriptError: a scripted provider still had turns.
         """
+        if self._peers is not None and not local:
+            await self._peers.remove(alias)
         self._specs.pop(alias, None)
         self._operator.discard(alias)
         if self._configured.pop(alias, None) is not None:
@@ -308,6 +387,8 @@ class LLMAdapterPool(TakesBatches):
             ModelError: every attempt failed; the last typed error.
         """
         context = context or CallContext()
+        if self._peers is not None and self._forwards_stateful and self._stateful(request.model):
+            return await self._peers.complete_first(request, context)
         try:
             if request.model in self._broken:
                 raise self._broken[request.model]
@@ -320,12 +401,35 @@ class LLMAdapterPool(TakesBatches):
         return response
 
     async def usage(self, job_id: str | None = None) -> list[UsageRow]:
-        """Usage by job, agent and model (only ``job_id``'s when given)."""
+        """Usage by job, agent and model (only ``job_id``'s when given), on all replicas."""
+        if self._state is None:
+            return await self.usage_here(job_id)
+        return await asyncio.to_thread(self._state.usage, job_id=job_id)
+
+    async def usage_here(self, job_id: str | None = None) -> list[UsageRow]:
+        """What this replica booked of :meth:`usage`."""
         return [r for r in self._usage.values() if job_id is None or r.job_id == job_id]
 
     async def spent(self, key: str) -> Spend:
-        """What a budget account (``job:<id>``, ``tenant:<name>``) has spent."""
+        """What a budget account (``job:<id>``, ``tenant:<name>``) has spent, on all replicas."""
+        if self._state is not None:
+            return await asyncio.to_thread(self._ledger.spent, key)
         return self._ledger.spent(key)
+
+    async def cancel_job(self, job_id: str) -> int:
+        """Stop the job's model calls here; how many were running (a peer passing a cancel)."""
+        running = self._by_job.pop(job_id, set())
+        for call in running:
+            call.cancel()
+        return len(running)
+
+    async def cooled(self, deployment: str, wait_s: float) -> bool:
+        """Rest ``deployment`` for ``wait_s``: another replica saw it fail (False: unknown)."""
+        return self._gateway.cool(deployment, wait_s)
+
+    def _cooled_here(self, deployment: str, wait_s: float) -> None:
+        if self._peers is not None:
+            self._peers.cooled(deployment, wait_s)
 
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
@@ -334,10 +438,10 @@ class LLMAdapterPool(TakesBatches):
     async def _handle(self, message: AgentMessage, payload: LLMRequest | CancelJob) -> AgentMessage:
         match payload:
             case CancelJob():
-                running = self._by_job.pop(message.job_id or "", set())
-                for call in running:
-                    call.cancel()
-                return message.reply(Cancelled(stopped=len(running)), sender="llm")
+                stopped = await self.cancel_job(message.job_id or "")
+                if self._peers is not None and message.job_id:
+                    stopped += await self._peers.cancel(message.job_id)
+                return message.reply(Cancelled(stopped=stopped), sender="llm")
             case LLMRequest():
                 return await self._tracked(message, payload)
             case _:
@@ -363,6 +467,8 @@ class LLMAdapterPool(TakesBatches):
                 del self._by_job[message.job_id]
 
     async def _serve(self, message: AgentMessage, request: LLMRequest) -> AgentMessage:
+        if self._peers is not None and self._forwards_stateful and self._stateful(request.model):
+            return await self._peers.first(message)  # llm-0 answers (and streams) it
         context = CallContext(job_id=message.job_id, tenant=message.tenant, agent=message.sender)
         forwarder = None
         if request.stream and self._router is not None and message.job_id is not None:
@@ -377,8 +483,32 @@ class LLMAdapterPool(TakesBatches):
 
     def _bind(self, alias: str, spec: ModelSpec) -> None:
         self._specs[alias] = spec
-        provider = None if isinstance(spec, RouteSpec) else self._build(spec)
+        provider = self._build(spec) if self._served_here(spec) else None
         self._gateway.bind(alias, spec, provider)
+
+    def _served_here(self, spec: ModelSpec) -> TypeGuard[DeploymentSpec]:
+        """Whether this replica runs a provider for ``spec``.
+
+        Not for a route (it names deployments), nor, on replicas but the first, for a
+        scripted model: its turns are one sequence, so ``llm-0`` alone plays them.
+        """
+        if isinstance(spec, RouteSpec):
+            return False
+        return not (isinstance(spec, ScriptedModel) and self._forwards_stateful)
+
+    @property
+    def _forwards_stateful(self) -> bool:
+        return self._peers is not None and self.name != "llm-0"
+
+    def _stateful(self, alias: str, seen: frozenset[str] = frozenset()) -> bool:
+        """Whether a call to ``alias`` may reach a scripted model (directly or by a route)."""
+        spec = self._specs.get(alias)
+        if spec is None or alias in seen:
+            return False
+        if isinstance(spec, RouteSpec):
+            names = (*spec.deployments, *spec.fallbacks)
+            return any(self._stateful(name, seen | {alias}) for name in names)
+        return isinstance(spec, ScriptedModel)
 
     def _book(self, context: CallContext, alias: str, response: LLMResponse) -> None:
         key = (context.job_id, context.agent, alias, response.deployment, response.provider)

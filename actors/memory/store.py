@@ -25,6 +25,7 @@ from actors.memory.config import MemoryConfig
 from actors.memory.shortterm import WorkingMemory, turns, window
 from actors.telemetry import metrics
 from protocols import (
+    LLM_POOL,
     Ack,
     AgentMessage,
     ChatMessage,
@@ -346,7 +347,7 @@ class MemoryStore(TakesBatches):
             ),
         )  # fmt: skip
         reply = await self._router.request(
-            AgentMessage(sender="memory", recipient="llm", tenant=tenant, payload=request)
+            AgentMessage(sender="memory", recipient=LLM_POOL, tenant=tenant, payload=request)
         )
         match expected(reply, LLMResponse, unexpected=ModelError):
             case LLMResponse() as response:

@@ -43,6 +43,7 @@ from actors.orchestrator.runner import JobRunner
 from actors.state import redact_url
 from actors.telemetry import metrics
 from protocols import (
+    LLM_POOL,
     Ack,
     AgentInfo,
     AgentMessage,
@@ -356,7 +357,7 @@ class Orchestrator:
         await wait_until(job, lambda: job.result is not None, 30.0)
         # the job has its outcome: the pool may now drop the model calls still running for it
         with contextlib.suppress(TroupeError):
-            await self._router.send(job_message(job, "llm", CancelJob()))
+            await self._router.send(job_message(job, LLM_POOL, CancelJob()))
         # still winding down after 30 s: cancelled all the same, it ends as soon as it can
         return job.result is None or job.result.status == "cancelled"
 

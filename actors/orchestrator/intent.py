@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 from actors.endpoint import RouterClient, request_through_restarts
 from actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding
 from protocols import (
+    LLM_POOL,
     AgentMessage,
     ChatMessage,
     ConfigError,
@@ -252,7 +253,7 @@ class TeamChooser:
         async def ask(request: LLMRequest) -> LLMResponse:
             reply = await request_through_restarts(
                 self._router,
-                lambda: AgentMessage(sender="orchestrator", recipient="llm", job_id=job_id,
+                lambda: AgentMessage(sender="orchestrator", recipient=LLM_POOL, job_id=job_id,
                                      tenant=tenant, payload=request),
             )  # fmt: skip
             if isinstance(reply.payload, LLMResponse):

@@ -22,6 +22,7 @@ from actors.orchestrator.planner import aggregate, make_plan
 from actors.telemetry.jobs import add_span, done_subtask_spans, job_trace
 from actors.telemetry.otel import export_otel
 from protocols import (
+    LLM_POOL,
     ErrorCode,
     ErrorPayload,
     JobEnded,
@@ -202,7 +203,7 @@ class JobRunner:
     async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
         request = request.model_copy(update={"budget": job.budget})
         reply = await request_through_restarts(
-            self._router, lambda: job_message(job, "llm", request)
+            self._router, lambda: job_message(job, LLM_POOL, request)
         )
         match expected(reply, LLMResponse, unexpected=ModelError):
             case LLMResponse() as response:

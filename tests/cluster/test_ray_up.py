@@ -129,6 +129,8 @@ def _secrets(folder: Path, wire: WireServer, redis: Redis) -> tuple[Path, Path]:
                         "api_key_env": PROVIDER_KEY_ENV,
                     }
                 },
+                # two pool replicas, one per node (spread), sharing the ledger in PostgreSQL
+                "replicas": 2,
                 # the provider lives on loopback, and only it may receive this key
                 "network": {"allow": ["127.0.0.1"]},
                 "keys": {PROVIDER_KEY_ENV: ["127.0.0.1"]},
@@ -262,7 +264,7 @@ def _assert_state_off_the_nodes(nodes: Nodes, actors: list[Any], job_id: str) ->
     chroma = services["TROUPE_MEMORY_SERVER"]
     heartbeat = httpx.get(f"http://{chroma}/api/v2/heartbeat", timeout=10)
     assert heartbeat.status_code == 200, heartbeat.text
-    system = [a for a in actors if a.name in {"orchestrator", "llm", "memory", "tools-0"}]
+    system = [a for a in actors if a.name in {"orchestrator", "llm-0", "memory", "tools-0"}]
     assert len(system) == 4, [a.name for a in system]
     pinned = [a.name for a in system if "node:__internal_head__" in (a.required_resources or {})]
     assert not pinned, pinned
@@ -369,7 +371,7 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
     actors = [a for a in list_actors(address=dashboard, detail=True, limit=1000)
               if a.state == "ALIVE" and a.ray_namespace == "troupe"]  # fmt: skip
     names = {a.name for a in actors}
-    assert {"router", "orchestrator", "llm", "memory", "tools-0"} <= names, names
+    assert {"router", "orchestrator", "llm-0", "llm-1", "memory", "tools-0"} <= names, names
     agents = [a for a in actors if a.name.startswith("agent/cluster-solver-")]
     assert len(agents) == 3, names
     on_workers = [a.name for a in agents if a.node_id != head.node_id]
@@ -395,9 +397,12 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
         time.sleep(0.5)
     down_s = time.monotonic() - down_started
 
+    pools = {a.name: a.node_id == head.node_id for a in actors if a.name.startswith("llm-")}
     note = (
         "2 nodes on one host over sshd (127.0.0.2, 127.0.0.3), fresh accounts, uv from PyPI; "
-        f"{len(on_workers)} of the job's 3 agents ran on the worker"
+        f"{len(on_workers)} of the job's 3 agents ran on the worker; pool replicas on the "
+        f"head: {sorted(n for n, on_head in pools.items() if on_head)}, on the worker: "
+        f"{sorted(n for n, on_head in pools.items() if not on_head)}"
     )
     for name, value in (("ray up (install + start + deploy)", up_s),
                         ("ray up -> /readyz 200", ready_s),

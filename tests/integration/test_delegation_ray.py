@@ -26,7 +26,7 @@ def wire(rt):
         models = {
             WIRE: runtime.OpenAICompatibleModel(base_url=server.base_url_openai, model="w"),
         }
-        ray.get(rt.actor("llm").configure.remote(models, operator=True))
+        ray.get(rt.actor("llm-0").configure.remote(models, operator=True))
         policy = TenantPolicy(inline_teams=True, models=(WIRE, "offline"),
                               tools=("delegate", "slow"))  # fmt: skip
         for tenant in ("deleg-a", "deleg-b"):
@@ -55,7 +55,7 @@ def _boss():
 
 
 def _spent(rt, account):
-    return ray.get(rt.actor("llm").spent.remote(account)).tokens
+    return ray.get(rt.actor("llm-0").spent.remote(account)).tokens
 
 
 def _tool_texts(request):
@@ -152,7 +152,7 @@ def test_cancelling_the_job_stops_the_delegated_work_at_the_other_agent(rt, wire
 
     def in_its_tool():
         in_flight = rt.router_stats().in_flight
-        return wire.request_count == 2 and not in_flight.get("llm") and in_flight.get(name) == 1
+        return wire.request_count == 2 and not in_flight.get("llm-0") and in_flight.get(name) == 1
 
     _poll(in_its_tool)  # the agent asked has its answer from the model, and runs the tool
     assert job.cancel() is True

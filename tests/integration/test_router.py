@@ -13,6 +13,7 @@ from ray.util.state import list_actors
 import runtime
 from actors.ray_handles import RayRouterClient
 from protocols import (
+    LLM_POOL,
     AgentMessage,
     ErrorCode,
     ErrorPayload,
@@ -45,7 +46,7 @@ def test_named_actors_are_listed_in_the_troupe_namespace(rt):
             filters=[("ray_namespace", "=", "troupe"), ("state", "=", "ALIVE")],
         )
     }
-    assert {"router", "llm", "orchestrator", "agent/lister"} <= alive
+    assert {"router", "llm-0", "orchestrator", "agent/lister"} <= alive
 
 
 def test_unknown_recipient_is_dead_lettered_with_its_reason(rt):
@@ -72,7 +73,7 @@ def test_unknown_role_is_dead_lettered(rt):
 
 def test_expired_deadline_is_dead_lettered(rt):
     message = AgentMessage(
-        sender="driver", recipient="llm", deadline=time.time() - 1, payload=Event(name="late")
+        sender="driver", recipient=LLM_POOL, deadline=time.time() - 1, payload=Event(name="late")
     )
     reply = _request(rt, message)
 
@@ -119,7 +120,7 @@ def test_unknown_schema_version_is_a_typed_error(rt):
 def test_duplicate_request_runs_once_and_gets_the_same_reply(rt):
     asked = AgentMessage(
         sender="driver",
-        recipient="llm",
+        recipient=LLM_POOL,
         payload=LLMRequest(
             model="offline",
             messages=[{"role": "user", "content": "Ray is fast. What is Ray?"}],
@@ -139,7 +140,7 @@ def test_router_client_from_the_driver(rt):
     client = RayRouterClient(rt.actor("router"))
     message = AgentMessage(
         sender="driver",
-        recipient="llm",
+        recipient=LLM_POOL,
         payload=LLMRequest(
             model="offline",
             purpose="plan",

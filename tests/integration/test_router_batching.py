@@ -8,7 +8,7 @@ import ray
 
 from actors.endpoint import TakesBatches, serve_envelope
 from actors.ray_handles import RayRouterClient
-from protocols import AgentMessage, ChatMessage, Event, LLMRequest, LLMResponse
+from protocols import LLM_POOL, AgentMessage, ChatMessage, Event, LLMRequest, LLMResponse
 
 
 @ray.remote(num_cpus=0)
@@ -24,7 +24,7 @@ class Burst:
                 model="default", messages=(ChatMessage(role="user", content=f"Say {i}."),)
             )
             reply = await self._client.request(
-                AgentMessage(sender="burst", recipient="llm", payload=request)
+                AgentMessage(sender="burst", recipient=LLM_POOL, payload=request)
             )
             return reply.payload
 

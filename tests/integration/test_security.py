@@ -143,7 +143,7 @@ def _state_rows(postgres):
     """Every row of every table of the session's state store, as text."""
     url = postgres.url(SESSION_DATABASE)
     tables = postgres.sql(url, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-    assert {"jobs", "subtasks", "spent", "usage", "calls", "grants"} <= {t for (t,) in tables}
+    assert {"jobs", "subtasks", "spent", "usage_rows", "calls", "grants"} <= {t for (t,) in tables}
     return [
         repr(row)
         for (table,) in tables

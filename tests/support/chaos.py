@@ -61,7 +61,7 @@ KINDS: Final[tuple[Kind, ...]] = ("agent", "router", "sandbox", "memory", "llm",
 SYSTEM_ACTORS: Final = {
     "router": ("router",),
     "memory": ("memory",),
-    "llm": ("llm",),
+    "llm": ("llm-0",),
     "orchestrator": ("orchestrator",),
 }
 Status = Literal["completed", "failed_typed", "wrong_answer", "hung", "untyped_error"]
@@ -431,14 +431,14 @@ def wait_healthy(
     probes: list[tuple[str, str, tuple[Any, ...]]] = [
         ("router", "stats", ()),
         ("orchestrator", "jobs", ()),
-        ("llm", "unservable", ()),
+        ("llm-0", "unservable", ()),
         ("memory", "count", ("default",)),
         *((f"tools-{n}", "find", ()) for n in range(sandboxes)),
         *((f"agent/{a}", "registration", ()) for a in agents),
     ]
     for name, method, args in probes:
         _poll(functools.partial(get, name, method, *args), deadline)
-    expected = {"llm", "orchestrator", "memory", *(f"tools-{n}" for n in range(sandboxes))}
+    expected = {"llm-0", "orchestrator", "memory", *(f"tools-{n}" for n in range(sandboxes))}
     expected |= set(agents)
     while True:
         registered = set(_poll(rt.router_stats, deadline).registered)

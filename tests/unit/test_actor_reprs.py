@@ -30,7 +30,8 @@ def test_the_system_actors_say_what_they_serve(tmp_path):
         "Router(one shard, hop limit 8, keeps 10000 dead letters)"
     )
     assert repr(pool) == (
-        "LLMAdapterPool(one replica, 11 alias(es): default, m0, m1, m2, m3, m4, m5, m6 and 3 more)"
+        "LLMAdapterPool(replica 0 of 1, 11 alias(es): "
+        "default, m0, m1, m2, m3, m4, m5, m6 and 3 more)"
     )
     assert repr(sandbox) == (
         "ToolSandbox(tools-1: calculator, file_read, file_write, http_get, python; "

@@ -63,7 +63,7 @@ async def rig(spec: AgentSpec | None = None, pool: LLMAdapterPool | None = None,
     client = LocalRouterClient(router)
     pool = pool or LLMAdapterPool(models)
     llm = Tap(pool)
-    await router.register("llm", llm)
+    await router.register("llm-0", llm, ["llm"])
     sandbox = await in_process_sandbox()
     await router.register("tools-0", sandbox, ["tools"])
     agent = AgentActor(spec, client, await sandbox.grant(spec.name, spec.tools))
@@ -410,7 +410,7 @@ def test_a_model_call_to_a_restarting_pool_is_delivered_again_within_bounds(
     async def main():
         r = await rig(m=scripted(ScriptedTurn(text="the answer")))
         flaky = Restarting(r.llm, outages, what="the llm pool")
-        await r.router.register("llm", flaky)
+        await r.router.register("llm-0", flaky, ["llm"])
         reply = await r.ask(task())
         return flaky.refused, reply.payload, len(r.requests())
 

@@ -3,11 +3,19 @@
 from wiring import InProcessProvisioner, run, started
 
 from actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
-from protocols import AgentMessage, AgentSpec, ErrorCode, RecipientUnavailable, TeamSpec
+from protocols import (
+    LLM_POOL,
+    AgentMessage,
+    AgentSpec,
+    ErrorCode,
+    RecipientUnavailable,
+    TeamSpec,
+)
 
 
 class RouterDownForRoles:
-    """A router client whose router is unreachable for the first ``failures`` dispatches."""
+    """A router client whose router is unreachable for the first ``failures`` dispatches
+    (to agents' roles; the model calls of the pool's role go through)."""
 
     def __init__(self, inner: LocalRouterClient, failures: int) -> None:
         self.inner = inner
@@ -15,7 +23,8 @@ class RouterDownForRoles:
         self.refused: list[AgentMessage] = []
 
     async def request(self, message: AgentMessage, /) -> AgentMessage:
-        if message.recipient.startswith("role:") and len(self.refused) < self.failures:
+        dispatch = message.recipient.startswith("role:") and message.recipient != LLM_POOL
+        if dispatch and len(self.refused) < self.failures:
             self.refused.append(message)
             raise RecipientUnavailable("router is unavailable: restarting")
         return await self.inner.request(message)
@@ -28,7 +37,7 @@ async def troupe_with(failures: int) -> tuple[Orchestrator, RouterDownForRoles]:
     router = MessageRouter()
     inner = LocalRouterClient(router)
     pool = LLMAdapterPool()
-    await router.register("llm", pool)
+    await router.register("llm-0", pool, ["llm"])
     flaky = RouterDownForRoles(inner, failures)
     provisioner = InProcessProvisioner(router, pool, inner)
     return (await started(Orchestrator(flaky, provisioner, max_attempts=3))), flaky

@@ -81,7 +81,7 @@ async def rig(model: ScriptedModel, probe: Probe | None = None, **limits: object
     router = MessageRouter()
     client = LocalRouterClient(router)
     llm = Tap(LLMAdapterPool({"m": model}))
-    await router.register("llm", llm)
+    await router.register("llm-0", llm, ["llm"])
     sandbox = await in_process_sandbox()
     sandbox.register(PROBE, probe)
     await router.register("tools-0", sandbox, ["tools"])

@@ -47,7 +47,7 @@ async def life(root, turns, paid, allowed):
     router = MessageRouter()
     client = LocalRouterClient(router)
     pool = GatedPool(await started(LLMAdapterPool({"m": ScriptedModel(turns=turns)})), allowed)
-    await router.register("llm", pool)
+    await router.register("llm-0", pool, ["llm"])
     sandbox = await in_process_sandbox(client, root=root)
     sandbox.register(PAY, pay)
     await router.register("tools-0", sandbox, ["tools"])

@@ -14,7 +14,7 @@ async def system(journal, allowed):
     router = MessageRouter()
     client = LocalRouterClient(router)
     pool = GatedPool(LLMAdapterPool(), allowed)
-    await router.register("llm", pool)
+    await router.register("llm-0", pool, ["llm"])
     provisioner = InProcessProvisioner(
         router, pool.pool, client, sandbox=await in_process_sandbox()
     )

@@ -26,6 +26,7 @@ from protocols import (
     ApprovalDecision,
     ApprovalRequest,
     Budget,
+    BudgetExceeded,
     ConfigError,
     ImagePart,
     JobResult,
@@ -152,18 +153,87 @@ def test_teams_policies_and_inline_teams_outlive_the_journal(state_at, keep):
 
 
 def test_spend_adds_up_per_account_and_open_holds_are_booked_by_the_next_pool(state_at, keep):
-    state = keep(PoolState(state_at("llm")))
+    state = keep(PoolState(state_at("llm"), replica="llm-0"))
     call = Reservation(id="r1", keys=("job:j1", "tenant:acme"), tokens=100, usd=0.5)
     state.hold(call)
+    assert state.account("tenant:acme") == (Spend(0, 0.0), Spend(100, 0.5))
     state.settle(call, tokens=40, usd=0.25)
-    state.settle(Reservation(id="r2", keys=("tenant:acme",), tokens=9, usd=0.0), 10, 0.125)
+    state.settle(call, tokens=40, usd=0.25)  # settled already: nothing more
+    second = Reservation(id="r2", keys=("tenant:acme",), tokens=9, usd=0.0)
+    state.hold(second)
+    state.settle(second, 10, 0.125)
     state.hold(Reservation(id="dead", keys=("tenant:acme",), tokens=1000, usd=2.0))
     state.close()
 
-    restarted = keep(PoolState(state_at("llm")))  # the dead pool's hold is booked in full, once
+    restarted = keep(PoolState(state_at("llm"), replica="llm-0"))
+    assert restarted.recover() == 1  # the dead pool's hold is booked in full, once
+    assert restarted.recover() == 0
     expected = {"job:j1": Spend(40, 0.25), "tenant:acme": Spend(1050, 2.375)}
     assert restarted.spent() == expected
-    assert restarted.spent() == expected
+    assert restarted.account("tenant:acme") == (Spend(1050, 2.375), Spend(0, 0.0))
+
+
+def test_a_replica_books_its_own_holds_and_replica_0_those_of_replicas_gone(state_at, keep):
+    location = state_at("llm")
+    for owner in ("llm-0", "llm-1", "llm-5", ""):  # llm-5: scaled away; "": before replicas
+        held = keep(PoolState(location, replica=owner))
+        held.hold(Reservation(id=f"h-{owner}", keys=("tenant:t",), tokens=10, usd=0.0))
+    assert keep(PoolState(location, replica="llm-1")).recover() == 1
+    assert keep(PoolState(location, replica="llm-0")).recover(live=["llm-0", "llm-1"]) == 3
+    assert keep(PoolState(location)).account("tenant:t") == (Spend(40, 0.0), Spend(0, 0.0))
+
+
+def test_a_limit_holds_however_many_replicas_reserve_at_once(state_at, keep):
+    """8 replicas (connections) race for one tenant's 1,000 tokens, 10 at a time."""
+    location = state_at("llm")
+    limit = {"tenant:t": Budget(tokens=1000, usd=1.0), "job:j": None}
+    replicas = [keep(PoolState(location, replica=f"llm-{n}")) for n in range(8)]
+    start = threading.Barrier(len(replicas))
+    taken: list[list[Reservation]] = [[] for _ in replicas]
+    refused: list[BaseException] = []
+
+    def race(n: int) -> None:
+        start.wait()
+        for i in range(200):  # more than fit: each stops at its first refusal
+            call = Reservation(id=f"{n}-{i}", keys=("tenant:t", "job:j"), tokens=10, usd=0.004)
+            try:
+                replicas[n].hold(call, limit)
+            except BudgetExceeded as exc:
+                refused.append(exc)
+                return
+            taken[n].append(call)
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in range(len(replicas))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    held = [call for calls in taken for call in calls]
+    # tokens allow 100 holds, dollars 250: the token limit binds, exactly
+    assert len(held) == 100, len(held)
+    assert len(refused) == len(replicas)
+    assert "tenant:t token budget" in str(refused[0])
+    assert replicas[0].account("tenant:t") == (Spend(0, 0.0), Spend(1000, pytest.approx(0.4)))
+    for n, calls in enumerate(taken):
+        for call in calls:
+            replicas[n].settle(call, tokens=7, usd=0.001)
+    spent, still = replicas[0].account("tenant:t")
+    assert (spent.tokens, still.tokens) == (700, 0)
+    assert replicas[0].account("job:j")[0].tokens == 700
+
+
+def test_usage_rows_of_replicas_add_up(state_at, keep):
+    location = state_at("llm")
+    row = UsageRow(job_id="j1", agent="ada", model="m", deployment="d", provider="p", calls=2,
+                   prompt_tokens=10, completion_tokens=5, cost_usd=0.5)  # fmt: skip
+    keep(PoolState(location, replica="llm-0")).book(row)
+    keep(PoolState(location, replica="llm-1")).book(row.model_copy(update={"calls": 1}))
+    keep(PoolState(location, replica="llm-1")).book(row.model_copy(update={"job_id": "j2"}))
+    state = keep(PoolState(location))
+    (both,) = state.usage(job_id="j1")
+    assert (both.calls, both.prompt_tokens, both.cost_usd) == (3, 20, 1.0)
+    assert [r.calls for r in state.usage(replica="llm-0")] == [2]
+    assert len(state.usage()) == 2
 
 
 def test_a_usage_row_replaces_its_last_for_the_same_job_agent_and_model(state_at, keep):

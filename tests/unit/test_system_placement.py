@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from actors.spawn import HEAD_NODE, _placed, least_loaded_node
+from actors.spawn import HEAD_NODE, _placed, _spread, least_loaded_node
 from actors.state import checked_state_url
 from actors.system_config import PlacementConfig
 from actors.tools.config import ToolsConfig
@@ -89,3 +89,15 @@ def test_a_team_of_three_lands_on_both_nodes_of_a_two_node_cluster():
         assert chosen is not None
         load[chosen] = load.get(chosen, 0) + 1
     assert load == {"head": 2, "worker": 1}
+
+
+def test_pool_replicas_spread_over_the_nodes_unless_pinned_to_the_head():
+    free = _placed("llm-1", local_files=False, system_resources=None)
+    kinds = {"llm": {"troupe_llm": 1.0}}
+    assert free["name"] == "llm-1"
+    assert _spread(free, 2)["scheduling_strategy"] == "SPREAD"
+    assert "scheduling_strategy" not in _spread(free, 1)
+    sized = _placed("llm-1", local_files=False, system_resources=None, actor_resources=kinds)
+    assert _spread(sized, 3) == {**sized, "scheduling_strategy": "SPREAD"}  # resources kept
+    pinned = _placed("llm-1", local_files=True, system_resources=None)
+    assert "scheduling_strategy" not in _spread(pinned, 2)  # its ledger is a file on the head

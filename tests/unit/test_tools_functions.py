@@ -420,7 +420,7 @@ def test_agents_call_a_function_tool_through_the_router_in_a_job(tmp_path):
         pool = LLMAdapterPool()
         llm = Tap(pool)
         sandbox = await started(ToolSandbox(config(tmp_path, add=f"{HERE}:add"), router=client))
-        await router.register("llm", llm)
+        await router.register("llm-0", llm, ["llm"])
         await router.register("tools-0", sandbox, ["tools"])
         orchestrator = await started(
             Orchestrator(client, InProcessProvisioner(router, pool, client, sandbox=sandbox))

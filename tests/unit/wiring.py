@@ -334,7 +334,7 @@ async def build_troupe(
     client = LocalRouterClient(router)
     pool = pool or await started(LLMAdapterPool(models))
     llm = Tap(pool)
-    await router.register("llm", llm)
+    await router.register("llm-0", llm, ["llm"])
     provisioner = InProcessProvisioner(router, pool, client, wrap)
     provisioner.sandbox = await in_process_sandbox(client, tools_root)
     await router.register("tools-0", provisioner.sandbox, ["tools"])
