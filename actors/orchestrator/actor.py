@@ -190,7 +190,15 @@ class Orchestrator:
             ConfigError: no team and no intent configuration, or a target not in ``teams``.
             TeamNotFound: ``team`` names no registered team.
             PlanError: the classifier's answer names no target.
+            InvalidInput: the task or a text attachment holds a NUL character.
         """
+        full_task = with_files(task, tuple(attachments))
+        if "\x00" in full_task:  # PostgreSQL keeps no NUL in text: refused before anything
+            raise InvalidInput(
+                "the task (or a text attachment) contains a NUL character (U+0000), which "
+                "the job's journal cannot keep: remove it",
+                field="task",
+            )
         job_id = f"job-{new_id()[:16]}"
         route = None
         registered = isinstance(team, str)
@@ -214,7 +222,7 @@ class Orchestrator:
             budget = admit_budget(budget, team, policy_name, policy)
             if not registered:
                 await self._inline.use(tenant, team, policy_name, policy, self._running_teams())
-        task = with_files(task, tuple(attachments))
+        task = full_task
         images = tuple(image for a in attachments if (image := a.image()) is not None)
         job = Job(
             id=job_id,

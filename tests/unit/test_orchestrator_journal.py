@@ -1,10 +1,11 @@
 """The journal and resuming: a new orchestrator picks up where a dead one stopped."""
 
+import pytest
 from wiring import GatedPool, InProcessProvisioner, in_process_sandbox, run, started
 
 from actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
 from actors.orchestrator.journal import Journal
-from protocols import AgentSpec, TeamSpec
+from protocols import AgentSpec, Attachment, InvalidInput, TeamSpec
 
 TEAM = TeamSpec(name="j", agents=(AgentSpec(name="solo", role="w"),), max_parallel=1)
 TASK = "- first thing.\n- second thing.\n- third thing."
@@ -62,3 +63,18 @@ def test_a_finished_job_is_known_after_a_restart(tmp_path):
     job_id, result = run(life())
     status, again = run(later(job_id))
     assert (status, again) == ("succeeded", result)
+
+
+def test_a_task_holding_a_nul_is_refused_before_anything_starts(tmp_path):
+    """PostgreSQL keeps no NUL in text; the journal would fail half way: refused at once."""
+
+    async def main():
+        orchestrator, pool = await system(Journal(tmp_path / "journal.sqlite"), allowed=99)
+        text = Attachment(name="a.txt", media_type="text/plain", data_b64="YQBi")  # "a\0b"
+        for task, attachments in (("say\x00hi", ()), ("Summarize a.txt.", (text,))):
+            with pytest.raises(InvalidInput, match="NUL character"):
+                await orchestrator.submit(task, TEAM, attachments=attachments)
+        assert not await orchestrator.jobs()
+        assert pool.work == []
+
+    run(main())
