@@ -245,7 +245,7 @@ def _state_rows(services: dict[str, str], job_id: str) -> dict[str, int]:
         return {
             "finished job": count("SELECT count(*) FROM jobs WHERE id = %s AND result IS NOT NULL"),
             "subtasks": count("SELECT count(*) FROM subtasks WHERE job_id = %s"),
-            "usage rows": count("SELECT count(*) FROM usage WHERE job_id = %s"),
+            "usage rows": count("SELECT count(*) FROM usage_rows WHERE job_id = %s"),
             "grants": conn.execute("SELECT count(*) FROM grants").fetchone()[0],
         }
 
