@@ -22,6 +22,7 @@ from pathlib import Path
 
 import ray
 
+from actors.lifecycle import with_lifecycle
 from actors.memory.config import MemoryConfig
 from actors.memory.embeddings import EmbeddingKind, embedding_function
 from actors.memory.store import MemoryStore
@@ -92,7 +93,7 @@ def _ray_floor(calls: int) -> float:
 def _actor(
     root: Path, kind: EmbeddingKind, texts: list[str], batch: int, queries: list[str]
 ) -> tuple[float, float, float]:
-    remote = ray.remote(MemoryStore).options(num_cpus=0, max_concurrency=64)
+    remote = ray.remote(with_lifecycle(MemoryStore)).options(num_cpus=0, max_concurrency=64)
     store = remote.remote(MemoryConfig(path=root, embedding=kind))
     ray.get(store.count.remote("bench"))  # start it and open Chroma before timing
     start = time.perf_counter()

@@ -72,6 +72,43 @@ def test_first_requests_arriving_together_share_one_client(store):
     assert len(ask(store, "acme", "staging host", k=5)) == 3
 
 
+def test_queries_arriving_together_are_one_chroma_call_each_with_its_own_answer(store):
+    facts = {
+        "host": "The staging database runs on host db-two.",
+        "lunch": "Lunch is served at noon on Fridays.",
+        "deploy": "Deploys happen every Tuesday after review.",
+    }
+    run(store.write_many("acme", [MemoryWrite(text=t) for t in facts.values()]))
+    run(store.write("globex", MemoryWrite(text="Globex ships on Tuesdays.")))
+    collection = run(store._collection("acme"))
+    calls = []
+    real = type(collection).query
+
+    def counted(self, *args, **kwargs):
+        calls.append(len(kwargs["query_texts"]))
+        return real(self, *args, **kwargs)
+
+    async def together():
+        questions = [
+            store.query("acme", MemoryQuery(query="which host runs the staging database", k=1)),
+            store.query("acme", MemoryQuery(query="when is lunch served", k=1)),
+            store.query("acme", MemoryQuery(query="how often do deploys happen", k=1)),
+            store.query("acme", MemoryQuery(query="staging", k=1, tags=("x",))),  # its own call
+            store.query("globex", MemoryQuery(query="ships", k=1)),  # another collection
+        ]
+        return await asyncio.gather(*questions)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(type(collection), "query", counted)
+        host, lunch, deploy, tagged, other = run(together())
+    assert sorted(calls) == [1, 1, 3]  # three alike in one call; another filter, another tenant
+    assert [h.text for h in host.hits] == [facts["host"]]
+    assert [h.text for h in lunch.hits] == [facts["lunch"]]
+    assert [h.text for h in deploy.hits] == [facts["deploy"]]
+    assert tagged.hits == ()
+    assert [h.text for h in other.hits] == ["Globex ships on Tuesdays."]
+
+
 def test_tenants_never_see_each_other(store):
     run(store.write("acme", MemoryWrite(text="Acme's secret recipe uses cardamom.")))
     run(store.write("globex", MemoryWrite(text="Globex ships on Tuesdays.")))
