@@ -163,9 +163,17 @@ class RayPoolPeers:
     def __init__(self, me: int, replicas: int) -> None:
         self._me, self._replicas = me, replicas
         self._background: set[asyncio.Future[Any]] = set()
+        self._handles: dict[str, Any] = {}
+        """Looked up once: a handle stays valid through its actor's restarts."""
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (RayPoolPeers, (self._me, self._replicas))
+
+    async def _handle(self, name: str) -> Any:
+        if name not in self._handles:  # asks the GCS: off the event loop
+            found = await asyncio.to_thread(ray.get_actor, name, namespace=NAMESPACE)
+            self._handles[name] = found
+        return self._handles[name]
 
     def _names(self) -> list[str]:
         return [f"llm-{n}" for n in range(self._replicas) if n != self._me]
@@ -173,8 +181,7 @@ class RayPoolPeers:
     async def _each(self, call: Callable[[Any], Any], *, within_s: float = 20.0) -> list[Any]:
         async def one(name: str) -> Any:
             async def attempt() -> Any:
-                handle = await asyncio.to_thread(ray.get_actor, name, namespace=NAMESPACE)
-                return await call(handle)
+                return await call(await self._handle(name))
 
             try:
                 return await through_restarts(attempt, within_s=within_s)
@@ -204,7 +211,7 @@ class RayPoolPeers:
         """``llm-0``'s reply to ``message`` (a scripted model only it plays)."""
 
         async def attempt() -> AgentMessage:
-            handle = await asyncio.to_thread(ray.get_actor, "llm-0", namespace=NAMESPACE)
+            handle = await self._handle("llm-0")
             data: bytes = await _call(handle.receive, encode(message))
             return decode(data)
 
@@ -214,7 +221,7 @@ class RayPoolPeers:
         """``llm-0``'s answer to ``request`` (a scripted model only it plays)."""
 
         async def attempt() -> Any:
-            handle = await asyncio.to_thread(ray.get_actor, "llm-0", namespace=NAMESPACE)
+            handle = await self._handle("llm-0")
             try:
                 return await handle.complete.remote(request, context)
             except RayTaskError as exc:

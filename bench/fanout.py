@@ -43,6 +43,7 @@ import ray
 from _common import Curve, Figure, Section, machine, main, median
 
 import runtime
+from protocols import ModelSpec
 
 LATENCY_S = 0.5
 FANOUT_NS = (1, 8, 32, 128)
@@ -293,6 +294,25 @@ def _overhead(
     return figures, curve, notes
 
 
+def connect(
+    root: Path, llm: dict[str, ModelSpec], llm_config: runtime.LLMConfig | None = None
+) -> runtime.Runtime:
+    """A fresh local Ray of 2 CPUs serving ``llm``, its state and memories under ``root``."""
+    return runtime.connect(
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_level="warning",
+        llm=llm,
+        llm_config=llm_config,
+        journal=root / "journal.sqlite",
+        memory_config=runtime.MemoryConfig(path=root / "memory", embedding="hashing"),
+        tools_config=runtime.ToolsConfig(
+            sandboxes=1, state_dir=root / "state", scratch_root=root / "scratch"
+        ),
+    )
+
+
 def run(quick: bool) -> Section:
     """Both measures on a local Ray of 2 CPUs; fewer repeats with ``quick``."""
     repeats = 2 if quick else 5
@@ -300,20 +320,12 @@ def run(quick: bool) -> Section:
     section = Section(title="Fan-out: efficiency and overhead per subtask")
     with tempfile.TemporaryDirectory(prefix="fanout-") as tmp:
         root = Path(tmp)
-        rt = runtime.connect(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            log_level="warning",
-            llm={
+        rt = connect(
+            root,
+            {
                 "slow": runtime.OfflineModel(latency_s=LATENCY_S),
                 "instant": runtime.OfflineModel(latency_s=0.0),
             },
-            journal=root / "journal.sqlite",
-            memory_config=runtime.MemoryConfig(path=root / "memory", embedding="hashing"),
-            tools_config=runtime.ToolsConfig(
-                sandboxes=1, state_dir=root / "state", scratch_root=root / "scratch"
-            ),
         )
         try:
             slow, instant = _team("fanout", "slow"), _team("overhead", "instant")

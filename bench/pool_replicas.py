@@ -17,7 +17,7 @@ import tempfile
 from pathlib import Path
 
 from _common import Figure, Section, machine, main, median
-from fanout import LATENCY_S, _actual, _capacity, _job, _team
+from fanout import LATENCY_S, _actual, _capacity, _job, _team, connect
 
 import runtime
 
@@ -36,18 +36,10 @@ def _measure(replicas: int, repeats: int) -> dict[int, float]:
     """Median actual seconds per N on a fresh Ray whose pool has ``replicas`` replicas."""
     with tempfile.TemporaryDirectory(prefix="replicas-") as tmp:
         root = Path(tmp)
-        rt = runtime.connect(
-            address="local",
-            num_cpus=2,
-            include_dashboard=False,
-            log_level="warning",
-            llm={"slow": runtime.OfflineModel(latency_s=LATENCY_S)},
-            llm_config=runtime.LLMConfig(replicas=replicas),
-            journal=root / "journal.sqlite",
-            memory_config=runtime.MemoryConfig(path=root / "memory", embedding="hashing"),
-            tools_config=runtime.ToolsConfig(
-                sandboxes=1, state_dir=root / "state", scratch_root=root / "scratch"
-            ),
+        rt = connect(
+            root,
+            {"slow": runtime.OfflineModel(latency_s=LATENCY_S)},
+            runtime.LLMConfig(replicas=replicas),
         )
         try:
             team = _team("replicas", "slow")

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol, TypeGuard, assert_never
+from typing import TypeGuard, assert_never
 
 import structlog
 
@@ -16,10 +15,12 @@ from actors.llm.budget import Ledger, Spend
 from actors.llm.config import LLMConfig
 from actors.llm.gateway import CallContext, Gateway
 from actors.llm.offline import OfflineProvider
+from actors.llm.peers import PoolPeers
 from actors.llm.pricing import Price, PriceTable
 from actors.llm.provider import DeltaSink, LLMProvider
 from actors.llm.scripted import ScriptedProvider
 from actors.llm.state import PoolState
+from actors.llm.streaming import DeltaForwarder
 from actors.llm.trust import ModelTrust
 from actors.outbound import Outbound
 from actors.telemetry import metrics
@@ -31,8 +32,6 @@ from protocols import (
     ConfigError,
     DeploymentSpec,
     JobCancelled,
-    LLMDelta,
-    LLMDeltas,
     LLMRequest,
     LLMResponse,
     ModelError,
@@ -47,6 +46,7 @@ from protocols import (
 )
 
 __all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "PoolPeers", "build_provider"]
+
 
 log = structlog.get_logger("raytroupe.llm")
 
@@ -87,36 +87,6 @@ def build_provider(spec: DeploymentSpec, *, outbound: Outbound | None = None) ->
                 outbound.sdk_http_client(anthropic.DefaultAsyncHttpxClient) if outbound else None
             )
             return AnthropicProvider(spec, http_client=client)
-
-
-class PoolPeers(Protocol):
-    """The other replicas of a pool, as one replica reaches them."""
-
-    async def configure(
-        self, models: Mapping[str, ModelSpec], *, replace: bool, operator: bool
-    ) -> None:
-        """Serve ``models`` on each (see :meth:`LLMAdapterPool.configure`)."""
-        ...
-
-    async def remove(self, alias: str) -> None:
-        """Stop serving ``alias`` on each."""
-        ...
-
-    async def cancel(self, job_id: str) -> int:
-        """Stop the job's calls on each; how many were stopped."""
-        ...
-
-    def cooled(self, deployment: str, wait_s: float) -> None:
-        """Tell each, without waiting, that ``deployment`` rests for ``wait_s``."""
-        ...
-
-    async def first(self, message: AgentMessage) -> AgentMessage:
-        """``llm-0``'s reply to the envelope ``message`` (a model only it serves)."""
-        ...
-
-    async def complete_first(self, request: LLMRequest, context: CallContext) -> LLMResponse:
-        """``llm-0``'s answer to ``request`` (a model only it serves)."""
-        ...
 
 
 class LLMAdapterPool(TakesBatches):
@@ -472,7 +442,7 @@ class LLMAdapterPool(TakesBatches):
         context = CallContext(job_id=message.job_id, tenant=message.tenant, agent=message.sender)
         forwarder = None
         if request.stream and self._router is not None and message.job_id is not None:
-            forwarder = _DeltaForwarder(self._router, message)
+            forwarder = DeltaForwarder(self._router, message)
         try:
             response = await self.complete(request, context, forwarder)
         finally:
@@ -555,47 +525,3 @@ class _Saved:
 
 def _row_key(row: UsageRow) -> tuple[str | None, str, str, str, str]:
     return (row.job_id, row.agent, row.model, row.deployment, row.provider)
-
-
-class _DeltaForwarder:
-    """Sends a call's deltas to the orchestrator as ``llm_delta`` events, batched, in order.
-
-    The provider never waits for the router: deltas queue up, and one task sends whatever
-    has queued as one event at a time, so events arrive in the order the deltas did.
-    """
-
-    def __init__(self, router: RouterClient, cause: AgentMessage) -> None:
-        self._router = router
-        self._cause = cause
-        self._queue: asyncio.Queue[LLMDelta] = asyncio.Queue()
-        self._task: asyncio.Task[None] | None = None
-
-    async def __call__(self, delta: LLMDelta) -> None:
-        self._queue.put_nowait(delta)
-        if self._task is None:
-            self._task = asyncio.create_task(self._drain())
-
-    async def flush(self) -> None:
-        """Wait until every queued delta was sent, then stop."""
-        if self._task is None:
-            return
-        await self._queue.join()
-        self._task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await self._task
-
-    async def _drain(self) -> None:
-        while True:
-            batch = [await self._queue.get()]
-            while not self._queue.empty():
-                batch.append(self._queue.get_nowait())
-            event = LLMDeltas(agent=self._cause.sender, deltas=tuple(batch))
-            try:
-                await self._router.request(
-                    self._cause.derive(sender="llm", recipient="orchestrator", payload=event)
-                )
-            except Exception as exc:  # noqa: BLE001 - a lost progress event must not fail the call
-                log.warning("delta_forward_failed", job_id=self._cause.job_id, error=repr(exc))
-            finally:
-                for _ in batch:
-                    self._queue.task_done()
