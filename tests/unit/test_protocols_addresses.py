@@ -13,7 +13,8 @@ from protocols import (
     ParsedAddress,
     parse_address,
 )
-from protocols.addresses import NAME_PATTERN
+from protocols.addresses import NAME_PATTERN, reserved
+from protocols.team import AgentSpec
 
 ADDRESS = TypeAdapter(Address)
 NAME = TypeAdapter(Name)
@@ -166,3 +167,17 @@ def test_parse_address_rejects_trailing_newline(address):
         ADDRESS.validate_python(address)
     with pytest.raises(InvalidAddress, match="invalid address"):
         parse_address(address)
+
+
+@pytest.mark.parametrize("name", ["tools-0", "tools-17", "llm-0", "llm-3", "router", "llm"])
+def test_an_agent_cannot_take_a_system_actors_name(name):
+    """An inline team's agent named tools-0 would replace the sandbox's router registration."""
+    assert reserved(name)
+    with pytest.raises(ValidationError, match="reserved for a system actor"):
+        AgentSpec(name=name, role="worker")
+
+
+@pytest.mark.parametrize("name", ["tools-x", "llm-0a", "my-tools-0", "llama-0", "tools"[:4]])
+def test_names_that_only_look_alike_stay_free(name):
+    assert not reserved(name)
+    assert AgentSpec(name=name, role="worker").name == name
