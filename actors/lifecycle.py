@@ -39,15 +39,19 @@ def with_lifecycle(cls: type[T]) -> type[T]:
 
     That is also when Ray makes it again after a crash, so a restarted actor starts the same
     way. Every public coroutine method waits for ``on_start`` to end first (and raises its
-    error if it failed); ``started()`` does only that, for the spawner to wait on.
+    error if it failed); ``started()`` does only that, for the spawner to wait on, and says
+    which Ray node the actor runs on (where it landed, to check its placement).
     """
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         cls.__init__(self, *args, **kwargs)
         self._lifecycle_start = asyncio.get_running_loop().create_task(self.on_start())
 
-    async def started(self: Any) -> None:
+    async def started(self: Any) -> str:
         await asyncio.shield(self._lifecycle_start)
+        import ray  # noqa: PLC0415 - only ever called through Ray
+
+        return str(ray.get_runtime_context().get_node_id())
 
     namespace: dict[str, Any] = {"__init__": init, "started": started, "__doc__": cls.__doc__}
     for name, member in inspect.getmembers(cls, inspect.iscoroutinefunction):

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import ray
+import structlog
 from ray.exceptions import RayActorError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -65,6 +66,13 @@ STOP_WAIT_S: Final = 5.0
 """How long an agent being retired gets for its ``on_stop``."""
 PROVISION_CHECK_S: Final = 5.0
 """How long a provisioned team's actors get to confirm they are still set up."""
+PLACE_TRIES: Final = 4
+"""How many times a new agent is made on the node chosen for it before it stays elsewhere."""
+PLACE_RETRY_S: Final = 1.0
+"""The pause before making it again (Ray falls back to the local node while its raylet has
+not yet heard of a node that joined the cluster)."""
+
+log = structlog.get_logger("raytroupe.ray")
 
 
 def agent_actor_name(name: str) -> str:
@@ -209,25 +217,22 @@ class RayTeamProvisioner:
         expected = [[team_role(team.name, spec.role)] for spec in team.agents]
         return bool(serves[0]) and list(serves[1:]) == expected
 
-    def _place(self, spec: AgentSpec, nodes: Sequence[Mapping[str, Any]]) -> Any:
-        """Where a new agent goes: the least loaded node, softly (it moves if the node dies).
+    def _place(self, spec: AgentSpec, nodes: Sequence[Mapping[str, Any]]) -> str | None:
+        """The node a new agent goes to: the least loaded one.
+
+        None if the agent exists already, or if no node has the CPUs it asks for.
 
         Ray would pack 0-CPU actors onto this node, and its SPREAD strategy is best effort
         (seen putting all of a team's agents on the head of a two-node cluster).
         """
         if spec.name in self._agents:  # exists: get_if_exists keeps it where it is
-            return "DEFAULT"
+            return None
         node = least_loaded_node(nodes, Counter(self._nodes.values()), spec.num_cpus)
-        if node is None:
-            return "SPREAD"
-        self._nodes[spec.name] = node
-        return NodeAffinitySchedulingStrategy(node_id=node, soft=True)
+        if node is not None:
+            self._nodes[spec.name] = node
+        return node
 
-    async def _ensure(self, team: TeamSpec, spec: AgentSpec, strategy: Any) -> None:
-        options = _options(
-            agent_actor_name(spec.name), num_cpus=spec.num_cpus, max_restarts=AGENT_RESTARTS
-        )
-        options["scheduling_strategy"] = strategy
+    async def _ensure(self, team: TeamSpec, spec: AgentSpec, node: str | None) -> None:
         # every sandbox learns the agent's allow-list; the agent only learns the tools' specs
         granted = await asyncio.gather(
             *(
@@ -236,17 +241,68 @@ class RayTeamProvisioner:
             )
         )
         tools = granted[0]
-        router = RayRouterClient(self._router)
-        store = GcsRestartStore(agent_actor_name(spec.name))
-        handle = (
-            _remote(AgentActor)
-            .options(**options)
-            .remote(spec, router, tools, restart_store=store, team=team.name)
-        )
         roles = [team_role(team.name, spec.role)]
-        await handle.configure.remote(spec, tools, roles)
+        if node is not None and not await asyncio.to_thread(_exists, agent_actor_name(spec.name)):
+            handle = await self._spawn_on(team, spec, tools, node)
+            await handle.configure.remote(spec, tools, roles)
+        else:  # there already (kept where it is), or no node is big enough: Ray waits for one
+            handle = self._spawn(team, spec, tools, "SPREAD")
+            landed, _ = await asyncio.gather(
+                handle.started.remote(), handle.configure.remote(spec, tools, roles)
+            )
+            self._nodes[spec.name] = landed
         await through_restarts(lambda: self._router.register.remote(spec.name, handle, roles))
         self._agents[spec.name] = handle
+
+    async def _spawn_on(
+        self, team: TeamSpec, spec: AgentSpec, tools: Sequence[Any], node: str
+    ) -> Any:
+        """A new agent on ``node``, softly (it moves if the node dies).
+
+        Ray falls back to the local node when its raylet does not (yet) know ``node``, for a
+        while after the node joined: an agent that landed elsewhere while ``node`` is alive
+        is stopped and made again, a few times, before it is left where it is.
+        """
+        name = agent_actor_name(spec.name)
+        strategy = NodeAffinitySchedulingStrategy(node_id=node, soft=True)
+        for attempt in range(1, PLACE_TRIES + 1):
+            handle = self._spawn(team, spec, tools, strategy)
+            landed = await handle.started.remote()
+            if landed == node:
+                return handle
+            alive = await asyncio.to_thread(_alive_nodes)
+            log.warning(
+                "agent.placed_elsewhere",
+                agent=spec.name,
+                asked=node,
+                landed=landed,
+                asked_alive=node in alive,
+                attempt=attempt,
+            )
+            if node not in alive or attempt == PLACE_TRIES:
+                self._nodes[spec.name] = landed
+                return handle
+            ray.kill(handle, no_restart=True)
+            await _until_gone(name)
+            await asyncio.sleep(PLACE_RETRY_S)
+        raise AssertionError("unreachable")  # pragma: no cover - the loop returns
+
+    def _spawn(self, team: TeamSpec, spec: AgentSpec, tools: Sequence[Any], strategy: Any) -> Any:
+        options = _options(
+            agent_actor_name(spec.name), num_cpus=spec.num_cpus, max_restarts=AGENT_RESTARTS
+        )
+        options["scheduling_strategy"] = strategy
+        return (
+            _remote(AgentActor)
+            .options(**options)
+            .remote(
+                spec,
+                RayRouterClient(self._router),
+                tools,
+                restart_store=GcsRestartStore(agent_actor_name(spec.name)),
+                team=team.name,
+            )
+        )
 
     async def retire(self, agents: Sequence[str]) -> None:
         """Unregister the named agents from the router and stop their actors for good."""
@@ -267,6 +323,26 @@ class RayTeamProvisioner:
 
 async def _true() -> bool:
     return True
+
+
+def _exists(name: str) -> bool:
+    try:
+        ray.get_actor(name, namespace=NAMESPACE)
+    except ValueError:
+        return False
+    return True
+
+
+def _alive_nodes() -> set[str]:
+    return {str(n["NodeID"]) for n in ray.nodes() if n.get("Alive")}
+
+
+async def _until_gone(name: str, *, tries: int = 50) -> None:
+    """Until the killed actor ``name`` has given its name up (bounded: 50 x 0.1 s)."""
+    for _ in range(tries):
+        if not await asyncio.to_thread(_exists, name):
+            return
+        await asyncio.sleep(0.1)
 
 
 def _grant(sandbox: Any, spec: AgentSpec, peers: tuple[str, ...]) -> Any:

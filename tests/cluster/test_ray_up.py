@@ -27,6 +27,7 @@ Figures (time to ready, to restart, to down) are printed and recorded for RELIAB
 from __future__ import annotations
 
 import ast
+import contextlib
 import json
 import os
 import subprocess
@@ -225,6 +226,17 @@ def _restart(config: Path, env: dict[str, str], log: Path, nodes: Nodes, env_fil
     return restart_s
 
 
+def _placed_elsewhere(nodes: Nodes) -> list[str]:
+    """The provisioner's ``agent.placed_elsewhere`` lines in the nodes' Ray logs."""
+    found = []
+    for node in nodes.nodes:
+        for path in (node.ray_tmpdir / "ray" / "session_latest" / "logs").glob("worker-*"):
+            with contextlib.suppress(OSError):
+                found += [line for line in path.read_text(errors="replace").splitlines()
+                          if "agent.placed_elsewhere" in line]  # fmt: skip
+    return found
+
+
 def _services(node: Node) -> dict[str, str]:
     """What deployments/head_services.sh wrote on the head (``~/.troupe/services.env``)."""
     path = node.home / ".troupe" / "services.env"
@@ -377,6 +389,7 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
         f"every agent is on the head {head.node_id}: "
         f"{[(a.name, a.node_id, a.num_restarts) for a in actors]}; nodes: "
         f"{[(n.node_id, n.node_ip, n.state) for n in list_nodes(address=dashboard, detail=True)]}"
+        f"; placements redone: {_placed_elsewhere(nodes)}"
     )
 
     _assert_state_off_the_nodes(nodes, actors, str(job["id"]))
