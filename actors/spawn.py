@@ -30,10 +30,11 @@ from actors.ray_handles import (
     NAMESPACE,
     GcsRestartStore,
     RayPoolPeers,
-    RayRouterClient,
+    RouterShards,
     discover_troupe,
     ray_mailbox,
     restarted_actor,
+    router_shard_name,
     through_restarts,
     unwrap,
 )
@@ -110,7 +111,7 @@ def _placed(
     Raises:
         ConfigError: resources are given for a kind whose files pin it to the head.
     """
-    kind = name.split("-", 1)[0]  # tools-0 -> tools, llm-1 -> llm
+    kind = name.split("/", 1)[0]  # tools/0 -> tools, llm/1 -> llm, router/2 -> router
     own = (actor_resources or {}).get(kind)
     options = _options(name, max_restarts=SYSTEM_RESTARTS)
     if local_files:
@@ -176,8 +177,8 @@ class RayTeamProvisioner:
     and fails the check; sandboxes keep their grants across restarts).
     """
 
-    def __init__(self, router: Any, llm: Any, sandboxes: list[Any]) -> None:
-        self._router = router
+    def __init__(self, routers: RouterShards, llm: Any, sandboxes: list[Any]) -> None:
+        self._routers = routers
         self._llm = llm
         self._sandboxes = sandboxes
         self._provisioned: dict[str, TeamSpec] = {}
@@ -251,7 +252,7 @@ class RayTeamProvisioner:
                 handle.started.remote(), handle.configure.remote(spec, tools, roles)
             )
             self._nodes[spec.name] = landed
-        await through_restarts(lambda: self._router.register.remote(spec.name, handle, roles))
+        await self._routers.register(spec.name, handle, roles)
         self._agents[spec.name] = handle
 
     async def _spawn_on(
@@ -297,7 +298,7 @@ class RayTeamProvisioner:
             .options(**options)
             .remote(
                 spec,
-                RayRouterClient(self._router),
+                self._routers.client(),
                 tools,
                 restart_store=GcsRestartStore(agent_actor_name(spec.name)),
                 team=team.name,
@@ -311,7 +312,7 @@ class RayTeamProvisioner:
             self._agents.pop(name, None)
             self._nodes.pop(name, None)
             GcsRestartStore(agent_actor_name(name)).forget()
-            await through_restarts(functools.partial(self._router.unregister.remote, name))
+            await self._routers.unregister(name)
             try:
                 handle = ray.get_actor(agent_actor_name(name), namespace=NAMESPACE)
             except ValueError:  # never started, or gone already
@@ -353,11 +354,21 @@ def _grant(sandbox: Any, spec: AgentSpec, peers: tuple[str, ...]) -> Any:
 class SystemHandles:
     """Ray handles of the system actors."""
 
-    router: Any
+    routers: RouterShards
     llm: Any
     orchestrator: Any
     sandboxes: list[Any]
     memory: Any
+
+
+def _running_shards() -> int | None:
+    """How many shards the running router has (None: no router runs)."""
+    try:
+        first = ray.get_actor(router_shard_name(0), namespace=NAMESPACE)
+    except ValueError:
+        return None
+    shards: int = ray.get(first.shard.remote())[1]
+    return shards
 
 
 def cluster_addresses() -> list[str]:
@@ -378,6 +389,7 @@ def spawn_system(
     otel: bool = False,
     replace_models: bool = False,
     policies: Mapping[str, TenantPolicy] | None = None,
+    router_shards: int = 1,
 ) -> SystemHandles:
     """Start the system actors, or find the running ones, and wire them together.
 
@@ -397,7 +409,8 @@ def spawn_system(
     differently is a ``ConfigError`` unless ``replace_models`` (other drivers and tenants
     may be using it). With ``otel`` an orchestrator this call starts exports each job's
     trace to OpenTelemetry. ``policies`` (by tenant, ``*`` for the default) are set on the
-    orchestrator, started or found.
+    orchestrator, started or found. ``router_shards`` router actors (``router/0`` ..) share
+    the envelopes between them; a running router keeps its number of shards.
 
     Raises:
         ConfigError: the pool cannot serve its configuration, or ``models`` would replace
@@ -414,19 +427,32 @@ def spawn_system(
     placed = functools.partial(
         _placed, system_resources=system_resources, actor_resources=actor_resources
     )
-    router = (
-        _remote(MessageRouter)
-        .options(**placed("router", local_files=False))
-        .remote(mailbox_factory=ray_mailbox, discover=discover_troupe, restarted=restarted_actor)
+    running = _running_shards()
+    if running is not None and running != router_shards:
+        log.warning("router.shards_kept", running=running, asked=router_shards)
+    shards = running or router_shards
+    routers = RouterShards(
+        [
+            _remote(MessageRouter)
+            .options(**_spread(placed(router_shard_name(k), local_files=False), shards))
+            .remote(
+                mailbox_factory=ray_mailbox,
+                discover=discover_troupe,
+                restarted=restarted_actor,
+                shard=k,
+                shards=shards,
+            )
+            for k in range(shards)
+        ]
     )
     replicas = config.replicas if config is not None else 1
     pools = [
         _remote(LLMAdapterPool)
-        .options(**_spread(placed(f"llm-{n}", local_files=local_state), replicas))
+        .options(**_spread(placed(f"llm/{n}", local_files=local_state), replicas))
         .remote(
             dict(models or {}),
             config=config,
-            router=RayRouterClient(router),
+            router=routers.client(),
             restart_store=GcsRestartStore("llm"),  # one for all: each serves what all do
             state=state_url or journal.parent / "llm.sqlite",
             own_addresses=own,
@@ -442,32 +468,35 @@ def spawn_system(
     memory_actor = (
         _remote(MemoryStore)
         .options(**placed("memory", local_files=memory is None or memory.server is None))
-        .remote(memory, router=RayRouterClient(router))
+        .remote(memory, router=routers.client())
     )
 
     sandboxes = [
         _remote(ToolSandbox)
-        .options(**placed(f"tools-{n}", local_files=tools.state_url is None))
-        .remote(tools, name=f"tools-{n}", router=RayRouterClient(router), own_addresses=own)
+        .options(**placed(f"tools/{n}", local_files=tools.state_url is None))
+        .remote(tools, name=f"tools-{n}", router=routers.client(), own_addresses=own)
         for n in range(tools.sandboxes)
     ]
     orchestrator = (
         _remote(Orchestrator)
         .options(**placed("orchestrator", local_files=local_state))
         .remote(
-            RayRouterClient(router),
-            RayTeamProvisioner(router, llm, sandboxes),
+            routers.client(),
+            RayTeamProvisioner(routers, llm, sandboxes),
             journal=state_url or journal,
             otel=otel,
         )
     )
-    everyone = [router, *pools, memory_actor, orchestrator, *sandboxes]
+    everyone = [*routers.handles, *pools, memory_actor, orchestrator, *sandboxes]
+    registrations = [
+        *((f"llm-{n}", pool, ["llm"]) for n, pool in enumerate(pools)),
+        ("orchestrator", orchestrator, []),
+        ("memory", memory_actor, []),
+        *((f"tools-{n}", s, ["tools"]) for n, s in enumerate(sandboxes)),
+    ]
     pending = [
         *(actor.started.remote() for actor in everyone),  # a start-up failure shows here
-        *(router.register.remote(f"llm-{n}", pool, ["llm"]) for n, pool in enumerate(pools)),
-        router.register.remote("orchestrator", orchestrator, []),
-        router.register.remote("memory", memory_actor, []),
-        *(router.register.remote(f"tools-{n}", s, ["tools"]) for n, s in enumerate(sandboxes)),
+        *(r.register.remote(*entry) for r in routers.handles for entry in registrations),
     ]
     pending += [orchestrator.put_policy.remote(t, p) for t, p in (policies or {}).items()]
     if models:  # a pool that was running already: its aliases are others' too
@@ -484,7 +513,7 @@ def spawn_system(
             problems=problems,
         )
     return SystemHandles(
-        router=router,
+        routers=routers,
         llm=llm,
         orchestrator=orchestrator,
         sandboxes=sandboxes,

@@ -2,9 +2,10 @@
 
 A ``troupe.yaml`` holds the sections the system actors start with: ``llm`` (the pool),
 ``tools`` (the sandboxes), ``memory`` (the memory store), ``state`` (where durable records
-live), ``tracing`` and ``placement``. The Python driver (``runtime.connect(config=...)``),
-``troupe up --config``, the Serve application (``system_config`` in its args) and the cluster
-configs all take the same file; ``troupe config schema`` exports its JSON Schema for editors.
+live), ``tracing``, ``placement`` and ``scale`` (how many router shards). The Python
+driver (``runtime.connect(config=...)``), ``troupe up --config``, the Serve application
+(``system_config`` in its args) and the cluster configs all take the same file; ``troupe
+config schema`` exports its JSON Schema for editors.
 
 Operators' secrets and per-cluster addresses stay out of the file: ``state.url_env`` and
 ``memory.server_env`` name environment variables (``~/.troupe/env`` on a ``ray up`` cluster)
@@ -26,7 +27,13 @@ from actors.memory.config import MemoryConfig
 from actors.state.database import checked_state_url, state_url
 from actors.tools.config import ToolsConfig
 
-__all__ = ["PlacementConfig", "StateConfig", "SystemConfig", "TracingConfig"]
+__all__ = [
+    "PlacementConfig",
+    "ScaleConfig",
+    "StateConfig",
+    "SystemConfig",
+    "TracingConfig",
+]
 
 
 class StateConfig(BaseModel):
@@ -85,6 +92,24 @@ class TracingConfig(BaseModel):
     )
 
 
+class ScaleConfig(BaseModel):
+    """How many of the system actors that come in numbers run.
+
+    The LLM pool's replicas are ``llm.replicas``, the tool sandboxes ``tools.sandboxes``.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    router_shards: int = Field(
+        default=1,
+        ge=1,
+        le=64,
+        description="Router shards (actors router/0, router/1, ...): each routes the envelopes "
+        "of some recipients (and its share of role traffic) and holds the whole registry. "
+        "One per node of a cluster; a running router keeps its number.",
+    )
+
+
 SystemActor = Literal["router", "orchestrator", "llm", "memory", "tools"]
 
 
@@ -126,6 +151,7 @@ class SystemConfig(BaseModel):
     state: StateConfig = Field(default_factory=StateConfig)
     tracing: TracingConfig = Field(default_factory=TracingConfig)
     placement: PlacementConfig = Field(default_factory=PlacementConfig)
+    scale: ScaleConfig = Field(default_factory=ScaleConfig)
 
     @model_validator(mode="after")
     def _home(self) -> Self:

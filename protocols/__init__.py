@@ -12,6 +12,7 @@ from protocols.addresses import (
     ParsedAddress,
     parse_address,
     reserved,
+    router_shard,
 )
 from protocols.codec import SCHEMA_VERSION, decode, encode
 from protocols.envelope import AgentMessage, TraceContext, new_id
@@ -244,6 +245,7 @@ __all__ = [
     "new_span_id",
     "parse_address",
     "reserved",
+    "router_shard",
     "scoped_name",
     "team_role",
     "tenant_scope",

@@ -13,6 +13,7 @@ or digit, so that they are safe in Ray actor names (``agent/<name>``), logs and 
 from __future__ import annotations
 
 import re
+import zlib
 from enum import StrEnum
 from typing import Annotated, Final, NamedTuple
 
@@ -30,6 +31,7 @@ __all__ = [
     "ParsedAddress",
     "parse_address",
     "reserved",
+    "router_shard",
 ]
 
 NAME_PATTERN: Final = r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,63}"
@@ -45,7 +47,8 @@ SYSTEM_ADDRESSES: Final = frozenset({"router", "orchestrator", "llm", "driver", 
 """Addresses of system actors and the driver; agents may not take these names."""
 
 LLM_POOL: Final = "role:llm"
-"""Where model calls go: the least busy replica of the LLM pool (``llm-0``, ``llm-1``, ...)."""
+"""Where model calls go: the least busy replica of the LLM pool (addresses ``llm-0``,
+``llm-1``, ...: actors ``llm/0``, ``llm/1``, ...)."""
 
 _REPLICA_RE: Final = re.compile(r"(?:llm|tools)-[0-9]+")
 """Names of system actors that come in numbers: LLM pool replicas, tool sandboxes."""
@@ -54,6 +57,22 @@ _REPLICA_RE: Final = re.compile(r"(?:llm|tools)-[0-9]+")
 def reserved(name: str) -> bool:
     """Whether ``name`` belongs to a system actor (an agent taking it would replace it)."""
     return name in SYSTEM_ADDRESSES or _REPLICA_RE.fullmatch(name) is not None
+
+
+def router_shard(recipient: str, message_id: str, shards: int) -> int:
+    """Which of ``shards`` router shards routes the envelope ``message_id`` to ``recipient``.
+
+    A name or a topic goes by the address: one shard sees every envelope for it, so that
+    recipient's in-flight count, the order of its envelopes and their batching hold as with
+    one router. A role goes by the message id: role traffic (every model call goes to
+    ``role:llm``) spreads over the shards, and each shard balances its part over the role's
+    holders. Either way one envelope, sent again, meets the same shard and its memory of ids
+    (de-duplication stays exact). CRC-32, not ``hash()``: every process must agree.
+    """
+    if shards <= 1:
+        return 0
+    key = message_id if recipient.startswith("role:") else recipient
+    return zlib.crc32(key.encode()) % shards
 
 
 class AddressKind(StrEnum):

@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from actors.llm.gateway import RetryPolicy
     from actors.memory.config import MemoryConfig
     from actors.outbound import NetworkPolicy
+    from actors.system_config import ScaleConfig, SystemConfig
     from actors.tools.config import ToolsConfig
     from actors.tools.isolation import ResourceLimits
     from runtime.config import Team
@@ -106,9 +107,11 @@ __all__ = [
     "RetryPolicy",
     "RouteSpec",
     "Runtime",
+    "ScaleConfig",
     "ScriptedModel",
     "ScriptedTurn",
     "SubtaskResult",
+    "SystemConfig",
     "Team",
     "TeamNotFound",
     "TenantPolicy",
@@ -136,6 +139,8 @@ _HOMES = {
     "MemoryConfig": "actors.memory.config",
     "RetryPolicy": "actors.llm.gateway",
     "Runtime": "runtime.driver",
+    "ScaleConfig": "actors.system_config",
+    "SystemConfig": "actors.system_config",
     "Team": "runtime.config",
     "ToolsConfig": "actors.tools.config",
     "configure_logging": "runtime.logging",

@@ -65,7 +65,7 @@ class SystemClient:
     def __init__(self, handles: SystemHandles) -> None:
         self.handles = handles
         self._orchestrator = handles.orchestrator
-        self._router = handles.router
+        self._routers = handles.routers
         self._llm = handles.llm
         self._memory = handles.memory
 
@@ -85,6 +85,7 @@ class SystemClient:
         otel: bool = False,
         replace_models: bool = False,
         policies: Mapping[str, TenantPolicy] | None = None,
+        router_shards: int | None = None,
     ) -> SystemClient:
         """Find the running system actors (namespace ``troupe``) or start them (blocking).
 
@@ -104,6 +105,7 @@ class SystemClient:
             system_resources = system_resources or config.placement.system_resources or None
             actor_resources = actor_resources or dict(config.placement.actors.items()) or None
             otel = otel or config.tracing.otel
+            router_shards = router_shards or config.scale.router_shards
         handles = spawn_system(
             models,
             llm,
@@ -116,6 +118,7 @@ class SystemClient:
             otel=otel,
             replace_models=replace_models,
             policies=policies,
+            router_shards=router_shards or 1,
         )
         return cls(handles)
 
@@ -275,13 +278,13 @@ class SystemClient:
 
     async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """The router's newest dead letters, oldest first."""
-        result: list[DeadLetter] = await _call(self._router.dead_letters.remote(limit))
+        result: list[DeadLetter] = await _call(self._routers.dead_letters(limit))
         return result
 
     async def router_stats(self) -> RouterStats:
-        """The router's counters and registry."""
-        result: RouterStats = await _call(self._router.stats.remote())
-        return result
+        """The router's counters (its shards' added up) and registry."""
+        parts: list[RouterStats] = await _call(self._routers.stats())
+        return RouterStats.combined(parts)
 
     async def remember(self, tenant: str, memory: MemoryWrite) -> str:
         """Store a long-term memory of ``tenant``; its id."""
@@ -294,13 +297,13 @@ class SystemClient:
         return list(hits.hits)
 
     async def ready(self) -> dict[str, bool]:
-        """Whether the router, orchestrator and LLM pool each answer within a few seconds."""
+        """Whether the router's shards, the orchestrator and the LLM pool answer in seconds."""
         checks = {
-            "router": self._router.stats.remote(),
-            "orchestrator": self._orchestrator.jobs.remote(tenant="-"),
-            "llm": self._llm.unservable.remote(),
+            "router": [router.stats.remote() for router in self._routers.handles],
+            "orchestrator": [self._orchestrator.jobs.remote(tenant="-")],
+            "llm": [self._llm.unservable.remote()],
         }
-        answers = await asyncio.gather(*(_answers(ref) for ref in checks.values()))
+        answers = await asyncio.gather(*(_answers(refs) for refs in checks.values()))
         return dict(zip(checks, answers, strict=True))
 
 
@@ -319,9 +322,10 @@ async def _call(ref: Any) -> Any:
         raise RecipientUnavailable(f"a system actor is unavailable: {exc}") from None
 
 
-async def _answers(ref: Any) -> bool:
+async def _answers(refs: list[Any]) -> bool:
     try:
-        await asyncio.wait_for(asyncio.wrap_future(ref.future()), _READY_TIMEOUT_S)
+        waits = (asyncio.wrap_future(ref.future()) for ref in refs)
+        await asyncio.wait_for(asyncio.gather(*waits), _READY_TIMEOUT_S)
     except (TimeoutError, GetTimeoutError, RayActorError, RayTaskError):
         return False
     return True

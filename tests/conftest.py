@@ -56,6 +56,8 @@ def rt(tmp_path_factory, postgres):
         llm_config=llm,
         tools_config=tools,
         memory_config=memory,
+        # every envelope goes through one of two router shards, which share the registry
+        config=runtime.SystemConfig(scale=runtime.ScaleConfig(router_shards=2)),
         journal=root / "state" / "journal.sqlite",
         state_url=postgres.database(SESSION_DATABASE),
     )

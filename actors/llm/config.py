@@ -37,7 +37,7 @@ class LLMConfig(BaseModel):
         default=1,
         ge=1,
         le=64,
-        description="Pool replicas (actors llm-0, llm-1, ...): each serves calls, all share "
+        description="Pool replicas (actors llm/0, llm/1, ...): each serves calls, all share "
         "one budget ledger, and each deployment's rpm, tpm and max_concurrency are split "
         "between them, so that together they stay within the provider's quota.",
     )

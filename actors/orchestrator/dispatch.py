@@ -208,11 +208,16 @@ class Dispatcher:
         return result
 
     async def _gated(
-        self, job: Job, sub: PlannedSubtask, request: TaskRequest, span: str
+        self,
+        job: Job,
+        sub: PlannedSubtask,
+        request: TaskRequest,
+        span: str,
+        to: str | None = None,
     ) -> SubtaskResult:
         """Deliver; an output failing the subtask's schema goes back with its problems."""
         for retries in range(job.team.gate_retries + 1):
-            result = await self._deliver(job, sub, request, span)
+            result = await self._deliver(job, sub, request, span, to)
             result = result.model_copy(update={"gate_retries": retries})
             if result.status != "succeeded" or (sub.output_schema is None and not sub.required):
                 return result
@@ -236,11 +241,20 @@ class Dispatcher:
     ) -> SubtaskResult:
         """Ask ``redundancy`` agents at once; resolve their answers by the subtask's strategy.
 
-        An answer failed by its tools' host (``tool_infrastructure``) fails the subtask as it
-        is, whatever the others said: the operator must hear of it.
+        The candidates go to the role's agents by name, in turn, so that they come from as
+        many different agents as the role has: the router's balancing by load (per shard,
+        with several) does not promise that. An answer failed by its tools' host
+        (``tool_infrastructure``) fails the subtask as it is, whatever the others said: the
+        operator must hear of it.
         """
+        holders: list[str | None] = [
+            *sorted(a.name for a in job.team.agents if a.role == sub.role)
+        ] or [None]
         results = await asyncio.gather(
-            *(self._gated(job, sub, request, span) for _ in range(sub.redundancy))
+            *(
+                self._gated(job, sub, request, span, holders[n % len(holders)])
+                for n in range(sub.redundancy)
+            )
         )
         for result in results:  # the tools' host failed: no vote over the others may hide it
             if result.error is not None and result.error.code is ErrorCode.TOOL_INFRASTRUCTURE:
@@ -279,18 +293,23 @@ class Dispatcher:
         )
 
     async def _deliver(
-        self, job: Job, sub: PlannedSubtask, request: TaskRequest, span: str
+        self,
+        job: Job,
+        sub: PlannedSubtask,
+        request: TaskRequest,
+        span: str,
+        to: str | None = None,
     ) -> SubtaskResult:
-        """One answer from an agent of the role, dispatched again while its agent is gone.
+        """One answer from an agent of the role (or agent ``to``), sent again while it is gone.
 
         Each attempt is a span under ``span`` (the subtask's), with the agent's spans below it.
         """
         for attempt in range(1, self._max_attempts + 1):
             await emit(job, "subtask_started", sub.id, {"role": sub.role, "attempt": attempt})
-            role = team_role(job.team.name, sub.role)
+            recipient = to or f"role:{team_role(job.team.name, sub.role)}"
             timeout = sub.timeout_s or job.team.subtask_timeout_s
             deadline = None if timeout is None else time.time() + timeout
-            message = job_message(job, f"role:{role}", request, attempt=attempt, deadline=deadline)
+            message = job_message(job, recipient, request, attempt=attempt, deadline=deadline)
             started = time.time()
             answer: TaskResult | ErrorPayload
             try:
@@ -303,7 +322,7 @@ class Dispatcher:
                 job,
                 span,
                 attempt=attempt,
-                routed_to=f"role:{role}",
+                routed_to=recipient,
                 start=started,
                 end=time.time(),
                 agent=answered.agent if answered else None,

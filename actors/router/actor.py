@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable
+from collections import Counter, OrderedDict, deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +60,28 @@ class RouterStats(BaseModel):
     """Batches taken by ``request_many`` (``routed / batches``: envelopes per batch)."""
     registered: dict[str, list[str]]
     in_flight: dict[str, int]
+    shards: int = 1
+
+    @classmethod
+    def combined(cls, parts: Sequence[RouterStats]) -> RouterStats:
+        """The router's counters: its shards' added up (every shard holds the registry)."""
+        in_flight: Counter[str] = Counter()
+        for part in parts:
+            in_flight.update(part.in_flight)
+        registered: dict[str, list[str]] = {}
+        for part in parts:
+            for name, roles in part.registered.items():
+                registered.setdefault(name, roles)
+        return cls(
+            routed=sum(p.routed for p in parts),
+            delivered=sum(p.delivered for p in parts),
+            dead_lettered=sum(p.dead_lettered for p in parts),
+            duplicates=sum(p.duplicates for p in parts),
+            batches=sum(p.batches for p in parts),
+            registered=registered,
+            in_flight=dict(in_flight),
+            shards=sum(p.shards for p in parts),
+        )
 
 
 @dataclass
@@ -90,6 +112,8 @@ class MessageRouter:
         restarted: whether this router is a restart (under Ray, Ray says so). Only a restart
             keeps looking, for a while, for actors that were restarting with it: a router
             that starts fresh has nothing to catch up with.
+        shard: which shard of the router this is, of ``shards`` (the clients pick a shard
+            per envelope: :func:`~protocols.router_shard`). Each holds the whole registry.
     """
 
     def __init__(
@@ -101,7 +125,12 @@ class MessageRouter:
         dead_letter_limit: int = 10_000,
         discover: Discover | None = None,
         restarted: Callable[[], bool] = lambda: True,
+        shard: int = 0,
+        shards: int = 1,
     ) -> None:
+        if not 0 <= shard < shards:
+            raise ValueError(f"shard {shard} of {shards}")
+        self._shard, self._shards = shard, shards
         self._registry = Registry(mailbox_factory)
         self._max_hops = max_hops
         self._dedupe_window = dedupe_window
@@ -116,7 +145,8 @@ class MessageRouter:
     def __repr__(self) -> str:
         """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
         return (
-            f"Router(one shard, hop limit {self._max_hops}, keeps {self._dead.maxlen} dead letters)"
+            f"Router(shard {self._shard} of {self._shards}, hop limit {self._max_hops}, "
+            f"keeps {self._dead.maxlen} dead letters)"
         )
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -135,6 +165,10 @@ class MessageRouter:
         """Stop the deliveries and look-ups still running in the background."""
         for task in list(self._background):
             task.cancel()
+
+    async def shard(self) -> tuple[int, int]:
+        """Which shard this is, and of how many."""
+        return self._shard, self._shards
 
     # -- registry -------------------------------------------------------------------------
 

@@ -274,7 +274,7 @@ def _assert_state_off_the_nodes(nodes: Nodes, actors: list[Any], job_id: str) ->
     chroma = services["TROUPE_MEMORY_SERVER"]
     heartbeat = httpx.get(f"http://{chroma}/api/v2/heartbeat", timeout=10)
     assert heartbeat.status_code == 200, heartbeat.text
-    system = [a for a in actors if a.name in {"orchestrator", "llm-0", "memory", "tools-0"}]
+    system = [a for a in actors if a.name in {"orchestrator", "llm/0", "memory", "tools/0"}]
     assert len(system) == 4, [a.name for a in system]
     pinned = [a.name for a in system if "node:__internal_head__" in (a.required_resources or {})]
     assert not pinned, pinned
@@ -381,7 +381,7 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
     actors = [a for a in list_actors(address=dashboard, detail=True, limit=1000)
               if a.state == "ALIVE" and a.ray_namespace == "troupe"]  # fmt: skip
     names = {a.name for a in actors}
-    assert {"router", "orchestrator", "llm-0", "memory", "tools-0"} <= names, names
+    assert {"router/0", "orchestrator", "llm/0", "memory", "tools/0"} <= names, names
     agents = [a for a in actors if a.name.startswith("agent/cluster-solver-")]
     assert len(agents) == 3, names
     on_workers = [a.name for a in agents if a.node_id != head.node_id]
@@ -401,6 +401,7 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
                      "python", "examples/research_team.py"], env, log)  # fmt: skip
     assert "status: succeeded" in log.read_text()[-4000:]
 
+    redone = len(_placed_elsewhere(nodes))  # read before `ray down` ends the session's logs
     down_started = time.monotonic()
     _ray(["down", "-y", str(config)], env, log)
     deadline = time.monotonic() + DOWN_S
@@ -409,12 +410,13 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
         time.sleep(0.5)
     down_s = time.monotonic() - down_started
 
-    pools = {a.name: a.node_id == head.node_id for a in actors if a.name.startswith("llm-")}
+    pools = {a.name: a.node_id == head.node_id for a in actors if a.name.startswith("llm/")}
     note = (
         "2 nodes on one host over sshd (127.0.0.2, 127.0.0.3), fresh accounts, uv from PyPI; "
         f"{len(on_workers)} of the job's 3 agents ran on the worker; pool replicas on the "
         f"head: {sorted(n for n, on_head in pools.items() if on_head)}, on the worker: "
-        f"{sorted(n for n, on_head in pools.items() if not on_head)}"
+        f"{sorted(n for n, on_head in pools.items() if not on_head)}; agents made again on "
+        f"their node: {redone}"
     )
     for name, value in (("ray up (install + start + deploy)", up_s),
                         ("ray up -> /readyz 200", ready_s),

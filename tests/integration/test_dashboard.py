@@ -54,13 +54,14 @@ def test_every_troupe_actor_describes_itself_through_rays_state_api(dashboard):
     assert reprs["agent/dash-alan"] == (
         "Agent(dash-alan: team dash, role analyst, model default, 2 subtask(s) at once)"
     )
-    assert reprs["router"].startswith("Router(one shard, hop limit 16")
+    assert reprs["router/0"].startswith("Router(shard 0 of 2, hop limit 16")
+    assert reprs["router/1"].startswith("Router(shard 1 of 2, hop limit 16")
     assert reprs["orchestrator"].startswith("Orchestrator(journal ")
-    assert reprs["llm-0"].startswith("LLMAdapterPool(replica 0 of 2, ")
-    assert reprs["llm-1"].startswith("LLMAdapterPool(replica 1 of 2, ")
+    assert reprs["llm/0"].startswith("LLMAdapterPool(replica 0 of 2, ")
+    assert reprs["llm/1"].startswith("LLMAdapterPool(replica 1 of 2, ")
     assert reprs["memory"].startswith("MemoryStore(Chroma at ")
-    assert reprs["tools-0"].startswith("ToolSandbox(tools-0: calculator, delegate, ")
-    assert reprs["tools-0"].endswith("MCP testmcp)")
+    assert reprs["tools/0"].startswith("ToolSandbox(tools-0: calculator, delegate, ")
+    assert reprs["tools/0"].endswith("MCP testmcp)")
     assert all(reprs[name] for name in reprs if name.startswith("agent/"))
 
 

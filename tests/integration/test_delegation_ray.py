@@ -26,7 +26,7 @@ def wire(rt):
         models = {
             WIRE: runtime.OpenAICompatibleModel(base_url=server.base_url_openai, model="w"),
         }
-        ray.get(rt.actor("llm-0").configure.remote(models, operator=True))
+        ray.get(rt.actor("llm/0").configure.remote(models, operator=True))
         policy = TenantPolicy(inline_teams=True, models=(WIRE, "offline"),
                               tools=("delegate", "slow"))  # fmt: skip
         for tenant in ("deleg-a", "deleg-b"):
@@ -55,7 +55,7 @@ def _boss():
 
 
 def _spent(rt, account):
-    return ray.get(rt.actor("llm-0").spent.remote(account)).tokens
+    return ray.get(rt.actor("llm/0").spent.remote(account)).tokens
 
 
 def _tool_texts(request):

@@ -80,9 +80,9 @@ def test_a_restarted_router_rebuilds_its_registry(rt):
     team = _slow_team("rebuild", agents=1)
     rt.submit("- warm up.", team=team).result(timeout=60)
     before = rt.router_stats().registered
-    kill_and_wait_for_restart(rt.actor("router"))  # the stats below are the new one's
+    kill_and_wait_for_restart(rt.actor("router/0"))  # the stats below are the new one's
 
-    after = after_restart(rt.actor("router").stats.remote).registered
+    after = after_restart(rt.actor("router/0").stats.remote).registered
     assert after.keys() >= {"llm-0", "orchestrator", "memory", "tools-0", "rebuild-0"}
     assert after["rebuild-0"] == before["rebuild-0"] == ["rebuild.worker"]
     # and it routes: an agent reaches the pool, the orchestrator reaches the agent
@@ -99,7 +99,7 @@ def test_restarted_agents_and_pool_come_back_as_last_configured(rt):
         update={"agents": (team.agents[0].model_copy(update={"instructions": "Be brief."}),)}
     )
     assert rt.submit("- two.", team=updated).result(timeout=120).status == "succeeded"
-    agent, llm = rt.actor("agent/revenant-0"), rt.actor("llm-0")
+    agent, llm = rt.actor("agent/revenant-0"), rt.actor("llm/0")
 
     kill_and_wait_for_restart(agent)
     kill_and_wait_for_restart(llm)

@@ -138,7 +138,7 @@ def test_scripted_provider_answers_through_ray_and_is_used_up(rt):
     assert sub.providers == ("scripted",)
     assert (sub.turns, sub.tool_calls) == (2, 1)
     # every scripted turn was played: removing the alias does not complain
-    ray.get(rt.actor("llm-0").remove.remote("script-calc"))
+    ray.get(rt.actor("llm/0").remove.remote("script-calc"))
 
 
 def test_failed_subtask_fails_the_job_with_a_typed_error(rt):

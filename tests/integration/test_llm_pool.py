@@ -51,7 +51,7 @@ def test_a_budget_stops_the_job_before_it_is_exceeded(rt):
     result = info.value.detail["result"]
     assert result.error.code is ErrorCode.BUDGET_EXCEEDED
     assert any(s.error and s.error.code is ErrorCode.BUDGET_EXCEEDED for s in result.subtasks)
-    spent = ray.get(rt.actor("llm-0").spent.remote(f"job:{job.job_id}"))
+    spent = ray.get(rt.actor("llm/0").spent.remote(f"job:{job.job_id}"))
     assert 0 < spent.usd <= budget.usd
     rows = rt.usage(job.job_id)
     assert sum(r.cost_usd for r in rows) == pytest.approx(spent.usd)

@@ -20,7 +20,7 @@ from protocols import LLM_POOL, AgentMessage, LLMRequest, LLMResponse, Overloade
 from tests.support.wire_model import HttpError, Reply
 from tests.support.wire_server import WireServer
 
-REPLICAS = ("llm-0", "llm-1")
+REPLICAS = ("llm/0", "llm/1")
 
 
 def _pools() -> list[object]:
@@ -30,7 +30,7 @@ def _pools() -> list[object]:
 def test_model_calls_spread_over_both_replicas(rt):
     before = [len(ray.get(p.usage_here.remote())) for p in _pools()]
     tag = uuid.uuid4().hex[:8]
-    client = RayRouterClient(rt.actor("router"))
+    client = RayRouterClient(rt.actor("router/0"))
 
     async def burst() -> list[AgentMessage]:
         def ask(i: int) -> AgentMessage:

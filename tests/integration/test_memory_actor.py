@@ -80,7 +80,7 @@ def test_an_agent_recalls_what_an_earlier_job_wrote(rt):
 
 def test_memory_envelopes_through_the_router(rt):
     tenant = _tenant()
-    router = rt.actor("router")
+    router = rt.actor("router/0")
     wrote = decode(ray.get(router.request.remote(encode(AgentMessage(
         sender="driver", recipient="memory", tenant=tenant,
         payload=MemoryWrite(text="Envelopes reach the memory actor through the router."),

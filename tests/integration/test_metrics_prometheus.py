@@ -63,7 +63,7 @@ def test_a_job_shows_up_in_the_router_llm_tool_and_dead_letter_metrics(rt):
 
     result = rt.submit("What is 6 * 7?", team=team, tenant=TENANT).result(timeout=60)
     stray = AgentMessage(sender="driver", recipient="nobody-metered", payload=Event(name="x"))
-    ray.get(rt.actor("router").request.remote(encode(stray)))
+    ray.get(rt.actor("router/0").request.remote(encode(stray)))
 
     assert result.status == "succeeded"
     assert result.subtasks[0].tool_calls == 1

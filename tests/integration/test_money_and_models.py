@@ -31,7 +31,7 @@ def _run(rt, task):
 
 
 def test_a_pool_killed_mid_job_keeps_the_tenants_spend_and_its_budget_holds(rt):
-    llm = rt.actor("llm-0")
+    llm = rt.actor("llm/0")
     job = rt.submit("- one.\n- two.\n- three.", team=_frugal_team(), tenant=FRUGAL_TENANT)
     for event in job.events(timeout=60):
         if event.type == "subtask_finished":
@@ -64,7 +64,7 @@ def _result_of(job):
 
 
 def test_a_driver_joining_the_cluster_replaces_no_alias_without_saying_so(rt):
-    llm = rt.actor("llm-0")
+    llm = rt.actor("llm/0")
     default = ray.get(llm.models.remote())["default"]
     with pytest.raises(runtime.ConfigError, match="replace") as refused:
         runtime.connect(llm=runtime.OfflineModel(latency_s=1.0))  # joins the session's Ray

@@ -28,7 +28,7 @@ from protocols import (
 
 
 def _request(rt, message: AgentMessage) -> AgentMessage:
-    return decode(ray.get(rt.actor("router").request.remote(encode(message))))
+    return decode(ray.get(rt.actor("router/0").request.remote(encode(message))))
 
 
 def _letter(rt, message_id: str):
@@ -46,7 +46,7 @@ def test_named_actors_are_listed_in_the_troupe_namespace(rt):
             filters=[("ray_namespace", "=", "troupe"), ("state", "=", "ALIVE")],
         )
     }
-    assert {"router", "llm-0", "orchestrator", "agent/lister"} <= alive
+    assert {"router/0", "router/1", "llm/0", "orchestrator", "agent/lister"} <= alive
 
 
 def test_unknown_recipient_is_dead_lettered_with_its_reason(rt):
@@ -65,7 +65,7 @@ def test_unknown_recipient_is_dead_lettered_with_its_reason(rt):
 
 def test_unknown_role_is_dead_lettered(rt):
     message = AgentMessage(sender="driver", recipient="role:nobody", payload=Event(name="ping"))
-    assert ray.get(rt.actor("router").send.remote(encode(message))) == "dead_lettered"
+    assert ray.get(rt.actor("router/0").send.remote(encode(message))) == "dead_lettered"
     letter = _letter(rt, message.id)
     assert letter is not None
     assert letter.reason is ErrorCode.UNKNOWN_RECIPIENT
@@ -93,11 +93,11 @@ def test_dead_recipient_is_dead_lettered_as_unavailable(rt):
     assert reply.payload.code is ErrorCode.RECIPIENT_UNAVAILABLE
     assert reply.payload.retryable is True
     assert _letter(rt, message.id).reason is ErrorCode.RECIPIENT_UNAVAILABLE
-    ray.get(rt.actor("router").unregister.remote("doomed"))
+    ray.get([shard.unregister.remote("doomed") for shard in rt.client.handles.routers.handles])
 
 
 def test_malformed_bytes_raise_the_typed_error_and_are_kept(rt):
-    router = rt.actor("router")
+    router = rt.actor("router/0")
     garbage = b"\x93not an envelope"
     with pytest.raises(MalformedEnvelope):
         ray.get(router.request.remote(garbage))
@@ -113,7 +113,7 @@ def test_malformed_bytes_raise_the_typed_error_and_are_kept(rt):
 def test_unknown_schema_version_is_a_typed_error(rt):
     data = msgpack.packb({"v": 99, "m": {}})
     with pytest.raises(UnsupportedSchemaVersion) as info:
-        ray.get(rt.actor("router").request.remote(data))
+        ray.get(rt.actor("router/0").request.remote(data))
     assert info.value.detail["version"] == 99
 
 
@@ -128,7 +128,7 @@ def test_duplicate_request_runs_once_and_gets_the_same_reply(rt):
         ),
     )
     before = rt.router_stats().duplicates
-    first, second = ray.get([rt.actor("router").request.remote(encode(asked)) for _ in range(2)])
+    first, second = ray.get([rt.actor("router/0").request.remote(encode(asked)) for _ in range(2)])
 
     assert first == second
     assert isinstance(decode(first).payload, LLMResponse)
@@ -137,7 +137,7 @@ def test_duplicate_request_runs_once_and_gets_the_same_reply(rt):
 
 def test_router_client_from_the_driver(rt):
     """The same client agents use works from any process holding the router handle."""
-    client = RayRouterClient(rt.actor("router"))
+    client = RayRouterClient(rt.actor("router/0"))
     message = AgentMessage(
         sender="driver",
         recipient=LLM_POOL,

@@ -32,7 +32,7 @@ class Burst:
 
 
 def test_concurrent_requests_travel_in_few_batches_with_a_reply_each(rt):
-    router = rt.actor("router")
+    router = rt.actor("router/0")
     before = ray.get(router.stats.remote())
     answers = ray.get(Burst.remote(router).fire.remote(64), timeout=120)
     after = ray.get(router.stats.remote())
@@ -89,7 +89,7 @@ class Mixed:
 
 
 def test_a_quick_reply_is_not_held_back_by_a_slow_one_of_its_batch(rt):
-    router = rt.actor("router")
+    router = rt.actor("router/0")
     probe = Probe.remote()
     ray.get(router.register.remote("hol-probe", probe, []))
     try:

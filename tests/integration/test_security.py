@@ -98,7 +98,7 @@ def test_a_prompt_injection_through_a_tool_result_cannot_reach_a_forbidden_tool(
 
 def test_the_sandbox_refuses_a_forbidden_tool_with_a_typed_error_whoever_asks(rt):
     """Straight at the sandbox actor: an agent without the grant gets ``tool_not_allowed``."""
-    sandbox = rt.actor("tools-0")
+    sandbox = rt.actor("tools/0")
     agent = f"ungranted-{uuid.uuid4().hex[:6]}"
     ray.get(sandbox.grant.remote(agent, ["calculator"]))
     attempts = [

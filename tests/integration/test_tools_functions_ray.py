@@ -98,7 +98,7 @@ def _call(tool, **arguments) -> ToolCall:
 
 def test_calls_through_the_router_run_at_once_in_both_sandbox_processes(rt, sandboxes, gate):
     name, handle = gate
-    router = rt.actor("router")
+    router = rt.actor("router/0")
     names = [f"fn-tools-{i}" for i in range(2)]
     pairs = zip(names, sandboxes, strict=True)
     ray.get([router.register.remote(n, box, ["fn-tools"]) for n, box in pairs])

@@ -76,7 +76,7 @@ def test_an_unknown_tool_in_a_team_fails_the_job_with_a_config_error(rt, wire):
 
 
 def test_a_side_effect_is_not_repeated_after_the_sandbox_actor_is_killed(rt):
-    sandbox = rt.actor("tools-0")
+    sandbox = rt.actor("tools/0")
     ray.get(sandbox.grant.remote("killer-agent", ["file_write"]))
     write = ToolCall(call_id="first", tool="file_write", task_id="t1", step=7,
                      arguments={"path": "out.txt", "content": "once"})  # fmt: skip

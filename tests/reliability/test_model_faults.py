@@ -96,7 +96,7 @@ def test_jobs_complete_within_their_budgets_through_5xx_429s_and_cut_streams(rt,
                 if GRACE_S < r.started_at - limited.ended_at < RETRY_AFTER_S
             ]
         assert len(requests) <= 2 + 3, f"{model}: more calls than answers plus faults"
-    pool = rt.actor("llm-0")
+    pool = rt.actor("llm/0")
     spends = {m: ray.get(pool.spent.remote(f"job:{j.job_id}")) for m, j in jobs.items()}
     used_usd = max(s.usd / BUDGET.usd for s in spends.values())
     used_tokens = max(s.tokens / BUDGET.tokens for s in spends.values())
@@ -142,7 +142,7 @@ def test_a_tight_budget_under_faults_stops_the_job_and_is_never_exceeded(rt, llm
 
     result = info.value.detail["result"]
     assert result.error.code is ErrorCode.BUDGET_EXCEEDED
-    spent = ray.get(rt.actor("llm-0").spent.remote(f"job:{job.job_id}"))
+    spent = ray.get(rt.actor("llm/0").spent.remote(f"job:{job.job_id}"))
     answered = [r for r in llmock.requests if r.model == model and r.status == 200 and not r.fault]
     record("model_faults", "tight budget: used / budget (tokens)",
            round(spent.tokens / budget.tokens, 4), "ratio",

@@ -59,9 +59,9 @@ __all__ = [
 Kind = Literal["agent", "router", "sandbox", "memory", "llm", "orchestrator"]
 KINDS: Final[tuple[Kind, ...]] = ("agent", "router", "sandbox", "memory", "llm", "orchestrator")
 SYSTEM_ACTORS: Final = {
-    "router": ("router",),
+    "router": ("router/0",),
     "memory": ("memory",),
-    "llm": ("llm-0",),
+    "llm": ("llm/0",),
     "orchestrator": ("orchestrator",),
 }
 Status = Literal["completed", "failed_typed", "wrong_answer", "hung", "untyped_error"]
@@ -386,7 +386,14 @@ class _Killer:
         if kind == "agent":
             names = [f"agent/{a}" for a in self._agents()]
         elif kind == "sandbox":
-            names = [f"tools-{n}" for n in range(self._plan.sandboxes)]
+            names = [f"tools/{n}" for n in range(self._plan.sandboxes)]
+        elif kind == "router":  # every shard
+            named = ray.util.list_named_actors(all_namespaces=True)
+            names = sorted(
+                a["name"]
+                for a in named
+                if a["namespace"] == NAMESPACE and a["name"].startswith("router/")
+            )
         else:
             names = list(SYSTEM_ACTORS[kind])
         return [n for n in names if self._per_actor[n] < self._plan.max_kills_per_actor]
@@ -429,11 +436,11 @@ def wait_healthy(
         return ray.get(getattr(handle, method).remote(*args), timeout=10)
 
     probes: list[tuple[str, str, tuple[Any, ...]]] = [
-        ("router", "stats", ()),
+        ("router/0", "stats", ()),
         ("orchestrator", "jobs", ()),
-        ("llm-0", "unservable", ()),
+        ("llm/0", "unservable", ()),
         ("memory", "count", ("default",)),
-        *((f"tools-{n}", "find", ()) for n in range(sandboxes)),
+        *((f"tools/{n}", "find", ()) for n in range(sandboxes)),
         *((f"agent/{a}", "registration", ()) for a in agents),
     ]
     for name, method, args in probes:
@@ -521,9 +528,9 @@ def run_chaos(rt: runtime.Runtime, plan: ChaosPlan, scratch: Path) -> ChaosResul
 
 def _retire(rt: runtime.Runtime, agents: Sequence[str]) -> None:
     """Stop the one-job agents of side-effect jobs (ours, by name) and forget them."""
-    router = rt.actor("router")
+    shards = rt.client.handles.routers.handles
     for name in agents:
-        ray.get(router.unregister.remote(name), timeout=30)
+        ray.get([shard.unregister.remote(name) for shard in shards], timeout=30)
         try:
             ray.kill(ray.get_actor(f"agent/{name}", namespace=NAMESPACE), no_restart=True)
         except ValueError:

@@ -27,8 +27,9 @@ def test_the_system_actors_say_what_they_serve(tmp_path):
     )
     sandbox = ToolSandbox(config, name="tools-1")
     assert repr(MessageRouter(max_hops=8)) == (
-        "Router(one shard, hop limit 8, keeps 10000 dead letters)"
+        "Router(shard 0 of 1, hop limit 8, keeps 10000 dead letters)"
     )
+    assert repr(MessageRouter(shard=2, shards=3)).startswith("Router(shard 2 of 3, ")
     assert repr(pool) == (
         "LLMAdapterPool(replica 0 of 1, 11 alias(es): "
         "default, m0, m1, m2, m3, m4, m5, m6 and 3 more)"

@@ -5,6 +5,7 @@ import pytest
 from wiring import Echo, Gated, Raising, ask, ping, run
 
 from actors import MessageRouter
+from actors.router import RouterStats
 from protocols import (
     ErrorCode,
     ErrorPayload,
@@ -230,3 +231,18 @@ def test_dead_letters_keep_the_newest_and_count_them_all():
         assert (await router.stats()).dead_lettered == 3
 
     run(main())
+
+
+def test_the_router_counters_of_its_shards_add_up():
+    parts = [
+        RouterStats(routed=3, delivered=2, dead_lettered=1, duplicates=0, batches=1,
+                    registered={"a": ["r"]}, in_flight={"a": 1}),
+        RouterStats(routed=5, delivered=5, dead_lettered=0, duplicates=2, batches=2,
+                    registered={"a": ["r"]}, in_flight={"a": 2, "b": 1}),
+    ]  # fmt: skip
+    both = RouterStats.combined(parts)
+    assert (both.routed, both.delivered, both.dead_lettered, both.duplicates) == (8, 7, 1, 2)
+    assert both.batches == 3
+    assert both.shards == 2
+    assert both.registered == {"a": ["r"]}
+    assert both.in_flight == {"a": 3, "b": 1}

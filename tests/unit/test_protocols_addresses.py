@@ -1,5 +1,6 @@
 import random
 import re
+from collections import Counter
 
 import pytest
 from pydantic import TypeAdapter, ValidationError
@@ -11,7 +12,9 @@ from protocols import (
     InvalidAddress,
     Name,
     ParsedAddress,
+    new_id,
     parse_address,
+    router_shard,
 )
 from protocols.addresses import NAME_PATTERN, reserved
 from protocols.team import AgentSpec
@@ -181,3 +184,18 @@ def test_an_agent_cannot_take_a_system_actors_name(name):
 def test_names_that_only_look_alike_stay_free(name):
     assert not reserved(name)
     assert AgentSpec(name=name, role="worker").name == name
+
+
+def test_a_name_has_one_router_shard_and_a_role_spreads_by_message_id():
+    assert router_shard("anyone", "m-1", 1) == 0
+    assert router_shard("researcher-1", "m-1", 4) == router_shard("researcher-1", "m-2", 4)
+    assert router_shard("topic:news", "a", 3) == router_shard("topic:news", "b", 3)
+    ids = [new_id() for _ in range(4000)]
+    spread = Counter(router_shard("role:llm", i, 4) for i in ids)
+    assert set(spread) == {0, 1, 2, 3}
+    assert min(spread.values()) > 800  # ~1000 each
+    assert all(router_shard("role:llm", i, 4) == router_shard("role:llm", i, 4) for i in ids[:50])
+    names = Counter(router_shard(f"agent-{n}", "same-id", 4) for n in range(400))
+    assert set(names) == {0, 1, 2, 3}
+    # CRC-32, not hash(): the same in every process whatever PYTHONHASHSEED is
+    assert router_shard("orchestrator", "x", 8) == 0

@@ -29,7 +29,7 @@ def test_one_kind_of_system_actor_can_have_nodes_of_its_own():
     kinds = {"llm": {"troupe_llm": 1.0}, "tools": {"troupe_tools": 0.5}}
     llm = _placed("llm", local_files=False, system_resources={"s": 1}, actor_resources=kinds)
     assert llm["resources"] == {"troupe_llm": 1.0}
-    sandbox = _placed("tools-3", local_files=False, system_resources=None, actor_resources=kinds)
+    sandbox = _placed("tools/3", local_files=False, system_resources=None, actor_resources=kinds)
     assert sandbox["resources"] == {"troupe_tools": 0.5}
     router = _placed("router", local_files=False, system_resources={"s": 1}, actor_resources=kinds)
     assert router["resources"] == {"s": 1}  # no entry of its own: the common resources
