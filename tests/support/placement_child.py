@@ -15,7 +15,7 @@ import ray
 from ray.cluster_utils import Cluster
 from structlog.testing import capture_logs
 
-from actors.ray_handles import NAMESPACE
+from actors.ray_handles import NAMESPACE, RouterShards
 from actors.spawn import RayTeamProvisioner, agent_actor_name
 from protocols import AgentSpec, TeamSpec
 from runtime.driver import _stay_on_loopback
@@ -41,7 +41,7 @@ def main() -> None:
             name="placed",
             agents=(AgentSpec(name="placed-0", role="worker", num_cpus=1),),
         )
-        provisioner = RayTeamProvisioner(router=None, llm=None, sandboxes=[])
+        provisioner = RayTeamProvisioner(routers=RouterShards([None]), llm=None, sandboxes=[])
         with capture_logs() as logs:
             on_head = asyncio.run(_place(provisioner, team, cluster.head_node.node_id))
         asked_head = [e for e in logs if e["event"] == "agent.placed_elsewhere"]
