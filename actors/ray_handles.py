@@ -25,6 +25,7 @@ from protocols import (
     TroupeError,
     decode,
     encode,
+    job_shard,
     router_shard,
 )
 
@@ -415,6 +416,76 @@ class RouterShards:
         return letters[-limit:] if limit > 0 else []
 
 
+class RayOrchestratorPeers:
+    """The other orchestrator shards (actors ``orchestrator/<k>``), reached by name.
+
+    See :class:`actors.orchestrator.shards.OrchestratorPeers`. Calls wait through a shard's
+    restart (:func:`through_restarts`); a shard gone for good is ``RecipientUnavailable``.
+    """
+
+    def __init__(self) -> None:
+        self._handles: dict[int, Any] = {}
+        """Looked up once: a handle stays valid through its actor's restarts."""
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (RayOrchestratorPeers, ())
+
+    async def _handle(self, shard: int) -> Any:
+        if shard not in self._handles:  # asks the GCS: off the event loop
+            name = orchestrator_shard_name(shard)
+            found = await asyncio.to_thread(ray.get_actor, name, namespace=NAMESPACE)
+            self._handles[shard] = found
+        return self._handles[shard]
+
+    async def ask(self, shard: int, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``shard``'s answer to its ``method``; its errors raised as they are."""
+
+        async def attempt() -> Any:
+            handle = await self._handle(shard)
+            return await getattr(handle, method).remote(*args, **kwargs)
+
+        try:
+            return await through_restarts(attempt)
+        except (ValueError, RayActorError) as exc:
+            raise RecipientUnavailable(f"orchestrator/{shard} is unavailable: {exc}") from None
+        except RayTaskError as exc:
+            raise unwrap(exc) from None
+
+    async def adopt(self, shard: int, job: Any) -> None:
+        """Have ``shard`` journal and run the admitted ``job``."""
+        await self.ask(shard, "adopt", job)
+
+
+class OrchestratorShards:
+    """The orchestrator's shards, ``orchestrator/0`` .. ``/<K-1>``, for the control plane.
+
+    Jobs are submitted to the front desk (shard 0), which also keeps teams and policies; a
+    job's questions go to the shard its id names (:func:`protocols.job_shard`).
+    """
+
+    def __init__(self, handles: Sequence[Any]) -> None:
+        if not handles:
+            raise ValueError("an orchestrator has one shard at least")
+        self.handles: tuple[Any, ...] = tuple(handles)
+
+    def __len__(self) -> int:
+        return len(self.handles)
+
+    @property
+    def front(self) -> Any:
+        """Shard 0: submissions, teams, policies."""
+        return self.handles[0]
+
+    def of(self, job_id: str) -> Any:
+        """The shard that owns ``job_id``."""
+        return self.handles[job_shard(job_id, len(self.handles))]
+
+
+def orchestrator_shard_name(shard: int) -> str:
+    """The Ray actor name of orchestrator shard ``shard``."""
+    return f"orchestrator/{shard}"
+
+
 def router_shard_name(shard: int) -> str:
     """The Ray actor name of router shard ``shard``."""
     return f"router/{shard}"
@@ -439,7 +510,7 @@ def _client(router: Any, max_batch: int) -> RayRouterClient:
     return RayRouterClient(router, max_batch=max_batch)
 
 
-_SYSTEM: Final = frozenset({"orchestrator", "memory"})
+_SYSTEM: Final = frozenset({"memory"})
 
 
 def restarted_actor() -> bool:
@@ -451,7 +522,9 @@ async def discover_troupe() -> list[tuple[str, Any, list[str]]]:
     """Every live actor of the namespace, as router registrations ``(name, handle, roles)``.
 
     A restarted router shard calls this to rebuild its registry: system actors by name (the
-    pool's replicas ``llm/<n>`` as ``llm-<n>`` with role ``llm``, the tool sandboxes
+    orchestrator's shards ``orchestrator/<k>`` as ``orchestrator`` for shard 0 and
+    ``orchestrator-<k>`` for the others, the pool's replicas ``llm/<n>`` as ``llm-<n>`` with
+    role ``llm``, the tool sandboxes
     ``tools/<n>`` as ``tools-<n>`` with role ``tools``), agents ``agent/<name>`` with the
     roles they were given (asked of each agent, a second at most).
     """
@@ -468,6 +541,9 @@ async def discover_troupe() -> list[tuple[str, Any, list[str]]]:
             continue
         if name in _SYSTEM:
             found.append((name, handle, []))
+        elif name.startswith("orchestrator/"):  # shard 0 is "orchestrator", k "orchestrator-k"
+            shard = name.removeprefix("orchestrator/")
+            found.append(("orchestrator" if shard == "0" else f"orchestrator-{shard}", handle, []))
         elif name.startswith("llm/"):
             found.append((name.replace("/", "-"), handle, ["llm"]))
         elif name.startswith("tools/"):

@@ -29,9 +29,12 @@ from actors.orchestrator import Orchestrator
 from actors.ray_handles import (
     NAMESPACE,
     GcsRestartStore,
+    OrchestratorShards,
+    RayOrchestratorPeers,
     RayPoolPeers,
     RouterShards,
     discover_troupe,
+    orchestrator_shard_name,
     ray_mailbox,
     restarted_actor,
     router_shard_name,
@@ -356,15 +359,18 @@ class SystemHandles:
 
     routers: RouterShards
     llm: Any
-    orchestrator: Any
+    orchestrators: OrchestratorShards
     sandboxes: list[Any]
     memory: Any
 
 
-def _running_shards() -> int | None:
-    """How many shards the running router has (None: no router runs)."""
+def _running_shards(first_name: str) -> int | None:
+    """How many shards the running router or orchestrator has (None: none runs).
+
+    ``first_name`` names its shard 0, which says (``shard()``).
+    """
     try:
-        first = ray.get_actor(router_shard_name(0), namespace=NAMESPACE)
+        first = ray.get_actor(first_name, namespace=NAMESPACE)
     except ValueError:
         return None
     shards: int = ray.get(first.shard.remote())[1]
@@ -390,6 +396,7 @@ def spawn_system(
     replace_models: bool = False,
     policies: Mapping[str, TenantPolicy] | None = None,
     router_shards: int = 1,
+    orchestrator_shards: int = 1,
 ) -> SystemHandles:
     """Start the system actors, or find the running ones, and wire them together.
 
@@ -411,6 +418,9 @@ def spawn_system(
     trace to OpenTelemetry. ``policies`` (by tenant, ``*`` for the default) are set on the
     orchestrator, started or found. ``router_shards`` router actors (``router/0`` ..) share
     the envelopes between them; a running router keeps its number of shards.
+    ``orchestrator_shards`` orchestrator actors (``orchestrator/0`` ..) run the jobs, shard
+    0 admitting each and handing it to a shard in turn (see ``actors.orchestrator.shards``);
+    a running orchestrator keeps its number too.
 
     Raises:
         ConfigError: the pool cannot serve its configuration, or ``models`` would replace
@@ -427,7 +437,7 @@ def spawn_system(
     placed = functools.partial(
         _placed, system_resources=system_resources, actor_resources=actor_resources
     )
-    running = _running_shards()
+    running = _running_shards(router_shard_name(0))
     if running is not None and running != router_shards:
         log.warning("router.shards_kept", running=running, asked=router_shards)
     shards = running or router_shards
@@ -477,20 +487,34 @@ def spawn_system(
         .remote(tools, name=f"tools-{n}", router=routers.client(), own_addresses=own)
         for n in range(tools.sandboxes)
     ]
-    orchestrator = (
-        _remote(Orchestrator)
-        .options(**placed("orchestrator", local_files=local_state))
-        .remote(
-            routers.client(),
-            RayTeamProvisioner(routers, llm, sandboxes),
-            journal=state_url or journal,
-            otel=otel,
-        )
+    running = _running_shards(orchestrator_shard_name(0))
+    if running is not None and running != orchestrator_shards:
+        log.warning("orchestrator.shards_kept", running=running, asked=orchestrator_shards)
+    count = running or orchestrator_shards
+    orchestrators = OrchestratorShards(
+        [
+            _remote(Orchestrator)
+            .options(**_spread(placed(orchestrator_shard_name(k), local_files=local_state), count))
+            .remote(
+                routers.client(),
+                RayTeamProvisioner(routers, llm, sandboxes),
+                journal=state_url or journal,
+                otel=otel,
+                shard=k,
+                shards=count,
+                peers=RayOrchestratorPeers() if count > 1 else None,
+            )
+            for k in range(count)
+        ]
     )
-    everyone = [*routers.handles, *pools, memory_actor, orchestrator, *sandboxes]
+    orchestrator = orchestrators.front
+    everyone = [*routers.handles, *pools, memory_actor, *orchestrators.handles, *sandboxes]
     registrations = [
         *((f"llm-{n}", pool, ["llm"]) for n, pool in enumerate(pools)),
-        ("orchestrator", orchestrator, []),
+        *(
+            ("orchestrator" if k == 0 else f"orchestrator-{k}", shard, [])
+            for k, shard in enumerate(orchestrators.handles)
+        ),
         ("memory", memory_actor, []),
         *((f"tools-{n}", s, ["tools"]) for n, s in enumerate(sandboxes)),
     ]
@@ -515,7 +539,7 @@ def spawn_system(
     return SystemHandles(
         routers=routers,
         llm=llm,
-        orchestrator=orchestrator,
+        orchestrators=orchestrators,
         sandboxes=sandboxes,
         memory=memory_actor,
     )

@@ -2,10 +2,10 @@
 
 A ``troupe.yaml`` holds the sections the system actors start with: ``llm`` (the pool),
 ``tools`` (the sandboxes), ``memory`` (the memory store), ``state`` (where durable records
-live), ``tracing``, ``placement`` and ``scale`` (how many router shards). The Python
-driver (``runtime.connect(config=...)``), ``troupe up --config``, the Serve application
-(``system_config`` in its args) and the cluster configs all take the same file; ``troupe
-config schema`` exports its JSON Schema for editors.
+live), ``tracing``, ``placement`` and ``scale`` (how many router and orchestrator shards).
+The Python driver (``runtime.connect(config=...)``), ``troupe up --config``, the Serve
+application (``system_config`` in its args) and the cluster configs all take the same file;
+``troupe config schema`` exports its JSON Schema for editors.
 
 Operators' secrets and per-cluster addresses stay out of the file: ``state.url_env`` and
 ``memory.server_env`` name environment variables (``~/.troupe/env`` on a ``ray up`` cluster)
@@ -15,9 +15,9 @@ that fill ``state.url`` and ``memory.server`` where the file leaves them out.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -26,6 +26,7 @@ from actors.llm.config import LLMConfig
 from actors.memory.config import MemoryConfig
 from actors.state.database import checked_state_url, state_url
 from actors.tools.config import ToolsConfig
+from protocols import ConfigError
 
 __all__ = [
     "PlacementConfig",
@@ -92,6 +93,10 @@ class TracingConfig(BaseModel):
     )
 
 
+Count = Annotated[int, Field(ge=1, le=64)] | Literal["per_node"]
+"""How many of a system actor: a number, or ``per_node`` (one per node of the cluster)."""
+
+
 class ScaleConfig(BaseModel):
     """How many of the system actors that come in numbers run.
 
@@ -100,14 +105,52 @@ class ScaleConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    router_shards: int = Field(
+    router_shards: Count = Field(
         default=1,
-        ge=1,
-        le=64,
         description="Router shards (actors router/0, router/1, ...): each routes the envelopes "
         "of some recipients (and its share of role traffic) and holds the whole registry. "
-        "One per node of a cluster; a running router keeps its number.",
+        "per_node: one per node. A running router keeps its number.",
     )
+    orchestrator_shards: Count = Field(
+        default=1,
+        description="Orchestrator shards (actors orchestrator/0, orchestrator/1, ...): shard 0 "
+        "admits every job and keeps teams and policies, and hands each job to a shard in turn, "
+        "which journals, runs and answers for it. per_node: one per node. A running "
+        "orchestrator keeps its number.",
+    )
+    nodes_env: str | None = Field(
+        default="TROUPE_NODES",
+        description="Environment variable with the number of nodes per_node counts (a ray up "
+        "cluster's head writes max_workers + 1 there); unset: the nodes alive at start.",
+    )
+
+    def counts(
+        self, alive: Callable[[], int], environ: Mapping[str, str] = os.environ
+    ) -> tuple[int, int]:
+        """The numbers of router and orchestrator shards, ``per_node`` resolved.
+
+        ``alive`` counts the Ray nodes alive now (asked only if needed).
+
+        Raises:
+            ConfigError: ``nodes_env``'s variable holds no number from 1 to 64.
+        """
+
+        def nodes() -> int:
+            named = environ.get(self.nodes_env or "", "").strip()
+            if not named:
+                return max(1, min(64, alive()))
+            if not named.isdigit() or not 1 <= int(named) <= 64:  # noqa: PLR2004 - the cap
+                raise ConfigError(
+                    f"{self.nodes_env}={named!r} is not a number of nodes from 1 to 64",
+                    field="scale.nodes_env",
+                )
+            return int(named)
+
+        router = nodes() if self.router_shards == "per_node" else self.router_shards
+        orchestrator = (
+            nodes() if self.orchestrator_shards == "per_node" else self.orchestrator_shards
+        )
+        return router, orchestrator
 
 
 SystemActor = Literal["router", "orchestrator", "llm", "memory", "tools"]

@@ -215,7 +215,7 @@ def _fanout(
 def _pids(rt: runtime.Runtime, team: runtime.Team) -> dict[str, int]:
     """Process ids of the actors a job goes through."""
     handles = {
-        "orchestrator": rt.actor("orchestrator"),
+        "orchestrator": rt.actor("orchestrator/0"),
         "router": rt.actor("router/0"),
         "llm": rt.actor("llm/0"),
         **{f"agent {a.name}": rt.actor(f"agent/{a.name}") for a in team.agents},

@@ -16,6 +16,8 @@
 #   TROUPE_STATE_URL     postgresql://troupe@IP:5432/troupe
 #   PGPASSWORD           generated once, on the first start; never printed
 #   TROUPE_MEMORY_SERVER IP:8001
+#   TROUPE_NODES         the nodes the cluster may have: max_workers + 1, from the launcher's
+#                        ~/ray_bootstrap_config.yaml (`scale: per_node` in troupe.yaml reads it)
 # PostgreSQL accepts password logins (SCRAM) from any address; Chroma has no login: keep both
 # ports, like Ray's, to the cluster's own network (the shipped security group admits only SSH).
 set -u
@@ -90,14 +92,20 @@ start() {
         done
     fi
 
+    local nodes
+    nodes=$("$venv/bin/python" -c '
+import os, yaml
+with open(os.path.expanduser("~/ray_bootstrap_config.yaml")) as f:
+    print(int(yaml.safe_load(f).get("max_workers") or 0) + 1)' 2>/dev/null) || nodes=1
     cat >"$services.tmp" <<EOF
 TROUPE_CONFIG=$HOME/raytroupe/deployments/troupe.cluster.yaml
+TROUPE_NODES=$nodes
 TROUPE_STATE_URL=postgresql://troupe@$ip:$pg_port/troupe
 PGPASSWORD=$password
 TROUPE_MEMORY_SERVER=$ip:$chroma_port
 EOF
     mv "$services.tmp" "$services"
-    say "PostgreSQL on $ip:$pg_port and Chroma on $ip:$chroma_port (data in $data)"
+    say "PostgreSQL on $ip:$pg_port and Chroma on $ip:$chroma_port (data in $data); $nodes node(s)"
 }
 
 stop() {

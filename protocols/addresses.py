@@ -29,6 +29,8 @@ __all__ = [
     "AddressKind",
     "Name",
     "ParsedAddress",
+    "job_shard",
+    "orchestrator_address",
     "parse_address",
     "reserved",
     "router_shard",
@@ -50,8 +52,9 @@ LLM_POOL: Final = "role:llm"
 """Where model calls go: the least busy replica of the LLM pool (addresses ``llm-0``,
 ``llm-1``, ...: actors ``llm/0``, ``llm/1``, ...)."""
 
-_REPLICA_RE: Final = re.compile(r"(?:llm|tools)-[0-9]+")
-"""Names of system actors that come in numbers: LLM pool replicas, tool sandboxes."""
+_REPLICA_RE: Final = re.compile(r"(?:llm|tools|orchestrator)-[0-9]+")
+"""Names of system actors that come in numbers: LLM pool replicas, tool sandboxes and
+orchestrator shards."""
 
 
 def reserved(name: str) -> bool:
@@ -73,6 +76,31 @@ def router_shard(recipient: str, message_id: str, shards: int) -> int:
         return 0
     key = message_id if recipient.startswith("role:") else recipient
     return zlib.crc32(key.encode()) % shards
+
+
+_SHARD_DIGITS: Final = 4
+"""An orchestrator shard number has at most this many digits (config caps shards at 64)."""
+
+
+def job_shard(job_id: str, shards: int) -> int:
+    """The orchestrator shard (of ``shards``) that owns the job ``job_id``.
+
+    A job's id names its shard: ``job-<hex>-<k>`` is shard ``k``'s, ``job-<hex>`` shard 0's
+    (every id of one shard, and of earlier releases). An id naming a shard that does not
+    exist (a cluster now running fewer shards, or a made-up id) belongs to shard 0, which
+    resumes such jobs, or answers that there is no such job.
+    """
+    head, _, tail = job_id.rpartition("-")
+    if not head.startswith("job-") or not tail.isdigit() or len(tail) > _SHARD_DIGITS:
+        return 0
+    shard = int(tail)
+    return shard if shard < shards else 0
+
+
+def orchestrator_address(job_id: str | None) -> str:
+    """Where envelopes about the job ``job_id`` go: the router address of its shard."""
+    shard = 0 if job_id is None else job_shard(job_id, 10_000)
+    return "orchestrator" if shard == 0 else f"orchestrator-{shard}"
 
 
 class AddressKind(StrEnum):

@@ -11,10 +11,12 @@ itself travels as ``AgentMessage`` envelopes through the router (the data plane)
 from __future__ import annotations
 
 import asyncio
+import heapq
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from actors.llm.budget import Spend
@@ -64,7 +66,8 @@ class SystemClient:
 
     def __init__(self, handles: SystemHandles) -> None:
         self.handles = handles
-        self._orchestrator = handles.orchestrator
+        self._orchestrators = handles.orchestrators
+        self._orchestrator: Any = handles.orchestrators.front if handles.orchestrators else None
         self._routers = handles.routers
         self._llm = handles.llm
         self._memory = handles.memory
@@ -86,6 +89,7 @@ class SystemClient:
         replace_models: bool = False,
         policies: Mapping[str, TenantPolicy] | None = None,
         router_shards: int | None = None,
+        orchestrator_shards: int | None = None,
     ) -> SystemClient:
         """Find the running system actors (namespace ``troupe``) or start them (blocking).
 
@@ -105,7 +109,9 @@ class SystemClient:
             system_resources = system_resources or config.placement.system_resources or None
             actor_resources = actor_resources or dict(config.placement.actors.items()) or None
             otel = otel or config.tracing.otel
-            router_shards = router_shards or config.scale.router_shards
+            routers, orchestrators = config.scale.counts(_alive_nodes)
+            router_shards = router_shards or routers
+            orchestrator_shards = orchestrator_shards or orchestrators
         handles = spawn_system(
             models,
             llm,
@@ -119,6 +125,7 @@ class SystemClient:
             replace_models=replace_models,
             policies=policies,
             router_shards=router_shards or 1,
+            orchestrator_shards=orchestrator_shards or 1,
         )
         return cls(handles)
 
@@ -154,14 +161,16 @@ class SystemClient:
 
     async def status(self, job_id: str, *, tenant: str | None = None) -> JobStatus:
         """Where the job is."""
-        status: JobStatus = await _call(self._orchestrator.status.remote(job_id, tenant=tenant))
+        status: JobStatus = await _call(
+            self._orchestrators.of(job_id).status.remote(job_id, tenant=tenant)
+        )
         return status
 
     async def wait(
         self, job_id: str, timeout: float | None, *, tenant: str | None = None
     ) -> JobResult | None:
         """The job's result once it has one, or None after ``timeout`` seconds."""
-        ref = self._orchestrator.wait.remote(job_id, timeout, tenant=tenant)
+        ref = self._orchestrators.of(job_id).wait.remote(job_id, timeout, tenant=tenant)
         result: JobResult | None = await _call(ref)
         return result
 
@@ -169,18 +178,20 @@ class SystemClient:
         self, job_id: str, after: int, timeout: float | None, *, tenant: str | None = None
     ) -> list[JobEvent]:
         """Events with ``seq > after``, waiting up to ``timeout`` for the first one."""
-        ref = self._orchestrator.events.remote(job_id, after, timeout, tenant=tenant)
+        ref = self._orchestrators.of(job_id).events.remote(job_id, after, timeout, tenant=tenant)
         result: list[JobEvent] = await _call(ref)
         return result
 
     async def cancel(self, job_id: str, *, tenant: str | None = None) -> bool:
         """Cancel the job; False if it had finished."""
-        result: bool = await _call(self._orchestrator.cancel.remote(job_id, tenant=tenant))
+        result: bool = await _call(
+            self._orchestrators.of(job_id).cancel.remote(job_id, tenant=tenant)
+        )
         return result
 
     async def approvals(self, job_id: str, *, tenant: str | None = None) -> list[ApprovalRequest]:
         """The job's tool calls waiting for a human."""
-        ref = self._orchestrator.approvals.remote(job_id, tenant=tenant)
+        ref = self._orchestrators.of(job_id).approvals.remote(job_id, tenant=tenant)
         result: list[ApprovalRequest] = await _call(ref)
         return result
 
@@ -194,16 +205,18 @@ class SystemClient:
         tenant: str | None = None,
     ) -> bool:
         """Approve or reject a held tool call; False if nothing waits under that id."""
-        ref = self._orchestrator.decide.remote(
+        ref = self._orchestrators.of(job_id).decide.remote(
             job_id, approval_id, approved=approved, reason=reason, tenant=tenant
         )
         result: bool = await _call(ref)
         return result
 
     async def jobs(self, *, tenant: str | None = None) -> dict[str, JobStatus]:
-        """Known jobs (of ``tenant``, when given) and their status, oldest first."""
-        result: dict[str, JobStatus] = await _call(self._orchestrator.jobs.remote(tenant=tenant))
-        return result
+        """Known jobs (of ``tenant``, when given) and their status, oldest first (every shard's)."""
+        each: list[list[tuple[float, str, JobStatus]]] = await _call(
+            asyncio.gather(*(o.listed.remote(tenant=tenant) for o in self._orchestrators.handles))
+        )
+        return {job_id: status for _, job_id, status in heapq.merge(*each)}
 
     # -- teams and agents ------------------------------------------------------------------
 
@@ -297,10 +310,10 @@ class SystemClient:
         return list(hits.hits)
 
     async def ready(self) -> dict[str, bool]:
-        """Whether the router's shards, the orchestrator and the LLM pool answer in seconds."""
+        """Whether the router's and the orchestrator's shards and the LLM pool answer."""
         checks = {
             "router": [router.stats.remote() for router in self._routers.handles],
-            "orchestrator": [self._orchestrator.jobs.remote(tenant="-")],
+            "orchestrator": [o.jobs.remote(tenant="-") for o in self._orchestrators.handles],
             "llm": [self._llm.unservable.remote()],
         }
         answers = await asyncio.gather(*(_answers(refs) for refs in checks.values()))
@@ -320,6 +333,10 @@ async def _call(ref: Any) -> Any:
         raise unwrap(exc) from None
     except RayActorError as exc:
         raise RecipientUnavailable(f"a system actor is unavailable: {exc}") from None
+
+
+def _alive_nodes() -> int:
+    return sum(1 for node in ray.nodes() if node.get("Alive"))
 
 
 async def _answers(refs: list[Any]) -> bool:

@@ -260,8 +260,8 @@ def connect(
 
     Uses the Ray this process is already connected to; else joins ``address`` (or
     ``$RAY_ADDRESS``, or a cluster running on this machine); else starts a local Ray bound to
-    127.0.0.1. Then starts the system actors (``router``, ``llm``, ``orchestrator``) in the
-    ``troupe`` namespace, or reuses running ones.
+    127.0.0.1. Then starts the system actors (``router/<n>``, ``llm/<n>``, ``orchestrator/<n>``,
+    ``memory``, ``tools/<n>``) in the ``troupe`` namespace, or reuses running ones.
 
     Args:
         address: a Ray address to join (``"auto"``, ``"ray://..."``), or ``"local"`` to start

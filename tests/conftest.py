@@ -56,8 +56,11 @@ def rt(tmp_path_factory, postgres):
         llm_config=llm,
         tools_config=tools,
         memory_config=memory,
-        # every envelope goes through one of two router shards, which share the registry
-        config=runtime.SystemConfig(scale=runtime.ScaleConfig(router_shards=2)),
+        # every envelope goes through one of two router shards, which share the registry, and
+        # jobs run on two orchestrator shards in turn
+        config=runtime.SystemConfig(
+            scale=runtime.ScaleConfig(router_shards=2, orchestrator_shards=2)
+        ),
         journal=root / "state" / "journal.sqlite",
         state_url=postgres.database(SESSION_DATABASE),
     )

@@ -8,7 +8,7 @@ import contextlib
 import structlog
 
 from actors.endpoint import RouterClient
-from protocols import AgentMessage, LLMDelta, LLMDeltas
+from protocols import AgentMessage, LLMDelta, LLMDeltas, orchestrator_address
 
 __all__ = ["DeltaForwarder"]
 
@@ -51,7 +51,11 @@ class DeltaForwarder:
             event = LLMDeltas(agent=self._cause.sender, deltas=tuple(batch))
             try:
                 await self._router.request(
-                    self._cause.derive(sender="llm", recipient="orchestrator", payload=event)
+                    self._cause.derive(
+                        sender="llm",
+                        recipient=orchestrator_address(self._cause.job_id),  # the job's shard
+                        payload=event,
+                    )
                 )
             except Exception as exc:  # noqa: BLE001 - a lost progress event must not fail the call
                 log.warning("delta_forward_failed", job_id=self._cause.job_id, error=repr(exc))

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections import OrderedDict
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
-from typing import assert_never
+from typing import Any, TypeVar, assert_never, cast
 
 import structlog
 
@@ -32,7 +33,6 @@ from actors.orchestrator.approvals import ApprovalDesk
 from actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
 from actors.orchestrator.intent import TeamChooser
 from actors.orchestrator.jobs import (
-    ORCHESTRATOR,
     Job,
     emit,
     job_message,
@@ -40,6 +40,7 @@ from actors.orchestrator.jobs import (
 )
 from actors.orchestrator.journal import Journal
 from actors.orchestrator.runner import JobRunner
+from actors.orchestrator.shards import Admitted, OrchestratorPeers, new_job_id
 from actors.state import redact_url
 from actors.telemetry import metrics
 from protocols import (
@@ -61,7 +62,7 @@ from protocols import (
     TeamSpec,
     TenantPolicy,
     TroupeError,
-    new_id,
+    job_shard,
     with_files,
 )
 from protocols.intent import IntentConfig
@@ -69,6 +70,23 @@ from protocols.intent import IntentConfig
 __all__ = ["Orchestrator", "TeamProvisioner"]
 
 log = structlog.get_logger("raytroupe.orchestrator")
+
+T = TypeVar("T")
+
+
+def _front_desk(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """A method of the front desk (shard 0): teams and policies have one keeper."""
+
+    @functools.wraps(method)
+    async def only_there(self: Orchestrator, *args: Any, **kwargs: Any) -> T:
+        if self._shard != 0:
+            raise InvalidInput(
+                f"teams and policies are kept by orchestrator/0, not /{self._shard}",
+                method=method.__name__,
+            )
+        return await method(self, *args, **kwargs)
+
+    return only_there
 
 
 class Orchestrator:
@@ -84,6 +102,9 @@ class Orchestrator:
             orchestrator resumes every unfinished job (see :mod:`.journal`).
         otel: also export each finished job's trace to OpenTelemetry (a no-op unless the
             process has an SDK ``TracerProvider``); every ``JobResult`` carries it anyway.
+        shard: which of ``shards`` shards this is (see :mod:`.shards`): shard 0 admits every
+            job and keeps teams and policies; each shard runs the jobs whose ids name it.
+        peers: how a shard reaches the others (needed with more than one).
     """
 
     def __init__(
@@ -96,7 +117,14 @@ class Orchestrator:
         keep_jobs: int = 10_000,
         journal: Journal | str | Path | None = None,
         otel: bool = False,
+        shard: int = 0,
+        shards: int = 1,
+        peers: OrchestratorPeers | None = None,
     ) -> None:
+        if not 0 <= shard < shards or (shards > 1 and peers is None):
+            raise ValueError(f"shard {shard} of {shards}, peers {peers!r}")
+        self._shard, self._shards, self._peers = shard, shards, peers
+        self._turn = 0
         self._router = router
         self._provisioner = provisioner
         self._keep_jobs = keep_jobs
@@ -117,7 +145,7 @@ class Orchestrator:
         self._inline = InlineTeams(journal, self._provisioner)
         self._runner = JobRunner(
             self._router,
-            lambda job: self._provisioner.provision(self._catalog.current(job)),
+            lambda job: self._provisioner.provision(self._team_of(job)),
             journal,
             max_running=self._limits[0],
             max_attempts=self._limits[1],
@@ -128,7 +156,10 @@ class Orchestrator:
         """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
         at = self._journal_at
         journal = "in memory" if at is None else at if isinstance(at, Journal) else redact_url(at)
-        return f"Orchestrator(journal {journal}, up to {self._limits[0]} jobs running)"
+        return (
+            f"Orchestrator(shard {self._shard} of {self._shards}, journal {journal}, "
+            f"up to {self._limits[0]} subtasks running)"
+        )
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -139,7 +170,11 @@ class Orchestrator:
         at = self._journal_at
         journal = at if isinstance(at, Journal) else await asyncio.to_thread(Journal, at)
         self._records(journal)
-        for job in journal.resumable():
+        for job in journal.resumable(self._owns):
+            if job_shard(job.id, 10_000) != self._shard:  # its shard is gone: fewer run now
+                log.warning(  # its streamed tokens and approvals go to its shard's address
+                    "job_of_a_gone_shard_resumed", job_id=job.id, shard=self._shard
+                )
             self._jobs[job.id] = job
             metrics.job_status(None, job.status)
             log.info("job_resumed", job_id=job.id, finished_subtasks=len(job.done))
@@ -156,6 +191,10 @@ class Orchestrator:
         runner = job.runner = asyncio.create_task(self._runner.run(job))
         self._tasks.add(runner)
         runner.add_done_callback(self._tasks.discard)
+
+    async def shard(self) -> tuple[int, int]:
+        """Which shard this is, and of how many."""
+        return self._shard, self._shards
 
     # -- driver API -----------------------------------------------------------------------
 
@@ -199,7 +238,11 @@ class Orchestrator:
                 "the job's journal cannot keep: remove it",
                 field="task",
             )
-        job_id = f"job-{new_id()[:16]}"
+        if self._shard != 0:
+            raise InvalidInput(f"jobs are submitted to orchestrator/0, not /{self._shard}")
+        owner = self._turn % self._shards  # in turn, this front desk included
+        self._turn += 1
+        job_id = new_job_id(owner)
         route = None
         registered = isinstance(team, str)
         policy_name, policy = self._policies.policy(tenant)
@@ -222,51 +265,86 @@ class Orchestrator:
             budget = admit_budget(budget, team, policy_name, policy)
             if not registered:
                 await self._inline.use(tenant, team, policy_name, policy, self._running_teams())
-        task = full_task
-        images = tuple(image for a in attachments if (image := a.image()) is not None)
-        job = Job(
+        admitted = Admitted(
             id=job_id,
-            task=task,
+            task=full_task,
             team=team,
             tenant=tenant,
             submitted_at=time.time(),
             budget=budget or team.budget,
             route=route,
-            images=images,
+            images=tuple(image for a in attachments if (image := a.image()) is not None),
             request_id=request_id,
             registered=registered,
+        )
+        if owner == self._shard:
+            await self._adopt(admitted)
+        else:
+            await self._other().adopt(owner, admitted)
+        log.info(
+            "job_submitted",
+            job_id=job_id,
+            team=team.name,
+            tenant=tenant,
+            request_id=request_id,
+            shard=owner,
+        )
+        return job_id
+
+    async def adopt(self, job: Admitted) -> None:
+        """Journal and run a job the front desk admitted for this shard.
+
+        Raises:
+            InvalidInput: the job's id names another shard.
+        """
+        if not self._owns(job.id):
+            raise InvalidInput(f"job {job.id} is not orchestrator/{self._shard}'s to run")
+        await self._adopt(job)
+
+    async def _adopt(self, admitted: Admitted) -> None:
+        job = Job(
+            id=admitted.id,
+            task=admitted.task,
+            team=admitted.team,
+            tenant=admitted.tenant,
+            submitted_at=admitted.submitted_at,
+            budget=admitted.budget,
+            route=admitted.route,
+            images=admitted.images,
+            request_id=admitted.request_id,
+            registered=admitted.registered,
         )
         if self._journal is not None:
             self._journal.job(
                 job.id,
-                task=task,
-                team=team,
-                tenant=tenant,
+                task=job.task,
+                team=job.team,
+                tenant=job.tenant,
                 budget=job.budget,
                 submitted_at=job.submitted_at,
-                images=images,
+                images=job.images,
             )
         self._jobs[job.id] = job
         metrics.job_status(None, job.status)
         self._forget_old_jobs()
-        submitted: dict[str, object] = {"team": team.name, "task": task[:200]}
-        if request_id is not None:
-            submitted["request_id"] = request_id
+        submitted: dict[str, object] = {"team": job.team.name, "task": job.task[:200]}
+        if job.request_id is not None:
+            submitted["request_id"] = job.request_id
         await emit(job, "job_submitted", data=submitted)
-        if route is not None:
-            await emit(job, "job_routed", data=route.model_dump(mode="json"))
+        if job.route is not None:
+            await emit(job, "job_routed", data=job.route.model_dump(mode="json"))
         self._start(job)
-        log.info(
-            "job_submitted", job_id=job.id, team=team.name, tenant=tenant, request_id=request_id
-        )
-        return job.id
 
     async def status(self, job_id: str, *, tenant: str | None = None) -> JobStatus:
         """Where the job is.
 
+        Any shard answers: a job of another shard is asked of it.
+
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
+        if not self._owns(job_id):
+            return cast("JobStatus", await self._owner(job_id, "status", job_id, tenant=tenant))
         return self._job(job_id, tenant).status
 
     async def wait(
@@ -279,6 +357,11 @@ class Orchestrator:
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
+        if not self._owns(job_id):
+            return cast(
+                "JobResult | None",
+                await self._owner(job_id, "wait", job_id, timeout, tenant=tenant),
+            )
         job = self._job(job_id, tenant)
         await wait_until(job, lambda: job.result is not None, timeout)
         return job.result
@@ -298,6 +381,11 @@ class Orchestrator:
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
+        if not self._owns(job_id):
+            return cast(
+                "list[JobEvent]",
+                await self._owner(job_id, "events", job_id, after, timeout, tenant=tenant),
+            )
         job = self._job(job_id, tenant)
         await wait_until(job, lambda: len(job.events) > after, timeout)
         return job.events[after:]
@@ -305,7 +393,7 @@ class Orchestrator:
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point: progress events about a job (e.g. streamed model tokens)."""
         return await serve_envelope(
-            data, self._handle, me=ORCHESTRATOR, accepts=(LLMDeltas, ApprovalRequest)
+            data, self._handle, me=self._address, accepts=(LLMDeltas, ApprovalRequest)
         )
 
     async def _handle(
@@ -318,14 +406,19 @@ class Orchestrator:
             case LLMDeltas():
                 deltas = [d.model_dump(exclude={"kind"}) for d in payload.deltas]
                 await emit(job, "llm_delta", data={"agent": payload.agent, "deltas": deltas})
-                return message.reply(Ack(), sender=ORCHESTRATOR)
+                return message.reply(Ack(), sender=self._address)
             case ApprovalRequest():
-                return message.reply(await self._desk.hold(job, payload), sender=ORCHESTRATOR)
+                return message.reply(await self._desk.hold(job, payload), sender=self._address)
             case _:
                 assert_never(payload)
 
     async def approvals(self, job_id: str, *, tenant: str | None = None) -> list[ApprovalRequest]:
         """The job's tool calls waiting for a human."""
+        if not self._owns(job_id):
+            return cast(
+                "list[ApprovalRequest]",
+                await self._owner(job_id, "approvals", job_id, tenant=tenant),
+            )
         return self._desk.pending(self._job(job_id, tenant))
 
     async def decide(
@@ -342,6 +435,12 @@ class Orchestrator:
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
+        if not self._owns(job_id):
+            decided = await self._owner(
+                job_id, "decide", job_id, approval_id, approved=approved, reason=reason,
+                tenant=tenant,
+            )  # fmt: skip
+            return cast("bool", decided)
         job = self._job(job_id, tenant)
         return await self._desk.decide(job, approval_id, approved, reason)
 
@@ -353,6 +452,8 @@ class Orchestrator:
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
+        if not self._owns(job_id):
+            return cast("bool", await self._owner(job_id, "cancel", job_id, tenant=tenant))
         job = self._job(job_id, tenant)
         if job.result is not None or job.runner is None:
             return False
@@ -371,14 +472,17 @@ class Orchestrator:
 
     # -- tenant policies ------------------------------------------------------------------
 
+    @_front_desk
     async def policy(self, tenant: str) -> TenantPolicy:
         """The policy that binds ``tenant`` (its own, else the default)."""
         return self._policies.policy(tenant)[1]
 
+    @_front_desk
     async def policies(self) -> dict[str, TenantPolicy]:
         """Every policy set, by tenant (``*``: the default for tenants without one)."""
         return self._policies.all()
 
+    @_front_desk
     async def put_policy(self, tenant: str, policy: TenantPolicy | None) -> None:
         """Set the policy of ``tenant`` (``*``: the default); None drops it. Journaled."""
         self._policies.put(tenant, policy)
@@ -386,47 +490,93 @@ class Orchestrator:
             self._journal.put_policy(tenant, policy)
 
     def _running_teams(self) -> set[str]:
-        return {job.team.name for job in self._jobs.values() if job.result is None}
+        """The teams of unfinished jobs: this shard's, and with others, the journal's."""
+        mine = {job.team.name for job in self._jobs.values() if job.result is None}
+        if self._shards > 1 and self._journal is not None:
+            mine |= self._journal.running_teams()
+        return mine
 
     async def jobs(self, *, tenant: str | None = None) -> dict[str, JobStatus]:
-        """Known jobs (of ``tenant``, when given) and their status, oldest first."""
+        """Jobs this shard knows (of ``tenant``, when given) and their status, oldest first."""
         return {
             job_id: job.status
             for job_id, job in self._jobs.items()
             if tenant is None or job.tenant == tenant
         }
 
+    async def listed(self, *, tenant: str | None = None) -> list[tuple[float, str, JobStatus]]:
+        """``(submitted_at, job id, status)`` of each job this shard knows, oldest first.
+
+        Of ``tenant`` only, when given: what the client merges the shards' lists by.
+        """
+        return [
+            (job.submitted_at, job_id, job.status)
+            for job_id, job in self._jobs.items()
+            if tenant is None or job.tenant == tenant
+        ]
+
     # -- teams registered at run time ---------------------------------------------------------
 
+    @_front_desk
     async def teams(self) -> dict[str, TeamSpec]:
         """Every registered team, by name."""
         return self._catalog.teams()
 
+    @_front_desk
     async def team(self, name: str) -> TeamSpec:
         """The team registered as ``name`` (raises ``TeamNotFound``)."""
         return self._catalog.team(name)
 
+    @_front_desk
     async def put_team(self, team: TeamSpec, *, create: bool = False) -> bool:
         """Register or hot-update a team; True if new. See :meth:`TeamCatalog.put`."""
         return await self._catalog.put(team, create=create)
 
+    @_front_desk
     async def delete_team(self, name: str) -> TeamSpec:
         """Unregister a team and stop its agents. See :meth:`TeamCatalog.delete`."""
         return await self._catalog.delete(name)
 
+    @_front_desk
     async def agents(self) -> list[AgentInfo]:
         """Every agent of every registered team."""
         return self._catalog.agents()
 
+    @_front_desk
     async def put_agent(self, team: str, agent: AgentSpec, *, create: bool = False) -> bool:
         """Add or hot-update one agent of a team. See :meth:`TeamCatalog.put_agent`."""
         return await self._catalog.put_agent(team, agent, create=create)
 
+    @_front_desk
     async def delete_agent(self, name: str) -> AgentInfo:
         """Remove one agent from its team. See :meth:`TeamCatalog.delete_agent`."""
         return await self._catalog.delete_agent(name)
 
     # -- helpers --------------------------------------------------------------------------------
+
+    @property
+    def _address(self) -> str:
+        """The shard's router address (``orchestrator``, ``orchestrator-<k>``)."""
+        return "orchestrator" if self._shard == 0 else f"orchestrator-{self._shard}"
+
+    def _owns(self, job_id: str) -> bool:
+        return job_shard(job_id, self._shards) == self._shard
+
+    def _other(self) -> OrchestratorPeers:
+        assert self._peers is not None  # noqa: S101 - required with shards > 1 (__init__)
+        return self._peers
+
+    async def _owner(self, job_id: str, method: str, *args: object, **kwargs: object) -> Any:
+        """The answer of the shard that owns ``job_id`` to ``method``."""
+        return await self._other().ask(job_shard(job_id, self._shards), method, *args, **kwargs)
+
+    def _team_of(self, job: Job) -> TeamSpec:
+        """The team to provision for ``job``.
+
+        On the front desk: as registered now, if the job named a registered team. On another
+        shard: as the front desk admitted it.
+        """
+        return self._catalog.current(job) if self._shard == 0 else job.team
 
     def _job(self, job_id: str, tenant: str | None = None) -> Job:
         job = self._jobs.get(job_id)

@@ -7,6 +7,7 @@ One orchestrator owns one journal: a SQLite file, or its tables in the cluster's
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -49,6 +50,8 @@ _MIGRATIONS: tuple[Migration, ...] = (
         "CREATE TABLE IF NOT EXISTS subtasks (job_id TEXT NOT NULL, subtask_id TEXT NOT NULL, "
         "result TEXT NOT NULL, PRIMARY KEY (job_id, subtask_id))",
     ),
+    # the team's name beside its spec: which teams unfinished jobs use, of every shard
+    ("ALTER TABLE jobs ADD COLUMN team_name TEXT",),
 )
 
 
@@ -94,9 +97,10 @@ class Journal:
                 (job_id, _IMAGES.dump_json(images).decode()),
             )
         self._db.execute(
-            "INSERT INTO jobs VALUES (?, ?, ?, ?, ?, ?, NULL) ON CONFLICT DO NOTHING",
+            "INSERT INTO jobs (id, task, team, tenant, budget, submitted_at, result, team_name) "
+            "VALUES (?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING",
             (job_id, task, team.model_dump_json(), tenant,
-             None if budget is None else budget.model_dump_json(), submitted_at),
+             None if budget is None else budget.model_dump_json(), submitted_at, team.name),
         )  # fmt: skip
 
     def plan(self, job_id: str, plan: Plan) -> None:
@@ -154,14 +158,19 @@ class Journal:
             return None
         return TeamSpec.model_validate_json(row[0]), row[1], JobResult.model_validate_json(row[2])
 
-    def unfinished(self) -> list[Unfinished]:
-        """Every job without a result, oldest first, with its plan and finished subtasks."""
+    def unfinished(self, owns: Callable[[str], bool] = lambda _: True) -> list[Unfinished]:
+        """Every job without a result, oldest first, with its plan and finished subtasks.
+
+        Only those whose id ``owns`` (an orchestrator shard's partition of the journal).
+        """
         rows = self._db.execute(
             "SELECT id, task, team, tenant, budget, submitted_at FROM jobs "
             "WHERE result IS NULL ORDER BY submitted_at"
         )
         found = []
         for job_id, task, team, tenant, budget, submitted_at in rows:
+            if not owns(job_id):
+                continue
             plan_row = first(self._db.execute("SELECT plan FROM plans WHERE job_id = ?", (job_id,)))
             done = {
                 sid: SubtaskResult.model_validate_json(result)
@@ -187,8 +196,18 @@ class Journal:
             )
         return found
 
-    def resumable(self) -> list[Job]:
-        """Every unfinished job, ready to run again (with its plan and finished subtasks)."""
+    def running_teams(self) -> set[str]:
+        """The names of the teams of unfinished jobs (of every shard)."""
+        rows = self._db.execute(
+            "SELECT DISTINCT team_name FROM jobs WHERE result IS NULL AND team_name IS NOT NULL"
+        )
+        return {name for (name,) in rows}
+
+    def resumable(self, owns: Callable[[str], bool] = lambda _: True) -> list[Job]:
+        """Every unfinished job whose id ``owns``, ready to run again.
+
+        With its plan and finished subtasks.
+        """
         return [
             Job(
                 id=found.job_id,
@@ -201,7 +220,7 @@ class Journal:
                 done=found.done,
                 images=found.images,
             )
-            for found in self.unfinished()
+            for found in self.unfinished(owns)
         ]
 
     def finished(self, job_id: str) -> Job | None:

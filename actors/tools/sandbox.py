@@ -52,6 +52,7 @@ from protocols import (
     ToolResult,
     ToolSpec,
     TroupeError,
+    orchestrator_address,
 )
 
 __all__ = ["DELEGATE", "HANDOFF", "ToolSandbox", "ToolsConfig"]
@@ -260,8 +261,11 @@ class ToolSandbox(TakesBatches):
         request = ApprovalRequest(approval_id=approval_id, task_id=call.task_id, agent=agent,
                                   tool=call.tool, arguments=arguments)  # fmt: skip
         reply = await self._router.request(
-            AgentMessage(
-                sender=self._name, recipient="orchestrator", job_id=job_id, payload=request
+            AgentMessage(  # to the orchestrator shard that runs the job
+                sender=self._name,
+                recipient=orchestrator_address(job_id),
+                job_id=job_id,
+                payload=request,
             )
         )
         match expected(reply, ApprovalDecision, unexpected=ToolError):

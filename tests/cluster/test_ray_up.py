@@ -274,7 +274,7 @@ def _assert_state_off_the_nodes(nodes: Nodes, actors: list[Any], job_id: str) ->
     chroma = services["TROUPE_MEMORY_SERVER"]
     heartbeat = httpx.get(f"http://{chroma}/api/v2/heartbeat", timeout=10)
     assert heartbeat.status_code == 200, heartbeat.text
-    system = [a for a in actors if a.name in {"orchestrator", "llm/0", "memory", "tools/0"}]
+    system = [a for a in actors if a.name in {"orchestrator/0", "llm/0", "memory", "tools/0"}]
     assert len(system) == 4, [a.name for a in system]
     pinned = [a.name for a in system if "node:__internal_head__" in (a.required_resources or {})]
     assert not pinned, pinned
@@ -381,7 +381,7 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
     actors = [a for a in list_actors(address=dashboard, detail=True, limit=1000)
               if a.state == "ALIVE" and a.ray_namespace == "troupe"]  # fmt: skip
     names = {a.name for a in actors}
-    assert {"router/0", "orchestrator", "llm/0", "memory", "tools/0"} <= names, names
+    assert {"router/0", "orchestrator/0", "llm/0", "memory", "tools/0"} <= names, names
     agents = [a for a in actors if a.name.startswith("agent/cluster-solver-")]
     assert len(agents) == 3, names
     on_workers = [a.name for a in agents if a.node_id != head.node_id]

@@ -42,7 +42,7 @@ def test_a_killed_orchestrator_resumes_its_job_without_rerunning_finished_subtas
     finished = _wait_for(job, "subtask_finished", 2)
     done_before = {e.subtask_id for e in finished}
     killed_at = time.time()
-    ray.kill(rt.actor("orchestrator"), no_restart=False)
+    ray.kill(rt.client.handles.orchestrators.of(job.job_id), no_restart=False)  # its shard
 
     result = job.result(timeout=120)
 

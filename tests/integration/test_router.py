@@ -46,7 +46,14 @@ def test_named_actors_are_listed_in_the_troupe_namespace(rt):
             filters=[("ray_namespace", "=", "troupe"), ("state", "=", "ALIVE")],
         )
     }
-    assert {"router/0", "router/1", "llm/0", "orchestrator", "agent/lister"} <= alive
+    assert {
+        "router/0",
+        "router/1",
+        "llm/0",
+        "orchestrator/0",
+        "orchestrator/1",
+        "agent/lister",
+    } <= alive
 
 
 def test_unknown_recipient_is_dead_lettered_with_its_reason(rt):

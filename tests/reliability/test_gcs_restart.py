@@ -112,7 +112,7 @@ def _wait_for_lookups(deadline: float) -> None:
     """Until a named actor is found again: such lookups go through the GCS."""
     while True:
         try:
-            ray.get_actor("orchestrator", namespace=NAMESPACE)
+            ray.get_actor("orchestrator/0", namespace=NAMESPACE)
         except Exception:  # noqa: BLE001 - any failure while it comes back
             assert time.monotonic() < deadline, "the GCS did not come back in time"
             time.sleep(0.5)

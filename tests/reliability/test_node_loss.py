@@ -87,7 +87,7 @@ def test_jobs_complete_when_the_node_of_their_agents_is_removed(cluster, tmp_pat
     assert warm.status == "succeeded", warm.error
     agents = [f"agent/{a.name}" for a in team.agents]
     assert {node_of(a) for a in agents} == {worker_a.node_id}
-    assert node_of("router/0") == node_of("orchestrator") == head
+    assert node_of("router/0") == node_of("orchestrator/0") == head
 
     worker_b = cluster.add_node(**NODE, num_cpus=2)
     cluster.wait_for_nodes()

@@ -61,7 +61,7 @@ RESERVED = 1024
 """Tokens the pool reserves for a budgeted call's answer (its default max_tokens)."""
 NODE = {"node_ip_address": "127.0.0.1", "include_dashboard": False}
 KINDS = ("orchestrator", "llm", "tools", "memory")
-ACTORS = {"orchestrator": ("orchestrator",), "llm": ("llm/0",), "tools": ("tools/0", "tools/1"),
+ACTORS = {"orchestrator": ("orchestrator/0",), "llm": ("llm/0",), "tools": ("tools/0", "tools/1"),
           "memory": ("memory",)}  # fmt: skip
 TASKS = tuple(f"- part {n} one.\n- part {n} two.\n- part {n} three." for n in range(3))
 NOTE = (

@@ -62,7 +62,7 @@ SYSTEM_ACTORS: Final = {
     "router": ("router/0",),
     "memory": ("memory",),
     "llm": ("llm/0",),
-    "orchestrator": ("orchestrator",),
+    "orchestrator": ("orchestrator/0",),
 }
 Status = Literal["completed", "failed_typed", "wrong_answer", "hung", "untyped_error"]
 
@@ -387,12 +387,12 @@ class _Killer:
             names = [f"agent/{a}" for a in self._agents()]
         elif kind == "sandbox":
             names = [f"tools/{n}" for n in range(self._plan.sandboxes)]
-        elif kind == "router":  # every shard
+        elif kind in ("router", "orchestrator"):  # every shard
             named = ray.util.list_named_actors(all_namespaces=True)
             names = sorted(
                 a["name"]
                 for a in named
-                if a["namespace"] == NAMESPACE and a["name"].startswith("router/")
+                if a["namespace"] == NAMESPACE and a["name"].startswith(f"{kind}/")
             )
         else:
             names = list(SYSTEM_ACTORS[kind])
@@ -437,7 +437,7 @@ def wait_healthy(
 
     probes: list[tuple[str, str, tuple[Any, ...]]] = [
         ("router/0", "stats", ()),
-        ("orchestrator", "jobs", ()),
+        ("orchestrator/0", "jobs", ()),
         ("llm/0", "unservable", ()),
         ("memory", "count", ("default",)),
         *((f"tools/{n}", "find", ()) for n in range(sandboxes)),

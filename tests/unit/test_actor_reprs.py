@@ -44,5 +44,5 @@ def test_the_system_actors_say_what_they_serve(tmp_path):
     assert repr(served) == "MemoryStore(Chroma server http://10.0.0.5:8000, embedding minilm)"
     orchestrator = Orchestrator(router=None, provisioner=None, journal=tmp_path / "j.sqlite")
     assert repr(orchestrator) == (
-        f"Orchestrator(journal {tmp_path / 'j.sqlite'}, up to 256 jobs running)"
+        f"Orchestrator(shard 0 of 1, journal {tmp_path / 'j.sqlite'}, up to 256 subtasks running)"
     )

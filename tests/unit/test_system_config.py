@@ -134,3 +134,26 @@ def test_the_serve_configs_args_match_the_api_schema():
     schema = json.loads((SHIPPED / "api.schema.json").read_text(encoding="utf-8"))
     for application in serve["applications"]:
         jsonschema.validate(application.get("args") or {}, schema)
+
+
+def test_scale_counts_shards_per_node_from_the_clusters_size():
+    per_node = SystemConfig.from_mapping(
+        {"scale": {"router_shards": "per_node", "orchestrator_shards": 2}}
+    ).scale
+    never = lambda: pytest.fail("the live nodes were counted")  # noqa: E731
+    assert per_node.counts(never, {"TROUPE_NODES": "5"}) == (5, 2)
+    assert per_node.counts(lambda: 3, {}) == (3, 2)  # no variable: the nodes alive now
+    assert per_node.counts(lambda: 0, {}) == (1, 2)
+    assert SystemConfig().scale.counts(never, {"TROUPE_NODES": "9"}) == (1, 1)
+    for bad in ("0", "65", "five", "-1"):
+        with pytest.raises(ConfigError, match="TROUPE_NODES") as info:
+            per_node.counts(never, {"TROUPE_NODES": bad})
+        assert info.value.detail["field"] == "scale.nodes_env"
+    for refused in (0, 65, "per_host", 2.5):
+        with pytest.raises(ConfigError):
+            SystemConfig.from_mapping({"scale": {"router_shards": refused}})
+
+
+def test_the_cluster_config_runs_a_shard_of_each_per_node():
+    shipped = SystemConfig.from_yaml(ROOT / "deployments" / "troupe.cluster.yaml").scale
+    assert shipped.counts(lambda: 1, {"TROUPE_NODES": "5"}) == (5, 5)

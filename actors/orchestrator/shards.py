@@ -1,0 +1,53 @@
+"""Orchestrator shards: jobs partitioned by id over ``orchestrator/0`` .. ``orchestrator/<K-1>``.
+
+Shard 0 is the front desk: it admits every job (tenant policies, the team catalog, inline
+teams, intent routing: state that must have one keeper) and hands it to a shard in turn,
+itself included, under an id that names that shard (:func:`protocols.job_shard`). The
+owner journals the job in its partition of the journal (the jobs whose ids name it), runs
+it, streams its events and answers for it; after a restart it resumes its own partition
+only. Clients ask a job's owner directly; any other shard passes the question on.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from protocols import Budget, ImagePart, TeamSpec, new_id
+from protocols.intent import IntentChoice
+
+__all__ = ["Admitted", "OrchestratorPeers", "new_job_id"]
+
+
+def new_job_id(shard: int) -> str:
+    """A new id for a job of ``shard`` (``job-<hex>`` for shard 0, ``job-<hex>-<k>`` else)."""
+    base = f"job-{new_id()[:16]}"
+    return base if shard == 0 else f"{base}-{shard}"
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """A job the front desk admitted, as its owner starts it."""
+
+    id: str
+    task: str
+    team: TeamSpec
+    tenant: str
+    submitted_at: float
+    budget: Budget | None
+    route: IntentChoice | None
+    images: tuple[ImagePart, ...]
+    request_id: str | None
+    registered: bool
+
+
+class OrchestratorPeers(Protocol):
+    """The other shards of the orchestrator (under Ray: ``actors.ray_handles``)."""
+
+    async def adopt(self, shard: int, job: Admitted) -> None:
+        """Have ``shard`` journal and run ``job``."""
+        ...
+
+    async def ask(self, shard: int, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``shard``'s answer to a call of its ``method`` (its errors raised as they are)."""
+        ...
