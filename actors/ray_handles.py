@@ -250,9 +250,9 @@ class RayPoolPeers:
 class RayRouterClient:
     """An actor-side :class:`~actors.RouterClient` over the router shards' Ray handles.
 
-    Each envelope goes to the shard :func:`~protocols.router_shard` names (by recipient, or
-    by message id for a role). Requests made in the same turn of the event loop (up to
-    ``max_batch`` per shard) go to their shard as one batch (one Ray call,
+    Each envelope goes to the shard :func:`~protocols.router_shard` names for its sender
+    (one shard for all an actor sends). Requests made in the same turn of the event loop (up
+    to ``max_batch`` per shard) go to their shard as one batch (one Ray call,
     :meth:`MessageRouter.request_many`), batches pipelined. Each request keeps its own reply
     and the router's per-envelope semantics, and gets it as soon as it exists: the router
     returns the replies ready so far and a ticket, and the client asks for the rest at once
@@ -278,7 +278,7 @@ class RayRouterClient:
         return (_client, (self._routers, self._max_batch))
 
     def _shard(self, message: AgentMessage) -> int:
-        return router_shard(message.recipient, message.id, len(self._routers))
+        return router_shard(message.sender, len(self._routers))
 
     async def request(self, message: AgentMessage, /) -> AgentMessage:
         """Deliver through the router and wait for the reply."""

@@ -20,7 +20,16 @@ from pathlib import Path
 from _common import Curve, Section, from_json, machine, table
 
 HERE = Path(__file__).parent
-SUITE = ("router", "fanout", "pool_replicas", "cpu_tools", "footprint", "http_api", "state_store")
+SUITE = (
+    "router",
+    "fanout",
+    "pool_replicas",
+    "capacity",
+    "cpu_tools",
+    "footprint",
+    "http_api",
+    "state_store",
+)
 RESULTS = HERE / "results"
 
 

@@ -62,20 +62,26 @@ def reserved(name: str) -> bool:
     return name in SYSTEM_ADDRESSES or _REPLICA_RE.fullmatch(name) is not None
 
 
-def router_shard(recipient: str, message_id: str, shards: int) -> int:
-    """Which of ``shards`` router shards routes the envelope ``message_id`` to ``recipient``.
+def router_shard(sender: str, shards: int) -> int:
+    """Which of ``shards`` router shards routes the envelopes ``sender`` sends.
 
-    A name or a topic goes by the address: one shard sees every envelope for it, so that
-    recipient's in-flight count, the order of its envelopes and their batching hold as with
-    one router. A role goes by the message id: role traffic (every model call goes to
-    ``role:llm``) spreads over the shards, and each shard balances its part over the role's
-    holders. Either way one envelope, sent again, meets the same shard and its memory of ids
-    (de-duplication stays exact). CRC-32, not ``hash()``: every process must agree.
+    Each actor sends through one shard, whatever it sends to: a client's batch of requests
+    (one Ray call) stays one batch, its envelopes reach each recipient in the order it sent
+    them, and an envelope it sends again meets the shard that saw it first (de-duplication
+    stays exact). Senders spread over the shards, and so does role traffic (every model call
+    goes to ``role:llm``). System actors that come in numbers take them in turn (``n`` of
+    ``orchestrator-<n>``, ``llm-<n>``, ``tools-<n>``; ``orchestrator`` is shard 0 of its
+    kind); any other sender goes by CRC-32 of its name, not ``hash()``: every process must
+    agree.
     """
     if shards <= 1:
         return 0
-    key = message_id if recipient.startswith("role:") else recipient
-    return zlib.crc32(key.encode()) % shards
+    if sender == "orchestrator":
+        return 0
+    numbered = _REPLICA_RE.fullmatch(sender)
+    if numbered is not None:
+        return int(sender.rsplit("-", 1)[1]) % shards
+    return zlib.crc32(sender.encode()) % shards
 
 
 _SHARD_DIGITS: Final = 4

@@ -31,14 +31,11 @@ from protocols import (
     TeamSpec,
     TraceContext,
     Usage,
+    orchestrator_address,
 )
 from protocols.intent import IntentChoice
 
-ORCHESTRATOR = "orchestrator"
-"""The orchestrator's address."""
-
 __all__ = [
-    "ORCHESTRATOR",
     "Job",
     "emit",
     "failed",
@@ -141,9 +138,14 @@ def job_message(
     attempt: int = 1,
     deadline: float | None = None,
 ) -> AgentMessage:
-    """An envelope from the orchestrator about ``job`` (its tenant, a span of its trace)."""
+    """An envelope from the orchestrator about ``job`` (its tenant, a span of its trace).
+
+    Its sender is the job's orchestrator shard (``orchestrator``, ``orchestrator-<k>``): the
+    model calls it makes are that shard's in the usage report, and its envelopes travel
+    through that shard's router shard.
+    """
     return AgentMessage(
-        sender=ORCHESTRATOR,
+        sender=orchestrator_address(job.id),
         recipient=recipient,
         job_id=job.id,
         attempt=attempt,

@@ -6,7 +6,7 @@ import pytest
 import ray
 
 import runtime
-from protocols import ErrorCode
+from protocols import ErrorCode, orchestrator_address
 
 
 def test_streamed_tokens_arrive_as_job_events_in_order(rt):
@@ -69,7 +69,8 @@ def test_usage_report_by_job_agent_and_model(rt):
     rows = rt.usage(result.job_id)
 
     agents = {r.agent for r in rows}
-    assert {"orchestrator"} < agents <= {"orchestrator", "acct-a", "acct-b"}
+    shard = orchestrator_address(result.job_id)  # planning and aggregating: the job's shard
+    assert {shard} < agents <= {shard, "acct-a", "acct-b"}
     assert all(r.job_id == result.job_id for r in rows)
     assert sum(r.calls for r in rows) == result.usage.calls
     assert sum(r.prompt_tokens + r.completion_tokens for r in rows) == result.usage.total_tokens

@@ -1,9 +1,9 @@
 """Router shards on a real Ray: the session's router has two (``router/0``, ``router/1``).
 
 Every integration test runs on them (tests/conftest.py sets ``scale.router_shards=2``);
-these check what sharding adds: one registry on every shard, each address routed by one
-shard, role traffic spread over both, de-duplication across clients, and a shard that dies
-losing no job.
+these check what sharding adds: one registry on every shard, each sender's envelopes routed
+by one shard, senders (and so role traffic) spread over both, de-duplication across clients,
+and a shard that dies losing no job.
 """
 
 from __future__ import annotations
@@ -60,33 +60,36 @@ def test_every_shard_holds_the_whole_registry(rt):
     assert registries[0] == registries[1]
 
 
-def test_an_address_has_one_shard_and_a_role_spreads_over_both(rt):
+def test_a_sender_has_one_shard_and_senders_spread_over_both(rt):
     tag = uuid.uuid4().hex[:8]
     client = _shards(rt).client()
-    strays = [
-        AgentMessage(sender="driver", recipient=f"stray-{tag}-{i}", payload=Event(name="ping"))
-        for i in range(16)
+    senders = [f"sender-{tag}-{i}" for i in range(8)]
+    strays = [  # each sender writes to two unknown names and asks the pool once
+        AgentMessage(sender=who, recipient=f"stray-{tag}-{i}-{n}", payload=Event(name="ping"))
+        for i, who in enumerate(senders)
+        for n in range(2)
     ]
+    asks = [_ask(tag, i).model_copy(update={"sender": who}) for i, who in enumerate(senders)]
     before = [s.routed for s in _stats(rt)]
 
     async def send_all() -> list[AgentMessage]:
         return await asyncio.gather(*(client.request(m) for m in [*strays, *asks]))
 
-    asks = [_ask(tag, i) for i in range(24)]
     replies = asyncio.run(send_all())
     after = [s.routed for s in _stats(rt)]
 
-    # a name goes to the one shard router_shard names: its dead letter is there, not on the other
+    # a sender's envelopes, whatever their recipient, went through its shard: their dead
+    # letters are there, not on the other
     for reply in replies[: len(strays)]:
         assert isinstance(reply.payload, ErrorPayload)
         assert reply.payload.code is ErrorCode.UNKNOWN_RECIPIENT
     letters = [ray.get(h.dead_letters.remote(10_000)) for h in _shards(rt).handles]
     for stray in strays:
-        home = router_shard(stray.recipient, stray.id, 2)
+        home = router_shard(stray.sender, 2)
         assert any(d.message_id == stray.id for d in letters[home])
         assert not any(d.message_id == stray.id for d in letters[1 - home])
-    assert {router_shard(s.recipient, s.id, 2) for s in strays} == {0, 1}
-    # role traffic: every model call answered, each shard took some of them
+    assert {router_shard(who, 2) for who in senders} == {0, 1}
+    # role traffic of many senders: every model call answered, each shard took some of them
     assert all(isinstance(r.payload, LLMResponse) for r in replies[len(strays) :])
     assert all(a > b for a, b in zip(after, before, strict=True)), (before, after)
     assert sum(after) - sum(before) >= len(strays) + len(asks)

@@ -12,7 +12,6 @@ from protocols import (
     InvalidAddress,
     Name,
     ParsedAddress,
-    new_id,
     parse_address,
     router_shard,
 )
@@ -186,16 +185,16 @@ def test_names_that_only_look_alike_stay_free(name):
     assert AgentSpec(name=name, role="worker").name == name
 
 
-def test_a_name_has_one_router_shard_and_a_role_spreads_by_message_id():
-    assert router_shard("anyone", "m-1", 1) == 0
-    assert router_shard("researcher-1", "m-1", 4) == router_shard("researcher-1", "m-2", 4)
-    assert router_shard("topic:news", "a", 3) == router_shard("topic:news", "b", 3)
-    ids = [new_id() for _ in range(4000)]
-    spread = Counter(router_shard("role:llm", i, 4) for i in ids)
+def test_a_sender_has_one_router_shard_and_senders_spread():
+    assert router_shard("anyone", 1) == 0
+    senders = [f"agent-{n}" for n in range(4000)]
+    spread = Counter(router_shard(s, 4) for s in senders)
     assert set(spread) == {0, 1, 2, 3}
     assert min(spread.values()) > 800  # ~1000 each
-    assert all(router_shard("role:llm", i, 4) == router_shard("role:llm", i, 4) for i in ids[:50])
-    names = Counter(router_shard(f"agent-{n}", "same-id", 4) for n in range(400))
-    assert set(names) == {0, 1, 2, 3}
+    assert all(router_shard(s, 4) == router_shard(s, 4) for s in senders[:50])
     # CRC-32, not hash(): the same in every process whatever PYTHONHASHSEED is
-    assert router_shard("orchestrator", "x", 8) == 0
+    assert router_shard("researcher", 8) == 6
+    # numbered system actors take the shards in turn
+    assert [router_shard(f"orchestrator-{k}", 3) for k in (1, 2, 3)] == [1, 2, 0]
+    assert router_shard("orchestrator", 3) == 0
+    assert [router_shard(f"llm-{k}", 2) for k in range(4)] == [0, 1, 0, 1]
