@@ -29,7 +29,7 @@ from _common import Figure, Section, main, median
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = ("fp-ada", "fp-grace", "fp-alan")
-SYSTEM_ACTORS = ("router/0", "llm/0", "memory", "tools/0", "tools/1", "orchestrator")
+SYSTEM_ACTORS = ("router/0", "llm/0", "memory", "tools/0", "tools/1", "orchestrator/0")
 HEAVY = (
     "anthropic",
     "chromadb",
