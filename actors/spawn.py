@@ -364,17 +364,20 @@ class SystemHandles:
     memory: Any
 
 
-def _running_shards(first_name: str) -> int | None:
-    """How many shards the running router or orchestrator has (None: none runs).
+def _shard_count(first_name: str, asked: int) -> int:
+    """How many shards the router or orchestrator has: a running one keeps its number.
 
-    ``first_name`` names its shard 0, which says (``shard()``).
+    ``first_name`` names its shard 0, which says (``shard()``); ``asked`` is the number for
+    one that does not run yet.
     """
     try:
         first = ray.get_actor(first_name, namespace=NAMESPACE)
     except ValueError:
-        return None
-    shards: int = ray.get(first.shard.remote())[1]
-    return shards
+        return asked
+    running: int = ray.get(first.shard.remote())[1]
+    if running != asked:
+        log.warning("shards_kept", actor=first_name, running=running, asked=asked)
+    return running
 
 
 def cluster_addresses() -> list[str]:
@@ -437,10 +440,7 @@ def spawn_system(
     placed = functools.partial(
         _placed, system_resources=system_resources, actor_resources=actor_resources
     )
-    running = _running_shards(router_shard_name(0))
-    if running is not None and running != router_shards:
-        log.warning("router.shards_kept", running=running, asked=router_shards)
-    shards = running or router_shards
+    shards = _shard_count(router_shard_name(0), router_shards)
     routers = RouterShards(
         [
             _remote(MessageRouter)
@@ -487,10 +487,7 @@ def spawn_system(
         .remote(tools, name=f"tools-{n}", router=routers.client(), own_addresses=own)
         for n in range(tools.sandboxes)
     ]
-    running = _running_shards(orchestrator_shard_name(0))
-    if running is not None and running != orchestrator_shards:
-        log.warning("orchestrator.shards_kept", running=running, asked=orchestrator_shards)
-    count = running or orchestrator_shards
+    count = _shard_count(orchestrator_shard_name(0), orchestrator_shards)
     orchestrators = OrchestratorShards(
         [
             _remote(Orchestrator)

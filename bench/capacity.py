@@ -31,6 +31,7 @@ from typing import Any
 
 import ray
 from _common import Figure, Section, machine, main
+from fanout import _cpu_s, _task
 from ray.cluster_utils import Cluster
 
 import runtime
@@ -46,13 +47,6 @@ SHARDED = ("router", "orchestrator", "llm")
 IN_FLIGHT = (1_000, 10_000)
 LATENCY_S = 0.5
 NODE = {"node_ip_address": "127.0.0.1", "include_dashboard": False}
-
-
-def _cpu_s(pid: int) -> float:
-    """CPU seconds (user + system) process ``pid`` has used so far."""
-    with open(f"/proc/{pid}/stat", encoding="ascii") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _kind(name: str) -> str:
@@ -120,10 +114,6 @@ def _team() -> runtime.Team:
             for i in range(AGENTS)
         ],
     )
-
-
-def _task(n: int) -> str:
-    return "\n".join(f"- Summarize note {i} about topic {i % 7}." for i in range(n))
 
 
 def _measure(k: int, n: int, rounds: int, calls: int) -> tuple[dict[str, float], float, float]:
