@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,9 @@ __all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "PoolPeers", "build_provider"]
 log = structlog.get_logger("raytroupe.llm")
 
 _REPR_ALIASES = 8
+
+CANCELLED_KEPT = 10_000
+"""Cancelled jobs a replica remembers (their late calls are refused)."""
 """Aliases named in the pool's ``repr`` (the Ray dashboard's); the rest are counted."""
 
 DEFAULT_MODELS: Mapping[str, ModelSpec] = {"default": OfflineModel(), "offline": OfflineModel()}
@@ -148,6 +152,8 @@ class LLMAdapterPool(TakesBatches):
         self._broken: dict[str, ConfigError] = {}
         self._usage: dict[tuple[str | None, str, str, str, str], UsageRow] = {}
         self._by_job: dict[str, set[asyncio.Task[object]]] = {}
+        self._cancelled: deque[str] = deque(maxlen=CANCELLED_KEPT)
+        """Jobs cancelled here: a call of theirs that arrives late is refused, not served."""
         self._trust = ModelTrust(config.network, config.keys, own_addresses)
         self._trust.trust([*config.models.values(), *(models or {}).values()])
         self._bind_all({**DEFAULT_MODELS, **config.models, **(models or {})})
@@ -387,7 +393,13 @@ class LLMAdapterPool(TakesBatches):
         return self._ledger.spent(key)
 
     async def cancel_job(self, job_id: str) -> int:
-        """Stop the job's model calls here; how many were running (a peer passing a cancel)."""
+        """Stop the job's model calls here; how many were running (a peer passing a cancel).
+
+        A call of the job that arrives afterwards (it was on its way, through another router
+        shard) is refused with ``JobCancelled``.
+        """
+        if job_id not in self._cancelled:
+            self._cancelled.append(job_id)
         running = self._by_job.pop(job_id, set())
         for call in running:
             call.cancel()
@@ -422,6 +434,9 @@ class LLMAdapterPool(TakesBatches):
         task = asyncio.current_task()
         if message.job_id is None or task is None:
             return await self._serve(message, request)
+        if message.job_id in self._cancelled:
+            log.info("call_of_cancelled_job", job_id=message.job_id, agent=message.sender)
+            raise JobCancelled("the job was cancelled", job_id=message.job_id)
         running = self._by_job.setdefault(message.job_id, set())
         running.add(task)
         try:

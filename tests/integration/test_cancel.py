@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 import runtime
@@ -30,3 +32,13 @@ def test_cancel_ends_the_job_and_its_running_subtasks(rt):
     assert job.cancel() is False
     # nothing the agents were doing for the job completed a model call
     assert [r for r in rt.usage(job.job_id) if r.agent == "cancel-agent"] == []
+    # and the pool dropped them, on every replica: nothing is left in flight at any (the
+    # calls would take 60 s)
+    deadline = time.monotonic() + 20
+    while (held := _at_the_pool(rt)) and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling the router's counters, bounded by the deadline
+    assert held == {}
+
+
+def _at_the_pool(rt) -> dict[str, int]:
+    return {n: k for n, k in rt.router_stats().in_flight.items() if n.startswith("llm-")}

@@ -237,6 +237,20 @@ def test_a_cancel_stops_the_jobs_calls_on_every_replica(tmp_path):
             reply = await asyncio.wait_for(call, 5)
             assert reply is not None
             assert decode(reply).payload.code.value == "cancelled"
+        # a call of the job still on its way (through another router shard) is refused by
+        # either replica, not served; another job's call is
+        gate.set()
+
+        def call(job_id):
+            return encode(envelope(llm_request("hi", model="slow"), job_id=job_id))
+
+        for pool in pools:
+            late = await pool.receive(call("j1"))
+            assert late is not None
+            assert decode(late).payload.code.value == "cancelled"
+        other = await pools[1].receive(call("j2"))
+        assert other is not None
+        assert isinstance(decode(other).payload, LLMResponse)
 
     run(main())
 
