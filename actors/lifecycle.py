@@ -15,6 +15,8 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
+from actors.telemetry.logs import configure_worker_logging
+
 __all__ = ["Lifecycle", "with_lifecycle"]
 
 T = TypeVar("T")
@@ -44,6 +46,7 @@ def with_lifecycle(cls: type[T]) -> type[T]:
     """
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
+        configure_worker_logging()  # before the class logs anything (a no-op in a driver)
         cls.__init__(self, *args, **kwargs)
         self._lifecycle_start = asyncio.get_running_loop().create_task(self.on_start())
 

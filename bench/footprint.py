@@ -2,7 +2,7 @@
 
 1. Memory: the USS of agent actors (``agent/<name>``, each after it has served a subtask of a
    small job) against bare Ray actors (an empty class with one method, spawned by a second
-   driver without raytroupe's worker setup hook) on the same Ray. Goal <= 1.2x.
+   driver that imports nothing of raytroupe) on the same Ray. Goal <= 1.2x.
 2. Cold start: ``runtime.connect()`` in a fresh process until it returns and every system
    actor answers, against ``ray.init`` plus as many empty actors (router, llm, memory,
    tools-0, tools-1, orchestrator) in a fresh process. Reported without a goal.
@@ -48,7 +48,7 @@ HEAVY = (
 )
 """Top-level packages an agent process should not need."""
 AGENT_NEEDS = (
-    "runtime.logging",
+    "actors.telemetry.logs",
     "actors.endpoint",
     "actors.telemetry.metrics",
     "actors.ray_handles",
@@ -57,8 +57,8 @@ AGENT_NEEDS = (
     "actors.router",
     "protocols",
 )
-"""raytroupe modules an agent process uses (Ray's worker setup hook, its class, its router
-client, the data), besides the packages ``actors`` and ``runtime`` themselves."""
+"""raytroupe modules an agent process uses (its logging, its class, its router client, the
+data), besides the package ``actors`` itself."""
 RECORD = (
     "recorded 2026-11-29 (load 10-25): before, the agent used 78 MB = 1.62x a bare actor (48 MB) "
     "with 1,394 modules (chromadb, numpy, tokenizers, opentelemetry, sqlite3, tenacity, "
@@ -73,7 +73,7 @@ _OURS = ("actors", "deployments", "protocols", "runtime")
 
 _ENV = {**os.environ, "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER": "0", "PYTHONPATH": str(ROOT)}
 
-# A second driver on the same Ray: its actors get no raytroupe setup hook, no raytroupe import.
+# A second driver on the same Ray: its actors import nothing of raytroupe.
 _BARE_ACTORS = textwrap.dedent(
     """
     import json, sys

@@ -11,6 +11,7 @@ from ray.serve import Application
 from starlette.types import ASGIApp
 
 from actors.llm.config import LLMConfig
+from actors.telemetry.logs import configure_worker_logging
 from deployments.api import create_api
 from deployments.config import APIConfig
 from deployments.guard import Guard
@@ -36,6 +37,7 @@ class TroupeAPI:
     """One HTTP replica: the guard (keys, limits, request ids) in front of the API."""
 
     def __init__(self, config: APIConfig) -> None:
+        configure_worker_logging()  # JSON lines in the replica's Ray log, as every actor's
         self._config = config
         self._keys = [*config.api_keys, *self._env_keys()]
         path = config.llm_config_path()

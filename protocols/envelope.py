@@ -22,7 +22,7 @@ def new_id() -> str:
 class TraceContext(BaseModel):
     """W3C-style trace ids, carried from message to message."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     trace_id: str = Field(default_factory=new_id, min_length=1, max_length=64)
     span_id: str = Field(default_factory=lambda: new_id()[:16], min_length=1, max_length=64)
@@ -40,7 +40,7 @@ class AgentMessage(BaseModel):
     router; ``attempt`` counts deliveries of the same work (1 for the first).
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     id: str = Field(default_factory=new_id, min_length=1, max_length=64)
     kind: str = Field(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Final
 
-import regex
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from protocols.addresses import Name
@@ -21,7 +20,7 @@ the orchestrator, so it is cut off and counts as no match."""
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class GraphNode(_Frozen):
@@ -65,6 +64,8 @@ class GraphSpec(_Frozen):
             if edge.source not in ids or (edge.target not in ids and edge.target != END):
                 raise ValueError(f"edge {edge.source!r} -> {edge.target!r} names an unknown node")
             if edge.when is not None:
+                import regex  # noqa: PLC0415 - 1.2 MB every process would carry for graphs only
+
                 try:
                     regex.compile(edge.when)
                 except regex.error as e:
@@ -80,6 +81,8 @@ class GraphSpec(_Frozen):
 
 
 def _found(pattern: str, output: str) -> bool:
+    import regex  # noqa: PLC0415 - see GraphSpec's check
+
     try:
         return (
             regex.search(pattern, output, regex.IGNORECASE, timeout=EDGE_MATCH_TIMEOUT_S)

@@ -31,7 +31,7 @@ class Attachment(BaseModel):
     URL) are shown to every agent that works on the job. Other types are refused.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: str = Field(min_length=1, max_length=255, description="File name, shown to the model.")
     media_type: str = Field(description="MIME type, e.g. text/markdown or image/png.")
@@ -100,7 +100,7 @@ def with_files(task: str, attachments: tuple[Attachment, ...]) -> str:
 class AgentInfo(BaseModel):
     """An agent of a registered team, as people and dashboards see it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: Name
     team: str

@@ -21,7 +21,7 @@ IntentMethod = Literal["keyword", "similarity", "classifier"]
 
 
 class _Config(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class IntentRule(_Config):

@@ -44,7 +44,7 @@ TERMINAL: frozenset[str] = frozenset({"succeeded", "failed", "cancelled"})
 
 
 class _Data(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class PlannedSubtask(_Data):

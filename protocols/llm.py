@@ -32,7 +32,7 @@ Purpose = Literal["chat", "plan", "work", "aggregate", "summarize", "classify", 
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class ToolSpec(_Frozen):

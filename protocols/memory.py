@@ -10,7 +10,7 @@ __all__ = ["MemoryHit", "MemoryHits", "MemoryPolicy", "MemoryQuery", "MemoryWrit
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class MemoryWrite(_Frozen):

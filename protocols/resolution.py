@@ -47,7 +47,7 @@ _SPACES: Final = re.compile(r"\s+")
 
 
 class _Data(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
 
 class Candidate(_Data):

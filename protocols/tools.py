@@ -15,7 +15,7 @@ __all__ = ["MCPServerSpec", "ToolDef"]
 class ToolDef(BaseModel):
     """A tool the sandbox can run, with the policy that goes with it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: Name
     description: str
@@ -44,7 +44,7 @@ class ToolDef(BaseModel):
 class MCPServerSpec(BaseModel):
     """An MCP server whose tools the sandbox offers: a command (stdio) or a URL (HTTP)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     name: Name = Field(description="Server name; its tools record 'mcp:<name>' as source.")
     transport: Literal["stdio", "http"] = "stdio"

@@ -27,7 +27,7 @@ class Span(BaseModel):
     places them under the attempt that ran them. Times are UNIX seconds.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     span_id: str = Field(default_factory=new_span_id, min_length=1, max_length=64)
     parent_id: str | None = None

@@ -126,9 +126,10 @@ __all__ = [
     "connect",
 ]
 
-# Imported on first use (PEP 562): Ray runs ``runtime.logging``'s hook in every worker, which
-# imports this package; an agent's process must not load the driver, Ray glue, Chroma or the
-# provider SDKs for it (measured: 78 MB against 57 MB USS per agent, bench/footprint.py).
+# Imported on first use (PEP 562): a process that imports one module of this package (a
+# deployment, a script) must not load the driver, Ray glue, Chroma or the provider SDKs for it
+# (measured: 78 MB against 57 MB USS per agent, bench/footprint.py, when Ray's worker setup
+# hook imported runtime.logging in every worker).
 _HOMES = {
     "JobHandle": "runtime.handle",
     "NetworkPolicy": "actors.outbound",

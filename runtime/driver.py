@@ -307,10 +307,9 @@ def connect(
     owns_connection = not ray.is_initialized()
     if owns_connection:
         target = address or os.environ.get("RAY_ADDRESS")
-        hook = {"worker_process_setup_hook": "runtime.logging.configure_worker_logging"}
         if target is None:
             try:
-                ray.init(address="auto", namespace=NAMESPACE, runtime_env=hook)
+                ray.init(address="auto", namespace=NAMESPACE)
             except ConnectionError:
                 target = "local"
         if target == "local":
@@ -320,11 +319,10 @@ def connect(
                 namespace=NAMESPACE,
                 num_cpus=num_cpus,
                 include_dashboard=include_dashboard,
-                runtime_env=hook,
                 log_to_driver=False,
             )
         elif target is not None:
-            ray.init(address=target, namespace=NAMESPACE, runtime_env=hook)
+            ray.init(address=target, namespace=NAMESPACE)
     client = SystemClient.start(
         _models(llm),
         llm_settings,

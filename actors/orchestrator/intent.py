@@ -18,6 +18,7 @@ so a router in an actor's event loop does not stall it.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import re
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,7 +29,6 @@ import structlog
 from numpy.typing import NDArray
 
 from actors.endpoint import RouterClient, request_through_restarts
-from actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding
 from protocols import (
     LLM_POOL,
     AgentMessage,
@@ -111,9 +111,7 @@ class IntentClassifier:
 
     def __init__(self, config: IntentConfig, *, embedder: Embedder | None = None) -> None:
         self.config = config
-        self._embedder: Embedder = embedder or (
-            MiniLMEmbedding() if config.embedding == "minilm" else HashingEmbedding()
-        )
+        self._given = embedder
         self._names = list(config.targets)
         self._targets: NDArray[np.float32] | None = None
         self._patterns = [(rule, _keyword_pattern(rule.keywords)) for rule in config.rules]
@@ -149,6 +147,19 @@ class IntentClassifier:
                 rationale=f"closest description (cosine {scores[best]:.3f}{runner_up})",
             )
         return await self._classify(task, ask)
+
+    @functools.cached_property
+    def _embedder(self) -> Embedder:
+        """The embedding function, built on first use.
+
+        The offline embeddings bring chromadb and tokenizers into the process, which an
+        orchestrator whose jobs never get to similarity does not need.
+        """
+        if self._given is not None:
+            return self._given
+        from actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding  # noqa: PLC0415
+
+        return MiniLMEmbedding() if self.config.embedding == "minilm" else HashingEmbedding()
 
     async def similarities(self, task: str) -> list[float]:
         """Cosine similarity of ``task`` to each target's description, in target order."""

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, assert_never
+from typing import TYPE_CHECKING, Any, assert_never
 
 import structlog
 from jsonschema import Draft202012Validator
@@ -34,7 +34,6 @@ from actors.tools.functions import load_function_tool
 from actors.tools.grants import Grants
 from actors.tools.idempotency import AtMostOnce, IdempotencyStore, idempotency_key
 from actors.tools.isolation import Isolation
-from actors.tools.mcp_source import MCPToolSource
 from actors.tools.validation import check_schema, validate_arguments
 from protocols import (
     AgentMessage,
@@ -57,6 +56,9 @@ from protocols import (
 
 __all__ = ["DELEGATE", "HANDOFF", "ToolSandbox", "ToolsConfig"]
 
+if TYPE_CHECKING:
+    from actors.tools.mcp_source import MCPToolSource
+
 log = structlog.get_logger("raytroupe.tools")
 
 
@@ -75,7 +77,7 @@ class ToolSandbox(TakesBatches):
         *,
         name: str = "tools",
         isolation: Isolation | None = None,
-        mcp_factory: Callable[[MCPServerSpec], MCPToolSource] = MCPToolSource,
+        mcp_factory: Callable[[MCPServerSpec], MCPToolSource] | None = None,
         router: RouterClient | None = None,
         own_addresses: Sequence[str] = (),
     ) -> None:
@@ -101,7 +103,12 @@ class ToolSandbox(TakesBatches):
             self.register(HANDOFF, delegation.handoff)
         self._executor: ThreadPoolExecutor | None = None
         self._unloaded: dict[str, str] = {}
-        self._sources = [mcp_factory(spec) for spec in config.mcp_servers]
+        if mcp_factory is None and config.mcp_servers:
+            # mcp (and what it brings: httpx2, starlette, ...) only where a server is configured
+            from actors.tools.mcp_source import MCPToolSource  # noqa: PLC0415
+
+            mcp_factory = MCPToolSource
+        self._sources = [mcp_factory(spec) for spec in config.mcp_servers] if mcp_factory else []
 
     def __repr__(self) -> str:
         """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""

@@ -19,7 +19,6 @@ from runtime.driver import _stay_on_loopback
 
 __all__ = ["close", "connect", "ray_auth", "resolve_address"]
 
-_WORKER_HOOK: Final = {"worker_process_setup_hook": "runtime.logging.configure_worker_logging"}
 _PROBE_S: Final = 3.0
 
 
@@ -96,7 +95,6 @@ def connect(address: str | None, *, start_local: bool = False, **options: Any) -
             namespace=NAMESPACE,
             log_to_driver=False,
             logging_level=logging.WARNING,
-            runtime_env=_WORKER_HOOK,
         )
     except ConnectionError as exc:
         raise ConfigError(f"cannot join Ray at {address}: {exc}", address=address) from None
