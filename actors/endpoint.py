@@ -191,6 +191,16 @@ def answering(
     return [one(item) for item in data]
 
 
+async def _outcome(work: Awaitable[Outcome]) -> Outcome:
+    """``work``'s answer; a failure as the error :class:`_Open` would give for it."""
+    try:
+        return await work
+    except TroupeError as exc:
+        return exc
+    except Exception as exc:  # noqa: BLE001 - the batch's answer, not the caller's failure
+        return DeliveryError(f"handling failed: {exc!r}")
+
+
 class _Open:
     """One batch whose answers are not all given yet."""
 
@@ -249,6 +259,8 @@ class Batches:
         self._sweep()
         if not work:
             return [], None
+        if len(work) == 1:  # nothing to batch: answered here, with no task, event or ticket
+            return [(0, await _outcome(work[0]))], None
         batch = _Open(work)
         return await self._answer(batch, None)
 

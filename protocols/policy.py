@@ -28,7 +28,7 @@ class TenantPolicy(BaseModel):
     jobs of registered teams. Admin keys are not bound by any of it.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     inline_teams: bool = Field(
         default=True, description="May send team definitions with a job (else: names only)."

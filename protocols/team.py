@@ -28,7 +28,7 @@ _MAX_NAME = 64
 
 
 class _Config(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class AgentSpec(_Config):
