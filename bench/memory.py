@@ -1,32 +1,34 @@
 """Memory store benchmark: the memory actor (through Ray) against Chroma used directly.
 
-Both sides use the same Chroma version, the same embedding function (the fast hashing one by
-default, so the figures measure the store and not the model; ``--embedding minilm`` for the
-real one), the same batch size and the same layout (one collection for the tenant, as the
-actor keeps one per tenant), each on its own fresh directory. For N records it prints
-write throughput (records/s) and the median latency of a top-5 query, and the ratio
+Both sides use the same Chroma version, the same embedding function (the fast hashing one, so
+the figures measure the store and not the model), the same batch size and the same layout (one
+collection for the tenant, as the actor keeps one per tenant), each on its own fresh
+directory. For 10,000 and 100,000 records (``--quick``: 10,000) it measures the time to write
+them and the median latency of a top-5 query, one at a time and 16 in flight, each as a ratio
 actor / direct (time ratios: lower is better; goal <= 1.5x).
 
-Usage: python bench/memory.py [--sizes 10000 100000] [--batch 100] [--queries 200]
+Usage: python bench/memory.py [--quick] [--json PATH]
 """
 
 from __future__ import annotations
 
-import argparse
 import os
-import platform
 import statistics
 import tempfile
 import time
 from pathlib import Path
 
 import ray
+from _common import Figure, Section, main
 
 from actors.lifecycle import with_lifecycle
 from actors.memory.config import MemoryConfig
 from actors.memory.embeddings import EmbeddingKind, embedding_function
 from actors.memory.store import MemoryStore
 from protocols import MemoryQuery, MemoryWrite
+
+BATCH = 100
+"""Records per write call, on both sides."""
 
 TOPICS = ["deploy", "budget", "customer", "incident", "design", "hiring", "security", "travel"]
 
@@ -115,49 +117,43 @@ def _actor(
     return len(texts) / write_s, statistics.median(latencies), concurrent
 
 
-def main() -> None:
-    """Run the benchmark and print a table."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
-    parser.add_argument("--batch", type=int, default=100)
-    parser.add_argument("--queries", type=int, default=200)
-    parser.add_argument("--embedding", choices=["hashing", "minilm"], default="hashing")
-    args = parser.parse_args()
+def run(quick: bool) -> Section:
+    """Measure writes and top-5 queries at each size, actor against Chroma direct."""
+    sizes = [10_000] if quick else [10_000, 100_000]
+    queries = _queries(100 if quick else 200)
+    kind: EmbeddingKind = "hashing"
     os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    print(
-        f"machine: {platform.machine()}, {os.cpu_count()} cores; embedding {args.embedding}, "
-        f"batch {args.batch}, {args.queries} queries"
-    )
-    print(f"{'records':>8}  {'measure':<22}{'actor':>12}{'direct':>12}{'ratio':>8}  goal")
-    queries = _queries(args.queries)
-    floor = _ray_floor(args.queries)
-    for n in args.sizes:
-        texts = _texts(n)
-        with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as d:
-            direct_rate, direct_q = _direct(Path(d), args.embedding, texts, args.batch, queries)
-            actor_rate, actor_q, actor_tput = _actor(
-                Path(a), args.embedding, texts, args.batch, queries
-            )
-        print(
-            f"{n:>8}  {'write (records/s)':<22}{actor_rate:>12.0f}{direct_rate:>12.0f}"
-            f"{direct_rate / actor_rate:>7.2f}x  <= 1.5x (time)"
+    section = Section("Memory: the memory actor against Chroma used directly")
+    try:
+        floor = _ray_floor(len(queries))
+        for n in sizes:
+            texts = _texts(n)
+            with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as d:
+                direct_rate, direct_q = _direct(Path(d), kind, texts, BATCH, queries)
+                actor_rate, actor_q, actor_tput = _actor(Path(a), kind, texts, BATCH, queries)
+            section.figures += [
+                Figure(f"{n:,} records: write, time per 1,000 records", 1e3 / actor_rate,
+                       1e3 / direct_rate, "s", "Chroma direct", goal=1.5, direction="at_most"),
+                Figure(f"{n:,} records: top-5 query, one at a time (median)", actor_q * 1e3,
+                       direct_q * 1e3, "ms", "Chroma direct", goal=1.5, direction="at_most",
+                       note="one actor call each: the Ray floor is in it"),
+                Figure(f"{n:,} records: top-5 query, 16 in flight (time per query)",
+                       actor_tput * 1e3, direct_q * 1e3, "ms", "Chroma direct, one at a time",
+                       goal=1.5, direction="at_most",
+                       note="queries arriving together go to Chroma as one call"),
+                Figure(f"{n:,} records: top-5 query minus a bare Ray call", (actor_q - floor) * 1e3,
+                       direct_q * 1e3, "ms", "Chroma direct"),
+            ]  # fmt: skip
+        section.notes.append(
+            f"embedding {kind} (the same on both sides, so the figures measure the store), batch "
+            f"{BATCH}, {len(queries)} queries; a bare call to an async Ray actor takes "
+            f"{floor * 1e3:.2f} ms (median) on this machine"
         )
-        print(
-            f"{n:>8}  {'top-5 query, median':<22}{actor_q * 1e3:>9.2f} ms{direct_q * 1e3:>9.2f} ms"
-            f"{actor_q / direct_q:>7.2f}x  <= 1.5x"
-        )
-        print(
-            f"{n:>8}  {'query, 16 in flight':<22}{actor_tput * 1e3:>9.2f} ms"
-            f"{direct_q * 1e3:>9.2f} ms{actor_tput / direct_q:>7.2f}x  (time per query)"
-        )
-        print(
-            f"{n:>8}  {'query minus Ray floor':<22}{(actor_q - floor) * 1e3:>9.2f} ms"
-            f"{direct_q * 1e3:>9.2f} ms{(actor_q - floor) / direct_q:>7.2f}x  "
-            f"(floor: a bare Ray call, {floor * 1e3:.2f} ms)"
-        )
-    ray.shutdown()
+    finally:
+        ray.shutdown()
+    return section
 
 
 if __name__ == "__main__":
-    main()
+    main(run)

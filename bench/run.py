@@ -28,6 +28,7 @@ SUITE = (
     "cpu_tools",
     "footprint",
     "http_api",
+    "memory",
     "state_store",
 )
 RESULTS = HERE / "results"
