@@ -42,6 +42,7 @@ from actors.ray_handles import (
     unwrap,
 )
 from actors.router import MessageRouter
+from actors.skills.config import SkillsConfig
 from actors.state import checked_state_url
 from actors.tools.config import ToolsConfig
 from protocols import (
@@ -308,6 +309,11 @@ class RayTeamProvisioner:
             )
         )
 
+    async def tool_names(self) -> set[str]:
+        """Every tool the sandboxes offer (they all offer the same)."""
+        found = await through_restarts(self._sandboxes[0].find.remote)
+        return {d.name for d in found}
+
     async def retire(self, agents: Sequence[str]) -> None:
         """Unregister the named agents from the router and stop their actors for good."""
         self._provisioned.clear()  # their teams are set up afresh by their next job
@@ -400,6 +406,7 @@ def spawn_system(
     policies: Mapping[str, TenantPolicy] | None = None,
     router_shards: int = 1,
     orchestrator_shards: int = 1,
+    skills: SkillsConfig | None = None,
 ) -> SystemHandles:
     """Start the system actors, or find the running ones, and wire them together.
 
@@ -423,7 +430,8 @@ def spawn_system(
     the envelopes between them; a running router keeps its number of shards.
     ``orchestrator_shards`` orchestrator actors (``orchestrator/0`` ..) run the jobs, shard
     0 admitting each and handing it to a shard in turn (see ``actors.orchestrator.shards``);
-    a running orchestrator keeps its number too.
+    a running orchestrator keeps its number too. ``skills`` says where orchestrator/0 loads
+    skill files from (and whether it watches them) and how unnamed jobs are routed.
 
     Raises:
         ConfigError: the pool cannot serve its configuration, or ``models`` would replace
@@ -500,6 +508,7 @@ def spawn_system(
                 shard=k,
                 shards=count,
                 peers=RayOrchestratorPeers() if count > 1 else None,
+                skills=skills,
             )
             for k in range(count)
         ]

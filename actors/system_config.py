@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from actors.config_files import read_yaml, validated
 from actors.llm.config import LLMConfig
 from actors.memory.config import MemoryConfig
+from actors.skills.config import SkillsConfig
 from actors.state.database import checked_state_url, state_url
 from actors.tools.config import ToolsConfig
 from protocols import ConfigError
@@ -195,6 +196,7 @@ class SystemConfig(BaseModel):
     tracing: TracingConfig = Field(default_factory=TracingConfig)
     placement: PlacementConfig = Field(default_factory=PlacementConfig)
     scale: ScaleConfig = Field(default_factory=ScaleConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
 
     @model_validator(mode="after")
     def _home(self) -> Self:
@@ -206,6 +208,11 @@ class SystemConfig(BaseModel):
             }
         )
         memory = self.memory.model_copy(update={"path": self.memory.path.expanduser()})
+        if self.skills.directory is not None:
+            skills = self.skills.model_copy(
+                update={"directory": self.skills.directory.expanduser()}
+            )
+            object.__setattr__(self, "skills", skills)
         object.__setattr__(self, "tools", tools)
         object.__setattr__(self, "memory", memory)
         return self

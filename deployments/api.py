@@ -17,7 +17,7 @@ import structlog
 from fastapi import APIRouter, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deployments.access import Admin, Caller, NotAdmin, visible_teams
@@ -25,6 +25,7 @@ from deployments.config import APIConfig
 from deployments.guard import request_id_of
 from deployments.openai_compat import openai_routes
 from deployments.problems import problem, troupe_problem
+from deployments.skills_api import skill_routes
 from protocols import (
     AgentInfo,
     AgentSpec,
@@ -57,14 +58,35 @@ class JobRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    task: str = Field(min_length=1, max_length=200_000, description="What the team must do.")
-    team: TeamSpec | Annotated[str, Field(min_length=1, max_length=64)] = Field(
-        description="A team definition, or the name of a registered team."
+    team: TeamSpec | Annotated[str, Field(min_length=1, max_length=64)] | None = Field(
+        default=None,
+        description="A team definition, or the name of a registered team; with neither a team "
+        "nor a skill, the job is routed among the skills and teams the key may run.",
+    )
+    skill: Annotated[str, Field(min_length=1, max_length=81)] | None = Field(
+        default=None, description="A registered skill, 'name' or 'name@version'."
+    )
+    input: Any = Field(
+        default=None, description="A skill's structured input (checked by its input_schema)."
+    )
+    task: str = Field(
+        default="",
+        max_length=200_000,
+        validate_default=True,
+        description="What is asked (may be empty when a skill's input is given).",
     )
     attachments: list[Attachment] = Field(
         default_factory=list, max_length=32, description="Text files and images for the job."
     )
     budget: Budget | None = Field(default=None, description="Overrides the team's budget.")
+
+    @field_validator("task")
+    @classmethod
+    def _something_asked(cls, task: str, info: ValidationInfo) -> str:
+        """A task, unless a skill's input says it all (``input`` is validated before it)."""
+        if not task.strip() and info.data.get("input") is None:
+            raise ValueError("a job needs a task (or, for a skill, an input)")
+        return task
 
 
 class JobAccepted(BaseModel):
@@ -123,6 +145,7 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     _install_error_handlers(app)
     app.include_router(_jobs(client))
     app.include_router(_teams(client))
+    app.include_router(skill_routes(client))
     app.include_router(_policies(client))
     app.include_router(_ops(client))
     app.include_router(openai_routes(client, config))
@@ -143,6 +166,8 @@ def _jobs(client: SystemClient) -> APIRouter:
             attachments=tuple(body.attachments),
             request_id=request_id_of(request.scope),
             admin=who.admin,
+            skill=body.skill,
+            input=body.input,
         )
         url = f"/v1/jobs/{job_id}"
         accepted = JobAccepted(id=job_id, status="pending", url=url, events_url=f"{url}/events")

@@ -43,10 +43,20 @@ class ChatRequest(BaseModel):
 
     model_config = ConfigDict(extra="allow")
 
-    model: str = Field(min_length=1, max_length=64, description="The name of a team.")
+    model: str = Field(
+        min_length=1,
+        max_length=90,
+        description="A team's name, 'skill:<name>[@<version>]', or 'auto' (routed among the "
+        "skills and teams the key may run).",
+    )
     messages: list[dict[str, Any]] = Field(min_length=1, max_length=1000)
     stream: bool = False
     stream_options: dict[str, Any] | None = None
+    response_format: dict[str, Any] | None = Field(
+        default=None,
+        description="{'type': 'json_object'} or {'type': 'json_schema', ...}: the message "
+        "content is the job's answer in the standard shape (StandardOutput JSON).",
+    )
 
 
 class ModelCard(BaseModel):
@@ -71,19 +81,22 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
 
     @routes.get("/models", response_model=ModelList)
     async def models(who: Caller) -> ModelList:
-        """Registered teams the caller may run, listed as models."""
+        """Registered teams and skills (``skill:<name>``) the caller may run, and ``auto``."""
         teams = await client.teams()
-        return ModelList(
-            data=[ModelCard(id=name) for name in await visible_teams(client, who, teams)]
-        )
+        skills = await client.skills(tenant=None if who.admin else who.tenant)
+        names = [*await visible_teams(client, who, teams), *(f"skill:{s.name}" for s in skills)]
+        return ModelList(data=[ModelCard(id=name) for name in [*names, AUTO]])
 
     @routes.post("/chat/completions", response_model=None)
     async def chat(body: ChatRequest, who: Caller) -> dict[str, Any] | StreamingResponse:
         """Run the chat's last user message as a job of the team named by ``model``."""
         task, attachments = _task(body.messages)
+        team, skill = _target(body.model)
         job_id = await client.submit(
-            task, body.model, tenant=who.tenant, attachments=tuple(attachments), admin=who.admin
-        )
+            task, team, tenant=who.tenant, attachments=tuple(attachments), admin=who.admin,
+            skill=skill,
+        )  # fmt: skip
+        as_json = _wants_json(body.response_format)
         completion_id = f"chatcmpl-{job_id}"
         if body.stream:
             usage = bool((body.stream_options or {}).get("include_usage"))
@@ -91,7 +104,14 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
                 _chunks(
                     client,
                     config,
-                    _Stream(job_id, who.tenant, completion_id, body.model, include_usage=usage),
+                    _Stream(
+                        job_id,
+                        who.tenant,
+                        completion_id,
+                        body.model,
+                        include_usage=usage,
+                        as_json=as_json,
+                    ),
                 ),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache"},
@@ -105,7 +125,7 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": result.answer},
+                    "message": {"role": "assistant", "content": _content(result, as_json)},
                     "finish_reason": "stop",
                 }
             ],
@@ -140,6 +160,7 @@ class _Stream:
     completion_id: str
     model: str
     include_usage: bool
+    as_json: bool = False
 
 
 async def _chunks(client: SystemClient, config: APIConfig, stream: _Stream) -> AsyncIterator[str]:
@@ -181,7 +202,7 @@ async def _chunks(client: SystemClient, config: APIConfig, stream: _Stream) -> A
         error = {"message": exc.message, "type": exc.code.value, "code": exc.code.value}
         yield f"data: {json.dumps({'error': error})}\n\n"
         return
-    answer = result.answer
+    answer = _content(result, stream.as_json)
     for start in range(0, len(answer), _CHUNK_CHARS):
         yield chunk({"content": answer[start : start + _CHUNK_CHARS]})
     yield chunk({}, "stop")
@@ -196,6 +217,33 @@ async def _chunks(client: SystemClient, config: APIConfig, stream: _Stream) -> A
         }
         yield f"data: {json.dumps(body)}\n\n"
     yield "data: [DONE]\n\n"
+
+
+AUTO: Final = "auto"
+"""The model name that routes a chat among the skills and teams the key may run."""
+
+
+def _target(model: str) -> tuple[str | None, str | None]:
+    """(team, skill) that ``model`` names."""
+    if model == AUTO:
+        return None, None
+    if model.startswith("skill:"):
+        return None, model.removeprefix("skill:")
+    return model, None
+
+
+def _wants_json(response_format: dict[str, Any] | None) -> bool:
+    return bool(response_format) and (response_format or {}).get("type") in {
+        "json_object",
+        "json_schema",
+    }
+
+
+def _content(result: JobResult, as_json: bool) -> str:
+    """The message content: the answer, or (asked for JSON) the standard output envelope."""
+    if as_json and result.output is not None:
+        return result.output.model_dump_json()
+    return result.answer
 
 
 def _usage(result: JobResult) -> dict[str, int]:

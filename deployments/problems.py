@@ -18,6 +18,7 @@ _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.UNSUPPORTED_VERSION: 400,
     ErrorCode.CONFIG: 422,
     ErrorCode.TEAM_NOT_FOUND: 404,
+    ErrorCode.SKILL_NOT_FOUND: 404,
     ErrorCode.AGENT_NOT_FOUND: 404,
     ErrorCode.JOB_NOT_FOUND: 404,
     ErrorCode.CONFLICT: 409,
@@ -71,9 +72,10 @@ def troupe_problem(error: TroupeError, request_id: str | None) -> JSONResponse:
     """The problem response for a raytroupe error (its message, code and retryability)."""
     status = status_of(error)
     extra: dict[str, Any] = {"retryable": error.retryable}
-    problems = error.detail.get("problems")
-    if isinstance(problems, list):
-        extra["problems"] = [str(p) for p in problems]
+    for name in ("problems", "fields"):  # each problem, and the input fields they are about
+        listed = error.detail.get(name)
+        if isinstance(listed, list):
+            extra[name] = [str(p) for p in listed]
     for name in ("field", "policy"):  # a refusal names what it refused, and by which policy
         if isinstance(error.detail.get(name), str):
             extra[name] = error.detail[name]

@@ -51,6 +51,7 @@ from protocols.errors import (
     RecipientUnavailable,
     SandboxUnavailable,
     ScriptError,
+    SkillNotFound,
     StateUnavailable,
     StreamInterrupted,
     TeamNotFound,
@@ -115,6 +116,14 @@ from protocols.payloads import (
     WorkDone,
 )
 from protocols.policy import TenantPolicy, scoped_name, tenant_scope, unscoped
+from protocols.quality import QualityCheck, QualityReport, StandardOutput
+from protocols.skill import (
+    QualityGateSpec,
+    SkillEvent,
+    SkillInfo,
+    SkillProblemInfo,
+    SkillSpec,
+)
 from protocols.team import (
     AgentSpec,
     ModelSpec,
@@ -205,7 +214,10 @@ __all__ = [
     "PlanError",
     "PlannedSubtask",
     "ProviderUnavailable",
+    "QualityCheck",
     "QualityGateFailed",
+    "QualityGateSpec",
+    "QualityReport",
     "RateLimited",
     "RecipientUnavailable",
     "RouteSpec",
@@ -214,8 +226,14 @@ __all__ = [
     "ScriptError",
     "ScriptedModel",
     "ScriptedTurn",
+    "SkillEvent",
+    "SkillInfo",
+    "SkillNotFound",
+    "SkillProblemInfo",
+    "SkillSpec",
     "Span",
     "SpanKind",
+    "StandardOutput",
     "StateUnavailable",
     "StreamInterrupted",
     "SubtaskResult",

@@ -11,6 +11,7 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   ├── InvalidAddress            not NAME, role:NAME or topic:NAME
     │   ├── ConfigError               a team, agent or model configuration that cannot work
     │   │   ├── TeamNotFound          no team is registered under that name
+    │   │   ├── SkillNotFound         no skill (or no such version) is registered under that name
     │   │   └── AgentNotFound         no registered team has an agent of that name
     │   └── Conflict                  the change clashes with what exists (a name in use)
     ├── DeliveryError                 the router could not deliver an envelope
@@ -89,6 +90,7 @@ __all__ = [
     "RecipientUnavailable",
     "SandboxUnavailable",
     "ScriptError",
+    "SkillNotFound",
     "StateUnavailable",
     "StreamInterrupted",
     "TeamNotFound",
@@ -146,6 +148,7 @@ class ErrorCode(StrEnum):
     JOB_TIMEOUT = "job_timeout"
     JOB_NOT_FOUND = "job_not_found"
     TEAM_NOT_FOUND = "team_not_found"
+    SKILL_NOT_FOUND = "skill_not_found"
     AGENT_NOT_FOUND = "agent_not_found"
     CONFLICT = "conflict"
     FORBIDDEN = "forbidden"
@@ -209,6 +212,12 @@ class TeamNotFound(ConfigError):
     """No team is registered under that name."""
 
     code = ErrorCode.TEAM_NOT_FOUND
+
+
+class SkillNotFound(ConfigError):
+    """No skill is registered under that name, or it has no such version."""
+
+    code = ErrorCode.SKILL_NOT_FOUND
 
 
 class AgentNotFound(ConfigError):

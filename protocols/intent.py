@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from protocols.addresses import Name
 
-__all__ = ["IntentChoice", "IntentConfig", "IntentMethod", "IntentRule"]
+__all__ = ["IntentChoice", "IntentConfig", "IntentHints", "IntentMethod", "IntentRule"]
 
 IntentMethod = Literal["keyword", "similarity", "classifier"]
 """How a route was chosen."""
@@ -22,6 +22,28 @@ IntentMethod = Literal["keyword", "similarity", "classifier"]
 
 class _Config(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class IntentHints(_Config):
+    """How the intent router recognizes requests for a skill or a team."""
+
+    keywords: tuple[str, ...] = Field(
+        default=(), description="Words or phrases that send a request here (whole words)."
+    )
+    description: str = Field(
+        default="", max_length=2000, description="What requests it serves, for similarity."
+    )
+    examples: tuple[str, ...] = Field(
+        default=(), max_length=50, description="Requests it serves, for similarity."
+    )
+
+    @field_validator("keywords", "examples")
+    @classmethod
+    def _not_blank(cls, items: tuple[str, ...]) -> tuple[str, ...]:
+        stripped = tuple(i.strip() for i in items)
+        if any(not i for i in stripped):
+            raise ValueError("entries must not be blank")
+        return stripped
 
 
 class IntentRule(_Config):
@@ -54,6 +76,11 @@ class IntentConfig(_Config):
     rules: tuple[IntentRule, ...] = Field(
         default=(), description="Keyword rules, tried first, in order; the first match wins."
     )
+    examples: dict[Name, tuple[str, ...]] = Field(
+        default_factory=dict,
+        description="Example tasks of targets: a task's similarity to a target is the best "
+        "of its similarities to the description and to each example.",
+    )
     similarity_threshold: float = Field(
         default=0.35,
         ge=-1.0,
@@ -78,6 +105,9 @@ class IntentConfig(_Config):
         unknown = sorted({r.target for r in self.rules if r.target not in self.targets})
         if unknown:
             raise ValueError(f"rules name unknown targets: {', '.join(unknown)}")
+        unknown = sorted(set(self.examples) - set(self.targets))
+        if unknown:
+            raise ValueError(f"examples of unknown targets: {', '.join(unknown)}")
         return self
 
 
@@ -85,6 +115,9 @@ class IntentChoice(_Config):
     """Where a task goes, and how that was decided."""
 
     target: Name = Field(description="The chosen target.")
+    kind: Literal["team", "skill"] = Field(
+        default="team", description="What the target is: a team (or agent), or a skill."
+    )
     method: IntentMethod = Field(description="The method that chose it.")
     score: float | None = Field(
         default=None, description="'similarity': the cosine similarity of the task and target."

@@ -15,6 +15,7 @@ from protocols.errors import ErrorCode
 from protocols.intent import IntentChoice
 from protocols.llm import Usage
 from protocols.payloads import ErrorPayload, WorkDone
+from protocols.quality import StandardOutput
 from protocols.resolution import Resolution, ResolutionStrategy
 from protocols.trace import Span
 
@@ -76,7 +77,9 @@ class PlannedSubtask(_Data):
         return check_output_schema(schema)
 
 
-def check_output_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+def check_output_schema(
+    schema: dict[str, Any] | None, field: str = "output_schema"
+) -> dict[str, Any] | None:
     """``schema``, if it is a valid JSON Schema (2020-12) that refers to nothing outside it.
 
     A ``$ref`` to another document would be resolved while a job runs (or fail there): only
@@ -91,16 +94,25 @@ def check_output_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
         Draft202012Validator.check_schema(schema)
     except SchemaError as e:
         where = "/".join(str(p) for p in e.absolute_path) or "<root>"
-        raise ValueError(
-            f"output_schema is not a valid JSON Schema (at {where}): {e.message}"
-        ) from None
+        raise ValueError(f"{field} is not a valid JSON Schema (at {where}): {e.message}") from None
     outside = sorted(ref for ref in _references(schema) if not ref.startswith("#"))
     if outside:
         raise ValueError(
-            f"output_schema refers to other documents ({', '.join(outside)}); only references "
+            f"{field} refers to other documents ({', '.join(outside)}); only references "
             "within the schema ('#/...') are allowed"
         )
     return schema
+
+
+def local_ref(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """``node``, or the subschema of ``root`` its ``$ref`` (``#/...``) points at ({} if none)."""
+    ref = node.get("$ref")
+    if not (isinstance(ref, str) and ref.startswith("#/")):
+        return node
+    target: Any = root
+    for part in ref[2:].split("/"):
+        target = target.get(part, {}) if isinstance(target, dict) else {}
+    return target if isinstance(target, dict) else {}
 
 
 def _references(node: Any) -> list[str]:
@@ -192,6 +204,11 @@ class JobResult(_Data):
     trace: tuple[Span, ...] = Field(
         default=(), description="The job's spans; the first is the root (the job)."
     )
+    output: StandardOutput | None = Field(
+        default=None,
+        description="The answer in the standard shape (skill, version, quality, typed data, "
+        "text, usage, trace id); every finished job has one.",
+    )
 
     def trace_json(self) -> str:
         """The trace as a JSON object: ``{"trace_id", "job_id", "spans": [...]}``."""
@@ -219,6 +236,7 @@ class JobEvent(_Data):
         "job_routed",
         "approval_requested",
         "approval_decided",
+        "quality_checked",
     ]
     subtask_id: str | None = None
     data: dict[str, object] = Field(default_factory=dict)

@@ -27,7 +27,9 @@ __all__ = [
 FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error"]
 """Why a model stopped, normalized across providers."""
 
-Purpose = Literal["chat", "plan", "work", "aggregate", "summarize", "classify", "judge", "merge"]
+Purpose = Literal[
+    "chat", "plan", "work", "aggregate", "summarize", "classify", "judge", "merge", "grade", "skill"
+]
 """What the caller uses the answer for. Real models ignore it; the offline provider keys on it."""
 
 

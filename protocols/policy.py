@@ -36,6 +36,9 @@ class TenantPolicy(BaseModel):
     teams: tuple[Name, ...] | None = Field(
         default=None, description="Registered teams it may run by name (None: every one)."
     )
+    skills: tuple[Name, ...] | None = Field(
+        default=None, description="Registered skills it may run and see (None: every one)."
+    )
     models: tuple[Name, ...] = Field(
         default=("default",),
         description="Model aliases (configured by the operator) its inline agents may use.",

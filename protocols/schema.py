@@ -16,11 +16,15 @@ from protocols.jobs import DeadLetter, JobEvent, JobResult, Plan
 from protocols.llm import LLMRequest, LLMResponse, ToolCall
 from protocols.memory import MemoryHits, MemoryQuery, MemoryWrite
 from protocols.payloads import ErrorPayload, Event, TaskRequest, TaskResult, ToolResult
+from protocols.quality import StandardOutput
+from protocols.skill import SkillSpec
 from protocols.team import TeamSpec
 
 __all__ = ["PUBLIC_MODELS", "export", "main"]
 
 PUBLIC_MODELS: tuple[type[BaseModel], ...] = (
+    SkillSpec,
+    StandardOutput,
     AgentMessage,
     TaskRequest,
     TaskResult,

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from protocols.addresses import Name, reserved
 from protocols.graph import GraphSpec
+from protocols.intent import IntentHints
 from protocols.jobs import Plan, PlannedSubtask, check_output_schema
 from protocols.llm import Budget
 from protocols.memory import MemoryPolicy
@@ -89,6 +90,13 @@ class TeamSpec(_Config):
     """A team: agents, the models they use, and how the orchestrator drives them."""
 
     name: Name = Field(default="team", description="Team name, for people and logs.")
+    description: str = Field(
+        default="", max_length=2000, description="What the team does, for people and routing."
+    )
+    intent: IntentHints = Field(
+        default_factory=IntentHints,
+        description="How jobs that name no team or skill find this one (keywords, examples).",
+    )
     agents: tuple[AgentSpec, ...] = Field(min_length=1, description="The team's agents.")
     models: dict[Name, ModelSpec] = Field(
         default_factory=dict, description="Model aliases this team adds to the LLM pool."

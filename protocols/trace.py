@@ -10,7 +10,15 @@ from pydantic import BaseModel, ConfigDict, Field
 __all__ = ["Attribute", "Span", "SpanKind", "new_span_id"]
 
 SpanKind = Literal[
-    "job", "plan", "subtask", "attempt", "model_call", "tool_call", "resolution", "aggregate"
+    "job",
+    "plan",
+    "subtask",
+    "attempt",
+    "model_call",
+    "tool_call",
+    "resolution",
+    "aggregate",
+    "quality_gate",
 ]
 Attribute = str | int | float | bool | None
 

@@ -42,9 +42,14 @@ from protocols import (
     OfflineModel,
     OpenAICompatibleModel,
     OpenAIModel,
+    QualityReport,
     RouteSpec,
     ScriptedModel,
     ScriptedTurn,
+    SkillInfo,
+    SkillNotFound,
+    SkillSpec,
+    StandardOutput,
     SubtaskResult,
     TeamNotFound,
     TenantPolicy,
@@ -61,6 +66,7 @@ if TYPE_CHECKING:
     from actors.llm.gateway import RetryPolicy
     from actors.memory.config import MemoryConfig
     from actors.outbound import NetworkPolicy
+    from actors.skills.config import RoutingConfig, SkillsConfig
     from actors.system_config import ScaleConfig, SystemConfig
     from actors.tools.config import ToolsConfig
     from actors.tools.isolation import ResourceLimits
@@ -103,13 +109,20 @@ __all__ = [
     "OfflineModel",
     "OpenAICompatibleModel",
     "OpenAIModel",
+    "QualityReport",
     "ResourceLimits",
     "RetryPolicy",
     "RouteSpec",
+    "RoutingConfig",
     "Runtime",
     "ScaleConfig",
     "ScriptedModel",
     "ScriptedTurn",
+    "SkillInfo",
+    "SkillNotFound",
+    "SkillSpec",
+    "SkillsConfig",
+    "StandardOutput",
     "SubtaskResult",
     "SystemConfig",
     "Team",
@@ -141,6 +154,8 @@ _HOMES = {
     "RetryPolicy": "actors.llm.gateway",
     "Runtime": "runtime.driver",
     "ScaleConfig": "actors.system_config",
+    "RoutingConfig": "actors.skills.config",
+    "SkillsConfig": "actors.skills.config",
     "SystemConfig": "actors.system_config",
     "Team": "runtime.config",
     "ToolsConfig": "actors.tools.config",

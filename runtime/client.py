@@ -25,6 +25,7 @@ from actors.memory.config import MemoryConfig
 from actors.orchestrator.catalog import with_load
 from actors.ray_handles import unwrap
 from actors.router import RouterStats
+from actors.skills.config import SkillsConfig
 from actors.spawn import SystemHandles, spawn_system
 from actors.system_config import SystemConfig
 from actors.tools.config import ToolsConfig
@@ -44,6 +45,10 @@ from protocols import (
     MemoryWrite,
     ModelSpec,
     RecipientUnavailable,
+    SkillEvent,
+    SkillInfo,
+    SkillProblemInfo,
+    SkillSpec,
     TeamSpec,
     TenantPolicy,
     UsageRow,
@@ -90,6 +95,7 @@ class SystemClient:
         policies: Mapping[str, TenantPolicy] | None = None,
         router_shards: int | None = None,
         orchestrator_shards: int | None = None,
+        skills: SkillsConfig | None = None,
     ) -> SystemClient:
         """Find the running system actors (namespace ``troupe``) or start them (blocking).
 
@@ -112,6 +118,7 @@ class SystemClient:
             routers, orchestrators = config.scale.counts(_alive_nodes)
             router_shards = router_shards or routers
             orchestrator_shards = orchestrator_shards or orchestrators
+            skills = skills or config.skills
         handles = spawn_system(
             models,
             llm,
@@ -126,6 +133,7 @@ class SystemClient:
             policies=policies,
             router_shards=router_shards or 1,
             orchestrator_shards=orchestrator_shards or 1,
+            skills=skills,
         )
         return cls(handles)
 
@@ -143,6 +151,8 @@ class SystemClient:
         attachments: Sequence[Attachment] = (),
         request_id: str | None = None,
         admin: bool = True,
+        skill: str | None = None,
+        input: Any = None,  # noqa: A002 - a skill job's structured input, as the API calls it
     ) -> str:
         """Start a job; its id (see ``Orchestrator.submit``)."""
         ref = self._orchestrator.submit.remote(
@@ -155,6 +165,8 @@ class SystemClient:
             attachments=tuple(attachments),
             request_id=request_id,
             admin=admin,
+            skill=skill,
+            input=input,
         )
         result: str = await _call(ref)
         return result
@@ -238,6 +250,47 @@ class SystemClient:
     async def delete_team(self, name: str) -> TeamSpec:
         """Unregister a team and stop its agents; what it was."""
         result: TeamSpec = await _call(self._orchestrator.delete_team.remote(name))
+        return result
+
+    async def skills(self, *, tenant: str | None = None) -> list[SkillInfo]:
+        """Registered skills (for ``tenant``: those its policy lets it run)."""
+        result: list[SkillInfo] = await _call(self._orchestrator.skills.remote(tenant=tenant))
+        return result
+
+    async def skill(
+        self, name: str, version: str | None = None, *, tenant: str | None = None
+    ) -> SkillSpec:
+        """A skill's current version (or ``version`` of it)."""
+        ref = self._orchestrator.skill.remote(name, version, tenant=tenant)
+        result: SkillSpec = await _call(ref)
+        return result
+
+    async def skill_history(self, name: str | None = None) -> list[SkillEvent]:
+        """What happened to skills (one, or all), oldest first."""
+        result: list[SkillEvent] = await _call(self._orchestrator.skill_history.remote(name))
+        return result
+
+    async def skill_problems(self) -> list[SkillProblemInfo]:
+        """Skill files of the watched directory that could not be loaded."""
+        result: list[SkillProblemInfo] = await _call(self._orchestrator.skill_problems.remote())
+        return result
+
+    async def put_skill(self, spec: SkillSpec, *, source: str = "api") -> bool:
+        """Register a skill version and make it current; True if the version is new."""
+        result: bool = await _call(self._orchestrator.put_skill.remote(spec, source=source))
+        return result
+
+    async def rollback_skill(
+        self, name: str, version: str | None = None, *, source: str = "api"
+    ) -> SkillSpec:
+        """Make an earlier version current (default: the one before); that version."""
+        ref = self._orchestrator.rollback_skill.remote(name, version, source=source)
+        result: SkillSpec = await _call(ref)
+        return result
+
+    async def delete_skill(self, name: str, *, source: str = "api") -> SkillInfo:
+        """Unregister a skill and every version of it; what it was."""
+        result: SkillInfo = await _call(self._orchestrator.delete_skill.remote(name, source=source))
         return result
 
     async def agents(self) -> list[AgentInfo]:

@@ -15,6 +15,7 @@ from ray._private import ray_constants  # see _stay_on_loopback
 from actors.llm.config import LLMConfig
 from actors.memory.config import MemoryConfig
 from actors.router import RouterStats
+from actors.skills.config import SkillsConfig
 from actors.spawn import NAMESPACE
 from actors.system_config import SystemConfig
 from actors.tools.config import ToolsConfig
@@ -30,6 +31,10 @@ from protocols import (
     MemoryQuery,
     MemoryWrite,
     ModelSpec,
+    SkillEvent,
+    SkillInfo,
+    SkillProblemInfo,
+    SkillSpec,
     TeamSpec,
     TenantPolicy,
     UsageRow,
@@ -80,6 +85,8 @@ class Runtime:
         intent: IntentConfig | None = None,
         attachments: Sequence[Attachment] = (),
         routing: IntentConfig | None = None,
+        skill: str | None = None,
+        input: Any = None,  # noqa: A002 - a skill's structured input, as the API calls it
     ) -> JobHandle:
         """Start a job; returns at once (a routed job once its team is chosen).
 
@@ -94,11 +101,19 @@ class Runtime:
         choice and its method are on ``JobResult.route``. (``routing`` is the earlier name
         of ``intent``.)
 
+        ``skill`` (``name`` or ``name@version``) runs a registered skill on the task and
+        ``input`` (its structured input, checked by its ``input_schema``); with neither a
+        team, a skill nor an intent, the job is routed among the registered skills and
+        teams. Every result carries its answer in the standard shape (``result.output``).
+
         Raises:
-            ConfigError: ``task`` is empty, or there is neither a team nor an intent.
+            ConfigError: ``task`` is empty (and there is no ``input``), or nothing is
+                registered to route it to.
             TeamNotFound: ``team`` names no registered team.
+            SkillNotFound: ``skill`` names no registered skill (or version).
+            InvalidInput: ``input`` fails the skill's input schema (``detail['fields']``).
         """
-        if not task.strip():
+        if not task.strip() and input is None:
             raise ConfigError("task is empty")
 
         def plain(t: TeamSpec) -> TeamSpec:
@@ -113,9 +128,53 @@ class Runtime:
                 teams={k: plain(t) for k, t in (teams or {}).items()} or None,
                 intent=intent or routing,
                 attachments=attachments,
+                skill=skill,
+                input=input,
             )
         )
         return JobHandle(job_id, self.client, self._portal)
+
+    def skills(self) -> list[SkillInfo]:
+        """Every registered skill: current version, versions, where it came from."""
+        return self._run(self.client.skills())
+
+    def skill(self, name: str, version: str | None = None) -> SkillSpec:
+        """A skill's current version (or ``version`` of it)."""
+        return self._run(self.client.skill(name, version))
+
+    def put_skill(self, skill: SkillSpec | str | Path, *, source: str = "driver") -> bool:
+        """Register a skill version (a spec, or a skill file's path) and make it current.
+
+        True if the version is new; applying a registered version unchanged makes it current.
+
+        Raises:
+            ConfigError: the file is not a valid skill (each problem with its line), a
+                required tool is missing, or its agent cannot start.
+            Conflict: that version is registered with other content (versions are immutable).
+            TeamNotFound: a ``team:<name>`` skill names no registered team.
+        """
+        if not isinstance(skill, SkillSpec):
+            from actors.skills.files import read_skill  # noqa: PLC0415 - files only
+
+            source = str(skill)
+            skill = read_skill(skill)
+        return self._run(self.client.put_skill(skill, source=source))
+
+    def rollback_skill(self, name: str, version: str | None = None) -> SkillSpec:
+        """Make an earlier version current again (default: the one before); that version."""
+        return self._run(self.client.rollback_skill(name, version, source="driver"))
+
+    def delete_skill(self, name: str) -> SkillInfo:
+        """Unregister a skill and every version of it (running jobs keep theirs)."""
+        return self._run(self.client.delete_skill(name, source="driver"))
+
+    def skill_history(self, name: str | None = None) -> list[SkillEvent]:
+        """What happened to skills (one, or all), oldest first."""
+        return self._run(self.client.skill_history(name))
+
+    def skill_problems(self) -> list[SkillProblemInfo]:
+        """Files of the skills directory that could not be loaded (their skills kept theirs)."""
+        return self._run(self.client.skill_problems())
 
     def job(self, job_id: str) -> JobHandle:
         """A handle on a job submitted earlier (by any driver)."""
@@ -255,6 +314,7 @@ def connect(
     include_dashboard: bool = True,
     log_level: str | None = None,
     otel: bool = False,
+    skills: SkillsConfig | str | Path | None = None,
 ) -> Runtime:
     """Connect to raytroupe, starting what is missing.
 
@@ -294,6 +354,8 @@ def connect(
         log_level: structlog level of this process (default ``$TROUPE_LOG_LEVEL`` or info).
         otel: the orchestrator this call starts exports each job's trace to OpenTelemetry
             (spans reach a collector only if its process configures an SDK TracerProvider).
+        skills: a directory of skill files (or a ``SkillsConfig``) the orchestrator this
+            call starts loads and watches; default ``config.skills``.
     """
     configure_logging(log_level)
     # every file is read (and refused) before a Ray is started or joined
@@ -334,5 +396,8 @@ def connect(
         system_resources=system_resources,
         otel=otel,
         replace_models=replace_models,
+        skills=skills
+        if isinstance(skills, SkillsConfig | None)
+        else SkillsConfig(directory=Path(skills)),
     )
     return Runtime(client, owns_connection=owns_connection)

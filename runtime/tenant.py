@@ -3,8 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from protocols import Attachment, Budget, ConfigError, JobStatus, TeamSpec, TenantPolicy, UsageRow
+from protocols import (
+    Attachment,
+    Budget,
+    ConfigError,
+    JobStatus,
+    SkillInfo,
+    TeamSpec,
+    TenantPolicy,
+    UsageRow,
+)
 from runtime.blocking import Portal
 from runtime.client import SystemClient
 from runtime.config import Team
@@ -31,27 +41,38 @@ class TenantView:
     def submit(
         self,
         task: str,
-        team: TeamSpec | Team | str,
+        team: TeamSpec | Team | str | None = None,
         *,
         budget: Budget | None = None,
         attachments: Sequence[Attachment] = (),
+        skill: str | None = None,
+        input: Any = None,  # noqa: A002 - a skill's structured input, as the API calls it
     ) -> JobHandle:
         """Start a job for the tenant (see :meth:`Runtime.submit`).
 
+        Without ``team`` and ``skill`` the job is routed among the skills and registered
+        teams the tenant's policy lets it run.
+
         Raises:
             Forbidden: a field the tenant's policy refuses; nothing was started.
-            ConfigError: ``task`` is empty.
+            ConfigError: ``task`` is empty (and there is no ``input``).
             TeamNotFound: ``team`` names no registered team.
+            SkillNotFound: ``skill`` names no skill the tenant may run.
         """
-        if not task.strip():
+        if not task.strip() and input is None:
             raise ConfigError("task is empty")
         spec = team.spec() if isinstance(team, Team) else team
         job_id = self._portal.run(
             self._client.submit(
-                task, spec, tenant=self.tenant, budget=budget, attachments=attachments, admin=False
+                task, spec, tenant=self.tenant, budget=budget, attachments=attachments,
+                admin=False, skill=skill, input=input,
             )
-        )
+        )  # fmt: skip
         return self.job(job_id)
+
+    def skills(self) -> list[SkillInfo]:
+        """The skills the tenant may run."""
+        return self._portal.run(self._client.skills(tenant=self.tenant))
 
     def job(self, job_id: str) -> JobHandle:
         """A handle on one of the tenant's jobs (raises ``JobNotFound`` for anyone else's)."""

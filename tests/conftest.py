@@ -7,6 +7,7 @@ import os
 import pytest
 
 import runtime
+from actors.skills.config import SkillsConfig
 from actors.tools.config import FunctionTool
 from tests.support.keys import FRUGAL_BUDGET, FRUGAL_TENANT, TEST_KEY, TEST_KEY_ENV
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET
@@ -20,7 +21,13 @@ def pytest_collection_modifyitems(items):
 
 
 @pytest.fixture(scope="session")
-def rt(tmp_path_factory, postgres):
+def skills_dir(tmp_path_factory):
+    """The session orchestrator's skills directory (empty at start; tests write files in it)."""
+    return tmp_path_factory.mktemp("skills")
+
+
+@pytest.fixture(scope="session")
+def rt(tmp_path_factory, postgres, skills_dir):
     """The session's raytroupe, its durable state in a real PostgreSQL (as on a cluster).
 
     SQLite, the embedded default, is what `troupe up`, the examples, the ``ray up`` tier and
@@ -59,7 +66,9 @@ def rt(tmp_path_factory, postgres):
         # every envelope goes through one of two router shards, which share the registry, and
         # jobs run on two orchestrator shards in turn
         config=runtime.SystemConfig(
-            scale=runtime.ScaleConfig(router_shards=2, orchestrator_shards=2)
+            scale=runtime.ScaleConfig(router_shards=2, orchestrator_shards=2),
+            # orchestrator/0 loads and watches this directory (tests/integration/test_skills.py)
+            skills=SkillsConfig(directory=skills_dir),
         ),
         journal=root / "state" / "journal.sqlite",
         state_url=postgres.database(SESSION_DATABASE),

@@ -30,6 +30,12 @@ What it does, by ``LLMRequest.purpose``:
   normalized answer (:func:`protocols.resolution.normalize`) is the most common one.
 - ``merge``: the same candidates' answers, each normalized answer once (its first text, in
   order), joined with newlines.
+- ``grade``: scores an answer against a rubric (:func:`actors.llm.offline_shaped.grade`).
+- ``skill`` (a direct skill's one call): the (at most two) sentences of the first user
+  message (the request; later ones are a gate's feedback) that share the most words with
+  the system prompt (its first two when none shares any), shaped to the
+  ``response_format`` schema when there is one (:func:`actors.llm.offline_shaped.shaped`,
+  from the whole request), as constrained decoding would.
 
 ``latency_s`` sleeps before each answer (asynchronously), to simulate a model's latency.
 Usage is counted in whitespace tokens; cost is zero.
@@ -44,6 +50,7 @@ import re
 import time
 from typing import Any, Final
 
+from actors.llm.offline_shaped import grade, shaped
 from actors.llm.provider import DeltaSink, count_tokens
 from protocols import (
     ChatMessage,
@@ -175,22 +182,7 @@ class OfflineProvider:
         start = time.perf_counter()
         if self._latency_s:
             await asyncio.sleep(self._latency_s)
-        calls: tuple[ToolCall, ...] = ()
-        match request.purpose:
-            case "plan":
-                text = self._plan(request)
-            case "aggregate":
-                text = self._aggregate(request)
-            case "summarize":
-                text = self._summarize(request)
-            case "classify":
-                text = _classify(request)
-            case "judge":
-                text = _judge(request)
-            case "merge":
-                text = _merge(request)
-            case "work" | "chat":
-                text, calls = self._work(request)
+        text, calls = self._answer(request)
         if request.stream and on_delta is not None:
             for i, word in enumerate(text.split(" ") if text else ()):
                 await on_delta(LLMDelta(text=word if i == 0 else f" {word}"))
@@ -219,6 +211,30 @@ class OfflineProvider:
 
     async def close(self) -> None:
         """Nothing to release."""
+
+    def _answer(self, request: LLMRequest) -> tuple[str, tuple[ToolCall, ...]]:
+        """(text, tool calls) by the request's purpose."""
+        match request.purpose:
+            case "work" | "chat":
+                return self._work(request)
+            case "plan":
+                text = self._plan(request)
+            case "aggregate":
+                text = self._aggregate(request)
+            case "summarize":
+                text = self._summarize(request)
+            case "classify":
+                text = _classify(request)
+            case "judge":
+                text = _judge(request)
+            case "merge":
+                text = _merge(request)
+            case "grade":
+                prompt = _last(request.messages, "user")
+                text = grade(prompt.text if prompt else "")
+            case "skill":
+                text = _skill(request)
+        return text, ()
 
     def _plan(self, request: LLMRequest) -> str:
         task = next((m for m in request.messages if m.role == "user"), None)  # not a re-ask
@@ -278,6 +294,20 @@ class OfflineProvider:
             expression = call.arguments.get("expression") if call else None
             parts.append(f"{expression} = {message.text}" if expression else message.text)
         return "; ".join(parts)
+
+
+def _skill(request: LLMRequest) -> str:
+    """The material's sentences that best fit the system prompt, shaped to the schema."""
+    # the request is the first user message: later ones are a gate's feedback on a retry
+    system = _last(request.messages, "system")
+    prompt = next((m for m in request.messages if m.role == "user"), None)
+    wanted = _words(system.text if system else "")
+    sentences = _statements(prompt.text if prompt else "").sentences
+    scored = sorted(range(len(sentences)), key=lambda i: (-len(wanted & _words(sentences[i])), i))
+    text = " ".join(sentences[i] for i in sorted(scored[:2]))
+    if request.response_format is not None:  # fields are looked for in the whole request
+        return shaped(request.response_format, prompt.text if prompt else text)
+    return text
 
 
 def _classify(request: LLMRequest) -> str:

@@ -41,6 +41,11 @@ from actors.orchestrator.jobs import (
 from actors.orchestrator.journal import Journal
 from actors.orchestrator.runner import JobRunner
 from actors.orchestrator.shards import Admitted, OrchestratorPeers, new_job_id
+from actors.skills.config import SkillsConfig
+from actors.skills.desk import SkillDesk
+from actors.skills.registry import SkillStore
+from actors.skills.routing import routing_config
+from actors.skills.run import check_input, skill_team
 from actors.state import redact_url
 from actors.telemetry import metrics
 from protocols import (
@@ -59,13 +64,15 @@ from protocols import (
     JobResult,
     JobStatus,
     LLMDeltas,
+    SkillNotFound,
     TeamSpec,
     TenantPolicy,
     TroupeError,
     job_shard,
     with_files,
 )
-from protocols.intent import IntentConfig
+from protocols.intent import IntentChoice, IntentConfig
+from protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 
 __all__ = ["Orchestrator", "TeamProvisioner"]
 
@@ -120,6 +127,7 @@ class Orchestrator:
         shard: int = 0,
         shards: int = 1,
         peers: OrchestratorPeers | None = None,
+        skills: SkillsConfig | None = None,
     ) -> None:
         if not 0 <= shard < shards or (shards > 1 and peers is None):
             raise ValueError(f"shard {shard} of {shards}, peers {peers!r}")
@@ -134,6 +142,7 @@ class Orchestrator:
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self._chooser = TeamChooser(router)
+        self._skills_config = skills or SkillsConfig()
         self._records(None)  # in memory until on_start opens the journal
 
     def _records(self, journal: Journal | None) -> None:
@@ -143,6 +152,12 @@ class Orchestrator:
         self._catalog = TeamCatalog(journal, self._provisioner)
         self._policies = PolicyBook(journal.policies() if journal else None)
         self._inline = InlineTeams(journal, self._provisioner)
+        self._skills = SkillDesk(
+            self._skills_config,
+            SkillStore(journal.db) if journal is not None else None,
+            self._provisioner,
+            self._catalog.team,
+        )
         self._runner = JobRunner(
             self._router,
             lambda job: self._provisioner.provision(self._team_of(job)),
@@ -164,7 +179,12 @@ class Orchestrator:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def on_start(self) -> None:
-        """Open the journal and resume every job it holds without a result."""
+        """Open the journal, resume every job it holds without a result, load the skills."""
+        await self._resume()
+        if self._shard == 0:
+            await self._skills.start()
+
+    async def _resume(self) -> None:
         if self._journal_at is None:
             return
         at = self._journal_at
@@ -182,6 +202,7 @@ class Orchestrator:
 
     async def on_stop(self) -> None:
         """Stop running jobs (the journal resumes them in the next process) and close it."""
+        await self._skills.stop()
         for task in list(self._tasks):
             task.cancel()
         if self._journal is not None:
@@ -210,8 +231,16 @@ class Orchestrator:
         attachments: Sequence[Attachment] = (),
         request_id: str | None = None,
         admin: bool = True,
+        skill: str | None = None,
+        input: Any = None,  # noqa: A002 - the job's structured input, as the API calls it
     ) -> str:
         """Start a job and return its id.
+
+        ``skill`` (``name`` or ``name@version``) runs a registered skill: its current version
+        (or that one), kept by the job whatever happens to the registry meanwhile; ``input``
+        is its structured input, checked against its ``input_schema``. A job that names no
+        skill, no team and no ``intent`` is routed among the tenant's skills and registered
+        teams (see :mod:`actors.skills.routing`); the route is on the result.
 
         ``team`` is a team, or the name of a registered one. ``budget`` (default: the
         team's) bounds every model call made for the job; once a call is refused for it, no
@@ -229,23 +258,20 @@ class Orchestrator:
             ConfigError: no team and no intent configuration, or a target not in ``teams``.
             TeamNotFound: ``team`` names no registered team.
             PlanError: the classifier's answer names no target.
-            InvalidInput: the task or a text attachment holds a NUL character.
+            InvalidInput: the task or a text attachment holds a NUL character; a skill and
+                a team both named; ``input`` failing the skill's input schema
+                (``detail['fields']``).
+            SkillNotFound: ``skill`` names no registered skill or version.
         """
-        full_task = with_files(task, tuple(attachments))
-        if "\x00" in full_task:  # PostgreSQL keeps no NUL in text: refused before anything
-            raise InvalidInput(
-                "the task (or a text attachment) contains a NUL character (U+0000), which "
-                "the job's journal cannot keep: remove it",
-                field="task",
-            )
+        full_task = _checked_task(task, attachments)
         if self._shard != 0:
             raise InvalidInput(f"jobs are submitted to orchestrator/0, not /{self._shard}")
         owner = self._turn % self._shards  # in turn, this front desk included
         self._turn += 1
         job_id = new_job_id(owner)
-        route = None
-        registered = isinstance(team, str)
         policy_name, policy = self._policies.policy(tenant)
+        if skill is not None and (team is not None or intent is not None or teams):
+            raise InvalidInput("a job names a skill or a team, not both", field="skill")
         if not admin:
             admit_attachments(attachments, policy_name, policy)
             if isinstance(team, TeamSpec):
@@ -253,17 +279,23 @@ class Orchestrator:
             teams = {
                 k: admit_inline(t, tenant, policy_name, policy) for k, t in (teams or {}).items()
             }
+        spec, named, route = await self._skill_for(
+            job_id, full_task, tenant=tenant, admin=admin, skill=skill, input=input,
+            routed=team is None and intent is None and not teams,
+        )  # fmt: skip
+        team = named or team
+        registered = isinstance(team, str)
         if isinstance(team, str):
-            if not admin:
+            if not admin:  # a team skill runs its team: the tenant must be allowed that team
                 admit_registered(team, policy_name, policy)
             team = self._catalog.team(team)
         elif team is None:
             team, route = await self._chooser.choose(job_id, task, tenant, teams or {}, intent)
-        else:
+        elif spec is None:
             self._catalog.check_unregistered(team)
         if not admin:
             budget = admit_budget(budget, team, policy_name, policy)
-            if not registered:
+            if not registered and spec is None:
                 await self._inline.use(tenant, team, policy_name, policy, self._running_teams())
         admitted = Admitted(
             id=job_id,
@@ -276,6 +308,8 @@ class Orchestrator:
             images=tuple(image for a in attachments if (image := a.image()) is not None),
             request_id=request_id,
             registered=registered,
+            skill=spec,
+            input=input,
         )
         if owner == self._shard:
             await self._adopt(admitted)
@@ -313,6 +347,8 @@ class Orchestrator:
             images=admitted.images,
             request_id=admitted.request_id,
             registered=admitted.registered,
+            skill=admitted.skill,
+            input=admitted.input,
         )
         if self._journal is not None:
             self._journal.job(
@@ -323,11 +359,15 @@ class Orchestrator:
                 budget=job.budget,
                 submitted_at=job.submitted_at,
                 images=job.images,
+                skill=job.skill,
+                input=job.input,
             )
         self._jobs[job.id] = job
         metrics.job_status(None, job.status)
         self._forget_old_jobs()
         submitted: dict[str, object] = {"team": job.team.name, "task": job.task[:200]}
+        if job.skill is not None:
+            submitted["skill"] = job.skill.ref
         if job.request_id is not None:
             submitted["request_id"] = job.request_id
         await emit(job, "job_submitted", data=submitted)
@@ -552,6 +592,71 @@ class Orchestrator:
         """Remove one agent from its team. See :meth:`TeamCatalog.delete_agent`."""
         return await self._catalog.delete_agent(name)
 
+    # -- skills (the front desk keeps them) -------------------------------------------------
+
+    @_front_desk
+    async def skills(self, *, tenant: str | None = None) -> list[SkillInfo]:
+        """Registered skills (for ``tenant``: those its policy lets it run), by name."""
+        allowed = None if tenant is None else self._policies.policy(tenant)[1]
+        return [self._skills.registry.info(s.name) for s in self._skills.visible(allowed)]
+
+    @_front_desk
+    async def skill(
+        self, name: str, version: str | None = None, *, tenant: str | None = None
+    ) -> SkillSpec:
+        """The current version of skill ``name`` (or ``version`` of it).
+
+        Raises:
+            SkillNotFound: no such skill or version (or ``tenant`` may not run it).
+        """
+        if tenant is not None:
+            _, policy = self._policies.policy(tenant)
+            if policy.skills is not None and name not in policy.skills:
+                raise SkillNotFound(f"no skill is registered as {name!r}", skill=name)
+        return self._skills.registry.get(name, version)
+
+    @_front_desk
+    async def skill_history(self, name: str | None = None) -> list[SkillEvent]:
+        """What happened to skills (one, or all), oldest first."""
+        return self._skills.registry.history(name)
+
+    @_front_desk
+    async def skill_problems(self) -> list[SkillProblemInfo]:
+        """Skill files of the watched directory that could not be loaded."""
+        return self._skills.registry.problems()
+
+    @_front_desk
+    async def put_skill(self, spec: SkillSpec, *, source: str = "api") -> bool:
+        """Check and register ``spec`` as its skill's current version; True if it is new.
+
+        Raises:
+            Conflict: that version exists with other content (versions are immutable).
+            TeamNotFound: a ``team:<name>`` skill's team is not registered.
+            ConfigError: a required tool is missing, or its agent cannot be provisioned.
+        """
+        return await self._skills.apply(spec, source=source)
+
+    @_front_desk
+    async def rollback_skill(
+        self, name: str, version: str | None = None, *, source: str = "api"
+    ) -> SkillSpec:
+        """Make an earlier version current again (default: the one before the current).
+
+        Raises:
+            SkillNotFound: no such skill or version.
+            ConfigError: no earlier version.
+        """
+        return self._skills.registry.rollback(name, version, source=source)
+
+    @_front_desk
+    async def delete_skill(self, name: str, *, source: str = "api") -> SkillInfo:
+        """Unregister a skill and every version of it (running jobs keep theirs).
+
+        Raises:
+            SkillNotFound: no such skill.
+        """
+        return self._skills.registry.delete(name, source=source)
+
     # -- helpers --------------------------------------------------------------------------------
 
     @property
@@ -569,6 +674,53 @@ class Orchestrator:
     async def _owner(self, job_id: str, method: str, *args: object, **kwargs: object) -> Any:
         """The answer of the shard that owns ``job_id`` to ``method``."""
         return await self._other().ask(job_shard(job_id, self._shards), method, *args, **kwargs)
+
+    async def _skill_for(
+        self,
+        job_id: str,
+        task: str,
+        *,
+        tenant: str,
+        admin: bool,
+        skill: str | None,
+        input: Any,  # noqa: A002 - as submit names it
+        routed: bool,
+    ) -> tuple[SkillSpec | None, TeamSpec | str | None, IntentChoice | None]:
+        """(skill, its team or the routed team, route) of a job.
+
+        What ``skill`` names, or, if ``routed`` (the job names nothing), what the intent
+        cascade chooses.
+        """
+        policy_name, policy = self._policies.policy(tenant)
+        spec: SkillSpec | None = None
+        team: TeamSpec | str | None = None
+        route: IntentChoice | None = None
+        if skill is not None:
+            spec = self._skills.resolve(skill, policy_name, None if admin else policy)
+        elif routed:
+            spec, team, route = await self._route(job_id, task, tenant, None if admin else policy)
+        if spec is not None:
+            check_input(spec, input)
+            team = spec.team or skill_team(spec)
+        return spec, team, route
+
+    async def _route(
+        self, job_id: str, task: str, tenant: str, allowed: TenantPolicy | None
+    ) -> tuple[SkillSpec | None, str | None, IntentChoice]:
+        """(skill, team name, route) of a job that names neither, among what it may run."""
+        teams = {
+            name: team
+            for name, team in self._catalog.teams().items()
+            if allowed is None or allowed.teams is None or name in allowed.teams
+        }
+        config, kinds = routing_config(
+            self._skills.visible(allowed), teams, self._skills_config.routing
+        )
+        route = await self._chooser.route(job_id, task, tenant, config)
+        route = route.model_copy(update={"kind": kinds[route.target]})
+        if route.kind == "skill":
+            return self._skills.registry.get(route.target), None, route
+        return None, route.target, route
 
     def _team_of(self, job: Job) -> TeamSpec:
         """The team to provision for ``job``.
@@ -592,3 +744,19 @@ class Orchestrator:
         finished = [j for j, job in self._jobs.items() if job.result is not None]
         for job_id in finished[: max(0, len(self._jobs) - self._keep_jobs)]:
             del self._jobs[job_id]
+
+
+def _checked_task(task: str, attachments: Sequence[Attachment]) -> str:
+    """The task with its text attachments.
+
+    Raises:
+        InvalidInput: it holds a NUL character (PostgreSQL keeps none in text).
+    """
+    full_task = with_files(task, tuple(attachments))
+    if "\x00" in full_task:
+        raise InvalidInput(
+            "the task (or a text attachment) contains a NUL character (U+0000), which "
+            "the job's journal cannot keep: remove it",
+            field="task",
+        )
+    return full_task

@@ -40,6 +40,10 @@ class TeamProvisioner(Protocol):
         """Unregister and stop the named agents (unknown names are ignored)."""
         ...
 
+    async def tool_names(self) -> set[str]:
+        """Every tool the sandboxes offer (what agents may be given)."""
+        ...
+
 
 class TeamCatalog:
     """Named teams, persisted in ``journal`` (in memory only without one)."""

@@ -21,6 +21,7 @@ import asyncio
 import functools
 import json
 import re
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
@@ -76,9 +77,13 @@ def classify_request(task: str, config: IntentConfig) -> LLMRequest:
     """The request that asks the classifier model for the target of ``task``.
 
     The system message lists the targets as ``- <name>: <description>`` lines (the offline
-    provider reads them); the schema allows exactly the target names.
+    provider reads them), each followed by up to five of its examples; the schema allows
+    exactly the target names.
     """
-    listed = "\n".join(f"- {name}: {text}" for name, text in config.targets.items())
+    listed = "\n".join(
+        f"- {name}: {text}" + _examples(config.examples.get(name, ()))
+        for name, text in config.targets.items()
+    )
     schema: dict[str, Any] = {
         "type": "object",
         "properties": {
@@ -114,6 +119,7 @@ class IntentClassifier:
         self._given = embedder
         self._names = list(config.targets)
         self._targets: NDArray[np.float32] | None = None
+        self._owners: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
         self._patterns = [(rule, _keyword_pattern(rule.keywords)) for rule in config.rules]
 
     async def classify(self, task: str, ask: Ask) -> IntentChoice:
@@ -162,18 +168,37 @@ class IntentClassifier:
         return MiniLMEmbedding() if self.config.embedding == "minilm" else HashingEmbedding()
 
     async def similarities(self, task: str) -> list[float]:
-        """Cosine similarity of ``task`` to each target's description, in target order."""
+        """Cosine similarity of ``task`` to each target, in target order.
+
+        A target's similarity is the best of the task's to its description and to each of
+        its examples (``IntentConfig.examples``).
+        """
         if self._targets is None:  # two first calls at once may both embed: harmless
-            descriptions = list(self.config.targets.values())
-            self._targets = _unit(await asyncio.to_thread(self._embedder.embed, descriptions))
+            texts, owners = [], []
+            for index, (name, description) in enumerate(self.config.targets.items()):
+                for text in (description, *self.config.examples.get(name, ())):
+                    texts.append(text)
+                    owners.append(index)
+            self._owners = np.array(owners)
+            self._targets = _unit(await asyncio.to_thread(self._embedder.embed, texts))
         query = _unit(await asyncio.to_thread(self._embedder.embed, [task]))[0]
-        return [float(s) for s in self._targets @ query]
+        each = self._targets @ query
+        best = np.full(len(self._names), -1.0, dtype=np.float32)
+        np.maximum.at(best, self._owners, each)
+        return [float(s) for s in best]
 
     async def _classify(self, task: str, ask: Ask) -> IntentChoice:
         response = await ask(classify_request(task, self.config))
         answer = response.text
         target, rationale = _parse_choice(answer, self._names)
         return IntentChoice(target=target, method="classifier", score=None, rationale=rationale)
+
+
+def _examples(examples: tuple[str, ...]) -> str:
+    """A target's examples on its line: what requests it serves, in the users' words."""
+    if not examples:
+        return ""
+    return " For example: " + " | ".join(e.replace("\n", " ") for e in examples[:5])
 
 
 def _keyword_pattern(keywords: tuple[str, ...]) -> re.Pattern[str]:
@@ -228,12 +253,16 @@ def _unfenced(text: str) -> str:
     return text
 
 
+MAX_CLASSIFIERS = 32
+"""Intent configurations whose embedded targets a chooser keeps (the least recently used go)."""
+
+
 class TeamChooser:
     """Routes jobs that name no team, reusing one :class:`IntentClassifier` per configuration."""
 
     def __init__(self, router: RouterClient) -> None:
         self._router = router
-        self._routers: dict[str, IntentClassifier] = {}
+        self._routers: OrderedDict[str, IntentClassifier] = OrderedDict()
 
     async def choose(
         self,
@@ -256,10 +285,23 @@ class TeamChooser:
         unknown = sorted(set(config.targets) - set(teams))
         if unknown:
             raise ConfigError(f"intent targets without a team: {unknown}", targets=unknown)
+        route = await self.route(job_id, task, tenant, config)
+        return teams[route.target], route
+
+    async def route(
+        self, job_id: str, task: str, tenant: str, config: IntentConfig
+    ) -> IntentChoice:
+        """The target of ``task`` among ``config``'s, and how it was chosen.
+
+        Raises:
+            PlanError: the classifier's answer names no target.
+            TroupeError: the classifier's model call failed.
+        """
         key = config.model_dump_json()
-        router = self._routers.get(key)
-        if router is None:
-            router = self._routers[key] = IntentClassifier(config)
+        router = self._routers.pop(key, None) or IntentClassifier(config)
+        self._routers[key] = router
+        while len(self._routers) > MAX_CLASSIFIERS:
+            self._routers.popitem(last=False)
 
         async def ask(request: LLMRequest) -> LLMResponse:
             reply = await request_through_restarts(
@@ -275,4 +317,4 @@ class TeamChooser:
 
         route = await router.classify(task, ask)
         log.info("job_routed", job_id=job_id, target=route.target, method=route.method)
-        return teams[route.target], route
+        return route

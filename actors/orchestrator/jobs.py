@@ -34,6 +34,8 @@ from protocols import (
     orchestrator_address,
 )
 from protocols.intent import IntentChoice
+from protocols.quality import QualityReport
+from protocols.skill import SkillSpec
 
 __all__ = [
     "Job",
@@ -86,6 +88,12 @@ class Job:
     """The HTTP request (or other caller's id) that submitted the job, for logs and traces."""
     registered: bool = False
     """The job named a registered team: its agents are provisioned as the catalog has them."""
+    skill: SkillSpec | None = None
+    """The skill version the job runs (it keeps it, whatever the registry does meanwhile)."""
+    input: Any = None
+    """A skill job's structured input (checked against the skill's input schema)."""
+    quality: QualityReport | None = None
+    """The quality gate's report on the answer, once there is one."""
 
 
 def set_status(job: Job, status: JobStatus) -> None:

@@ -7,15 +7,17 @@ One orchestrator owns one journal: a SQLite file, or its tables in the cluster's
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
 from actors.orchestrator.jobs import Job
-from actors.state import Migration, first, open_database, upsert
+from actors.state import Database, Migration, first, open_database, upsert
 from protocols import (
     ApprovalDecision,
     ApprovalRequest,
@@ -27,6 +29,7 @@ from protocols import (
     TeamSpec,
     TenantPolicy,
 )
+from protocols.skill import SkillSpec
 
 __all__ = ["Journal", "Unfinished"]
 
@@ -52,6 +55,11 @@ _MIGRATIONS: tuple[Migration, ...] = (
     ),
     # the team's name beside its spec: which teams unfinished jobs use, of every shard
     ("ALTER TABLE jobs ADD COLUMN team_name TEXT",),
+    # a skill job's skill version and structured input: what it resumes with
+    (
+        "CREATE TABLE IF NOT EXISTS job_skills (job_id TEXT PRIMARY KEY, skill TEXT NOT NULL, "
+        "input TEXT)",
+    ),
 )
 
 
@@ -68,6 +76,8 @@ class Unfinished:
     plan: Plan | None
     done: dict[str, SubtaskResult]
     images: tuple[ImagePart, ...] = ()
+    skill: SkillSpec | None = None
+    input: Any = None
 
 
 class Journal:
@@ -79,6 +89,11 @@ class Journal:
     def __init__(self, location: str | Path) -> None:
         self._db = open_database(location, "journal", _MIGRATIONS)
 
+    @property
+    def db(self) -> Database:
+        """The database it is in (other stores of the orchestrator keep their tables there)."""
+        return self._db
+
     def job(
         self,
         job_id: str,
@@ -89,8 +104,15 @@ class Journal:
         budget: Budget | None,
         submitted_at: float,
         images: tuple[ImagePart, ...] = (),
+        skill: SkillSpec | None = None,
+        input: Any = None,  # noqa: A002 - the job's field of that name
     ) -> None:
-        """Record a submitted job (with the images it was given, if any)."""
+        """Record a submitted job (with its images, and a skill job's skill and input)."""
+        if skill is not None:
+            self._db.execute(
+                "INSERT INTO job_skills VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
+                (job_id, skill.model_dump_json(), None if input is None else json.dumps(input)),
+            )
         if images:
             self._db.execute(
                 "INSERT INTO job_images VALUES (?, ?) ON CONFLICT DO NOTHING",
@@ -181,8 +203,17 @@ class Journal:
             images_row = first(
                 self._db.execute("SELECT images FROM job_images WHERE job_id = ?", (job_id,))
             )
+            skill_row = first(
+                self._db.execute("SELECT skill, input FROM job_skills WHERE job_id = ?", (job_id,))
+            )
             found.append(
                 Unfinished(
+                    skill=None
+                    if skill_row is None
+                    else SkillSpec.model_validate_json(skill_row[0]),
+                    input=None
+                    if skill_row is None or skill_row[1] is None
+                    else json.loads(skill_row[1]),
                     images=() if images_row is None else _IMAGES.validate_json(images_row[0]),
                     job_id=job_id,
                     task=task,
@@ -219,6 +250,8 @@ class Journal:
                 plan=found.plan,
                 done=found.done,
                 images=found.images,
+                skill=found.skill,
+                input=found.input,
             )
             for found in self.unfinished(owns)
         ]

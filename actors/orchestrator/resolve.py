@@ -50,6 +50,7 @@ __all__ = [
     "gate",
     "gate_feedback",
     "judge",
+    "load_json",
     "majority",
     "make_candidate",
     "merge",
@@ -75,7 +76,7 @@ _MERGE: Final = (
 )
 
 
-def _load_json(output: str) -> Any:
+def load_json(output: str) -> Any:
     """``output`` parsed as JSON, as it is or from a fenced code block (```json ... ```).
 
     Raises:
@@ -115,7 +116,7 @@ def gate(
     if schema is None and not required:
         return []
     try:
-        data = _load_json(output)
+        data = load_json(output)
     except ValueError as e:
         return [str(e)]
     problems: list[str] = []
@@ -320,7 +321,7 @@ async def judge(
     if problems:
         why = f"judge answer unusable ({'; '.join(problems)})"
         return _fallback(cs, why, usage=response.usage)
-    answer = _load_json(response.text)
+    answer = load_json(response.text)
     i = int(answer["choice"])  # the schema allows 1.0
     why = f"judge chose {_label(i, cs[i])}: {answer['rationale']}"
     return _chosen("judge", cs, i, rationale=why, usage=response.usage)

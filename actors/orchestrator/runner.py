@@ -10,6 +10,7 @@ import asyncio
 import functools
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import assert_never
 
 import structlog
@@ -19,10 +20,20 @@ from actors.orchestrator.dispatch import Dispatcher
 from actors.orchestrator.jobs import Job, emit, job_message, set_status
 from actors.orchestrator.journal import Journal
 from actors.orchestrator.planner import aggregate, make_plan
+from actors.skills.run import (
+    Produce,
+    direct_request,
+    gated,
+    react_plan,
+    request_text,
+    revise_request,
+)
+from actors.skills.standard import standard_output
 from actors.telemetry.jobs import add_span, done_subtask_spans, job_trace
 from actors.telemetry.otel import export_otel
 from protocols import (
     LLM_POOL,
+    ChatMessage,
     ErrorCode,
     ErrorPayload,
     JobEnded,
@@ -31,14 +42,18 @@ from protocols import (
     LLMResponse,
     ModelError,
     Plan,
+    QualityGateFailed,
     SubtaskResult,
     Timings,
     TroupeError,
 )
+from protocols.skill import SkillSpec
 
 __all__ = ["JobRunner"]
 
 log = structlog.get_logger("raytroupe.orchestrator")
+
+Ask = Callable[[LLMRequest], Awaitable[LLMResponse]]
 
 
 class JobRunner:
@@ -74,37 +89,10 @@ class JobRunner:
 
     async def run(self, job: Job) -> None:
         """Run ``job`` to its result: provision, plan, dispatch, aggregate, finish."""
-        provision_s = plan_s = dispatch_s = aggregate_s = 0.0
-        subtasks: list[SubtaskResult] = []
-        answer, error = "", None
+        done = _Progress()
+        error = None
         try:
-            mark = time.perf_counter()
-            set_status(job, "planning")
-            await self._provision(job)
-            provision_s = time.perf_counter() - mark
-            mark = time.perf_counter()
-            graph = job.team.graph
-            plan = None if graph is not None else await self._planned(job)
-            plan_s = time.perf_counter() - mark
-
-            mark = time.perf_counter()
-            set_status(job, "running")
-            ask = functools.partial(self._ask, job)
-            if plan is not None:
-                subtasks = await self._dispatcher.run(job, plan, ask)
-            elif graph is not None:
-                subtasks = await self._dispatcher.run_graph(job, graph, ask)
-            dispatch_s = time.perf_counter() - mark
-            error = _dispatch_error(job, subtasks)
-            if error is None and plan is None:  # a graph's answer is its last node's
-                answer = subtasks[-1].output
-            elif error is None:
-                mark, aggregating = time.perf_counter(), time.time()
-                set_status(job, "aggregating")
-                await emit(job, "job_aggregating")
-                answer = await self._aggregate(job, subtasks)
-                add_span(job, "aggregate", "aggregate", aggregating, time.time())
-                aggregate_s = time.perf_counter() - mark
+            error = await self._work(job, done)
         except TroupeError as exc:
             error = ErrorPayload.from_exception(exc)
         except Exception as exc:  # a job must end with a result, whatever broke
@@ -116,20 +104,67 @@ class JobRunner:
                 raise  # the actor is going away: the journal resumes the job later
             runner.uncancel()
             error = _cancelled()
-            subtasks = list(job.done.values())
+            done.subtasks = list(job.done.values())
+        subtasks, answer = done.subtasks, done.answer
         timings = Timings(
             submitted_at=job.submitted_at,
             finished_at=time.time(),
-            provision_s=provision_s,
-            plan_s=plan_s,
-            dispatch_s=dispatch_s,
-            aggregate_s=aggregate_s,
+            provision_s=done.provision_s,
+            plan_s=done.plan_s,
+            dispatch_s=done.dispatch_s,
+            aggregate_s=done.aggregate_s,
         )
         # a cancel arriving now must not cut the result short: the job would never end
         finishing = asyncio.ensure_future(self._finish(job, subtasks, answer, error, timings))
         self._finishing.add(finishing)  # kept: a cancelled runner no longer holds it
         finishing.add_done_callback(self._finishing.discard)
         await asyncio.shield(finishing)
+
+    async def _work(self, job: Job, done: _Progress) -> ErrorPayload | None:
+        """Provision, then the skill's or the team's way to an answer; why it failed, if so."""
+        mark = time.perf_counter()
+        set_status(job, "planning")
+        skill = job.skill
+        if skill is None or skill.execution_mode != "direct":
+            await self._provision(job)
+        done.provision_s = time.perf_counter() - mark
+        ask = functools.partial(self._ask, job)
+        if skill is not None and skill.team is None:  # react or direct: the skill answers
+            mark = time.perf_counter()
+            set_status(job, "running")
+            await self._skill(job, skill, ask, done)
+            done.dispatch_s = time.perf_counter() - mark
+            return _dispatch_error(job, done.subtasks) if done.subtasks else None
+        error = await self._team(job, ask, done)
+        if error is None and skill is not None:  # a team's answer, gated by the skill
+            await self._revised(job, skill, ask, done)
+        return error
+
+    async def _team(self, job: Job, ask: Ask, done: _Progress) -> ErrorPayload | None:
+        """Plan (or walk the graph), dispatch, aggregate."""
+        mark = time.perf_counter()
+        graph = job.team.graph
+        plan = None if graph is not None else await self._planned(job)
+        done.plan_s = time.perf_counter() - mark
+
+        mark = time.perf_counter()
+        set_status(job, "running")
+        if plan is not None:
+            done.subtasks = await self._dispatcher.run(job, plan, ask)
+        elif graph is not None:
+            done.subtasks = await self._dispatcher.run_graph(job, graph, ask)
+        done.dispatch_s = time.perf_counter() - mark
+        error = _dispatch_error(job, done.subtasks)
+        if error is None and plan is None:  # a graph's answer is its last node's
+            done.answer = done.subtasks[-1].output
+        elif error is None:
+            mark, aggregating = time.perf_counter(), time.time()
+            set_status(job, "aggregating")
+            await emit(job, "job_aggregating")
+            done.answer = await self._aggregate(job, done.subtasks)
+            add_span(job, "aggregate", "aggregate", aggregating, time.time())
+            done.aggregate_s = time.perf_counter() - mark
+        return error
 
     async def _finish(
         self,
@@ -154,6 +189,9 @@ class JobRunner:
             route=job.route,
         )
         result = result.model_copy(update={"trace": job_trace(job, timings, result.status, error)})
+        schema = job.skill.output_schema if job.skill is not None else job.team.output_schema
+        output = standard_output(result, skill=job.skill, quality=job.quality, schema=schema)
+        result = result.model_copy(update={"output": output})
         set_status(job, result.status)
         if self.otel:
             try:  # tracing must never fail a job
@@ -179,6 +217,67 @@ class JobRunner:
         if error is not None:
             data = {"error": error.message, "code": error.code.value}
         await emit(job, kind, data=data, result=result)
+
+    async def _skill(self, job: Job, skill: SkillSpec, ask: Ask, done: _Progress) -> None:
+        """A react or direct skill's answer, through its quality gate."""
+        text = request_text(job.task, job.input)
+        history: list[ChatMessage] = []
+
+        async def produce(
+            attempt: int, previous: str | None, feedback: str | None
+        ) -> tuple[str, list[SubtaskResult]]:
+            if skill.execution_mode == "direct":
+                if previous is not None and feedback is not None:
+                    history.extend((ChatMessage(role="assistant", content=previous),
+                                    ChatMessage(role="user", content=feedback)))  # fmt: skip
+                return (await ask(direct_request(skill, text, tuple(history)))).text, []
+            results = await self._dispatcher.run(
+                job, react_plan(text, attempt, previous, feedback), ask
+            )
+            return results[0].output, results
+
+        await self._gated(job, skill, text, produce, ask, done)
+
+    async def _revised(self, job: Job, skill: SkillSpec, ask: Ask, done: _Progress) -> None:
+        """A team's answer through the skill's gate; a failing one is revised by its model."""
+        text = request_text(job.task, job.input)
+        answer, team_subtasks = done.answer, done.subtasks
+
+        async def produce(
+            _: int, previous: str | None, feedback: str | None
+        ) -> tuple[str, list[SubtaskResult]]:
+            if previous is None or feedback is None:
+                return answer, []
+            return (await ask(revise_request(skill, text, previous, feedback))).text, []
+
+        await self._gated(job, skill, text, produce, ask, done)
+        done.subtasks = team_subtasks
+
+    async def _gated(  # noqa: PLR0917 - private, the run's parts
+        self, job: Job, skill: SkillSpec, text: str, produce: Produce, ask: Ask, done: _Progress
+    ) -> None:
+        """Run the gate loop; keep its report on the job (and raise if the answer failed).
+
+        Raises:
+            QualityGateFailed: the last answer failed; ``detail['checks']`` has every check.
+        """
+        started = time.time()
+        result = await gated(skill, text, produce, ask, budget=job.budget)
+        done.answer, done.subtasks, report = result.answer, result.subtasks, result.report
+        if report is None:  # the skill's subtask failed: the dispatch error says why
+            return
+        job.quality = report
+        add_span(job, "quality_gate", f"quality gate {skill.ref}", started, time.time(),
+                 passed=report.passed, score=report.score, retries=report.retries)  # fmt: skip
+        await emit(job, "quality_checked", data=report.model_dump(mode="json"))
+        if not report.passed:
+            raise QualityGateFailed(
+                f"the answer failed its quality gate ({report.retries} retries): "
+                + "; ".join(report.problems[:5]),
+                problems=report.problems,
+                checks=[c.model_dump(mode="json") for c in report.checks],
+                score=report.score,
+            )
 
     async def _planned(self, job: Job) -> Plan:
         """The job's plan: journaled or made now (then journaled), announced to watchers."""
@@ -219,6 +318,18 @@ class JobRunner:
         job.done[result.id] = result
         if self._journal is not None:
             self._journal.subtask(job.id, result)
+
+
+@dataclass
+class _Progress:
+    """What a job's run has come to so far (kept when it fails half-way)."""
+
+    subtasks: list[SubtaskResult] = field(default_factory=list)
+    answer: str = ""
+    provision_s: float = 0.0
+    plan_s: float = 0.0
+    dispatch_s: float = 0.0
+    aggregate_s: float = 0.0
 
 
 def _cancelled() -> ErrorPayload:

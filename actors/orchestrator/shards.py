@@ -15,6 +15,7 @@ from typing import Any, Protocol
 
 from protocols import Budget, ImagePart, TeamSpec, new_id
 from protocols.intent import IntentChoice
+from protocols.skill import SkillSpec
 
 __all__ = ["Admitted", "OrchestratorPeers", "new_job_id"]
 
@@ -39,6 +40,8 @@ class Admitted:
     images: tuple[ImagePart, ...]
     request_id: str | None
     registered: bool
+    skill: SkillSpec | None = None
+    input: Any = None
 
 
 class OrchestratorPeers(Protocol):

@@ -26,6 +26,7 @@ from deployments import APIConfig, APIKey, deploy, hash_key, new_key
 from protocols import ConfigError, TroupeError
 from runtime.cli import _local
 from runtime.cli._connect import close, connect, resolve_address
+from runtime.cli._options import Address, StateDir
 from runtime.cli._show import (
     ERR,
     OUT,
@@ -37,6 +38,7 @@ from runtime.cli._show import (
     show_key,
     show_result,
 )
+from runtime.cli._skills import ask, skills_app
 from runtime.config import Team
 
 __all__ = ["app", "main"]
@@ -54,27 +56,10 @@ key_app = typer.Typer(help="API keys of the HTTP app.", no_args_is_help=True)
 app.add_typer(key_app, name="key")
 config_app = typer.Typer(help="Configuration files.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
+app.add_typer(skills_app, name="skills")
 
 P = ParamSpec("P")
 
-StateDir = Annotated[
-    Path | None,
-    typer.Option(
-        "--state-dir",
-        envvar="TROUPE_STATE_DIR",
-        help="Where `up` records what it started (default: ~/.raytroupe).",
-        show_default=False,
-    ),
-]
-Address = Annotated[
-    str | None,
-    typer.Option(
-        "--address",
-        help="Ray address, host:port or ray://... (default: the Ray `troupe up` started, "
-        "else $RAY_ADDRESS).",
-        show_default=False,
-    ),
-]
 ApiConfigFile = Annotated[
     Path | None,
     typer.Option(
@@ -95,6 +80,11 @@ def _reported(func: Callable[P, None]) -> Callable[P, None]:
             raise typer.Exit(1) from None
 
     return wrapper
+
+
+app.command("ask")(_reported(ask))
+for _command in skills_app.registered_commands:
+    _command.callback = _reported(_command.callback) if _command.callback else None
 
 
 def _usage(message: str) -> typer.Exit:
@@ -329,7 +319,8 @@ def run(
             if as_json:
                 typer.echo(result_json(handle, timeout).model_dump_json(indent=2))
             else:
-                show_result(follow(handle, spec if isinstance(spec, str) else spec.name, timeout))
+                name = spec if isinstance(spec, str) else spec.name
+                show_result(follow(handle, f"team {name}", timeout))
         except KeyboardInterrupt:
             handle.cancel()
             error(f"interrupted: job {handle.job_id} cancelled")

@@ -126,8 +126,10 @@ class JobBoard:
     def render(self, now: float) -> Group:
         """A title line and the subtasks, seconds counted to ``now`` for those running."""
         title = Text.assemble(
-            f"job {self.job_id} · team {self.team} · ", _status(self.phase.replace("_", " "))
+            f"job {self.job_id} · {self.team} · ", _status(self.phase.replace("_", " "))
         )
+        if not self._rows:  # a direct skill's job: one model call, no subtask
+            return Group(title)
         table = Table(expand=False)
         table.add_column("subtask")
         table.add_column("role")
@@ -157,6 +159,14 @@ def show_result(result: JobResult) -> None:
     if usage.cost_usd:
         summary.append(f" · ${usage.cost_usd:.4f}")
     OUT.print(summary)
+    out, route = result.output, result.route
+    if route is not None:
+        OUT.print(f"routed to {route.kind} {route.target} by {route.method}: {route.rationale}",
+                  markup=False, soft_wrap=True)  # fmt: skip
+    if out is not None and out.quality is not None:
+        verdict = "passed" if out.quality.passed else "failed"
+        retries = f" after {out.quality.retries} retries" if out.quality.retries else ""
+        OUT.print(f"quality gate {verdict}{retries}, score {out.quality.score:.2f}", markup=False)
 
 
 def show_failures(result: JobResult) -> None:

@@ -115,8 +115,39 @@ def _check_run(state, env):
     return run.stdout.split("job ", 1)[1].split()[0]
 
 
+def _check_skills(env, tmp_path):
+    skills = ROOT / "examples" / "skills"
+    applied = _troupe("skills", "apply", str(skills / "summarize.md"),
+                      str(skills / "sentiment.yaml"), env=env, timeout=120)  # fmt: skip
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert "summarize 1: registered" in applied.stdout
+    assert "sentiment 1: registered" in applied.stdout
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: bad\nversion: '1'\ndescription: d\nexecution_mode: sideways\n")
+    refused = _troupe("skills", "apply", str(bad), env=env, timeout=120)
+    assert refused.returncode == 1
+    assert f"{bad}:4: execution_mode: 'sideways' is not" in refused.stderr
+    listed = _troupe("skills", "list", env=env, timeout=120)
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert "summarize" in listed.stdout
+    assert "sentiment" in listed.stdout
+    review = "A negative review: the app crashes on start."
+    asked = _troupe("ask", review, "--skill", "sentiment", "--json", env=env, timeout=300)
+    assert asked.returncode == 0, asked.stdout + asked.stderr
+    output = json.loads(asked.stdout)["output"]
+    assert (output["skill"], output["data"]["sentiment"]) == ("sentiment", "negative")
+    routed = _troupe("ask", "Please summarize: Ray is fast. It scales Python.", "--json",
+                     env=env, timeout=300)  # fmt: skip
+    assert routed.returncode == 0, routed.stdout + routed.stderr
+    route = json.loads(routed.stdout)["route"]
+    assert (route["target"], route["kind"], route["method"]) == ("summarize", "skill", "keyword")
+    back = _troupe("skills", "rollback", "summarize", env=env, timeout=120)
+    assert back.returncode == 1
+    assert back.stderr.strip() == "error: skill 'summarize' has no earlier version to roll back to"
+
+
 @pytest.mark.timeout(900)
-def test_up_run_jobs_agents_http_down(troupe_up, rt):
+def test_up_run_jobs_agents_http_down(troupe_up, rt, tmp_path):
     up, state, state_dir, ports = troupe_up
     _check_up(up, state, state_dir, ports)
     env = _env(state_dir)
@@ -141,6 +172,8 @@ def test_up_run_jobs_agents_http_down(troupe_up, rt):
     assert {"ada", "grace", "alan"} <= listed
 
     assert httpx.get(f"{state['http_url']}/healthz", timeout=30).status_code == 200
+
+    _check_skills(env, tmp_path)
 
     failed = _troupe("run", "nosuchteam", "a task", env=env, timeout=120)
     assert failed.returncode == 1

@@ -28,6 +28,9 @@ RED_POLICY = TenantPolicy(
 )
 """The adversarial suite's tenant with a policy of its own (set from the API config)."""
 BLUE_POLICY = TenantPolicy(teams=("trust-registered",), max_budget=Budget(tokens=1_500))
+SKILL_KEY = "rt-test-user-skills"
+SKILL_POLICY = TenantPolicy(skills=("sentiment", "summarize"), teams=())
+"""A tenant that may run two skills and no registered team (test_skills_http.py)."""
 MAX_BODY = 256 * 1024
 
 
@@ -62,8 +65,9 @@ def config() -> APIConfig:
             APIKey(name="fuzz", hash=hash_key(FUZZ_KEY), tenant="fuzz", rate_limit="100000/minute"),
             APIKey(name="red-user", hash=hash_key(RED_KEY), tenant="red"),
             APIKey(name="blue-user", hash=hash_key(BLUE_KEY), tenant="blue"),
+            APIKey(name="skills-user", hash=hash_key(SKILL_KEY), tenant="skillful"),
         ),
-        tenant_policies={"red": RED_POLICY, "blue": BLUE_POLICY},
+        tenant_policies={"red": RED_POLICY, "blue": BLUE_POLICY, "skillful": SKILL_POLICY},
         api_keys_env=None,
         max_body_bytes=MAX_BODY,
         chat_timeout_s=60.0,

@@ -235,7 +235,7 @@ def _rendered(board, now):
 
 
 def test_job_board_follows_subtasks_through_their_events():
-    board = _show.JobBoard("job-1", "research")
+    board = _show.JobBoard("job-1", "team research")
     plan = [{"id": "s1", "role": "researcher"}, {"id": "s2", "role": "analyst"}]
     board.apply(_event(1, "job_submitted"))
     board.apply(_event(2, "plan_ready", subtasks=plan))

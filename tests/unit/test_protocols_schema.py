@@ -73,6 +73,8 @@ def test_public_models_are_the_documented_set():
         "ErrorPayload",
         "TeamSpec",
         "Plan",
+        "SkillSpec",
+        "StandardOutput",
         "JobResult",
         "JobEvent",
         "DeadLetter",

@@ -54,10 +54,10 @@ def test_the_classifier_decides_when_similarity_cannot():
     assert result.route.target in TEAMS
 
 
-def test_no_team_and_no_routing_is_a_config_error():
+def test_a_job_naming_nothing_with_nothing_registered_is_a_config_error():
     async def main():
         troupe = await build_troupe()
         await troupe.orchestrator.submit("anything")
 
-    with pytest.raises(ConfigError, match="needs teams"):
+    with pytest.raises(ConfigError, match="there is none to route it to"):
         run(main())

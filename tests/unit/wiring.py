@@ -287,6 +287,11 @@ class InProcessProvisioner:
             )
         self.provisioned += 1
 
+    async def tool_names(self) -> set[str]:
+        if self.sandbox is None:
+            self.sandbox = await in_process_sandbox(self.client)
+        return {d.name for d in await self.sandbox.find()}
+
     async def retire(self, agents) -> None:
         for name in agents:
             await self.router.unregister(name)

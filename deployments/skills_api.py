@@ -1,0 +1,155 @@
+"""``/v1/skills``: list, read, register, hot-update, roll back and delete skills.
+
+Reading is for every key (a tenant's key sees the skills its policy lets it run); changing
+is for admin keys, as for teams. A skill is sent as JSON (the :class:`SkillSpec` fields) or
+as the skill file itself (``Content-Type: application/yaml``, or ``text/markdown`` for a
+Markdown skill), whose problems come back with their line numbers.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import structlog
+from fastapi import APIRouter, Query, Request, Response
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from actors.skills.files import MAX_SKILL_BYTES, parse_skill
+from deployments.access import Admin, Caller
+from protocols import ConfigError, Conflict, InvalidInput
+from protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
+from runtime.client import SystemClient
+
+__all__ = ["skill_routes"]
+
+log = structlog.get_logger("raytroupe.api")
+
+_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
+
+
+class SkillListing(BaseModel):
+    """Registered skills, and (for admins) skill files that could not be loaded."""
+
+    skills: list[SkillInfo]
+    problems: list[SkillProblemInfo] = Field(default_factory=list)
+
+
+class SkillApplied(BaseModel):
+    """A skill version registered (or made current again)."""
+
+    name: str
+    version: str
+    created: bool = Field(description="True if this version is new to the registry.")
+
+
+class Rollback(BaseModel):
+    """Which version to make current again (default: the one before the current)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: str | None = None
+
+
+async def _body_skill(request: Request) -> SkillSpec:
+    """The skill a request carries: JSON fields, or a YAML or Markdown skill file.
+
+    Raises:
+        InvalidInput: not a skill (each problem named; a file's with its line).
+    """
+    raw = await request.body()
+    if len(raw) > MAX_SKILL_BYTES:
+        raise InvalidInput(f"a skill is at most {MAX_SKILL_BYTES} bytes", field="body")
+    kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInput("the body is not UTF-8", field="body") from None
+    if kind in _YAML_TYPES or kind == "text/markdown":
+        return parse_skill(text, "<request body>", markdown=kind == "text/markdown")
+    try:
+        return SkillSpec.model_validate(json.loads(text))
+    except json.JSONDecodeError as e:
+        raise InvalidInput(f"the body is not JSON: {e}", field="body") from None
+    except ValidationError as e:
+        problems = [
+            f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"
+            for err in e.errors(include_url=False, include_input=False)
+        ]
+        raise ConfigError(f"invalid skill: {'; '.join(problems)}", problems=problems) from None
+
+
+_SKILL_BODY = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/SkillSpec"}},
+            "application/yaml": {"schema": {"type": "string"}},
+            "text/markdown": {"schema": {"type": "string"}},
+        },
+    }
+}
+
+
+def skill_routes(client: SystemClient) -> APIRouter:
+    """The ``/v1/skills`` routes."""
+    routes = APIRouter(prefix="/v1/skills", tags=["skills"])
+
+    @routes.get("", response_model=SkillListing)
+    async def list_skills(who: Caller) -> SkillListing:
+        """Skills the caller may run; for an admin also the skill files that failed to load."""
+        skills = await client.skills(tenant=None if who.admin else who.tenant)
+        problems = await client.skill_problems() if who.admin else []
+        return SkillListing(skills=skills, problems=problems)
+
+    @routes.get("/{name}", response_model=SkillSpec)
+    async def get_skill(
+        name: str,
+        who: Caller,
+        version: Annotated[str | None, Query(max_length=16)] = None,
+    ) -> SkillSpec:
+        """A skill's current version, or ``?version=`` of it."""
+        return await client.skill(name, version, tenant=None if who.admin else who.tenant)
+
+    @routes.get("/{name}/history", response_model=list[SkillEvent])
+    async def skill_history(name: str, who: Admin) -> list[SkillEvent]:  # noqa: ARG001 - admins only
+        """What happened to the skill: versions applied, rolled back to, files rejected."""
+        return await client.skill_history(name)
+
+    @routes.post("", status_code=201, response_model=SkillApplied, openapi_extra=_SKILL_BODY)
+    async def create_skill(request: Request, response: Response, who: Admin) -> SkillApplied:
+        """Register a skill version and make it current (200 if it was registered already)."""
+        spec = await _body_skill(request)
+        created = await client.put_skill(spec, source=f"api:{who.name}")
+        response.status_code = 201 if created else 200
+        log.info("skill_applied", skill=spec.name, version=spec.version, key=who.name)
+        return SkillApplied(name=spec.name, version=spec.version, created=created)
+
+    @routes.put("/{name}", response_model=SkillApplied, openapi_extra=_SKILL_BODY)
+    async def put_skill(
+        name: str, request: Request, response: Response, who: Admin
+    ) -> SkillApplied:
+        """Register a new version of ``name`` (or make a registered one current again)."""
+        spec = await _body_skill(request)
+        if spec.name != name:
+            raise Conflict(f"the body's skill is {spec.name!r}, the URL's {name!r}")
+        created = await client.put_skill(spec, source=f"api:{who.name}")
+        response.status_code = 201 if created else 200
+        log.info("skill_applied", skill=name, version=spec.version, key=who.name)
+        return SkillApplied(name=name, version=spec.version, created=created)
+
+    @routes.post("/{name}/rollback", response_model=SkillApplied)
+    async def rollback_skill(name: str, body: Rollback, who: Admin) -> SkillApplied:
+        """Make an earlier version current again: new jobs get it, running jobs keep theirs."""
+        spec = await client.rollback_skill(name, body.version, source=f"api:{who.name}")
+        log.info("skill_rolled_back", skill=name, version=spec.version, key=who.name)
+        return SkillApplied(name=name, version=spec.version, created=False)
+
+    @routes.delete("/{name}", response_model=SkillInfo)
+    async def delete_skill(name: str, who: Admin) -> SkillInfo:
+        """Unregister the skill and every version of it (running jobs keep theirs)."""
+        info = await client.delete_skill(name, source=f"api:{who.name}")
+        log.info("skill_deleted", skill=name, key=who.name)
+        return info
+
+    return routes
