@@ -71,6 +71,7 @@ class SkillDesk:
         self._lock = asyncio.Lock()
         self._stop = asyncio.Event()
         self._watcher: asyncio.Task[None] | None = None
+        self._stamps: dict[Path, tuple[int, int] | None] = {}
 
     # -- applying -----------------------------------------------------------------------
 
@@ -172,6 +173,7 @@ class SkillDesk:
     async def load_file(self, path: Path) -> SkillSpec | None:
         """Apply the skill in ``path``; a problem is recorded, never raised."""
         source = str(path)
+        self._stamps[path] = _stamp(path)
         try:
             spec = await asyncio.to_thread(read_skill, path)
             await self.apply(spec, source=source)
@@ -182,21 +184,32 @@ class SkillDesk:
             return None
         return spec
 
+    def _changed(self, directory: Path) -> set[Path]:
+        """Skill files new or changed since they were last loaded, and those removed."""
+        found = {p for p in directory.iterdir() if p.suffix in SKILL_SUFFIXES}
+        changed = {p for p in found if self._stamps.get(p) != _stamp(p)}
+        return changed | (set(self._stamps) - found)
+
     async def _watch(self, directory: Path) -> None:
+        """Reload what changes, as watchfiles reports it and as a stat scan each second finds.
+
+        The scan closes the gap between the first load and the watcher being ready (a file
+        changed then would go unseen) and covers file systems that send no events.
+        """
         import watchfiles  # noqa: PLC0415 - only a watched directory needs it
 
         async for changes in watchfiles.awatch(
-            directory, stop_event=self._stop, recursive=False, debounce=200, step=50
-        ):
-            for change, name in sorted(changes, key=lambda c: c[1]):
-                path = Path(name)
-                if path.suffix not in SKILL_SUFFIXES:
-                    continue
-                if change is watchfiles.Change.deleted:
+            directory, stop_event=self._stop, recursive=False, debounce=200, step=50,
+            rust_timeout=1000, yield_on_timeout=True,
+        ):  # fmt: skip
+            named = {Path(name) for _, name in changes if Path(name).suffix in SKILL_SUFFIXES}
+            for path in sorted(named | self._changed(directory)):
+                if path.is_file():
+                    await self.load_file(path)
+                else:
+                    self._stamps.pop(path, None)
                     self.registry.forget_problem(str(path))
                     log.info("skill_file_removed", file=str(path))
-                    continue
-                await self.load_file(path)
 
     async def stop(self) -> None:
         """Stop watching."""
@@ -205,3 +218,12 @@ class SkillDesk:
             self._watcher.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._watcher
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    """(modification time in ns, size) of a file, None if it is gone."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size

@@ -207,3 +207,53 @@ def test_a_tenant_policy_limits_the_skills_it_resolves():
         desk.resolve("secret", "acme", policy)
     assert [s.name for s in desk.visible(policy)] == ["summarize"]
     assert [s.name for s in desk.visible(None)] == ["secret", "summarize"]
+
+
+def _file(path, version, mode="direct"):
+    tmp = path.with_suffix(".part")
+    tmp.write_text(
+        f"name: watched\nversion: '{version}'\ndescription: d\nexecution_mode: {mode}\n"
+        "prompt: {instructions: Do it.}\n",
+        encoding="utf-8",
+    )
+    tmp.replace(path)  # one rename: the watcher never reads half a file
+
+
+def test_the_directory_is_loaded_then_watched(tmp_path):
+    """A changed file is a new version; a broken one is reported and the old one stays."""
+    (tmp_path / "notes.txt").write_text("not a skill")
+    path = tmp_path / "watched.yaml"
+    _file(path, "1")
+    (tmp_path / "broken.md").write_text("no front matter\n")
+
+    async def until(check):
+        for _ in range(300):  # bounded: 30 s
+            if check():
+                return
+            await asyncio.sleep(0.1)
+        raise AssertionError("the watcher did not see the change")
+
+    async def main():
+        desk = SkillDesk(SkillsConfig(directory=tmp_path), None, _Provisioner(), lambda n: n)
+        await desk.start()
+        try:
+            assert desk.registry.get("watched").version == "1"
+            assert desk.registry.info("watched").source == str(path)
+            (problem,) = desk.registry.problems()
+            assert problem.file == str(tmp_path / "broken.md")
+            assert problem.problems == (
+                f"{tmp_path / 'broken.md'}:1: <file>: a Markdown skill starts with '---' "
+                "front matter",
+            )
+            _file(path, "2")
+            await until(lambda: desk.registry.get("watched").version == "2")
+            _file(path, "3", mode="sideways")
+            await until(lambda: any(p.file == str(path) for p in desk.registry.problems()))
+            assert desk.registry.get("watched").version == "2"
+            (tmp_path / "broken.md").unlink()
+            await until(lambda: all(p.file != str(tmp_path / "broken.md")
+                                    for p in desk.registry.problems()))  # fmt: skip
+        finally:
+            await desk.stop()
+
+    run(main())
