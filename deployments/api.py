@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deployments.access import Admin, Caller, NotAdmin, visible_teams
 from deployments.config import APIConfig
+from deployments.evals_api import eval_routes
 from deployments.guard import request_id_of
 from deployments.openai_compat import openai_routes
 from deployments.problems import problem, troupe_problem
@@ -33,6 +34,7 @@ from protocols import (
     Attachment,
     Budget,
     Conflict,
+    Feedback,
     JobEvent,
     JobNotFound,
     JobResult,
@@ -124,6 +126,15 @@ class AgentPut(BaseModel):
     agent: AgentSpec
 
 
+class FeedbackBody(BaseModel):
+    """A person's verdict on a finished job's answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: float = Field(ge=0.0, le=1.0, description="0 (useless) to 1 (exactly right).")
+    comment: str = Field(default="", max_length=4000)
+
+
 class Cancelled(BaseModel):
     """The outcome of a cancel request."""
 
@@ -146,6 +157,7 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app.include_router(_jobs(client))
     app.include_router(_teams(client))
     app.include_router(skill_routes(client))
+    app.include_router(eval_routes(client))
     app.include_router(_policies(client))
     app.include_router(_ops(client))
     app.include_router(openai_routes(client, config))
@@ -218,6 +230,17 @@ def _jobs(client: SystemClient) -> APIRouter:
         if not cancelled:
             raise Conflict(f"job {job_id} already finished ({status})", job_id=job_id)
         return Cancelled(id=job_id, cancelled=True, status=status)
+
+    @routes.post("/{job_id}/feedback", status_code=201, response_model=Feedback)
+    async def give_feedback(job_id: str, body: FeedbackBody, who: Caller) -> Feedback:
+        """Keep a verdict on the job's answer (409 while it runs); kept with the job."""
+        return await client.feedback(job_id, body.score, body.comment, by=who.name,
+                                     tenant=who.tenant)  # fmt: skip
+
+    @routes.get("/{job_id}/feedback", response_model=list[Feedback])
+    async def list_feedback(job_id: str, who: Caller) -> list[Feedback]:
+        """Every verdict given on the job, oldest first."""
+        return await client.feedbacks(job_id, tenant=who.tenant)
 
     @routes.get("/{job_id}/approvals", response_model=list[ApprovalRequest])
     async def pending_approvals(job_id: str, who: Caller) -> list[ApprovalRequest]:

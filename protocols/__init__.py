@@ -67,6 +67,7 @@ from protocols.graph import GraphEdge, GraphNode, GraphSpec
 from protocols.inputs import AgentInfo, Attachment, with_files
 from protocols.jobs import (
     DeadLetter,
+    Feedback,
     JobEvent,
     JobResult,
     JobStatus,
@@ -170,6 +171,7 @@ __all__ = [
     "ErrorCode",
     "ErrorPayload",
     "Event",
+    "Feedback",
     "Forbidden",
     "GraphEdge",
     "GraphNode",

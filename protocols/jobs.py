@@ -21,6 +21,7 @@ from protocols.trace import Span
 
 __all__ = [
     "DeadLetter",
+    "Feedback",
     "JobEvent",
     "JobResult",
     "JobStatus",
@@ -245,6 +246,15 @@ class JobEvent(_Data):
     def terminal(self) -> bool:
         """True for the last event of a job."""
         return self.type in {"job_succeeded", "job_failed", "job_cancelled"}
+
+
+class Feedback(_Data):
+    """A person's verdict on a finished job's answer."""
+
+    score: float = Field(ge=0.0, le=1.0, description="0 (useless) to 1 (exactly right).")
+    comment: str = Field(default="", max_length=4000)
+    by: str = Field(default="", description="Who gave it (the API key's name, or 'driver').")
+    at: float = Field(default=0.0, description="UNIX time it was given.")
 
 
 class DeadLetter(_Data):

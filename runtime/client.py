@@ -36,6 +36,7 @@ from protocols import (
     Attachment,
     Budget,
     DeadLetter,
+    Feedback,
     JobEvent,
     JobResult,
     JobStatus,
@@ -53,6 +54,7 @@ from protocols import (
     TenantPolicy,
     UsageRow,
 )
+from protocols.evals import EvalComparison, EvalRun, EvalSuite
 from protocols.intent import IntentConfig
 
 __all__ = ["SystemClient"]
@@ -194,6 +196,23 @@ class SystemClient:
         result: list[JobEvent] = await _call(ref)
         return result
 
+    async def feedback(
+        self, job_id: str, score: float, comment: str = "", *, by: str = "",
+        tenant: str | None = None,
+    ) -> Feedback:  # fmt: skip
+        """Keep a person's verdict on a finished job."""
+        ref = self._orchestrators.of(job_id).feedback.remote(
+            job_id, score, comment, by=by, tenant=tenant
+        )
+        result: Feedback = await _call(ref)
+        return result
+
+    async def feedbacks(self, job_id: str, *, tenant: str | None = None) -> list[Feedback]:
+        """People's verdicts on a job, oldest first."""
+        ref = self._orchestrators.of(job_id).feedbacks.remote(job_id, tenant=tenant)
+        result: list[Feedback] = await _call(ref)
+        return result
+
     async def cancel(self, job_id: str, *, tenant: str | None = None) -> bool:
         """Cancel the job; False if it had finished."""
         result: bool = await _call(
@@ -250,6 +269,46 @@ class SystemClient:
     async def delete_team(self, name: str) -> TeamSpec:
         """Unregister a team and stop its agents; what it was."""
         result: TeamSpec = await _call(self._orchestrator.delete_team.remote(name))
+        return result
+
+    async def start_eval(
+        self,
+        suite: EvalSuite,
+        *,
+        skill: str | None = None,
+        team: str | None = None,
+        tenant: str = "default",
+        admin: bool = True,
+        concurrency: int = 4,
+        budget: Budget | None = None,
+    ) -> str:
+        """Start running an eval suite on the cluster; the run's id."""
+        ref = self._orchestrator.start_eval.remote(
+            suite, skill=skill, team=team, tenant=tenant, admin=admin,
+            concurrency=concurrency, budget=budget,
+        )  # fmt: skip
+        result: str = await _call(ref)
+        return result
+
+    async def eval_run(
+        self, run_id: str, timeout: float | None = 0.0, *, tenant: str | None = None
+    ) -> EvalRun:
+        """An eval run as it stands (with ``timeout``: once finished, or after that long)."""
+        ref = self._orchestrator.eval_run.remote(run_id, timeout, tenant=tenant)
+        result: EvalRun = await _call(ref)
+        return result
+
+    async def eval_runs(self, *, tenant: str | None = None) -> list[EvalRun]:
+        """Eval runs (of ``tenant``, or all), oldest first, without their cases."""
+        result: list[EvalRun] = await _call(self._orchestrator.eval_runs.remote(tenant=tenant))
+        return result
+
+    async def compare_evals(
+        self, base: str, other: str, *, tenant: str | None = None
+    ) -> EvalComparison:
+        """Two runs of one suite compared case by case."""
+        ref = self._orchestrator.compare_evals.remote(base, other, tenant=tenant)
+        result: EvalComparison = await _call(ref)
         return result
 
     async def skills(self, *, tenant: str | None = None) -> list[SkillInfo]:

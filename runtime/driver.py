@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Coroutine, Mapping, Sequence
+import time
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -39,6 +40,7 @@ from protocols import (
     TenantPolicy,
     UsageRow,
 )
+from protocols.evals import EvalComparison, EvalRun, EvalSuite
 from protocols.intent import IntentConfig
 from runtime.blocking import Portal
 from runtime.client import SystemClient
@@ -133,6 +135,56 @@ class Runtime:
             )
         )
         return JobHandle(job_id, self.client, self._portal)
+
+    def evaluate(
+        self,
+        suite: EvalSuite | str | Path,
+        *,
+        skill: str | None = None,
+        team: str | None = None,
+        concurrency: int = 4,
+        budget: Budget | None = None,
+        timeout: float | None = None,
+        on_progress: Callable[[EvalRun], None] | None = None,
+    ) -> EvalRun:
+        """Run an eval suite (a spec, or a JSONL/YAML file) on the cluster and wait for it.
+
+        Its cases run as jobs of ``skill`` (default: the suite's; its version is fixed when
+        the run starts) or ``team``, ``concurrency`` at once, within ``budget``;
+        ``on_progress`` is called with the run as cases finish.
+
+        Raises:
+            ConfigError: the suite file is not valid (each problem with its line).
+            SkillNotFound, TeamNotFound: the target is not registered.
+        """
+        if not isinstance(suite, EvalSuite):
+            from actors.evals.suites import read_suite  # noqa: PLC0415 - files only
+
+            suite = read_suite(suite)
+        run_id = self._run(
+            self.client.start_eval(
+                suite, skill=skill, team=team, concurrency=concurrency, budget=budget
+            )
+        )
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            run = self._run(self.client.eval_run(run_id, 0.5))
+            if on_progress is not None:
+                on_progress(run)
+            if run.status != "running" or (deadline is not None and time.monotonic() > deadline):
+                return run
+
+    def eval_run(self, run_id: str) -> EvalRun:
+        """An eval run, with every case's result."""
+        return self._run(self.client.eval_run(run_id))
+
+    def eval_runs(self) -> list[EvalRun]:
+        """Every eval run, oldest first, without their cases."""
+        return self._run(self.client.eval_runs())
+
+    def compare_evals(self, base: str, other: str) -> EvalComparison:
+        """Two runs of one suite, case by case, with a paired significance test."""
+        return self._run(self.client.compare_evals(base, other))
 
     def skills(self) -> list[SkillInfo]:
         """Every registered skill: current version, versions, where it came from."""

@@ -8,6 +8,7 @@ from typing import Final
 
 from protocols import (
     ApprovalRequest,
+    Feedback,
     JobCancelled,
     JobEvent,
     JobFailed,
@@ -103,6 +104,19 @@ class JobHandle:
     def cancel(self) -> bool:
         """Cancel the job: running subtasks stop at their agents; False if it had finished."""
         return self._portal.run(self._client.cancel(self.job_id, tenant=self._tenant))
+
+    def feedback(self, score: float, comment: str = "", *, by: str = "driver") -> Feedback:
+        """Give a verdict on the finished job's answer (0 useless .. 1 exactly right).
+
+        Raises:
+            Conflict: the job has not finished.
+        """
+        call = self._client.feedback(self.job_id, score, comment, by=by, tenant=self._tenant)
+        return self._portal.run(call)
+
+    def feedbacks(self) -> list[Feedback]:
+        """Every verdict given on the job, oldest first."""
+        return self._portal.run(self._client.feedbacks(self.job_id, tenant=self._tenant))
 
     def events(self, timeout: float | None = None) -> Iterator[JobEvent]:
         """Yield the job's events in order, as they happen, until its last one.

@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any, TypeVar, assert_never, cast
 
 import structlog
+from pydantic import ValidationError
 
 from actors.endpoint import RouterClient, serve_envelope
+from actors.evals.desk import EvalDesk, EvalStore, compare_runs
 from actors.orchestrator.admission import (
     InlineTeams,
     PolicyBook,
@@ -28,10 +30,11 @@ from actors.orchestrator.admission import (
     admit_budget,
     admit_inline,
     admit_registered,
+    admit_suite,
 )
 from actors.orchestrator.approvals import ApprovalDesk
 from actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
-from actors.orchestrator.intent import TeamChooser
+from actors.orchestrator.intent import TeamChooser, pool_asker
 from actors.orchestrator.jobs import (
     Job,
     emit,
@@ -58,6 +61,8 @@ from protocols import (
     Attachment,
     Budget,
     CancelJob,
+    Conflict,
+    Feedback,
     InvalidInput,
     JobEvent,
     JobNotFound,
@@ -71,6 +76,7 @@ from protocols import (
     job_shard,
     with_files,
 )
+from protocols.evals import EvalCase, EvalComparison, EvalRun, EvalSuite
 from protocols.intent import IntentChoice, IntentConfig
 from protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 
@@ -157,6 +163,10 @@ class Orchestrator:
             SkillStore(journal.db) if journal is not None else None,
             self._provisioner,
             self._catalog.team,
+        )
+        self._evals = EvalDesk(
+            EvalStore(journal.db) if journal is not None else None,
+            lambda run_id, tenant: pool_asker(self._router, run_id, tenant),
         )
         self._runner = JobRunner(
             self._router,
@@ -510,6 +520,51 @@ class Orchestrator:
         # still winding down after 30 s: cancelled all the same, it ends as soon as it can
         return job.result is None or job.result.status == "cancelled"
 
+    async def feedback(
+        self, job_id: str, score: float, comment: str = "", *, by: str = "",
+        tenant: str | None = None,
+    ) -> Feedback:  # fmt: skip
+        """Keep a person's verdict on a finished job (any number of them, each with its time).
+
+        Raises:
+            JobNotFound: no such job (of ``tenant``, when given).
+            Conflict: the job has not finished.
+            InvalidInput: ``score`` outside 0-1.
+        """
+        if not self._owns(job_id):
+            return cast(
+                "Feedback",
+                await self._owner(job_id, "feedback", job_id, score, comment, by=by, tenant=tenant),
+            )
+        job = self._job(job_id, tenant)
+        if job.result is None:
+            raise Conflict(f"job {job_id} has not finished: feedback is on its answer",
+                           job_id=job_id)  # fmt: skip
+        try:
+            given = Feedback(score=score, comment=comment, by=by, at=time.time())
+        except ValidationError as exc:
+            raise InvalidInput(f"feedback: {exc.errors()[0]['msg']}", field="score") from None
+        job.feedback.append(given)
+        if self._journal is not None:
+            self._journal.feedback(job_id, given)
+        log.info("job_feedback", job_id=job_id, score=score, by=by)
+        return given
+
+    async def feedbacks(self, job_id: str, *, tenant: str | None = None) -> list[Feedback]:
+        """People's verdicts on a job, oldest first.
+
+        Raises:
+            JobNotFound: no such job (of ``tenant``, when given).
+        """
+        if not self._owns(job_id):
+            return cast(
+                "list[Feedback]", await self._owner(job_id, "feedbacks", job_id, tenant=tenant)
+            )
+        job = self._job(job_id, tenant)
+        if self._journal is not None:
+            return self._journal.feedbacks(job_id)
+        return list(job.feedback)
+
     # -- tenant policies ------------------------------------------------------------------
 
     @_front_desk
@@ -591,6 +646,87 @@ class Orchestrator:
     async def delete_agent(self, name: str) -> AgentInfo:
         """Remove one agent from its team. See :meth:`TeamCatalog.delete_agent`."""
         return await self._catalog.delete_agent(name)
+
+    # -- evaluation (the front desk runs suites) -------------------------------------------
+
+    @_front_desk
+    async def start_eval(
+        self,
+        suite: EvalSuite,
+        *,
+        skill: str | None = None,
+        team: str | None = None,
+        tenant: str = "default",
+        admin: bool = True,
+        concurrency: int = 4,
+        budget: Budget | None = None,
+    ) -> str:
+        """Run ``suite``'s cases as jobs of ``skill`` (default: the suite's) or ``team``.
+
+        The skill's version is fixed when the run starts (``name@version``), so every case
+        runs the same one. Returns the run's id; the run goes on in the background.
+
+        Raises:
+            InvalidInput: neither a skill nor a team (and the suite names no skill), or
+                both; ``concurrency`` out of 1-64.
+            SkillNotFound, TeamNotFound, Forbidden: as :meth:`submit` would raise.
+        """
+        skill = skill or (None if team else suite.skill)
+        if (skill is None) == (team is None):
+            raise InvalidInput("an eval runs a skill or a team (one of them)", field="skill")
+        policy_name, policy = self._policies.policy(tenant)
+        if not admin:
+            admit_suite(suite, policy_name, policy)
+        ref = None
+        if skill is not None:
+            ref = self._skills.resolve(skill, policy_name, None if admin else policy).ref
+        elif not admin:
+            admit_registered(team or "", policy_name, policy)
+        target = f"skill:{ref}" if ref else f"team:{team}"
+
+        async def submit(case: EvalCase, left: Budget | None) -> str:
+            return await self.submit(case.task, team, tenant=tenant, admin=admin, skill=ref,
+                                     input=case.input, budget=left)  # fmt: skip
+
+        async def wait(job_id: str) -> JobResult:
+            result = await self.wait(job_id, None)
+            if result is None:  # pragma: no cover - wait(None) returns only with a result
+                raise JobNotFound(f"job {job_id} has no result", job_id=job_id)
+            return result
+
+        return self._evals.start(suite, target, submit, wait, tenant=tenant,
+                                 concurrency=concurrency, budget=budget)  # fmt: skip
+
+    @_front_desk
+    async def eval_run(
+        self, run_id: str, timeout: float | None = 0.0, *, tenant: str | None = None
+    ) -> EvalRun:
+        """An eval run as it stands; with ``timeout``, once it finished (or that long).
+
+        Raises:
+            JobNotFound: no such run (of ``tenant``, when given).
+        """
+        self._evals.run(run_id, tenant)  # its tenant may see it
+        if timeout is None or timeout > 0:
+            return await self._evals.wait(run_id, timeout)
+        return self._evals.run(run_id, tenant)
+
+    @_front_desk
+    async def eval_runs(self, *, tenant: str | None = None) -> list[EvalRun]:
+        """Eval runs (of ``tenant``, or all), oldest first, without their cases."""
+        return self._evals.runs(tenant)
+
+    @_front_desk
+    async def compare_evals(
+        self, base: str, other: str, *, tenant: str | None = None
+    ) -> EvalComparison:
+        """Two runs of one suite, case by case, with a paired significance test.
+
+        Raises:
+            JobNotFound: a run that does not exist (of ``tenant``).
+            InvalidInput: runs of different suites.
+        """
+        return compare_runs(self._evals.run(base, tenant), self._evals.run(other, tenant))
 
     # -- skills (the front desk keeps them) -------------------------------------------------
 

@@ -26,6 +26,7 @@ from protocols import (
     TenantPolicy,
     scoped_name,
 )
+from protocols.evals import CustomExpect, EvalSuite, JudgeExpect
 
 __all__ = [
     "InlineTeams",
@@ -34,6 +35,7 @@ __all__ = [
     "admit_budget",
     "admit_inline",
     "admit_registered",
+    "admit_suite",
 ]
 
 DEFAULT_POLICY = "*"
@@ -212,6 +214,29 @@ def admit_registered(name: str, policy_name: str, policy: TenantPolicy) -> None:
     """
     if policy.teams is not None and name not in policy.teams:
         raise _refuse([("team", f"team {name!r} is not one this tenant may run")], policy_name)
+
+
+def admit_suite(suite: EvalSuite, policy_name: str, policy: TenantPolicy) -> None:
+    """Refuse what a tenant's eval suite may not ask of the cluster.
+
+    A ``custom`` scorer is an import path the orchestrator would call with a model's answer:
+    the operator's to name, never a tenant's. A ``judge`` uses a model alias the policy
+    allows (its calls are the tenant's spend).
+
+    Raises:
+        Forbidden: every refused expectation, in ``detail['problems']``.
+    """
+    problems = []
+    for case in suite.cases:
+        for n, expect in enumerate(case.expect):
+            where = f"cases.{case.id}.expect.{n}"
+            if isinstance(expect, CustomExpect):
+                problems.append((where, "custom scorers are the operator's (an import path)"))
+            elif isinstance(expect, JudgeExpect) and expect.model not in policy.models:
+                problems.append((where, f"judge model {expect.model!r} is not allowed "
+                                        f"({', '.join(policy.models)})"))  # fmt: skip
+    if problems:
+        raise _refuse(problems, policy_name)
 
 
 def admit_inline(team: TeamSpec, tenant: str, policy_name: str, policy: TenantPolicy) -> TeamSpec:

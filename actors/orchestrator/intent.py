@@ -52,6 +52,7 @@ __all__ = [
     "IntentClassifier",
     "TeamChooser",
     "classify_request",
+    "pool_asker",
 ]
 
 Ask = Callable[[LLMRequest], Awaitable[LLMResponse]]
@@ -71,6 +72,24 @@ class Embedder(Protocol):
     def embed(self, texts: list[str]) -> NDArray[np.float32]:
         """One vector per text, as a ``(len(texts), dim)`` matrix."""
         ...
+
+
+def pool_asker(router: RouterClient, job_id: str | None, tenant: str) -> Ask:
+    """An :data:`Ask` that sends requests to the LLM pool for ``job_id`` (if any) and ``tenant``."""
+
+    async def ask(request: LLMRequest) -> LLMResponse:
+        reply = await request_through_restarts(
+            router,
+            lambda: AgentMessage(sender="orchestrator", recipient=LLM_POOL, job_id=job_id,
+                                 tenant=tenant, payload=request),
+        )  # fmt: skip
+        if isinstance(reply.payload, LLMResponse):
+            return reply.payload
+        if isinstance(reply.payload, ErrorPayload):
+            raise reply.payload.to_exception()
+        raise ModelError(f"llm pool answered with {reply.kind!r}")
+
+    return ask
 
 
 def classify_request(task: str, config: IntentConfig) -> LLMRequest:
@@ -303,18 +322,6 @@ class TeamChooser:
         while len(self._routers) > MAX_CLASSIFIERS:
             self._routers.popitem(last=False)
 
-        async def ask(request: LLMRequest) -> LLMResponse:
-            reply = await request_through_restarts(
-                self._router,
-                lambda: AgentMessage(sender="orchestrator", recipient=LLM_POOL, job_id=job_id,
-                                     tenant=tenant, payload=request),
-            )  # fmt: skip
-            if isinstance(reply.payload, LLMResponse):
-                return reply.payload
-            if isinstance(reply.payload, ErrorPayload):
-                raise reply.payload.to_exception()
-            raise ModelError(f"llm pool answered with {reply.kind!r}")
-
-        route = await router.classify(task, ask)
+        route = await router.classify(task, pool_asker(self._router, job_id, tenant))
         log.info("job_routed", job_id=job_id, target=route.target, method=route.method)
         return route

@@ -16,6 +16,7 @@ from protocols import (
     Budget,
     CancelJob,
     ErrorPayload,
+    Feedback,
     ImagePart,
     JobEnded,
     JobEvent,
@@ -94,6 +95,8 @@ class Job:
     """A skill job's structured input (checked against the skill's input schema)."""
     quality: QualityReport | None = None
     """The quality gate's report on the answer, once there is one."""
+    feedback: list[Feedback] = field(default_factory=list)
+    """People's verdicts on the answer (kept in the journal too)."""
 
 
 def set_status(job: Job, status: JobStatus) -> None:

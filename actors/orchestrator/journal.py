@@ -22,6 +22,7 @@ from protocols import (
     ApprovalDecision,
     ApprovalRequest,
     Budget,
+    Feedback,
     ImagePart,
     JobResult,
     Plan,
@@ -59,6 +60,11 @@ _MIGRATIONS: tuple[Migration, ...] = (
     (
         "CREATE TABLE IF NOT EXISTS job_skills (job_id TEXT PRIMARY KEY, skill TEXT NOT NULL, "
         "input TEXT)",
+    ),
+    # people's verdicts on finished jobs
+    (
+        "CREATE TABLE IF NOT EXISTS job_feedback (job_id TEXT NOT NULL, at DOUBLE PRECISION "
+        "NOT NULL, feedback TEXT NOT NULL, PRIMARY KEY (job_id, at))",
     ),
 )
 
@@ -164,6 +170,21 @@ class Journal:
             return None
         request = ApprovalRequest.model_validate_json(row[0])
         return request, ApprovalDecision.model_validate_json(row[1])
+
+    def feedback(self, job_id: str, feedback: Feedback) -> None:
+        """Record a person's feedback on a job."""
+        self._db.execute(
+            "INSERT INTO job_feedback (job_id, at, feedback) VALUES (?, ?, ?) "
+            "ON CONFLICT DO NOTHING",
+            (job_id, feedback.at, feedback.model_dump_json()),
+        )
+
+    def feedbacks(self, job_id: str) -> list[Feedback]:
+        """A job's feedback, oldest first."""
+        rows = self._db.execute(
+            "SELECT feedback FROM job_feedback WHERE job_id = ? ORDER BY at", (job_id,)
+        )
+        return [Feedback.model_validate_json(f) for (f,) in rows]
 
     def finish(self, result: JobResult) -> None:
         """Record the job's result; it will not be resumed."""

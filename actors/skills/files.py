@@ -18,7 +18,7 @@ from pydantic import ValidationError
 from protocols import ConfigError
 from protocols.skill import SkillSpec
 
-__all__ = ["SKILL_SUFFIXES", "SkillProblem", "parse_skill", "read_skill"]
+__all__ = ["SKILL_SUFFIXES", "SkillProblem", "parse_skill", "read_skill", "yaml_line"]
 
 SKILL_SUFFIXES: Final = (".yaml", ".yml", ".md")
 """Files of a skill directory that hold skills; others are ignored."""
@@ -90,7 +90,7 @@ def parse_skill(text: str, source: str, *, markdown: bool = False) -> SkillSpec:
     if body.strip():
         prompt = data.get("prompt")
         if isinstance(prompt, dict) and prompt.get("instructions"):
-            line = _line(node, ("prompt", "instructions")) + offset
+            line = yaml_line(node, ("prompt", "instructions")) + offset
             problem = SkillProblem(source, line, "prompt.instructions",
                                    "given twice: in the front matter and as the body")  # fmt: skip
             raise _error(source, [problem])
@@ -101,7 +101,7 @@ def parse_skill(text: str, source: str, *, markdown: bool = False) -> SkillSpec:
         problems = [
             SkillProblem(
                 source,
-                _line(node, tuple(err["loc"])) + offset,
+                yaml_line(node, tuple(err["loc"])) + offset,
                 ".".join(str(p) for p in err["loc"]) or "<root>",
                 err["msg"].removeprefix("Value error, "),
             )
@@ -159,7 +159,7 @@ def _expanded_size(node: yaml.Node) -> int:
     return size(node, 0)
 
 
-def _line(node: yaml.Node | None, loc: tuple[Any, ...]) -> int:
+def yaml_line(node: yaml.Node | None, loc: tuple[Any, ...]) -> int:
     """The 1-based line of the value at ``loc``, or of the deepest mapping on the way to it."""
     if node is None:
         return 1

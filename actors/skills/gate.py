@@ -31,7 +31,7 @@ from protocols import Budget, ChatMessage, LLMRequest, LLMResponse
 from protocols.quality import QualityCheck, QualityReport
 from protocols.skill import CountRule, JudgeSpec, RegexRule, SkillSpec
 
-__all__ = ["GRADE_SCHEMA", "check_answer", "grade_request", "parse_grade"]
+__all__ = ["GRADE_SCHEMA", "check_answer", "field_at", "grade_request", "parse_grade"]
 
 log = structlog.get_logger("raytroupe.skills")
 
@@ -108,7 +108,7 @@ def _data(answer: str) -> Any:
         return None
 
 
-def _field(data: Any, path: str) -> tuple[bool, Any]:
+def field_at(data: Any, path: str) -> tuple[bool, Any]:
     """(found, value) of a dotted path (``a.b.0``) in the answer's JSON."""
     node = data
     for part in path.split("."):
@@ -125,7 +125,7 @@ def _target(field: str | None, answer: str, data: Any) -> tuple[str, Any, str | 
     """(what it is called, its value, the problem if it cannot be had)."""
     if field is None:
         return "the answer", answer, None
-    found, value = _field(data, field) if data is not None else (False, None)
+    found, value = field_at(data, field) if data is not None else (False, None)
     if not found:
         return f"field {field!r}", None, f"field {field!r} is missing (or the answer is not JSON)"
     return f"field {field!r}", value, None

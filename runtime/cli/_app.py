@@ -26,6 +26,7 @@ from deployments import APIConfig, APIKey, deploy, hash_key, new_key
 from protocols import ConfigError, TroupeError
 from runtime.cli import _local
 from runtime.cli._connect import close, connect, resolve_address
+from runtime.cli._evals import evals_app, evaluate
 from runtime.cli._options import Address, StateDir
 from runtime.cli._show import (
     ERR,
@@ -57,6 +58,7 @@ app.add_typer(key_app, name="key")
 config_app = typer.Typer(help="Configuration files.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(skills_app, name="skills")
+app.add_typer(evals_app, name="evals")
 
 P = ParamSpec("P")
 
@@ -83,7 +85,8 @@ def _reported(func: Callable[P, None]) -> Callable[P, None]:
 
 
 app.command("ask")(_reported(ask))
-for _command in skills_app.registered_commands:
+app.command("eval")(_reported(evaluate))
+for _command in [*skills_app.registered_commands, *evals_app.registered_commands]:
     _command.callback = _reported(_command.callback) if _command.callback else None
 
 

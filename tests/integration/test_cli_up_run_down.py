@@ -141,6 +141,15 @@ def _check_skills(env, tmp_path):
     assert routed.returncode == 0, routed.stdout + routed.stderr
     route = json.loads(routed.stdout)["route"]
     assert (route["target"], route["kind"], route["method"]) == ("summarize", "skill", "keyword")
+    suite = ROOT / "examples" / "evals" / "sentiment.jsonl"
+    scored = _troupe("eval", str(suite), "--skill", "sentiment", "--min-score", "0.9",
+                     env=env, timeout=300)  # fmt: skip
+    assert scored.returncode == 1, scored.stdout + scored.stderr  # 5 of 6: below 0.9
+    assert "score 0.833" in scored.stdout
+    assert "money-back" in scored.stdout
+    assert scored.stderr.strip() == "error: score 0.833 is below --min-score 0.9"
+    listed = _troupe("evals", "list", env=env, timeout=120)
+    assert "sentiment" in listed.stdout
     back = _troupe("skills", "rollback", "summarize", env=env, timeout=120)
     assert back.returncode == 1
     assert back.stderr.strip() == "error: skill 'summarize' has no earlier version to roll back to"

@@ -1,0 +1,238 @@
+"""Evaluation suites: cases with expectations, runs of a suite against a skill, comparisons.
+
+An :class:`EvalSuite` is a dataset: each :class:`EvalCase` is a request (a task, and a
+skill's structured input) and what its answer must be. Expectations are a tagged union
+(``kind``): ``exact``, ``contains``, ``regex``, ``json_schema``, ``number`` (with a tolerance),
+``judge`` (a model scoring 0-1 against a rubric) and ``custom`` (a scorer by import path).
+A case's score is the weighted mean of its expectations' scores; it passes when every
+expectation does. An :class:`EvalRun` keeps each case's result, the aggregate score with a
+95 % confidence interval, cost and latency; two runs compare case by case
+(:class:`EvalComparison`, with a paired test). Pure data: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from protocols.addresses import Name
+from protocols.jobs import check_output_schema
+
+__all__ = [
+    "CaseResult",
+    "ContainsExpect",
+    "CustomExpect",
+    "EvalCase",
+    "EvalComparison",
+    "EvalRun",
+    "EvalSuite",
+    "ExactExpect",
+    "Expectation",
+    "ExpectationScore",
+    "JudgeExpect",
+    "NumberExpect",
+    "RegexExpect",
+    "SchemaExpect",
+]
+
+_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
+
+
+class _Config(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _Expect(_Config):
+    weight: float = Field(default=1.0, gt=0.0, description="Its share of the case's score.")
+    field: str | None = Field(
+        default=None, description="A dotted path in the answer's JSON (None: the answer)."
+    )
+
+
+class ExactExpect(_Expect):
+    """The answer (or field) equals ``value`` (whitespace trimmed; case as ``case_sensitive``)."""
+
+    kind: Literal["exact"] = "exact"
+    value: Any
+    case_sensitive: bool = False
+
+
+class ContainsExpect(_Expect):
+    """The answer holds ``values`` (all of them, or ``any``); the score is the share held."""
+
+    kind: Literal["contains"] = "contains"
+    values: tuple[str, ...] = Field(min_length=1)
+    any: bool = Field(default=False, description="One of them suffices.")
+    case_sensitive: bool = False
+
+
+class RegexExpect(_Expect):
+    """The answer matches ``pattern`` (searched, with a time limit)."""
+
+    kind: Literal["regex"] = "regex"
+    pattern: str = Field(min_length=1, max_length=500)
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str) -> str:
+        try:
+            re.compile(pattern)
+        except re.error as e:
+            raise ValueError(f"not a valid regular expression: {e}") from None
+        return pattern
+
+
+class SchemaExpect(_Expect):
+    """The answer is JSON satisfying ``schema``."""
+
+    kind: Literal["json_schema"] = "json_schema"
+    schema_: dict[str, Any] = Field(alias="schema")
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    @field_validator("schema_")
+    @classmethod
+    def _valid(cls, schema: dict[str, Any]) -> dict[str, Any]:
+        return check_output_schema(schema, "schema") or {}
+
+
+class NumberExpect(_Expect):
+    """The answer's number (the field's, or the first in the text) is ``value`` ± ``tolerance``."""
+
+    kind: Literal["number"] = "number"
+    value: float
+    tolerance: float = Field(default=0.0, ge=0.0, description="Absolute.")
+    relative: float = Field(default=0.0, ge=0.0, description="Relative, e.g. 0.01 for 1 %.")
+
+
+class JudgeExpect(_Expect):
+    """A model scores the answer 0-1 against ``rubric``; it passes at ``threshold``."""
+
+    kind: Literal["judge"] = "judge"
+    rubric: str = Field(min_length=1, max_length=4000)
+    model: Name = "default"
+    threshold: float = Field(default=0.7, ge=0.0, le=1.0)
+
+
+class CustomExpect(_Expect):
+    """``module:function`` scores the answer: ``f(answer, case) -> float | bool`` in 0-1."""
+
+    kind: Literal["custom"] = "custom"
+    scorer: str
+
+    @field_validator("scorer")
+    @classmethod
+    def _import_path(cls, path: str) -> str:
+        if not _IMPORT_PATH.match(path):
+            raise ValueError(f"{path!r} is not an import path ('package.module:function')")
+        return path
+
+
+Expectation = Annotated[
+    ExactExpect
+    | ContainsExpect
+    | RegexExpect
+    | SchemaExpect
+    | NumberExpect
+    | JudgeExpect
+    | CustomExpect,
+    Field(discriminator="kind"),
+]
+
+
+class EvalCase(_Config):
+    """One request of a suite and what its answer must be."""
+
+    id: str = Field(min_length=1, max_length=128)
+    task: str = Field(default="", max_length=200_000, description="The request's text.")
+    input: Any = Field(default=None, description="A skill's structured input.")
+    expect: tuple[Expectation, ...] = Field(min_length=1)
+    tags: tuple[str, ...] = ()
+
+    @model_validator(mode="after")
+    def _asks(self) -> EvalCase:
+        if not self.task.strip() and self.input is None:
+            raise ValueError(f"case {self.id!r} has neither a task nor an input")
+        return self
+
+
+class EvalSuite(_Config):
+    """A dataset of cases (from a JSONL or YAML file)."""
+
+    name: Name
+    description: str = ""
+    skill: str | None = Field(default=None, description="The skill it evaluates by default.")
+    cases: tuple[EvalCase, ...] = Field(min_length=1, max_length=10_000)
+
+    @model_validator(mode="after")
+    def _unique(self) -> EvalSuite:
+        ids = [c.id for c in self.cases]
+        twice = sorted({i for i in ids if ids.count(i) > 1})
+        if twice:
+            raise ValueError(f"case ids given twice: {', '.join(twice)}")
+        return self
+
+
+class ExpectationScore(_Config):
+    """How one expectation came out."""
+
+    kind: str
+    score: float = Field(ge=0.0, le=1.0)
+    passed: bool
+    detail: str = ""
+
+
+class CaseResult(_Config):
+    """One case of a run."""
+
+    case_id: str
+    status: Literal["passed", "failed", "error", "skipped"]
+    score: float = Field(ge=0.0, le=1.0)
+    expectations: tuple[ExpectationScore, ...] = ()
+    answer: str = ""
+    job_id: str | None = None
+    trace_id: str | None = None
+    cost_usd: float = 0.0
+    tokens: int = 0
+    latency_s: float = 0.0
+    error: str | None = Field(default=None, description="Why the job failed or was skipped.")
+    code: str | None = Field(default=None, description="The failed job's error code.")
+
+
+class EvalRun(_Config):
+    """A suite run against a skill version (or a team): per case and in aggregate."""
+
+    id: str
+    suite: str
+    target: str = Field(description="'skill:<name>@<version>' or 'team:<name>'.")
+    status: Literal["running", "finished", "stopped"]
+    started_at: float
+    finished_at: float | None = None
+    total: int = Field(ge=0, description="Cases in the suite.")
+    cases: tuple[CaseResult, ...] = ()
+    score: float = Field(default=0.0, description="Mean case score.")
+    ci_low: float = Field(default=0.0, description="95 % confidence interval of the mean.")
+    ci_high: float = 0.0
+    pass_rate: float = 0.0
+    cost_usd: float = 0.0
+    latency_p50_s: float = 0.0
+    stopped_because: str | None = None
+
+
+class EvalComparison(_Config):
+    """Two runs of one suite, case by case."""
+
+    base: str = Field(description="The first run's id.")
+    other: str
+    cases: int = Field(description="Cases both runs scored.")
+    mean_diff: float = Field(description="Mean of other - base over those cases.")
+    better: int
+    worse: int
+    same: int
+    p_value: float = Field(description="Two-sided, paired sign-flip permutation test.")
+    significant: bool = Field(description="p < 0.05.")
+    diffs: tuple[tuple[str, float, float], ...] = Field(
+        default=(), description="(case id, base score, other score) where they differ."
+    )

@@ -1,0 +1,151 @@
+"""``troupe eval SUITE`` and ``troupe evals list|show|compare``: evaluation from the shell."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.table import Table
+
+from protocols import Budget
+from protocols.evals import EvalComparison, EvalRun
+from runtime.cli._connect import close, connect, resolve_address
+from runtime.cli._options import Address, StateDir
+from runtime.cli._show import OUT, error
+
+if TYPE_CHECKING:
+    from runtime.driver import Runtime
+
+__all__ = ["evals_app", "evaluate"]
+
+evals_app = typer.Typer(help="Eval runs: list, show, compare.", no_args_is_help=True)
+
+
+def _connect(address: str | None, state_dir: Path | None, *, start_local: bool = False) -> Runtime:
+    from runtime.cli._local import default_state_dir  # noqa: PLC0415 - as _app does
+
+    where = resolve_address(address, (state_dir or default_state_dir()).expanduser())
+    return connect(where, start_local=start_local)
+
+
+def _summary(run: EvalRun) -> str:
+    return (
+        f"{run.id} · suite {run.suite} · {run.target} · {run.status}\n"
+        f"score {run.score:.3f} (95% CI {run.ci_low:.3f}-{run.ci_high:.3f}) · "
+        f"passed {run.pass_rate:.0%} of {len([c for c in run.cases if c.status != 'skipped'])}"
+        f" · cost ${run.cost_usd:.4f} · p50 latency {run.latency_p50_s:.2f} s"
+        + (f" · stopped: {run.stopped_because}" if run.stopped_because else "")
+    )
+
+
+def _cases(run: EvalRun) -> Table:
+    table = Table("case", "status", "score", "latency s", "why")
+    for c in run.cases:
+        why = c.error or "; ".join(e.detail for e in c.expectations if not e.passed)
+        table.add_row(c.case_id, c.status, f"{c.score:.2f}", f"{c.latency_s:.2f}", why[:80])
+    return table
+
+
+def evaluate(
+    suite: Annotated[Path, typer.Argument(help="A suite file (.jsonl, .yaml).", exists=True)],
+    *,
+    skill: Annotated[
+        str | None, typer.Option(help="NAME[@VERSION] (default: the suite's).")
+    ] = None,
+    team: Annotated[str | None, typer.Option(help="A registered team instead.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=64, help="Cases at once.")] = 4,
+    budget_tokens: Annotated[int | None, typer.Option(help="Stop starting cases past it.")] = None,
+    budget_usd: Annotated[float | None, typer.Option(help="Stop starting cases past it.")] = None,
+    min_score: Annotated[
+        float | None, typer.Option(help="Exit 1 when the run's score is below it (for CI).")
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the EvalRun as JSON.")] = False,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Run an eval suite on the cluster, with a progress bar; its score and each case."""
+    budget = Budget(tokens=budget_tokens, usd=budget_usd) if budget_tokens or budget_usd else None
+    rt = _connect(address, state_dir, start_local=True)
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                      console=OUT, transient=True, disable=as_json) as bar:  # fmt: skip
+            task = bar.add_task(f"eval {suite.name}", total=None)
+
+            def progress(run: EvalRun) -> None:
+                bar.update(task, total=run.total, completed=len(run.cases))
+
+            run = rt.evaluate(suite, skill=skill, team=team, concurrency=concurrency,
+                              budget=budget, on_progress=progress)  # fmt: skip
+    finally:
+        close(rt)
+    if as_json:
+        typer.echo(run.model_dump_json(indent=2))
+    else:
+        OUT.print(_cases(run))
+        OUT.print(_summary(run), markup=False)
+    if min_score is not None and run.score < min_score:
+        error(f"score {run.score:.3f} is below --min-score {min_score}")
+        raise typer.Exit(1)
+
+
+@evals_app.command("list")
+def list_runs(*, address: Address = None, state_dir: StateDir = None) -> None:
+    """Eval runs, oldest first."""
+    rt = _connect(address, state_dir)
+    try:
+        table = Table("suite", "target", "status", "score", "cases")
+        table.add_column("run", no_wrap=True, min_width=21)  # an id to copy: never cut
+        for r in rt.eval_runs():
+            table.add_row(r.suite, r.target, r.status, f"{r.score:.3f}", str(r.total), r.id)
+        OUT.print(table)
+    finally:
+        close(rt)
+
+
+@evals_app.command("show")
+def show_run(
+    run_id: Annotated[str, typer.Argument(help="The run's id.")],
+    *,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """One run: each case and the summary."""
+    rt = _connect(address, state_dir)
+    try:
+        run = rt.eval_run(run_id)
+    finally:
+        close(rt)
+    OUT.print(_cases(run))
+    OUT.print(_summary(run), markup=False)
+
+
+def _comparison(c: EvalComparison) -> str:
+    verdict = "significant" if c.significant else "not significant"
+    return (
+        f"{c.other} vs {c.base}: mean difference {c.mean_diff:+.3f} over {c.cases} cases "
+        f"({c.better} better, {c.worse} worse, {c.same} the same); paired sign-flip test "
+        f"p = {c.p_value:.4f}: {verdict} at 0.05"
+    )
+
+
+@evals_app.command("compare")
+def compare_runs(
+    base: Annotated[str, typer.Argument(help="The run to compare against.")],
+    other: Annotated[str, typer.Argument(help="The run compared.")],
+    *,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Two runs of one suite side by side, case by case."""
+    rt = _connect(address, state_dir)
+    try:
+        c = rt.compare_evals(base, other)
+    finally:
+        close(rt)
+    table = Table("case", "base", "other")
+    for case_id, before, after in c.diffs:
+        table.add_row(case_id, f"{before:.2f}", f"{after:.2f}")
+    OUT.print(table)
+    OUT.print(_comparison(c), markup=False)

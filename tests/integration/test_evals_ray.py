@@ -1,0 +1,141 @@
+"""Eval suites on the session's Ray: a run with known scores, a comparison, over HTTP and safely.
+
+The offline model answers the example sentiment suite right on 5 of its 6 cases: it picks
+the label sharing a word with the review, and "Terrible. Awful. I want my money back."
+shares none (a real model gets it; the suite shows what the offline stand-in cannot do).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+import ray
+
+import runtime
+from actors.evals.suites import read_suite
+from protocols import InvalidInput, ScriptedTurn
+from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+SENTIMENT = EXAMPLES / "evals" / "sentiment.jsonl"
+
+
+@pytest.fixture(scope="module")
+def skills(rt):
+    for name in ("sentiment.yaml", "invoice-fields.yaml"):
+        rt.put_skill(EXAMPLES / "skills" / name)
+
+
+def test_a_suite_runs_as_jobs_with_the_scores_it_should_have(rt, skills):
+    seen = []
+    run = rt.evaluate(SENTIMENT, skill="sentiment", concurrency=3, on_progress=seen.append)
+    assert run.status == "finished"
+    assert (run.suite, run.target, run.total) == ("sentiment", "skill:sentiment@1", 6)
+    assert run.score == pytest.approx(5 / 6, abs=1e-6)
+    assert run.pass_rate == pytest.approx(5 / 6, abs=1e-6)
+    failed = [c for c in run.cases if c.status != "passed"]
+    assert [(c.case_id, c.status) for c in failed] == [("money-back", "failed")]
+    assert failed[0].expectations[0].detail == "got 'positive'"
+    assert all(c.job_id and c.trace_id and c.latency_s > 0 for c in run.cases)
+    assert run.ci_low < run.score <= run.ci_high
+    assert seen  # progress was reported while it ran
+    assert rt.eval_run(run.id).cases == run.cases  # stored, every case
+    assert run.id in [r.id for r in rt.eval_runs()]
+
+
+def test_two_versions_compare_case_by_case(rt, skills):
+    base = rt.evaluate(SENTIMENT, skill="sentiment@1", concurrency=2)
+    # version 2 answers from a script, right on every case (concurrency 1 keeps the order)
+    labels = ("negative", "positive", "negative", "positive", "positive", "negative")
+    answers = [f'{{"sentiment": "{label}", "confidence": 0.9}}' for label in labels]
+    models = {"sk-eval-v2": runtime.ScriptedModel(turns=[ScriptedTurn(text=a) for a in answers])}
+    ray.get(rt.actor("llm/0").configure.remote(models))
+    spec = rt.skill("sentiment", "1")
+    rt.put_skill(spec.model_copy(update={"version": "2-eval", "llm": spec.llm.model_copy(
+        update={"alias": "sk-eval-v2"})}))  # fmt: skip
+    better = rt.evaluate(SENTIMENT, skill="sentiment@2-eval", concurrency=1)
+    rt.rollback_skill("sentiment", "1")
+    assert better.score == 1.0
+    comparison = rt.compare_evals(base.id, better.id)
+    assert (comparison.better, comparison.worse, comparison.same) == (1, 0, 5)
+    assert comparison.diffs == (("money-back", 0.0, 1.0),)
+    assert comparison.p_value == 1.0  # one case moved: no evidence either way
+    assert not comparison.significant
+
+
+def test_a_budget_stops_a_run(rt, skills):
+    # a call reserves its prompt and answer's room (~1,200 tokens here) and spends ~65:
+    # two cases fit in 1,300 tokens, the third's reservation does not
+    run = rt.evaluate(SENTIMENT, skill="sentiment", concurrency=1,
+                      budget=runtime.Budget(tokens=1300))  # fmt: skip
+    assert run.status == "stopped"
+    assert run.stopped_because == "the run's budget is spent"
+    statuses = [c.status for c in run.cases]
+    assert statuses.count("skipped") >= 1
+    assert statuses.count("passed") + statuses.count("failed") >= 1
+    refused = [c for c in run.cases if c.status == "error"]
+    assert all(c.code == "budget_exceeded" for c in refused)
+    assert sum(c.tokens for c in run.cases) <= 1300
+
+
+def test_evals_over_http_for_a_tenant(api, skills):
+    suite = read_suite(EXAMPLES / "evals" / "invoices.yaml").model_dump(mode="json", by_alias=True)
+    with api.client(USER_KEY) as user:
+        started = user.post("/v1/evals", json={"suite": suite, "concurrency": 2})
+        assert started.status_code == 202, started.text
+        run = user.get(started.json()["url"], params={"wait": 60}).json()
+        assert run["status"] == "finished"
+        assert (run["target"], run["total"], run["pass_rate"]) == ("skill:invoice-fields@1", 3, 1.0)
+        assert run["score"] == pytest.approx((1 + 1 + 0.8) / 3, abs=1e-6)  # the judge's 0.8
+        judged = next(c for c in run["cases"] if c["case_id"] == "judged")
+        assert judged["expectations"][0]["kind"] == "judge"
+        assert judged["expectations"][0]["score"] == pytest.approx(0.8)
+        listed = [r["id"] for r in user.get("/v1/evals").json()]
+        assert run["id"] in listed
+        compared = user.get("/v1/evals/compare", params={"base": run["id"], "other": run["id"]})
+        assert compared.json()["p_value"] == 1.0
+        # a tenant may not name a scorer: it would run code with a model's answer
+        evil = {**suite, "cases": [{"id": "x", "task": "hi", "expect": [
+            {"kind": "custom", "scorer": "os:system"}]}]}  # fmt: skip
+        refused = user.post("/v1/evals", json={"suite": evil})
+        assert refused.status_code == 403
+        assert "custom scorers are the operator's" in refused.json()["detail"]
+    with api.client(OTHER_KEY) as other:  # another tenant's run is not there for it
+        assert other.get(f"/v1/evals/{run['id']}").status_code == 404
+        assert run["id"] not in [r["id"] for r in other.get("/v1/evals").json()]
+    with api.client(ADMIN_KEY) as admin:
+        assert admin.get(f"/v1/evals/{run['id']}").status_code == 200
+
+
+def test_people_give_feedback_on_finished_jobs(rt, api, skills):
+    job = rt.submit("A negative review: it broke.", skill="sentiment")
+    job.result(timeout=60)
+    given = job.feedback(0.25, "too sure of itself")
+    assert (given.score, given.comment, given.by) == (0.25, "too sure of itself", "driver")
+    job.feedback(1.0)
+    assert [f.score for f in job.feedbacks()] == [0.25, 1.0]
+    with pytest.raises(InvalidInput):
+        job.feedback(1.5)
+    ray.get(rt.actor("llm/0").configure.remote({"sk-slow": runtime.OfflineModel(latency_s=5)}))
+    spec = rt.skill("sentiment", "1")
+    slow_llm = spec.llm.model_copy(update={"alias": "sk-slow"})
+    rt.put_skill(spec.model_copy(update={"name": "sk-slow-sentiment", "llm": slow_llm}))
+    running = rt.submit("Slow: a positive note.", skill="sk-slow-sentiment")
+    with pytest.raises(runtime.Conflict, match="has not finished"):
+        running.feedback(0.5)
+    running.cancel()
+    with api.client(USER_KEY) as user, api.client(OTHER_KEY) as other:
+        job_id = user.post("/v1/jobs", json={"task": "Negative: late.", "skill": "sentiment"})
+        job_id = job_id.json()["id"]
+        deadline = time.monotonic() + 60
+        while user.get(f"/v1/jobs/{job_id}").json()["result"] is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        posted = user.post(f"/v1/jobs/{job_id}/feedback", json={"score": 0.9, "comment": "ok"})
+        assert posted.status_code == 201, posted.text
+        assert posted.json()["by"] == "acme-user"
+        assert other.post(f"/v1/jobs/{job_id}/feedback", json={"score": 0.0}).status_code == 404
+        assert [f["score"] for f in user.get(f"/v1/jobs/{job_id}/feedback").json()] == [0.9]
+        assert user.post(f"/v1/jobs/{job_id}/feedback", json={"score": 2}).status_code == 422
