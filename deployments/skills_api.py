@@ -1,4 +1,4 @@
-"""``/v1/skills``: list, read, register, hot-update, roll back and delete skills.
+"""``/v1/skills``: list, read, register, hot-update, roll back and delete skills; lessons.
 
 Reading is for every key (a tenant's key sees the skills its policy lets it run); changing
 is for admin keys, as for teams. A skill is sent as JSON (the :class:`SkillSpec` fields) or
@@ -12,12 +12,12 @@ import json
 from typing import Annotated
 
 import structlog
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from actors.skills.files import MAX_SKILL_BYTES, parse_skill
 from deployments.access import Admin, Caller
-from protocols import ConfigError, Conflict, InvalidInput
+from protocols import ConfigError, Conflict, InvalidInput, JobNotFound, MemoryHit
 from protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 from runtime.client import SystemClient
 
@@ -144,6 +144,21 @@ def skill_routes(client: SystemClient) -> APIRouter:
         spec = await client.rollback_skill(name, body.version, source=f"api:{who.name}")
         log.info("skill_rolled_back", skill=name, version=spec.version, key=who.name)
         return SkillApplied(name=name, version=spec.version, created=False)
+
+    @routes.get("/{name}/lessons", response_model=list[MemoryHit])
+    async def skill_lessons(name: str, who: Caller) -> list[MemoryHit]:
+        """What reflection learned from the caller's tenant's jobs of the skill, newest first."""
+        await client.skill(name, tenant=None if who.admin else who.tenant)  # 404 if not its
+        return await client.lessons(name, tenant=who.tenant)
+
+    @routes.delete("/{name}/lessons/{lesson_id}", status_code=204)
+    async def delete_lesson(
+        name: str, lesson_id: Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")], who: Caller
+    ) -> Response:
+        """Forget one lesson (of the caller's tenant) so that no later job recalls it."""
+        if not await client.delete_lesson(name, lesson_id, tenant=who.tenant):
+            raise JobNotFound(f"skill {name!r} has no lesson {lesson_id!r}", lesson=lesson_id)
+        return Response(status_code=204)
 
     @routes.delete("/{name}", response_model=SkillInfo)
     async def delete_skill(name: str, who: Admin) -> SkillInfo:

@@ -28,7 +28,17 @@ FinishReason = Literal["stop", "tool_calls", "length", "content_filter", "error"
 """Why a model stopped, normalized across providers."""
 
 Purpose = Literal[
-    "chat", "plan", "work", "aggregate", "summarize", "classify", "judge", "merge", "grade", "skill"
+    "chat",
+    "plan",
+    "work",
+    "aggregate",
+    "summarize",
+    "classify",
+    "judge",
+    "merge",
+    "grade",
+    "skill",
+    "reflect",
 ]
 """What the caller uses the answer for. Real models ignore it; the offline provider keys on it."""
 

@@ -36,6 +36,7 @@ __all__ = [
     "ExecutionMode",
     "JudgeSpec",
     "QualityGateSpec",
+    "ReflectionPolicy",
     "RegexRule",
     "SkillAction",
     "SkillEvent",
@@ -168,6 +169,28 @@ class QualityGateSpec(_Config):
         return path
 
 
+class ReflectionPolicy(_Config):
+    """When a finished job of the skill is reflected upon, and how lessons come back.
+
+    A reflector model writes a short lesson (what went wrong, what to do next time) into
+    long-term memory, scoped to the skill and the job's tenant; jobs of the skill recall the
+    lessons closest to their request before they start (direct and react skills).
+    """
+
+    when: Literal["never", "failure", "low_score", "always"] = Field(
+        default="never",
+        description="'failure': the job failed; 'low_score': failed, or its quality score is "
+        "below 'below'; 'always': every job.",
+    )
+    below: float = Field(default=0.7, ge=0.0, le=1.0, description="For 'low_score'.")
+    sample: float = Field(
+        default=1.0, gt=0.0, le=1.0,
+        description="Share of the jobs due a reflection that get one (by a hash of the job id).",
+    )  # fmt: skip
+    model: Name = Field(default="default", description="Model alias of the reflector.")
+    recall: int = Field(default=3, ge=0, le=20, description="Lessons recalled into a job.")
+
+
 class SkillSpec(_Config):
     """One version of a skill (see the module docstring)."""
 
@@ -193,6 +216,7 @@ class SkillSpec(_Config):
         default_factory=lambda: MemoryPolicy(recall=False),
         description="How a react skill's agent uses memory (default: not at all).",
     )
+    reflection: ReflectionPolicy = Field(default_factory=ReflectionPolicy)
 
     @field_validator("version")
     @classmethod

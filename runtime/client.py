@@ -421,6 +421,22 @@ class SystemClient:
         hits: MemoryHits = await _call(self._memory.query.remote(tenant, query))
         return list(hits.hits)
 
+    async def lessons(self, skill: str, *, tenant: str) -> list[MemoryHit]:
+        """The lessons reflection wrote for ``skill`` in ``tenant``'s memory, newest first."""
+        from actors.skills.reflect import lesson_tags  # noqa: PLC0415 - skills only
+
+        ref = self._memory.listed.remote(tenant, tags=lesson_tags(skill), limit=1000)
+        result: list[MemoryHit] = await _call(ref)
+        return result
+
+    async def delete_lesson(self, skill: str, lesson_id: str, *, tenant: str) -> bool:
+        """Delete one of ``skill``'s lessons in ``tenant``'s memory; False if there is none."""
+        from actors.skills.reflect import lesson_tags  # noqa: PLC0415 - skills only
+
+        ref = self._memory.delete.remote(tenant, ids=[lesson_id], tags=lesson_tags(skill))
+        deleted: int = await _call(ref)
+        return deleted > 0
+
     async def ready(self) -> dict[str, bool]:
         """Whether the router's and the orchestrator's shards and the LLM pool answer."""
         checks = {

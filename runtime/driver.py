@@ -224,6 +224,14 @@ class Runtime:
         """What happened to skills (one, or all), oldest first."""
         return self._run(self.client.skill_history(name))
 
+    def lessons(self, skill: str, *, tenant: str = "default") -> list[MemoryHit]:
+        """The lessons reflection wrote for ``skill`` (in ``tenant``'s memory), newest first."""
+        return self._run(self.client.lessons(skill, tenant=tenant))
+
+    def delete_lesson(self, skill: str, lesson_id: str, *, tenant: str = "default") -> bool:
+        """Delete one lesson of ``skill``; False if it has none of that id."""
+        return self._run(self.client.delete_lesson(skill, lesson_id, tenant=tenant))
+
     def skill_problems(self) -> list[SkillProblemInfo]:
         """Files of the skills directory that could not be loaded (their skills kept theirs)."""
         return self._run(self.client.skill_problems())

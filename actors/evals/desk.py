@@ -23,8 +23,7 @@ import structlog
 
 from actors.evals.scoring import Ask, score_answer
 from actors.evals.stats import mean_ci, paired_test
-from actors.state import Database, Migration, upsert
-from actors.state.database import apply_migrations
+from actors.state import Database, Migration, migrate, upsert
 from protocols import Budget, ErrorCode, InvalidInput, JobNotFound, JobResult, TroupeError
 from protocols.evals import CaseResult, EvalCase, EvalComparison, EvalRun, EvalSuite
 
@@ -55,8 +54,7 @@ class EvalStore:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        with db.transaction() as tx:
-            apply_migrations(tx, "evals", _MIGRATIONS)
+        migrate(db, "evals", _MIGRATIONS)
 
     def put_run(self, run: EvalRun, tenant: str) -> None:
         """Record a run's header (its cases go in one by one, with :meth:`put_case`)."""

@@ -31,6 +31,7 @@ What it does, by ``LLMRequest.purpose``:
 - ``merge``: the same candidates' answers, each normalized answer once (its first text, in
   order), joined with newlines.
 - ``grade``: scores an answer against a rubric (:func:`actors.llm.offline_shaped.grade`).
+- ``reflect``: a lesson naming the request, its outcome and its first problems (or error).
 - ``skill`` (a direct skill's one call): the (at most two) sentences of the first user
   message (the request; later ones are a gate's feedback) that share the most words with
   the system prompt (its first two when none shares any), shaped to the
@@ -234,6 +235,8 @@ class OfflineProvider:
                 text = grade(prompt.text if prompt else "")
             case "skill":
                 text = _skill(request)
+            case "reflect":
+                text = _reflect(request)
         return text, ()
 
     def _plan(self, request: LLMRequest) -> str:
@@ -296,10 +299,23 @@ class OfflineProvider:
         return "; ".join(parts)
 
 
+def _reflect(request: LLMRequest) -> str:
+    """A lesson from a reflection request's request, outcome and problems."""
+    prompt = _last(request.messages, "user")
+    text = prompt.text if prompt else ""
+    asked = text.partition("Request:\n")[2].partition("\n\nAnswer:")[0].strip()
+    outcome = text.partition("\nOutcome: ")[2].partition("\n")[0].strip() or "unknown"
+    why = text.partition("\nProblems: ")[2].partition("\n")[0].strip()
+    why = why or text.partition("\nError: ")[2].partition("\n")[0].strip()
+    lesson = f"A request like {asked[:80]!r} ended {outcome}"
+    return f"{lesson}: {why}. Next time, check for that before answering." if why else f"{lesson}."
+
+
 def _skill(request: LLMRequest) -> str:
     """The material's sentences that best fit the system prompt, shaped to the schema."""
-    # the request is the first user message: later ones are a gate's feedback on a retry
-    system = _last(request.messages, "system")
+    # the request is the first user message (later ones: a gate's feedback on a retry), what
+    # is wanted the first system message (the skill's prompt; recalled lessons may follow)
+    system = next((m for m in request.messages if m.role == "system"), None)
     prompt = next((m for m in request.messages if m.role == "user"), None)
     wanted = _words(system.text if system else "")
     sentences = _statements(prompt.text if prompt else "").sentences

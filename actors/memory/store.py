@@ -241,6 +241,26 @@ class MemoryStore(TakesBatches):
         metrics.memory_op("delete", len(doomed))
         return len(doomed)
 
+    async def listed(
+        self, tenant: str, *, tags: Sequence[str] = (), limit: int = 100
+    ) -> list[MemoryHit]:
+        """``tenant``'s memories with all ``tags``, newest first (at most ``limit``)."""
+        collection = await self._collection(tenant)
+        found = await asyncio.to_thread(
+            collection.get,
+            where=self._where(None, tuple(tags)),
+            limit=max(1, min(limit, 1000)),
+            include=["documents", "metadatas"],
+        )
+        now = self._clock()
+        hits = [
+            self._hit(memory_id, text or "", dict(meta), 1.0, now)
+            for memory_id, text, meta in zip(
+                found["ids"], found["documents"] or [], found["metadatas"] or [], strict=True
+            )
+        ]
+        return sorted(hits, key=lambda h: h.created_at, reverse=True)
+
     async def count(self, tenant: str) -> int:
         """How many memories ``tenant`` has."""
         return int(await asyncio.to_thread((await self._collection(tenant)).count))

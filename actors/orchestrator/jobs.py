@@ -23,6 +23,8 @@ from protocols import (
     JobResult,
     JobStatus,
     LLMRequest,
+    MemoryQuery,
+    MemoryWrite,
     Plan,
     PlannedSubtask,
     Span,
@@ -144,7 +146,7 @@ def skipped(sub: PlannedSubtask, error: ErrorPayload | None = None) -> SubtaskRe
 def job_message(
     job: Job,
     recipient: str,
-    payload: LLMRequest | TaskRequest | CancelJob | JobEnded,
+    payload: LLMRequest | TaskRequest | CancelJob | JobEnded | MemoryQuery | MemoryWrite,
     *,
     attempt: int = 1,
     deadline: float | None = None,

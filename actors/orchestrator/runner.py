@@ -20,6 +20,7 @@ from actors.orchestrator.dispatch import Dispatcher
 from actors.orchestrator.jobs import Job, emit, job_message, set_status
 from actors.orchestrator.journal import Journal
 from actors.orchestrator.planner import aggregate, make_plan
+from actors.skills.reflect import lesson_write, lessons_query, reflect_request, reflection_due
 from actors.skills.run import (
     Produce,
     direct_request,
@@ -40,6 +41,7 @@ from protocols import (
     JobResult,
     LLMRequest,
     LLMResponse,
+    MemoryHits,
     ModelError,
     Plan,
     QualityGateFailed,
@@ -192,6 +194,8 @@ class JobRunner:
         schema = job.skill.output_schema if job.skill is not None else job.team.output_schema
         output = standard_output(result, skill=job.skill, quality=job.quality, schema=schema)
         result = result.model_copy(update={"output": output})
+        if not cancelled:
+            await self._reflect(job, result)
         set_status(job, result.status)
         if self.otel:
             try:  # tracing must never fail a job
@@ -222,6 +226,7 @@ class JobRunner:
         """A react or direct skill's answer, through its quality gate."""
         text = request_text(job.task, job.input)
         history: list[ChatMessage] = []
+        lessons = await self._lessons(job, skill, text)
 
         async def produce(
             attempt: int, previous: str | None, feedback: str | None
@@ -230,9 +235,10 @@ class JobRunner:
                 if previous is not None and feedback is not None:
                     history.extend((ChatMessage(role="assistant", content=previous),
                                     ChatMessage(role="user", content=feedback)))  # fmt: skip
-                return (await ask(direct_request(skill, text, tuple(history)))).text, []
+                call = direct_request(skill, text, tuple(history), lessons=lessons)
+                return (await ask(call)).text, []
             results = await self._dispatcher.run(
-                job, react_plan(text, attempt, previous, feedback), ask
+                job, react_plan(text, attempt, previous, feedback, lessons), ask
             )
             return results[0].output, results
 
@@ -278,6 +284,36 @@ class JobRunner:
                 checks=[c.model_dump(mode="json") for c in report.checks],
                 score=report.score,
             )
+
+    async def _lessons(self, job: Job, skill: SkillSpec, text: str) -> tuple[str, ...]:
+        """The skill's lessons closest to this request (none if memory cannot say)."""
+        query = lessons_query(skill, text)
+        if query is None:
+            return ()
+        try:
+            reply = await self._router.request(job_message(job, "memory", query))
+        except TroupeError as exc:  # memory is an aid: the job goes on without
+            log.warning("lessons_not_recalled", job_id=job.id, code=exc.code.value)
+            return ()
+        if not isinstance(reply.payload, MemoryHits):
+            return ()
+        return tuple(hit.text for hit in reply.payload.hits)
+
+    async def _reflect(self, job: Job, result: JobResult) -> None:
+        """Have the reflector write a lesson about the job, if its skill's policy says so."""
+        skill = job.skill
+        if skill is None or not reflection_due(skill, result, job.quality):
+            return
+        request = reflect_request(skill, request_text(job.task, job.input), result, job.quality)
+        try:  # a lesson is an aid: never a reason for the job to fail
+            lesson = (await self._ask(job, request)).text.strip()
+            if lesson:
+                await self._router.request(
+                    job_message(job, "memory", lesson_write(skill, job.id, lesson))
+                )
+                log.info("lesson_written", job_id=job.id, skill=skill.name)
+        except TroupeError as exc:
+            log.warning("lesson_not_written", job_id=job.id, code=exc.code.value)
 
     async def _planned(self, job: Job) -> Plan:
         """The job's plan: journaled or made now (then journaled), announced to watchers."""

@@ -16,8 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from actors.state import Database, Migration, upsert
-from actors.state.database import apply_migrations
+from actors.state import Database, Migration, migrate, upsert
 from protocols import ConfigError, Conflict, SkillNotFound
 from protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 
@@ -43,8 +42,7 @@ class SkillStore:
 
     def __init__(self, db: Database) -> None:
         self._db = db
-        with db.transaction() as tx:
-            apply_migrations(tx, "skills", _MIGRATIONS)
+        migrate(db, "skills", _MIGRATIONS)
 
     def put_version(self, spec: SkillSpec, at: float) -> None:
         """Record a new version (an existing one is never rewritten)."""

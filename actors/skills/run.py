@@ -25,6 +25,7 @@ from jsonschema import Draft202012Validator
 
 from actors.orchestrator.resolve import gate_feedback
 from actors.skills.gate import Ask, check_answer
+from actors.skills.reflect import LESSONS_HEADING
 from protocols import (
     AgentSpec,
     Budget,
@@ -146,12 +147,23 @@ def _retry_note(previous: str | None, feedback: str | None) -> str:
     return f"\n\nYour previous answer:\n{previous}\n\n{feedback}"
 
 
-def react_plan(request: str, attempt: int, previous: str | None, feedback: str | None) -> Plan:
-    """The one-subtask plan of a react attempt."""
+def _lessons_text(lessons: tuple[str, ...]) -> str:
+    return LESSONS_HEADING + "\n" + "\n".join(f"- {lesson}" for lesson in lessons)
+
+
+def react_plan(
+    request: str,
+    attempt: int,
+    previous: str | None,
+    feedback: str | None,
+    lessons: tuple[str, ...] = (),
+) -> Plan:
+    """The one-subtask plan of a react attempt (lessons, if any, first)."""
+    told = f"{_lessons_text(lessons)}\n\n{request}" if lessons else request
     sub = PlannedSubtask(
         id=ANSWER if attempt == 0 else f"{ANSWER}-r{attempt}",
         role=SKILL_ROLE,
-        instructions=request + _retry_note(previous, feedback),
+        instructions=told + _retry_note(previous, feedback),
     )
     return Plan(subtasks=(sub,))
 
@@ -168,11 +180,18 @@ def _call(skill: SkillSpec, messages: tuple[ChatMessage, ...], budget: Budget | 
     )
 
 
-def direct_request(skill: SkillSpec, request: str, history: tuple[ChatMessage, ...] = (),
-                   budget: Budget | None = None) -> LLMRequest:  # fmt: skip
-    """A direct skill's call: its prompt, the request, and any rejected answers with problems."""
+def direct_request(
+    skill: SkillSpec,
+    request: str,
+    history: tuple[ChatMessage, ...] = (),
+    budget: Budget | None = None,
+    lessons: tuple[str, ...] = (),
+) -> LLMRequest:
+    """A direct skill's call: its prompt (and lessons), the request, rejected answers."""
+    recalled = (ChatMessage(role="system", content=_lessons_text(lessons)),) if lessons else ()
     messages = (
         ChatMessage(role="system", content=compose_prompt(skill)),
+        *recalled,
         ChatMessage(role="user", content=request),
         *history,
     )

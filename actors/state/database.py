@@ -149,14 +149,25 @@ def open_database(
 
         db = SqliteDatabase(location, durable=durable)
     try:
-        with db.transaction() as tx:
-            if db.dialect == "postgresql":  # concurrent first opens: one migrates, others wait
-                tx.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
-            apply_migrations(tx, component, migrations)
+        migrate(db, component, migrations)
     except BaseException:
         db.close()
         raise
     return db
+
+
+def migrate(db: Database, component: str, migrations: Sequence[Migration]) -> int:
+    """Bring ``component``'s tables in ``db`` up to date; its schema version after.
+
+    For stores that keep their tables in another store's database (the skills and eval runs
+    in the journal's). On PostgreSQL, processes migrating at once (orchestrator shards
+    starting together) take turns on an advisory lock: one migrates, the others then find
+    the tables done.
+    """
+    with db.transaction() as tx:
+        if db.dialect == "postgresql":
+            tx.execute("SELECT pg_advisory_xact_lock(?)", (_MIGRATION_LOCK,))
+        return apply_migrations(tx, component, migrations)
 
 
 def apply_migrations(tx: Tx, component: str, migrations: Sequence[Migration]) -> int:

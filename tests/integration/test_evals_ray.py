@@ -1,4 +1,4 @@
-"""Eval suites on the session's Ray: a run with known scores, a comparison, over HTTP and safely.
+"""Evaluation on the session's Ray: suites with known scores, comparison, feedback, reflection.
 
 The offline model answers the example sentiment suite right on 5 of its 6 cases: it picks
 the label sharing a word with the review, and "Terrible. Awful. I want my money back."
@@ -15,8 +15,10 @@ import ray
 
 import runtime
 from actors.evals.suites import read_suite
-from protocols import InvalidInput, ScriptedTurn
+from protocols import InvalidInput, JobFailed, ScriptedTurn
+from protocols.skill import SkillSpec
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY
+from tests.support.wire_server import Reply, WireServer
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SENTIMENT = EXAMPLES / "evals" / "sentiment.jsonl"
@@ -139,3 +141,45 @@ def test_people_give_feedback_on_finished_jobs(rt, api, skills):
         assert other.post(f"/v1/jobs/{job_id}/feedback", json={"score": 0.0}).status_code == 404
         assert [f["score"] for f in user.get(f"/v1/jobs/{job_id}/feedback").json()] == [0.9]
         assert user.post(f"/v1/jobs/{job_id}/feedback", json={"score": 2}).status_code == 422
+
+
+def test_a_failed_job_leaves_a_lesson_the_next_job_sees_in_its_prompt(rt, api):
+    """Reflection: the reflector (offline) writes a lesson; the model behind the skill (a
+    real OpenAI-compatible wire server) receives it in the next job's prompt."""
+    with WireServer() as wire:
+        model = runtime.OpenAICompatibleModel(base_url=wire.base_url_openai, model="wire-m")
+        ray.get(rt.actor("llm/0").configure.remote({"sk-reflect-m": model}))
+        rt.put_skill(SkillSpec.model_validate({
+            "name": "sk-reflect", "version": "1", "description": "Totals of invoices.",
+            "execution_mode": "direct", "llm": {"alias": "sk-reflect-m"},
+            "prompt": {"instructions": "Give the invoice's total as a number."},
+            "quality_gate": {"regex": [{"pattern": r"\d", "message": "no number"}],
+                             "max_retries": 0},
+            "reflection": {"when": "failure", "model": "offline", "recall": 3},
+        }))  # fmt: skip
+        wire.script(Reply(text="I could not say."), Reply(text="The total is 12."))
+        with pytest.raises(JobFailed):
+            rt.submit("Invoice 7: total 12 EUR.", skill="sk-reflect").result(timeout=60)
+        (lesson,) = rt.lessons("sk-reflect")
+        assert lesson.text == (
+            "A request like 'Invoice 7: total 12 EUR.' ended failed: no number. "
+            "Next time, check for that before answering."
+        )
+        assert set(lesson.tags) == {"lesson", "skill:sk-reflect"}
+        later = rt.submit("Invoice 9: total 30 EUR.", skill="sk-reflect").result(timeout=60)
+        assert later.answer == "The total is 12."
+        prompt = wire.requests[-1].body["messages"]
+        assert prompt[1] == {
+            "role": "system",
+            "content": f"Lessons from earlier jobs of this skill:\n- {lesson.text}",
+        }
+    # lessons are the tenant's: another tenant sees none, and its key cannot delete them
+    with api.client(OTHER_KEY) as other:
+        assert other.get("/v1/skills/sk-reflect/lessons").json() == []
+        gone = other.delete(f"/v1/skills/sk-reflect/lessons/{lesson.id}")
+        assert gone.status_code == 404
+    with api.client(ADMIN_KEY) as admin:  # acme's admin: acme's lessons, not "default"'s
+        assert admin.get("/v1/skills/sk-reflect/lessons").json() == []
+    assert rt.delete_lesson("sk-reflect", lesson.id)
+    assert rt.lessons("sk-reflect") == []
+    assert not rt.delete_lesson("sk-reflect", lesson.id)

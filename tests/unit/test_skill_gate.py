@@ -328,3 +328,56 @@ def test_offline_shaping_finds_each_field_after_its_name():
     said = {"type": "object", "properties": {"mood": {"enum": ["positive", "negative"]}}}
     question = "Is it positive or negative? 'A negative surprise.'"
     assert json.loads(shaped(said, question)) == {"mood": "negative"}  # the question aside
+
+
+def _job_result(status="failed", answer="no number", job_id="job-1"):
+    from protocols import ErrorCode, ErrorPayload  # noqa: PLC0415
+
+    error = ErrorPayload(code=ErrorCode.QUALITY_GATE, message="failed its gate")
+    return JobResult(job_id=job_id, task="t", team="skill.s", status=status, answer=answer,
+                     error=error if status == "failed" else None,
+                     timings=Timings(submitted_at=1.0, finished_at=2.0))  # fmt: skip
+
+
+def test_reflection_is_due_as_the_policy_says_and_sampled_by_job():
+    from actors.skills.reflect import reflection_due  # noqa: PLC0415
+    from protocols.quality import QualityReport  # noqa: PLC0415
+
+    def skill(**policy):
+        return _skill(reflection=policy)
+
+    low = QualityReport(passed=True, score=0.5)
+    high = QualityReport(passed=True, score=0.9)
+    ok, failed = _job_result("succeeded", "42"), _job_result()
+    assert not reflection_due(skill(), failed, None)
+    assert reflection_due(skill(when="failure"), failed, None)
+    assert not reflection_due(skill(when="failure"), ok, low)
+    assert reflection_due(skill(when="low_score", below=0.7), ok, low)
+    assert not reflection_due(skill(when="low_score", below=0.7), ok, high)
+    assert reflection_due(skill(when="always"), ok, high)
+    half = skill(when="always", sample=0.5)
+    picked = [reflection_due(half, _job_result("succeeded", job_id=f"job-{n}"), high)
+              for n in range(2000)]  # fmt: skip
+    assert 0.45 < sum(picked) / 2000 < 0.55
+    assert picked == [reflection_due(half, _job_result("succeeded", job_id=f"job-{n}"), high)
+                      for n in range(2000)]  # deterministic by job id  # fmt: skip
+
+
+def test_lessons_reach_a_direct_calls_prompt_and_a_react_subtask():
+    from actors.skills.reflect import LESSONS_HEADING, reflect_request  # noqa: PLC0415
+    from actors.skills.run import react_plan  # noqa: PLC0415
+
+    skill = _skill(prompt={"instructions": "Give the total of the invoice."})
+    call = direct_request(skill, "Invoice 7: total 12.", lessons=("Say the currency.",))
+    assert [m.role for m in call.messages] == ["system", "system", "user"]
+    assert call.messages[1].text == f"{LESSONS_HEADING}\n- Say the currency."
+    answer = run(OfflineProvider().complete(call))
+    assert answer.text == "Invoice 7: total 12."  # the skill's prompt, not the lessons, guides it
+    plan = react_plan("What is 2 + 2?", 0, None, None, ("Use the calculator.",))
+    assert plan.subtasks[0].instructions.startswith(f"{LESSONS_HEADING}\n- Use the calculator.")
+    reflect = reflect_request(skill, "Invoice 7: total 12.", _job_result(), None)
+    lesson = run(OfflineProvider().complete(reflect)).text
+    assert lesson == (
+        "A request like 'Invoice 7: total 12.' ended failed: failed its gate. "
+        "Next time, check for that before answering."
+    )
