@@ -12,15 +12,16 @@ expectation does. An :class:`EvalRun` keeps each case's result, the aggregate sc
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from protocols.addresses import Name
 from protocols.jobs import check_output_schema
+from protocols.skill import ImportPath, Pattern
 
 __all__ = [
+    "Candidate",
     "CaseResult",
     "ContainsExpect",
     "CustomExpect",
@@ -33,11 +34,10 @@ __all__ = [
     "ExpectationScore",
     "JudgeExpect",
     "NumberExpect",
+    "OptimisationReport",
     "RegexExpect",
     "SchemaExpect",
 ]
-
-_IMPORT_PATH = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
 class _Config(BaseModel):
@@ -72,16 +72,7 @@ class RegexExpect(_Expect):
     """The answer matches ``pattern`` (searched, with a time limit)."""
 
     kind: Literal["regex"] = "regex"
-    pattern: str = Field(min_length=1, max_length=500)
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, pattern: str) -> str:
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise ValueError(f"not a valid regular expression: {e}") from None
-        return pattern
+    pattern: Pattern
 
 
 class SchemaExpect(_Expect):
@@ -120,14 +111,7 @@ class CustomExpect(_Expect):
     """``module:function`` scores the answer: ``f(answer, case) -> float | bool`` in 0-1."""
 
     kind: Literal["custom"] = "custom"
-    scorer: str
-
-    @field_validator("scorer")
-    @classmethod
-    def _import_path(cls, path: str) -> str:
-        if not _IMPORT_PATH.match(path):
-            raise ValueError(f"{path!r} is not an import path ('package.module:function')")
-        return path
+    scorer: ImportPath
 
 
 Expectation = Annotated[
@@ -236,3 +220,29 @@ class EvalComparison(_Config):
     diffs: tuple[tuple[str, float, float], ...] = Field(
         default=(), description="(case id, base score, other score) where they differ."
     )
+
+
+class Candidate(_Config):
+    """One proposed version of a skill, run on the suite and compared with the current one."""
+
+    version: str
+    run: str = Field(description="Its eval run's id.")
+    score: float
+    mean_diff: float = Field(description="Its mean minus the current version's.")
+    p_value: float
+    beats: bool = Field(description="Higher mean and p < 0.05.")
+    instructions: str
+    rationale: str = ""
+
+
+class OptimisationReport(_Config):
+    """What an optimisation run proposed, how each proposal did, and what happened."""
+
+    skill: str
+    version: str = Field(description="The version the proposals were measured against.")
+    suite: str
+    baseline_run: str
+    baseline_score: float
+    candidates: tuple[Candidate, ...] = ()
+    best: str | None = Field(default=None, description="The best version that beats it.")
+    promoted: bool = Field(default=False, description="Whether ``best`` became current.")

@@ -39,6 +39,7 @@ Purpose = Literal[
     "grade",
     "skill",
     "reflect",
+    "optimize",
 ]
 """What the caller uses the answer for. Real models ignore it; the offline provider keys on it."""
 

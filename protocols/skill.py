@@ -15,12 +15,14 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    StringConstraints,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -34,7 +36,9 @@ from protocols.memory import MemoryPolicy
 __all__ = [
     "CountRule",
     "ExecutionMode",
+    "ImportPath",
     "JudgeSpec",
+    "Pattern",
     "QualityGateSpec",
     "ReflectionPolicy",
     "RegexRule",
@@ -119,22 +123,33 @@ class CountRule(_Config):
         return self
 
 
+def _compiles(pattern: str) -> str:
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise ValueError(f"not a valid regular expression: {e}") from None
+    return pattern
+
+
+def _importable(path: str) -> str:
+    if not _IMPORT_PATH.match(path):
+        raise ValueError(f"{path!r} is not an import path ('package.module:function')")
+    return path
+
+
+Pattern = Annotated[str, StringConstraints(min_length=1, max_length=500), AfterValidator(_compiles)]
+"""A regular expression (checked to compile; matched later with a time limit)."""
+ImportPath = Annotated[str, AfterValidator(_importable)]
+"""``package.module:function``."""
+
+
 class RegexRule(_Config):
     """A pattern the answer (or one field of it) must match, or must not."""
 
-    pattern: str = Field(min_length=1, max_length=500)
+    pattern: Pattern
     field: str | None = Field(default=None, description="Dotted path (None: the whole text).")
     must: Literal["match", "not_match"] = Field(default="match")
     message: str = Field(default="", max_length=500, description="Said when the rule fails.")
-
-    @field_validator("pattern")
-    @classmethod
-    def _compiles(cls, pattern: str) -> str:
-        try:
-            re.compile(pattern)
-        except re.error as e:
-            raise ValueError(f"not a valid regular expression: {e}") from None
-        return pattern
 
 
 class JudgeSpec(_Config):
@@ -153,20 +168,13 @@ class QualityGateSpec(_Config):
     )
     counts: tuple[CountRule, ...] = Field(default=(), description="Word and item counts.")
     regex: tuple[RegexRule, ...] = Field(default=(), description="Pattern rules.")
-    validator: str | None = Field(
+    validator: ImportPath | None = Field(
         default=None,
         description="'module:function' called with the answer (its JSON, else its text); "
         "returns a list of problems (empty: passes). Operator skills only.",
     )
     judge: JudgeSpec | None = Field(default=None, description="A model judge with a rubric.")
     max_retries: int = Field(default=1, ge=0, le=5, description="Times an answer is sent back.")
-
-    @field_validator("validator")
-    @classmethod
-    def _import_path(cls, path: str | None) -> str | None:
-        if path is not None and not _IMPORT_PATH.match(path):
-            raise ValueError(f"{path!r} is not an import path ('package.module:function')")
-        return path
 
 
 class ReflectionPolicy(_Config):
@@ -291,9 +299,10 @@ def compose_prompt(skill: SkillSpec) -> str:
     return "\n\n".join(part for part in parts if part)
 
 
-SkillAction = Literal["applied", "rolled_back", "deleted", "rejected"]
-"""What happened to a skill: a version became current (applied, or rolled back to), the
-skill was deleted, or a file's new content was refused (the old version stayed)."""
+SkillAction = Literal["applied", "rolled_back", "promoted", "proposed", "deleted", "rejected"]
+"""What happened to a skill: a version became current (applied, rolled back to, or promoted
+from a proposal), a version was proposed (registered, not current: an optimiser's
+candidate), the skill was deleted, or a file's new content was refused."""
 
 
 class SkillEvent(_Config):

@@ -54,7 +54,7 @@ from protocols import (
     TenantPolicy,
     UsageRow,
 )
-from protocols.evals import EvalComparison, EvalRun, EvalSuite
+from protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
 from protocols.intent import IntentConfig
 
 __all__ = ["SystemClient"]
@@ -309,6 +309,31 @@ class SystemClient:
         """Two runs of one suite compared case by case."""
         ref = self._orchestrator.compare_evals.remote(base, other, tenant=tenant)
         result: EvalComparison = await _call(ref)
+        return result
+
+    async def optimise_skill(
+        self,
+        name: str,
+        suite: EvalSuite,
+        *,
+        variants: int = 3,
+        model: str = "default",
+        concurrency: int = 4,
+        budget: Budget | None = None,
+        promote: bool = False,
+    ) -> OptimisationReport:
+        """Propose better prompts for a skill and prove them on a suite (waits for it)."""
+        ref = self._orchestrator.optimise_skill.remote(
+            name, suite, variants=variants, model=model, concurrency=concurrency,
+            budget=budget, promote=promote,
+        )  # fmt: skip
+        result: OptimisationReport = await _call(ref)
+        return result
+
+    async def promote_skill(self, name: str, version: str, *, source: str = "api") -> SkillSpec:
+        """Make a registered version (a proposal) of a skill the current one."""
+        ref = self._orchestrator.promote_skill.remote(name, version, source=source)
+        result: SkillSpec = await _call(ref)
         return result
 
     async def skills(self, *, tenant: str | None = None) -> list[SkillInfo]:

@@ -40,7 +40,7 @@ from protocols import (
     TenantPolicy,
     UsageRow,
 )
-from protocols.evals import EvalComparison, EvalRun, EvalSuite
+from protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
 from protocols.intent import IntentConfig
 from runtime.blocking import Portal
 from runtime.client import SystemClient
@@ -173,6 +173,37 @@ class Runtime:
                 on_progress(run)
             if run.status != "running" or (deadline is not None and time.monotonic() > deadline):
                 return run
+
+    def optimise_skill(
+        self,
+        name: str,
+        suite: EvalSuite | str | Path,
+        *,
+        variants: int = 3,
+        model: str = "default",
+        concurrency: int = 4,
+        budget: Budget | None = None,
+        promote: bool = False,
+    ) -> OptimisationReport:
+        """Have a model propose better prompts for skill ``name``; prove each on ``suite``.
+
+        Each proposal is registered as a version of the skill (not current), run on the
+        suite and compared with the current version; ``report.best`` is the best one that
+        beats it (higher mean, paired test p < 0.05). ``promote`` makes it current; else
+        :meth:`promote_skill` does, when a person decides.
+        """
+        if not isinstance(suite, EvalSuite):
+            from actors.evals.suites import read_suite  # noqa: PLC0415 - files only
+
+            suite = read_suite(suite)
+        return self._run(self.client.optimise_skill(
+            name, suite, variants=variants, model=model, concurrency=concurrency,
+            budget=budget, promote=promote,
+        ))  # fmt: skip
+
+    def promote_skill(self, name: str, version: str) -> SkillSpec:
+        """Make a registered version (an optimiser's proposal) the current one."""
+        return self._run(self.client.promote_skill(name, version, source="driver"))
 
     def eval_run(self, run_id: str) -> EvalRun:
         """An eval run, with every case's result."""

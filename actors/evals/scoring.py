@@ -19,7 +19,7 @@ from typing import Any, Final
 from jsonschema import Draft202012Validator
 
 from actors.orchestrator.resolve import load_json
-from actors.skills.gate import field_at, grade_request, parse_grade
+from actors.skills.gate import field_at, graded
 from protocols import Budget, LLMRequest, LLMResponse
 from protocols.evals import (
     ContainsExpect,
@@ -169,12 +169,10 @@ async def _judge(
     expect: JudgeExpect, text: str, case: EvalCase, ask: Ask, budget: Budget | None
 ) -> ExpectationScore:
     spec = JudgeSpec(model=expect.model, rubric=expect.rubric, threshold=expect.threshold)
-    request = grade_request(spec, text, case.task or json.dumps(case.input))
-    if budget is not None:
-        request = request.model_copy(update={"budget": budget})
-    response = await ask(request)
     try:
-        score, rationale = parse_grade(response.text)
+        score, rationale = await graded(
+            spec, text, case.task or json.dumps(case.input), ask, budget
+        )
     except ValueError as e:
         return _fail(expect, f"the judge's answer is unusable: {e}")
     return _result(expect, score, passed=score >= expect.threshold, detail=rationale)

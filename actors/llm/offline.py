@@ -31,6 +31,7 @@ What it does, by ``LLMRequest.purpose``:
 - ``merge``: the same candidates' answers, each normalized answer once (its first text, in
   order), joined with newlines.
 - ``grade``: scores an answer against a rubric (:func:`actors.llm.offline_shaped.grade`).
+- ``optimize``: variants of the skill's instructions, each adding one failed case's problem.
 - ``reflect``: a lesson naming the request, its outcome and its first problems (or error).
 - ``skill`` (a direct skill's one call): the (at most two) sentences of the first user
   message (the request; later ones are a gate's feedback) that share the most words with
@@ -237,6 +238,8 @@ class OfflineProvider:
                 text = _skill(request)
             case "reflect":
                 text = _reflect(request)
+            case "optimize":
+                text = _optimize(request)
         return text, ()
 
     def _plan(self, request: LLMRequest) -> str:
@@ -297,6 +300,24 @@ class OfflineProvider:
             expression = call.arguments.get("expression") if call else None
             parts.append(f"{expression} = {message.text}" if expression else message.text)
         return "; ".join(parts)
+
+
+def _optimize(request: LLMRequest) -> str:
+    """Variants that add each failed case's problem to the instructions, as a constraint."""
+    prompt = _last(request.messages, "user")
+    text = prompt.text if prompt else ""
+    instructions = text.partition("Instructions:\n")[2].partition("\n\n")[0].strip()
+    problems = [
+        line.rpartition("; ")[2].strip()
+        for line in text.partition("Failed cases:\n")[2].splitlines()
+        if line.startswith("- case ")
+    ]
+    wanted = max(1, int(text.rpartition("Propose ")[2].split(" ")[0] or 1))
+    variants = [
+        {"instructions": f"{instructions} Avoid this: {problem}.", "rationale": problem}
+        for problem in dict.fromkeys(p for p in problems if p)
+    ][:wanted] or [{"instructions": instructions, "rationale": "no failure to learn from"}]
+    return json.dumps({"variants": variants})
 
 
 def _reflect(request: LLMRequest) -> str:

@@ -23,6 +23,7 @@ from pydantic import ValidationError
 
 from actors.endpoint import RouterClient, serve_envelope
 from actors.evals.desk import EvalDesk, EvalStore, compare_runs
+from actors.evals.optimise import candidates, optimise_request, parse_variants
 from actors.orchestrator.admission import (
     InlineTeams,
     PolicyBook,
@@ -46,6 +47,7 @@ from actors.orchestrator.runner import JobRunner
 from actors.orchestrator.shards import Admitted, OrchestratorPeers, new_job_id
 from actors.skills.config import SkillsConfig
 from actors.skills.desk import SkillDesk
+from actors.skills.reflect import lesson_tags
 from actors.skills.registry import SkillStore
 from actors.skills.routing import routing_config
 from actors.skills.run import check_input, skill_team
@@ -69,6 +71,9 @@ from protocols import (
     JobResult,
     JobStatus,
     LLMDeltas,
+    MemoryHits,
+    MemoryQuery,
+    ModelError,
     SkillNotFound,
     TeamSpec,
     TenantPolicy,
@@ -76,7 +81,14 @@ from protocols import (
     job_shard,
     with_files,
 )
-from protocols.evals import EvalCase, EvalComparison, EvalRun, EvalSuite
+from protocols.evals import (
+    Candidate,
+    EvalCase,
+    EvalComparison,
+    EvalRun,
+    EvalSuite,
+    OptimisationReport,
+)
 from protocols.intent import IntentChoice, IntentConfig
 from protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 
@@ -696,6 +708,97 @@ class Orchestrator:
 
         return self._evals.start(suite, target, submit, wait, tenant=tenant,
                                  concurrency=concurrency, budget=budget)  # fmt: skip
+
+    @_front_desk
+    async def optimise_skill(
+        self,
+        name: str,
+        suite: EvalSuite,
+        *,
+        variants: int = 3,
+        model: str = "default",
+        concurrency: int = 4,
+        budget: Budget | None = None,
+        promote: bool = False,
+        source: str = "optimiser",
+    ) -> OptimisationReport:
+        """Propose better prompts for skill ``name`` and prove them on ``suite``.
+
+        Runs the current version on the suite, asks the optimiser model for ``variants``
+        (from the failures and the skill's lessons), registers each as a proposed version,
+        runs each on the suite and compares it with the current one (see
+        :mod:`actors.evals.optimise`). With ``promote``, the best variant that beats the
+        current version becomes current. Waits for every run.
+
+        Raises:
+            SkillNotFound: no such skill.
+            ModelError: the optimiser's answer holds no usable variant.
+        """
+        skill = self._skills.registry.get(name)
+        base = await self._finished(
+            await self.start_eval(suite, skill=skill.ref, concurrency=concurrency, budget=budget)
+        )
+        ask = pool_asker(self._router, base.id, "default")
+        lessons = await self._skill_lessons(skill, suite)
+        answer = await ask(optimise_request(skill, base, lessons, variants, model))
+        try:
+            proposals = parse_variants(answer.text, variants)
+        except ValueError as exc:
+            raise ModelError(f"optimiser: {exc}", answer=answer.text[:2000]) from None
+        found = []
+        for spec, proposal in zip(
+            candidates(skill, proposals, base.id[-4:]), proposals, strict=True
+        ):
+            self._skills.registry.propose(await self._skills.runnable(spec), source=source)
+            run = await self._finished(
+                await self.start_eval(suite, skill=spec.ref, concurrency=concurrency, budget=budget)
+            )
+            compared = compare_runs(base, run)
+            found.append(Candidate(
+                version=spec.version, run=run.id, score=run.score,
+                mean_diff=compared.mean_diff, p_value=compared.p_value,
+                beats=compared.mean_diff > 0 and compared.significant,
+                instructions=spec.prompt.instructions,
+                rationale=str(proposal.get("rationale", "")),
+            ))  # fmt: skip
+        winners = sorted((c for c in found if c.beats), key=lambda c: -c.score)
+        best = winners[0].version if winners else None
+        if promote and best is not None:
+            self._skills.registry.promote(name, best, source=source)
+        log.info("skill_optimised", skill=name, best=best, promoted=promote and bool(best))
+        return OptimisationReport(
+            skill=name, version=skill.version, suite=suite.name, baseline_run=base.id,
+            baseline_score=base.score, candidates=tuple(found), best=best,
+            promoted=promote and best is not None,
+        )  # fmt: skip
+
+    @_front_desk
+    async def promote_skill(self, name: str, version: str, *, source: str = "api") -> SkillSpec:
+        """Make a registered version (an optimiser's proposal) the current one.
+
+        Raises:
+            SkillNotFound: no such skill or version.
+        """
+        return self._skills.registry.promote(name, version, source=source)
+
+    async def _finished(self, run_id: str) -> EvalRun:
+        return await self._evals.wait(run_id, None)
+
+    async def _skill_lessons(self, skill: SkillSpec, suite: EvalSuite) -> tuple[str, ...]:
+        """The skill's lessons (of the default tenant) closest to the suite's requests."""
+        text = " ".join(c.task for c in suite.cases[:20])[:2000] or skill.description
+        query = MemoryQuery(query=text, k=10, tags=lesson_tags(skill.name))
+        message = AgentMessage(sender="orchestrator", recipient="memory", tenant="default",
+                               payload=query)  # fmt: skip
+        try:
+            reply = await self._router.request(message)
+        except TroupeError:
+            return ()
+        return (
+            tuple(h.text for h in reply.payload.hits)
+            if isinstance(reply.payload, MemoryHits)
+            else ()
+        )
 
     @_front_desk
     async def eval_run(

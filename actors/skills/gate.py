@@ -31,7 +31,7 @@ from protocols import Budget, ChatMessage, LLMRequest, LLMResponse
 from protocols.quality import QualityCheck, QualityReport
 from protocols.skill import CountRule, JudgeSpec, RegexRule, SkillSpec
 
-__all__ = ["GRADE_SCHEMA", "check_answer", "field_at", "grade_request", "parse_grade"]
+__all__ = ["GRADE_SCHEMA", "check_answer", "field_at", "grade_request", "graded", "parse_grade"]
 
 log = structlog.get_logger("raytroupe.skills")
 
@@ -228,15 +228,26 @@ def parse_grade(text: str) -> tuple[float, str]:
     return float(score), str(rationale).strip()
 
 
-async def _judge(
-    judge: JudgeSpec, answer: str, request: str, ask: Ask, budget: Budget | None
-) -> QualityCheck:
+async def graded(
+    judge: JudgeSpec, answer: str, request: str, ask: Ask, budget: Budget | None = None
+) -> tuple[float, str]:
+    """(score, rationale) the judge model gives ``answer`` to ``request``.
+
+    Raises:
+        ValueError: the judge's answer cannot be read.
+        TroupeError: its model call failed.
+    """
     call = grade_request(judge, answer, request)
     if budget is not None:
         call = call.model_copy(update={"budget": budget})
-    response = await ask(call)
+    return parse_grade((await ask(call)).text)
+
+
+async def _judge(
+    judge: JudgeSpec, answer: str, request: str, ask: Ask, budget: Budget | None
+) -> QualityCheck:
     try:
-        score, rationale = parse_grade(response.text)
+        score, rationale = await graded(judge, answer, request, ask, budget)
     except ValueError as e:
         log.warning("judge_unusable", model=judge.model, error=str(e))
         return QualityCheck(

@@ -22,6 +22,8 @@ from protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 
 __all__ = ["SkillRegistry", "SkillStore"]
 
+_ACTIVATIONS = ("applied", "rolled_back", "promoted")
+
 MAX_EVENTS = 1000
 """History entries kept in memory (the store keeps them all)."""
 
@@ -140,7 +142,7 @@ class SkillRegistry:
         self._skills = {n: s for n, s in self._skills.items() if s.current}
         for event in events:
             skill = self._skills.get(event.name)
-            if skill is not None and event.action in ("applied", "rolled_back") and event.version:
+            if skill is not None and event.action in _ACTIVATIONS and event.version:
                 skill.activations.append(event.version)
         self._events = events
         self._seq = store.last_seq()
@@ -241,6 +243,38 @@ class SkillRegistry:
             del self._problems[source]
         return new
 
+    def propose(self, spec: SkillSpec, *, source: str = "optimiser") -> bool:
+        """Register ``spec`` as a version of an existing skill without making it current.
+
+        Raises:
+            SkillNotFound: no such skill.
+            Conflict: that version is registered with other content.
+        """
+        skill = self._skills.get(spec.name)
+        if skill is None:
+            raise SkillNotFound(f"no skill is registered as {spec.name!r}", skill=spec.name)
+        new = self.check(spec)
+        if new:
+            now = self._clock()
+            if self._store is not None:
+                self._store.put_version(spec, now)
+            skill.versions[spec.version] = spec
+            self._record(SkillEvent(name=spec.name, version=spec.version, action="proposed",
+                                    at=now, source=source))  # fmt: skip
+        return new
+
+    def promote(self, name: str, version: str, *, source: str = "api") -> SkillSpec:
+        """Make a registered version (a proposal, usually) the current one.
+
+        Raises:
+            SkillNotFound: no such skill or version.
+        """
+        target = self.get(name, version)
+        skill = self._skills[name]
+        if version != skill.current:
+            self._activate(skill, name, version, source, self._clock(), "promoted")
+        return target
+
     def rollback(self, name: str, version: str | None = None, *, source: str = "api") -> SkillSpec:
         """Make ``version`` (default: the version current before this one) current again.
 
@@ -296,7 +330,7 @@ class SkillRegistry:
         version: str,
         source: str,
         at: float,
-        action: Literal["applied", "rolled_back"],
+        action: Literal["applied", "rolled_back", "promoted"],
     ) -> None:
         if self._store is not None:
             self._store.set_head(name, version, source, at)

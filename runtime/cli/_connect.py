@@ -14,10 +14,10 @@ from ray._private.authentication import authentication_token_setup
 import runtime
 from actors.spawn import NAMESPACE
 from protocols import ConfigError
-from runtime.cli._local import is_running, read_state
+from runtime.cli._local import default_state_dir, is_running, read_state
 from runtime.driver import _stay_on_loopback
 
-__all__ = ["close", "connect", "ray_auth", "resolve_address"]
+__all__ = ["close", "connect", "connect_from", "ray_auth", "resolve_address"]
 
 _PROBE_S: Final = 3.0
 
@@ -106,3 +106,11 @@ def close(rt: runtime.Runtime) -> None:
     rt.shutdown()
     if ray.is_initialized():
         ray.shutdown()
+
+
+def connect_from(
+    address: str | None, state_dir: Path | None, *, start_local: bool = False
+) -> runtime.Runtime:
+    """:func:`connect` to ``address``, else the Ray `troupe up` recorded in ``state_dir``."""
+    where = resolve_address(address, (state_dir or default_state_dir()).expanduser())
+    return connect(where, start_local=start_local)

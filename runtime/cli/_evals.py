@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
@@ -11,23 +11,13 @@ from rich.table import Table
 
 from protocols import Budget
 from protocols.evals import EvalComparison, EvalRun
-from runtime.cli._connect import close, connect, resolve_address
+from runtime.cli._connect import close, connect_from
 from runtime.cli._options import Address, StateDir
 from runtime.cli._show import OUT, error
-
-if TYPE_CHECKING:
-    from runtime.driver import Runtime
 
 __all__ = ["evals_app", "evaluate"]
 
 evals_app = typer.Typer(help="Eval runs: list, show, compare.", no_args_is_help=True)
-
-
-def _connect(address: str | None, state_dir: Path | None, *, start_local: bool = False) -> Runtime:
-    from runtime.cli._local import default_state_dir  # noqa: PLC0415 - as _app does
-
-    where = resolve_address(address, (state_dir or default_state_dir()).expanduser())
-    return connect(where, start_local=start_local)
 
 
 def _summary(run: EvalRun) -> str:
@@ -67,7 +57,7 @@ def evaluate(
 ) -> None:
     """Run an eval suite on the cluster, with a progress bar; its score and each case."""
     budget = Budget(tokens=budget_tokens, usd=budget_usd) if budget_tokens or budget_usd else None
-    rt = _connect(address, state_dir, start_local=True)
+    rt = connect_from(address, state_dir, start_local=True)
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                       console=OUT, transient=True, disable=as_json) as bar:  # fmt: skip
@@ -93,7 +83,7 @@ def evaluate(
 @evals_app.command("list")
 def list_runs(*, address: Address = None, state_dir: StateDir = None) -> None:
     """Eval runs, oldest first."""
-    rt = _connect(address, state_dir)
+    rt = connect_from(address, state_dir)
     try:
         table = Table("suite", "target", "status", "score", "cases")
         table.add_column("run", no_wrap=True, min_width=21)  # an id to copy: never cut
@@ -112,7 +102,7 @@ def show_run(
     state_dir: StateDir = None,
 ) -> None:
     """One run: each case and the summary."""
-    rt = _connect(address, state_dir)
+    rt = connect_from(address, state_dir)
     try:
         run = rt.eval_run(run_id)
     finally:
@@ -139,7 +129,7 @@ def compare_runs(
     state_dir: StateDir = None,
 ) -> None:
     """Two runs of one suite side by side, case by case."""
-    rt = _connect(address, state_dir)
+    rt = connect_from(address, state_dir)
     try:
         c = rt.compare_evals(base, other)
     finally:

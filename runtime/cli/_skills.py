@@ -4,35 +4,25 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 from rich.table import Table
 
 from protocols import ConfigError, Conflict
-from runtime.cli._connect import close, connect, resolve_address
+from runtime.cli._connect import close, connect_from
 from runtime.cli._options import Address, StateDir
 from runtime.cli._show import OUT, error, follow, result_json, show_result
-
-if TYPE_CHECKING:
-    from runtime.driver import Runtime
 
 __all__ = ["ask", "skills_app"]
 
 skills_app = typer.Typer(help="Skills: list, show, apply files, roll back.", no_args_is_help=True)
 
 
-def _connect(address: str | None, state_dir: Path | None, *, start_local: bool = False) -> Runtime:
-    from runtime.cli._local import default_state_dir  # noqa: PLC0415 - as _app does
-
-    where = resolve_address(address, (state_dir or default_state_dir()).expanduser())
-    return connect(where, start_local=start_local)
-
-
 @skills_app.command("list")
 def list_skills(*, address: Address = None, state_dir: StateDir = None) -> None:
     """Registered skills: current version, versions, mode, where they came from."""
-    rt = _connect(address, state_dir)
+    rt = connect_from(address, state_dir)
     try:
         table = Table("skill", "version", "versions", "mode", "source", "description")
         for info in rt.skills():
@@ -52,7 +42,7 @@ def show_skill(
     state_dir: StateDir = None,
 ) -> None:
     """A skill version as JSON."""
-    rt = _connect(address, state_dir)
+    rt = connect_from(address, state_dir)
     try:
         typer.echo(rt.skill(name, version).model_dump_json(indent=2))
     finally:
@@ -67,7 +57,7 @@ def apply_skills(
     state_dir: StateDir = None,
 ) -> None:
     """Register the skills of these files (each version once; exit 1 if any fails)."""
-    rt = _connect(address, state_dir)
+    rt = connect_from(address, state_dir)
     failed = False
     try:
         for path in files:
@@ -103,9 +93,57 @@ def rollback_skill(
     state_dir: StateDir = None,
 ) -> None:
     """Make an earlier version current: new jobs get it, running jobs keep theirs."""
-    rt = _connect(address, state_dir)
+    rt = connect_from(address, state_dir)
     try:
         spec = rt.rollback_skill(name, version)
+        OUT.print(f"{spec.name}: version {spec.version} is current", markup=False)
+    finally:
+        close(rt)
+
+
+@skills_app.command("optimise")
+def optimise_skill(
+    name: Annotated[str, typer.Argument(help="The skill to improve.")],
+    suite: Annotated[Path, typer.Argument(help="The suite that proves it.", exists=True)],
+    *,
+    variants: Annotated[int, typer.Option(min=1, max=5, help="Prompts to propose.")] = 3,
+    model: Annotated[str, typer.Option(help="The optimiser's model alias.")] = "default",
+    promote: Annotated[bool, typer.Option(help="Make the best that beats it current.")] = False,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Propose better prompts, run each on the suite, and say which beat the current one."""
+    rt = connect_from(address, state_dir)
+    try:
+        report = rt.optimise_skill(name, suite, variants=variants, model=model, promote=promote)
+    finally:
+        close(rt)
+    table = Table("version", "score", "vs current", "p", "beats", "instructions")
+    for c in report.candidates:
+        table.add_row(c.version, f"{c.score:.3f}", f"{c.mean_diff:+.3f}", f"{c.p_value:.4f}",
+                      "yes" if c.beats else "no", c.instructions[:60])  # fmt: skip
+    OUT.print(table)
+    said = f"{name}@{report.version} scored {report.baseline_score:.3f} on {report.suite}; "
+    if report.best is None:
+        said += "no proposal beats it"
+    else:
+        how = "now current" if report.promoted else f"promote: troupe skills promote {name} "
+        said += f"best: {report.best} ({how}{'' if report.promoted else report.best})"
+    OUT.print(said, markup=False)
+
+
+@skills_app.command("promote")
+def promote_skill(
+    name: Annotated[str, typer.Argument(help="The skill.")],
+    version: Annotated[str, typer.Argument(help="The version to make current.")],
+    *,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Make a version (an optimiser's proposal) current: new jobs get it."""
+    rt = connect_from(address, state_dir)
+    try:
+        spec = rt.promote_skill(name, version)
         OUT.print(f"{spec.name}: version {spec.version} is current", markup=False)
     finally:
         close(rt)
@@ -119,7 +157,7 @@ def skill_history(
     state_dir: StateDir = None,
 ) -> None:
     """What happened to skills: versions applied, rolled back to, files rejected."""
-    rt = _connect(address, state_dir)
+    rt = connect_from(address, state_dir)
     try:
         table = Table("skill", "version", "action", "source", "problems")
         for e in rt.skill_history(name):
@@ -137,7 +175,7 @@ def delete_skill(
     state_dir: StateDir = None,
 ) -> None:
     """Unregister a skill and every version of it (running jobs keep theirs)."""
-    rt = _connect(address, state_dir)
+    rt = connect_from(address, state_dir)
     try:
         info = rt.delete_skill(name)
         OUT.print(f"{info.name}: deleted ({len(info.versions)} versions)", markup=False)
@@ -169,7 +207,7 @@ def ask(
     if not task.strip() and data is None:
         error("give a task, or --input")
         raise typer.Exit(2)
-    rt = _connect(address, state_dir, start_local=True)
+    rt = connect_from(address, state_dir, start_local=True)
     try:
         view = rt if tenant == "default" else rt.as_tenant(tenant)
         handle = view.submit(task, skill=skill, input=data)

@@ -7,6 +7,7 @@ shares none (a real model gets it; the suite shows what the offline stand-in can
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -16,6 +17,7 @@ import ray
 import runtime
 from actors.evals.suites import read_suite
 from protocols import InvalidInput, JobFailed, ScriptedTurn
+from protocols.evals import EvalSuite
 from protocols.skill import SkillSpec
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY
 from tests.support.wire_server import Reply, WireServer
@@ -183,3 +185,44 @@ def test_a_failed_job_leaves_a_lesson_the_next_job_sees_in_its_prompt(rt, api):
     assert rt.delete_lesson("sk-reflect", lesson.id)
     assert rt.lessons("sk-reflect") == []
     assert not rt.delete_lesson("sk-reflect", lesson.id)
+
+
+def _notes_suite() -> EvalSuite:
+    """Eight requests of three notes each; the right answer is in the beta note."""
+    cases = [
+        {"id": f"n{k}", "expect": [{"kind": "contains", "values": [f"{k}22"]}],
+         "task": f"Alpha note: code {k}11. Beta note: code {k}22. Gamma note: code {k}33."}
+        for k in range(1, 9)
+    ]  # fmt: skip
+    return EvalSuite.model_validate({"name": "notes", "cases": cases})
+
+
+def test_an_optimiser_finds_a_planted_better_prompt_and_a_person_promotes_it(rt):
+    """The offline skill answers with the two notes sharing most words with its prompt: the
+    current prompt names alpha and gamma (0 of 8 right); the optimiser (scripted) proposes
+    one prompt naming beta (8 of 8) and one naming gamma (0 of 8)."""
+    planted = {"variants": [
+        {"instructions": "Read the beta note and give its code.", "rationale": "beta"},
+        {"instructions": "Read the gamma note.", "rationale": "gamma"},
+    ]}  # fmt: skip
+    turns = [ScriptedTurn(text=json.dumps(planted))]
+    ray.get(rt.actor("llm/0").configure.remote({"sk-opt-m": runtime.ScriptedModel(turns=turns)}))
+    rt.put_skill(SkillSpec.model_validate({
+        "name": "sk-notes", "version": "1", "description": "Codes from notes.",
+        "execution_mode": "direct",
+        "prompt": {"instructions": "Read the alpha and gamma notes."},
+    }))  # fmt: skip
+    report = rt.optimise_skill("sk-notes", _notes_suite(), variants=2, model="sk-opt-m")
+    assert (report.version, report.baseline_score) == ("1", 0.0)
+    better, worse = report.candidates
+    assert (better.score, better.beats, better.rationale) == (1.0, True, "beta")
+    assert better.p_value == pytest.approx(2 / 256, abs=1e-6)
+    assert (worse.score, worse.beats) == (0.0, False)
+    assert report.best == better.version
+    assert not report.promoted
+    assert rt.skill("sk-notes").version == "1"  # nobody promoted it: still the old prompt
+    assert better.version in rt.skill_history("sk-notes")[-2].version
+    rt.promote_skill("sk-notes", report.best)
+    answer = rt.submit("Alpha note: code 911. Beta note: code 922.", skill="sk-notes").result(60)
+    assert "922" in answer.answer
+    assert [e.action for e in rt.skill_history("sk-notes")][-1] == "promoted"

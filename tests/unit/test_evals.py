@@ -307,3 +307,37 @@ def test_the_example_suites_parse_and_reference_example_skills():
         suite = read_suite(path)
         assert suite.skill is None or suite.skill in skills
         assert json.loads(suite.model_dump_json())["cases"]
+
+
+def test_optimiser_variants_become_named_versions_of_the_skill():
+    from actors.evals.optimise import candidates, optimise_request, parse_variants  # noqa: PLC0415
+    from actors.llm.offline import OfflineProvider  # noqa: PLC0415
+    from protocols.evals import CaseResult, EvalRun, ExpectationScore  # noqa: PLC0415
+    from protocols.skill import SkillSpec  # noqa: PLC0415
+
+    skill = SkillSpec(name="s", version="1.2.0", description="d",
+                      prompt={"instructions": "Answer.", "constraints": ["Be brief."]})  # fmt: skip
+    with pytest.raises(ValueError, match="no 'variants' list"):
+        parse_variants('{"other": 1}', 3)
+    with pytest.raises(ValueError, match="no variant with instructions"):
+        parse_variants('{"variants": [{"instructions": " "}]}', 3)
+    found = parse_variants(
+        '{"variants": [{"instructions": "A."}, {"instructions": "B.", "constraints": ["x"]},'
+        ' {"instructions": "C."}]}',
+        2,
+    )
+    specs = candidates(skill, found, "3f2a")
+    assert [s.version for s in specs] == ["1.2.0.o3f2a1", "1.2.0.o3f2a2"]
+    assert [s.prompt.constraints for s in specs] == [("Be brief.",), ("x",)]
+    miss = CaseResult(case_id="c1", status="failed", score=0.0, answer="no",
+                      expectations=(ExpectationScore(kind="exact", score=0.0, passed=False,
+                                                     detail="got 'no'"),))  # fmt: skip
+    run_ = EvalRun(id="eval-1", suite="s", target="skill:s@1", status="finished",
+                   started_at=1.0, total=1, cases=(miss,))  # fmt: skip
+    request = optimise_request(skill, run_, ("Say yes.",), 2, "default")
+    assert "case c1: answered 'no'; got 'no'" in request.messages[-1].text
+    assert "Lessons:\n- Say yes." in request.messages[-1].text
+    offline = run(OfflineProvider().complete(request)).text
+    assert parse_variants(offline, 2) == [
+        {"instructions": "Answer. Avoid this: got 'no'.", "rationale": "got 'no'"}
+    ]

@@ -257,3 +257,25 @@ def test_the_directory_is_loaded_then_watched(tmp_path):
             await desk.stop()
 
     run(main())
+
+
+def test_a_proposed_version_is_registered_but_not_current_until_promoted(tmp_path):
+    journal = Journal(tmp_path / "journal.sqlite")
+    registry = SkillRegistry(SkillStore(journal.db), clock=_clock())
+    registry.apply(_skill(version="1"))
+    assert registry.propose(_skill(version="1.oab1", instructions="Better.")) is True
+    assert registry.get("summarize").version == "1"
+    assert registry.info("summarize").versions == ("1", "1.oab1")
+    with pytest.raises(SkillNotFound):
+        registry.propose(_skill(name="other"))
+    with pytest.raises(Conflict):
+        registry.propose(_skill(version="1.oab1", instructions="Different."))
+    journal.close()
+    again = Journal(tmp_path / "journal.sqlite")
+    restored = SkillRegistry(SkillStore(again.db), clock=_clock())
+    assert restored.get("summarize").version == "1"  # a proposal survives, still not current
+    assert restored.promote("summarize", "1.oab1").prompt.instructions == "Better."
+    assert restored.get("summarize").version == "1.oab1"
+    assert [e.action for e in restored.history("summarize")] == ["applied", "proposed", "promoted"]
+    assert restored.rollback("summarize").version == "1"  # promotion counts as an activation
+    again.close()
