@@ -96,6 +96,11 @@ def check_output_schema(
     except SchemaError as e:
         where = "/".join(str(p) for p in e.absolute_path) or "<root>"
         raise ValueError(f"{field} is not a valid JSON Schema (at {where}): {e.message}") from None
+    if _combines(schema, "unevaluatedProperties", "patternProperties"):
+        raise ValueError(
+            f"{field} combines unevaluatedProperties with patternProperties, which would be "
+            "matched without a time limit: use additionalProperties"
+        )
     outside = sorted(ref for ref in _references(schema) if not ref.startswith("#"))
     if outside:
         raise ValueError(
@@ -114,6 +119,17 @@ def local_ref(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
     for part in ref[2:].split("/"):
         target = target.get(part, {}) if isinstance(target, dict) else {}
     return target if isinstance(target, dict) else {}
+
+
+def _combines(node: Any, *keywords: str) -> bool:
+    """Whether some (sub)schema of ``node`` has every one of ``keywords``."""
+    if isinstance(node, dict):
+        return all(k in node for k in keywords) or any(
+            _combines(v, *keywords) for v in node.values()
+        )
+    if isinstance(node, list):
+        return any(_combines(v, *keywords) for v in node)
+    return False
 
 
 def _references(node: Any) -> list[str]:

@@ -31,7 +31,7 @@ __all__ = ["EvalDesk", "EvalStore", "Submit", "compare_runs", "summarize"]
 
 log = structlog.get_logger("raytroupe.evals")
 
-Submit = Callable[[EvalCase], Awaitable[str]]
+Submit = Callable[[EvalCase, Budget | None], Awaitable[str]]
 """Starts a case's job (given what budget is left); its id."""
 Wait = Callable[[str], Awaitable[JobResult]]
 """Waits for a job's result."""
@@ -167,7 +167,7 @@ class EvalDesk:
         self,
         suite: EvalSuite,
         target: str,
-        submit: Callable[[EvalCase, Budget | None], Awaitable[str]],
+        submit: Submit,
         wait: Wait,
         *,
         tenant: str,
@@ -231,7 +231,7 @@ class EvalDesk:
         self,
         progress: _Progress,
         suite: EvalSuite,
-        submit: Callable[[EvalCase, Budget | None], Awaitable[str]],
+        submit: Submit,
         wait: Wait,
         concurrency: int,
         budget: Budget | None,
@@ -265,7 +265,7 @@ class EvalDesk:
     async def _case(
         self,
         case: EvalCase,
-        submit: Callable[[EvalCase, Budget | None], Awaitable[str]],
+        submit: Submit,
         wait: Wait,
         left: Budget | None,
         ask: Ask,

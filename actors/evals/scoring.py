@@ -13,10 +13,8 @@ from __future__ import annotations
 import importlib
 import json
 import re
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
-
-from jsonschema import Draft202012Validator
 
 from actors.orchestrator.resolve import load_json
 from actors.skills.gate import field_at, graded
@@ -33,6 +31,7 @@ from protocols.evals import (
     RegexExpect,
     SchemaExpect,
 )
+from protocols.safe_schema import safe_validator
 from protocols.skill import JudgeSpec
 
 __all__ = ["Ask", "score_answer"]
@@ -146,7 +145,7 @@ def _schema(expect: SchemaExpect, value: Any) -> ExpectationScore:
         data = load_json(value) if isinstance(value, str) else value
     except ValueError as e:
         return _fail(expect, str(e))
-    errors = list(Draft202012Validator(expect.schema_).iter_errors(data))
+    errors = list(safe_validator(expect.schema_).iter_errors(data))
     said = "; ".join(
         f"at {'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors[:5]
     )
@@ -190,8 +189,3 @@ def _custom(expect: CustomExpect, value: Any, case: EvalCase) -> ExpectationScor
     if isinstance(said, int | float):
         return _result(expect, float(said), passed=float(said) >= _CUSTOM_PASS)
     return _fail(expect, f"scorer {expect.scorer} returned {type(said).__name__}")
-
-
-def mean(values: Sequence[float]) -> float:
-    """The mean (0 for none)."""
-    return sum(values) / len(values) if values else 0.0

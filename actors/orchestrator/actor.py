@@ -809,10 +809,10 @@ class Orchestrator:
         Raises:
             JobNotFound: no such run (of ``tenant``, when given).
         """
-        self._evals.run(run_id, tenant)  # its tenant may see it
+        run = self._evals.run(run_id, tenant)  # raises for another tenant's run
         if timeout is None or timeout > 0:
             return await self._evals.wait(run_id, timeout)
-        return self._evals.run(run_id, tenant)
+        return run
 
     @_front_desk
     async def eval_runs(self, *, tenant: str | None = None) -> list[EvalRun]:

@@ -29,8 +29,6 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Literal
 
-from jsonschema import Draft202012Validator
-
 from protocols import Budget, ChatMessage, LLMRequest, LLMResponse, ModelError
 from protocols.resolution import (
     Candidate,
@@ -39,6 +37,7 @@ from protocols.resolution import (
     format_candidates,
     normalize,
 )
+from protocols.safe_schema import safe_validator
 
 __all__ = [
     "Ask",
@@ -122,7 +121,7 @@ def gate(
     problems: list[str] = []
     if schema is not None:
         errors = sorted(
-            Draft202012Validator(schema).iter_errors(data),
+            safe_validator(schema).iter_errors(data),
             key=lambda e: list(map(str, e.absolute_path)),
         )
         problems += [

@@ -21,8 +21,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from jsonschema import Draft202012Validator
-
 from actors.orchestrator.resolve import gate_feedback
 from actors.skills.gate import Ask, check_answer
 from actors.skills.reflect import LESSONS_HEADING
@@ -38,6 +36,7 @@ from protocols import (
     TeamSpec,
 )
 from protocols.quality import QualityReport
+from protocols.safe_schema import safe_validator
 from protocols.skill import SkillSpec, compose_prompt
 
 __all__ = [
@@ -119,7 +118,7 @@ def check_input(skill: SkillSpec, data: Any) -> None:
             fields=["input"],
         )
     errors = sorted(
-        Draft202012Validator(skill.input_schema).iter_errors(data),
+        safe_validator(skill.input_schema).iter_errors(data),
         key=lambda e: list(map(str, e.absolute_path)),
     )
     if errors:

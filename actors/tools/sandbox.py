@@ -22,7 +22,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, assert_never
 
 import structlog
-from jsonschema import Draft202012Validator
 
 from actors.endpoint import RouterClient, TakesBatches, expected, serve_envelope
 from actors.outbound import Outbound
@@ -53,6 +52,7 @@ from protocols import (
     TroupeError,
     orchestrator_address,
 )
+from protocols.safe_schema import safe_validator
 
 __all__ = ["DELEGATE", "HANDOFF", "ToolSandbox", "ToolsConfig"]
 
@@ -338,7 +338,7 @@ class ToolSandbox(TakesBatches):
         if isinstance(data, ToolResult):  # an MCP source answers with a whole result
             return data.model_copy(update={"metadata": {**data.metadata, "attempt": attempt}})
         if definition.output_schema is not None:
-            errors = list(Draft202012Validator(definition.output_schema).iter_errors(data))
+            errors = list(safe_validator(definition.output_schema).iter_errors(data))
             if errors:
                 return _failure(ToolError(f"output does not match its schema: {errors[0].message}"))
         text = json.dumps(data, default=str)

@@ -15,6 +15,7 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from protocols import ConfigError, InvalidArguments
+from protocols.safe_schema import safe_validator
 
 __all__ = ["check_schema", "coerce", "validate_arguments"]
 
@@ -111,11 +112,11 @@ def _coerce_alternatives(value: Any, alternatives: list[dict[str, Any]]) -> Any:
     A value valid for one as it is stays unchanged; alternatives with a ``$ref`` are skipped.
     """
     checkable = [a for a in alternatives if "$ref" not in json.dumps(a)]
-    if any(Draft202012Validator(a).is_valid(value) for a in checkable):
+    if any(safe_validator(a).is_valid(value) for a in checkable):
         return value
     for alternative in checkable:
         converted = coerce(value, alternative)
-        if Draft202012Validator(alternative).is_valid(converted):
+        if safe_validator(alternative).is_valid(converted):
             return converted
     return value
 
@@ -126,7 +127,7 @@ def validate_arguments(arguments: Any, schema: dict[str, Any], *, tool: str) -> 
     Raises:
         InvalidArguments: still invalid; ``detail['errors']`` lists ``{path, message}``.
     """
-    validator = Draft202012Validator(schema)
+    validator = safe_validator(schema)
     if isinstance(arguments, str):
         arguments = coerce(arguments, {"type": "object"})
     if not list(validator.iter_errors(arguments)):

@@ -8,7 +8,6 @@ shares none (a real model gets it; the suite shows what the offline stand-in can
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ from actors.evals.suites import read_suite
 from protocols import InvalidInput, JobFailed, ScriptedTurn
 from protocols.evals import EvalSuite
 from protocols.skill import SkillSpec
-from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY
+from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, finished
 from tests.support.wire_server import Reply, WireServer
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -133,10 +132,7 @@ def test_people_give_feedback_on_finished_jobs(rt, api, skills):
     with api.client(USER_KEY) as user, api.client(OTHER_KEY) as other:
         job_id = user.post("/v1/jobs", json={"task": "Negative: late.", "skill": "sentiment"})
         job_id = job_id.json()["id"]
-        deadline = time.monotonic() + 60
-        while user.get(f"/v1/jobs/{job_id}").json()["result"] is None:
-            assert time.monotonic() < deadline
-            time.sleep(0.1)
+        assert finished(user, job_id)["result"] is not None
         posted = user.post(f"/v1/jobs/{job_id}/feedback", json={"score": 0.9, "comment": "ok"})
         assert posted.status_code == 201, posted.text
         assert posted.json()["by"] == "acme-user"

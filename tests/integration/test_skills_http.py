@@ -7,13 +7,12 @@ registered team), and ``skillful`` (may run the skills sentiment and summarize, 
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import pytest
 
 import runtime
-from tests.support.http_api import ADMIN_KEY, BLUE_KEY, SKILL_KEY, USER_KEY
+from tests.support.http_api import ADMIN_KEY, BLUE_KEY, SKILL_KEY, USER_KEY, finished
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 PROBLEM = "application/problem+json"
@@ -39,16 +38,6 @@ def examples(rt, api):
     rt.put_team(runtime.Team.from_yaml(EXAMPLES / "teams" / "research.yaml").spec())
     for path in sorted((EXAMPLES / "skills").iterdir()):
         rt.put_skill(path)
-
-
-def _result(client, job_id, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        view = client.get(f"/v1/jobs/{job_id}").json()
-        if view["result"] is not None:
-            return view["result"]
-        time.sleep(0.2)
-    raise AssertionError(f"job {job_id} did not finish in {timeout} s")
 
 
 def test_admins_register_skills_as_yaml_and_versions_are_immutable(api):
@@ -137,7 +126,7 @@ def test_a_skill_job_over_http_checks_its_input_and_answers_in_the_standard_shap
         bill = {"text": "Invoice INV-9: 99.90 EUR due 2025-01-31."}
         accepted = user.post("/v1/jobs", json={"skill": "invoice-fields", "input": bill})
         assert accepted.status_code == 202, accepted.text
-        result = _result(user, accepted.json()["id"])
+        result = finished(user, accepted.json()["id"])["result"]
         out = result["output"]
         assert (out["skill"], out["version"], result["status"]) == (
             "invoice-fields",
@@ -156,7 +145,7 @@ def test_a_job_naming_nothing_is_routed_over_http(api, examples):
         review = "Label this app store review as positive, negative or neutral: 'love it'."
         accepted = tenant.post("/v1/jobs", json={"task": review})
         assert accepted.status_code == 202, accepted.text
-        result = _result(tenant, accepted.json()["id"])
+        result = finished(tenant, accepted.json()["id"])["result"]
         assert result["route"]["target"] == "sentiment"
         assert result["route"]["kind"] == "skill"
         assert result["output"]["skill"] == "sentiment"

@@ -86,3 +86,12 @@ def deploy() -> Api:
             pass
         time.sleep(0.2)
     raise RuntimeError(f"the HTTP application at {url} never became ready")
+
+
+def finished(client: httpx.Client, job_id: str) -> dict[str, object]:
+    """The job's view once it has finished: its event stream is read to its last event."""
+    with client.stream("GET", f"/v1/jobs/{job_id}/events") as stream:
+        for _ in stream.iter_lines():  # the stream ends after the job's last event
+            pass
+    view: dict[str, object] = client.get(f"/v1/jobs/{job_id}").json()
+    return view

@@ -1,7 +1,6 @@
 """A skill's quality gate, the gate loop, the output standardizer and the offline shaped answers."""
 
 import json
-import time
 
 import pytest
 from wiring import run
@@ -110,11 +109,9 @@ def test_regex_rules_match_and_must_not_match_with_a_time_limit():
     assert report.problems == ["numbers start INV-", "the answer matches '(?i)lorem'"]
     # a catastrophic pattern against a model's crafted text stops at the time limit
     slow = _skill(quality_gate={"regex": [{"pattern": r"^(a|aa)+$"}]})
-    started = time.monotonic()
     report = _check(slow, "a" * 60 + "!")
     assert not report.passed
     assert "took over" in report.problems[0]
-    assert time.monotonic() - started < 30  # bounded by the 0.2 s limit, not exponential
 
 
 def reject_short(data):
