@@ -36,7 +36,7 @@ from ray.cluster_utils import Cluster
 
 import runtime
 from actors.ray_handles import NAMESPACE
-from runtime.driver import _stay_on_loopback
+from runtime.joining import stay_on_loopback
 
 KS = (1, 2, 3)
 WORKERS = 2
@@ -118,7 +118,7 @@ def _team() -> runtime.Team:
 
 def _measure(k: int, n: int, rounds: int, calls: int) -> tuple[dict[str, float], float, float]:
     """CPU ms per subtask by process, the raw call's CPU ms, and the jobs' wall seconds."""
-    _stay_on_loopback()
+    stay_on_loopback()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     cluster = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0})
     try:

@@ -23,6 +23,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from deployments.access import Admin, Caller, NotAdmin, visible_teams
 from deployments.config import APIConfig
 from deployments.evals_api import eval_routes
+from deployments.experiments_api import experiment_routes
 from deployments.guard import request_id_of
 from deployments.openai_compat import openai_routes
 from deployments.problems import problem, troupe_problem
@@ -158,6 +159,7 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app.include_router(_teams(client))
     app.include_router(skill_routes(client))
     app.include_router(eval_routes(client))
+    app.include_router(experiment_routes(client))
     app.include_router(_policies(client))
     app.include_router(_ops(client))
     app.include_router(openai_routes(client, config))

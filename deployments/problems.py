@@ -20,6 +20,7 @@ _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.TEAM_NOT_FOUND: 404,
     ErrorCode.SKILL_NOT_FOUND: 404,
     ErrorCode.AGENT_NOT_FOUND: 404,
+    ErrorCode.EXPERIMENT_NOT_FOUND: 404,
     ErrorCode.JOB_NOT_FOUND: 404,
     ErrorCode.CONFLICT: 409,
     ErrorCode.BUDGET_EXCEEDED: 402,

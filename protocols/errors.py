@@ -69,6 +69,7 @@ __all__ = [
     "DeadlineExceeded",
     "DeliveryError",
     "ErrorCode",
+    "ExperimentNotFound",
     "Forbidden",
     "HopLimitExceeded",
     "InvalidAddress",
@@ -150,6 +151,7 @@ class ErrorCode(StrEnum):
     TEAM_NOT_FOUND = "team_not_found"
     SKILL_NOT_FOUND = "skill_not_found"
     AGENT_NOT_FOUND = "agent_not_found"
+    EXPERIMENT_NOT_FOUND = "experiment_not_found"
     CONFLICT = "conflict"
     FORBIDDEN = "forbidden"
     UNPRICED_MODEL = "unpriced_model"
@@ -224,6 +226,12 @@ class AgentNotFound(ConfigError):
     """No registered team has an agent of that name."""
 
     code = ErrorCode.AGENT_NOT_FOUND
+
+
+class ExperimentNotFound(ConfigError):
+    """No A/B experiment is named that."""
+
+    code = ErrorCode.EXPERIMENT_NOT_FOUND
 
 
 class Conflict(InvalidInput):

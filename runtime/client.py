@@ -55,6 +55,7 @@ from protocols import (
     UsageRow,
 )
 from protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
+from protocols.experiments import ExperimentInfo, ExperimentSpec
 from protocols.intent import IntentConfig
 
 __all__ = ["SystemClient"]
@@ -328,6 +329,27 @@ class SystemClient:
             budget=budget, promote=promote,
         )  # fmt: skip
         result: OptimisationReport = await _call(ref)
+        return result
+
+    async def start_experiment(self, spec: ExperimentSpec) -> ExperimentInfo:
+        """Start an A/B experiment on a skill's live traffic."""
+        result: ExperimentInfo = await _call(self._orchestrator.start_experiment.remote(spec))
+        return result
+
+    async def experiment(self, name: str) -> ExperimentInfo:
+        """An experiment with each arm's figures (and the decision, once made)."""
+        result: ExperimentInfo = await _call(self._orchestrator.experiment.remote(name))
+        return result
+
+    async def experiments(self) -> list[ExperimentInfo]:
+        """Every experiment, oldest first."""
+        result: list[ExperimentInfo] = await _call(self._orchestrator.experiments.remote())
+        return result
+
+    async def stop_experiment(self, name: str, *, by: str = "api") -> ExperimentInfo:
+        """End a running experiment without a verdict."""
+        ref = self._orchestrator.stop_experiment.remote(name, by=by)
+        result: ExperimentInfo = await _call(ref)
         return result
 
     async def promote_skill(self, name: str, version: str, *, source: str = "api") -> SkillSpec:

@@ -11,7 +11,6 @@ from typing import Any, Self, TypeVar
 
 import ray
 from pydantic import BaseModel
-from ray._private import ray_constants  # see _stay_on_loopback
 
 from actors.llm.config import LLMConfig
 from actors.memory.config import MemoryConfig
@@ -41,11 +40,13 @@ from protocols import (
     UsageRow,
 )
 from protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
+from protocols.experiments import ExperimentInfo, ExperimentSpec
 from protocols.intent import IntentConfig
 from runtime.blocking import Portal
 from runtime.client import SystemClient
 from runtime.config import Team
 from runtime.handle import JobHandle
+from runtime.joining import prepare_join, stay_on_loopback
 from runtime.logging import configure_logging
 from runtime.tenant import TenantView
 
@@ -204,6 +205,32 @@ class Runtime:
     def promote_skill(self, name: str, version: str) -> SkillSpec:
         """Make a registered version (an optimiser's proposal) the current one."""
         return self._run(self.client.promote_skill(name, version, source="driver"))
+
+    def start_experiment(self, spec: ExperimentSpec | Mapping[str, Any]) -> ExperimentInfo:
+        """Split a skill's live traffic between versions until the stated test decides.
+
+        Jobs asking for the skill by name go to an arm by a hash of their id (see
+        :mod:`actors.evals.experiments`); ``name@version`` jobs are left as they are.
+
+        Raises:
+            SkillNotFound: the skill or an arm's version is not registered.
+            Conflict: the name is taken, or the skill has a running experiment.
+        """
+        if not isinstance(spec, ExperimentSpec):
+            spec = ExperimentSpec.model_validate(spec)
+        return self._run(self.client.start_experiment(spec))
+
+    def experiment(self, name: str) -> ExperimentInfo:
+        """An experiment with each arm's figures (and the decision, once made)."""
+        return self._run(self.client.experiment(name))
+
+    def experiments(self) -> list[ExperimentInfo]:
+        """Every experiment, oldest first."""
+        return self._run(self.client.experiments())
+
+    def stop_experiment(self, name: str) -> ExperimentInfo:
+        """End a running experiment without a verdict; new jobs run the current version."""
+        return self._run(self.client.stop_experiment(name, by="driver"))
 
     def eval_run(self, run_id: str) -> EvalRun:
         """An eval run, with every case's result."""
@@ -369,18 +396,6 @@ class Runtime:
             ray.shutdown()
 
 
-def _stay_on_loopback() -> None:
-    """Make a local Ray listen on 127.0.0.1 only, as a single-machine instance.
-
-    Ray reads ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER`` when it is imported: the processes it
-    starts read the variable, this process (which imported Ray already) the constant. Measured
-    here: with both set no Ray process listens on another interface; with only one, several do.
-    """
-    os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
-    if os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] == "0":
-        ray_constants.ENABLE_RAY_CLUSTER = False
-
-
 def _models(llm: ModelSpec | Mapping[str, ModelSpec] | None) -> dict[str, ModelSpec] | None:
     if llm is None:
         return None
@@ -466,7 +481,7 @@ def connect(
             except ConnectionError:
                 target = "local"
         if target == "local":
-            _stay_on_loopback()
+            stay_on_loopback()
             ray.init(
                 address="local",  # a new Ray even when another one runs on this machine
                 namespace=NAMESPACE,
@@ -475,6 +490,7 @@ def connect(
                 log_to_driver=False,
             )
         elif target is not None:
+            prepare_join(target)
             ray.init(address=target, namespace=NAMESPACE)
     client = SystemClient.start(
         _models(llm),

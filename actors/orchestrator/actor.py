@@ -11,19 +11,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import time
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, TypeVar, assert_never, cast
+from typing import Any, assert_never, cast
 
 import structlog
 from pydantic import ValidationError
 
 from actors.endpoint import RouterClient, serve_envelope
-from actors.evals.desk import EvalDesk, EvalStore, compare_runs
-from actors.evals.optimise import candidates, optimise_request, parse_variants
+from actors.evals.desk import EvalDesk, EvalStore
+from actors.evals.experiments import Assignment, ExperimentDesk, ExperimentStore
 from actors.orchestrator.admission import (
     InlineTeams,
     PolicyBook,
@@ -31,10 +30,10 @@ from actors.orchestrator.admission import (
     admit_budget,
     admit_inline,
     admit_registered,
-    admit_suite,
 )
 from actors.orchestrator.approvals import ApprovalDesk
 from actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
+from actors.orchestrator.evolution import Evolution
 from actors.orchestrator.intent import TeamChooser, pool_asker
 from actors.orchestrator.jobs import (
     Job,
@@ -44,10 +43,9 @@ from actors.orchestrator.jobs import (
 )
 from actors.orchestrator.journal import Journal
 from actors.orchestrator.runner import JobRunner
-from actors.orchestrator.shards import Admitted, OrchestratorPeers, new_job_id
+from actors.orchestrator.shards import Admitted, OrchestratorPeers, front_desk, new_job_id
 from actors.skills.config import SkillsConfig
 from actors.skills.desk import SkillDesk
-from actors.skills.reflect import lesson_tags
 from actors.skills.registry import SkillStore
 from actors.skills.routing import routing_config
 from actors.skills.run import check_input, skill_team
@@ -71,23 +69,12 @@ from protocols import (
     JobResult,
     JobStatus,
     LLMDeltas,
-    MemoryHits,
-    MemoryQuery,
-    ModelError,
     SkillNotFound,
     TeamSpec,
     TenantPolicy,
     TroupeError,
     job_shard,
     with_files,
-)
-from protocols.evals import (
-    Candidate,
-    EvalCase,
-    EvalComparison,
-    EvalRun,
-    EvalSuite,
-    OptimisationReport,
 )
 from protocols.intent import IntentChoice, IntentConfig
 from protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
@@ -96,25 +83,8 @@ __all__ = ["Orchestrator", "TeamProvisioner"]
 
 log = structlog.get_logger("raytroupe.orchestrator")
 
-T = TypeVar("T")
 
-
-def _front_desk(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """A method of the front desk (shard 0): teams and policies have one keeper."""
-
-    @functools.wraps(method)
-    async def only_there(self: Orchestrator, *args: Any, **kwargs: Any) -> T:
-        if self._shard != 0:
-            raise InvalidInput(
-                f"teams and policies are kept by orchestrator/0, not /{self._shard}",
-                method=method.__name__,
-            )
-        return await method(self, *args, **kwargs)
-
-    return only_there
-
-
-class Orchestrator:
+class Orchestrator(Evolution):
     """Runs jobs. A plain class; Ray makes it the ``orchestrator`` actor.
 
     Args:
@@ -180,6 +150,15 @@ class Orchestrator:
             EvalStore(journal.db) if journal is not None else None,
             lambda run_id, tenant: pool_asker(self._router, run_id, tenant),
         )
+        self._measures = (
+            ExperimentStore(journal.db) if journal is not None else ExperimentStore.in_memory()
+        )
+        self._experiments = ExperimentDesk(
+            self._measures,
+            self._skills.registry,
+            journal.known if journal is not None else self._known,
+            shared=journal is not None or self._shards == 1,
+        )
         self._runner = JobRunner(
             self._router,
             lambda job: self._provisioner.provision(self._team_of(job)),
@@ -205,6 +184,7 @@ class Orchestrator:
         await self._resume()
         if self._shard == 0:
             await self._skills.start()
+            await self._experiments.start_checking()
 
     async def _resume(self) -> None:
         if self._journal_at is None:
@@ -225,6 +205,7 @@ class Orchestrator:
     async def on_stop(self) -> None:
         """Stop running jobs (the journal resumes them in the next process) and close it."""
         await self._skills.stop()
+        await self._experiments.stop_checking()
         for task in list(self._tasks):
             task.cancel()
         if self._journal is not None:
@@ -234,6 +215,22 @@ class Orchestrator:
         runner = job.runner = asyncio.create_task(self._runner.run(job))
         self._tasks.add(runner)
         runner.add_done_callback(self._tasks.discard)
+        if job.skill is not None:
+            runner.add_done_callback(lambda _: self._measured(job))
+
+    def _known(self, job_id: str) -> tuple[bool, JobResult | None]:
+        """(whether this shard knows the job, its result if it has one): without a journal."""
+        job = self._jobs.get(job_id)
+        return (False, None) if job is None else (True, job.result)
+
+    def _measured(self, job: Job) -> None:
+        """Record a finished skill job's outcome, should an experiment have assigned it."""
+        if job.result is None:  # stopped with its process: the next one resumes it
+            return
+        try:
+            self._measures.outcome(job.result)
+        except TroupeError as exc:  # the job stands; its experiment is a job short
+            log.warning("experiment_outcome_not_recorded", job_id=job.id, code=exc.code.value)
 
     async def shard(self) -> tuple[int, int]:
         """Which shard this is, and of how many."""
@@ -301,7 +298,7 @@ class Orchestrator:
             teams = {
                 k: admit_inline(t, tenant, policy_name, policy) for k, t in (teams or {}).items()
             }
-        spec, named, route = await self._skill_for(
+        spec, named, route, arm = await self._skill_for(
             job_id, full_task, tenant=tenant, admin=admin, skill=skill, input=input,
             routed=team is None and intent is None and not teams,
         )  # fmt: skip
@@ -333,10 +330,7 @@ class Orchestrator:
             skill=spec,
             input=input,
         )
-        if owner == self._shard:
-            await self._adopt(admitted)
-        else:
-            await self._other().adopt(owner, admitted)
+        await self._hand_off(owner, admitted, arm)
         log.info(
             "job_submitted",
             job_id=job_id,
@@ -346,6 +340,24 @@ class Orchestrator:
             shard=owner,
         )
         return job_id
+
+    async def _hand_off(self, owner: int, admitted: Admitted, arm: Assignment | None) -> None:
+        """Start an admitted job on its shard, counted in its experiment (if any) first.
+
+        The assignment is written before the job can finish (its outcome updates it) and
+        dropped again if the job could not be started.
+        """
+        if arm is not None:
+            self._experiments.record(admitted.id, arm)
+        try:
+            if owner == self._shard:
+                await self._adopt(admitted)
+            else:
+                await self._other().adopt(owner, admitted)
+        except BaseException:
+            if arm is not None:
+                self._experiments.forget(admitted.id)
+            raise
 
     async def adopt(self, job: Admitted) -> None:
         """Journal and run a job the front desk admitted for this shard.
@@ -559,6 +571,8 @@ class Orchestrator:
         job.feedback.append(given)
         if self._journal is not None:
             self._journal.feedback(job_id, given)
+        if job.skill is not None:
+            self._measures.feedback(job_id, given.score)
         log.info("job_feedback", job_id=job_id, score=score, by=by)
         return given
 
@@ -579,17 +593,17 @@ class Orchestrator:
 
     # -- tenant policies ------------------------------------------------------------------
 
-    @_front_desk
+    @front_desk
     async def policy(self, tenant: str) -> TenantPolicy:
         """The policy that binds ``tenant`` (its own, else the default)."""
         return self._policies.policy(tenant)[1]
 
-    @_front_desk
+    @front_desk
     async def policies(self) -> dict[str, TenantPolicy]:
         """Every policy set, by tenant (``*``: the default for tenants without one)."""
         return self._policies.all()
 
-    @_front_desk
+    @front_desk
     async def put_policy(self, tenant: str, policy: TenantPolicy | None) -> None:
         """Set the policy of ``tenant`` (``*``: the default); None drops it. Journaled."""
         self._policies.put(tenant, policy)
@@ -624,222 +638,50 @@ class Orchestrator:
 
     # -- teams registered at run time ---------------------------------------------------------
 
-    @_front_desk
+    @front_desk
     async def teams(self) -> dict[str, TeamSpec]:
         """Every registered team, by name."""
         return self._catalog.teams()
 
-    @_front_desk
+    @front_desk
     async def team(self, name: str) -> TeamSpec:
         """The team registered as ``name`` (raises ``TeamNotFound``)."""
         return self._catalog.team(name)
 
-    @_front_desk
+    @front_desk
     async def put_team(self, team: TeamSpec, *, create: bool = False) -> bool:
         """Register or hot-update a team; True if new. See :meth:`TeamCatalog.put`."""
         return await self._catalog.put(team, create=create)
 
-    @_front_desk
+    @front_desk
     async def delete_team(self, name: str) -> TeamSpec:
         """Unregister a team and stop its agents. See :meth:`TeamCatalog.delete`."""
         return await self._catalog.delete(name)
 
-    @_front_desk
+    @front_desk
     async def agents(self) -> list[AgentInfo]:
         """Every agent of every registered team."""
         return self._catalog.agents()
 
-    @_front_desk
+    @front_desk
     async def put_agent(self, team: str, agent: AgentSpec, *, create: bool = False) -> bool:
         """Add or hot-update one agent of a team. See :meth:`TeamCatalog.put_agent`."""
         return await self._catalog.put_agent(team, agent, create=create)
 
-    @_front_desk
+    @front_desk
     async def delete_agent(self, name: str) -> AgentInfo:
         """Remove one agent from its team. See :meth:`TeamCatalog.delete_agent`."""
         return await self._catalog.delete_agent(name)
 
-    # -- evaluation (the front desk runs suites) -------------------------------------------
-
-    @_front_desk
-    async def start_eval(
-        self,
-        suite: EvalSuite,
-        *,
-        skill: str | None = None,
-        team: str | None = None,
-        tenant: str = "default",
-        admin: bool = True,
-        concurrency: int = 4,
-        budget: Budget | None = None,
-    ) -> str:
-        """Run ``suite``'s cases as jobs of ``skill`` (default: the suite's) or ``team``.
-
-        The skill's version is fixed when the run starts (``name@version``), so every case
-        runs the same one. Returns the run's id; the run goes on in the background.
-
-        Raises:
-            InvalidInput: neither a skill nor a team (and the suite names no skill), or
-                both; ``concurrency`` out of 1-64.
-            SkillNotFound, TeamNotFound, Forbidden: as :meth:`submit` would raise.
-        """
-        skill = skill or (None if team else suite.skill)
-        if (skill is None) == (team is None):
-            raise InvalidInput("an eval runs a skill or a team (one of them)", field="skill")
-        policy_name, policy = self._policies.policy(tenant)
-        if not admin:
-            admit_suite(suite, policy_name, policy)
-        ref = None
-        if skill is not None:
-            ref = self._skills.resolve(skill, policy_name, None if admin else policy).ref
-        elif not admin:
-            admit_registered(team or "", policy_name, policy)
-        target = f"skill:{ref}" if ref else f"team:{team}"
-
-        async def submit(case: EvalCase, left: Budget | None) -> str:
-            return await self.submit(case.task, team, tenant=tenant, admin=admin, skill=ref,
-                                     input=case.input, budget=left)  # fmt: skip
-
-        async def wait(job_id: str) -> JobResult:
-            result = await self.wait(job_id, None)
-            if result is None:  # pragma: no cover - wait(None) returns only with a result
-                raise JobNotFound(f"job {job_id} has no result", job_id=job_id)
-            return result
-
-        return self._evals.start(suite, target, submit, wait, tenant=tenant,
-                                 concurrency=concurrency, budget=budget)  # fmt: skip
-
-    @_front_desk
-    async def optimise_skill(
-        self,
-        name: str,
-        suite: EvalSuite,
-        *,
-        variants: int = 3,
-        model: str = "default",
-        concurrency: int = 4,
-        budget: Budget | None = None,
-        promote: bool = False,
-        source: str = "optimiser",
-    ) -> OptimisationReport:
-        """Propose better prompts for skill ``name`` and prove them on ``suite``.
-
-        Runs the current version on the suite, asks the optimiser model for ``variants``
-        (from the failures and the skill's lessons), registers each as a proposed version,
-        runs each on the suite and compares it with the current one (see
-        :mod:`actors.evals.optimise`). With ``promote``, the best variant that beats the
-        current version becomes current. Waits for every run.
-
-        Raises:
-            SkillNotFound: no such skill.
-            ModelError: the optimiser's answer holds no usable variant.
-        """
-        skill = self._skills.registry.get(name)
-        base = await self._finished(
-            await self.start_eval(suite, skill=skill.ref, concurrency=concurrency, budget=budget)
-        )
-        ask = pool_asker(self._router, base.id, "default")
-        lessons = await self._skill_lessons(skill, suite)
-        answer = await ask(optimise_request(skill, base, lessons, variants, model))
-        try:
-            proposals = parse_variants(answer.text, variants)
-        except ValueError as exc:
-            raise ModelError(f"optimiser: {exc}", answer=answer.text[:2000]) from None
-        found = []
-        for spec, proposal in zip(
-            candidates(skill, proposals, base.id[-4:]), proposals, strict=True
-        ):
-            self._skills.registry.propose(await self._skills.runnable(spec), source=source)
-            run = await self._finished(
-                await self.start_eval(suite, skill=spec.ref, concurrency=concurrency, budget=budget)
-            )
-            compared = compare_runs(base, run)
-            found.append(Candidate(
-                version=spec.version, run=run.id, score=run.score,
-                mean_diff=compared.mean_diff, p_value=compared.p_value,
-                beats=compared.mean_diff > 0 and compared.significant,
-                instructions=spec.prompt.instructions,
-                rationale=str(proposal.get("rationale", "")),
-            ))  # fmt: skip
-        winners = sorted((c for c in found if c.beats), key=lambda c: -c.score)
-        best = winners[0].version if winners else None
-        if promote and best is not None:
-            self._skills.registry.promote(name, best, source=source)
-        log.info("skill_optimised", skill=name, best=best, promoted=promote and bool(best))
-        return OptimisationReport(
-            skill=name, version=skill.version, suite=suite.name, baseline_run=base.id,
-            baseline_score=base.score, candidates=tuple(found), best=best,
-            promoted=promote and best is not None,
-        )  # fmt: skip
-
-    @_front_desk
-    async def promote_skill(self, name: str, version: str, *, source: str = "api") -> SkillSpec:
-        """Make a registered version (an optimiser's proposal) the current one.
-
-        Raises:
-            SkillNotFound: no such skill or version.
-        """
-        return self._skills.registry.promote(name, version, source=source)
-
-    async def _finished(self, run_id: str) -> EvalRun:
-        return await self._evals.wait(run_id, None)
-
-    async def _skill_lessons(self, skill: SkillSpec, suite: EvalSuite) -> tuple[str, ...]:
-        """The skill's lessons (of the default tenant) closest to the suite's requests."""
-        text = " ".join(c.task for c in suite.cases[:20])[:2000] or skill.description
-        query = MemoryQuery(query=text, k=10, tags=lesson_tags(skill.name))
-        message = AgentMessage(sender="orchestrator", recipient="memory", tenant="default",
-                               payload=query)  # fmt: skip
-        try:
-            reply = await self._router.request(message)
-        except TroupeError:
-            return ()
-        return (
-            tuple(h.text for h in reply.payload.hits)
-            if isinstance(reply.payload, MemoryHits)
-            else ()
-        )
-
-    @_front_desk
-    async def eval_run(
-        self, run_id: str, timeout: float | None = 0.0, *, tenant: str | None = None
-    ) -> EvalRun:
-        """An eval run as it stands; with ``timeout``, once it finished (or that long).
-
-        Raises:
-            JobNotFound: no such run (of ``tenant``, when given).
-        """
-        run = self._evals.run(run_id, tenant)  # raises for another tenant's run
-        if timeout is None or timeout > 0:
-            return await self._evals.wait(run_id, timeout)
-        return run
-
-    @_front_desk
-    async def eval_runs(self, *, tenant: str | None = None) -> list[EvalRun]:
-        """Eval runs (of ``tenant``, or all), oldest first, without their cases."""
-        return self._evals.runs(tenant)
-
-    @_front_desk
-    async def compare_evals(
-        self, base: str, other: str, *, tenant: str | None = None
-    ) -> EvalComparison:
-        """Two runs of one suite, case by case, with a paired significance test.
-
-        Raises:
-            JobNotFound: a run that does not exist (of ``tenant``).
-            InvalidInput: runs of different suites.
-        """
-        return compare_runs(self._evals.run(base, tenant), self._evals.run(other, tenant))
-
     # -- skills (the front desk keeps them) -------------------------------------------------
 
-    @_front_desk
+    @front_desk
     async def skills(self, *, tenant: str | None = None) -> list[SkillInfo]:
         """Registered skills (for ``tenant``: those its policy lets it run), by name."""
         allowed = None if tenant is None else self._policies.policy(tenant)[1]
         return [self._skills.registry.info(s.name) for s in self._skills.visible(allowed)]
 
-    @_front_desk
+    @front_desk
     async def skill(
         self, name: str, version: str | None = None, *, tenant: str | None = None
     ) -> SkillSpec:
@@ -854,17 +696,17 @@ class Orchestrator:
                 raise SkillNotFound(f"no skill is registered as {name!r}", skill=name)
         return self._skills.registry.get(name, version)
 
-    @_front_desk
+    @front_desk
     async def skill_history(self, name: str | None = None) -> list[SkillEvent]:
         """What happened to skills (one, or all), oldest first."""
         return self._skills.registry.history(name)
 
-    @_front_desk
+    @front_desk
     async def skill_problems(self) -> list[SkillProblemInfo]:
         """Skill files of the watched directory that could not be loaded."""
         return self._skills.registry.problems()
 
-    @_front_desk
+    @front_desk
     async def put_skill(self, spec: SkillSpec, *, source: str = "api") -> bool:
         """Check and register ``spec`` as its skill's current version; True if it is new.
 
@@ -875,7 +717,7 @@ class Orchestrator:
         """
         return await self._skills.apply(spec, source=source)
 
-    @_front_desk
+    @front_desk
     async def rollback_skill(
         self, name: str, version: str | None = None, *, source: str = "api"
     ) -> SkillSpec:
@@ -887,13 +729,14 @@ class Orchestrator:
         """
         return self._skills.registry.rollback(name, version, source=source)
 
-    @_front_desk
+    @front_desk
     async def delete_skill(self, name: str, *, source: str = "api") -> SkillInfo:
         """Unregister a skill and every version of it (running jobs keep theirs).
 
         Raises:
             SkillNotFound: no such skill.
         """
+        self._experiments.stop_skill(name, by=f"skill deleted ({source})")
         return self._skills.registry.delete(name, source=source)
 
     # -- helpers --------------------------------------------------------------------------------
@@ -924,24 +767,30 @@ class Orchestrator:
         skill: str | None,
         input: Any,  # noqa: A002 - as submit names it
         routed: bool,
-    ) -> tuple[SkillSpec | None, TeamSpec | str | None, IntentChoice | None]:
-        """(skill, its team or the routed team, route) of a job.
+    ) -> tuple[SkillSpec | None, TeamSpec | str | None, IntentChoice | None, Assignment | None]:
+        """(skill, its team or the routed team, route, experiment arm) of a job.
 
         What ``skill`` names, or, if ``routed`` (the job names nothing), what the intent
-        cascade chooses.
+        cascade chooses; a skill asked for by name runs the version a running experiment on
+        it chooses for the job (not yet recorded: the job has still to be admitted).
         """
         policy_name, policy = self._policies.policy(tenant)
         spec: SkillSpec | None = None
         team: TeamSpec | str | None = None
         route: IntentChoice | None = None
+        arm: Assignment | None = None
         if skill is not None:
             spec = self._skills.resolve(skill, policy_name, None if admin else policy)
         elif routed:
             spec, team, route = await self._route(job_id, task, tenant, None if admin else policy)
+        if spec is not None and (skill is None or "@" not in skill):  # a version named stays
+            arm = self._experiments.choose(spec.name, tenant, job_id)
+            if arm is not None:
+                spec = self._skills.registry.get(spec.name, arm.version)
         if spec is not None:
             check_input(spec, input)
             team = spec.team or skill_team(spec)
-        return spec, team, route
+        return spec, team, route, arm
 
     async def _route(
         self, job_id: str, task: str, tenant: str, allowed: TenantPolicy | None

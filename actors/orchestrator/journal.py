@@ -201,6 +201,13 @@ class Journal:
             return None
         return TeamSpec.model_validate_json(row[0]), row[1], JobResult.model_validate_json(row[2])
 
+    def known(self, job_id: str) -> tuple[bool, JobResult | None]:
+        """(whether the job is journaled, its result if it has one)."""
+        row = first(self._db.execute("SELECT result FROM jobs WHERE id = ?", (job_id,)))
+        if row is None:
+            return False, None
+        return True, JobResult.model_validate_json(row[0]) if row[0] is not None else None
+
     def unfinished(self, owns: Callable[[str], bool] = lambda _: True) -> list[Unfinished]:
         """Every job without a result, oldest first, with its plan and finished subtasks.
 

@@ -10,14 +10,18 @@ only. Clients ask a job's owner directly; any other shard passes the question on
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from protocols import Budget, ImagePart, TeamSpec, new_id
+from protocols import Budget, ImagePart, InvalidInput, TeamSpec, new_id
 from protocols.intent import IntentChoice
 from protocols.skill import SkillSpec
 
-__all__ = ["Admitted", "OrchestratorPeers", "new_job_id"]
+__all__ = ["Admitted", "OrchestratorPeers", "front_desk", "new_job_id"]
+
+T = TypeVar("T")
 
 
 def new_job_id(shard: int) -> str:
@@ -54,3 +58,18 @@ class OrchestratorPeers(Protocol):
     async def ask(self, shard: int, method: str, *args: Any, **kwargs: Any) -> Any:
         """``shard``'s answer to a call of its ``method`` (its errors raised as they are)."""
         ...
+
+
+def front_desk(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """A method of the front desk (shard 0): teams, policies, skills and evals have one keeper."""
+
+    @functools.wraps(method)
+    async def only_there(self: Any, *args: Any, **kwargs: Any) -> T:
+        if self._shard != 0:
+            raise InvalidInput(
+                f"teams and policies are kept by orchestrator/0, not /{self._shard}",
+                method=method.__name__,
+            )
+        return await method(self, *args, **kwargs)
+
+    return only_there

@@ -26,12 +26,17 @@ metric                                type       tags
 ``troupe_memory_ops``                 counter    ``op``
 ``troupe_memory_items``               counter    ``op``
 ``troupe_queue_depth``                gauge      ``queue`` (router, llm), ``name``
+``troupe_experiment_jobs``            gauge      ``experiment``, ``arm`` (jobs assigned)
+``troupe_experiment_success_rate``    gauge      ``experiment``, ``arm``
+``troupe_experiment_metric``          gauge      ``experiment``, ``arm`` (the tested mean)
+``troupe_experiment_cost_usd``        gauge      ``experiment``, ``arm`` (mean per job)
 ====================================  =========  ==========================================
 
 Tag values come from closed sets (kinds, error codes, statuses) or from configured names
-(aliases, deployments, tenants, tools, recipients); never from job or message ids. Each
-configured-name tag keeps at most :data:`MAX_TAG_VALUES` distinct values per process; later
-ones are recorded as ``other``, so a caller inventing names cannot flood Prometheus.
+(aliases, deployments, tenants, tools, recipients, experiments and their arms); never from
+job or message ids. Each configured-name tag keeps at most :data:`MAX_TAG_VALUES` distinct
+values per process; later ones are recorded as ``other``, so a caller inventing names
+cannot flood Prometheus.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ from typing import Concatenate, Final, Literal, NamedTuple, ParamSpec, Protocol
 import structlog
 
 from protocols import ErrorCode, JobStatus
+from protocols.experiments import ArmStats
 from protocols.jobs import TERMINAL
 
 __all__ = [
@@ -54,6 +60,7 @@ __all__ = [
     "Sample",
     "capture",
     "dead_lettered",
+    "experiment_arm",
     "job_status",
     "llm_failed",
     "llm_usage",
@@ -134,6 +141,11 @@ class _Metrics:
         self.memory_ops = c("troupe_memory_ops", "Memory store operations.", ("op",))
         self.memory_items = c("troupe_memory_items", "Memories written/found/removed.", ("op",))
         self.queue = g("troupe_queue_depth", "Calls in flight or queued.", ("queue", "name"))
+        arm = ("experiment", "arm")
+        self.arm_jobs = g("troupe_experiment_jobs", "A/B experiment jobs assigned.", arm)
+        self.arm_success = g("troupe_experiment_success_rate", "A/B arm success rate.", arm)
+        self.arm_metric = g("troupe_experiment_metric", "A/B arm's tested mean.", arm)
+        self.arm_cost = g("troupe_experiment_cost_usd", "A/B arm's mean cost per job.", arm)
         self.live_jobs: collections.Counter[str] = collections.Counter()
         self.warned: set[str] = set()
         self._values: dict[str, set[str]] = collections.defaultdict(set)
@@ -289,6 +301,20 @@ def memory_op(metrics: _Metrics, op: MemoryOp, items: int) -> None:
 def queue_depth(metrics: _Metrics, queue: Queue, name: str, depth: int) -> None:
     """``depth`` calls are now in flight or queued for ``name`` (a recipient, a deployment)."""
     metrics.queue.set(depth, {"queue": queue, "name": metrics.bounded(queue, name)})
+
+
+@_recorder
+def experiment_arm(metrics: _Metrics, experiment: str, arm: ArmStats) -> None:
+    """An A/B experiment's arm as it stands (set by the front desk's periodic check)."""
+    tags = {
+        "experiment": metrics.bounded("experiment", experiment),
+        "arm": metrics.bounded("arm", arm.version),
+    }
+    metrics.arm_jobs.set(arm.assigned, tags)
+    metrics.arm_success.set(arm.success_rate, tags)
+    metrics.arm_cost.set(arm.cost_usd, tags)
+    if arm.mean is not None:
+        metrics.arm_metric.set(arm.mean, tags)
 
 
 # -- testing ------------------------------------------------------------------------------

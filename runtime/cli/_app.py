@@ -27,6 +27,7 @@ from protocols import ConfigError, TroupeError
 from runtime.cli import _local
 from runtime.cli._connect import close, connect, resolve_address
 from runtime.cli._evals import evals_app, evaluate
+from runtime.cli._experiments import experiments_app
 from runtime.cli._options import Address, StateDir
 from runtime.cli._show import (
     ERR,
@@ -59,6 +60,7 @@ config_app = typer.Typer(help="Configuration files.", no_args_is_help=True)
 app.add_typer(config_app, name="config")
 app.add_typer(skills_app, name="skills")
 app.add_typer(evals_app, name="evals")
+app.add_typer(experiments_app, name="experiments")
 
 P = ParamSpec("P")
 
@@ -86,7 +88,11 @@ def _reported(func: Callable[P, None]) -> Callable[P, None]:
 
 app.command("ask")(_reported(ask))
 app.command("eval")(_reported(evaluate))
-for _command in [*skills_app.registered_commands, *evals_app.registered_commands]:
+for _command in [
+    *skills_app.registered_commands,
+    *evals_app.registered_commands,
+    *experiments_app.registered_commands,
+]:
     _command.callback = _reported(_command.callback) if _command.callback else None
 
 

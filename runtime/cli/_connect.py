@@ -9,32 +9,16 @@ from pathlib import Path
 from typing import Any, Final
 
 import ray
-from ray._private.authentication import authentication_token_setup
 
 import runtime
 from actors.spawn import NAMESPACE
 from protocols import ConfigError
 from runtime.cli._local import default_state_dir, is_running, read_state
-from runtime.driver import _stay_on_loopback
+from runtime.joining import prepare_join
 
-__all__ = ["close", "connect", "connect_from", "ray_auth", "resolve_address"]
+__all__ = ["close", "connect", "connect_from", "resolve_address"]
 
 _PROBE_S: Final = 3.0
-
-
-def ray_auth() -> None:
-    """Send Ray's auth token when this machine has one and the caller chose no mode.
-
-    Ray itself does so only for ``address="auto"``; a head that ``troupe up`` started with a
-    token refuses a driver that joins it by address without one. Measured: a driver sending a
-    token still joins a head that has auth off.
-    """
-    if "RAY_AUTH_MODE" in os.environ:
-        return
-    path = Path(os.environ.get("RAY_AUTH_TOKEN_PATH") or Path.home() / ".ray" / "auth_token")
-    if os.environ.get("RAY_AUTH_TOKEN") or path.is_file():
-        # sets the variable and refreshes the config Ray cached when it was imported
-        authentication_token_setup._enable_token_auth()
 
 
 def resolve_address(explicit: str | None, state_dir: Path) -> str | None:
@@ -50,11 +34,6 @@ def resolve_address(explicit: str | None, state_dir: Path) -> str | None:
     if state is not None and is_running(state.pid, state.pid_start):
         return state.address
     return os.environ.get("RAY_ADDRESS") or None
-
-
-def _on_loopback(address: str) -> bool:
-    host = address.rpartition(":")[0].strip("[]")
-    return host in {"localhost", "::1"} or host.startswith("127.")
 
 
 def _probe(address: str) -> None:
@@ -83,11 +62,7 @@ def connect(address: str | None, *, start_local: bool = False, **options: Any) -
         if not start_local:
             raise ConfigError("nothing is up: start Ray with `troupe up`, or pass --address")
         return runtime.connect(address="local", log_level="warning", **options)
-    ray_auth()
-    if _on_loopback(address):
-        # else Ray swaps 127.0.0.1 for this machine's external address, where a head that
-        # `troupe up` started does not listen
-        _stay_on_loopback()
+    prepare_join(address)
     _probe(address)
     try:
         ray.init(

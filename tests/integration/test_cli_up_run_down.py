@@ -155,6 +155,26 @@ def _check_skills(env, tmp_path):
     assert back.stderr.strip() == "error: skill 'summarize' has no earlier version to roll back to"
 
 
+def _check_experiment(state, env):
+    """A driver script joins `up`'s Ray by ``RAY_ADDRESS`` alone (nothing in its environment
+    says to stay on loopback: the suite's own Ray set that here) and runs the README's A/B
+    experiment; the CLI shows the decision."""
+    driver_env = {k: v for k, v in env.items() if k != "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"}
+    driver_env["RAY_ADDRESS"] = state["address"]
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "examples" / "ab_experiment.py"), "--name", "notes-ab-up"],
+        env=driver_env, cwd=ROOT, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    assert "experiment notes-ab-up: 25 jobs per arm" in done.stdout
+    assert "decision: 2 beats 1 on success" in done.stdout
+    assert "current version of notes-code: 1" in done.stdout  # not promoted: nobody asked
+    shown = _troupe("experiments", "show", "notes-ab-up", env=env, timeout=120)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    assert "notes-ab-up · skill notes-code · decided · metric success" in shown.stdout
+    assert "decision: 2 beats 1 on success" in shown.stdout
+
+
 @pytest.mark.timeout(900)
 def test_up_run_jobs_agents_http_down(troupe_up, rt, tmp_path):
     up, state, state_dir, ports = troupe_up
@@ -183,6 +203,7 @@ def test_up_run_jobs_agents_http_down(troupe_up, rt, tmp_path):
     assert httpx.get(f"{state['http_url']}/healthz", timeout=30).status_code == 200
 
     _check_skills(env, tmp_path)
+    _check_experiment(state, env)
 
     failed = _troupe("run", "nosuchteam", "a task", env=env, timeout=120)
     assert failed.returncode == 1

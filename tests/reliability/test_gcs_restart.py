@@ -34,7 +34,7 @@ import ray
 import runtime
 from actors.ray_handles import NAMESPACE
 from runtime.cli import _local
-from runtime.driver import _stay_on_loopback
+from runtime.joining import stay_on_loopback
 from tests.support.figures import record
 from tests.support.postgres import postgres_server
 from tests.support.redis import Redis, redis_server
@@ -54,7 +54,7 @@ def head(redis: Redis, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_lo
     if ray.is_initialized():
         pytest.fail("Ray is already initialised in this process: run this module alone")
     folder = tmp_path_factory.mktemp("head")
-    _stay_on_loopback()  # this driver joins 127.0.0.1, not the machine's address
+    stay_on_loopback()  # this driver joins 127.0.0.1, not the machine's address
     os.environ["RAY_AUTH_MODE"] = "disabled"  # the head and this driver alike
     # how long raylets, workers and this driver wait for a GCS that went away (default 60 s)
     os.environ["RAY_gcs_rpc_server_reconnect_timeout_s"] = "300"  # noqa: SIM112 - Ray's name

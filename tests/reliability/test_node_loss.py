@@ -24,7 +24,7 @@ from ray.cluster_utils import Cluster
 
 import runtime
 from actors.ray_handles import NAMESPACE
-from runtime.driver import _stay_on_loopback
+from runtime.joining import stay_on_loopback
 from tests.support.figures import record
 from tests.support.restarts import node_of, wait_started
 
@@ -44,7 +44,7 @@ def cluster(tmp_path_factory) -> Iterator[Cluster]:
             "Ray is already initialised in this process: run this module alone, "
             "`.venv/bin/pytest tests/reliability/test_node_loss.py`"
         )
-    _stay_on_loopback()
+    stay_on_loopback()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     cluster = Cluster(
         initialize_head=True,

@@ -42,7 +42,7 @@ import runtime
 from actors.system_config import PlacementConfig, StateConfig, SystemConfig
 from actors.tools.config import FunctionTool
 from protocols import Budget, ErrorCode, JobFailed, JobResult, ToolCall
-from runtime.driver import _stay_on_loopback
+from runtime.joining import stay_on_loopback
 from tests.support.chroma import chroma_server
 from tests.support.figures import record
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET, runs_by_token
@@ -99,7 +99,7 @@ def matrix(postgres: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     if ray.is_initialized():
         pytest.fail("Ray is already initialised in this process: run this module alone")
     root = tmp_path_factory.mktemp("matrix")
-    _stay_on_loopback()
+    stay_on_loopback()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     cluster = Cluster(
         initialize_head=True,

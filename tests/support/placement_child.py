@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 from actors.ray_handles import NAMESPACE, RouterShards
 from actors.spawn import RayTeamProvisioner, agent_actor_name
 from protocols import AgentSpec, TeamSpec
-from runtime.driver import _stay_on_loopback
+from runtime.joining import stay_on_loopback
 
 NODE = {"node_ip_address": "127.0.0.1", "include_dashboard": False}
 
@@ -30,7 +30,7 @@ async def _place(provisioner: RayTeamProvisioner, team: TeamSpec, node: str) -> 
 
 
 def main() -> None:
-    _stay_on_loopback()
+    stay_on_loopback()
     os.environ.setdefault("RAY_AUTH_MODE", "disabled")
     cluster = Cluster(initialize_head=True, head_node_args={**NODE, "num_cpus": 0})
     try:

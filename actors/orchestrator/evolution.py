@@ -1,0 +1,273 @@
+"""The front desk's evaluation and evolution: eval runs, prompt optimisation, A/B experiments.
+
+:class:`Evolution` is a part of :class:`~actors.orchestrator.actor.Orchestrator` (a mixin:
+its methods are the actor's), kept apart so the job lifecycle reads on its own. Everything
+here runs on orchestrator/0, where skills are kept and jobs admitted:
+
+- eval runs (:mod:`actors.evals.desk`): a suite's cases as ordinary jobs, scored;
+- optimisation (:mod:`actors.evals.optimise`): proposed prompts proven on a suite;
+- A/B experiments (:mod:`actors.evals.experiments`): live traffic split between versions,
+  decided by a stated test at a fixed horizon.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from actors.endpoint import RouterClient
+from actors.evals.desk import EvalDesk, compare_runs
+from actors.evals.experiments import ExperimentDesk
+from actors.evals.optimise import candidates, optimise_request, parse_variants
+from actors.orchestrator.admission import PolicyBook, admit_registered, admit_suite
+from actors.orchestrator.intent import pool_asker
+from actors.orchestrator.shards import front_desk
+from actors.skills.desk import SkillDesk
+from actors.skills.reflect import lesson_tags
+from protocols import (
+    AgentMessage,
+    Budget,
+    InvalidInput,
+    JobNotFound,
+    JobResult,
+    MemoryHits,
+    MemoryQuery,
+    ModelError,
+    TroupeError,
+)
+from protocols.evals import (
+    Candidate,
+    EvalCase,
+    EvalComparison,
+    EvalRun,
+    EvalSuite,
+    OptimisationReport,
+)
+from protocols.experiments import ExperimentInfo, ExperimentSpec
+from protocols.skill import SkillSpec
+
+__all__ = ["Evolution"]
+
+log = structlog.get_logger("raytroupe.orchestrator")
+
+
+class Evolution:
+    """Eval runs, optimisation and experiments: methods of the orchestrator's front desk."""
+
+    _shard: int
+    _router: RouterClient
+    _policies: PolicyBook
+    _skills: SkillDesk
+    _evals: EvalDesk
+    _experiments: ExperimentDesk
+    submit: Callable[..., Awaitable[str]]
+    wait: Callable[..., Awaitable[JobResult | None]]
+
+    # -- evaluation (the front desk runs suites) -------------------------------------------
+
+    @front_desk
+    async def start_eval(
+        self,
+        suite: EvalSuite,
+        *,
+        skill: str | None = None,
+        team: str | None = None,
+        tenant: str = "default",
+        admin: bool = True,
+        concurrency: int = 4,
+        budget: Budget | None = None,
+    ) -> str:
+        """Run ``suite``'s cases as jobs of ``skill`` (default: the suite's) or ``team``.
+
+        The skill's version is fixed when the run starts (``name@version``), so every case
+        runs the same one. Returns the run's id; the run goes on in the background.
+
+        Raises:
+            InvalidInput: neither a skill nor a team (and the suite names no skill), or
+                both; ``concurrency`` out of 1-64.
+            SkillNotFound, TeamNotFound, Forbidden: as :meth:`submit` would raise.
+        """
+        skill = skill or (None if team else suite.skill)
+        if (skill is None) == (team is None):
+            raise InvalidInput("an eval runs a skill or a team (one of them)", field="skill")
+        policy_name, policy = self._policies.policy(tenant)
+        if not admin:
+            admit_suite(suite, policy_name, policy)
+        ref = None
+        if skill is not None:
+            ref = self._skills.resolve(skill, policy_name, None if admin else policy).ref
+        elif not admin:
+            admit_registered(team or "", policy_name, policy)
+        target = f"skill:{ref}" if ref else f"team:{team}"
+
+        async def submit(case: EvalCase, left: Budget | None) -> str:
+            return await self.submit(case.task, team, tenant=tenant, admin=admin, skill=ref,
+                                     input=case.input, budget=left)  # fmt: skip
+
+        async def wait(job_id: str) -> JobResult:
+            result = await self.wait(job_id, None)
+            if result is None:  # pragma: no cover - wait(None) returns only with a result
+                raise JobNotFound(f"job {job_id} has no result", job_id=job_id)
+            return result
+
+        return self._evals.start(suite, target, submit, wait, tenant=tenant,
+                                 concurrency=concurrency, budget=budget)  # fmt: skip
+
+    @front_desk
+    async def optimise_skill(
+        self,
+        name: str,
+        suite: EvalSuite,
+        *,
+        variants: int = 3,
+        model: str = "default",
+        concurrency: int = 4,
+        budget: Budget | None = None,
+        promote: bool = False,
+        source: str = "optimiser",
+    ) -> OptimisationReport:
+        """Propose better prompts for skill ``name`` and prove them on ``suite``.
+
+        Runs the current version on the suite, asks the optimiser model for ``variants``
+        (from the failures and the skill's lessons), registers each as a proposed version,
+        runs each on the suite and compares it with the current one (see
+        :mod:`actors.evals.optimise`). With ``promote``, the best variant that beats the
+        current version becomes current. Waits for every run.
+
+        Raises:
+            SkillNotFound: no such skill.
+            ModelError: the optimiser's answer holds no usable variant.
+        """
+        skill = self._skills.registry.get(name)
+        base = await self._finished(
+            await self.start_eval(suite, skill=skill.ref, concurrency=concurrency, budget=budget)
+        )
+        ask = pool_asker(self._router, base.id, "default")
+        lessons = await self._skill_lessons(skill, suite)
+        answer = await ask(optimise_request(skill, base, lessons, variants, model))
+        try:
+            proposals = parse_variants(answer.text, variants)
+        except ValueError as exc:
+            raise ModelError(f"optimiser: {exc}", answer=answer.text[:2000]) from None
+        found = []
+        for spec, proposal in zip(
+            candidates(skill, proposals, base.id[-4:]), proposals, strict=True
+        ):
+            self._skills.registry.propose(await self._skills.runnable(spec), source=source)
+            run = await self._finished(
+                await self.start_eval(suite, skill=spec.ref, concurrency=concurrency, budget=budget)
+            )
+            compared = compare_runs(base, run)
+            found.append(Candidate(
+                version=spec.version, run=run.id, score=run.score,
+                mean_diff=compared.mean_diff, p_value=compared.p_value,
+                beats=compared.mean_diff > 0 and compared.significant,
+                instructions=spec.prompt.instructions,
+                rationale=str(proposal.get("rationale", "")),
+            ))  # fmt: skip
+        winners = sorted((c for c in found if c.beats), key=lambda c: -c.score)
+        best = winners[0].version if winners else None
+        if promote and best is not None:
+            self._skills.registry.promote(name, best, source=source)
+        log.info("skill_optimised", skill=name, best=best, promoted=promote and bool(best))
+        return OptimisationReport(
+            skill=name, version=skill.version, suite=suite.name, baseline_run=base.id,
+            baseline_score=base.score, candidates=tuple(found), best=best,
+            promoted=promote and best is not None,
+        )  # fmt: skip
+
+    @front_desk
+    async def promote_skill(self, name: str, version: str, *, source: str = "api") -> SkillSpec:
+        """Make a registered version (an optimiser's proposal) the current one.
+
+        Raises:
+            SkillNotFound: no such skill or version.
+        """
+        return self._skills.registry.promote(name, version, source=source)
+
+    async def _finished(self, run_id: str) -> EvalRun:
+        return await self._evals.wait(run_id, None)
+
+    async def _skill_lessons(self, skill: SkillSpec, suite: EvalSuite) -> tuple[str, ...]:
+        """The skill's lessons (of the default tenant) closest to the suite's requests."""
+        text = " ".join(c.task for c in suite.cases[:20])[:2000] or skill.description
+        query = MemoryQuery(query=text, k=10, tags=lesson_tags(skill.name))
+        message = AgentMessage(sender="orchestrator", recipient="memory", tenant="default",
+                               payload=query)  # fmt: skip
+        try:
+            reply = await self._router.request(message)
+        except TroupeError:
+            return ()
+        return (
+            tuple(h.text for h in reply.payload.hits)
+            if isinstance(reply.payload, MemoryHits)
+            else ()
+        )
+
+    @front_desk
+    async def eval_run(
+        self, run_id: str, timeout: float | None = 0.0, *, tenant: str | None = None
+    ) -> EvalRun:
+        """An eval run as it stands; with ``timeout``, once it finished (or that long).
+
+        Raises:
+            JobNotFound: no such run (of ``tenant``, when given).
+        """
+        run = self._evals.run(run_id, tenant)  # raises for another tenant's run
+        if timeout is None or timeout > 0:
+            return await self._evals.wait(run_id, timeout)
+        return run
+
+    @front_desk
+    async def eval_runs(self, *, tenant: str | None = None) -> list[EvalRun]:
+        """Eval runs (of ``tenant``, or all), oldest first, without their cases."""
+        return self._evals.runs(tenant)
+
+    @front_desk
+    async def compare_evals(
+        self, base: str, other: str, *, tenant: str | None = None
+    ) -> EvalComparison:
+        """Two runs of one suite, case by case, with a paired significance test.
+
+        Raises:
+            JobNotFound: a run that does not exist (of ``tenant``).
+            InvalidInput: runs of different suites.
+        """
+        return compare_runs(self._evals.run(base, tenant), self._evals.run(other, tenant))
+
+    # -- A/B experiments ---------------------------------------------------------------------
+
+    @front_desk
+    async def start_experiment(self, spec: ExperimentSpec) -> ExperimentInfo:
+        """Split the skill's live traffic between versions until the test decides.
+
+        Raises:
+            SkillNotFound: the skill, or an arm's version, is not registered.
+            Conflict: the name is taken, or the skill has a running experiment.
+        """
+        return self._experiments.start(spec)
+
+    @front_desk
+    async def experiment(self, name: str) -> ExperimentInfo:
+        """An experiment with each arm's figures (and the decision, once made).
+
+        Raises:
+            ExperimentNotFound: no such experiment.
+        """
+        return self._experiments.info(name)
+
+    @front_desk
+    async def experiments(self) -> list[ExperimentInfo]:
+        """Every experiment, oldest first."""
+        return self._experiments.list()
+
+    @front_desk
+    async def stop_experiment(self, name: str, *, by: str = "api") -> ExperimentInfo:
+        """End a running experiment without a verdict; new jobs run the current version.
+
+        Raises:
+            ExperimentNotFound: no such experiment.
+            Conflict: it has ended already.
+        """
+        return self._experiments.stop(name, by=by)
