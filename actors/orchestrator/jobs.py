@@ -96,6 +96,7 @@ class Job:
     input: Any = None
     """A skill job's structured input (checked against the skill's input schema)."""
     quality: QualityReport | None = None
+    lessons: tuple[str, ...] = ()  # a team skill's recalled lessons: its planner's to see
     """The quality gate's report on the answer, once there is one."""
     feedback: list[Feedback] = field(default_factory=list)
     """People's verdicts on the answer (kept in the journal too)."""

@@ -11,7 +11,7 @@ import functools
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import assert_never
+from typing import Final, assert_never
 
 import structlog
 
@@ -28,6 +28,7 @@ from actors.skills.run import (
     react_plan,
     request_text,
     revise_request,
+    with_lessons,
 )
 from actors.skills.standard import standard_output
 from actors.telemetry.jobs import add_span, done_subtask_spans, job_trace
@@ -56,6 +57,9 @@ __all__ = ["JobRunner"]
 log = structlog.get_logger("raytroupe.orchestrator")
 
 Ask = Callable[[LLMRequest], Awaitable[LLMResponse]]
+
+_TOLD: Final = frozenset({"plan", "aggregate", "skill"})
+"""The calls a team skill's recalled lessons go with: planning, aggregating, revising."""
 
 
 class JobRunner:
@@ -137,6 +141,8 @@ class JobRunner:
             await self._skill(job, skill, ask, done)
             done.dispatch_s = time.perf_counter() - mark
             return _dispatch_error(job, done.subtasks) if done.subtasks else None
+        if skill is not None:  # a team skill: its planner, aggregator and reviser see lessons
+            job.lessons = await self._lessons(job, skill, request_text(job.task, job.input))
         error = await self._team(job, ask, done)
         if error is None and skill is not None:  # a team's answer, gated by the skill
             await self._revised(job, skill, ask, done)
@@ -336,6 +342,8 @@ class JobRunner:
         return await aggregate(job.task, results, job.team, functools.partial(self._ask, job))
 
     async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
+        if job.lessons and request.purpose in _TOLD:
+            request = with_lessons(request, job.lessons)
         request = request.model_copy(update={"budget": job.budget})
         reply = await request_through_restarts(
             self._router, lambda: job_message(job, LLM_POOL, request)

@@ -12,6 +12,11 @@ with the skill's quality gate and sends a failing one back with its problems, at
   conversation with the problems;
 - ``team:<name>``: the registered team's plan or graph, aggregated as usual; a retry asks
   the team's planner model to revise the answer (the team does not run again).
+
+Recalled lessons (:mod:`actors.skills.reflect`) go before the request in a react agent's
+subtask, and in a system message after the prompt of a direct skill's call and, for a team
+skill, of its planner's, aggregator's and reviser's calls (the planner writes the agents'
+instructions).
 """
 
 from __future__ import annotations
@@ -52,6 +57,7 @@ __all__ = [
     "revise_request",
     "skill_agent",
     "skill_team",
+    "with_lessons",
 ]
 
 SKILL_ROLE: Final = "skill"
@@ -179,6 +185,16 @@ def _call(skill: SkillSpec, messages: tuple[ChatMessage, ...], budget: Budget | 
     )
 
 
+def with_lessons(request: LLMRequest, lessons: tuple[str, ...]) -> LLMRequest:
+    """``request`` with the lessons as a system message after its leading system ones."""
+    if not lessons:
+        return request
+    messages = request.messages
+    at = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
+    told = ChatMessage(role="system", content=_lessons_text(lessons))
+    return request.model_copy(update={"messages": (*messages[:at], told, *messages[at:])})
+
+
 def direct_request(
     skill: SkillSpec,
     request: str,
@@ -187,14 +203,12 @@ def direct_request(
     lessons: tuple[str, ...] = (),
 ) -> LLMRequest:
     """A direct skill's call: its prompt (and lessons), the request, rejected answers."""
-    recalled = (ChatMessage(role="system", content=_lessons_text(lessons)),) if lessons else ()
     messages = (
         ChatMessage(role="system", content=compose_prompt(skill)),
-        *recalled,
         ChatMessage(role="user", content=request),
         *history,
     )
-    return _call(skill, messages, budget)
+    return with_lessons(_call(skill, messages, budget), lessons)
 
 
 def revise_request(skill: SkillSpec, request: str, previous: str, feedback: str,

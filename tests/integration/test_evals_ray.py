@@ -15,7 +15,7 @@ import ray
 
 import runtime
 from actors.evals.suites import read_suite
-from protocols import InvalidInput, JobFailed, ScriptedTurn
+from protocols import InvalidInput, JobFailed, ScriptedTurn, TeamSpec
 from protocols.evals import EvalSuite
 from protocols.skill import SkillSpec
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, finished
@@ -222,3 +222,39 @@ def test_an_optimiser_finds_a_planted_better_prompt_and_a_person_promotes_it(rt)
     answer = rt.submit("Alpha note: code 911. Beta note: code 922.", skill="sk-notes").result(60)
     assert "922" in answer.answer
     assert [e.action for e in rt.skill_history("sk-notes")][-1] == "promoted"
+
+
+def test_a_team_skills_lessons_reach_its_planner(rt):
+    """A team skill recalls lessons too: the team's planner (a real OpenAI-compatible server
+    on 127.0.0.1) gets them in a system message, and writes the agents' instructions."""
+    plan = json.dumps({"subtasks": [{"id": "s1", "role": "writer", "instructions": "Say it."}]})
+    with WireServer() as wire:
+        model = runtime.OpenAICompatibleModel(base_url=wire.base_url_openai, model="wire-p")
+        ray.get(rt.actor("llm/0").configure.remote({"sk-team-plan": model}))
+        rt.put_team(TeamSpec.model_validate({
+            "name": "sk-lessons-team", "planner_model": "sk-team-plan",
+            "agents": [{"name": "sk-lessons-writer", "role": "writer"}],
+        }))  # fmt: skip
+        rt.put_skill(SkillSpec.model_validate({
+            "name": "sk-team-lessons", "version": "1", "description": "A brief by a team.",
+            "execution_mode": "team:sk-lessons-team",
+            "prompt": {"instructions": "Answer with the team's findings."},
+            "reflection": {"when": "always", "model": "offline", "recall": 3},
+        }))  # fmt: skip
+        wire.script(Reply(text=plan), Reply(text="First brief."),
+                    Reply(text=plan), Reply(text="Second brief."))  # fmt: skip
+        first = rt.submit("Brief me on Ray actors.", skill="sk-team-lessons").result(timeout=60)
+        assert first.answer == "First brief."
+        (lesson,) = rt.lessons("sk-team-lessons")
+        assert not any("Lessons from" in str(r.body["messages"]) for r in wire.requests)
+        second = rt.submit("Brief me on Ray Serve.", skill="sk-team-lessons").result(timeout=60)
+        assert second.answer == "Second brief."
+        planned, aggregated = wire.requests[-2:]
+        told = {
+            "role": "system",
+            "content": f"Lessons from earlier jobs of this skill:\n- {lesson.text}",
+        }
+        for request in (planned, aggregated):
+            assert told in request.body["messages"]
+            assert request.body["messages"][0]["role"] == "system"  # after the planner's own
+    assert rt.delete_lesson("sk-team-lessons", lesson.id)
