@@ -145,6 +145,13 @@ class Plan(_Data):
     """A DAG of subtasks: unique ids, known dependencies, no cycles."""
 
     subtasks: tuple[PlannedSubtask, ...] = Field(min_length=1, max_length=1024)
+    repairs: tuple[str, ...] = Field(
+        default=(), description="What was fixed in the planner's answer to make this plan."
+    )
+    fallback: str | None = Field(
+        default=None,
+        description="Set when the planner gave no usable plan: why; one agent takes the task.",
+    )
 
     @model_validator(mode="after")
     def _is_dag(self) -> Plan:

@@ -125,6 +125,11 @@ class TeamSpec(_Config):
     max_subtasks: int = Field(
         default=32, ge=1, le=1024, description="Subtasks one plan may have, at most."
     )
+    plan_fallback: bool = Field(
+        default=True,
+        description="When the planner gives no usable plan twice, one agent (the first's "
+        "role) takes the whole task, recorded on the plan; false: the job fails instead.",
+    )
     plan: tuple[PlannedSubtask, ...] | None = Field(
         default=None,
         description="A fixed workflow the orchestrator runs instead of asking the planner "

@@ -20,6 +20,7 @@ from actors.orchestrator.plan_checks import (
     role_problem,
     size_problem,
 )
+from actors.orchestrator.plan_repair import repair_plan
 from actors.orchestrator.resolve import gate, gate_feedback
 from protocols import (
     ChatMessage,
@@ -28,6 +29,7 @@ from protocols import (
     ModelError,
     Plan,
     PlanError,
+    PlannedSubtask,
     QualityGateFailed,
     SubtaskResult,
     TeamSpec,
@@ -125,6 +127,7 @@ def parse_plan(text: str, team: TeamSpec) -> Plan:
     except json.JSONDecodeError as e:
         errors = [f"the answer is not JSON: {e}"]
         raise PlanError(f"planner answer is not JSON: {e}", errors=errors, answer=answer) from None
+    data, repairs = repair_plan(data, team)
     try:
         plan = Plan.model_validate(data)
     except ValidationError as e:
@@ -133,21 +136,25 @@ def parse_plan(text: str, team: TeamSpec) -> Plan:
             f"planner answer is not a valid plan: {'; '.join(errors)}", errors=errors, answer=answer
         ) from None
     try:
-        return check_plan(plan, team)
+        plan = check_plan(plan, team)
     except PlanError as e:
         raise PlanError(e.message, **e.detail, answer=answer) from None
+    return plan.model_copy(update={"repairs": tuple(repairs)}) if repairs else plan
 
 
 async def make_plan(task: str, team: TeamSpec, ask: Ask) -> Plan:
     """The plan for ``task``: the team's declarative plan, else the planner model's.
 
-    The planner is asked once more, with its rejected answer and the validation errors, when
-    its first answer is not a plan the team may run.
+    What can be fixed for certain in an answer is fixed first (:mod:`.plan_repair`; the
+    fixes are on ``plan.repairs``). The planner is asked once more, with its rejected answer
+    and the exact problems, when its first answer is still not a plan the team may run. When
+    the second is not either, one agent takes the whole task (``plan.fallback`` says why),
+    unless the team turned ``plan_fallback`` off.
 
     Raises:
-        PlanError: the declarative plan is invalid, or neither answer was a valid plan (or the
-            second request failed); ``detail['attempts']`` holds each attempt's errors and
-            answer.
+        PlanError: the declarative plan is invalid, or neither answer was a valid plan and the
+            team has no fallback, or the second request failed; ``detail['attempts']`` holds
+            each attempt's errors and answer.
         TroupeError: the first request failed, or the second one for a reason other than the
             model (budget, delivery).
     """
@@ -164,9 +171,18 @@ async def make_plan(task: str, team: TeamSpec, ask: Ask) -> Plan:
         response = await ask(reask_request(request, response.text, first))
         return parse_plan(response.text, team)
     except PlanError as second:
-        raise _failed(first, second) from None
+        failed = _failed(first, second)
+        if not team.plan_fallback:
+            raise failed from None
+        return fallback_plan(task, team, failed)
     except ModelError as broken:
         raise _failed(first, None, broken) from None
+
+
+def fallback_plan(task: str, team: TeamSpec, why: PlanError) -> Plan:
+    """The last resort: the first agent's role takes the whole task as one subtask."""
+    whole = PlannedSubtask(id="whole-task", role=team.agents[0].role, instructions=task)
+    return Plan(subtasks=(whole,), fallback=why.message[:_ANSWER_IN_DETAIL])
 
 
 def aggregate_request(task: str, results: list[SubtaskResult], team: TeamSpec) -> LLMRequest:

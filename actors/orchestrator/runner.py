@@ -329,9 +329,18 @@ class JobRunner:
             if self._journal is not None:
                 self._journal.plan(job.id, job.plan)
         plan = job.plan
-        add_span(job, "plan", "plan", planned, time.time(), subtasks=len(plan.subtasks))
+        noted: dict[str, str] = {}  # what repair or the fallback did: on the result's trace
+        if plan.repairs:
+            noted["repairs"] = "; ".join(plan.repairs)
+        if plan.fallback:
+            noted["fallback"] = plan.fallback
+        add_span(job, "plan", "plan", planned, time.time(), subtasks=len(plan.subtasks), **noted)
         done_subtask_spans(job)  # those that finished before a restart are not run again
         data: dict[str, object] = {"subtasks": [s.model_dump(mode="json") for s in plan.subtasks]}
+        if plan.repairs or plan.fallback:
+            data |= {"repairs": list(plan.repairs), "fallback": plan.fallback}
+            log.warning("plan_repaired", job_id=job.id, repairs=plan.repairs,
+                        fallback=plan.fallback)  # fmt: skip
         await emit(job, "plan_ready", data=data)
         return plan
 

@@ -94,10 +94,16 @@ def test_the_example_team_sends_arithmetic_to_the_calculator_agent():
 
 
 def test_a_plan_with_an_unknown_role_fails_the_job_with_plan():
+    """In a team of two roles 'ghost' means neither for certain; asking again fails (the
+    script has one answer), so the job fails: no fallback covers a failing model."""
+
     async def main():
         troupe = await build_troupe()
         answer = plan_json({"id": "s1", "role": "ghost", "instructions": "haunt"})
         team = researchers(planner_model="planner", models={"planner": scripted(answer)})
+        team = team.model_copy(
+            update={"agents": (*team.agents, AgentSpec(name="alan", role="analyst"))}
+        )
         result = await troupe.run("anything", team)
         assert result.status == "failed"
         assert result.error.code is ErrorCode.PLAN
