@@ -13,12 +13,13 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, assert_never
+from typing import Any, Final, assert_never
 
 import structlog
 
 from actors.agent.memory import recall, remember
 from actors.agent.stop import Stop, StopConditions
+from actors.agent.written_calls import Unreadable, read_written_calls
 from actors.endpoint import (
     RestartStore,
     RouterClient,
@@ -73,6 +74,18 @@ def render_task(request: TaskRequest) -> str:
         lines = "\n".join(f"[{k}] {v.strip()}" for k, v in request.inputs.items())
         parts.append(f"Results of earlier subtasks:\n{lines}")
     return "\n\n".join(parts)
+
+
+_UNREADABLE_CALL: Final = frozenset({"tool_format", "tool_arguments"})
+"""``ModelError`` reasons of a tool call the provider could not read (the model may fix it)."""
+
+
+def _write_again(problem: str) -> str:
+    """What a model that wrote an unreadable tool call is told."""
+    return (
+        f"Your tool call could not be read: {problem}\nCall the tool again with valid JSON "
+        'arguments, e.g. {"name": "<tool>", "arguments": {...}}, or answer without a tool.'
+    )
 
 
 def _task_content(request: TaskRequest) -> str | tuple[ContentPart, ...]:
@@ -332,25 +345,52 @@ class AgentActor(TakesBatches):
                     break
                 recalled = await recall(self._router, message, spec, request, loop.messages)
                 asked = self._clock()
-                answer = await self._ask(
-                    message,
-                    LLMRequest(
-                        model=spec.model,
-                        messages=(*loop.messages[:1], *recalled, *loop.messages[1:]),
-                        tools=tools,
-                        purpose="work",
-                        stream=spec.stream,
-                        budget=request.budget,
-                    ),
-                )
+                try:
+                    answer = await self._ask(
+                        message,
+                        LLMRequest(
+                            model=spec.model,
+                            messages=(*loop.messages[:1], *recalled, *loop.messages[1:]),
+                            tools=tools,
+                            purpose="work",
+                            stream=spec.stream,
+                            budget=request.budget,
+                        ),
+                    )
+                except ModelError as exc:  # a call the provider could not read: written again
+                    if exc.detail.get("reason") not in _UNREADABLE_CALL:
+                        raise
+                    loop.turns += 1
+                    bound.info("tool_call_unreadable", problem=exc.message)
+                    loop.messages.append(
+                        ChatMessage(role="user", content=_write_again(exc.message))
+                    )
+                    continue
                 loop.turns += 1
                 loop.usage += answer.usage
                 loop.spans.append(model_span(spec.model, answer, asked, self._clock()))
                 loop.providers.append(answer.provider)
                 if not answer.tool_calls:
-                    bound.info("subtask_done", turns=loop.turns)
-                    await remember(self._router, message, spec, request, answer.text)
-                    return result(status="succeeded", output=answer.text)
+                    written = read_written_calls(
+                        answer.text,
+                        {t.name for t in tools},
+                        first_index=sum(len(m.tool_calls) for m in loop.messages),
+                    )
+                    if isinstance(written, Unreadable):
+                        bound.info("tool_call_unreadable", problem=written.problem)
+                        loop.messages += [
+                            ChatMessage(role="assistant", content=answer.text),
+                            ChatMessage(role="user", content=_write_again(written.problem)),
+                        ]
+                        continue
+                    if written is None:
+                        bound.info("subtask_done", turns=loop.turns)
+                        await remember(self._router, message, spec, request, answer.text)
+                        return result(status="succeeded", output=answer.text)
+                    bound.info("tool_calls_in_text", calls=len(written.calls))
+                    answer = answer.model_copy(
+                        update={"text": written.text, "tool_calls": written.calls}
+                    )
                 stop = loop.limits.after_model_call(loop.usage) or await self._act(
                     message, request, loop, answer, bound
                 )

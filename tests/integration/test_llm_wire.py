@@ -94,6 +94,37 @@ def test_a_server_without_native_tools_gets_them_in_text(rt, server):
     assert "42" in second["messages"][-1]["content"]
 
 
+def test_a_call_written_as_json_in_the_content_is_run_whatever_the_mode(rt, server):
+    """What Qwen2.5-Coder under llama.cpp does with native tools on: the call comes back as
+    fenced JSON in ``content``, not as ``tool_calls``; it is run, not taken as the answer."""
+    written = '```json\n{"name": "calculator", "arguments": {"expression": "6 * 7"}}\n```'
+    server.script(Reply(text=written), Reply(text="It is 42."))
+    team = _solo("wire-json", {"wire-json": _oai(server)}, "wire-json", tools=["calculator"])
+    result = rt.submit("What is six times seven?", team=team).result(timeout=60)
+
+    (sub,) = result.subtasks
+    assert (sub.output, sub.tool_calls, sub.turns) == ("It is 42.", 1, 2)
+    second = server.requests[-1].body["messages"]
+    assert second[-2]["tool_calls"][0]["function"]["name"] == "calculator"
+    assert (second[-1]["role"], second[-1]["content"]) == ("tool", "42")
+
+
+def test_a_malformed_text_mode_call_goes_back_to_the_model(rt, server):
+    broken = '<tool_call>{"name": "calculator", "arguments": 6 * 7}</tool_call>'
+    call = '<tool_call>{"name": "calculator", "arguments": {"expression": "6 * 7"}}</tool_call>'
+    server.script(Reply(text=broken), Reply(text=call), Reply(text="It is 42."))
+    team = _solo("wire-text-bad", {"wire-text-bad": _oai(server, native_tools=False)},
+                 "wire-text-bad", tools=["calculator"])  # fmt: skip
+    result = rt.submit("What is six times seven?", team=team).result(timeout=60)
+
+    (sub,) = result.subtasks
+    assert (sub.output, sub.tool_calls, sub.turns) == ("It is 42.", 1, 3)
+    told = server.requests[1].body["messages"][-1]
+    assert told["role"] == "user"
+    assert told["content"].startswith("Your tool call could not be read:")
+    assert "malformed tool call" in told["content"]
+
+
 def test_anthropic_streams_tokens_and_tool_calls_into_a_job(rt, server):
     server.script(
         Reply.tool("calculator", {"expression": "2 + 3"}),

@@ -1,0 +1,145 @@
+"""Tool calls a model wrote in its answer's text instead of through the tools interface.
+
+Small local models do this whatever mode they are served in (Qwen2.5-Coder under llama.cpp
+writes bare or fenced JSON in ``content``; Hermes-style models write ``<tool_call>`` tags).
+Taken as the answer, such a call is a wrong answer; :func:`read_written_calls` recognizes:
+
+- ``<tool_call>{...}</tool_call>`` blocks anywhere in the text;
+- fenced code blocks (```json ... ```) holding a call or a list of calls;
+- the whole answer being a call, or a list of calls, as JSON.
+
+A call is an object ``{"name", "arguments"}`` (also ``parameters``, ``args`` or ``input`` for
+the arguments, ``tool`` for the name, or the OpenAI ``{"function": {...}}`` shape) with no
+other keys but ``id`` and ``type``, naming one of the agent's tools: JSON that names no tool
+is an answer, not a call. Inside ``<tool_call>`` tags the intent is plain, so a block that
+cannot be read is reported (:class:`Unreadable`) for the model to write again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Collection
+from dataclasses import dataclass
+from typing import Any, Final
+
+from protocols import ToolCall
+
+__all__ = ["Unreadable", "WrittenCalls", "read_written_calls"]
+
+_TAGGED: Final = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
+_FENCED: Final = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.S)
+_NAME_KEYS: Final = ("name", "tool")
+_ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "input")
+_EXTRA_KEYS: Final = frozenset({"id", "type"})
+_BLANK_LINES: Final = re.compile(r"\n{3,}")
+
+
+@dataclass(frozen=True)
+class WrittenCalls:
+    """Calls found in the text, and the text without them."""
+
+    text: str
+    calls: tuple[ToolCall, ...]
+
+
+@dataclass(frozen=True)
+class Unreadable:
+    """The model meant to call a tool and the call cannot be read: what to tell it."""
+
+    problem: str
+
+
+def read_written_calls(
+    text: str, tools: Collection[str], *, first_index: int = 0
+) -> WrittenCalls | Unreadable | None:
+    """The tool calls written in ``text`` (None: it holds none; it is an answer)."""
+    if not tools or not text.strip():
+        return None
+    if "<tool_call>" in text:
+        return _tagged(text, tools, first_index)
+    for match in _FENCED.finditer(text):
+        calls = _calls(match.group(1), tools)
+        if isinstance(calls, Unreadable):
+            return calls
+        if calls:
+            rest = _FENCED.sub(lambda m: "" if _calls(m.group(1), tools) else m.group(0), text)
+            return WrittenCalls(_tidy(rest), _numbered(calls, first_index))
+    calls = _calls(text, tools)
+    if isinstance(calls, Unreadable):
+        return calls
+    return WrittenCalls("", _numbered(calls, first_index)) if calls else None
+
+
+def _tagged(text: str, tools: Collection[str], first_index: int) -> WrittenCalls | Unreadable:
+    found: list[tuple[str, dict[str, Any]]] = []
+    for match in _TAGGED.finditer(text):
+        body = match.group(1).strip()
+        calls = _calls(body, tools)
+        if isinstance(calls, Unreadable):
+            return calls
+        if not calls:
+            return Unreadable(
+                f"the <tool_call> block {body[:200]!r} is not a call of one of your tools "
+                f"({', '.join(sorted(tools))}): write "
+                '<tool_call>{"name": "<tool>", "arguments": {...}}</tool_call>'
+            )
+        found += calls
+    return WrittenCalls(_tidy(_TAGGED.sub("", text)), _numbered(found, first_index))
+
+
+def _calls(body: str, tools: Collection[str]) -> list[tuple[str, dict[str, Any]]] | Unreadable:
+    """The calls ``body`` is (a call, or a list of calls), [] if it is not calls at all."""
+    try:
+        data: Any = json.loads(body)
+    except json.JSONDecodeError as e:
+        if any(f'"{tool}"' in body for tool in tools):  # a call, written wrong
+            return Unreadable(f"a tool call that is not valid JSON ({e}): {body[:200]!r}")
+        return []
+    items = data if isinstance(data, list) and data else [data]
+    calls = []
+    for item in items:
+        call = _call(item, tools)
+        if call is None:
+            return []
+        if isinstance(call, Unreadable):
+            return call
+        calls.append(call)
+    return calls
+
+
+def _call(item: Any, tools: Collection[str]) -> tuple[str, dict[str, Any]] | Unreadable | None:
+    if not isinstance(item, dict):
+        return None
+    if isinstance(item.get("function"), dict) and set(item) <= {"function", *_EXTRA_KEYS}:
+        item = item["function"]
+    names = [k for k in _NAME_KEYS if k in item]
+    given = [k for k in _ARGUMENT_KEYS if k in item]
+    if len(names) != 1 or len(given) > 1 or set(item) - {*names, *given, *_EXTRA_KEYS}:
+        return None
+    name = item[names[0]]
+    if not isinstance(name, str) or name not in tools:
+        return None
+    arguments = item[given[0]] if given else {}
+    if isinstance(arguments, str):
+        try:
+            arguments = json.loads(arguments) if arguments.strip() else {}
+        except json.JSONDecodeError:
+            arguments = None
+    if not isinstance(arguments, dict):
+        return Unreadable(
+            f"the arguments of your call of {name!r} are not a JSON object: "
+            f"{json.dumps(item.get(given[0]))[:200]}"
+        )
+    return name, arguments
+
+
+def _numbered(calls: list[tuple[str, dict[str, Any]]], first_index: int) -> tuple[ToolCall, ...]:
+    return tuple(
+        ToolCall(call_id=f"call_{first_index + k}", tool=name, arguments=arguments)
+        for k, (name, arguments) in enumerate(calls)
+    )
+
+
+def _tidy(text: str) -> str:
+    return _BLANK_LINES.sub("\n\n", text).strip()

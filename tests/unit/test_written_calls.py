@@ -1,0 +1,118 @@
+"""Tool calls written in an answer's text: recognized, run, or sent back to be written again."""
+
+import pytest
+from test_actors_agent import rig, scripted, task
+from wiring import run
+
+from actors.agent.written_calls import Unreadable, WrittenCalls, read_written_calls
+from protocols import ScriptedTurn, TaskResult, ToolCall
+
+TOOLS = {"calculator", "http_get"}
+
+
+def _call(k, tool="calculator", **arguments):
+    return ToolCall(call_id=f"call_{k}", tool=tool, arguments=arguments)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"name": "calculator", "arguments": {"expression": "2 + 2"}}',
+        '  {"name": "calculator", "parameters": {"expression": "2 + 2"}}\n',
+        '{"tool": "calculator", "args": "{\\"expression\\": \\"2 + 2\\"}"}',
+        '{"type": "function", "function": {"name": "calculator", '
+        '"arguments": "{\\"expression\\": \\"2 + 2\\"}"}}',
+        '```json\n{"name": "calculator", "arguments": {"expression": "2 + 2"}}\n```',
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "2 + 2"}}</tool_call>',
+        '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2 + 2"}}\n',  # cut off
+    ],
+    ids=["bare", "parameters", "tool-args-string", "openai-shape", "fenced", "hermes", "unclosed"],
+)
+def test_a_call_written_in_any_common_form_is_read(text):
+    assert read_written_calls(text, TOOLS) == WrittenCalls("", (_call(0, expression="2 + 2"),))
+
+
+def test_several_calls_keep_their_order_and_the_rest_of_the_text():
+    text = (
+        "Let me work it out.\n"
+        '<tool_call>{"name": "calculator", "arguments": {"expression": "1 + 1"}}</tool_call>\n'
+        '<tool_call>{"name": "http_get", "arguments": {"url": "https://example.com"}}</tool_call>'
+    )
+    found = read_written_calls(text, TOOLS, first_index=3)
+    assert found == WrittenCalls("Let me work it out.", (
+        _call(3, expression="1 + 1"), _call(4, "http_get", url="https://example.com")))  # fmt: skip
+    listed = '[{"name": "calculator", "arguments": {"expression": "1"}}, ' \
+        '{"name": "calculator", "arguments": {"expression": "2"}}]'  # fmt: skip
+    assert [c.arguments for c in read_written_calls(listed, TOOLS).calls] == [
+        {"expression": "1"}, {"expression": "2"}]  # fmt: skip
+    fenced = 'I will call it:\n```json\n{"name": "calculator", "arguments": {}}\n```\nthen answer.'
+    assert read_written_calls(fenced, TOOLS) == WrittenCalls(
+        "I will call it:\n\nthen answer.", (_call(0),))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The answer is 4.",
+        '{"name": "Alice", "arguments": {"age": 3}}',  # names no tool: data, an answer
+        '{"name": "calculator", "arguments": {"expression": "1"}, "note": "x"}',  # not call-shaped
+        '```json\n{"total": 12}\n```',
+        '{"sentiment": "positive"}',
+        "[]",
+    ],
+)
+def test_answers_that_are_not_calls_stay_answers(text):
+    assert read_written_calls(text, TOOLS) is None
+
+
+def test_no_tools_no_calls():
+    assert read_written_calls('{"name": "calculator", "arguments": {}}', ()) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("<tool_call>{name: calculator}</tool_call>", "not a call of one of your tools"),
+        ('<tool_call>{"name": "rm", "arguments": {}}</tool_call>', "(calculator, http_get)"),
+        ('{"name": "calculator", "arguments": "2 + 2"}', "not a JSON object"),
+        ('{"name": "calculator", "arguments": {"expression": "2 + 2"}', "not valid JSON"),
+    ],
+)
+def test_a_call_that_cannot_be_read_is_reported(text, problem):
+    found = read_written_calls(text, TOOLS)
+    assert isinstance(found, Unreadable)
+    assert problem in found.problem
+
+
+def test_the_agent_runs_a_call_written_as_json_and_answers():
+    """Qwen under llama.cpp: the call comes back as fenced JSON in the content."""
+
+    async def main():
+        written = '```json\n{"name": "calculator", "arguments": {"expression": "17 * 23 + 4"}}\n```'
+        r = await rig(m=scripted(ScriptedTurn(text=written), ScriptedTurn(text="It is 395.")))
+        result = (await r.ask(task())).payload
+        assert isinstance(result, TaskResult)
+        assert (result.status, result.output, result.tool_calls) == ("succeeded", "It is 395.", 1)
+        _, second = r.requests()
+        assistant, tool = second.messages[-2:]
+        assert assistant.tool_calls == (_call(0, expression="17 * 23 + 4"),)
+        assert (tool.role, tool.tool_call_id, tool.content) == ("tool", "call_0", "395")
+
+    run(main())
+
+
+def test_an_unreadable_call_goes_back_to_the_model_instead_of_becoming_the_answer():
+    async def main():
+        broken = '<tool_call>{"name": "calculator", "arguments": {"expression": 17 * 23}}'
+        fixed = '<tool_call>{"name": "calculator", "arguments": {"expression": "17 * 23"}}'
+        r = await rig(m=scripted(ScriptedTurn(text=broken), ScriptedTurn(text=fixed),
+                                 ScriptedTurn(text="It is 391.")))  # fmt: skip
+        result = (await r.ask(task())).payload
+        assert (result.status, result.output, result.turns, result.tool_calls) == (
+            "succeeded", "It is 391.", 3, 1)  # fmt: skip
+        _, second, _ = r.requests()
+        assert second.messages[-2].content == broken
+        assert second.messages[-1].role == "user"
+        assert second.messages[-1].content.startswith("Your tool call could not be read:")
+
+    run(main())
