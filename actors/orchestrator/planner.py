@@ -51,8 +51,9 @@ Ask = Callable[[LLMRequest], Awaitable[LLMResponse]]
 _PLANNER = (
     "You are the planner of a team of agents. Split the user's task into subtasks that can run "
     "in parallel where possible. Give each subtask an id, the role of the agent that should do "
-    "it, clear instructions, and the ids it depends on; when its output must be structured "
-    "data, also give the JSON Schema it must satisfy as output_schema. Use at most "
+    "it, clear instructions, and the ids it depends on. Give an output_schema (the JSON "
+    "Schema its output must satisfy) only when a program or a later subtask must read the "
+    "output as data; an answer a person or the final summary reads needs none. Use at most "
     "{max_subtasks} subtasks. Answer with JSON only."
 )
 _REASK = (

@@ -141,12 +141,79 @@ def gate(
 
 
 def gate_feedback(problems: Sequence[str], *, schema: dict[str, Any] | None = None) -> str:
-    """The message that sends a rejected output back to its agent, listing ``problems``."""
+    """The message that sends a rejected output back to its agent, listing ``problems``.
+
+    With a schema, also an answer of exactly the wanted shape (when one can be made that the
+    schema accepts): a small model copies a shape far better than it reads a schema.
+    """
     listed = "\n".join(f"- {p}" for p in problems)
     text = f"Your answer did not pass the quality check:\n{listed}\n"
     if schema is not None:
         text += f"Reply with JSON only, satisfying this JSON Schema:\n{json.dumps(schema)}\n"
+        example = schema_example(schema)
+        if example is not None:
+            text += (
+                f"Your whole answer must have this shape, with your own values, and nothing "
+                f"before or after it:\n{example}\n"
+            )
     return text + "Answer again in full, fixing every problem."
+
+
+_EXAMPLE_DEPTH: Final = 6
+
+
+def schema_example(schema: dict[str, Any]) -> str | None:
+    """A JSON value of ``schema``'s shape that it accepts (None if none could be made)."""
+    try:
+        value = _example(schema, schema, 0)
+        if any(True for _ in safe_validator(schema).iter_errors(value)):
+            return None
+    except (KeyError, TypeError, ValueError, RecursionError):
+        return None
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _example(node: Any, root: dict[str, Any], depth: int) -> Any:
+    if not isinstance(node, dict) or depth > _EXAMPLE_DEPTH:
+        return None
+    ref = node.get("$ref")
+    if isinstance(ref, str) and ref.startswith("#/"):
+        target: Any = root
+        for part in ref[2:].split("/"):
+            target = target[part]
+        return _example(target, root, depth + 1)
+    return _shaped(node, root, depth)
+
+
+def _shaped(node: dict[str, Any], root: dict[str, Any], depth: int) -> Any:
+    if "const" in node:
+        return node["const"]
+    if isinstance(node.get("enum"), list) and node["enum"]:
+        return node["enum"][0]
+    for key in ("anyOf", "oneOf", "allOf"):
+        if isinstance(node.get(key), list) and node[key]:
+            return _example(node[key][0], root, depth + 1)
+    kind = node.get("type")
+    if isinstance(kind, list):
+        kind = next((k for k in kind if k != "null"), None)
+    if kind == "object" or (kind is None and "properties" in node):
+        properties = node.get("properties") or {}
+        wanted = node.get("required") or list(properties)
+        return {k: _example(properties.get(k, {}), root, depth + 1) for k in wanted}
+    if kind == "array":
+        return [_example(node.get("items", {}), root, depth + 1)] * max(1, node.get("minItems", 1))
+    return _scalar(kind, node)
+
+
+def _scalar(kind: Any, node: dict[str, Any]) -> Any:
+    if kind in {"number", "integer"}:
+        low = node.get("minimum", node.get("exclusiveMinimum", 0))
+        return int(low) + 1 if "exclusiveMinimum" in node else int(low)
+    if kind == "boolean":
+        return True
+    if kind == "string":
+        return "..." + "." * max(0, node.get("minLength", 0) - 3)
+    return None
 
 
 def make_candidate(

@@ -1,4 +1,4 @@
-"""Plan repair and the last-resort plan: what small models write, made into plans."""
+"""What small models write, made usable: plan repair, the last-resort plan, the wanted shape."""
 
 import json
 
@@ -124,3 +124,37 @@ def test_two_unusable_answers_end_in_one_agent_taking_the_whole_task():
     # a model that fails is not a malformed plan: the job fails with the model's error
     with pytest.raises(PlanError, match="asking again failed"):
         run(make_plan("Write the report.", team, _Planner("no", ModelError("down"))))
+
+
+@pytest.mark.parametrize(
+    ("schema", "example"),
+    [
+        ({"type": "number"}, "0"),
+        ({"type": "integer", "minimum": 3}, "3"),
+        ({"type": "object", "properties": {"total": {"type": "number"},
+          "currency": {"enum": ["EUR", "USD"]}}, "required": ["total", "currency"]},
+         '{"total": 0, "currency": "EUR"}'),
+        ({"type": "array", "items": {"type": "string"}, "minItems": 2}, '["...", "..."]'),
+        ({"$defs": {"n": {"type": "boolean"}}, "type": "object",
+          "properties": {"ok": {"$ref": "#/$defs/n"}}}, '{"ok": true}'),
+        ({"type": "string", "pattern": "^[0-9]+$"}, None),  # no example it accepts: none shown
+    ],
+)  # fmt: skip
+def test_a_rejected_output_is_shown_the_exact_shape_wanted(schema, example):
+    """A small model answered prose where a number was wanted (the issue's arithmetic case):
+    the gate's feedback now carries an answer of the wanted shape, checked against the schema."""
+    from actors.orchestrator.resolve import gate_feedback, schema_example  # noqa: PLC0415
+
+    assert schema_example(schema) == example
+    feedback = gate_feedback(["not JSON"], schema=schema)
+    if example is None:
+        assert "this shape" not in feedback
+    else:
+        assert f"nothing before or after it:\n{example}\n" in feedback
+
+
+def test_the_planner_is_told_when_an_output_schema_is_wanted():
+    from actors.orchestrator.planner import plan_request  # noqa: PLC0415
+
+    system = plan_request("What is 17 * 23 + 4?", _team("writer")).messages[0].text
+    assert "only when a program or a later subtask must read the output as data" in system
