@@ -39,7 +39,8 @@ ExperimentMetric = Literal["success", "quality", "feedback"]
 ExperimentStatus = Literal["running", "decided", "stopped"]
 
 MAX_ARMS = 8
-MAX_SAMPLES = 100_000
+MAX_SAMPLES = 20_000
+"""Jobs per arm at most: the test relabels 2 x 20,000 values 10,000 times (a few seconds)."""
 
 
 class _Config(BaseModel):
@@ -89,7 +90,9 @@ class ExperimentSpec(_Config):
         default=None, ge=5, le=MAX_SAMPLES, description="Override the computed sample size."
     )
     tenants: tuple[str, ...] | None = Field(
-        default=None, description="Only these tenants' jobs take part (None: every tenant's)."
+        default=None,
+        max_length=1000,
+        description="Only these tenants' jobs take part (None: every tenant's).",
     )
     auto_promote: bool = Field(
         default=False, description="Make the winner current when decided (if the guard allows)."
@@ -106,6 +109,11 @@ class ExperimentSpec(_Config):
         versions = [a.version for a in self.arms]
         if len(set(versions)) != len(versions):
             raise ValueError(f"each arm is a different version (got {', '.join(versions)})")
+        if self.sample_size() > MAX_SAMPLES:
+            raise ValueError(
+                f"min_effect {self.min_effect} needs {self.sample_size()} jobs per arm "
+                f"(at most {MAX_SAMPLES}): look for a larger effect"
+            )
         return self
 
     def sample_size(self) -> int:

@@ -443,17 +443,14 @@ class ExperimentDesk:
             self.stop(running.spec.name, by=by)
 
     def info(self, name: str) -> ExperimentInfo:
-        """An experiment with its arms' figures (decided first, if it just reached its horizon).
+        """An experiment with its arms' figures (the checks decide it, within a second).
 
         Raises:
             ExperimentNotFound: no such experiment.
         """
-        info = self._header(name)
-        if info.status == "running":
-            info = self._settle(info)
-        return self._figures(info)
+        return self._figures(self._header(name))
 
-    def list(self) -> list[ExperimentInfo]:
+    def every(self) -> list[ExperimentInfo]:
         """Every experiment, oldest first, with its figures."""
         return [self.info(i.spec.name) for i in self._store.headers()]
 
@@ -462,14 +459,44 @@ class ExperimentDesk:
     def check(self) -> None:
         """Decide each running experiment that reached its horizon; update the metrics."""
         for info in list(self._running.values()):
-            try:
-                self.sweep(info.spec.name)
-                settled = self._settle(info)
-            except TroupeError:  # a store that cannot answer now: the next check tries again
-                log.warning("experiment_check_failed", experiment=info.spec.name, exc_info=True)
+            outcomes = self._measured(info)
+            if outcomes is not None:
+                self._conclude(info, outcomes, decide(info.spec, outcomes, at=self._clock()))
+
+    async def check_off_loop(self) -> None:
+        """:meth:`check`, with the tests (seconds for the largest samples) in a thread.
+
+        The store and the registry are used from the event loop only; an experiment stopped
+        while its test ran stays stopped.
+        """
+        for info in list(self._running.values()):
+            outcomes = self._measured(info)
+            if outcomes is None:
                 continue
-            for arm in self._figures(settled).arms:
-                metrics.experiment_arm(settled.spec.name, arm)
+            decision = await asyncio.to_thread(decide, info.spec, outcomes, at=self._clock())
+            if self._running.get(info.spec.skill) is info:
+                self._conclude(info, outcomes, decision)
+
+    def _measured(self, info: ExperimentInfo) -> list[Outcome] | None:
+        """The experiment's jobs, outcomes swept in (None: the store cannot answer now)."""
+        try:
+            self.sweep(info.spec.name)
+            return self._store.outcomes(info.spec.name)
+        except TroupeError:  # the next check tries again
+            log.warning("experiment_check_failed", experiment=info.spec.name, exc_info=True)
+            return None
+
+    def _conclude(
+        self, info: ExperimentInfo, outcomes: list[Outcome], decision: ExperimentDecision | None
+    ) -> None:
+        """End the experiment with ``decision`` (if it has one); its arms to the metrics."""
+        if decision is not None:
+            try:
+                info = self._settle(info, decision)
+            except TroupeError:  # not recorded: the next check decides again
+                log.warning("experiment_check_failed", experiment=info.spec.name, exc_info=True)
+        for arm in arm_stats(info.spec, outcomes):
+            metrics.experiment_arm(info.spec.name, arm)
 
     def sweep(self, name: str) -> None:
         """Fill in outcomes the jobs' shards did not write (``STALE_S`` after assignment).
@@ -486,10 +513,7 @@ class ExperimentDesk:
                 self._store.forget(job_id)
                 log.warning("experiment_job_dropped", experiment=name, job_id=job_id)
 
-    def _settle(self, info: ExperimentInfo) -> ExperimentInfo:
-        decision = decide(info.spec, self._store.outcomes(info.spec.name), at=self._clock())
-        if decision is None:
-            return info
+    def _settle(self, info: ExperimentInfo, decision: ExperimentDecision) -> ExperimentInfo:
         promoted = False
         if decision.winner is not None and info.spec.auto_promote and decision.guard is None:
             try:
@@ -516,7 +540,7 @@ class ExperimentDesk:
             while True:
                 await asyncio.sleep(CHECK_EVERY_S)
                 if self._running:
-                    self.check()  # in the loop: never beside a submit assigning a job
+                    await self.check_off_loop()
 
         self._checker = asyncio.get_running_loop().create_task(loop())
 

@@ -29,6 +29,8 @@ _EXACT_UP_TO: Final = 16
 _DRAWS: Final = 20_000
 _SEED: Final = 20_261_203
 _BATCH: Final = 2_000
+_CELLS: Final = 2_000_000
+"""Random keys drawn at once by the permutation test (16 MB of floats)."""
 
 
 def _t(df: int) -> float:
@@ -88,8 +90,9 @@ def permutation_test(
     total = x.sum()
     rng = np.random.default_rng(seed)
     hits = 0
-    for start in range(0, draws, _BATCH):
-        rows = min(_BATCH, draws - start)
+    batch = max(1, min(_BATCH, _CELLS // size))  # at most _CELLS keys drawn at once
+    for start in range(0, draws, batch):
+        rows = min(batch, draws - start)
         # the ``first`` smallest of random keys: a uniformly random relabelling per row
         picked = np.argpartition(rng.random((rows, size)), first - 1, axis=1)[:, :first]
         sums = x[picked].sum(axis=1)

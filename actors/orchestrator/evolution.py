@@ -260,7 +260,7 @@ class Evolution:
     @front_desk
     async def experiments(self) -> list[ExperimentInfo]:
         """Every experiment, oldest first."""
-        return self._experiments.list()
+        return self._experiments.every()
 
     @front_desk
     async def stop_experiment(self, name: str, *, by: str = "api") -> ExperimentInfo:

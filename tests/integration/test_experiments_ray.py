@@ -13,6 +13,7 @@ import importlib.util
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -150,6 +151,9 @@ def test_equal_arms_scored_by_people_declare_no_winner_over_http_and_the_cli(rt,
             if min(scored.values()) >= 6:
                 break
     assert min(scored.values()) >= 6, scored
+    deadline = time.monotonic() + 30  # the front desk's checks decide within a second
+    while rt.experiment("ab-feedback").status == "running" and time.monotonic() < deadline:
+        time.sleep(0.2)
     shown = _troupe("experiments", "show", "ab-feedback", "--json")
     assert shown.returncode == 0, shown.stderr[-2000:]
     info = ExperimentInfo.model_validate_json(shown.stdout)

@@ -64,6 +64,10 @@ def test_bad_specs_are_refused():
         _spec(arms=[{"version": "1"}])
     with pytest.raises(ValueError, match="greater than 0"):
         _spec(arms=[{"version": "1", "weight": 0}, {"version": "2"}])
+    with pytest.raises(ValueError, match="needs 30448 jobs per arm"):
+        _spec(min_effect=0.02, alpha=0.001, power=0.95)
+    with pytest.raises(ValueError, match="less than or equal to 20000"):
+        _spec(samples_per_arm=20_001)
     with pytest.raises(ValueError, match="Extra inputs"):
         _spec(state_url="postgresql://elsewhere")
 
@@ -235,6 +239,8 @@ def test_the_desk_assigns_measures_decides_and_promotes(tmp_path):
     store.feedback("job-1", 0.25)
     store.feedback("job-1", 0.75)
     store.feedback("job-unassigned", 1.0)  # in no experiment: nothing happens
+    assert desk.info("ab").status == "running"  # reading decides nothing: the checks do
+    desk.check()
     info = desk.info("ab")
     arms = {a.version: a for a in info.arms}
     assert sum(a.assigned for a in info.arms) == 60
@@ -295,7 +301,7 @@ def test_stopping_listing_and_what_is_refused():
         desk.start(_spec())
     desk.start(_spec(name="ab-2"))
     desk.stop_skill("sk", by="skill deleted")
-    listed = [(i.spec.name, i.status) for i in desk.list()]
+    listed = [(i.spec.name, i.status) for i in desk.every()]
     assert listed == [("ab", "stopped"), ("ab-2", "stopped")]
     with pytest.raises(ExperimentNotFound):
         desk.info("missing")
