@@ -71,11 +71,12 @@ STOP_WAIT_S: Final = 5.0
 """How long an agent being retired gets for its ``on_stop``."""
 PROVISION_CHECK_S: Final = 5.0
 """How long a provisioned team's actors get to confirm they are still set up."""
-PLACE_TRIES: Final = 4
+PLACE_TRIES: Final = 6
 """How many times a new agent is made on the node chosen for it before it stays elsewhere."""
 PLACE_RETRY_S: Final = 1.0
-"""The pause before making it again (Ray falls back to the local node while its raylet has
-not yet heard of a node that joined the cluster)."""
+"""The pause before making it again, times the attempt (1 + 2 + ... + 5 = 15 s in all): Ray
+falls back to the local node while its raylet has not yet heard of a node that joined the
+cluster, and 4 tries over 5 s were seen too few on a loaded 2-core `ray up` of two nodes."""
 
 log = structlog.get_logger("raytroupe.ray")
 
@@ -289,7 +290,7 @@ class RayTeamProvisioner:
                 return handle
             ray.kill(handle, no_restart=True)
             await _until_gone(name)
-            await asyncio.sleep(PLACE_RETRY_S)
+            await asyncio.sleep(PLACE_RETRY_S * attempt)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns
 
     def _spawn(self, team: TeamSpec, spec: AgentSpec, tools: Sequence[Any], strategy: Any) -> Any:
