@@ -113,7 +113,11 @@ def test_a_planted_better_version_wins_within_the_stated_sample_and_is_promoted(
     assert arms["1"].sample == arms["2"].sample == 25  # decided at the horizon, not before
     assert arms["2"].success_rate == 1.0
     assert 0.2 < arms["1"].success_rate < 0.8
-    assert arms["1"].assigned + arms["2"].assigned == len(ran)  # the pinned job is not in it
+    # every job by name until the decision took part (the pinned one did not); the check
+    # decides within a second of the horizon, so the last wave's later jobs may not have
+    assigned = arms["1"].assigned + arms["2"].assigned
+    assert 50 <= assigned <= len(ran)
+    assert list(ran.values())[:assigned].count("1") == arms["1"].assigned  # the arms they ran
     assert set(ran.values()) == {"1", "2"}
     (compared,) = info.decision.comparisons
     assert compared.significant
@@ -123,7 +127,7 @@ def test_a_planted_better_version_wins_within_the_stated_sample_and_is_promoted(
     assert rt.skill_history("sk-ab")[-1].source == "experiment:ab-notes"
     after = rt.submit(_request(3), skill="sk-ab").result(timeout=60)  # the split is over
     assert after.output.version == "2"
-    assert sum(a.assigned for a in rt.experiment("ab-notes").arms) == len(ran)
+    assert sum(a.assigned for a in rt.experiment("ab-notes").arms) == assigned
     _only_admins_see_it(api, info)
 
 
