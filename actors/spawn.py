@@ -24,6 +24,7 @@ from actors.agent import AgentActor
 from actors.lifecycle import with_lifecycle
 from actors.llm import LLMAdapterPool
 from actors.llm.config import LLMConfig
+from actors.llm.local.ray_servers import RayLocalServers
 from actors.memory.config import MemoryConfig
 from actors.orchestrator import Orchestrator
 from actors.ray_handles import (
@@ -477,6 +478,7 @@ def spawn_system(
             own_addresses=own,
             replica=n,
             peers=RayPoolPeers(n, replicas) if replicas > 1 else None,
+            local_servers=RayLocalServers(),
         )
         for n in range(replicas)
     ]

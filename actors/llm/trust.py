@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
 from actors.outbound import NetworkPolicy, Outbound, OutboundRefused, host_of
-from protocols import ConfigError, ModelSpec, RouteSpec
+from protocols import ConfigError, LocalModel, ModelSpec, RouteSpec
 
 __all__ = ["DEFAULT_HOSTS", "ModelTrust", "endpoint_host", "endpoint_origin"]
 
@@ -88,6 +88,13 @@ class ModelTrust:
         """
         if isinstance(spec, RouteSpec):
             return
+        if isinstance(spec, LocalModel):
+            raise ConfigError(
+                f"model alias {alias!r}: a local model starts a server process on the "
+                "cluster from a file path; only the operator's configuration may name one",
+                alias=alias,
+                field="provider",
+            )
         host = endpoint_host(spec)
         env = getattr(spec, "api_key_env", None)
         allowed = self._keys.get(env or "", set())
