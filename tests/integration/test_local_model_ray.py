@@ -1,0 +1,151 @@
+"""The real-model tier on Ray: SmolLM2-135M served by llama-server under ``model/<alias>``.
+
+Streaming, usage, a tool loop, cancel, a server killed mid-call and a supervisor killed by
+Ray's hand. The model is tiny: what is asserted is the plumbing, and that every job ends
+succeeded, or failed or cancelled with a typed error, never hung.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import pytest
+import ray
+
+import runtime
+from actors.llm.local.ray_servers import model_actor_name
+from protocols import JobCancelled, JobFailed, TroupeError
+from tests.support.local_models import smol_spec
+
+SMOL = "smol-local"
+SMOL_TEXT = "smol-local-text"
+NAMESPACE = "troupe"
+
+
+@pytest.fixture(scope="module")
+def smol(rt):
+    models = {
+        SMOL: smol_spec(),
+        SMOL_TEXT: smol_spec(native_tools=False, constrained_tools=True, parallel=2),
+    }
+    ray.get(rt.actor("llm/0").configure.remote(models, operator=True))
+    yield
+    for alias in models:
+        ray.get(rt.actor("llm/0").remove.remote(alias))
+
+
+def _team(name, model, **agent):
+    return runtime.Team(
+        name=name,
+        planner_model="offline",
+        agents=[runtime.AgentSpec(name=f"{name}-agent", role="solver", model=model, **agent)],
+    )
+
+
+def _ended(job, timeout=240):
+    """The job's result, or the typed error it ended with."""
+    try:
+        return job.result(timeout=timeout)
+    except (JobFailed, JobCancelled) as exc:
+        return exc
+
+
+def _supervisor(alias):
+    return ray.get_actor(model_actor_name(alias), namespace=NAMESPACE)
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().split()[2] != "Z"
+
+
+def _poll(condition, within_s=90.0):
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"not within {within_s} s")
+
+
+def test_a_job_streams_tokens_from_the_managed_server_and_books_its_usage(rt, smol):
+    job = rt.submit("Name three colours.", team=_team("smol-stream", SMOL, stream=True))
+    events = list(job.events(timeout=240))
+    result = job.result(timeout=10)
+
+    (sub,) = result.subtasks
+    assert result.status == "succeeded"
+    assert sub.providers == ("local",)
+    deltas = [d for e in events if e.type == "llm_delta" for d in e.data["deltas"]]
+    assert len(deltas) >= 2
+    assert "".join(d["text"] for d in deltas).strip() == sub.output.strip()
+    assert result.usage.completion_tokens > 0
+    info = ray.get(_supervisor(SMOL).info.remote())
+    assert info["ready"]
+    assert info["pid"] is not None
+
+
+def test_a_tool_loop_on_the_real_model_ends_typed(rt, smol):
+    team = _team("smol-tools", SMOL_TEXT, tools=["calculator"], max_turns=4)
+    job = rt.submit("Use the calculator to compute 17 * 23.", team=team)
+    ended = _ended(job)
+    if isinstance(ended, TroupeError):
+        assert ended.code  # typed: it says why
+        result = ended.detail.get("result")
+    else:
+        result = ended
+    assert result is not None
+    assert result.status in ("succeeded", "failed")
+    (sub,) = result.subtasks
+    assert sub.providers[:1] == ("local",)
+    assert sub.turns >= 1
+
+
+def test_a_cancelled_job_frees_the_server_for_the_next(rt, smol):
+    team = _team("smol-cancel", SMOL, stream=True)
+    job = rt.submit("Write a very long story about the sea, in many chapters.", team=team)
+    for event in job.events(timeout=240):
+        if event.type == "llm_delta":
+            break
+    assert job.cancel()
+    ended = _ended(job)
+    assert isinstance(ended, JobCancelled)
+    after = rt.submit("Say hello.", team=_team("smol-after", SMOL)).result(timeout=240)
+    assert after.status == "succeeded"
+
+
+def test_a_server_killed_mid_call_is_restarted_and_the_job_ends_typed(rt, smol):
+    supervisor = _supervisor(SMOL)
+    before = ray.get(supervisor.info.remote())
+    team = _team("smol-kill", SMOL, stream=True)
+    job = rt.submit("Write a long poem about mountains.", team=team)
+    for event in job.events(timeout=240):
+        if event.type == "llm_delta":
+            break
+    killed = ray.get(supervisor.kill_server.remote())
+    ended = _ended(job)
+    assert not isinstance(ended, JobCancelled)
+    assert getattr(ended, "status", None) == "succeeded" or isinstance(ended, JobFailed)
+    assert killed == before["pid"]
+    info = _poll(lambda: (i := ray.get(supervisor.info.remote()))["ready"] and i)
+    assert info["generation"] > before["generation"]
+    assert info["pid"] != killed
+    assert not _alive(killed)
+    after = rt.submit("Say hello.", team=_team("smol-after-kill", SMOL)).result(timeout=240)
+    assert after.status == "succeeded"
+
+
+def test_a_supervisor_killed_by_ray_takes_its_server_and_comes_back_with_a_new_one(rt, smol):
+    old = ray.get(_supervisor(SMOL).info.remote())
+    ray.kill(_supervisor(SMOL), no_restart=False)  # a crash: Ray restarts the actor
+    _poll(lambda: not _alive(old["pid"]))  # the server died with its supervisor
+    result = rt.submit("Say hello.", team=_team("smol-reborn", SMOL)).result(timeout=240)
+    assert result.status == "succeeded"
+    new = ray.get(_supervisor(SMOL).info.remote())
+    assert new["pid"] != old["pid"]
+    assert new["ready"]
