@@ -1,6 +1,9 @@
 """Run a small research job on an embedded local Ray and print what each agent did.
 
-Usage: python examples/research_team.py [--latency SECONDS]
+Usage: python examples/research_team.py [--latency SECONDS] [--gguf MODEL.gguf [--threads N]]
+
+With ``--gguf`` every agent and the planner use that model, served by llama.cpp's
+``llama-server`` under raytroupe's supervisor (``troupe models install-server`` first).
 
 On a cluster (``ray job submit ... -- python examples/research_team.py``) it joins the
 cluster's Ray and uses the models it serves.
@@ -35,22 +38,30 @@ def main() -> None:
     parser.add_argument(
         "--latency", type=float, default=0.2, help="offline model latency (s), own Ray only"
     )
+    parser.add_argument("--gguf", type=Path, help="a GGUF model to serve locally and use")
+    parser.add_argument("--threads", type=int, default=None, help="llama-server's CPU threads")
     args = parser.parse_args()
 
     # On a running cluster (`ray job submit` sets RAY_ADDRESS) the job uses the models the
     # cluster serves; only a Ray of its own gets the offline model with this latency.
     joining = bool(os.environ.get("RAY_ADDRESS"))
-    llm = None if joining else runtime.OfflineModel(latency_s=args.latency)
+    llm: runtime.ModelSpec | None = None
+    if args.gguf is not None:
+        llm = runtime.LocalModel(gguf=str(args.gguf.resolve()), threads=args.threads,
+                                 context_size=8192, timeout_s=600.0)  # fmt: skip
+    elif not joining:
+        llm = runtime.OfflineModel(latency_s=args.latency)
+    wait_s = 120.0 if args.gguf is None else 3600.0  # a real model on a CPU takes minutes
     rt = runtime.connect(llm=llm, log_level="warning")
     try:
         team = runtime.Team.from_yaml(TEAM)
         job = rt.submit(TASK, team=team)
         print(f"submitted {job.job_id} to team {team.name!r}")
-        for event in job.events(timeout=120):
+        for event in job.events(timeout=wait_s):
             where = f" {event.subtask_id}" if event.subtask_id else ""
             who = f" by {event.data['agent']}" if event.data.get("agent") else ""
             print(f"  [{event.seq:>2}] {event.type}{where}{who}")
-        result = job.result(timeout=60)
+        result = job.result(timeout=wait_s)
         t = result.timings
         print(
             f"\nstatus: {result.status} in {t.total_s:.2f} s (agents ready {t.provision_s:.2f} s, "

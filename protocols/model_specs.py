@@ -118,7 +118,8 @@ class OpenAICompatibleModel(_Remote):
     constrained_tools: bool = Field(
         default=False,
         description="With native_tools=False: ask the server for JSON-Schema-constrained "
-        "output (llama.cpp, vLLM), so that every answer is a well-formed tool call or answer.",
+        "output (llama.cpp, vLLM), so that every answer is a well-formed tool call or answer "
+        "(small models then seldom choose to call: best where tool_choice is 'required').",
     )
 
 
@@ -164,9 +165,10 @@ class LocalModel(_Deployment):
         default=True, description="False: describe tools in the prompt and parse calls from text."
     )
     constrained_tools: bool = Field(
-        default=True,
+        default=False,
         description="With native_tools=False: constrain answers by JSON Schema (a grammar), "
-        "so that each is a well-formed tool call or answer.",
+        "so that each is a well-formed tool call or answer (small models then seldom choose "
+        "to call: best where tool_choice is 'required').",
     )
     num_cpus: float = Field(default=0.0, ge=0.0, le=1024.0, description="Ray CPUs it holds.")
     num_gpus: float = Field(default=0.0, ge=0.0, le=64.0, description="Ray GPUs it holds.")

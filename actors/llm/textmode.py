@@ -11,10 +11,11 @@ since such servers often reject role ``tool``. Call ids are deterministic: ``cal
 counting every call in the conversation.
 
 *Constrained* text mode, for servers that decode under a JSON Schema (llama.cpp, vLLM): every
-answer is one JSON object, ``{"tool_calls": [{"name": ..., "arguments": {...}}]}`` or
-``{"answer": ...}``, and :func:`constrained_schema` is sent as the ``response_format``, so the
-server can only produce a known tool's name with arguments of that tool's schema, or an answer
-(of the request's own ``response_format`` when it has one).
+answer is JSON: a call ``{"name": ..., "arguments": {...}}`` (the shape instruction-tuned
+models write calls in unprompted), a list of calls, or ``{"answer": ...}``; and
+:func:`constrained_schema` is sent as the ``response_format``, so the server can only produce
+a known tool's name with arguments of that tool's schema, or an answer (of the request's own
+``response_format`` when it has one).
 """
 
 from __future__ import annotations
@@ -54,9 +55,10 @@ def tool_prompt(tools: tuple[ToolSpec, ...], tool_choice: str, *, constrained: b
     if constrained:
         lines += [
             "",
-            "Answer with one JSON object. To call tools:",
-            '{"tool_calls": [{"name": "<tool name>", "arguments": {...}}]}',
-            "then wait: each result comes back as 'Tool result for <call id>: ...'.",
+            "Answer in JSON. To call a tool:",
+            '{"name": "<tool name>", "arguments": {...}}',
+            "(several calls: a JSON list of them), then wait: each result comes back as "
+            "'Tool result for <call id>: ...'.",
         ]
         if tool_choice == "required":
             lines.append("You must call at least one tool now.")
@@ -104,7 +106,8 @@ def to_text_mode(
             out.append(ChatMessage(role="user", content=line))
         elif message.role == "assistant" and message.tool_calls and constrained:
             calls = [{"name": c.tool, "arguments": c.arguments} for c in message.tool_calls]
-            out.append(ChatMessage(role="assistant", content=json.dumps({"tool_calls": calls})))
+            written = calls[0] if len(calls) == 1 else calls
+            out.append(ChatMessage(role="assistant", content=json.dumps(written)))
         elif message.role == "assistant" and message.tool_calls:
             blocks = [_block(call) for call in message.tool_calls]
             text = "\n".join([message.text, *blocks] if message.text else blocks)
@@ -165,32 +168,27 @@ def constrained_schema(
     Each call's ``arguments`` are held to its own tool's schema; the answer is a string, or
     of ``answer`` (the request's ``response_format``) when given.
     """
-    one_call = [
-        {
-            "type": "object",
-            "properties": {"name": {"const": t.name}, "arguments": t.parameters},
-            "required": ["name", "arguments"],
-            "additionalProperties": False,
-        }
-        for t in tools
-    ]
-    calls = {
-        "type": "object",
-        "properties": {
-            "tool_calls": {"type": "array", "minItems": 1, "items": {"anyOf": one_call}}
-        },
-        "required": ["tool_calls"],
-        "additionalProperties": False,
+    one_call: dict[str, Any] = {
+        "anyOf": [
+            {
+                "type": "object",
+                "properties": {"name": {"const": t.name}, "arguments": t.parameters},
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+            for t in tools
+        ]
     }
+    calls = [one_call, {"type": "array", "minItems": 1, "items": one_call}]
     if tool_choice == "required":
-        return calls
+        return {"anyOf": calls}
     reply = {
         "type": "object",
         "properties": {"answer": answer if answer is not None else {"type": "string"}},
         "required": ["answer"],
         "additionalProperties": False,
     }
-    return {"anyOf": [calls, reply]}
+    return {"anyOf": [*calls, reply]}
 
 
 def parse_constrained(text: str, *, first_index: int = 0) -> tuple[str, tuple[ToolCall, ...]]:
@@ -201,34 +199,31 @@ def parse_constrained(text: str, *, first_index: int = 0) -> tuple[str, tuple[To
     as its JSON text.
 
     Raises:
-        ModelError: a ``tool_calls`` entry that is not ``{"name": str, "arguments": object}``.
+        ModelError: a call that is not ``{"name": str, "arguments": object}``.
     """
     try:
         data: Any = json.loads(text)
     except json.JSONDecodeError:
         return parse_tool_calls(text, first_index=first_index)
-    if not isinstance(data, dict):
-        return text, ()
-    if "tool_calls" in data:
-        calls: list[ToolCall] = []
-        entries = data["tool_calls"] if isinstance(data["tool_calls"], list) else [None]
-        for entry in entries:
-            name = entry.get("name") if isinstance(entry, dict) else None
-            arguments = entry.get("arguments", {}) if isinstance(entry, dict) else None
-            if not isinstance(name, str) or not name or not isinstance(arguments, dict):
-                raise ModelError(
-                    f"the model wrote a malformed tool call: {json.dumps(entry)[:200]!r}",
-                    reason="tool_format",
-                )
-            calls.append(
-                ToolCall(call_id=f"call_{first_index + len(calls)}", tool=name, arguments=arguments)
-            )
-        if calls:
-            return "", tuple(calls)
-    if "answer" in data:
+    if isinstance(data, dict) and "answer" in data and "name" not in data:
         answer = data["answer"]
         return (answer if isinstance(answer, str) else json.dumps(answer)), ()
-    return text, ()
+    entries = data if isinstance(data, list) else [data] if isinstance(data, dict) else None
+    if not entries:
+        return text, ()
+    calls: list[ToolCall] = []
+    for entry in entries:
+        name = entry.get("name") if isinstance(entry, dict) else None
+        arguments = entry.get("arguments", {}) if isinstance(entry, dict) else None
+        if not isinstance(name, str) or not name or not isinstance(arguments, dict):
+            raise ModelError(
+                f"the model wrote a malformed tool call: {json.dumps(entry)[:200]!r}",
+                reason="tool_format",
+            )
+        calls.append(
+            ToolCall(call_id=f"call_{first_index + len(calls)}", tool=name, arguments=arguments)
+        )
+    return "", tuple(calls)
 
 
 def parse_arguments(raw: str | None, tool: str) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from runtime.cli import _local
 from runtime.cli._connect import close, connect, resolve_address
 from runtime.cli._evals import evals_app, evaluate
 from runtime.cli._experiments import experiments_app
+from runtime.cli._models import models_app
 from runtime.cli._options import Address, StateDir
 from runtime.cli._show import (
     ERR,
@@ -61,6 +62,7 @@ app.add_typer(config_app, name="config")
 app.add_typer(skills_app, name="skills")
 app.add_typer(evals_app, name="evals")
 app.add_typer(experiments_app, name="experiments")
+app.add_typer(models_app, name="models")
 
 P = ParamSpec("P")
 
@@ -92,6 +94,7 @@ for _command in [
     *skills_app.registered_commands,
     *evals_app.registered_commands,
     *experiments_app.registered_commands,
+    *models_app.registered_commands,
 ]:
     _command.callback = _reported(_command.callback) if _command.callback else None
 

