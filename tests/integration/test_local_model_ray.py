@@ -18,6 +18,10 @@ from actors.llm.local.ray_servers import model_actor_name
 from protocols import JobCancelled, JobFailed, TroupeError
 from tests.support.local_models import smol_spec
 
+# the first test of a session that needs llama-server builds it (~5 min on a fresh 2-core
+# machine, a cached wheel after): more than the suite's 300 s per test
+pytestmark = pytest.mark.timeout(1500)
+
 SMOL = "smol-local"
 SMOL_TEXT = "smol-local-text"
 NAMESPACE = "troupe"

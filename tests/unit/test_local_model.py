@@ -39,6 +39,10 @@ from protocols import (
 )
 from tests.support.local_models import smol_spec, smollm2
 
+# the first test of a session that needs llama-server builds it (~5 min on a fresh 2-core
+# machine, a cached wheel after): more than the suite's 300 s per test
+pytestmark = pytest.mark.timeout(1500)
+
 CONTEXT = CallContext(job_id="job-local", tenant="default", agent="tester")
 ADD = ToolSpec(
     name="add",
@@ -366,3 +370,21 @@ def test_troupe_models_check_reports_what_a_node_lacks(tmp_path):
     result = CliRunner().invoke(app, ["models", "check", str(path)])
     assert result.exit_code == 0, result.output
     assert f"{path}: valid" in result.output
+
+
+@pytest.mark.parametrize("name", ["llm_local.yaml", "llm_gpu.yaml", "llm.yaml"])
+def test_the_example_model_configs_match_the_schema_and_load(name):
+    import jsonschema  # noqa: PLC0415
+    import yaml  # noqa: PLC0415
+
+    from actors.llm.config import LLMConfig  # noqa: PLC0415
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "examples" / "config" / name
+    schema = json.loads((root / "deployments" / "schemas" / "llm.schema.json").read_text())
+    jsonschema.validate(yaml.safe_load(path.read_text()), schema)
+    config = LLMConfig.from_yaml(path)
+    local = [s for s in config.models.values() if isinstance(s, LocalModel)]
+    if name != "llm.yaml":
+        assert local
+    assert all(s.gguf.startswith("/") for s in local)
