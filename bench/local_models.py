@@ -283,9 +283,11 @@ def _research(rt: Any, alias: str) -> dict[str, Any]:
     subtasks = len(result.subtasks) if result is not None else 0
     plan = next((s for s in result.trace if s.name == "plan"), None) if result else None
     noted = {k: v for k, v in (plan.attributes if plan else {}).items() if k != "subtasks"}
+    why = result.error.message[:160] if result is not None and result.error else ""
     print(f"    research   {state:<9} {sum(checks.values())}/4 facts  {seconds:6.1f} s  "
-          f"{subtasks} subtasks, code {getattr(outcome, 'code', None)}, plan {noted}")  # fmt: skip
-    return {"state": state, "checks": checks, "s": seconds, "subtasks": subtasks, "plan": noted}
+          f"{subtasks} subtasks, plan {noted} {why}")  # fmt: skip
+    return {"state": state, "checks": checks, "s": seconds, "subtasks": subtasks, "plan": noted,
+            "error": why}  # fmt: skip
 
 
 def main() -> None:

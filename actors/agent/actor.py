@@ -88,6 +88,25 @@ def _write_again(problem: str) -> str:
     )
 
 
+WRAP_UP: Final = (
+    "This is your last turn: give your final answer now, from what the tools returned above, "
+    "without calling a tool."
+)
+"""Said before an agent's last allowed model call, once it has called tools: small models
+otherwise call again (often with the result as the argument) until the turns run out."""
+
+
+def _wrap_up(loop: _Loop, tools: tuple[ToolSpec, ...], max_turns: int) -> bool:
+    """Whether the next call is the loop's last after tool calls (then :data:`WRAP_UP` is said).
+
+    It is offered no tool: the answer the model has, rather than no answer at all.
+    """
+    last = bool(tools) and loop.tool_calls > 0 and loop.turns == max_turns - 1
+    if last:
+        loop.messages.append(ChatMessage(role="user", content=WRAP_UP))
+    return last
+
+
 def _task_content(request: TaskRequest) -> str | tuple[ContentPart, ...]:
     """The opening user turn: text, or text and the job's images."""
     if not request.images:
@@ -343,6 +362,7 @@ class AgentActor(TakesBatches):
             while loop.turns < max_turns:
                 if stop := loop.limits.before_model_call():
                     break
+                last = _wrap_up(loop, tools, max_turns)
                 recalled = await recall(self._router, message, spec, request, loop.messages)
                 asked = self._clock()
                 try:
@@ -352,6 +372,7 @@ class AgentActor(TakesBatches):
                             model=spec.model,
                             messages=(*loop.messages[:1], *recalled, *loop.messages[1:]),
                             tools=tools,
+                            tool_choice="none" if last else "auto",
                             purpose="work",
                             stream=spec.stream,
                             budget=request.budget,

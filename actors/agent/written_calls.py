@@ -10,8 +10,10 @@ Taken as the answer, such a call is a wrong answer; :func:`read_written_calls` r
 
 A call is an object ``{"name", "arguments"}`` (also ``parameters``, ``args`` or ``input`` for
 the arguments, ``tool`` for the name, or the OpenAI ``{"function": {...}}`` shape) with no
-other keys but ``id`` and ``type``, naming one of the agent's tools: JSON that names no tool
-is an answer, not a call. Inside ``<tool_call>`` tags the intent is plain, so a block that
+other keys but ``id`` and ``type``, naming one of the agent's tools. An object of exactly
+``{"name": <string>, "arguments": {...}}`` naming a tool the agent does not have is a call of
+a tool the model made up (small models do: ``orderTotal``), reported with the tools it has;
+other JSON is an answer. Inside ``<tool_call>`` tags the intent is plain, so a block that
 cannot be read is reported (:class:`Unreadable`) for the model to write again.
 """
 
@@ -118,6 +120,12 @@ def _call(item: Any, tools: Collection[str]) -> tuple[str, dict[str, Any]] | Unr
     if len(names) != 1 or len(given) > 1 or set(item) - {*names, *given, *_EXTRA_KEYS}:
         return None
     name = item[names[0]]
+    made_up = isinstance(name, str) and name not in tools and set(item) == {"name", "arguments"}
+    if made_up and isinstance(item["arguments"], dict):
+        return Unreadable(
+            f"there is no tool {name[:80]!r}; your tools are {', '.join(sorted(tools))}: "
+            "call one of them, or answer in words"
+        )
     if not isinstance(name, str) or name not in tools:
         return None
     arguments = item[given[0]] if given else {}

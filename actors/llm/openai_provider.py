@@ -157,7 +157,10 @@ class OpenAIProvider:
             "model": self._spec.model,
             "messages": [_message(m) for m in messages],
         }
-        if request.tools and not self._text_tools:
+        # a compatible server (llama.cpp) still shows the tools under tool_choice 'none', and
+        # small models then call one anyway: such a request goes without them
+        withheld = request.tool_choice == "none" and self._spec.provider == "openai_compatible"
+        if request.tools and not self._text_tools and not withheld:
             kwargs["tools"] = [
                 {
                     "type": "function",

@@ -180,6 +180,9 @@ def test_an_admin_cannot_make_the_pool_read_a_variable_or_call_inside_either(api
                   "base_url": "http://169.254.169.254/v1"}, "base_url"),
         "lan": ({"provider": "openai_compatible", "model": "m", "base_url": "http://10.0.0.7/v1"},
                 "base_url"),
+        # a local model starts a process on the cluster, from a path: the operator's alone
+        "proc": ({"provider": "local", "gguf": "/etc/passwd.gguf", "binary": "/bin/sh"},
+                 "provider"),
     }  # fmt: skip
     with _client(api, ADMIN_KEY) as admin:
         for alias, (model, field) in models.items():
@@ -190,6 +193,8 @@ def test_an_admin_cannot_make_the_pool_read_a_variable_or_call_inside_either(api
             assert field in body["detail"]
             assert admin.get(f"/v1/teams/{name}").status_code == 404
     assert not attacker.reached
+    started = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True)]
+    assert not [n for n in started if n.startswith("model/proc")]
 
 
 # -- names: no tenant reaches another's agents, or a registered team's -------------------------

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 from wiring import Tap, envelope, in_process_sandbox, run
 
 from actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
+from actors.agent.actor import WRAP_UP
 from protocols import (
     AgentSpec,
     ErrorCode,
@@ -288,3 +289,28 @@ def test_stagnation_can_be_switched_off():
 def test_limits_that_cannot_work_are_refused(limit):
     with pytest.raises(ValidationError):
         AgentSpec.model_validate({"name": "ada", "role": "worker", **limit})
+
+
+def test_the_last_turn_after_tool_calls_offers_no_tool_and_asks_for_the_answer():
+    async def main():
+        script = scripted(look("a"), look("b"), ScriptedTurn(text="a and b"))
+        r = await rig(script, max_turns=3)
+        result = await r.ask(task())
+        assert result.status == "succeeded"
+        assert result.output == "a and b"
+        first, second, last = r.llm.payloads(LLMRequest)
+        assert (first.tool_choice, second.tool_choice, last.tool_choice) == ("auto", "auto", "none")
+        assert last.messages[-1].role == "user"
+        assert last.messages[-1].text == WRAP_UP
+        assert WRAP_UP not in [m.text for m in second.messages]
+
+    run(main())
+
+
+def test_a_model_that_calls_on_its_last_turn_anyway_still_runs_out_of_turns():
+    async def main():
+        r = await rig(scripted(look("a"), look("b")), max_turns=2)
+        result = await r.ask(task())
+        assert_stopped(result, "max_turns", ErrorCode.MAX_TURNS, turns=2, tools=2)
+
+    run(main())

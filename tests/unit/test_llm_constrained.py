@@ -111,3 +111,16 @@ def test_a_streamed_constrained_answer_shows_the_answer_not_the_json():
     assert "".join(d.text for d in deltas) == "forty-two"
     assert response.text == "forty-two"
     assert response.tool_calls == ()
+
+
+def test_tool_choice_none_withholds_the_tools_from_a_compatible_server_only(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "test-key-for-openai")
+    native = OpenAICompatibleModel(model="qwen", base_url="http://127.0.0.1:8080/v1")
+    server = Server(httpx2.Response(200, json=completion({"content": "395"})))
+    ask(provider(server, native), request(tools=(CALC,), tool_choice="none"))
+    assert "tools" not in server.body  # llama.cpp would show them anyway
+    assert "tool_choice" not in server.body
+    server = Server(httpx2.Response(200, json=completion({"content": "395"})))
+    ask(provider(server), request(tools=(CALC,), tool_choice="none"))  # OpenAI's own API
+    assert server.body["tool_choice"] == "none"
+    assert server.body["tools"][0]["function"]["name"] == "calculator"

@@ -54,7 +54,8 @@ def test_several_calls_keep_their_order_and_the_rest_of_the_text():
     "text",
     [
         "The answer is 4.",
-        '{"name": "Alice", "arguments": {"age": 3}}',  # names no tool: data, an answer
+        '{"name": "Alice", "age": 3}',  # not call-shaped: data, an answer
+        '{"name": "Alice", "arguments": "none"}',  # arguments not an object: data
         '{"name": "calculator", "arguments": {"expression": "1"}, "note": "x"}',  # not call-shaped
         '```json\n{"total": 12}\n```',
         '{"sentiment": "positive"}',
@@ -73,8 +74,10 @@ def test_no_tools_no_calls():
     ("text", "problem"),
     [
         ("<tool_call>{name: calculator}</tool_call>", "not a call of one of your tools"),
-        ('<tool_call>{"name": "rm", "arguments": {}}</tool_call>', "(calculator, http_get)"),
+        ('<tool_call>{"name": "rm", "arguments": {}}</tool_call>', "no tool 'rm'"),
         ('{"name": "calculator", "arguments": "2 + 2"}', "not a JSON object"),
+        ('{"name": "orderTotal", "arguments": {"lamps": 3}}', "no tool 'orderTotal'"),
+        ('```json\n{"name": "sum", "arguments": {}}\n```', "your tools are calculator, http_get"),
         ('{"name": "calculator", "arguments": {"expression": "2 + 2"}', "not valid JSON"),
     ],
 )
