@@ -152,6 +152,13 @@ class LocalModel(_Deployment):
         default=None, ge=1, le=512, description="CPU threads (llama.cpp's default if None)."
     )
     gpu_layers: int = Field(default=0, ge=0, le=10_000, description="Layers offloaded to GPU.")
+    max_answer_tokens: int | None = Field(
+        default=2048,
+        ge=1,
+        le=1_048_576,
+        description="Tokens an answer may run to when its request sets no max_tokens (a small "
+        "model that repeats itself stops there; None: until the context is full).",
+    )
     jinja: bool = Field(default=True, description="Use the GGUF's own Jinja chat template.")
     chat_template: str | None = Field(
         default=None,

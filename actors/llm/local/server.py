@@ -90,6 +90,7 @@ def server_command(
         Path(spec.gguf).stem,
         "--no-webui",
     ]
+    command += ["--n-predict", str(spec.max_answer_tokens or -1)]
     if spec.threads is not None:
         command += ["--threads", str(spec.threads)]
     command.append("--jinja" if spec.jinja else "--no-jinja")
