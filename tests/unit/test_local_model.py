@@ -15,7 +15,6 @@ import signal
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -37,7 +36,7 @@ from protocols import (
     ModelError,
     ToolSpec,
 )
-from tests.support.local_models import smol_spec, smollm2
+from tests.support.local_models import alive, poll, smol_spec, smollm2
 
 # the first test of a session that needs llama-server builds it (~5 min on a fresh 2-core
 # machine, a cached wheel after): more than the suite's 300 s per test
@@ -61,26 +60,8 @@ def _ask(text: str, **fields) -> LLMRequest:
     return LLMRequest(model="smol", messages=(ChatMessage(role="user", content=text),), **fields)
 
 
-def _poll(condition, within_s: float = 60.0):
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if value := condition():
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"not within {within_s} s")
-
-
 def _argv(pid: int) -> list[str]:
     return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    status = Path(f"/proc/{pid}/stat")
-    return not (status.exists() and status.read_text().split()[2] == "Z")
 
 
 # --- the spec -------------------------------------------------------------------------------
@@ -254,7 +235,7 @@ def test_a_killed_server_is_restarted_and_the_pool_reaches_the_new_one(tmp_path)
 
     first, killed, outcome, after, info = asyncio.run(go())
     assert killed == first["pid"]
-    assert not _alive(killed)
+    assert not alive(killed)
     assert isinstance(outcome, ModelError) or outcome.text  # answered (retried) or typed
     assert after.text.strip()
     assert info["generation"] >= 2
@@ -280,7 +261,7 @@ def test_a_hung_server_fails_its_health_checks_and_is_replaced(tmp_path):
     first, second = asyncio.run(go())
     assert second.generation >= 2
     assert second.pid != first.pid
-    _poll(lambda: not _alive(first.pid), within_s=30)
+    poll(lambda: not alive(first.pid), within_s=30)
 
 
 SUPERVISED = """
@@ -309,11 +290,11 @@ def test_the_server_dies_with_its_supervisor(tmp_path):
     try:
         lines = (child.stdout.readline() for _ in range(100))  # the logs come first
         pid = int(next(line for line in lines if line.startswith("SERVER")).split()[1])
-        assert _alive(pid)
+        assert alive(pid)
     finally:
         child.kill()
         child.wait()
-    _poll(lambda: not _alive(pid), within_s=30)
+    poll(lambda: not alive(pid), within_s=30)
 
 
 def test_constrained_text_mode_makes_even_a_tiny_model_write_a_valid_call(tmp_path):

@@ -4,7 +4,12 @@ import pytest
 from test_actors_agent import rig, scripted, task
 from wiring import run
 
-from actors.agent.written_calls import Unreadable, WrittenCalls, read_written_calls
+from actors.agent.written_calls import (
+    Unreadable,
+    WrittenCalls,
+    read_written_calls,
+    without_schema_words,
+)
 from protocols import ScriptedTurn, TaskResult, ToolCall
 
 TOOLS = {"calculator", "http_get"}
@@ -119,3 +124,21 @@ def test_an_unreadable_call_goes_back_to_the_model_instead_of_becoming_the_answe
         assert second.messages[-1].content.startswith("Your tool call could not be read:")
 
     run(main())
+
+
+def test_schema_words_a_model_copied_into_its_arguments_are_dropped_and_nothing_else():
+    strict = {
+        "type": "object",
+        "properties": {"expression": {"type": "string"}},
+        "required": ["expression"],
+        "additionalProperties": False,
+    }
+    copied = {"expression": "2+2", "required": ["expression"], "type": "x"}
+    echoed = ToolCall(call_id="c", tool="calculator", arguments=copied)
+    assert without_schema_words(echoed, strict).arguments == {"expression": "2+2"}
+    other = echoed.model_copy(update={"arguments": {"expression": "1", "unit": "m"}})
+    assert without_schema_words(other, strict) is other  # the tool says what is wrong with it
+    loose = {**strict, "additionalProperties": True}
+    assert without_schema_words(echoed, loose) is echoed  # it may take a 'type'
+    named = {**strict, "properties": {**strict["properties"], "type": {"type": "string"}}}
+    assert without_schema_words(echoed, named).arguments == {"expression": "2+2", "type": "x"}
