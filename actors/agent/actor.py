@@ -68,7 +68,7 @@ def _past(deadline: float | None, pause: float) -> bool:
 def render_task(request: TaskRequest) -> str:
     """The user turn that opens a subtask: instructions, then the job and inputs as context."""
     parts = [request.instructions.strip()]
-    if request.job_task:
+    if request.job_task and request.job_task.strip() != parts[0]:  # said once is enough
         parts.append(f"The whole job:\n{request.job_task.strip()}")
     if request.inputs:
         lines = "\n".join(f"[{k}] {v.strip()}" for k, v in request.inputs.items())
@@ -96,15 +96,30 @@ WRAP_UP: Final = (
 otherwise call again (often with the result as the argument) until the turns run out."""
 
 
+NOT_RUN: Final = "Not run: you asked for this very call before; its result is above."
+
+
 def _wrap_up(loop: _Loop, tools: tuple[ToolSpec, ...], max_turns: int) -> bool:
     """Whether the next call is the loop's last after tool calls (then :data:`WRAP_UP` is said).
 
-    It is offered no tool: the answer the model has, rather than no answer at all.
+    That is the last allowed turn, or the turn after a repeated call. It is offered no tool:
+    the answer the model has, rather than no answer at all.
     """
     last = bool(tools) and loop.tool_calls > 0 and loop.turns == max_turns - 1
+    last = last or loop.wrapping
     if last:
         loop.messages.append(ChatMessage(role="user", content=WRAP_UP))
     return last
+
+
+def _one_more_turn(loop: _Loop, stop: Stop | None, max_turns: int) -> Stop | None:
+    """``stop``, unless it is a first repeated call with a turn left: then a wrap-up turn."""
+    if stop is None or stop.reason != "repeated_tool_call" or loop.wrapping:
+        return stop
+    if loop.turns >= max_turns:
+        return stop
+    loop.wrapping = True
+    return None
 
 
 def _task_content(request: TaskRequest) -> str | tuple[ContentPart, ...]:
@@ -136,6 +151,8 @@ class _Loop:
     """One per model and tool call, unparented (the orchestrator places them)."""
     handed_off: str | None = None
     """The answer of the agent this one handed the subtask to, once it has."""
+    wrapping: bool = False
+    """The model repeated a call: its next turn asks for the answer, with no tool offered."""
 
 
 class AgentActor(TakesBatches):
@@ -412,8 +429,11 @@ class AgentActor(TakesBatches):
                     answer = answer.model_copy(
                         update={"text": written.text, "tool_calls": written.calls}
                     )
-                stop = loop.limits.after_model_call(loop.usage) or await self._act(
-                    message, request, loop, answer, bound
+                stop = _one_more_turn(
+                    loop,
+                    loop.limits.after_model_call(loop.usage)
+                    or await self._act(message, request, loop, answer, bound),
+                    max_turns,
                 )
                 if loop.handed_off is not None:
                     bound.info("subtask_handed_off", turns=loop.turns)
@@ -458,6 +478,10 @@ class AgentActor(TakesBatches):
         for index, written in enumerate(answer.tool_calls):
             call = without_schema_words(written, schemas.get(written.tool, {}))
             if stop := loop.limits.before_tool_call(call):
+                for unrun in answer.tool_calls[index:]:  # every call is answered, for the
+                    loop.messages.append(  # model's next turn (providers demand it)
+                        ChatMessage(role="tool", tool_call_id=unrun.call_id, content=NOT_RUN)
+                    )
                 return stop
             loop.tool_calls += 1
             step = loop.turns * 1000 + index

@@ -119,7 +119,8 @@ def test_an_agent_repeating_a_tool_call_is_stopped(rt):
     team = runtime.Team(
         name=_name("stuck"),
         planner_model="offline",
-        models={model: _script(*(ScriptedTurn(tool_calls=(same,)) for _ in range(3)))},
+        # the third call is not run; asked for its answer, the model calls a fourth time
+        models={model: _script(*(ScriptedTurn(tool_calls=(same,)) for _ in range(4)))},
         agents=[
             _agent(
                 _name("looper"), "worker", model, tools=["calculator"], max_repeated_tool_calls=3

@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from wiring import Tap, envelope, in_process_sandbox, run
 
 from actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
-from actors.agent.actor import WRAP_UP
+from actors.agent.actor import NOT_RUN, WRAP_UP
 from protocols import (
     AgentSpec,
     ErrorCode,
@@ -216,15 +216,31 @@ def test_the_envelope_deadline_is_the_subtasks_deadline():
     run(main())
 
 
-def test_the_same_tool_call_three_times_in_a_row_is_not_run():
+def test_the_same_tool_call_three_times_in_a_row_is_not_run_and_the_model_wraps_up():
     async def main():
-        script = scripted(look("a"), look("a"), look("a"), ScriptedTurn(text="never"))
+        script = scripted(look("a"), look("a"), look("a"), ScriptedTurn(text="found a"))
         r = await rig(script)  # max_repeated_tool_calls defaults to 3
         result = await r.ask(task())
-        assert_stopped(result, "repeated_tool_call", ErrorCode.REPEATED_TOOL_CALL, turns=3, tools=2)
-        assert "same 'probe' call 3 times in a row" in result.error.message
+        assert result.status == "succeeded"
+        assert result.output == "found a"
         assert r.probe.runs == [{"q": "a"}, {"q": "a"}]  # the third was not run
-        assert r.model_calls() == 3
+        *_, third, wrap_up = r.llm.payloads(LLMRequest)
+        assert third.tool_choice == "auto"
+        assert wrap_up.tool_choice == "none"  # its answer, with no tool offered
+        assert wrap_up.messages[-2].text == NOT_RUN  # the unrun call is answered
+        assert wrap_up.messages[-1].text == WRAP_UP
+
+    run(main())
+
+
+def test_a_model_that_repeats_the_call_after_the_wrap_up_is_stopped():
+    async def main():
+        r = await rig(scripted(look("a"), look("a"), look("a"), look("a")))
+        result = await r.ask(task())
+        assert_stopped(result, "repeated_tool_call", ErrorCode.REPEATED_TOOL_CALL, turns=4, tools=2)
+        assert "same 'probe' call" in result.error.message
+        assert r.probe.runs == [{"q": "a"}, {"q": "a"}]
+        assert r.model_calls() == 4
 
     run(main())
 
@@ -232,9 +248,9 @@ def test_the_same_tool_call_three_times_in_a_row_is_not_run():
 def test_repeats_within_one_turn_count_and_call_ids_and_key_order_do_not_matter():
     async def main():
         turn = look({"q": "a", "n": 1}, {"n": 1, "q": "a"}, {"q": "b"})
-        r = await rig(scripted(turn), max_repeated_tool_calls=2)
+        r = await rig(scripted(turn, turn), max_repeated_tool_calls=2)
         result = await r.ask(task())
-        assert_stopped(result, "repeated_tool_call", ErrorCode.REPEATED_TOOL_CALL, turns=1, tools=1)
+        assert_stopped(result, "repeated_tool_call", ErrorCode.REPEATED_TOOL_CALL, turns=2, tools=1)
         assert r.probe.runs == [{"q": "a", "n": 1}]  # neither the repeat nor what follows ran
 
     run(main())
@@ -314,3 +330,12 @@ def test_a_model_that_calls_on_its_last_turn_anyway_still_runs_out_of_turns():
         assert_stopped(result, "max_turns", ErrorCode.MAX_TURNS, turns=2, tools=2)
 
     run(main())
+
+
+def test_a_subtask_that_is_the_whole_job_is_said_once():
+    from actors.agent.actor import render_task  # noqa: PLC0415
+
+    alone = render_task(task(instructions="Add 2 and 3.", job_task="Add 2 and 3."))
+    assert alone == "Add 2 and 3."
+    part = render_task(task(instructions="Add 2 and 3.", job_task="Add, then double."))
+    assert part == "Add 2 and 3.\n\nThe whole job:\nAdd, then double."
