@@ -6,7 +6,8 @@ Taken as the answer, such a call is a wrong answer; :func:`read_written_calls` r
 
 - ``<tool_call>{...}</tool_call>`` blocks anywhere in the text;
 - fenced code blocks (```json ... ```) holding a call or a list of calls;
-- the whole answer being a call, or a list of calls, as JSON.
+- the whole answer being a call, or a list of calls, as JSON (also inside ``<tools>`` and
+  like tags).
 
 A call is an object ``{"name", "arguments"}`` (also ``parameters``, ``args`` or ``input`` for
 the arguments, ``tool`` for the name, or the OpenAI ``{"function": {...}}`` shape) with no
@@ -36,6 +37,11 @@ __all__ = [
 ]
 
 _TAGGED: Final = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
+_WRAPPED: Final = re.compile(
+    r"\A\s*<(tools|tool|function_call|function|call)>\s*(.*?)\s*</\1>\s*\Z", re.S
+)
+"""A whole answer that is a call in other tags: Qwen2.5 writes ``<tools>{...}</tools>``, the
+tag its template lists the tools in."""
 _FENCED: Final = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.S)
 _NAME_KEYS: Final = ("name", "tool")
 _ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "input")
@@ -71,6 +77,8 @@ def read_written_calls(
         return None
     if "<tool_call>" in text:
         return _tagged(text, tools, first_index)
+    if wrapped := _WRAPPED.match(text):
+        text = wrapped.group(2)
     for match in _FENCED.finditer(text):
         calls = _calls(match.group(1), tools)
         if isinstance(calls, Unreadable):
@@ -132,7 +140,7 @@ def _call(item: Any, tools: Collection[str]) -> tuple[str, dict[str, Any]] | Unr
         return None
     name = item[names[0]]
     made_up = isinstance(name, str) and name not in tools and set(item) == {"name", "arguments"}
-    if made_up and isinstance(item["arguments"], dict):
+    if made_up and (item["arguments"] is None or isinstance(item["arguments"], dict)):
         return Unreadable(
             f"there is no tool {name[:80]!r}; your tools are {', '.join(sorted(tools))}: "
             "call one of them, or answer in words"

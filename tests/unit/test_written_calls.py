@@ -82,6 +82,7 @@ def test_no_tools_no_calls():
         ('<tool_call>{"name": "rm", "arguments": {}}</tool_call>', "no tool 'rm'"),
         ('{"name": "calculator", "arguments": "2 + 2"}', "not a JSON object"),
         ('{"name": "orderTotal", "arguments": {"lamps": 3}}', "no tool 'orderTotal'"),
+        ('{"name": "RAYTROUPE", "arguments": null}', "no tool 'RAYTROUPE'"),
         ('```json\n{"name": "sum", "arguments": {}}\n```', "your tools are calculator, http_get"),
         ('{"name": "calculator", "arguments": {"expression": "2 + 2"}', "not valid JSON"),
     ],
@@ -142,3 +143,10 @@ def test_schema_words_a_model_copied_into_its_arguments_are_dropped_and_nothing_
     assert without_schema_words(echoed, loose) is echoed  # it may take a 'type'
     named = {**strict, "properties": {**strict["properties"], "type": {"type": "string"}}}
     assert without_schema_words(echoed, named).arguments == {"expression": "2+2", "type": "x"}
+
+
+def test_a_call_wrapped_in_the_tags_a_template_lists_tools_in_is_a_call():
+    text = '<tools>\n{"name": "calculator", "arguments": {"expression": "1+2"}}\n</tools>'
+    assert read_written_calls(text, TOOLS) == WrittenCalls("", (_call(0, expression="1+2"),))
+    assert read_written_calls("<tools>none needed</tools>", TOOLS) is None
+    assert read_written_calls("See <tool>x</tool> and more", TOOLS) is None
