@@ -254,6 +254,15 @@ def _raw_problems(data: Any, team: TeamSpec) -> list[str]:
     return problems
 
 
+def joined(results: list[SubtaskResult]) -> str:
+    """The subtasks' outputs, one per line: the answer when the model aggregated to nothing."""
+    return "\n".join(
+        f"- {r.instructions}: {r.output.strip()}"
+        for r in results
+        if r.status == "succeeded" and r.output.strip()
+    )
+
+
 async def aggregate(
     task: str,
     results: list[SubtaskResult],
@@ -261,6 +270,8 @@ async def aggregate(
     ask: Callable[[LLMRequest], Awaitable[LLMResponse]],
 ) -> str:
     """The job's answer; one failing the team's output schema is asked for again.
+
+    A blank answer (a small model's, seen) is replaced by the subtasks' outputs, joined.
 
     Raises:
         QualityGateFailed: the answer still fails after ``team.gate_retries`` retries.
@@ -270,7 +281,7 @@ async def aggregate(
     for _ in range(team.gate_retries + 1):
         answer = (await ask(request)).text
         if team.output_schema is None and not team.required:
-            return answer
+            return answer if answer.strip() else joined(results)
         problems = gate(answer, team.output_schema, team.required)
         if not problems:
             return answer
