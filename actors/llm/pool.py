@@ -267,13 +267,13 @@ class LLMAdapterPool(TakesBatches):
                 aliases=sorted(conflicts),
             )
         changed = {a: s for a, s in models.items() if self._specs.get(a) != s}
+        if not operator:  # who may configure it, before how it is shared
+            for alias, spec in changed.items():
+                await self._trust.check(alias, spec)
         for alias, spec in changed.items():
             self._check_share(alias, spec)
         if operator:
             self._trust.trust(changed.values())
-        else:
-            for alias, spec in changed.items():
-                await self._trust.check(alias, spec)
         built = {
             a: self._build(a, s) for a, s in changed.items() if self._served_here(s)
         }  # build every provider first: a missing key leaves nothing half-applied

@@ -90,7 +90,7 @@ class ModelTrust:
             return
         if isinstance(spec, LocalModel):
             raise ConfigError(
-                f"model alias {alias!r}: a local model starts a server process on the "
+                f"model alias {alias!r}: provider 'local' starts a server process on the "
                 "cluster from a file path; only the operator's configuration may name one",
                 alias=alias,
                 field="provider",
