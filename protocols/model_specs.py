@@ -107,11 +107,9 @@ class AnthropicModel(_Remote):
     max_tokens: int = Field(default=1024, gt=0, description="Used when a request sets none.")
 
 
-class OpenAICompatibleModel(_Remote):
-    """Any server speaking OpenAI chat completions (vLLM, Ollama, llama.cpp, DeepSeek, Qwen)."""
+class _ToolModes(_Config):
+    """How a server of OpenAI chat completions is offered tools."""
 
-    provider: Literal["openai_compatible"] = "openai_compatible"
-    base_url: str = Field(min_length=1, description="The server, e.g. http://127.0.0.1:8000/v1.")
     native_tools: bool = Field(
         default=True, description="False: describe tools in the prompt and parse calls from text."
     )
@@ -123,7 +121,14 @@ class OpenAICompatibleModel(_Remote):
     )
 
 
-class LocalModel(_Deployment):
+class OpenAICompatibleModel(_Remote, _ToolModes):
+    """Any server speaking OpenAI chat completions (vLLM, Ollama, llama.cpp, DeepSeek, Qwen)."""
+
+    provider: Literal["openai_compatible"] = "openai_compatible"
+    base_url: str = Field(min_length=1, description="The server, e.g. http://127.0.0.1:8000/v1.")
+
+
+class LocalModel(_Deployment, _ToolModes):
     """A GGUF model that raytroupe serves itself with llama.cpp's ``llama-server``.
 
     The actor ``model/<alias>`` starts the server, checks its health and restarts it (and is
@@ -167,15 +172,6 @@ class LocalModel(_Deployment):
     )
     chat_template_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Values the chat template reads (JSON)."
-    )
-    native_tools: bool = Field(
-        default=True, description="False: describe tools in the prompt and parse calls from text."
-    )
-    constrained_tools: bool = Field(
-        default=False,
-        description="With native_tools=False: constrain answers by JSON Schema (a grammar), "
-        "so that each is a well-formed tool call or answer (small models then seldom choose "
-        "to call: best where tool_choice is 'required').",
     )
     num_cpus: float = Field(default=0.0, ge=0.0, le=1024.0, description="Ray CPUs it holds.")
     num_gpus: float = Field(default=0.0, ge=0.0, le=64.0, description="Ray GPUs it holds.")

