@@ -37,6 +37,7 @@ JobStatus = Literal[
     "planning",
     "running",
     "awaiting_approval",
+    "awaiting_input",
     "aggregating",
     "succeeded",
     "failed",
@@ -228,6 +229,9 @@ class JobResult(_Data):
     trace: tuple[Span, ...] = Field(
         default=(), description="The job's spans; the first is the root (the job)."
     )
+    state: dict[str, Any] | None = Field(
+        default=None, description="A graph job's final shared state."
+    )
     output: StandardOutput | None = Field(
         default=None,
         description="The answer in the standard shape (skill, version, quality, typed data, "
@@ -261,6 +265,9 @@ class JobEvent(_Data):
         "approval_requested",
         "approval_decided",
         "quality_checked",
+        "graph_step",
+        "graph_interrupted",
+        "graph_resumed",
     ]
     subtask_id: str | None = None
     data: dict[str, object] = Field(default_factory=dict)

@@ -137,8 +137,8 @@ class TeamSpec(_Config):
     )
     graph: GraphSpec | None = Field(
         default=None,
-        description="A graph workflow (conditional edges, loops under max_steps) run instead "
-        "of a plan; the last node's output is the answer.",
+        description="A graph workflow run instead of a plan: shared typed state, edges "
+        "on state or text, fan-out, joins, maps, subgraphs, checkpoints and interrupts.",
     )
     delegates: tuple[Name, ...] = Field(
         default=(),
@@ -172,7 +172,9 @@ class TeamSpec(_Config):
             Plan(subtasks=self.plan)  # unique ids, known dependencies, no cycle
         needed = [(f"plan subtask {s.id!r}", s.role) for s in self.plan or ()]
         needed += [
-            (f"graph node {n.id!r}", n.role) for n in (self.graph.nodes if self.graph else ())
+            (f"graph node {n.id!r}", n.role)
+            for n in (self.graph.walk() if self.graph else ())
+            if n.role is not None
         ]
         unknown = [f"{where} (role {role!r})" for where, role in needed if role not in self.roles]
         if unknown:

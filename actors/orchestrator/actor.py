@@ -34,6 +34,9 @@ from actors.orchestrator.admission import (
 from actors.orchestrator.approvals import ApprovalDesk
 from actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
 from actors.orchestrator.evolution import Evolution
+from actors.orchestrator.graphs.checkpoints import CheckpointStore
+from actors.orchestrator.graphs.control import GraphControl
+from actors.orchestrator.graphs.desk import GraphDesk, first_checkpoint
 from actors.orchestrator.intent import TeamChooser, pool_asker
 from actors.orchestrator.jobs import (
     Job,
@@ -84,7 +87,7 @@ __all__ = ["Orchestrator", "TeamProvisioner"]
 log = structlog.get_logger("raytroupe.orchestrator")
 
 
-class Orchestrator(Evolution):
+class Orchestrator(Evolution, GraphControl):
     """Runs jobs. A plain class; Ray makes it the ``orchestrator`` actor.
 
     Args:
@@ -137,6 +140,9 @@ class Orchestrator(Evolution):
         """Keep teams, policies, approvals and jobs in ``journal`` (None: in memory only)."""
         self._journal = journal
         self._desk = ApprovalDesk(journal)
+        self._graphs = GraphDesk(
+            CheckpointStore(journal.db) if journal is not None else CheckpointStore.in_memory()
+        )
         self._catalog = TeamCatalog(journal, self._provisioner)
         self._policies = PolicyBook(journal.policies() if journal else None)
         self._inline = InlineTeams(journal, self._provisioner)
@@ -166,6 +172,8 @@ class Orchestrator(Evolution):
             max_running=self._limits[0],
             max_attempts=self._limits[1],
             otel=self._otel,
+            graphs=self._graphs,
+            children=self.graph_child,
         )
 
     def __repr__(self) -> str:
@@ -312,6 +320,8 @@ class Orchestrator(Evolution):
             team, route = await self._chooser.choose(job_id, task, tenant, teams or {}, intent)
         elif spec is None:
             self._catalog.check_unregistered(team)
+        if spec is None and team.graph is not None and input is not None:
+            first_checkpoint(job_id, team.graph, _state_input(input))  # the door checks it
         if not admin:
             budget = admit_budget(budget, team, policy_name, policy)
             if not registered and spec is None:
@@ -396,6 +406,8 @@ class Orchestrator(Evolution):
                 skill=job.skill,
                 input=job.input,
             )
+        if job.team.graph is not None and job.skill is None and job.input is not None:
+            self._graphs.start(job.id, job.team.graph, job.input)  # its input, in its state
         self._jobs[job.id] = job
         metrics.job_status(None, job.status)
         self._forget_old_jobs()
@@ -832,6 +844,17 @@ class Orchestrator(Evolution):
         finished = [j for j, job in self._jobs.items() if job.result is not None]
         for job_id in finished[: max(0, len(self._jobs) - self._keep_jobs)]:
             del self._jobs[job_id]
+
+
+def _state_input(given: Any) -> dict[str, Any]:
+    """A graph job's input: an object of its state's fields.
+
+    Raises:
+        InvalidInput: it is not an object.
+    """
+    if not isinstance(given, dict):
+        raise InvalidInput("a graph job's input is an object of its state's fields", field="input")
+    return given
 
 
 def _checked_task(task: str, attachments: Sequence[Attachment]) -> str:

@@ -27,6 +27,7 @@ from protocols import (
     scoped_name,
 )
 from protocols.evals import CustomExpect, EvalSuite, JudgeExpect
+from protocols.graph import GraphSpec
 
 __all__ = [
     "InlineTeams",
@@ -307,7 +308,28 @@ def _inline_problems(team: TeamSpec, policy: TenantPolicy) -> list[tuple[str, st
         problems += _cap(f"team.plan.{n}.redundancy", subtask.redundancy, policy.max_redundancy)
         problems += _cap(f"team.plan.{n}.timeout_s", subtask.timeout_s, policy.max_timeout_s)
     if team.graph is not None:
-        problems += _cap("team.graph.max_steps", team.graph.max_steps, policy.max_graph_steps)
+        problems += _graph_problems(team.graph, policy)
+    return problems
+
+
+def _graph_problems(graph: GraphSpec, policy: TenantPolicy) -> list[tuple[str, str]]:
+    """A tenant's graph names no code, and no team or skill its policy keeps from it."""
+    problems = _cap("team.graph.max_steps", graph.max_steps, policy.max_graph_steps)
+    problems += [
+        ("team.graph.state", f"{path!r} is code: only the operator's configuration may name "
+         "a state model or a reducer function; use a json_schema and built-in reducers")
+        for path in graph.import_paths
+    ]  # fmt: skip
+    for node in graph.walk():
+        where = f"team.graph.nodes.{node.id}"
+        if node.team is not None and policy.teams is not None and node.team not in policy.teams:
+            problems.append((f"{where}.team", f"team {node.team!r} is not one it may run"))
+        skill = (node.skill or "").partition("@")[0]
+        if node.skill is not None and policy.skills is not None and skill not in policy.skills:
+            problems.append((f"{where}.skill", f"skill {skill!r} is not one it may run"))
+        if node.graph is not None:
+            problems += _cap(f"{where}.graph.max_steps", node.graph.max_steps,
+                             policy.max_graph_steps)  # fmt: skip
     return problems
 
 

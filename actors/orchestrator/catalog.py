@@ -224,7 +224,7 @@ def _with_agents(team: TeamSpec, agents: Iterable[AgentSpec]) -> TeamSpec:
         problems = "; ".join(e["msg"] for e in exc.errors())
         raise ConfigError(f"team {team.name!r} would not be valid: {problems}") from None
     needed = {s.role for s in changed.plan or ()}
-    needed |= {n.role for n in changed.graph.nodes} if changed.graph else set()
+    needed |= {n.role for n in changed.graph.walk() if n.role} if changed.graph else set()
     missing = sorted(needed - set(changed.roles))
     if missing:
         raise ConfigError(

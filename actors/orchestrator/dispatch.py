@@ -52,7 +52,6 @@ from protocols import (
     new_span_id,
     team_role,
 )
-from protocols.graph import END, GraphSpec
 from protocols.resolution import Candidate
 
 __all__ = ["Dispatcher"]
@@ -99,38 +98,6 @@ class Dispatcher:
                 orphan.cancel()
         return [results[s.id] for s in plan.subtasks]
 
-    async def run_graph(self, job: Job, graph: GraphSpec, ask: Ask) -> list[SubtaskResult]:
-        """Walk ``graph`` from its start, one node at a time, each fed the previous output.
-
-        A node visited again runs again (``<node>.<step>``); after ``max_steps`` nodes the walk
-        stops and the job is stopped with ``iteration_limit``.
-        """
-        nodes = {n.id: n for n in graph.nodes}
-        slots = asyncio.Semaphore(1)
-        results: list[SubtaskResult] = []
-        current: str = graph.start
-        for step in range(1, graph.max_steps + 1):
-            node = nodes[current]
-            sub = PlannedSubtask(
-                id=f"{node.id}.{step}",
-                role=node.role,
-                instructions=node.instructions.replace("{task}", job.task),
-            )
-            inputs = {results[-1].id: results[-1].output} if results else {}
-            result = await self._run_subtask(job, sub, inputs, slots, ask)
-            results.append(result)
-            if result.status != "succeeded":
-                return results
-            current = graph.next(node.id, result.output)
-            log.info("graph_step", job_id=job.id, node=node.id, step=step, next=current)
-            if current == END:
-                return results
-        job.stopped = ErrorPayload(
-            code=ErrorCode.ITERATION_LIMIT,
-            message=f"the graph took {graph.max_steps} steps without reaching its end",
-        )
-        return results
-
     async def _start_ready(  # noqa: PLR0917 - one job's dispatch state, passed down once
         self,
         job: Job,
@@ -157,7 +124,7 @@ class Dispatcher:
                     elif all(d is not None for d in deps):
                         del waiting[sid]
                         inputs = {d: results[d].output for d in sub.depends_on}
-                        coro = self._run_subtask(job, sub, inputs, job_slots, ask)
+                        coro = self.run_one(job, sub, inputs, job_slots, ask)
                         running[asyncio.create_task(coro)] = sid
             if not running:
                 break
@@ -170,7 +137,7 @@ class Dispatcher:
                 if budget and result.stop_reason != "budget":
                     job.stopped = job.stopped or result.error
 
-    async def _run_subtask(
+    async def run_one(
         self,
         job: Job,
         sub: PlannedSubtask,
@@ -178,6 +145,7 @@ class Dispatcher:
         job_slots: asyncio.Semaphore,
         ask: Ask,
     ) -> SubtaskResult:
+        """Run one subtask (of a plan, or a graph's node) within ``job_slots``; recorded."""
         request = TaskRequest(
             task_id=sub.id,
             instructions=sub.instructions,

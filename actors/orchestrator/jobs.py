@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from actors.telemetry import metrics
 from protocols import (
@@ -39,6 +39,9 @@ from protocols import (
 from protocols.intent import IntentChoice
 from protocols.quality import QualityReport
 from protocols.skill import SkillSpec
+
+if TYPE_CHECKING:
+    from actors.orchestrator.graphs.desk import Waiting
 
 __all__ = [
     "Job",
@@ -100,6 +103,10 @@ class Job:
     """The quality gate's report on the answer, once there is one."""
     feedback: list[Feedback] = field(default_factory=list)
     """People's verdicts on the answer (kept in the journal too)."""
+    waiting: dict[str, Waiting] = field(default_factory=dict)
+    """A graph's interrupts waiting for a person, by interrupt id."""
+    state: dict[str, Any] | None = None
+    """A graph job's shared state, once its graph has ended."""
 
 
 def set_status(job: Job, status: JobStatus) -> None:

@@ -17,6 +17,8 @@ import structlog
 
 from actors.endpoint import RouterClient, expected, request_through_restarts
 from actors.orchestrator.dispatch import Dispatcher
+from actors.orchestrator.graphs.desk import GraphDesk
+from actors.orchestrator.graphs.engine import GraphHost, GraphRun, RunChild, graph_answer
 from actors.orchestrator.jobs import Job, emit, job_message, set_status
 from actors.orchestrator.journal import Journal
 from actors.orchestrator.planner import aggregate, make_plan
@@ -50,6 +52,7 @@ from protocols import (
     Timings,
     TroupeError,
 )
+from protocols.graph import GraphSpec
 from protocols.skill import SkillSpec
 
 __all__ = ["JobRunner"]
@@ -72,6 +75,8 @@ class JobRunner:
         max_running: subtasks running at once over all jobs.
         max_attempts: deliveries of one subtask when its agent dies or is unreachable.
         otel: also export each finished job's trace to OpenTelemetry.
+        graphs: graph checkpoints and interrupts.
+        children: runs a graph's team or skill node as a child job.
     """
 
     def __init__(
@@ -83,8 +88,11 @@ class JobRunner:
         max_running: int,
         max_attempts: int,
         otel: bool = False,
+        graphs: GraphDesk,
+        children: RunChild,
     ) -> None:
         self._router = router
+        self._graphs, self._children = graphs, children
         self._provision = provision
         self._journal = journal
         self.otel = otel
@@ -150,28 +158,44 @@ class JobRunner:
 
     async def _team(self, job: Job, ask: Ask, done: _Progress) -> ErrorPayload | None:
         """Plan (or walk the graph), dispatch, aggregate."""
+        if job.team.graph is not None:
+            return await self._graph(job, job.team.graph, ask, done)
         mark = time.perf_counter()
-        graph = job.team.graph
-        plan = None if graph is not None else await self._planned(job)
+        plan = await self._planned(job)
         done.plan_s = time.perf_counter() - mark
 
         mark = time.perf_counter()
         set_status(job, "running")
-        if plan is not None:
-            done.subtasks = await self._dispatcher.run(job, plan, ask)
-        elif graph is not None:
-            done.subtasks = await self._dispatcher.run_graph(job, graph, ask)
+        done.subtasks = await self._dispatcher.run(job, plan, ask)
         done.dispatch_s = time.perf_counter() - mark
         error = _dispatch_error(job, done.subtasks)
-        if error is None and plan is None:  # a graph's answer is its last node's
-            done.answer = done.subtasks[-1].output
-        elif error is None:
+        if error is None:
             mark, aggregating = time.perf_counter(), time.time()
             set_status(job, "aggregating")
             await emit(job, "job_aggregating")
             done.answer = await self._aggregate(job, done.subtasks)
             add_span(job, "aggregate", "aggregate", aggregating, time.time())
             done.aggregate_s = time.perf_counter() - mark
+        return error
+
+    async def _graph(
+        self, job: Job, graph: GraphSpec, ask: Ask, done: _Progress
+    ) -> ErrorPayload | None:
+        """Walk the graph from its last checkpoint; its answer and final state."""
+        mark = time.perf_counter()
+        set_status(job, "running")
+        host = GraphHost(
+            run_subtask=functools.partial(self._dispatcher.run_one, ask=ask),
+            run_child=self._children,
+            desk=self._graphs,
+        )
+        outcome = await GraphRun(host, job, graph).run()
+        ran = {r.id for r in outcome.results}
+        earlier = [r for r in job.done.values() if r.id not in ran]  # before a restart
+        done.subtasks, job.state = [*earlier, *outcome.results], outcome.state
+        done.dispatch_s = time.perf_counter() - mark
+        error = _cancelled() if job.cancel_requested else outcome.error or job.stopped
+        done.answer = graph_answer(graph, outcome) if error is None else ""
         return error
 
     async def _finish(
@@ -195,6 +219,7 @@ class JobRunner:
             error=error,
             timings=timings,
             route=job.route,
+            state=job.state,
         )
         result = result.model_copy(update={"trace": job_trace(job, timings, result.status, error)})
         schema = job.skill.output_schema if job.skill is not None else job.team.output_schema

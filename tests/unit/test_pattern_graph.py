@@ -88,24 +88,17 @@ def test_graphs_are_validated(edges, message):
 def test_the_example_review_loop_loads():
     team = Team.from_yaml("examples/teams/review_loop.yaml")
     assert team.graph is not None
-    assert team.graph.next("review", "Revise: shorter") == "draft"
-    assert team.graph.next("review", "approved") == "end"
+    assert team.graph.state is not None
+    assert {"draft", "notes"} <= set(team.graph.fields or ())
 
 
 def test_an_edge_pattern_that_backtracks_without_end_is_cut_off_as_no_match():
     """A team file's pattern meets a model's output: neither may stall the orchestrator."""
     import time  # noqa: PLC0415
 
-    from protocols import GraphEdge, GraphNode, GraphSpec  # noqa: PLC0415
-    from protocols.graph import EDGE_MATCH_TIMEOUT_S  # noqa: PLC0415
+    from protocols.graph import EDGE_MATCH_TIMEOUT_S, edge_text_matches  # noqa: PLC0415
 
-    graph = GraphSpec(
-        nodes=(GraphNode(id="a", role="r", instructions="x"), GraphNode(id="b", role="r",
-               instructions="y")),
-        edges=(GraphEdge(source="a", target="b", when=r"(a|aa)+$"),),
-        start="a",
-    )  # fmt: skip
     started = time.monotonic()
-    assert graph.next("a", "a" * 64 + "!") == "end"
+    assert not edge_text_matches(r"(a|aa)+$", "a" * 64 + "!")
     assert time.monotonic() - started < 100 * EDGE_MATCH_TIMEOUT_S  # cut off, not hung
-    assert graph.next("a", "aaaa") == "b"
+    assert edge_text_matches(r"(a|aa)+$", "aaaa")

@@ -329,11 +329,13 @@ async def build_troupe(
     max_attempts: int = 3,
     pool: LLMAdapterPool | None = None,
     tools_root: Path | None = None,
+    journal: Path | str | None = None,
 ) -> Troupe:
     """Router, LLM pool (behind a ``Tap``, as ``llm``), provisioner and orchestrator.
 
     The tool sandbox keeps its state and scratch in ``tools_root`` (default: a fresh
-    temporary directory).
+    temporary directory). With a ``journal`` (a file), the orchestrator resumes the jobs it
+    holds, as a restarted one does.
     """
     router = await started(MessageRouter())
     client = LocalRouterClient(router)
@@ -345,6 +347,8 @@ async def build_troupe(
     await router.register("tools-0", provisioner.sandbox, ["tools"])
     memory = await in_process_memory(client)
     await router.register("memory", memory)
-    orchestrator = await started(Orchestrator(client, provisioner, max_attempts=max_attempts))
+    orchestrator = await started(
+        Orchestrator(client, provisioner, max_attempts=max_attempts, journal=journal)
+    )
     await router.register("orchestrator", orchestrator)
     return Troupe(router, client, pool, llm, provisioner, orchestrator, memory)

@@ -1,0 +1,177 @@
+"""The orchestrator's graph methods: checkpoints, resume, fork, and child jobs of nodes.
+
+:class:`GraphControl` is a part of :class:`~actors.orchestrator.actor.Orchestrator` (a
+mixin: its methods are the actor's). Each method is answered by the shard that owns the
+job, as the other job methods are.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+import structlog
+
+from actors.orchestrator.graphs.desk import GraphDesk
+from actors.orchestrator.jobs import Job, emit
+from actors.orchestrator.shards import Admitted, new_job_id
+from protocols import InvalidInput, JobResult, TroupeError
+from protocols.graph import GraphCheckpoint, GraphInterrupt, GraphNode
+
+__all__ = ["GraphControl"]
+
+log = structlog.get_logger("raytroupe.orchestrator")
+
+
+class GraphControl:
+    """Checkpoints, interrupts and forks of graph jobs: methods of every shard."""
+
+    _shard: int
+    _graphs: GraphDesk
+    _owns: Callable[[str], bool]
+    _owner: Callable[..., Awaitable[Any]]
+    _job: Callable[..., Job]
+    _adopt: Callable[[Admitted], Awaitable[None]]
+    submit: Callable[..., Awaitable[str]]
+    wait: Callable[..., Awaitable[JobResult | None]]
+    cancel: Callable[..., Awaitable[bool]]
+
+    async def checkpoints(self, job_id: str, *, tenant: str | None = None) -> list[GraphCheckpoint]:
+        """The job's checkpoints, by subgraph then superstep (none: not a graph job).
+
+        Raises:
+            JobNotFound: no such job (of ``tenant``, when given).
+        """
+        if not self._owns(job_id):
+            return cast(
+                "list[GraphCheckpoint]",
+                await self._owner(job_id, "checkpoints", job_id, tenant=tenant),
+            )
+        self._job(job_id, tenant)
+        return await asyncio.to_thread(self._graphs.checkpoints, job_id)
+
+    async def resume(
+        self,
+        job_id: str,
+        *,
+        value: Any = None,
+        state: dict[str, Any] | None = None,
+        interrupt: str | None = None,
+        tenant: str | None = None,
+    ) -> GraphInterrupt:
+        """Let a paused graph go on: with a ``value`` (for the node), a ``state`` edit, both.
+
+        ``interrupt`` names the interrupt (needed only when several wait). The answer is
+        journaled before the graph is woken: a restart finds it.
+
+        Raises:
+            JobNotFound: no such job (of ``tenant``, when given).
+            Conflict: the job waits at no interrupt (or not at that one).
+            InvalidInput: the edit or value would leave the state invalid.
+        """
+        if not self._owns(job_id):
+            return cast(
+                "GraphInterrupt",
+                await self._owner(
+                    job_id,
+                    "resume",
+                    job_id,
+                    value=value,
+                    state=state,
+                    interrupt=interrupt,
+                    tenant=tenant,
+                ),
+            )
+        job = self._job(job_id, tenant)
+        return await self._graphs.resume(job, value, state, interrupt)
+
+    async def fork(
+        self,
+        job_id: str,
+        step: int,
+        *,
+        state: dict[str, Any] | None = None,
+        tenant: str | None = None,
+    ) -> str:
+        """Start a new job of the same task and team from checkpoint ``step`` of ``job_id``.
+
+        ``state`` edits the checkpoint's state first (a "what if"); the new job is recorded
+        as a fork of the original, and runs on the original's shard.
+
+        Raises:
+            JobNotFound: no such job (of ``tenant``, when given).
+            InvalidInput: the job is not a graph's, has no such checkpoint, or the edit
+                leaves the state invalid.
+        """
+        if not self._owns(job_id):
+            forked = await self._owner(job_id, "fork", job_id, step, state=state, tenant=tenant)
+            return cast("str", forked)
+        source = self._job(job_id, tenant)
+        graph = source.team.graph
+        if graph is None:
+            raise InvalidInput(f"job {job_id} is not a graph's: it has no checkpoints")
+        new_id = new_job_id(self._shard)
+        start = self._graphs.fork_point(job_id, graph, step, state, new_id)
+        await asyncio.to_thread(self._graphs.store.fork, new_id, start, (job_id, step, state))
+        await self._adopt(
+            Admitted(
+                id=new_id,
+                task=source.task,
+                team=source.team,
+                tenant=source.tenant,
+                submitted_at=time.time(),
+                budget=source.budget,
+                route=source.route,
+                images=source.images,
+                request_id=None,
+                registered=source.registered,
+                skill=source.skill,
+                input=source.input if source.skill else None,
+            )
+        )
+        job = self._job(new_id)
+        await emit(job, "graph_step", data={"forked_from": job_id, "step": step, "state": state})
+        log.info("job_forked", job_id=new_id, parent=job_id, step=step)
+        return new_id
+
+    async def graph_child(
+        self, parent: Job, node: GraphNode, task: str, given: Any, key: str
+    ) -> JobResult:
+        """Run a graph's team or skill node as a job of the parent's tenant; its result.
+
+        The child's id is journaled as soon as it exists: a resumed parent waits for the
+        same child (resumed by its own shard) instead of starting another. The child is
+        admitted as a tenant's job, under the tenant's policy, whoever submitted the parent.
+        """
+        store = self._graphs.store
+        child_id = await asyncio.to_thread(store.child, parent.id, key)
+        if child_id is None:
+            submit = self.submit if self._shard == 0 else self._front_submit
+            child_id = await submit(
+                task,
+                node.team,
+                tenant=parent.tenant,
+                budget=parent.budget,
+                admin=False,
+                skill=node.skill,
+                input=given,
+            )
+            await asyncio.to_thread(store.child, parent.id, key, child_id)
+            log.info("graph_child_started", job_id=parent.id, node=node.id, child=child_id)
+        try:
+            result = await self.wait(child_id, None)
+        except asyncio.CancelledError:
+            if parent.cancel_requested:
+                with contextlib.suppress(TroupeError):
+                    await self.cancel(child_id)
+            raise
+        assert result is not None  # noqa: S101 - waited without a timeout
+        return result
+
+    async def _front_submit(self, *args: Any, **kwargs: Any) -> str:
+        return cast("str", await self._other().ask(0, "submit", *args, **kwargs))
+
+    _other: Callable[[], Any]

@@ -1,0 +1,645 @@
+"""The graph engine: supersteps over shared state, checkpointed, pausable, resumable.
+
+One :class:`GraphRun` walks one graph of one job (a subgraph node starts another, under its
+own namespace). A superstep runs every task due at once (up to the team's ``max_parallel``),
+turns each answer into an update (sent back to its node with the problems while invalid),
+applies the updates in task order by the reducers, follows the edges of the nodes that ran
+and writes a checkpoint. Work done before a restart is not done again: the checkpoint says
+which superstep is next, and a node run that finished inside it is in the job's journal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import structlog
+
+from actors.orchestrator.graphs.checkpoints import CheckpointStore
+from actors.orchestrator.graphs.desk import GraphDesk, first_checkpoint
+from actors.orchestrator.graphs.state import StateKeeper, render, uses_state
+from actors.orchestrator.jobs import Job, emit, skipped
+from actors.orchestrator.resolve import gate_feedback
+from protocols import (
+    ErrorCode,
+    ErrorPayload,
+    InvalidInput,
+    JobResult,
+    PlannedSubtask,
+    SubtaskResult,
+)
+from protocols.expressions import ExpressionError, evaluate, truthy
+from protocols.graph import (
+    DEFAULT_FIELD,
+    END,
+    GraphCheckpoint,
+    GraphEdge,
+    GraphInterrupt,
+    GraphNode,
+    GraphSpec,
+    GraphTask,
+    edge_text_matches,
+)
+
+__all__ = ["GraphHost", "GraphOutcome", "GraphRun", "graph_answer"]
+
+log = structlog.get_logger("raytroupe.orchestrator")
+
+_MAX_ID: Final = 64
+MAX_DEPTH: Final = 4
+"""Subgraphs within subgraphs, at most."""
+
+
+RunSubtask = Callable[
+    [Job, PlannedSubtask, dict[str, str], asyncio.Semaphore], Awaitable[SubtaskResult]
+]
+RunChild = Callable[[Job, GraphNode, str, Any, str], Awaitable[JobResult]]
+
+
+@dataclass(frozen=True)
+class GraphHost:
+    """What a graph run needs of the orchestrator."""
+
+    run_subtask: RunSubtask
+    """Dispatch one agent node run (the dispatcher: journaled, retried, within slots)."""
+    run_child: RunChild
+    """Run a team or skill node as a child job: (job, node, task, input, key) -> its result."""
+    desk: GraphDesk
+    """Checkpoints, and where paused graphs wait for people."""
+
+    @property
+    def store(self) -> CheckpointStore:
+        """Where checkpoints are kept."""
+        return self.desk.store
+
+
+@dataclass
+class GraphOutcome:
+    """Where a graph run ended."""
+
+    state: dict[str, Any]
+    last: str
+    results: list[SubtaskResult] = field(default_factory=list)
+    error: ErrorPayload | None = None
+
+
+class _Failed(Exception):  # a control-flow signal inside this module
+    def __init__(self, error: ErrorPayload) -> None:
+        super().__init__(error.message)
+        self.error = error
+
+
+def _fail(code: ErrorCode, message: str, node: str | None = None, **detail: Any) -> _Failed:
+    if node is not None:
+        detail["node"] = node
+    return _Failed(ErrorPayload(code=code, message=message, detail=detail))
+
+
+@dataclass
+class _Ran:
+    """One task's run in a superstep."""
+
+    task: GraphTask
+    text: str = ""
+    update: dict[str, Any] = field(default_factory=dict)
+    results: list[SubtaskResult] = field(default_factory=list)
+    cancelled: bool = False
+
+
+class GraphRun:
+    """One graph of one job, from its last checkpoint to its end (or its first failure)."""
+
+    def __init__(self, host: GraphHost, job: Job, graph: GraphSpec, namespace: str = "") -> None:
+        self._host, self._job, self._graph, self._ns = host, job, graph, namespace
+        self._nodes = {n.id: n for n in graph.nodes}
+        self._keeper = StateKeeper(graph)
+        self._slots = asyncio.Semaphore(job.team.max_parallel)
+
+    @property
+    def keeper(self) -> StateKeeper:
+        """The state's schema and reducers."""
+        return self._keeper
+
+    def first(self, given: Mapping[str, Any] | None = None) -> GraphCheckpoint:
+        """The checkpoint before the first superstep (``given``: a subgraph's inputs)."""
+        try:
+            return first_checkpoint(self._job.id, self._graph, given, self._ns, self._keeper)
+        except InvalidInput as e:
+            raise _Failed(ErrorPayload.from_exception(e)) from None
+
+    async def run(self, given: Mapping[str, Any] | None = None) -> GraphOutcome:
+        """Run from the last checkpoint (or the start) to the end; never raises a job's error."""
+        results: list[SubtaskResult] = []
+        point = self._host.store.latest(self._job.id, self._ns)
+        try:
+            if point is None:
+                point = self.first(given)
+                self._host.store.put(point)
+            while True:
+                if point.interrupt is not None:
+                    point = await self._resumed(point)
+                    continue
+                if not point.next:
+                    return GraphOutcome(point.state, point.last, results)
+                if point.step >= self._graph.max_steps:
+                    due = ", ".join(t.node for t in point.next)
+                    raise _fail(
+                        ErrorCode.ITERATION_LIMIT,
+                        f"the graph took {self._graph.max_steps} supersteps without reaching "
+                        f"its end (next: {due})",
+                        point.next[0].node,
+                        next=due,
+                    )
+                waiting = self._pause_before(point)
+                if waiting is not None:
+                    point = waiting
+                    continue
+                point = await self._superstep(point, results)
+        except _Failed as failure:
+            state = point.state if point is not None else {}
+            last = point.last if point is not None else ""
+            return GraphOutcome(state, last, results, failure.error)
+
+    # -- interrupts ---------------------------------------------------------------------
+
+    def _interrupt(self, step: int, node: str, when: str) -> GraphInterrupt:
+        return GraphInterrupt.model_validate(
+            {
+                "id": f"{self._ns}{step}/{node}/{when}",
+                "node": node,
+                "when": when,
+                "namespace": self._ns,
+            }
+        )
+
+    def _pause_before(self, point: GraphCheckpoint) -> GraphCheckpoint | None:
+        """The checkpoint that pauses before a node due now, if one is marked so."""
+        for task in point.next:
+            node = self._nodes[task.node]
+            if node.interrupt == "before" and task.node not in point.resumed:
+                paused = point.model_copy(
+                    update={
+                        "interrupt": self._interrupt(point.step + 1, task.node, "before"),
+                        "at": time.time(),
+                    }
+                )
+                self._host.store.put(paused)
+                return paused
+        return None
+
+    async def _resumed(self, point: GraphCheckpoint) -> GraphCheckpoint:
+        """Wait for the person; the checkpoint with their answer applied."""
+        interrupt = point.interrupt
+        assert interrupt is not None  # noqa: S101 - the caller checked
+        node = self._nodes[interrupt.node]
+        value, edit = await self._host.desk.wait(
+            self._job, interrupt, point.state, self._keeper, node.resume_field
+        )
+        state, problems = self._keeper.edit(point.state, edit or {})
+        if not problems and node.resume_field is not None and value is not None:
+            state, problems = self._keeper.apply(state, [{node.resume_field: value}])
+        if problems:
+            raise _fail(
+                ErrorCode.INVALID_INPUT,
+                f"the resume of {node.id!r} left the state invalid: {'; '.join(problems)}",
+                node.id,
+                problems=problems,
+            )
+        update: dict[str, Any] = {"interrupt": None, "state": state, "at": time.time()}
+        if interrupt.when == "before":
+            update["resumed"] = {**point.resumed, node.id: value}
+        else:
+            ran = [(_Ran(GraphTask(node=n), text=t)) for n, t in point.routes]
+            update["next"], update["joins"] = self._routed(ran, state, point.joins)
+            update["routes"] = ()
+        resumed = point.model_copy(update=update)
+        self._host.store.put(resumed)
+        return resumed
+
+    # -- a superstep ----------------------------------------------------------------------
+
+    async def _superstep(
+        self, point: GraphCheckpoint, results: list[SubtaskResult]
+    ) -> GraphCheckpoint:
+        step = point.step + 1
+        runs = [_Ran(task) for task in point.next]
+        await self._run_all(runs, point, step)
+        for ran in runs:
+            results.extend(ran.results)
+        ran_now = [r for r in runs if not r.cancelled]
+        state, problems = self._keeper.apply(point.state, [r.update for r in ran_now])
+        if problems:
+            names = ", ".join(r.task.node for r in ran_now)
+            raise _fail(
+                ErrorCode.QUALITY_GATE,
+                f"the updates of {names} together left the state invalid: {'; '.join(problems)}",
+                ran_now[0].task.node,
+                problems=problems,
+            )
+        visits = dict(point.visits)
+        for ran in ran_now:
+            visits[ran.task.node] = visits.get(ran.task.node, 0) + 1
+        last = ran_now[-1].text if ran_now else point.last
+        after = next((r for r in ran_now if self._nodes[r.task.node].interrupt == "after"), None)
+        update: dict[str, Any] = {
+            "step": step,
+            "at": time.time(),
+            "state": state,
+            "last": last,
+            "visits": visits,
+            "resumed": {},
+        }
+        if after is not None:
+            update |= {
+                "next": (),
+                "joins": point.joins,
+                "routes": tuple((r.task.node, r.text) for r in ran_now),
+                "interrupt": self._interrupt(step, after.task.node, "after"),
+            }
+        else:
+            update["next"], update["joins"] = self._routed(ran_now, state, point.joins)
+            if state == point.state and update["next"] == point.next and point.step > 0:
+                node = point.next[0].node
+                raise _fail(
+                    ErrorCode.ITERATION_LIMIT,
+                    f"node {node!r} would run again on the same state: the graph is in a "
+                    "loop that changes nothing",
+                    node,
+                )
+        new = point.model_copy(update=update)
+        self._host.store.put(new)
+        log.info(
+            "graph_step",
+            job_id=self._job.id,
+            namespace=self._ns,
+            step=step,
+            ran=[r.task.node for r in ran_now],
+            next=[t.node for t in new.next],
+        )
+        await emit(
+            self._job,
+            "graph_step",
+            data={
+                "namespace": self._ns,
+                "step": step,
+                "ran": [r.task.node for r in ran_now],
+                "next": [t.node for t in new.next],
+                "interrupt": new.interrupt.id if new.interrupt else None,
+            },
+        )
+        return new
+
+    async def _run_all(self, runs: list[_Ran], point: GraphCheckpoint, step: int) -> None:
+        """Run a superstep's tasks at once; a join of the first k cancels the other feeders."""
+        tasks = {asyncio.create_task(self._run_task(ran, point, step)): ran for ran in runs}
+        arrived = dict(point.joins)
+        try:
+            pending = set(tasks)
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                for finished in done:
+                    finished.result()  # a node's failure fails the superstep
+                    for join in self._feeds(tasks[finished].task.node):
+                        arrived[join] = arrived.get(join, 0) + 1
+                        wanted = self._nodes[join].join
+                        if isinstance(wanted, int) and arrived[join] >= wanted:
+                            pending = await self._cut(pending, tasks, join, step)
+        finally:
+            for task in tasks:
+                task.cancel()
+
+    def _feeds(self, node: str) -> list[str]:
+        """The first-k join nodes ``node`` has an edge to."""
+        out = []
+        for edge in self._graph.edges:
+            if edge.source == node:
+                out += [
+                    t for t in edge.targets if t != END and isinstance(self._nodes[t].join, int)
+                ]
+        return out
+
+    async def _cut(
+        self,
+        pending: set[asyncio.Task[None]],
+        tasks: dict[asyncio.Task[None], _Ran],
+        join: str,
+        step: int,
+    ) -> set[asyncio.Task[None]]:
+        """Cancel the runs still heading for ``join``; the runs left to wait for."""
+        cut = {t for t in pending if join in self._feeds(tasks[t].task.node)}
+        for task in cut:
+            task.cancel()
+            ran = tasks[task]
+            ran.cancelled = True
+        await asyncio.gather(*cut, return_exceptions=True)
+        for task in cut:
+            ran = tasks[task]
+            sub = PlannedSubtask(
+                id=self._task_id(ran.task, step), role="graph", instructions=f"node {ran.task.node}"
+            )
+            error = ErrorPayload(
+                code=ErrorCode.CANCELLED, message=f"join {join!r} had its first branches"
+            )
+            ran.results.append(skipped(sub, error))
+            await emit(self._job, "subtask_finished", sub.id, {"status": "skipped"})
+        return pending - cut
+
+    def _task_id(self, task: GraphTask, step: int) -> str:
+        base = f"{task.node}.{step}" + ("" if task.index is None else f".{task.index}")
+        full = f"{self._ns.replace('/', '.')}{base}"
+        if len(full) <= _MAX_ID:
+            return full
+        digest = hashlib.sha256(full.encode()).hexdigest()[:12]
+        return f"{full[: _MAX_ID - 13]}-{digest}"
+
+    async def _run_task(self, ran: _Ran, point: GraphCheckpoint, step: int) -> None:
+        node = self._nodes[ran.task.node]
+        resume = point.resumed.get(node.id)
+        match node.kind:
+            case "graph":
+                await self._run_subgraph(ran, node, point, step)
+            case "team" | "skill":
+                await self._run_child(ran, node, point, step, resume)
+            case "agent":
+                await self._run_agent(ran, node, point, step, resume)
+
+    async def _run_agent(
+        self, ran: _Ran, node: GraphNode, point: GraphCheckpoint, step: int, resume: Any
+    ) -> None:
+        """An agent's answer, turned into an update: sent back with its problems while invalid."""
+        base = self._task_id(ran.task, step)
+        instructions = render(
+            node.instructions,
+            task=self._job.task,
+            state=point.state,
+            item=ran.task.item,
+            resume=resume,
+        )
+        said = self._keeper.answer_format(node)
+        if said is not None:
+            instructions = f"{instructions}\n\n{said}"
+        inputs = self._inputs(node, point.state, ran.task, resume)
+        problems: list[str] = []
+        for attempt in range(1, node.max_update_attempts + 1):
+            sub_id = base if attempt == 1 else self._retry_id(base, attempt)
+            sub = PlannedSubtask(id=sub_id, role=node.role or "", instructions=instructions)
+            result = self._job.done.get(sub_id)
+            if result is None or result.status != "succeeded":  # else: done before a restart
+                result = await self._host.run_subtask(self._job, sub, inputs, self._slots)
+            ran.results.append(result)
+            if result.status != "succeeded":
+                error = result.error or ErrorPayload(code=ErrorCode.JOB_FAILED, message="failed")
+                raise _fail(error.code, f"node {node.id!r} failed: {error.message}", node.id)
+            ran.text = result.output
+            ran.update, problems = self._checked_update(node, result.output, point.state)
+            if not problems:
+                return
+            log.info(
+                "graph_update_rejected", job_id=self._job.id, node=node.id, problems=problems[:3]
+            )
+            inputs = {
+                **inputs,
+                "your rejected answer": result.output,
+                "why it was rejected": gate_feedback(problems),
+            }
+        raise _fail(
+            ErrorCode.QUALITY_GATE,
+            f"node {node.id!r} gave no valid update in {node.max_update_attempts} tries: "
+            f"{'; '.join(problems)}",
+            node.id,
+            problems=problems,
+        )
+
+    @staticmethod
+    def _retry_id(base: str, attempt: int) -> str:
+        suffix = f".u{attempt}"
+        return base[: _MAX_ID - len(suffix)] + suffix
+
+    def _checked_update(
+        self, node: GraphNode, text: str, state: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[str]]:
+        update, problems = self._keeper.update(node, text)
+        if not problems:
+            _, problems = self._keeper.apply(state, [update])
+        return update, problems
+
+    def _inputs(
+        self, node: GraphNode, state: dict[str, Any], task: GraphTask, resume: Any
+    ) -> dict[str, str]:
+        """What an agent node is given beside its prompt: the state, unless placed in it."""
+        inputs: dict[str, str] = {}
+        if node.inputs:  # what it asks for, instead of the whole state
+            for name, expression in node.inputs.items():
+                try:
+                    value = evaluate(expression, self._names(state, task))
+                except ExpressionError as e:
+                    raise _fail(ErrorCode.INVALID_INPUT, f"input {name!r} of {node.id!r} "
+                                f"failed: {e}", node.id) from None  # fmt: skip
+                if value is not None:
+                    inputs[name] = _text(value)
+        elif self._graph.state is None:  # the older contract: the previous node's text
+            if state.get(DEFAULT_FIELD):
+                inputs["previous output"] = str(state[DEFAULT_FIELD])
+        elif not uses_state(node.instructions):
+            inputs["state"] = json.dumps(state, ensure_ascii=False, default=str)
+        if task.index is not None and "{item}" not in node.instructions:
+            inputs["item"] = _text(task.item)
+        if resume is not None and "{resume}" not in node.instructions:
+            inputs["a person's answer"] = _text(resume)
+        return inputs
+
+    def _names(self, state: Mapping[str, Any], task: GraphTask) -> dict[str, Any]:
+        return {**state, "item": task.item, "task": self._job.task}
+
+    async def _run_subgraph(
+        self, ran: _Ran, node: GraphNode, point: GraphCheckpoint, step: int
+    ) -> None:
+        assert node.graph is not None  # noqa: S101 - its kind says so
+        namespace = (
+            f"{self._ns}{node.id}.{step}"
+            + ("" if ran.task.index is None else f".{ran.task.index}")
+            + "/"
+        )
+        if namespace.count("/") > MAX_DEPTH:
+            raise _fail(ErrorCode.INVALID_INPUT, f"subgraphs nest deeper than {MAX_DEPTH}", node.id)
+        try:
+            given = {
+                k: evaluate(e, self._names(point.state, ran.task)) for k, e in node.inputs.items()
+            }
+        except ExpressionError as e:
+            raise _fail(
+                ErrorCode.INVALID_INPUT, f"an input of {node.id!r} failed: {e}", node.id
+            ) from None
+        child = GraphRun(self._host, self._job, node.graph, namespace)
+        outcome = await child.run(given)
+        ran.results.extend(outcome.results)
+        if outcome.error is not None:
+            raise _Failed(outcome.error)
+        ran.text = outcome.last
+        ran.update = {mine: outcome.state.get(theirs) for mine, theirs in node.outputs.items()}
+        _, problems = self._keeper.apply(point.state, [ran.update])
+        if problems:
+            raise _fail(
+                ErrorCode.QUALITY_GATE,
+                f"the outputs of subgraph {node.id!r} do not fit the state: {'; '.join(problems)}",
+                node.id,
+                problems=problems,
+            )
+
+    async def _run_child(
+        self, ran: _Ran, node: GraphNode, point: GraphCheckpoint, step: int, resume: Any
+    ) -> None:
+        """A registered team or skill as the node: a child job of the same tenant."""
+        names = self._names(point.state, ran.task)
+        task = render(
+            node.instructions or "{task}",
+            task=self._job.task,
+            state=point.state,
+            item=ran.task.item,
+            resume=resume,
+        )
+        try:
+            given = {k: evaluate(e, names) for k, e in node.inputs.items()} or None
+        except ExpressionError as e:
+            raise _fail(
+                ErrorCode.INVALID_INPUT, f"an input of {node.id!r} failed: {e}", node.id
+            ) from None
+        key = f"{self._ns}{self._task_id(ran.task, step)}"
+        result = await self._host.run_child(self._job, node, task, given, key)
+        sub = PlannedSubtask(
+            id=self._task_id(ran.task, step),
+            role=node.team or "skill",
+            instructions=task[:2000] or node.id,
+        )
+        ran.results.append(
+            SubtaskResult(
+                id=sub.id,
+                role=sub.role,
+                instructions=sub.instructions,
+                status="succeeded" if result.status == "succeeded" else "failed",
+                output=result.answer,
+                error=result.error,
+                usage=result.usage,
+                agent=f"job:{result.job_id}",
+            )
+        )
+        if result.status != "succeeded":
+            why = result.error.message if result.error else result.status
+            raise _fail(
+                ErrorCode.JOB_FAILED,
+                f"node {node.id!r} (job {result.job_id}) {result.status}: {why}",
+                node.id,
+                child=result.job_id,
+            )
+        ran.text = result.answer
+        ran.update, problems = self._checked_update(node, result.answer, point.state)
+        if problems:
+            raise _fail(
+                ErrorCode.QUALITY_GATE,
+                f"node {node.id!r}'s answer is no valid update: {'; '.join(problems)}",
+                node.id,
+                problems=problems,
+            )
+
+    # -- edges ----------------------------------------------------------------------------
+
+    def _routed(
+        self, ran: list[_Ran], state: dict[str, Any], joins: Mapping[str, int]
+    ) -> tuple[tuple[GraphTask, ...], dict[str, int]]:
+        """The next superstep's tasks, and the joins still waiting (with their arrivals)."""
+        due: list[GraphTask] = []
+        arrived = dict(joins)
+        for run in ran:
+            edge = self._taken(run, state)
+            if edge is None:
+                continue
+            if edge.map is not None:
+                due += self._mapped(edge, run, state)
+                continue
+            for target in edge.targets:
+                if target == END:
+                    continue
+                if self._nodes[target].join is not None:
+                    arrived[target] = arrived.get(target, 0) + 1
+                elif GraphTask(node=target) not in due:
+                    due.append(GraphTask(node=target))
+        for join, count in list(arrived.items()):
+            wanted = self._nodes[join].join
+            if isinstance(wanted, int) and count >= wanted:
+                due.append(GraphTask(node=join))
+                del arrived[join]
+        if not due:  # every branch has finished: the joins waiting for all of them run
+            due = [GraphTask(node=j) for j in self._nodes if j in arrived]
+            arrived = {}
+        return tuple(due), arrived
+
+    def _taken(self, run: _Ran, state: dict[str, Any]) -> GraphEdge | None:
+        for edge in self._graph.edges:
+            if edge.source != run.task.node:
+                continue
+            if edge.when is not None and not edge_text_matches(edge.when, run.text):
+                continue
+            if edge.condition is not None:
+                try:
+                    if not truthy(edge.condition, self._names(state, run.task)):
+                        continue
+                except ExpressionError as e:
+                    raise _fail(
+                        ErrorCode.INVALID_INPUT,
+                        f"the condition of edge {edge.source!r} -> {edge.target!r} failed: {e}",
+                        run.task.node,
+                    ) from None
+            return edge
+        return None
+
+    def _mapped(self, edge: GraphEdge, run: _Ran, state: dict[str, Any]) -> list[GraphTask]:
+        assert edge.map is not None  # noqa: S101 - the caller checked
+        try:
+            items = evaluate(edge.map, self._names(state, run.task))
+        except ExpressionError as e:
+            raise _fail(
+                ErrorCode.INVALID_INPUT,
+                f"the map of edge {edge.source!r} -> {edge.target!r} failed: {e}",
+                run.task.node,
+            ) from None
+        if not isinstance(items, list | tuple):
+            raise _fail(
+                ErrorCode.INVALID_INPUT,
+                f"the map of edge {edge.source!r} -> "
+                f"{edge.target!r} gave {type(items).__name__}, not a list",
+                run.task.node,
+            )
+        limit = self._job.team.max_subtasks
+        if len(items) > limit:
+            raise _fail(
+                ErrorCode.INVALID_INPUT,
+                f"the map of edge {edge.source!r} -> "
+                f"{edge.target!r} gave {len(items)} items; max_subtasks is {limit}",
+                run.task.node,
+            )
+        target = edge.targets[0]
+        return [GraphTask(node=target, item=item, index=i) for i, item in enumerate(items)]
+
+
+def _text(value: Any) -> str:
+    """A value as an input's text: itself, a list of texts one per line, else JSON."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
+        return "\n".join(f"- {v}" for v in value)
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def graph_answer(graph: GraphSpec, outcome: GraphOutcome) -> str:
+    """The job's answer: the state's ``answer`` field (as text), or the last node's text."""
+    if graph.answer is None:
+        return outcome.last
+    value = outcome.state.get(graph.answer)
+    if value is None:
+        return ""
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

@@ -1,0 +1,454 @@
+"""The graph engine in one process: shared state, edges, joins, maps, subgraphs, interrupts,
+checkpoints, forks and resumes, with scripted models (each plays its answers once, so a
+node run twice runs out of answers and fails the job)."""
+
+import asyncio
+
+import pytest
+from wiring import build_troupe, run
+
+from protocols import (
+    AgentSpec,
+    Conflict,
+    ErrorCode,
+    InvalidInput,
+    LLMRequest,
+    OfflineModel,
+    ScriptedModel,
+    ScriptedTurn,
+    TeamSpec,
+)
+from protocols.graph import GraphSpec
+
+
+def scripted(*texts):
+    return ScriptedModel(turns=tuple(ScriptedTurn(text=t) for t in texts))
+
+
+def team(graph: dict, *roles: str, name: str = "g") -> TeamSpec:
+    agents = tuple(AgentSpec(name=f"{name}-{r}", role=r, model=r) for r in roles)
+    return TeamSpec(name=name, planner_model="offline", agents=agents,
+                    graph=GraphSpec.model_validate(graph), max_parallel=8)  # fmt: skip
+
+
+REVIEW = {
+    "start": "draft",
+    "answer": "draft",
+    "max_steps": 10,
+    "state": {
+        "json_schema": {"type": "object", "properties": {
+            "draft": {"type": "string"},
+            "notes": {"type": "array", "items": {"type": "string"}},
+            "approved": {"type": "boolean"},
+        }},
+        "reducers": {"notes": "append"},
+        "initial": {"notes": []},
+    },
+    "nodes": [
+        {"id": "draft", "role": "writer", "writes": ["draft"],
+         "instructions": "Task: {task}\nDraft so far: {state.draft}\nNotes: {state.notes}"},
+        {"id": "review", "role": "reviewer", "writes": ["notes", "approved"],
+         "instructions": "Review: {state.draft}"},
+    ],
+    "edges": [
+        {"source": "draft", "target": "review"},
+        {"source": "review", "target": "end", "condition": "approved"},
+        {"source": "review", "target": "draft"},
+    ],
+}  # fmt: skip
+
+
+def test_the_writer_revises_its_own_draft_from_the_notes_in_the_state():
+    models = {
+        "writer": scripted("draft one", "draft two"),
+        "reviewer": scripted('{"notes": "shorter", "approved": false}',
+                             '{"notes": "good", "approved": true}'),
+    }  # fmt: skip
+
+    async def main():
+        troupe = await build_troupe(models)
+        return await troupe.run("a haiku", team(REVIEW, "writer", "reviewer"))
+
+    result = run(main())
+    assert result.status == "succeeded", result.error
+    assert [s.id for s in result.subtasks] == ["draft.1", "review.2", "draft.3", "review.4"]
+    second = result.subtasks[2].instructions
+    assert "Draft so far: draft one" in second  # its own draft, and the reviewer's note
+    assert '["shorter"]' in second
+    assert result.answer == "draft two"
+    assert result.state == {"draft": "draft two", "notes": ["shorter", "good"], "approved": True}
+
+
+def test_an_invalid_update_goes_back_with_its_problems_then_fails_naming_the_node():
+    models = {
+        "writer": scripted("draft one", "draft two"),
+        "reviewer": scripted('{"approved": "yes"}', '{"notes": "ok", "approved": true}'),
+    }
+
+    async def main():
+        troupe = await build_troupe(models)
+        return await troupe.run("a haiku", team(REVIEW, "writer", "reviewer"))
+
+    result = run(main())
+    assert result.status == "succeeded", result.error
+    assert [s.id for s in result.subtasks] == ["draft.1", "review.2", "review.2.u2"]
+    bad = {"writer": scripted("d"), "reviewer": scripted("not json", '{"approved": 3}')}
+
+    async def failing():
+        troupe = await build_troupe(bad)
+        return await troupe.run("a haiku", team(REVIEW, "writer", "reviewer"))
+
+    result = run(failing())
+    assert result.status == "failed"
+    assert result.error.code is ErrorCode.QUALITY_GATE
+    assert result.error.detail["node"] == "review"
+    assert "not of type 'boolean'" in result.error.message
+
+
+def test_a_fan_out_runs_its_branches_in_one_superstep_and_a_join_waits_for_all():
+    graph = {
+        "start": "split",
+        "answer": "summary",
+        "state": {"json_schema": {"type": "object", "properties": {
+            "facts": {"type": "array", "items": {"type": "string"}},
+            "summary": {"type": "string"}}}, "reducers": {"facts": "append"}},
+        "nodes": [
+            {"id": "split", "role": "lead", "instructions": "Split {task}", "writes": []},
+            {"id": "a", "role": "a", "instructions": "Part a", "writes": ["facts"]},
+            {"id": "b", "role": "b", "instructions": "Part b", "writes": ["facts"]},
+            {"id": "b2", "role": "b", "instructions": "Part b, more", "writes": ["facts"]},
+            {"id": "sum", "role": "lead", "join": "all", "writes": ["summary"],
+             "instructions": "Sum up {state.facts}"},
+        ],
+        "edges": [
+            {"source": "split", "target": ["a", "b"]},
+            {"source": "a", "target": "sum"},
+            {"source": "b", "target": "b2"},
+            {"source": "b2", "target": "sum"},
+        ],
+    }  # fmt: skip
+    models = {"lead": scripted("ok", "all three"), "a": scripted("fact a"),
+              "b": scripted("fact b", "fact b2")}  # fmt: skip
+
+    async def main():
+        troupe = await build_troupe(models)
+        return await troupe.run("it", team(graph, "lead", "a", "b"))
+
+    result = run(main())
+    assert result.status == "succeeded", result.error
+    assert [s.id for s in result.subtasks] == ["split.1", "a.2", "b.2", "b2.3", "sum.4"]
+    assert result.state["facts"] == ["fact a", "fact b", "fact b2"]
+    assert "fact b2" in result.subtasks[-1].instructions  # it ran once, after every branch
+
+
+def test_a_join_of_the_first_k_cancels_the_branches_still_running():
+    graph = {
+        "start": ["fast", "slow"],
+        "nodes": [
+            {"id": "fast", "role": "fast", "instructions": "Be quick"},
+            {"id": "slow", "role": "slow", "instructions": "Take your time"},
+            {"id": "pick", "role": "fast", "instructions": "Pick", "join": 1},
+        ],
+        "edges": [{"source": "fast", "target": "pick"}, {"source": "slow", "target": "pick"}],
+    }
+    models = {"fast": scripted("first", "picked"), "slow": OfflineModel(latency_s=30.0)}
+
+    async def main():
+        troupe = await build_troupe(models)
+        return await troupe.run("race", team(graph, "fast", "slow"), timeout=20)
+
+    result = run(main(), guard_s=25)
+    assert result.status == "succeeded", result.error
+    by_id = {s.id: s for s in result.subtasks}
+    assert by_id["slow.1"].status == "skipped"
+    assert by_id["slow.1"].error.code is ErrorCode.CANCELLED
+    assert result.answer == "picked"
+
+
+def test_a_map_step_runs_the_node_once_per_item_of_a_list_in_the_state():
+    graph = {
+        "start": "plan",
+        "state": {"json_schema": {"type": "object", "properties": {
+            "topics": {"type": "array", "items": {"type": "string"}},
+            "found": {"type": "array", "items": {"type": "string"}}}},
+            "reducers": {"found": "append"}},
+        "nodes": [
+            {"id": "plan", "role": "lead", "writes": ["topics"],
+             "instructions": "Topics of {task}"},
+            {"id": "research", "role": "worker", "writes": ["found"],
+             "instructions": "Research {item}"},
+        ],
+        "edges": [{"source": "plan", "target": "research", "map": "topics"}],
+    }  # fmt: skip
+    models = {"lead": scripted('{"topics": ["ray", "actors", "serve"]}'),
+              "worker": scripted("r1", "r2", "r3")}  # fmt: skip
+
+    async def main():
+        troupe = await build_troupe(models)
+        return await troupe.run("ray", team(graph, "lead", "worker"))
+
+    result = run(main())
+    assert result.status == "succeeded", result.error
+    assert [s.id for s in result.subtasks][1:] == ["research.2.0", "research.2.1", "research.2.2"]
+    assert sorted(s.instructions for s in result.subtasks[1:]) == [
+        "Research actors", "Research ray", "Research serve"]  # fmt: skip
+    assert sorted(result.state["found"]) == ["r1", "r2", "r3"]
+
+
+def test_a_subgraph_runs_with_its_own_state_mapped_in_and_out():
+    inner = {
+        "start": "shout",
+        "state": {"json_schema": {"type": "object", "properties": {
+            "text": {"type": "string"}, "loud": {"type": "string"}}}},
+        "nodes": [{"id": "shout", "role": "worker", "writes": ["loud"],
+                   "instructions": "Shout: {state.text}"}],
+    }  # fmt: skip
+    graph = {
+        "start": "write",
+        "answer": "final",
+        "state": {"json_schema": {"type": "object", "properties": {
+            "draft": {"type": "string"}, "final": {"type": "string"}}}},
+        "nodes": [
+            {"id": "write", "role": "lead", "writes": ["draft"], "instructions": "Write {task}"},
+            {"id": "amp", "graph": inner, "inputs": {"text": "draft"},
+             "outputs": {"final": "loud"}},
+        ],
+        "edges": [{"source": "write", "target": "amp"}],
+    }  # fmt: skip
+    models = {"lead": scripted("hello"), "worker": scripted("HELLO")}
+
+    async def main():
+        troupe = await build_troupe(models)
+        return await troupe.run("hi", team(graph, "lead", "worker"))
+
+    result = run(main())
+    assert result.status == "succeeded", result.error
+    assert [s.id for s in result.subtasks] == ["write.1", "amp.2.shout.1"]
+    assert result.subtasks[1].instructions == "Shout: hello"
+    assert result.answer == "HELLO"
+
+
+def test_a_loop_that_changes_nothing_fails_naming_the_node():
+    graph = {
+        "start": "a",
+        "state": {"json_schema": {"type": "object", "properties": {"x": {"type": "string"}}}},
+        "nodes": [{"id": "a", "role": "w", "instructions": "again", "writes": ["x"]}],
+        "edges": [{"source": "a", "target": "a"}],
+    }
+    models = {"w": scripted("same", "same", "same")}
+
+    async def main():
+        troupe = await build_troupe(models)
+        return await troupe.run("loop", team(graph, "w"))
+
+    result = run(main())
+    assert result.status == "failed"
+    assert result.error.code is ErrorCode.ITERATION_LIMIT
+    assert result.error.detail["node"] == "a"
+    assert len(result.subtasks) == 2
+
+
+def test_a_condition_that_fails_on_the_state_fails_the_job_typed():
+    graph = {
+        "start": "a",
+        "state": {"json_schema": {"type": "object", "properties": {"x": {"type": "string"}}}},
+        "nodes": [{"id": "a", "role": "w", "instructions": "go", "writes": ["x"]}],
+        "edges": [{"source": "a", "target": "end", "condition": "x > 3"}],
+    }
+
+    async def main():
+        troupe = await build_troupe({"w": scripted("text")})
+        return await troupe.run("t", team(graph, "w"))
+
+    result = run(main())
+    assert result.status == "failed"
+    assert result.error.code is ErrorCode.INVALID_INPUT
+    assert result.error.detail["node"] == "a"
+
+
+PAUSED = {
+    "start": "draft",
+    "answer": "draft",
+    "state": {"json_schema": {"type": "object", "properties": {
+        "draft": {"type": "string"}, "verdict": {"type": "string"}}}},
+    "nodes": [
+        {"id": "draft", "role": "writer", "writes": ["draft"], "instructions": "Write {task}"},
+        {"id": "publish", "role": "writer", "writes": ["draft"], "interrupt": "before",
+         "resume_field": "verdict", "instructions": "Polish {state.draft} ({resume})"},
+    ],
+    "edges": [{"source": "draft", "target": "publish"}],
+}  # fmt: skip
+
+
+async def _status(troupe, job_id, wanted, tries=200):
+    for _ in range(tries):
+        if await troupe.orchestrator.status(job_id) == wanted:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"job never reached {wanted}")
+
+
+def test_an_interrupt_pauses_the_graph_until_a_person_resumes_it():
+    async def main():
+        troupe = await build_troupe({"writer": scripted("v1", "v2")})
+        orchestrator = troupe.orchestrator
+        job_id = await orchestrator.submit("a poem", team(PAUSED, "writer"))
+        await _status(troupe, job_id, "awaiting_input")
+        events = await orchestrator.events(job_id)
+        paused = [e for e in events if e.type == "graph_interrupted"][-1]
+        with pytest.raises(InvalidInput):  # checked against the schema, nothing recorded
+            await orchestrator.resume(job_id, state={"draft": 5})
+        with pytest.raises(Conflict):
+            await orchestrator.resume(job_id, interrupt="0/nowhere/before")
+        interrupt = await orchestrator.resume(job_id, value="ship it")
+        result = await orchestrator.wait(job_id, 10)
+        with pytest.raises(Conflict):  # the graph no longer waits
+            await orchestrator.resume(job_id, value="again")
+        return paused, interrupt, result
+
+    paused, interrupt, result = run(main())
+    assert paused.data["state"] == {"draft": "v1"}
+    assert interrupt.id == "2/publish/before"
+    assert result.status == "succeeded", result.error
+    assert result.subtasks[-1].instructions == "Polish v1 (ship it)"
+    assert result.state == {"draft": "v2", "verdict": "ship it"}
+
+
+def test_an_interrupt_after_a_node_lets_a_person_edit_the_state_that_routes_next():
+    graph = {
+        "start": "check",
+        "state": {"json_schema": {"type": "object", "properties": {
+            "ok": {"type": "boolean"}, "out": {"type": "string"}}}, "initial": {"ok": False}},
+        "nodes": [
+            {"id": "check", "role": "w", "instructions": "check", "writes": [],
+             "interrupt": "after"},
+            {"id": "go", "role": "w", "instructions": "go", "writes": ["out"]},
+        ],
+        "edges": [{"source": "check", "target": "go", "condition": "ok"}],
+    }  # fmt: skip
+
+    async def main():
+        troupe = await build_troupe({"w": scripted("checked", "went")})
+        job_id = await troupe.orchestrator.submit("t", team(graph, "w"))
+        await _status(troupe, job_id, "awaiting_input")
+        await troupe.orchestrator.resume(job_id, state={"ok": True})
+        return await troupe.orchestrator.wait(job_id, 10)
+
+    result = run(main())
+    assert result.status == "succeeded", result.error
+    assert result.answer == "went"
+
+
+def test_checkpoints_are_listed_and_a_fork_starts_from_one_with_an_edited_state():
+    graph = {
+        "start": "a",
+        "answer": "log",
+        "state": {"json_schema": {"type": "object", "properties": {
+            "log": {"type": "array", "items": {"type": "string"}}}},
+            "reducers": {"log": "append"}},
+        "nodes": [
+            {"id": "a", "role": "w", "instructions": "a", "writes": ["log"]},
+            {"id": "b", "role": "w", "instructions": "b after {state.log}", "writes": ["log"]},
+        ],
+        "edges": [{"source": "a", "target": "b"}],
+    }  # fmt: skip
+
+    async def main():
+        troupe = await build_troupe({"w": scripted("A", "B", "B2")})
+        orchestrator = troupe.orchestrator
+        first = await troupe.run("t", team(graph, "w"))
+        points = await orchestrator.checkpoints(first.job_id)
+        fork_id = await orchestrator.fork(first.job_id, 1, state={"log": ["what if"]})
+        forked = await orchestrator.wait(fork_id, 10)
+        with pytest.raises(InvalidInput):
+            await orchestrator.fork(first.job_id, 99)
+        return first, points, forked
+
+    first, points, forked = run(main())
+    assert first.state == {"log": ["A", "B"]}
+    assert [(p.step, [t.node for t in p.next]) for p in points] == [
+        (0, ["a"]), (1, ["b"]), (2, [])]  # fmt: skip
+    assert forked.status == "succeeded", forked.error
+    assert [s.id for s in forked.subtasks] == ["b.2"]  # a is not run again
+    assert forked.state == {"log": ["what if", "B2"]}
+
+
+def test_a_restarted_orchestrator_resumes_the_graph_from_its_checkpoint(tmp_path):
+    """The scripted writer has one answer per node: a node run twice would fail the job."""
+    journal = tmp_path / "journal.db"
+
+    async def before():
+        troupe = await build_troupe({"writer": scripted("v1")}, journal=journal)
+        job_id = await troupe.orchestrator.submit("a poem", team(PAUSED, "writer"))
+        await _status(troupe, job_id, "awaiting_input")
+        await troupe.orchestrator.on_stop()  # the process goes away while it waits
+        return job_id
+
+    async def after(job_id):
+        troupe = await build_troupe({"writer": scripted("v2")}, journal=journal)
+        await _status(troupe, job_id, "awaiting_input")  # paused again, where it was
+        await troupe.orchestrator.resume(job_id, value="ok")
+        return await troupe.orchestrator.wait(job_id, 10)
+
+    job_id = run(before())
+    result = run(after(job_id))
+    assert result.status == "succeeded", result.error
+    assert [s.id for s in result.subtasks] == ["draft.1", "publish.2"]
+    assert result.state == {"draft": "v2", "verdict": "ok"}
+
+
+def test_a_registered_team_runs_as_a_node_in_a_child_job():
+    helper = TeamSpec(name="helpers", planner_model="offline",
+                      agents=(AgentSpec(name="helper-0", role="h", model="h"),),
+                      plan=({"id": "only", "role": "h", "instructions": "{task}"},))  # fmt: skip
+    graph = {
+        "start": "ask",
+        "state": {"json_schema": {"type": "object", "properties": {"got": {"type": "string"}}}},
+        "nodes": [{"id": "ask", "team": "helpers", "writes": ["got"],
+                   "instructions": "Help with {task}"}],
+        "answer": "got",
+    }  # fmt: skip
+
+    async def main():
+        troupe = await build_troupe({"h": scripted("helped"), "w": scripted("x")})
+        await troupe.orchestrator.put_team(helper, create=True)
+        return await troupe.run("this", team(graph, "w"))
+
+    result = run(main())
+    assert result.status == "succeeded", result.error
+    assert result.subtasks[0].agent.startswith("job:")
+    assert result.state["got"].endswith("helped")
+
+
+def test_input_is_the_first_state_nodes_get_what_they_ask_for_and_a_fork_keeps_its_edit():
+    graph = {
+        "start": "look",
+        "state": {"json_schema": {"type": "object", "properties": {
+            "topic": {"type": "string"}, "sources": {"type": "object"},
+            "found": {"type": "string"}}}},
+        "nodes": [{"id": "look", "role": "w", "writes": ["found"], "instructions": "Look",
+                   "inputs": {"source": "sources[topic]", "missing": "sources['none']"}}],
+    }  # fmt: skip
+    given = {"topic": "ray", "sources": {"ray": "Ray runs actors.", "dask": "Dask runs graphs."}}
+
+    async def main():
+        troupe = await build_troupe({"w": scripted("one", "two")})
+        orchestrator = troupe.orchestrator
+        with pytest.raises(InvalidInput, match="first state is invalid"):
+            await orchestrator.submit("t", team(graph, "w"), input={"topic": 5})
+        with pytest.raises(InvalidInput, match="object of its state"):
+            await orchestrator.submit("t", team(graph, "w"), input=["not", "an", "object"])
+        job_id = await orchestrator.submit("t", team(graph, "w"), input=given)
+        first = await orchestrator.wait(job_id, 10)
+        fork_id = await orchestrator.fork(job_id, 0, state={"topic": "dask"})
+        forked = await orchestrator.wait(fork_id, 10)
+        return first, forked, troupe.llm
+
+    first, forked, llm = run(main())
+    assert first.status == "succeeded", first.error
+    assert first.state["topic"] == "ray"
+    assert forked.state["topic"] == "dask"  # the fork's edit, not the original's input
+    asked = [str(r.messages) for r in llm.payloads(LLMRequest) if "Look" in str(r.messages)]
+    assert "Ray runs actors." in asked[0]
+    assert "Dask runs graphs." not in asked[0]  # only what it asked for, not the whole state
+    assert "Dask runs graphs." in asked[1]

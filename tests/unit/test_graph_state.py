@@ -1,0 +1,153 @@
+"""A graph's state without Ray: specs checked at the door, reducers, updates, prompts, and
+what a tenant's graph may not name."""
+
+import pytest
+from pydantic import ValidationError
+
+from actors.orchestrator.admission import admit_inline
+from actors.orchestrator.graphs.state import StateKeeper, render, uses_state
+from protocols import AgentSpec, ConfigError, Forbidden, TeamSpec, TenantPolicy
+from protocols.graph import GraphNode, GraphSpec
+
+
+def spec(**graph):
+    base = {"start": "a", "nodes": [{"id": "a", "role": "w", "instructions": "x"}]}
+    return GraphSpec.model_validate({**base, **graph})
+
+
+STATE = {
+    "json_schema": {"type": "object", "properties": {
+        "notes": {"type": "array", "items": {"type": "string"}},
+        "count": {"type": "integer"},
+        "facts": {"type": "object"},
+        "draft": {"type": "string"},
+        "best": {"type": "string"},
+    }},
+    "reducers": {"notes": "append", "count": "add", "facts": "merge",
+                 "best": "tests.support.graph_models:keep_longest"},
+}  # fmt: skip
+
+
+def test_each_reducer_joins_an_update_to_the_current_value():
+    keeper = StateKeeper(spec(state=STATE))
+    state, problems = keeper.apply(
+        {"notes": ["a"], "count": 1, "facts": {"x": 1}, "best": "longer"},
+        [{"notes": "b", "count": 2, "facts": {"y": 2}, "best": "short", "draft": "d1"},
+         {"notes": ["c", "d"], "count": 3, "draft": "d2"}],
+    )  # fmt: skip
+    assert problems == []
+    assert state == {"notes": ["a", "b", "c", "d"], "count": 6, "facts": {"x": 1, "y": 2},
+                     "best": "longer", "draft": "d2"}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("update", "problem"),
+    [
+        ({"count": "three"}, "add needs numbers"),
+        ({"facts": [1]}, "merge needs objects"),
+        ({"draft": 5}, "is not of type 'string'"),
+        ({"nope": 1}, "'nope' is not a field of the state"),
+    ],
+)
+def test_an_update_that_does_not_fit_is_refused_whole(update, problem):
+    keeper = StateKeeper(spec(state=STATE))
+    before = {"count": 1, "draft": "kept"}
+    _state, problems = keeper.apply(before, [{"draft": "changed"}, update])
+    assert any(problem in p for p in problems), problems
+    assert before == {"count": 1, "draft": "kept"}  # the caller keeps the old state
+
+
+def test_a_pydantic_model_by_import_path_is_the_state_schema():
+    keeper = StateKeeper(spec(state={"model": "tests.support.graph_models:Review"}))
+    assert keeper.fields == {"draft", "score"}
+    _, problems = keeper.apply({}, [{"score": "high"}])
+    assert problems
+
+
+def test_code_that_cannot_be_imported_is_a_config_error():
+    with pytest.raises(ConfigError, match="cannot be imported"):
+        StateKeeper(spec(state={"model": "no.such.module:Model"}))
+
+
+def test_a_node_answer_becomes_an_update_by_what_it_writes():
+    keeper = StateKeeper(spec(state=STATE))
+    text = GraphNode(id="t", role="w", instructions="x", writes=("draft",))
+    listed = GraphNode(id="l", role="w", instructions="x", writes=("notes",))
+    json_node = GraphNode(id="j", role="w", instructions="x", writes=("count", "notes"))
+    assert keeper.update(text, "  hello ") == ({"draft": "hello"}, [])
+    assert keeper.update(listed, "one note") == ({"notes": ["one note"]}, [])
+    assert keeper.update(json_node, '```json\n{"count": 2, "notes": "n"}\n```') == (
+        {"count": 2, "notes": "n"}, [])  # fmt: skip
+    _, problems = keeper.update(json_node, '{"count": 2, "draft": "not mine"}')
+    assert problems  # a field it does not write
+    said = keeper.answer_format(json_node)
+    assert "count, notes" in said
+    assert keeper.answer_format(text) is None
+
+
+def test_templates_fill_only_their_placeholders():
+    state = {"draft": "d", "notes": ["a"], "n": None}
+    out = render("T={task} D={state.draft} N={state.notes} X={state.n} {other} {state.x.y}",
+                 task="t", state=state)  # fmt: skip
+    assert out == 'T=t D=d N=["a"] X= {other} {state.x.y}'
+    # a value holding a placeholder is not read again
+    assert render("{state.draft}", task="secret", state={"draft": "{task}"}) == "{task}"
+    assert uses_state("a {state.draft}")
+    assert not uses_state("a {task}")
+
+
+@pytest.mark.parametrize(
+    ("graph", "message"),
+    [
+        ({"edges": [{"source": "a", "target": "end"}, {"source": "a", "target": "a"}]},
+         "never taken"),
+        ({"edges": [{"source": "a", "target": "end", "condition": "__import__('os')"}]},
+         "condition of edge"),
+        ({"edges": [{"source": "a", "target": "end", "condition": "x.y"}]}, "attribute"),
+        ({"edges": [{"source": "a", "target": ["a", "end"], "map": "items"}]}, "one target"),
+        ({"nodes": [{"id": "a", "role": "w", "team": "t", "instructions": "x"}]},
+         "exactly one of"),
+        ({"state": {"json_schema": {"type": "array"}}}, "object with properties"),
+        ({"state": {"json_schema": {"type": "object", "properties": {}},
+                    "reducers": {"x": "append"}}}, "reducers name fields"),
+        ({"state": {"json_schema": {"type": "object", "properties": {"x": {"type": "string"}}},
+                    "initial": {"x": 1}}}, "initial value"),
+        ({"state": {"json_schema": {"type": "object", "properties": {
+            "x": {"$ref": "https://example.com/s.json"}}}}}, "other documents"),
+        ({"nodes": [{"id": "a", "role": "w", "instructions": "x", "writes": ["nope"]}]},
+         "not a field"),
+        ({"start": "zz"}, "not a node"),
+    ],
+)  # fmt: skip
+def test_graphs_are_checked_at_the_door(graph, message):
+    with pytest.raises(ValidationError, match=message):
+        spec(**graph)
+
+
+def _tenant_team(graph):
+    return TeamSpec(name="t", planner_model="offline",
+                    agents=(AgentSpec(name="w", role="w", model="offline"),),
+                    graph=GraphSpec.model_validate(graph))  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("graph", "field"),
+    [
+        ({"start": "a", "state": {"model": "tests.support.graph_models:Review"},
+          "nodes": [{"id": "a", "role": "w", "instructions": "x"}]}, "team.graph.state"),
+        ({"start": "a", "state": {"json_schema": {"type": "object", "properties": {
+            "d": {"type": "string"}}}, "reducers": {"d": "os:system"}},
+          "nodes": [{"id": "a", "role": "w", "instructions": "x"}]}, "team.graph.state"),
+        ({"start": "a", "nodes": [{"id": "a", "team": "payroll"}]}, "team.graph.nodes.a.team"),
+        ({"start": "a", "nodes": [{"id": "a", "skill": "secret@2"}]},
+         "team.graph.nodes.a.skill"),
+        ({"start": "a", "nodes": [{"id": "a", "graph": {"start": "b", "max_steps": 900,
+          "nodes": [{"id": "b", "role": "w", "instructions": "y"}]}}]},
+         "team.graph.nodes.a.graph.max_steps"),
+    ],
+)  # fmt: skip
+def test_a_tenants_graph_may_not_name_code_or_what_its_policy_keeps_from_it(graph, field):
+    policy = TenantPolicy(models=("offline",), teams=("allowed",), skills=("allowed",))
+    with pytest.raises(Forbidden) as refused:
+        admit_inline(_tenant_team(graph), "acme", "policy", policy)
+    assert field in str(refused.value.detail), refused.value.detail
