@@ -1,4 +1,4 @@
-"""The HTTP API: jobs, their event streams, approvals, teams, agents, usage and health.
+"""The HTTP API: jobs, events, approvals, graph checkpoints, teams, agents, usage, health.
 
 Every job route is scoped to the caller's tenant: another tenant's job is 404, as if it did
 not exist. A tenant's job passes its policy (inline teams are data: model aliases and tools
@@ -46,6 +46,7 @@ from protocols import (
     TroupeError,
     UsageRow,
 )
+from protocols.graph import GraphCheckpoint, GraphInterrupt
 from runtime.client import SystemClient
 
 __all__ = ["create_api"]
@@ -70,7 +71,9 @@ class JobRequest(BaseModel):
         default=None, description="A registered skill, 'name' or 'name@version'."
     )
     input: Any = Field(
-        default=None, description="A skill's structured input (checked by its input_schema)."
+        default=None,
+        description="A skill's structured input (checked by its input_schema), or a graph "
+        "team's first state (an object of its state's fields).",
     )
     task: str = Field(
         default="",
@@ -118,6 +121,48 @@ class Decision(BaseModel):
     reason: str = Field(default="", max_length=2000)
 
 
+class ResumeBody(BaseModel):
+    """A person's answer to a graph waiting for input: a value for the node, a state edit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: Any = Field(
+        default=None, description="The value the node resumes with ('{resume}', resume_field)."
+    )
+    state: dict[str, Any] | None = Field(
+        default=None, description="Fields of the state to change before it goes on."
+    )
+    interrupt: Annotated[str, Field(min_length=1, max_length=1000)] | None = Field(
+        default=None, description="The interrupt answered (needed only when several wait)."
+    )
+
+
+class Resumed(BaseModel):
+    """The interrupt a resume answered."""
+
+    job_id: str
+    interrupt: GraphInterrupt
+
+
+class ForkBody(BaseModel):
+    """Where a new job starts from: a checkpoint of a graph job, its state edited or not."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int = Field(ge=0, description="The checkpoint's superstep (0: before the first).")
+    state: dict[str, Any] | None = Field(
+        default=None, description="Fields of the checkpoint's state to change first."
+    )
+
+
+class Forked(BaseModel):
+    """A job started from a checkpoint of another."""
+
+    job_id: str
+    forked_from: str
+    step: int
+
+
 class AgentPut(BaseModel):
     """An agent to add to a registered team (or the new configuration of one)."""
 
@@ -152,7 +197,7 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app = FastAPI(
         title="raytroupe",
         version="0.1.0",
-        description="Multi-agent jobs on Ray: submit, watch, approve, cancel; manage teams.",
+        description="Multi-agent jobs on Ray: submit, watch, approve, resume, cancel; teams.",
     )
     _install_error_handlers(app)
     app.include_router(_jobs(client))
@@ -262,6 +307,29 @@ def _jobs(client: SystemClient) -> APIRouter:
                 approval_id=approval_id,
             )
         return {"job_id": job_id, "approval_id": approval_id, "approved": body.approved}
+
+    @routes.get("/{job_id}/checkpoints", response_model=list[GraphCheckpoint])
+    async def graph_checkpoints(job_id: str, who: Caller) -> list[GraphCheckpoint]:
+        """A graph job's checkpoints, by subgraph then superstep (none: not a graph job)."""
+        return await client.checkpoints(job_id, tenant=who.tenant)
+
+    @routes.post("/{job_id}/resume", response_model=Resumed)
+    async def resume_graph(job_id: str, body: ResumeBody, who: Caller) -> Resumed:
+        """Let a graph waiting for input go on (409 if it waits for none, or not there)."""
+        interrupt = await client.resume(
+            job_id, value=body.value, state=body.state, interrupt=body.interrupt,
+            tenant=who.tenant,
+        )  # fmt: skip
+        return Resumed(job_id=job_id, interrupt=interrupt)
+
+    @routes.post("/{job_id}/fork", status_code=202, response_model=Forked)
+    async def fork_graph(job_id: str, body: ForkBody, who: Caller) -> JSONResponse:
+        """Start a new job from a checkpoint of a graph job, its state edited or not."""
+        new_id = await client.fork(job_id, body.step, state=body.state, tenant=who.tenant)
+        forked = Forked(job_id=new_id, forked_from=job_id, step=body.step)
+        return JSONResponse(
+            forked.model_dump(), status_code=202, headers={"Location": f"/v1/jobs/{new_id}"}
+        )
 
     return routes
 

@@ -56,6 +56,7 @@ from protocols import (
 )
 from protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
 from protocols.experiments import ExperimentInfo, ExperimentSpec
+from protocols.graph import GraphCheckpoint, GraphInterrupt
 from protocols.intent import IntentConfig
 
 __all__ = ["SystemClient"]
@@ -241,6 +242,41 @@ class SystemClient:
             job_id, approval_id, approved=approved, reason=reason, tenant=tenant
         )
         result: bool = await _call(ref)
+        return result
+
+    async def checkpoints(self, job_id: str, *, tenant: str | None = None) -> list[GraphCheckpoint]:
+        """A graph job's checkpoints, by subgraph then superstep (none: not a graph job)."""
+        ref = self._orchestrators.of(job_id).checkpoints.remote(job_id, tenant=tenant)
+        result: list[GraphCheckpoint] = await _call(ref)
+        return result
+
+    async def resume(
+        self,
+        job_id: str,
+        *,
+        value: Any = None,
+        state: dict[str, Any] | None = None,
+        interrupt: str | None = None,
+        tenant: str | None = None,
+    ) -> GraphInterrupt:
+        """Let a graph waiting for input go on (a value, a state edit); the interrupt answered."""
+        ref = self._orchestrators.of(job_id).resume.remote(
+            job_id, value=value, state=state, interrupt=interrupt, tenant=tenant
+        )
+        result: GraphInterrupt = await _call(ref)
+        return result
+
+    async def fork(
+        self,
+        job_id: str,
+        step: int,
+        *,
+        state: dict[str, Any] | None = None,
+        tenant: str | None = None,
+    ) -> str:
+        """Start a new job from checkpoint ``step`` of a graph job (``state`` edits it); its id."""
+        ref = self._orchestrators.of(job_id).fork.remote(job_id, step, state=state, tenant=tenant)
+        result: str = await _call(ref)
         return result
 
     async def jobs(self, *, tenant: str | None = None) -> dict[str, JobStatus]:

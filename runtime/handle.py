@@ -1,10 +1,10 @@
-"""A submitted job, as the driver holds it: its status, result, events, approvals, cancel."""
+"""A submitted job, as the driver holds it: status, result, events, approvals, cancel, resume."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 from protocols import (
     ApprovalRequest,
@@ -17,6 +17,7 @@ from protocols import (
     JobTimeout,
     RecipientUnavailable,
 )
+from protocols.graph import GraphCheckpoint, GraphInterrupt
 from runtime.blocking import Portal
 from runtime.client import SystemClient
 
@@ -100,6 +101,45 @@ class JobHandle:
             self.job_id, approval_id, approved=False, reason=reason, tenant=self._tenant
         )
         return self._portal.run(decided)
+
+    def checkpoints(self) -> list[GraphCheckpoint]:
+        """A graph job's checkpoints, by subgraph then superstep (none: not a graph job)."""
+        return self._portal.run(self._client.checkpoints(self.job_id, tenant=self._tenant))
+
+    def resume(
+        self,
+        value: Any = None,
+        *,
+        state: dict[str, Any] | None = None,
+        interrupt: str | None = None,
+    ) -> GraphInterrupt:
+        """Let the graph waiting for input go on: ``value`` for the node, a ``state`` edit.
+
+        ``interrupt`` names the interrupt answered (needed only when several wait).
+
+        Raises:
+            Conflict: the job waits for no input (or not at ``interrupt``), or several
+                interrupts wait and none is named.
+            InvalidInput: the value or edit would leave the state invalid
+                (``detail['problems']``).
+        """
+        resumed = self._client.resume(
+            self.job_id, value=value, state=state, interrupt=interrupt, tenant=self._tenant
+        )
+        return self._portal.run(resumed)
+
+    def fork(self, step: int, *, state: dict[str, Any] | None = None) -> JobHandle:
+        """Start a new job of the same task and team from checkpoint ``step``; its handle.
+
+        ``state`` edits the checkpoint's state first (a "what if").
+
+        Raises:
+            InvalidInput: the job is not a graph's, has no checkpoint ``step``, or the edit
+                would leave the state invalid.
+        """
+        forked = self._client.fork(self.job_id, step, state=state, tenant=self._tenant)
+        job_id = self._portal.run(forked)
+        return JobHandle(job_id, self._client, self._portal, tenant=self._tenant)
 
     def cancel(self) -> bool:
         """Cancel the job: running subtasks stop at their agents; False if it had finished."""

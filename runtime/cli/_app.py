@@ -28,6 +28,7 @@ from runtime.cli import _local
 from runtime.cli._connect import close, connect, resolve_address
 from runtime.cli._evals import evals_app, evaluate
 from runtime.cli._experiments import experiments_app
+from runtime.cli._graphs import checkpoints, fork, resume
 from runtime.cli._models import models_app
 from runtime.cli._options import Address, StateDir
 from runtime.cli._show import (
@@ -355,6 +356,12 @@ def jobs(
         OUT.print(jobs_table(rt.jobs(tenant)))
     finally:
         close(rt)
+
+
+# a graph job's checkpoints; resuming it where it waits for input; forking it from one
+app.command("checkpoints")(_reported(checkpoints))
+app.command("resume")(_reported(resume))
+app.command("fork")(_reported(fork))
 
 
 @app.command()

@@ -40,6 +40,7 @@ _STYLES: Final = {
     "planning": "cyan",
     "running": "yellow",
     "awaiting_approval": "magenta",
+    "awaiting_input": "magenta",
     "aggregating": "cyan",
     "succeeded": "green",
     "failed": "red",
@@ -114,8 +115,10 @@ class JobBoard:
                     row.finished = event.at if row.started is not None else None
                 case "approval_requested":
                     self.phase = "awaiting_approval"
-                case "approval_decided":
+                case "approval_decided" | "graph_resumed":
                     self.phase = "running"
+                case "graph_interrupted":
+                    self.phase = "awaiting_input"
                 case "job_aggregating":
                     self.phase = "aggregating"
                 case "job_succeeded" | "job_failed" | "job_cancelled":

@@ -1,4 +1,5 @@
 import io
+import json
 import os
 import socket
 import subprocess
@@ -12,8 +13,9 @@ from typer.testing import CliRunner
 
 from deployments.config import APIConfig
 from deployments.keys import hash_key
-from protocols import ConfigError, JobEvent
-from runtime.cli import _local, _show, app
+from protocols import ConfigError, Conflict, JobEvent
+from protocols.graph import GraphCheckpoint, GraphInterrupt, GraphTask
+from runtime.cli import _graphs, _local, _show, app
 
 runner = CliRunner()
 
@@ -59,7 +61,8 @@ def _exited_process():
 def test_help_lists_every_command():
     result = runner.invoke(app, ["--help"])
     assert result.exit_code == 0
-    for command in ("up", "down", "run", "jobs", "agents", "serve", "key"):
+    for command in ("up", "down", "run", "jobs", "agents", "serve", "key", "checkpoints",
+                    "resume", "fork"):  # fmt: skip
         assert command in result.stdout
     result = runner.invoke(app, ["key", "--help"])
     assert result.exit_code == 0
@@ -208,8 +211,8 @@ def test_a_troupe_error_is_one_line_and_exit_1(state_dir):
 
 
 def test_commands_that_need_a_ray_say_how_to_get_one(state_dir):
-    for command in ("jobs", "agents", "serve"):
-        result = runner.invoke(app, [command])
+    for command in ("jobs", "agents", "serve", "checkpoints job-1", "resume job-1", "fork job-1 0"):
+        result = runner.invoke(app, command.split())
         assert result.exit_code == 1, command
         assert "troupe up" in result.stderr
         assert "Traceback" not in result.output
@@ -348,3 +351,133 @@ def test_config_check_says_what_a_troupe_yaml_configures_without_its_password(tm
     assert "state: postgresql://ops:***@db:5432/rt" in result.stdout
     assert "memory: db:8001" in result.stdout
     assert "s3cret" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["resume", "job-1", "--value", "{nope"], "error: --value is not JSON: "),
+        (["resume", "job-1", "--state", "n=1"], "error: --state is not JSON: "),
+        (["resume", "job-1", "--state", "[1, 2]"], "error: --state must be a JSON object"),
+        (["fork", "job-1", "2", "--state", "{'n': 1}"], "error: --state is not JSON: "),
+        (["fork", "job-1", "2", "--state", "3"], "error: --state must be a JSON object"),
+    ],
+)
+def test_graph_commands_refuse_bad_json_before_any_ray(state_dir, args, said):
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(said)
+    assert "troupe up" not in result.stderr  # refused before connecting
+    assert "Traceback" not in result.output
+
+
+def test_fork_refuses_a_negative_step():
+    result = runner.invoke(app, ["fork", "job-1", "-1"])
+    assert result.exit_code == 2
+    assert "Traceback" not in result.output
+
+
+def test_the_checkpoints_table_shows_namespace_step_next_runs_and_interrupt():
+    paused = GraphInterrupt(id="/2/review/before", node="review", when="before")
+    points = [
+        GraphCheckpoint(job_id="job-1", step=0, at=1.0, state={}, next=(GraphTask(node="plan"),)),
+        GraphCheckpoint(job_id="job-1", step=2, at=2.0, state={}, interrupt=paused,
+                        next=(GraphTask(node="review"),)),
+        GraphCheckpoint(job_id="job-1", namespace="research", step=1, at=3.0, state={},
+                        next=(GraphTask(node="dig", item="a", index=0),
+                              GraphTask(node="dig", item="b", index=1))),
+        GraphCheckpoint(job_id="job-1", step=3, at=4.0, state={}, next=()),
+    ]  # fmt: skip
+    console = Console(file=io.StringIO(), width=120, color_system=None)
+    console.print(_graphs.checkpoints_table(points))
+    view = console.file.getvalue()
+    assert "4 checkpoint(s)" in view
+    rows = [line.split("│")[1:-1] for line in view.splitlines() if "│" in line]
+    cells = [[cell.strip() for cell in row] for row in rows]  # the header is drawn with ┃
+    assert [row[:2] for row in cells] == [["(graph)", "0"], ["(graph)", "2"], ["research", "1"],
+                                          ["(graph)", "3"]]  # fmt: skip
+    assert [row[3:] for row in cells] == [
+        ["plan", ""], ["review", "/2/review/before"], ["dig[0], dig[1]", ""], ["(end)", ""],
+    ]  # fmt: skip
+
+
+def test_job_board_shows_a_graph_waiting_for_input():
+    board = _show.JobBoard("job-1", "team graph")
+    board.apply(_event(1, "job_submitted"))
+    board.apply(_event(2, "graph_interrupted", interrupt={"id": "/1/review/before"}))
+    assert "team graph · awaiting input" in _rendered(board, now=101.0)
+    board.apply(_event(3, "graph_resumed", interrupt="/1/review/before"))
+    assert "team graph · running" in _rendered(board, now=102.0)
+
+
+class _FakeGraphJob:
+    """A graph job's handle as the commands use it; ``job-1`` waits at two interrupts."""
+
+    def __init__(self, job_id, tenant, calls):
+        self.job_id, self.tenant, self.calls = job_id, tenant, calls
+
+    def checkpoints(self):
+        return [GraphCheckpoint(job_id=self.job_id, step=0, at=1.0, state={"n": 1}, next=())]
+
+    def resume(self, value=None, *, state=None, interrupt=None):
+        self.calls.append(("resume", self.job_id, self.tenant, value, state, interrupt))
+        waiting = ["/1/a/before", "/1/b/before"]
+        if interrupt not in waiting:
+            raise Conflict(f"job {self.job_id} waits at 2 interrupts: name one", waiting=waiting)
+        return GraphInterrupt(id=interrupt, node=interrupt.split("/")[2], when="before")
+
+    def fork(self, step, *, state=None):
+        self.calls.append(("fork", self.job_id, self.tenant, step, state))
+        return _FakeGraphJob("job-2", self.tenant, self.calls)
+
+
+class _FakeRuntime:
+    def __init__(self, calls):
+        self.calls = calls
+
+    def job(self, job_id):
+        return _FakeGraphJob(job_id, None, self.calls)
+
+    def as_tenant(self, tenant):
+        view = _FakeRuntime(self.calls)
+        view.job = lambda job_id: _FakeGraphJob(job_id, tenant, self.calls)
+        return view
+
+
+@pytest.fixture
+def graph_calls(monkeypatch):
+    calls = []
+    monkeypatch.setattr(_graphs, "connect_from", lambda *_a, **_k: _FakeRuntime(calls))
+    monkeypatch.setattr(_graphs, "close", lambda _rt: calls.append(("closed",)))
+    return calls
+
+
+def test_graph_commands_call_the_job_as_asked_and_say_what_happened(graph_calls):
+    result = runner.invoke(app, ["checkpoints", "job-1", "--json"])
+    assert result.exit_code == 0, result.output
+    (point,) = json.loads(result.stdout)
+    assert point["state"] == {"n": 1}
+
+    args = ["resume", "job-1", "--value", '{"ok": true}', "--state", '{"n": 2}',
+            "--interrupt", "/1/b/before", "--tenant", "acme"]  # fmt: skip
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "job job-1 resumed at /1/b/before (before node b)" in result.stdout
+
+    result = runner.invoke(app, ["fork", "job-1", "0", "--state", '{"n": 0}'])
+    assert result.exit_code == 0, result.output
+    assert result.stdout == "job-2\n"  # the id alone, for scripts
+    assert [c for c in graph_calls if c[0] != "closed"] == [
+        ("resume", "job-1", "acme", {"ok": True}, {"n": 2}, "/1/b/before"),
+        ("fork", "job-1", None, 0, {"n": 0}),
+    ]
+    assert graph_calls.count(("closed",)) == 3
+
+
+def test_resume_without_naming_one_of_several_interrupts_lists_them(graph_calls):
+    result = runner.invoke(app, ["resume", "job-1"])
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        "error: job job-1 waits at 2 interrupts: name one (waiting: /1/a/before, /1/b/before)"
+    )
+    assert graph_calls[-1] == ("closed",)
