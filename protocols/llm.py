@@ -64,6 +64,13 @@ class Budget(_Frozen):
 
     tokens: int | None = Field(default=None, ge=0)
     usd: float | None = Field(default=None, ge=0.0)
+    account: str | None = Field(
+        default=None,
+        max_length=100,
+        description="The job whose budget account pays, when not the calling job's: set by "
+        "the orchestrator on a graph node's child job (so a job and its children share one "
+        "budget); refused when a caller sets it.",
+    )
 
 
 class ToolCall(_Frozen):

@@ -162,6 +162,8 @@ class TeamSpec(_Config):
         too_long = [r for r in self.roles if len(team_role(self.name, r)) > _MAX_NAME]
         if too_long:
             raise ValueError(f"team name plus role must fit in {_MAX_NAME} characters: {too_long}")
+        if self.budget is not None and self.budget.account is not None:
+            raise ValueError("budget.account is the orchestrator's to set")
         if self.plan is not None and self.graph is not None:
             raise ValueError("a team has a plan or a graph, not both")
         if self.plan is not None:

@@ -148,8 +148,9 @@ class Gateway:
             ModelError: the last attempt's typed error, once attempts or candidates ran out.
         """
         groups = self._candidates(request.model, set())
-        if context.job_id is not None and request.budget is not None:
-            self._ledger.set_limit(f"job:{context.job_id}", request.budget)
+        account = _account(request, context)
+        if account is not None and request.budget is not None:
+            self._ledger.set_limit(account, request.budget)
         excluded: set[str] = set()
         delivered = False
 
@@ -203,9 +204,8 @@ class Gateway:
         context: CallContext,
         forward: DeltaSink,
     ) -> LLMResponse:
-        keys = (f"tenant:{context.tenant}",) + (
-            (f"job:{context.job_id}",) if context.job_id is not None else ()
-        )
+        account = _account(request, context)
+        keys = (f"tenant:{context.tenant}",) + ((account,) if account is not None else ())
         max_tokens = request.max_tokens or self.policy.default_max_tokens
         if request.max_tokens is None and self._budgeted(keys):
             request = request.model_copy(update={"max_tokens": max_tokens})
@@ -370,3 +370,14 @@ class Gateway:
 
     def _budgeted(self, keys: tuple[str, ...]) -> bool:
         return any(self._ledger.has_limit(k) for k in keys)
+
+
+def _account(request: LLMRequest, context: CallContext) -> str | None:
+    """The budget account a call draws on: its job's, or the one its budget names.
+
+    A graph node's child job names its parent's account (the orchestrator sets it, and
+    refuses it from callers), so a job and its children share one budget.
+    """
+    named = request.budget.account if request.budget is not None else None
+    job = named or context.job_id
+    return None if job is None else f"job:{job}"

@@ -260,6 +260,7 @@ class Orchestrator(Evolution, GraphControl):
         admin: bool = True,
         skill: str | None = None,
         input: Any = None,  # noqa: A002 - the job's structured input, as the API calls it
+        account: str | None = None,
     ) -> str:
         """Start a job and return its id.
 
@@ -277,6 +278,9 @@ class Orchestrator(Evolution, GraphControl):
         result. Text ``attachments`` join the task; images are shown to every agent.
         ``request_id`` (e.g. of the HTTP request) is kept on the job's events and trace.
 
+        ``account`` (the orchestrator's own, for a graph node's child job) is the job whose
+        budget account its model calls draw on; a ``budget`` naming one is refused.
+
         ``admin=False`` submits for ``tenant`` as a tenant: the job must pass the tenant's
         policy (see :mod:`.admission`); its inline teams run under names scoped to it.
 
@@ -291,6 +295,7 @@ class Orchestrator(Evolution, GraphControl):
             SkillNotFound: ``skill`` names no registered skill or version.
         """
         full_task = _checked_task(task, attachments)
+        _no_account(budget)
         if self._shard != 0:
             raise InvalidInput(f"jobs are submitted to orchestrator/0, not /{self._shard}")
         owner = self._turn % self._shards  # in turn, this front desk included
@@ -332,7 +337,7 @@ class Orchestrator(Evolution, GraphControl):
             team=team,
             tenant=tenant,
             submitted_at=time.time(),
-            budget=budget or team.budget,
+            budget=_drawing_on(budget or team.budget, account),
             route=route,
             images=tuple(image for a in attachments if (image := a.image()) is not None),
             request_id=request_id,
@@ -416,6 +421,8 @@ class Orchestrator(Evolution, GraphControl):
             submitted["skill"] = job.skill.ref
         if job.request_id is not None:
             submitted["request_id"] = job.request_id
+        if admitted.forked_from is not None:
+            submitted["forked_from"] = admitted.forked_from
         await emit(job, "job_submitted", data=submitted)
         if job.route is not None:
             await emit(job, "job_routed", data=job.route.model_dump(mode="json"))
@@ -844,6 +851,23 @@ class Orchestrator(Evolution, GraphControl):
         finished = [j for j, job in self._jobs.items() if job.result is not None]
         for job_id in finished[: max(0, len(self._jobs) - self._keep_jobs)]:
             del self._jobs[job_id]
+
+
+def _no_account(budget: Budget | None) -> None:
+    """Refuse a caller's budget that names an account (another job's budget to draw on).
+
+    Raises:
+        InvalidInput: it does.
+    """
+    if budget is not None and budget.account is not None:
+        raise InvalidInput("budget.account is the orchestrator's to set", field="budget")
+
+
+def _drawing_on(budget: Budget | None, account: str | None) -> Budget | None:
+    """A graph child's budget: its parent's, drawing on its parent's account."""
+    if budget is None or account is None:
+        return budget
+    return budget.model_copy(update={"account": account})
 
 
 def _state_input(given: Any) -> dict[str, Any]:

@@ -330,3 +330,15 @@ def test_the_example_graph_runs_offline_with_a_map_a_join_an_interrupt_and_a_for
         'findings: ["[source] Ray Serve exposes Python deployments over HTTP with autoscaling '
         'replicas."]'
     )
+
+
+def test_a_tenant_may_not_name_another_jobs_budget_account_over_http(rt, api):
+    """budget.account makes a job's model calls draw on another job's budget: the
+    orchestrator sets it for a graph's child jobs, never a caller."""
+    team = {"name": "thief", "agents": [{"name": "t0", "role": "r", "model": "default"}]}
+    with api.client(USER_KEY) as client:
+        response = client.post("/v1/jobs", json={
+            "task": "spend", "team": team, "budget": {"tokens": 10, "account": "job-victim"},
+        })  # fmt: skip
+        assert response.status_code in (400, 422), response.text
+        assert "orchestrator's to set" in response.text

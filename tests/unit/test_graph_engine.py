@@ -9,6 +9,7 @@ from wiring import build_troupe, run
 
 from protocols import (
     AgentSpec,
+    Budget,
     Conflict,
     ErrorCode,
     InvalidInput,
@@ -362,9 +363,13 @@ def test_checkpoints_are_listed_and_a_fork_starts_from_one_with_an_edited_state(
         forked = await orchestrator.wait(fork_id, 10)
         with pytest.raises(InvalidInput):
             await orchestrator.fork(first.job_id, 99)
-        return first, points, forked
+        submitted = (await orchestrator.events(fork_id))[0]
+        return first, points, forked, submitted
 
-    first, points, forked = run(main())
+    first, points, forked, submitted = run(main())
+    assert submitted.type == "job_submitted"
+    assert submitted.data["forked_from"] == {
+        "job_id": first.job_id, "step": 1, "state": {"log": ["what if"]}}  # fmt: skip
     assert first.state == {"log": ["A", "B"]}
     assert [(p.step, [t.node for t in p.next]) for p in points] == [
         (0, ["a"]), (1, ["b"]), (2, [])]  # fmt: skip
@@ -452,3 +457,70 @@ def test_input_is_the_first_state_nodes_get_what_they_ask_for_and_a_fork_keeps_i
     assert "Ray runs actors." in asked[0]
     assert "Dask runs graphs." not in asked[0]  # only what it asked for, not the whole state
     assert "Dask runs graphs." in asked[1]
+
+
+def test_a_team_node_draws_on_its_parents_budget_account():
+    """A child job may not spend the job's budget again: both draw on the parent's account."""
+    helper = TeamSpec(name="helpers", planner_model="offline",
+                      agents=(AgentSpec(name="helper-0", role="h", model="h"),),
+                      plan=({"id": "only", "role": "h", "instructions": "{task}"},))  # fmt: skip
+    graph = {
+        "start": "think",
+        "nodes": [{"id": "think", "role": "w", "instructions": "think"},
+                  {"id": "ask", "team": "helpers", "instructions": "Help with {task}"}],
+        "edges": [{"source": "think", "target": "ask"}],
+    }  # fmt: skip
+    spent = ScriptedTurn(text="thought", prompt_tokens=1000, completion_tokens=500)
+
+    async def main(tokens):
+        models = {"h": scripted("helped"), "w": ScriptedModel(turns=(spent,))}
+        troupe = await build_troupe(models)
+        await troupe.orchestrator.put_team(helper, create=True)
+        parent = team(graph, "w").model_copy(update={"budget": Budget(tokens=tokens)})
+        result = await troupe.run("this", parent)
+        return result, await troupe.pool.spent(f"job:{result.job_id}")
+
+    result, _ = run(main(2_000))  # 1,500 spent: the child's call (1,024 reserved) does not fit
+    assert result.status == "failed"
+    assert result.error.code is ErrorCode.BUDGET_EXCEEDED
+    assert result.error.detail["node"] == "ask"
+    result, spent_by_all = run(main(10_000))
+    assert result.status == "succeeded", result.error
+    assert spent_by_all.tokens > 1_500  # the child's calls are on the parent's account
+
+
+def test_a_caller_may_not_name_a_budget_account():
+    reviewed = team(REVIEW, "writer", "reviewer")
+
+    async def main():
+        troupe = await build_troupe({"writer": scripted("x"), "reviewer": scripted("y")})
+        with pytest.raises(InvalidInput, match="orchestrator's to set"):
+            await troupe.orchestrator.submit(
+                "t", reviewed, budget=Budget(tokens=10, account="job-victim")
+            )
+
+    run(main())
+    with pytest.raises(ValueError, match="orchestrator's to set"):
+        TeamSpec.model_validate({**reviewed.model_dump(), "budget": {"account": "job-victim"}})
+
+
+def test_teams_whose_graphs_name_each_other_stop_at_the_depth_limit():
+    def bouncing(name, other):
+        graph = GraphSpec.model_validate(
+            {"start": "hop", "nodes": [{"id": "hop", "team": other}]}
+        )
+        agents = (AgentSpec(name=f"{name}-0", role="r", model="w"),)
+        return TeamSpec(name=name, planner_model="offline", agents=agents, graph=graph)
+
+    async def main():
+        troupe = await build_troupe({"w": scripted("unused")})
+        await troupe.orchestrator.put_team(bouncing("ping", "pong"), create=True)
+        await troupe.orchestrator.put_team(bouncing("pong", "ping"), create=True)
+        job_id = await troupe.orchestrator.submit("bounce", "ping")
+        return await troupe.orchestrator.wait(job_id, 20)
+
+    result = run(main(), guard_s=30)
+    assert result.status == "failed"
+    assert result.error.code is ErrorCode.INVALID_INPUT
+    assert result.error.detail["node"] == "hop"
+    assert "at most 4" in result.error.message

@@ -139,6 +139,18 @@ class CheckpointStore:
         )
         return None if row is None else str(row[0])
 
+    def depth(self, job_id: str, deepest: int) -> int:
+        """How many graph jobs ``job_id`` is a child job of, counting up to ``deepest``."""
+        depth, current = 0, job_id
+        while depth < deepest:
+            row = first(
+                self._db.execute("SELECT job_id FROM graph_children WHERE child_id = ?", (current,))
+            )
+            if row is None:
+                break
+            depth, current = depth + 1, str(row[0])
+        return depth
+
     def fork(self, job_id: str, start: GraphCheckpoint, parent: Fork) -> None:
         """Record that ``job_id`` starts from ``start``, a checkpoint of job ``parent[0]``."""
         parent_id, step, edit = parent

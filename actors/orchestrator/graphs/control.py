@@ -11,17 +11,20 @@ import asyncio
 import contextlib
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any, cast
+from typing import Any, Final, cast
 
 import structlog
 
 from actors.orchestrator.graphs.desk import GraphDesk
-from actors.orchestrator.jobs import Job, emit
+from actors.orchestrator.jobs import Job
 from actors.orchestrator.shards import Admitted, new_job_id
 from protocols import InvalidInput, JobResult, TroupeError
 from protocols.graph import GraphCheckpoint, GraphInterrupt, GraphNode
 
-__all__ = ["GraphControl"]
+__all__ = ["MAX_CHILD_DEPTH", "GraphControl"]
+
+MAX_CHILD_DEPTH: Final = 4
+"""Graph jobs within graph jobs (team or skill nodes whose teams have graphs), at most."""
 
 log = structlog.get_logger("raytroupe.orchestrator")
 
@@ -130,10 +133,9 @@ class GraphControl:
                 registered=source.registered,
                 skill=source.skill,
                 input=source.input if source.skill else None,
+                forked_from={"job_id": job_id, "step": step, "state": state},
             )
         )
-        job = self._job(new_id)
-        await emit(job, "graph_step", data={"forked_from": job_id, "step": step, "state": state})
         log.info("job_forked", job_id=new_id, parent=job_id, step=step)
         return new_id
 
@@ -144,20 +146,32 @@ class GraphControl:
 
         The child's id is journaled as soon as it exists: a resumed parent waits for the
         same child (resumed by its own shard) instead of starting another. The child is
-        admitted as a tenant's job, under the tenant's policy, whoever submitted the parent.
+        admitted as a tenant's job, under the tenant's policy, whoever submitted the parent,
+        and its model calls draw on the parent's budget account: together they keep one budget.
         """
         store = self._graphs.store
         child_id = await asyncio.to_thread(store.child, parent.id, key)
         if child_id is None:
+            depth = await asyncio.to_thread(store.depth, parent.id, MAX_CHILD_DEPTH)
+            if depth >= MAX_CHILD_DEPTH:
+                raise InvalidInput(
+                    f"job {parent.id} is already {depth} team or skill nodes deep (a cycle of "
+                    f"teams naming each other?): at most {MAX_CHILD_DEPTH}",
+                    node=node.id,
+                )
             submit = self.submit if self._shard == 0 else self._front_submit
+            budget = parent.budget  # one budget for the job and its children: its account
+            account = (budget.account or parent.id) if budget is not None else None
+            budget = None if budget is None else budget.model_copy(update={"account": None})
             child_id = await submit(
                 task,
                 node.team,
                 tenant=parent.tenant,
-                budget=parent.budget,
+                budget=budget,
                 admin=False,
                 skill=node.skill,
                 input=given,
+                account=account,
             )
             await asyncio.to_thread(store.child, parent.id, key, child_id)
             log.info("graph_child_started", job_id=parent.id, node=node.id, child=child_id)

@@ -32,6 +32,7 @@ from protocols import (
     JobResult,
     PlannedSubtask,
     SubtaskResult,
+    TroupeError,
 )
 from protocols.expressions import ExpressionError, evaluate, truthy
 from protocols.graph import (
@@ -263,7 +264,8 @@ class GraphRun:
             }
         else:
             update["next"], update["joins"] = self._routed(ran_now, state, point.joins)
-            if state == point.state and update["next"] == point.next and point.step > 0:
+            same = state == point.state and last == point.last
+            if same and update["next"] == point.next and point.step > 0:
                 node = point.next[0].node
                 raise _fail(
                     ErrorCode.ITERATION_LIMIT,
@@ -510,7 +512,10 @@ class GraphRun:
                 ErrorCode.INVALID_INPUT, f"an input of {node.id!r} failed: {e}", node.id
             ) from None
         key = f"{self._ns}{self._task_id(ran.task, step)}"
-        result = await self._host.run_child(self._job, node, task, given, key)
+        try:
+            result = await self._host.run_child(self._job, node, task, given, key)
+        except TroupeError as e:  # refused at the door: a policy, an unknown team, too deep
+            raise _fail(e.code, f"node {node.id!r} could not start its job: {e}", node.id) from None
         sub = PlannedSubtask(
             id=self._task_id(ran.task, step),
             role=node.team or "skill",
@@ -531,7 +536,7 @@ class GraphRun:
         if result.status != "succeeded":
             why = result.error.message if result.error else result.status
             raise _fail(
-                ErrorCode.JOB_FAILED,
+                result.error.code if result.error else ErrorCode.JOB_FAILED,
                 f"node {node.id!r} (job {result.job_id}) {result.status}: {why}",
                 node.id,
                 child=result.job_id,
