@@ -23,6 +23,7 @@ HERE = Path(__file__).parent
 SUITE = (
     "router",
     "fanout",
+    "graphs",
     "pool_replicas",
     "capacity",
     "cpu_tools",

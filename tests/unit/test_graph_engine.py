@@ -506,9 +506,7 @@ def test_a_caller_may_not_name_a_budget_account():
 
 def test_teams_whose_graphs_name_each_other_stop_at_the_depth_limit():
     def bouncing(name, other):
-        graph = GraphSpec.model_validate(
-            {"start": "hop", "nodes": [{"id": "hop", "team": other}]}
-        )
+        graph = GraphSpec.model_validate({"start": "hop", "nodes": [{"id": "hop", "team": other}]})
         agents = (AgentSpec(name=f"{name}-0", role="r", model="w"),)
         return TeamSpec(name=name, planner_model="offline", agents=agents, graph=graph)
 
