@@ -7,7 +7,7 @@ from pydantic import ValidationError
 from actors.orchestrator.admission import admit_inline
 from actors.orchestrator.graphs.state import StateKeeper, render, uses_state
 from protocols import AgentSpec, ConfigError, Forbidden, TeamSpec, TenantPolicy
-from protocols.graph import GraphNode, GraphSpec
+from protocols.graph import GraphNode, GraphSpec, GraphTask
 
 
 def spec(**graph):
@@ -151,3 +151,54 @@ def test_a_tenants_graph_may_not_name_code_or_what_its_policy_keeps_from_it(grap
     with pytest.raises(Forbidden) as refused:
         admit_inline(_tenant_team(graph), "acme", "policy", policy)
     assert field in str(refused.value.detail), refused.value.detail
+
+
+def _edges(graph, max_items=4):
+    from actors.orchestrator.graphs.routing import Edges  # noqa: PLC0415
+
+    return Edges(GraphSpec.model_validate(graph), "the task", max_items)
+
+
+JOINED = {
+    "start": ["a", "b"],
+    "nodes": [{"id": n, "role": "w", "instructions": "x"} for n in ("a", "b", "b2")]
+    + [{"id": "all", "role": "w", "instructions": "x", "join": "all"},
+       {"id": "two", "role": "w", "instructions": "x", "join": 2}],
+    "edges": [{"source": "a", "target": ["all", "two"]}, {"source": "b", "target": "b2"},
+              {"source": "b2", "target": ["all", "two"]}],
+}  # fmt: skip
+
+
+def test_a_join_of_all_waits_while_any_branch_runs_and_a_join_of_k_at_k_arrivals():
+    edges = _edges(JOINED)
+    a, b, b2 = (GraphTask(node=n) for n in ("a", "b", "b2"))
+    due, joins = edges.routed([(a, "x"), (b, "y")], {}, {})
+    assert due == (GraphTask(node="b2"),)  # b's branch goes on; both joins have one arrival
+    assert joins == {"all": 1, "two": 1}
+    due, joins = edges.routed([(b2, "z")], {}, joins)
+    assert due == (GraphTask(node="two"),)  # its second arrival; 'all' waits: 'two' runs
+    assert joins == {"all": 2}
+    due, joins = edges.routed([(GraphTask(node="two"), "done")], {}, joins)
+    assert due == (GraphTask(node="all"),)  # nothing else runs: the join of all goes
+    assert joins == {}
+
+
+@pytest.mark.parametrize(
+    ("items", "message"),
+    [("topics", "gave int, not a list"), ("missing.x", "attribute"),
+     ("[1, 2, 3, 4, 5]", "5 items; max_subtasks is 4")],
+)  # fmt: skip
+def test_a_map_that_gives_no_list_or_too_many_items_fails_naming_the_node(items, message):
+    from actors.orchestrator.graphs.routing import GraphFailed  # noqa: PLC0415
+
+    graph = {"start": "a", "nodes": [{"id": "a", "role": "w", "instructions": "x"},
+                                     {"id": "m", "role": "w", "instructions": "{item}"}],
+             "edges": [{"source": "a", "target": "m", "map": "topics"}]}  # fmt: skip
+    if items == "missing.x":
+        with pytest.raises(ValidationError, match=message):  # refused when the team loads
+            _edges({**graph, "edges": [{"source": "a", "target": "m", "map": items}]})
+        return
+    graph["edges"][0]["map"] = items
+    with pytest.raises(GraphFailed, match=message) as failed:
+        _edges(graph).routed([(GraphTask(node="a"), "")], {"topics": 3}, {})
+    assert failed.value.error.detail["node"] == "a"

@@ -22,6 +22,7 @@ import structlog
 
 from actors.orchestrator.graphs.checkpoints import CheckpointStore
 from actors.orchestrator.graphs.desk import GraphDesk, first_checkpoint
+from actors.orchestrator.graphs.routing import Edges, GraphFailed, failed
 from actors.orchestrator.graphs.state import StateKeeper, render, uses_state
 from actors.orchestrator.jobs import Job, emit, skipped
 from actors.orchestrator.resolve import gate_feedback
@@ -34,17 +35,14 @@ from protocols import (
     SubtaskResult,
     TroupeError,
 )
-from protocols.expressions import ExpressionError, evaluate, truthy
+from protocols.expressions import ExpressionError, evaluate
 from protocols.graph import (
     DEFAULT_FIELD,
-    END,
     GraphCheckpoint,
-    GraphEdge,
     GraphInterrupt,
     GraphNode,
     GraphSpec,
     GraphTask,
-    edge_text_matches,
 )
 
 __all__ = ["GraphHost", "GraphOutcome", "GraphRun", "graph_answer"]
@@ -89,18 +87,6 @@ class GraphOutcome:
     error: ErrorPayload | None = None
 
 
-class _Failed(Exception):  # a control-flow signal inside this module
-    def __init__(self, error: ErrorPayload) -> None:
-        super().__init__(error.message)
-        self.error = error
-
-
-def _fail(code: ErrorCode, message: str, node: str | None = None, **detail: Any) -> _Failed:
-    if node is not None:
-        detail["node"] = node
-    return _Failed(ErrorPayload(code=code, message=message, detail=detail))
-
-
 @dataclass
 class _Ran:
     """One task's run in a superstep."""
@@ -120,6 +106,7 @@ class GraphRun:
         self._nodes = {n.id: n for n in graph.nodes}
         self._keeper = StateKeeper(graph)
         self._slots = asyncio.Semaphore(job.team.max_parallel)
+        self._edges = Edges(graph, job.task, job.team.max_subtasks)
 
     @property
     def keeper(self) -> StateKeeper:
@@ -131,7 +118,7 @@ class GraphRun:
         try:
             return first_checkpoint(self._job.id, self._graph, given, self._ns, self._keeper)
         except InvalidInput as e:
-            raise _Failed(ErrorPayload.from_exception(e)) from None
+            raise GraphFailed(ErrorPayload.from_exception(e)) from None
 
     async def run(self, given: Mapping[str, Any] | None = None) -> GraphOutcome:
         """Run from the last checkpoint (or the start) to the end; never raises a job's error."""
@@ -149,7 +136,7 @@ class GraphRun:
                     return GraphOutcome(point.state, point.last, results)
                 if point.step >= self._graph.max_steps:
                     due = ", ".join(t.node for t in point.next)
-                    raise _fail(
+                    raise failed(
                         ErrorCode.ITERATION_LIMIT,
                         f"the graph took {self._graph.max_steps} supersteps without reaching "
                         f"its end (next: {due})",
@@ -161,7 +148,7 @@ class GraphRun:
                     point = waiting
                     continue
                 point = await self._superstep(point, results)
-        except _Failed as failure:
+        except GraphFailed as failure:
             state = point.state if point is not None else {}
             last = point.last if point is not None else ""
             return GraphOutcome(state, last, results, failure.error)
@@ -205,7 +192,7 @@ class GraphRun:
         if not problems and node.resume_field is not None and value is not None:
             state, problems = self._keeper.apply(state, [{node.resume_field: value}])
         if problems:
-            raise _fail(
+            raise failed(
                 ErrorCode.INVALID_INPUT,
                 f"the resume of {node.id!r} left the state invalid: {'; '.join(problems)}",
                 node.id,
@@ -215,8 +202,8 @@ class GraphRun:
         if interrupt.when == "before":
             update["resumed"] = {**point.resumed, node.id: value}
         else:
-            ran = [(_Ran(GraphTask(node=n), text=t)) for n, t in point.routes]
-            update["next"], update["joins"] = self._routed(ran, state, point.joins)
+            ran = [(GraphTask(node=n), t) for n, t in point.routes]
+            update["next"], update["joins"] = self._edges.routed(ran, state, point.joins)
             update["routes"] = ()
         resumed = point.model_copy(update=update)
         self._host.store.put(resumed)
@@ -236,7 +223,7 @@ class GraphRun:
         state, problems = self._keeper.apply(point.state, [r.update for r in ran_now])
         if problems:
             names = ", ".join(r.task.node for r in ran_now)
-            raise _fail(
+            raise failed(
                 ErrorCode.QUALITY_GATE,
                 f"the updates of {names} together left the state invalid: {'; '.join(problems)}",
                 ran_now[0].task.node,
@@ -263,11 +250,12 @@ class GraphRun:
                 "interrupt": self._interrupt(step, after.task.node, "after"),
             }
         else:
-            update["next"], update["joins"] = self._routed(ran_now, state, point.joins)
+            texts = [(r.task, r.text) for r in ran_now]
+            update["next"], update["joins"] = self._edges.routed(texts, state, point.joins)
             same = state == point.state and last == point.last
             if same and update["next"] == point.next and point.step > 0:
                 node = point.next[0].node
-                raise _fail(
+                raise failed(
                     ErrorCode.ITERATION_LIMIT,
                     f"node {node!r} would run again on the same state: the graph is in a "
                     "loop that changes nothing",
@@ -306,7 +294,7 @@ class GraphRun:
                 done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for finished in done:
                     finished.result()  # a node's failure fails the superstep
-                    for join in self._feeds(tasks[finished].task.node):
+                    for join in self._edges.feeds(tasks[finished].task.node):
                         arrived[join] = arrived.get(join, 0) + 1
                         wanted = self._nodes[join].join
                         if isinstance(wanted, int) and arrived[join] >= wanted:
@@ -314,16 +302,6 @@ class GraphRun:
         finally:
             for task in tasks:
                 task.cancel()
-
-    def _feeds(self, node: str) -> list[str]:
-        """The first-k join nodes ``node`` has an edge to."""
-        out = []
-        for edge in self._graph.edges:
-            if edge.source == node:
-                out += [
-                    t for t in edge.targets if t != END and isinstance(self._nodes[t].join, int)
-                ]
-        return out
 
     async def _cut(
         self,
@@ -333,7 +311,7 @@ class GraphRun:
         step: int,
     ) -> set[asyncio.Task[None]]:
         """Cancel the runs still heading for ``join``; the runs left to wait for."""
-        cut = {t for t in pending if join in self._feeds(tasks[t].task.node)}
+        cut = {t for t in pending if join in self._edges.feeds(tasks[t].task.node)}
         for task in cut:
             task.cancel()
             ran = tasks[task]
@@ -396,7 +374,7 @@ class GraphRun:
             ran.results.append(result)
             if result.status != "succeeded":
                 error = result.error or ErrorPayload(code=ErrorCode.JOB_FAILED, message="failed")
-                raise _fail(error.code, f"node {node.id!r} failed: {error.message}", node.id)
+                raise failed(error.code, f"node {node.id!r} failed: {error.message}", node.id)
             ran.text = result.output
             ran.update, problems = self._checked_update(node, result.output, point.state)
             if not problems:
@@ -409,7 +387,7 @@ class GraphRun:
                 "your rejected answer": result.output,
                 "why it was rejected": gate_feedback(problems),
             }
-        raise _fail(
+        raise failed(
             ErrorCode.QUALITY_GATE,
             f"node {node.id!r} gave no valid update in {node.max_update_attempts} tries: "
             f"{'; '.join(problems)}",
@@ -430,20 +408,25 @@ class GraphRun:
             _, problems = self._keeper.apply(state, [update])
         return update, problems
 
+    def _given(self, node: GraphNode, state: dict[str, Any], task: GraphTask) -> dict[str, Any]:
+        """The node's ``inputs``, each expression evaluated on the state."""
+        given: dict[str, Any] = {}
+        for name, expression in node.inputs.items():
+            try:
+                given[name] = evaluate(expression, self._edges.names(state, task))
+            except ExpressionError as e:
+                why = f"input {name!r} of {node.id!r} failed: {e}"
+                raise failed(ErrorCode.INVALID_INPUT, why, node.id) from None
+        return given
+
     def _inputs(
         self, node: GraphNode, state: dict[str, Any], task: GraphTask, resume: Any
     ) -> dict[str, str]:
         """What an agent node is given beside its prompt: the state, unless placed in it."""
         inputs: dict[str, str] = {}
         if node.inputs:  # what it asks for, instead of the whole state
-            for name, expression in node.inputs.items():
-                try:
-                    value = evaluate(expression, self._names(state, task))
-                except ExpressionError as e:
-                    raise _fail(ErrorCode.INVALID_INPUT, f"input {name!r} of {node.id!r} "
-                                f"failed: {e}", node.id) from None  # fmt: skip
-                if value is not None:
-                    inputs[name] = _text(value)
+            given = self._given(node, state, task)
+            inputs |= {name: _text(value) for name, value in given.items() if value is not None}
         elif self._graph.state is None:  # the older contract: the previous node's text
             if state.get(DEFAULT_FIELD):
                 inputs["previous output"] = str(state[DEFAULT_FIELD])
@@ -455,9 +438,6 @@ class GraphRun:
             inputs["a person's answer"] = _text(resume)
         return inputs
 
-    def _names(self, state: Mapping[str, Any], task: GraphTask) -> dict[str, Any]:
-        return {**state, "item": task.item, "task": self._job.task}
-
     async def _run_subgraph(
         self, ran: _Ran, node: GraphNode, point: GraphCheckpoint, step: int
     ) -> None:
@@ -468,25 +448,19 @@ class GraphRun:
             + "/"
         )
         if namespace.count("/") > MAX_DEPTH:
-            raise _fail(ErrorCode.INVALID_INPUT, f"subgraphs nest deeper than {MAX_DEPTH}", node.id)
-        try:
-            given = {
-                k: evaluate(e, self._names(point.state, ran.task)) for k, e in node.inputs.items()
-            }
-        except ExpressionError as e:
-            raise _fail(
-                ErrorCode.INVALID_INPUT, f"an input of {node.id!r} failed: {e}", node.id
-            ) from None
+            why = f"subgraphs nest deeper than {MAX_DEPTH}"
+            raise failed(ErrorCode.INVALID_INPUT, why, node.id)
+        given = self._given(node, point.state, ran.task)
         child = GraphRun(self._host, self._job, node.graph, namespace)
         outcome = await child.run(given)
         ran.results.extend(outcome.results)
         if outcome.error is not None:
-            raise _Failed(outcome.error)
+            raise GraphFailed(outcome.error)
         ran.text = outcome.last
         ran.update = {mine: outcome.state.get(theirs) for mine, theirs in node.outputs.items()}
         _, problems = self._keeper.apply(point.state, [ran.update])
         if problems:
-            raise _fail(
+            raise failed(
                 ErrorCode.QUALITY_GATE,
                 f"the outputs of subgraph {node.id!r} do not fit the state: {'; '.join(problems)}",
                 node.id,
@@ -497,7 +471,6 @@ class GraphRun:
         self, ran: _Ran, node: GraphNode, point: GraphCheckpoint, step: int, resume: Any
     ) -> None:
         """A registered team or skill as the node: a child job of the same tenant."""
-        names = self._names(point.state, ran.task)
         task = render(
             node.instructions or "{task}",
             task=self._job.task,
@@ -505,17 +478,13 @@ class GraphRun:
             item=ran.task.item,
             resume=resume,
         )
-        try:
-            given = {k: evaluate(e, names) for k, e in node.inputs.items()} or None
-        except ExpressionError as e:
-            raise _fail(
-                ErrorCode.INVALID_INPUT, f"an input of {node.id!r} failed: {e}", node.id
-            ) from None
+        given = self._given(node, point.state, ran.task) or None
         key = f"{self._ns}{self._task_id(ran.task, step)}"
         try:
             result = await self._host.run_child(self._job, node, task, given, key)
         except TroupeError as e:  # refused at the door: a policy, an unknown team, too deep
-            raise _fail(e.code, f"node {node.id!r} could not start its job: {e}", node.id) from None
+            why = f"node {node.id!r} could not start its job: {e}"
+            raise failed(e.code, why, node.id) from None
         sub = PlannedSubtask(
             id=self._task_id(ran.task, step),
             role=node.team or "skill",
@@ -535,7 +504,7 @@ class GraphRun:
         )
         if result.status != "succeeded":
             why = result.error.message if result.error else result.status
-            raise _fail(
+            raise failed(
                 result.error.code if result.error else ErrorCode.JOB_FAILED,
                 f"node {node.id!r} (job {result.job_id}) {result.status}: {why}",
                 node.id,
@@ -544,91 +513,12 @@ class GraphRun:
         ran.text = result.answer
         ran.update, problems = self._checked_update(node, result.answer, point.state)
         if problems:
-            raise _fail(
+            raise failed(
                 ErrorCode.QUALITY_GATE,
                 f"node {node.id!r}'s answer is no valid update: {'; '.join(problems)}",
                 node.id,
                 problems=problems,
             )
-
-    # -- edges ----------------------------------------------------------------------------
-
-    def _routed(
-        self, ran: list[_Ran], state: dict[str, Any], joins: Mapping[str, int]
-    ) -> tuple[tuple[GraphTask, ...], dict[str, int]]:
-        """The next superstep's tasks, and the joins still waiting (with their arrivals)."""
-        due: list[GraphTask] = []
-        arrived = dict(joins)
-        for run in ran:
-            edge = self._taken(run, state)
-            if edge is None:
-                continue
-            if edge.map is not None:
-                due += self._mapped(edge, run, state)
-                continue
-            for target in edge.targets:
-                if target == END:
-                    continue
-                if self._nodes[target].join is not None:
-                    arrived[target] = arrived.get(target, 0) + 1
-                elif GraphTask(node=target) not in due:
-                    due.append(GraphTask(node=target))
-        for join, count in list(arrived.items()):
-            wanted = self._nodes[join].join
-            if isinstance(wanted, int) and count >= wanted:
-                due.append(GraphTask(node=join))
-                del arrived[join]
-        if not due:  # every branch has finished: the joins waiting for all of them run
-            due = [GraphTask(node=j) for j in self._nodes if j in arrived]
-            arrived = {}
-        return tuple(due), arrived
-
-    def _taken(self, run: _Ran, state: dict[str, Any]) -> GraphEdge | None:
-        for edge in self._graph.edges:
-            if edge.source != run.task.node:
-                continue
-            if edge.when is not None and not edge_text_matches(edge.when, run.text):
-                continue
-            if edge.condition is not None:
-                try:
-                    if not truthy(edge.condition, self._names(state, run.task)):
-                        continue
-                except ExpressionError as e:
-                    raise _fail(
-                        ErrorCode.INVALID_INPUT,
-                        f"the condition of edge {edge.source!r} -> {edge.target!r} failed: {e}",
-                        run.task.node,
-                    ) from None
-            return edge
-        return None
-
-    def _mapped(self, edge: GraphEdge, run: _Ran, state: dict[str, Any]) -> list[GraphTask]:
-        assert edge.map is not None  # noqa: S101 - the caller checked
-        try:
-            items = evaluate(edge.map, self._names(state, run.task))
-        except ExpressionError as e:
-            raise _fail(
-                ErrorCode.INVALID_INPUT,
-                f"the map of edge {edge.source!r} -> {edge.target!r} failed: {e}",
-                run.task.node,
-            ) from None
-        if not isinstance(items, list | tuple):
-            raise _fail(
-                ErrorCode.INVALID_INPUT,
-                f"the map of edge {edge.source!r} -> "
-                f"{edge.target!r} gave {type(items).__name__}, not a list",
-                run.task.node,
-            )
-        limit = self._job.team.max_subtasks
-        if len(items) > limit:
-            raise _fail(
-                ErrorCode.INVALID_INPUT,
-                f"the map of edge {edge.source!r} -> "
-                f"{edge.target!r} gave {len(items)} items; max_subtasks is {limit}",
-                run.task.node,
-            )
-        target = edge.targets[0]
-        return [GraphTask(node=target, item=item, index=i) for i, item in enumerate(items)]
 
 
 def _text(value: Any) -> str:
