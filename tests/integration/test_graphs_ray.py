@@ -23,6 +23,7 @@ from protocols import (
     TeamSpec,
 )
 from protocols.graph import GraphSpec
+from tests.support.graph_specs import NESTED, PAUSED
 from tests.support.http_api import USER_KEY
 from tests.support.restarts import kill_and_wait_for_restart
 
@@ -116,26 +117,7 @@ def test_a_fan_out_runs_its_branches_at_once_and_the_join_sees_them_all(rt):
 
 
 def test_a_subgraph_node_runs_its_own_graph_on_ray(rt):
-    inner = {
-        "start": "upper",
-        "state": {"json_schema": {"type": "object", "properties": {
-            "text": {"type": "string"}, "out": {"type": "string"}}}},
-        "nodes": [{"id": "upper", "role": "inner", "writes": ["out"],
-                   "instructions": "Shout {state.text}"}],
-    }  # fmt: skip
-    graph = {
-        "start": "write",
-        "answer": "final",
-        "state": {"json_schema": {"type": "object", "properties": {
-            "draft": {"type": "string"}, "final": {"type": "string"}}}},
-        "nodes": [
-            {"id": "write", "role": "outer", "writes": ["draft"], "instructions": "{task}"},
-            {"id": "loud", "graph": inner, "inputs": {"text": "draft"},
-             "outputs": {"final": "out"}},
-        ],
-        "edges": [{"source": "write", "target": "loud"}],
-    }  # fmt: skip
-    team = _team("nested", graph, {"outer": _scripted("hello"), "inner": _scripted("HELLO")})
+    team = _team("nested", NESTED, {"outer": _scripted("hello"), "inner": _scripted("HELLO")})
     result = rt.submit("say hello", team=team).result(timeout=120)
     assert result.status == "succeeded", result.error
     assert [s.id for s in result.subtasks] == ["write.1", "loud.2.upper.1"]
@@ -181,24 +163,10 @@ def test_a_killed_orchestrator_resumes_the_graph_without_running_a_finished_node
     assert [p.step for p in points] == [0, 1, 2, 3]
 
 
-PAUSE = {
-    "start": "draft",
-    "answer": "text",
-    "state": {"json_schema": {"type": "object", "properties": {
-        "text": {"type": "string"}, "verdict": {"type": "string"}}}},
-    "nodes": [
-        {"id": "draft", "role": "writer", "writes": ["text"], "instructions": "Write {task}"},
-        {"id": "publish", "role": "editor", "writes": ["text"], "interrupt": "before",
-         "resume_field": "verdict", "instructions": "Publish {state.text}: {resume}"},
-    ],
-    "edges": [{"source": "draft", "target": "publish"}],
-}  # fmt: skip
-
-
 def test_an_interrupt_survives_an_orchestrator_kill_and_is_resumed_over_http(rt, api):
     """Each role has one scripted answer: neither node may run twice across the kill."""
     name = "paused-graph"
-    team = _team(name, PAUSE, {"writer": _scripted("draft v1"), "editor": _scripted("v2")})
+    team = _team(name, PAUSED, {"writer": _scripted("draft v1"), "editor": _scripted("v2")})
     job = rt.submit("a notice", team=team, tenant="acme")
     handle = rt.job(job.job_id)
     _status(handle.status, "awaiting_input")
@@ -228,7 +196,7 @@ def test_an_interrupt_survives_an_orchestrator_kill_and_is_resumed_over_http(rt,
 def test_another_tenant_can_neither_see_nor_resume_a_paused_graph(rt, api):
     from tests.support.http_api import OTHER_KEY  # noqa: PLC0415
 
-    team = _team("private-graph", PAUSE, {"writer": _scripted("mine"), "editor": _scripted("x")})
+    team = _team("private-graph", PAUSED, {"writer": _scripted("mine"), "editor": _scripted("x")})
     job = rt.submit("secret", team=team, tenant="acme")
     handle = rt.job(job.job_id)
     _status(handle.status, "awaiting_input")

@@ -20,6 +20,7 @@ from protocols import (
     TeamSpec,
 )
 from protocols.graph import GraphSpec
+from tests.support.graph_specs import NESTED, PAUSED
 
 
 def scripted(*texts):
@@ -197,35 +198,16 @@ def test_a_map_step_runs_the_node_once_per_item_of_a_list_in_the_state():
 
 
 def test_a_subgraph_runs_with_its_own_state_mapped_in_and_out():
-    inner = {
-        "start": "shout",
-        "state": {"json_schema": {"type": "object", "properties": {
-            "text": {"type": "string"}, "loud": {"type": "string"}}}},
-        "nodes": [{"id": "shout", "role": "worker", "writes": ["loud"],
-                   "instructions": "Shout: {state.text}"}],
-    }  # fmt: skip
-    graph = {
-        "start": "write",
-        "answer": "final",
-        "state": {"json_schema": {"type": "object", "properties": {
-            "draft": {"type": "string"}, "final": {"type": "string"}}}},
-        "nodes": [
-            {"id": "write", "role": "lead", "writes": ["draft"], "instructions": "Write {task}"},
-            {"id": "amp", "graph": inner, "inputs": {"text": "draft"},
-             "outputs": {"final": "loud"}},
-        ],
-        "edges": [{"source": "write", "target": "amp"}],
-    }  # fmt: skip
-    models = {"lead": scripted("hello"), "worker": scripted("HELLO")}
+    models = {"outer": scripted("hello"), "inner": scripted("HELLO")}
 
     async def main():
         troupe = await build_troupe(models)
-        return await troupe.run("hi", team(graph, "lead", "worker"))
+        return await troupe.run("hi", team(NESTED, "outer", "inner"))
 
     result = run(main())
     assert result.status == "succeeded", result.error
-    assert [s.id for s in result.subtasks] == ["write.1", "amp.2.shout.1"]
-    assert result.subtasks[1].instructions == "Shout: hello"
+    assert [s.id for s in result.subtasks] == ["write.1", "loud.2.upper.1"]
+    assert result.subtasks[1].instructions == "Shout hello"
     assert result.answer == "HELLO"
 
 
@@ -267,20 +249,6 @@ def test_a_condition_that_fails_on_the_state_fails_the_job_typed():
     assert result.error.detail["node"] == "a"
 
 
-PAUSED = {
-    "start": "draft",
-    "answer": "draft",
-    "state": {"json_schema": {"type": "object", "properties": {
-        "draft": {"type": "string"}, "verdict": {"type": "string"}}}},
-    "nodes": [
-        {"id": "draft", "role": "writer", "writes": ["draft"], "instructions": "Write {task}"},
-        {"id": "publish", "role": "writer", "writes": ["draft"], "interrupt": "before",
-         "resume_field": "verdict", "instructions": "Polish {state.draft} ({resume})"},
-    ],
-    "edges": [{"source": "draft", "target": "publish"}],
-}  # fmt: skip
-
-
 async def _status(troupe, job_id, wanted, tries=200):
     for _ in range(tries):
         if await troupe.orchestrator.status(job_id) == wanted:
@@ -291,14 +259,14 @@ async def _status(troupe, job_id, wanted, tries=200):
 
 def test_an_interrupt_pauses_the_graph_until_a_person_resumes_it():
     async def main():
-        troupe = await build_troupe({"writer": scripted("v1", "v2")})
+        troupe = await build_troupe({"writer": scripted("v1"), "editor": scripted("v2")})
         orchestrator = troupe.orchestrator
-        job_id = await orchestrator.submit("a poem", team(PAUSED, "writer"))
+        job_id = await orchestrator.submit("a poem", team(PAUSED, "writer", "editor"))
         await _status(troupe, job_id, "awaiting_input")
         events = await orchestrator.events(job_id)
         paused = [e for e in events if e.type == "graph_interrupted"][-1]
         with pytest.raises(InvalidInput):  # checked against the schema, nothing recorded
-            await orchestrator.resume(job_id, state={"draft": 5})
+            await orchestrator.resume(job_id, state={"text": 5})
         with pytest.raises(Conflict):
             await orchestrator.resume(job_id, interrupt="0/nowhere/before")
         interrupt = await orchestrator.resume(job_id, value="ship it")
@@ -308,11 +276,11 @@ def test_an_interrupt_pauses_the_graph_until_a_person_resumes_it():
         return paused, interrupt, result
 
     paused, interrupt, result = run(main())
-    assert paused.data["state"] == {"draft": "v1"}
+    assert paused.data["state"] == {"text": "v1"}
     assert interrupt.id == "2/publish/before"
     assert result.status == "succeeded", result.error
-    assert result.subtasks[-1].instructions == "Polish v1 (ship it)"
-    assert result.state == {"draft": "v2", "verdict": "ship it"}
+    assert result.subtasks[-1].instructions == "Publish v1: ship it"
+    assert result.state == {"text": "v2", "verdict": "ship it"}
 
 
 def test_an_interrupt_after_a_node_lets_a_person_edit_the_state_that_routes_next():
@@ -384,13 +352,13 @@ def test_a_restarted_orchestrator_resumes_the_graph_from_its_checkpoint(tmp_path
 
     async def before():
         troupe = await build_troupe({"writer": scripted("v1")}, journal=journal)
-        job_id = await troupe.orchestrator.submit("a poem", team(PAUSED, "writer"))
+        job_id = await troupe.orchestrator.submit("a poem", team(PAUSED, "writer", "editor"))
         await _status(troupe, job_id, "awaiting_input")
         await troupe.orchestrator.on_stop()  # the process goes away while it waits
         return job_id
 
     async def after(job_id):
-        troupe = await build_troupe({"writer": scripted("v2")}, journal=journal)
+        troupe = await build_troupe({"editor": scripted("v2")}, journal=journal)
         await _status(troupe, job_id, "awaiting_input")  # paused again, where it was
         await troupe.orchestrator.resume(job_id, value="ok")
         return await troupe.orchestrator.wait(job_id, 10)
@@ -399,7 +367,7 @@ def test_a_restarted_orchestrator_resumes_the_graph_from_its_checkpoint(tmp_path
     result = run(after(job_id))
     assert result.status == "succeeded", result.error
     assert [s.id for s in result.subtasks] == ["draft.1", "publish.2"]
-    assert result.state == {"draft": "v2", "verdict": "ok"}
+    assert result.state == {"text": "v2", "verdict": "ok"}
 
 
 def test_a_registered_team_runs_as_a_node_in_a_child_job():
