@@ -12,6 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from protocols.envelope import AgentMessage
+from protocols.graph import GraphCheckpoint, GraphInterrupt
 from protocols.jobs import DeadLetter, JobEvent, JobResult, Plan
 from protocols.llm import LLMRequest, LLMResponse, ToolCall
 from protocols.memory import MemoryHits, MemoryQuery, MemoryWrite
@@ -38,6 +39,8 @@ PUBLIC_MODELS: tuple[type[BaseModel], ...] = (
     Plan,
     JobResult,
     JobEvent,
+    GraphCheckpoint,
+    GraphInterrupt,
     DeadLetter,
     MemoryWrite,
     MemoryQuery,

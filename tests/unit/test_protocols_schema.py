@@ -77,6 +77,8 @@ def test_public_models_are_the_documented_set():
         "StandardOutput",
         "JobResult",
         "JobEvent",
+        "GraphCheckpoint",
+        "GraphInterrupt",
         "DeadLetter",
         "MemoryWrite",
         "MemoryQuery",
