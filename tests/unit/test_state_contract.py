@@ -427,3 +427,48 @@ def test_a_connection_cut_while_busy_fails_that_call_typed_and_the_next_one_work
     with pytest.raises(StateUnavailable, match=r"the state store .* failed"):
         journal.teams()  # used a moment ago: not pinged, and found dead
     assert journal.teams() == [TEAM]
+
+
+# -- graph checkpoints, resumes, child jobs and forks
+
+
+def test_graph_checkpoints_resumes_children_and_forks_outlive_the_orchestrator(state_at, keep):
+    from actors.orchestrator.graphs.checkpoints import CheckpointStore  # noqa: PLC0415
+    from protocols.graph import GraphCheckpoint, GraphInterrupt, GraphTask  # noqa: PLC0415
+
+    def point(step: int, namespace: str = "", **fields: object) -> GraphCheckpoint:
+        return GraphCheckpoint.model_validate({
+            "job_id": "g1", "namespace": namespace, "step": step, "at": 1.0 + step,
+            "state": {"log": ["x"] * step}, "next": [{"node": "n", "item": {"k": step}}],
+            **fields,
+        })  # fmt: skip
+
+    first = CheckpointStore(keep(open_database(state_at("journal"), "journal", ())))
+    paused = GraphInterrupt(id="2/n/before", node="n", when="before")
+    for step in range(3):
+        first.put(point(step))
+    first.put(point(2, interrupt=paused))  # the same step again: replaced
+    first.put(point(1, namespace="sub.2/"))
+    assert first.resume("g1", "2/n/before", {"ok": True}, {"log": []})
+    assert not first.resume("g1", "2/n/before", "again", None)  # answered once
+    first.child("g1", "n.2", "child-1")
+    first.child("g1", "n.2", "child-2")  # the first child recorded stays
+    first.child("child-1", "m.1", "grandchild")
+    first.fork("f1", point(1).model_copy(update={"job_id": "f1"}), ("g1", 1, {"log": ["y"]}))
+
+    again = CheckpointStore(keep(open_database(state_at("journal"), "journal", ())))
+    assert again.latest("g1") == point(2, interrupt=paused)
+    assert again.latest("g1", "sub.2/") == point(1, namespace="sub.2/")
+    assert again.get("g1", 1) == point(1)
+    assert again.get("g1", 7) is None
+    assert [(p.namespace, p.step) for p in again.all("g1")] == [
+        ("", 0), ("", 1), ("", 2), ("sub.2/", 1)]  # fmt: skip
+    assert again.all("g1")[0].next == (GraphTask(node="n", item={"k": 0}),)
+    assert again.resumed("g1", "2/n/before") == ({"ok": True}, {"log": []})
+    assert again.resumed("g1", "3/n/after") is None
+    assert again.child("g1", "n.2") == "child-1"
+    assert again.depth("grandchild", 4) == 2
+    assert again.depth("g1", 4) == 0
+    assert again.forked_from("f1") == ("g1", 1, {"log": ["y"]})
+    assert again.forked_from("g1") is None
+    assert again.latest("f1").step == 1
