@@ -390,7 +390,6 @@ class GraphCheckpoint(_Frozen):
         default_factory=dict,
         description="Nodes due next that a person already let through, with their values.",
     )
-    visits: dict[str, int] = Field(default_factory=dict, description="Runs of each node.")
 
 
 GraphNode.model_rebuild()

@@ -113,9 +113,7 @@ class GraphDesk:
                 (``detail['problems']``); nothing was recorded.
         """
         waiting = self._waiting(job, interrupt_id)
-        state, problems = waiting.keeper.edit(waiting.state, edit or {})
-        if not problems and waiting.resume_field is not None and value is not None:
-            _, problems = waiting.keeper.apply(state, [{waiting.resume_field: value}])
+        _, problems = waiting.keeper.resumed(waiting.state, value, edit, waiting.resume_field)
         if problems:
             raise InvalidInput(
                 f"the resume would leave the graph's state invalid: {'; '.join(problems)}",

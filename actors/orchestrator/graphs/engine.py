@@ -108,11 +108,6 @@ class GraphRun:
         self._slots = asyncio.Semaphore(job.team.max_parallel)
         self._edges = Edges(graph, job.task, job.team.max_subtasks)
 
-    @property
-    def keeper(self) -> StateKeeper:
-        """The state's schema and reducers."""
-        return self._keeper
-
     def first(self, given: Mapping[str, Any] | None = None) -> GraphCheckpoint:
         """The checkpoint before the first superstep (``given``: a subgraph's inputs)."""
         try:
@@ -188,9 +183,7 @@ class GraphRun:
         value, edit = await self._host.desk.wait(
             self._job, interrupt, point.state, self._keeper, node.resume_field
         )
-        state, problems = self._keeper.edit(point.state, edit or {})
-        if not problems and node.resume_field is not None and value is not None:
-            state, problems = self._keeper.apply(state, [{node.resume_field: value}])
+        state, problems = self._keeper.resumed(point.state, value, edit, node.resume_field)
         if problems:
             raise failed(
                 ErrorCode.INVALID_INPUT,
@@ -229,9 +222,6 @@ class GraphRun:
                 ran_now[0].task.node,
                 problems=problems,
             )
-        visits = dict(point.visits)
-        for ran in ran_now:
-            visits[ran.task.node] = visits.get(ran.task.node, 0) + 1
         last = ran_now[-1].text if ran_now else point.last
         after = next((r for r in ran_now if self._nodes[r.task.node].interrupt == "after"), None)
         update: dict[str, Any] = {
@@ -239,7 +229,6 @@ class GraphRun:
             "at": time.time(),
             "state": state,
             "last": last,
-            "visits": visits,
             "resumed": {},
         }
         if after is not None:

@@ -154,6 +154,19 @@ class StateKeeper:
         new = {**copy.deepcopy(dict(state)), **copy.deepcopy(dict(edit))}
         return new, self.problems(new)
 
+    def resumed(
+        self,
+        state: Mapping[str, Any],
+        value: Any,
+        edit: Mapping[str, Any] | None,
+        field: str | None,
+    ) -> tuple[dict[str, Any], list[str]]:
+        """``state`` after a resume: ``edit`` replaced, ``value`` reduced into ``field``."""
+        new, problems = self.edit(state, edit or {})
+        if not problems and field is not None and value is not None:
+            new, problems = self.apply(new, [{field: value}])
+        return new, problems
+
     def text_field(self, node: GraphNode) -> str | None:
         """The field a node's plain-text answer goes to: it writes one field, of text.
 
