@@ -30,6 +30,7 @@ SUITE = (
     "footprint",
     "http_api",
     "memory",
+    "knowledge",
     "state_store",
 )
 RESULTS = HERE / "results"

@@ -25,8 +25,10 @@ from deployments.config import APIConfig
 from deployments.evals_api import eval_routes
 from deployments.experiments_api import experiment_routes
 from deployments.guard import request_id_of
+from deployments.knowledge_api import knowledge_routes
 from deployments.openai_compat import openai_routes
 from deployments.problems import problem, troupe_problem
+from deployments.sessions_api import session_routes
 from deployments.skills_api import skill_routes
 from protocols import (
     AgentInfo,
@@ -47,6 +49,7 @@ from protocols import (
     UsageRow,
 )
 from protocols.graph import GraphCheckpoint, GraphInterrupt
+from protocols.sessions import SessionId
 from runtime.client import SystemClient
 
 __all__ = ["create_api"]
@@ -85,6 +88,11 @@ class JobRequest(BaseModel):
         default_factory=list, max_length=32, description="Text files and images for the job."
     )
     budget: Budget | None = Field(default=None, description="Overrides the team's budget.")
+    session_id: SessionId | None = Field(
+        default=None,
+        description="A session of the caller's tenant: the job sees its history and becomes "
+        "its next turn.",
+    )
 
     @field_validator("task")
     @classmethod
@@ -203,6 +211,8 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app.include_router(_jobs(client))
     app.include_router(_teams(client))
     app.include_router(skill_routes(client))
+    app.include_router(session_routes(client))
+    app.include_router(knowledge_routes(client))
     app.include_router(eval_routes(client))
     app.include_router(experiment_routes(client))
     app.include_router(_policies(client))
@@ -227,6 +237,7 @@ def _jobs(client: SystemClient) -> APIRouter:
             admin=who.admin,
             skill=body.skill,
             input=body.input,
+            session=body.session_id,
         )
         url = f"/v1/jobs/{job_id}"
         accepted = JobAccepted(id=job_id, status="pending", url=url, events_url=f"{url}/events")

@@ -15,9 +15,9 @@ import re
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Annotated, Any, Final, Literal
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Header
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +30,7 @@ from protocols import (
     JobResult,
     JobTimeout,
 )
+from protocols.sessions import checked_session_id
 from runtime.client import SystemClient
 
 __all__ = ["openai_routes"]
@@ -56,6 +57,12 @@ class ChatRequest(BaseModel):
         default=None,
         description="{'type': 'json_object'} or {'type': 'json_schema', ...}: the message "
         "content is the job's answer in the standard shape (StandardOutput JSON).",
+    )
+    user: str | None = Field(
+        default=None,
+        max_length=128,
+        description="A session of the caller's tenant (made if new): the job sees the "
+        "session's history instead of the request's earlier turns, and joins it.",
     )
 
 
@@ -88,13 +95,25 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         return ModelList(data=[ModelCard(id=name) for name in [*names, AUTO]])
 
     @routes.post("/chat/completions", response_model=None)
-    async def chat(body: ChatRequest, who: Caller) -> dict[str, Any] | StreamingResponse:
-        """Run the chat's last user message as a job of the team named by ``model``."""
-        task, attachments = _task(body.messages)
+    async def chat(
+        body: ChatRequest,
+        who: Caller,
+        x_session_id: Annotated[str | None, Header(max_length=128)] = None,
+    ) -> dict[str, Any] | StreamingResponse:
+        """Run the chat's last user message as a job of the team named by ``model``.
+
+        With a session (the ``X-Session-Id`` header, else ``user``; made if the tenant has
+        none of that id), the job sees the session's history and joins it; the request's
+        earlier user and assistant turns are not used (the session has them).
+        """
+        session = x_session_id or body.user
+        if session is not None:
+            await client.create_session(who.tenant, checked_session_id(session))
+        task, attachments = _task(body.messages, in_session=session is not None)
         team, skill = _target(body.model)
         job_id = await client.submit(
             task, team, tenant=who.tenant, attachments=tuple(attachments), admin=who.admin,
-            skill=skill,
+            skill=skill, session=session,
         )  # fmt: skip
         as_json = _wants_json(body.response_format)
         completion_id = f"chatcmpl-{job_id}"
@@ -255,8 +274,13 @@ def _usage(result: JobResult) -> dict[str, int]:
     }
 
 
-def _task(messages: list[dict[str, Any]]) -> tuple[str, list[Attachment]]:
+def _task(
+    messages: list[dict[str, Any]], *, in_session: bool = False
+) -> tuple[str, list[Attachment]]:
     """The job's task and images from OpenAI-style messages.
+
+    The last user message is the task; the other messages follow it as context (only the
+    system and developer messages ``in_session``: the session holds the conversation).
 
     Raises:
         InvalidInput: no user message, or a message of a shape OpenAI does not define.
@@ -276,7 +300,11 @@ def _task(messages: list[dict[str, Any]]) -> tuple[str, list[Attachment]]:
     task = turns[last][1].strip() or ("See the attached image(s)." if images else "")
     if not task:
         raise InvalidInput(f"messages[{last}]: the last user message is empty")
-    context = [f"{role}: {text}" for i, (role, text) in enumerate(turns) if i != last and text]
+    context = [
+        f"{role}: {text}"
+        for i, (role, text) in enumerate(turns)
+        if i != last and text and not (in_session and role not in {"system", "developer"})
+    ]
     if context:
         task += "\n\nConversation so far:\n" + "\n".join(context)
     return task, images

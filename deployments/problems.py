@@ -22,6 +22,8 @@ _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.AGENT_NOT_FOUND: 404,
     ErrorCode.EXPERIMENT_NOT_FOUND: 404,
     ErrorCode.JOB_NOT_FOUND: 404,
+    ErrorCode.SESSION_NOT_FOUND: 404,
+    ErrorCode.KNOWLEDGE_NOT_FOUND: 404,
     ErrorCode.CONFLICT: 409,
     ErrorCode.BUDGET_EXCEEDED: 402,
     ErrorCode.PLAN: 422,

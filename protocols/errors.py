@@ -12,7 +12,9 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   ├── ConfigError               a team, agent or model configuration that cannot work
     │   │   ├── TeamNotFound          no team is registered under that name
     │   │   ├── SkillNotFound         no skill (or no such version) is registered under that name
-    │   │   └── AgentNotFound         no registered team has an agent of that name
+    │   │   ├── AgentNotFound         no registered team has an agent of that name
+    │   │   ├── SessionNotFound       the tenant has no session (conversation) of that id
+    │   │   └── KnowledgeNotFound     the tenant has no such knowledge base or document
     │   └── Conflict                  the change clashes with what exists (a name in use)
     ├── DeliveryError                 the router could not deliver an envelope
     │   ├── UnknownRecipient
@@ -80,6 +82,7 @@ __all__ = [
     "JobFailed",
     "JobNotFound",
     "JobTimeout",
+    "KnowledgeNotFound",
     "MalformedEnvelope",
     "ModelError",
     "ModelTimeout",
@@ -91,6 +94,7 @@ __all__ = [
     "RecipientUnavailable",
     "SandboxUnavailable",
     "ScriptError",
+    "SessionNotFound",
     "SkillNotFound",
     "StateUnavailable",
     "StreamInterrupted",
@@ -152,6 +156,8 @@ class ErrorCode(StrEnum):
     SKILL_NOT_FOUND = "skill_not_found"
     AGENT_NOT_FOUND = "agent_not_found"
     EXPERIMENT_NOT_FOUND = "experiment_not_found"
+    SESSION_NOT_FOUND = "session_not_found"
+    KNOWLEDGE_NOT_FOUND = "knowledge_not_found"
     CONFLICT = "conflict"
     FORBIDDEN = "forbidden"
     UNPRICED_MODEL = "unpriced_model"
@@ -232,6 +238,18 @@ class ExperimentNotFound(ConfigError):
     """No A/B experiment is named that."""
 
     code = ErrorCode.EXPERIMENT_NOT_FOUND
+
+
+class SessionNotFound(ConfigError):
+    """The tenant has no session (conversation) of that id."""
+
+    code = ErrorCode.SESSION_NOT_FOUND
+
+
+class KnowledgeNotFound(ConfigError):
+    """The tenant has no knowledge base of that name, or it has no such document."""
+
+    code = ErrorCode.KNOWLEDGE_NOT_FOUND
 
 
 class Conflict(InvalidInput):

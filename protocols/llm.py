@@ -201,6 +201,12 @@ class LLMResponse(_Frozen):
     provider: str = Field(description="Provider that answered, e.g. 'openai', 'offline'.")
     deployment: str = Field(default="", description="Pool deployment that answered.")
     latency_s: Annotated[float, Field(ge=0.0)] = 0.0
+    context_window: int | None = Field(
+        default=None,
+        gt=0,
+        description="Tokens the deployment that answered takes (its spec's context_window; "
+        "None: not configured). Set by the LLM pool.",
+    )
 
 
 class LLMDelta(_Frozen):

@@ -7,8 +7,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from protocols.errors import ErrorCode, TroupeError, error_class
+from protocols.knowledge import KnowledgeQuery, Passages
 from protocols.llm import Budget, ImagePart, LLMDelta, LLMRequest, LLMResponse, ToolCall, Usage
-from protocols.memory import MemoryHits, MemoryQuery, MemoryWrite
+from protocols.memory import MemoryHits, MemoryQuery, MemoryWrite, Notes, NotesQuery, NoteWrite
 from protocols.trace import Span
 
 __all__ = [
@@ -171,6 +172,9 @@ class JobEnded(_Frozen):
     """The job has its outcome: what was kept for it alone (working memory) may go."""
 
     kind: Literal["job_ended"] = "job_ended"
+    keep_notes: bool = Field(
+        default=False, description="Keep the job's notes as long-term memories of its tenant."
+    )
 
 
 class Ack(_Frozen):
@@ -231,6 +235,11 @@ Payload = Annotated[
     | MemoryWrite
     | MemoryQuery
     | MemoryHits
+    | KnowledgeQuery
+    | Passages
+    | NoteWrite
+    | NotesQuery
+    | Notes
     | ApprovalRequest
     | ApprovalDecision
     | CancelJob

@@ -5,10 +5,44 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, Final
 
-__all__ = ["RESULTS_HEADING", "plan_schema"]
+__all__ = [
+    "CONTEXT_HEADINGS",
+    "EXAMPLES_HEADING",
+    "HISTORY_HEADING",
+    "KNOWLEDGE_HEADING",
+    "RESULTS_HEADING",
+    "plan_schema",
+    "request_of",
+]
 
 RESULTS_HEADING: Final = "Subtask results:"
 """Heading under which an aggregation prompt lists one subtask result per line."""
+
+HISTORY_HEADING: Final = "The conversation so far (earlier turns of this session, oldest first):"
+"""Heading of a session's history, after the task of a job of the session."""
+
+EXAMPLES_HEADING: Final = (
+    "Examples: similar earlier jobs that succeeded (for reference; the request above may differ):"
+)
+"""Heading of the episodes offered to a job, after its task (and its history)."""
+
+KNOWLEDGE_HEADING: Final = (
+    "Passages from your knowledge bases (cite those you use as [source#position]):"
+)
+"""Heading of the knowledge passages an agent is shown, one ``[source#position] text`` line each."""
+
+CONTEXT_HEADINGS: Final = (HISTORY_HEADING, EXAMPLES_HEADING)
+"""Headings of what a job's task is followed by as context (never part of the request)."""
+
+
+def request_of(task: str) -> str:
+    """``task`` without the context that follows it (a session's history, examples)."""
+    cut = len(task)
+    for heading in CONTEXT_HEADINGS:
+        at = task.find(f"\n\n{heading}\n")
+        if at != -1:
+            cut = min(cut, at)
+    return task[:cut]
 
 
 def plan_schema(roles: Mapping[str, str], max_subtasks: int = 32) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from pydantic import (
 from protocols.addresses import NAME_PATTERN, Name
 from protocols.intent import IntentHints
 from protocols.jobs import check_output_schema
-from protocols.memory import MemoryPolicy
+from protocols.memory import EpisodePolicy, MemoryPolicy
 
 __all__ = [
     "CountRule",
@@ -225,6 +225,11 @@ class SkillSpec(_Config):
         description="How a react skill's agent uses memory (default: not at all).",
     )
     reflection: ReflectionPolicy = Field(default_factory=ReflectionPolicy)
+    episodes: EpisodePolicy = Field(
+        default_factory=EpisodePolicy,
+        description="Keep its successful jobs as episodes and offer the most similar to new "
+        "ones (off by default).",
+    )
 
     @field_validator("version")
     @classmethod

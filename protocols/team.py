@@ -11,7 +11,7 @@ from protocols.graph import GraphSpec
 from protocols.intent import IntentHints
 from protocols.jobs import Plan, PlannedSubtask, check_output_schema
 from protocols.llm import Budget
-from protocols.memory import MemoryPolicy
+from protocols.memory import EpisodePolicy, MemoryPolicy
 from protocols.model_specs import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
 
 __all__ = [
@@ -62,6 +62,13 @@ class AgentSpec(_Config):
     )
     memory: MemoryPolicy = Field(
         default_factory=MemoryPolicy, description="Recall before model calls; store results."
+    )
+    context_window: int | None = Field(
+        default=None,
+        ge=256,
+        description="Tokens the agent's conversation, its answer, tools and memories "
+        "included, is kept within: the oldest turns are summarized. The answering "
+        "deployment's context_window applies too (the smaller wins); None: only that.",
     )
 
     @field_validator("name")
@@ -121,6 +128,16 @@ class TeamSpec(_Config):
     )
     budget: Budget | None = Field(
         default=None, description="Default budget of each job of this team (tokens and/or USD)."
+    )
+    episodes: EpisodePolicy = Field(
+        default_factory=EpisodePolicy,
+        description="Keep its successful jobs as episodes and offer the most similar to new "
+        "ones (off by default).",
+    )
+    keep_notes: bool = Field(
+        default=False,
+        description="Keep each job's scratchpad notes (the 'note' tool) as long-term memories "
+        "of its tenant when it ends, tagged 'note'; by default they go with the job.",
     )
     max_subtasks: int = Field(
         default=32, ge=1, le=1024, description="Subtasks one plan may have, at most."

@@ -58,6 +58,14 @@ from protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationRepo
 from protocols.experiments import ExperimentInfo, ExperimentSpec
 from protocols.graph import GraphCheckpoint, GraphInterrupt
 from protocols.intent import IntentConfig
+from protocols.knowledge import (
+    DocumentInfo,
+    IngestReport,
+    KnowledgeBaseInfo,
+    KnowledgeDocument,
+    Passages,
+)
+from protocols.sessions import HISTORY_TOKENS, SessionInfo
 
 __all__ = ["SystemClient"]
 
@@ -157,6 +165,7 @@ class SystemClient:
         admin: bool = True,
         skill: str | None = None,
         input: Any = None,  # noqa: A002 - a skill job's structured input, as the API calls it
+        session: str | None = None,
     ) -> str:
         """Start a job; its id (see ``Orchestrator.submit``)."""
         ref = self._orchestrator.submit.remote(
@@ -171,9 +180,43 @@ class SystemClient:
             admin=admin,
             skill=skill,
             input=input,
+            session=session,
         )
         result: str = await _call(ref)
         return result
+
+    async def create_session(
+        self,
+        tenant: str,
+        session_id: str | None = None,
+        *,
+        title: str = "",
+        history_tokens: int = HISTORY_TOKENS,
+    ) -> SessionInfo:
+        """The tenant's session ``session_id``, made now if new (a fresh id if None)."""
+        ref = self._orchestrator.create_session.remote(
+            tenant, session_id, title=title, history_tokens=history_tokens
+        )
+        result: SessionInfo = await _call(ref)
+        return result
+
+    async def session(self, session_id: str, *, tenant: str) -> SessionInfo:
+        """The tenant's session, with its turns."""
+        result: SessionInfo = await _call(
+            self._orchestrator.session.remote(session_id, tenant=tenant)
+        )
+        return result
+
+    async def sessions(self, *, tenant: str, limit: int = 100) -> list[SessionInfo]:
+        """The tenant's sessions, the most recently used first."""
+        result: list[SessionInfo] = await _call(
+            self._orchestrator.sessions.remote(tenant=tenant, limit=limit)
+        )
+        return result
+
+    async def delete_session(self, session_id: str, *, tenant: str) -> None:
+        """Forget the tenant's session (its jobs stay)."""
+        await _call(self._orchestrator.delete_session.remote(session_id, tenant=tenant))
 
     async def status(self, job_id: str, *, tenant: str | None = None) -> JobStatus:
         """Where the job is."""
@@ -503,6 +546,41 @@ class SystemClient:
         """``tenant``'s memories most relevant to ``query``, best first."""
         hits: MemoryHits = await _call(self._memory.query.remote(tenant, query))
         return list(hits.hits)
+
+    async def ingest(
+        self, tenant: str, kb: str, documents: Sequence[KnowledgeDocument]
+    ) -> IngestReport:
+        """Add documents to ``tenant``'s knowledge base ``kb`` (made if new).
+
+        Each replaces the document of its source, if any (and is skipped if unchanged).
+        """
+        report: IngestReport = await _call(self._memory.ingest.remote(tenant, kb, list(documents)))
+        return report
+
+    async def knowledge_search(self, tenant: str, kb: str, query: str, k: int = 5) -> Passages:
+        """The passages of ``tenant``'s knowledge base ``kb`` closest to ``query``."""
+        found: Passages = await _call(self._memory.knowledge_search.remote(tenant, kb, query, k))
+        return found
+
+    async def knowledge_documents(self, tenant: str, kb: str) -> list[DocumentInfo]:
+        """The documents of ``tenant``'s knowledge base ``kb``."""
+        found: list[DocumentInfo] = await _call(self._memory.knowledge_documents.remote(tenant, kb))
+        return found
+
+    async def knowledge_delete(self, tenant: str, kb: str, source: str) -> int:
+        """Remove a document (its passages) from ``tenant``'s knowledge base; how many went."""
+        removed: int = await _call(self._memory.knowledge_delete.remote(tenant, kb, source))
+        return removed
+
+    async def knowledge_drop(self, tenant: str, kb: str) -> bool:
+        """Remove ``tenant``'s knowledge base ``kb`` and everything in it; whether it was."""
+        dropped: bool = await _call(self._memory.knowledge_drop.remote(tenant, kb))
+        return dropped
+
+    async def knowledge_bases(self, tenant: str) -> list[KnowledgeBaseInfo]:
+        """``tenant``'s knowledge bases."""
+        found: list[KnowledgeBaseInfo] = await _call(self._memory.knowledge_bases.remote(tenant))
+        return found
 
     async def lessons(self, skill: str, *, tenant: str) -> list[MemoryHit]:
         """The lessons reflection wrote for ``skill`` in ``tenant``'s memory, newest first."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable, Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -42,12 +42,22 @@ from protocols import (
 from protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
 from protocols.experiments import ExperimentInfo, ExperimentSpec
 from protocols.intent import IntentConfig
+from protocols.knowledge import (
+    DocumentInfo,
+    IngestReport,
+    KnowledgeBaseInfo,
+    KnowledgeDocument,
+    Passages,
+)
+from protocols.sessions import HISTORY_TOKENS, SessionInfo
 from runtime.blocking import Portal
 from runtime.client import SystemClient
 from runtime.config import Team
 from runtime.handle import JobHandle
 from runtime.joining import prepare_join, stay_on_loopback
+from runtime.knowledge import documents_from
 from runtime.logging import configure_logging
+from runtime.sessions import Session
 from runtime.tenant import TenantView
 
 __all__ = ["JobHandle", "Runtime", "connect"]
@@ -90,6 +100,7 @@ class Runtime:
         routing: IntentConfig | None = None,
         skill: str | None = None,
         input: Any = None,  # noqa: A002 - a skill's structured input, as the API calls it
+        session: str | None = None,
     ) -> JobHandle:
         """Start a job; returns at once (a routed job once its team is chosen).
 
@@ -108,6 +119,9 @@ class Runtime:
         ``input`` (its structured input, checked by its ``input_schema``); with neither a
         team, a skill nor an intent, the job is routed among the registered skills and
         teams. Every result carries its answer in the standard shape (``result.output``).
+
+        ``session`` (the id of one of ``tenant``'s sessions, see :meth:`session`) shows the
+        job the conversation so far and makes it the session's next turn.
 
         Raises:
             ConfigError: ``task`` is empty (and there is no ``input``), or nothing is
@@ -133,9 +147,48 @@ class Runtime:
                 attachments=attachments,
                 skill=skill,
                 input=input,
+                session=session,
             )
         )
         return JobHandle(job_id, self.client, self._portal)
+
+    def session(
+        self,
+        session_id: str | None = None,
+        *,
+        tenant: str = "default",
+        title: str = "",
+        history_tokens: int = HISTORY_TOKENS,
+        create: bool = True,
+    ) -> Session:
+        """A conversation of ``tenant``: jobs submitted through it see the turns before them.
+
+        ``session_id`` names one to go on with (made if new, unless ``create`` is False);
+        None makes a fresh one. Each job is shown up to ``history_tokens`` of history: the
+        newest turns whole, the oldest summarized. Sessions are kept by the orchestrator
+        and survive its restarts.
+
+        Raises:
+            SessionNotFound: ``create`` is False and ``tenant`` has no such session.
+        """
+        if not create and session_id is not None:
+            info = self._run(self.client.session(session_id, tenant=tenant))
+        else:
+            info = self._run(
+                self.client.create_session(
+                    tenant, session_id, title=title, history_tokens=history_tokens
+                )
+            )
+        return Session(
+            info,
+            self.client,
+            self._portal,
+            lambda task, team=None, **options: self.submit(task, team, tenant=tenant, **options),
+        )
+
+    def sessions(self, *, tenant: str = "default", limit: int = 100) -> list[SessionInfo]:
+        """``tenant``'s sessions, the most recently used first (without their turns)."""
+        return self._run(self.client.sessions(tenant=tenant, limit=limit))
 
     def evaluate(
         self,
@@ -358,6 +411,53 @@ class Runtime:
         """The memories of ``tenant`` most relevant to ``query``, best first."""
         query = MemoryQuery(query=query) if isinstance(query, str) else query
         return self._run(self.client.recall(tenant, query))
+
+    def ingest(
+        self,
+        kb: str,
+        documents: Iterable[str | Path | KnowledgeDocument],
+        *,
+        tenant: str = "default",
+        base: str | Path | None = None,
+    ) -> IngestReport:
+        """Add files (by path; directories are searched) or documents to a knowledge base.
+
+        ``kb`` is made if ``tenant`` has none of that name. Text, Markdown, HTML, PDF and
+        JSON are chunked by their structure and embedded offline (MiniLM). A document whose
+        source was ingested before replaces it (and is skipped if it is unchanged). Agents
+        search it with the ``knowledge_search`` tool, or are shown its passages when their
+        memory policy names it (``MemoryPolicy.knowledge``). A file's source (what answers
+        cite) is its path, relative to ``base`` if given.
+
+        Raises:
+            InvalidInput: a file that cannot be read, an unknown format, a bad ``kb`` name, a
+                document that does not parse (nothing of it is stored).
+        """
+        given = list(documents)
+        paths = [d for d in given if not isinstance(d, KnowledgeDocument)]
+        ready = [d for d in given if isinstance(d, KnowledgeDocument)]
+        files = documents_from(paths, base=base)
+        return self._run(self.client.ingest(tenant, kb, [*ready, *files]))
+
+    def search(self, kb: str, query: str, *, k: int = 5, tenant: str = "default") -> Passages:
+        """The passages of knowledge base ``kb`` closest to ``query``, best first."""
+        return self._run(self.client.knowledge_search(tenant, kb, query, k))
+
+    def documents(self, kb: str, *, tenant: str = "default") -> list[DocumentInfo]:
+        """The documents of knowledge base ``kb``."""
+        return self._run(self.client.knowledge_documents(tenant, kb))
+
+    def delete_document(self, kb: str, source: str, *, tenant: str = "default") -> int:
+        """Remove a document from knowledge base ``kb``; how many passages went."""
+        return self._run(self.client.knowledge_delete(tenant, kb, source))
+
+    def knowledge_bases(self, *, tenant: str = "default") -> list[KnowledgeBaseInfo]:
+        """``tenant``'s knowledge bases."""
+        return self._run(self.client.knowledge_bases(tenant))
+
+    def drop_knowledge_base(self, kb: str, *, tenant: str = "default") -> bool:
+        """Remove knowledge base ``kb`` and all its documents; whether it existed."""
+        return self._run(self.client.knowledge_drop(tenant, kb))
 
     def router_stats(self) -> RouterStats:
         """The router's counters and registry."""

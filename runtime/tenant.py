@@ -15,10 +15,12 @@ from protocols import (
     TenantPolicy,
     UsageRow,
 )
+from protocols.sessions import HISTORY_TOKENS, SessionInfo
 from runtime.blocking import Portal
 from runtime.client import SystemClient
 from runtime.config import Team
 from runtime.handle import JobHandle
+from runtime.sessions import Session
 
 __all__ = ["TenantView"]
 
@@ -47,6 +49,7 @@ class TenantView:
         attachments: Sequence[Attachment] = (),
         skill: str | None = None,
         input: Any = None,  # noqa: A002 - a skill's structured input, as the API calls it
+        session: str | None = None,
     ) -> JobHandle:
         """Start a job for the tenant (see :meth:`Runtime.submit`).
 
@@ -65,10 +68,29 @@ class TenantView:
         job_id = self._portal.run(
             self._client.submit(
                 task, spec, tenant=self.tenant, budget=budget, attachments=attachments,
-                admin=False, skill=skill, input=input,
+                admin=False, skill=skill, input=input, session=session,
             )
         )  # fmt: skip
         return self.job(job_id)
+
+    def session(
+        self,
+        session_id: str | None = None,
+        *,
+        title: str = "",
+        history_tokens: int = HISTORY_TOKENS,
+    ) -> Session:
+        """A conversation of the tenant (see :meth:`Runtime.session`)."""
+        info = self._portal.run(
+            self._client.create_session(
+                self.tenant, session_id, title=title, history_tokens=history_tokens
+            )
+        )
+        return Session(info, self._client, self._portal, self.submit)
+
+    def sessions(self, limit: int = 100) -> list[SessionInfo]:
+        """The tenant's sessions, the most recently used first."""
+        return self._portal.run(self._client.sessions(tenant=self.tenant, limit=limit))
 
     def skills(self) -> list[SkillInfo]:
         """The skills the tenant may run."""

@@ -2,7 +2,9 @@
 
 Each subtask's loop state (messages, usage, turn count) lives in its own coroutine, never on
 the actor, so concurrent subtasks of one agent cannot see each other's state. The number of
-subtasks worked on at once is bounded by ``AgentSpec.max_concurrency``.
+subtasks worked on at once is bounded by ``AgentSpec.max_concurrency``. Before each model
+call the conversation is kept within the model's context window: the oldest turns are
+summarized by the agent's own model (``actors.agent.context``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,15 @@ from typing import Any, Final, assert_never
 
 import structlog
 
+from actors.agent.context import (
+    SUMMARY_TOKENS,
+    Cut,
+    dropped_note,
+    plan_cut,
+    reserved_tokens,
+    summary_message,
+    summary_prompt,
+)
 from actors.agent.memory import recall, remember
 from actors.agent.stop import Stop, StopConditions
 from actors.agent.written_calls import Unreadable, read_written_calls, without_schema_words
@@ -28,6 +39,7 @@ from actors.endpoint import (
     request_through_restarts,
     serve_envelope,
 )
+from actors.llm.tokens import messages_tokens, tools_tokens, upper_bound
 from actors.telemetry.calls import model_span, tool_span
 from protocols import (
     LLM_POOL,
@@ -153,6 +165,25 @@ class _Loop:
     """The answer of the agent this one handed the subtask to, once it has."""
     wrapping: bool = False
     """The model repeated a call: its next turn asks for the answer, with no tool offered."""
+    tools_tokens: int = 0
+    """What the schemas of the tools offered take of the context window."""
+    served_window: int | None = None
+    """The context window of the deployment that answered last (None: not known)."""
+    summary: ChatMessage | None = None
+    """The message standing for the turns cut to fit the window, once some were."""
+    calls_cut: int = 0
+    """Tool calls of the turns cut: numbering written calls goes on after them."""
+
+    def window(self, spec: AgentSpec) -> int | None:
+        """The context window to keep within: the spec's or the deployment's, the smaller."""
+        known = [w for w in (spec.context_window, self.served_window) if w is not None]
+        return min(known, default=None)
+
+    def answered(self, answer: LLMResponse) -> None:
+        """Book a model call's usage and the window of the deployment that made it."""
+        self.usage += answer.usage
+        if answer.context_window is not None:
+            self.served_window = answer.context_window
 
 
 class AgentActor(TakesBatches):
@@ -352,6 +383,7 @@ class AgentActor(TakesBatches):
                 ChatMessage(role="user", content=_task_content(request)),
             ],
             StopConditions(spec, self._clock, message.deadline),
+            tools_tokens=tools_tokens(tools),
         )
         bound = log.bind(
             agent=spec.name, job_id=message.job_id, msg_id=message.id, task_id=request.task_id
@@ -380,7 +412,9 @@ class AgentActor(TakesBatches):
                 if stop := loop.limits.before_model_call():
                     break
                 last = _wrap_up(loop, tools, max_turns)
-                recalled = await recall(self._router, message, spec, request, loop.messages)
+                recalled = await self._recall_and_fit(
+                    message, request, loop, spec=spec, bound=bound
+                )
                 asked = self._clock()
                 try:
                     answer = await self._ask(
@@ -405,14 +439,14 @@ class AgentActor(TakesBatches):
                     )
                     continue
                 loop.turns += 1
-                loop.usage += answer.usage
+                loop.answered(answer)
                 loop.spans.append(model_span(spec.model, answer, asked, self._clock()))
                 loop.providers.append(answer.provider)
                 if not answer.tool_calls:
                     written = read_written_calls(
                         answer.text,
                         {t.name for t in tools},
-                        first_index=sum(len(m.tool_calls) for m in loop.messages),
+                        first_index=loop.calls_cut + sum(len(m.tool_calls) for m in loop.messages),
                     )
                     if isinstance(written, Unreadable):
                         bound.info("tool_call_unreadable", problem=written.problem)
@@ -456,6 +490,74 @@ class AgentActor(TakesBatches):
                 code=ErrorCode.MAX_TURNS, message=f"no final answer within {max_turns} turns"
             ),
         )
+
+    async def _recall_and_fit(
+        self, cause: AgentMessage, request: TaskRequest, loop: _Loop, *, spec: AgentSpec, bound: Any
+    ) -> tuple[ChatMessage, ...]:
+        """The memories recalled for the next model call, the conversation cut to fit with them.
+
+        The oldest turns that keep the call from fitting the context window are replaced by
+        their summary in ``loop.messages`` (see ``actors.agent.context``). A summary that
+        fails or does not fit gives way to a note of how many turns went: the subtask goes
+        on either way.
+        """
+        recalled = await recall(self._router, cause, spec, request, loop.messages)
+        window = loop.window(spec)
+        if window is None:
+            return recalled
+        reserved = reserved_tokens(
+            window=window, answer=None, tools=loop.tools_tokens, recalled=recalled
+        )
+        cut = plan_cut(loop.messages, window=window, reserved=reserved, summary=loop.summary)
+        if cut is None:
+            return recalled
+        text = await self._summarize(
+            cause, request, loop, cut, spec=spec, window=window, bound=bound
+        )
+        summary = summary_message(cut, text) if text is not None else None
+        loop.summary = summary or dropped_note(cut)
+        loop.messages = cut.apply(loop.summary)
+        loop.calls_cut += cut.tool_calls
+        bound.info(
+            "context_trimmed",
+            turns_cut=len(cut.cut),
+            summarized=summary is not None,
+            tokens_before=cut.before,
+            tokens_after=upper_bound(messages_tokens(loop.messages)),
+            room=cut.room,
+        )
+        return recalled
+
+    async def _summarize(
+        self,
+        cause: AgentMessage,
+        request: TaskRequest,
+        loop: _Loop,
+        cut: Cut,
+        *,
+        spec: AgentSpec,
+        window: int,
+        bound: Any,
+    ) -> str | None:
+        """The agent's model's summary of ``cut``'s turns; None if it could not be had."""
+        asked = self._clock()
+        try:
+            answer = await self._ask(
+                cause,
+                LLMRequest(
+                    model=spec.model,
+                    messages=summary_prompt(cut, window),
+                    max_tokens=SUMMARY_TOKENS,
+                    purpose="summarize",
+                    budget=request.budget,
+                ),
+            )
+        except TroupeError as exc:
+            bound.warning("context_summary_failed", code=exc.code.value, error=exc.message)
+            return None
+        loop.answered(answer)
+        loop.spans.append(model_span(spec.model, answer, asked, self._clock()))
+        return answer.text
 
     async def _act(
         self,

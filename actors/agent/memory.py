@@ -1,4 +1,4 @@
-"""What an agent remembers: memories recalled into a subtask's prompt, results written back.
+"""What an agent remembers: memories and the job's notes shown to it, results written back.
 
 Memory is an aid: when the memory actor is missing or fails, the agent goes on without it.
 """
@@ -10,6 +10,8 @@ from collections.abc import Sequence
 import structlog
 
 from actors.endpoint import RouterClient
+from actors.llm.tokens import count_tokens
+from actors.memory.notes import shown
 from protocols import (
     AgentMessage,
     AgentSpec,
@@ -20,6 +22,7 @@ from protocols import (
     MemoryWrite,
     TaskRequest,
 )
+from protocols.prompts import KNOWLEDGE_HEADING
 
 __all__ = ["recall", "remember"]
 
@@ -33,32 +36,51 @@ async def recall(
     request: TaskRequest,
     messages: Sequence[ChatMessage],
 ) -> tuple[ChatMessage, ...]:
-    """Memories relevant to the subtask and its latest turn, as one system message.
+    """What the agent is shown before a model call, as one system message.
 
-    Memory is an aid: if the memory actor is missing or fails, the loop goes on without.
+    That is the memories and knowledge passages relevant to the subtask, and the job's
+    scratchpad (no message when there is none of them). Memory is an aid: if the memory
+    actor is missing or fails, the loop goes on without.
     """
     policy = spec.memory
-    if not policy.recall or policy.recall_tokens == 0:
+    if not policy.recall:
         return ()
     latest = messages[-1].text if len(messages) > 2 else ""  # noqa: PLR2004 - system, user
     query = MemoryQuery(
         query=f"{request.instructions}\n{latest}"[:2000],
         k=policy.recall_k,
         min_score=policy.min_score,
+        job_notes=cause.job_id is not None,
+        knowledge=policy.knowledge,
+        knowledge_k=policy.knowledge_k,
     )
     reply = await router.request(cause.derive(sender=spec.name, recipient="memory", payload=query))
-    if not isinstance(reply.payload, MemoryHits) or not reply.payload.hits:
+    if not isinstance(reply.payload, MemoryHits):
         return ()
+    parts = []
     lines, budget = [], policy.recall_tokens
     for hit in reply.payload.hits:
-        cost = len(hit.text.split())
+        cost = count_tokens(hit.text)
         if cost > budget:
             break
         lines.append(f"- {hit.text}")
         budget -= cost
-    if not lines:
+    if lines:
+        parts.append("Relevant memories:\n" + "\n".join(lines))
+    if reply.payload.passages:
+        parts.append(
+            f"{KNOWLEDGE_HEADING}\n"
+            + "\n".join(f"[{p.source}#{p.position}] {' '.join(p.text.split())}"
+                        for p in reply.payload.passages)
+        )  # fmt: skip
+    if reply.payload.notes:
+        parts.append(
+            "Notes on this job's scratchpad, shared by its agents (add to it with the "
+            "'note' tool, if you have it):\n" + shown(list(reply.payload.notes))
+        )
+    if not parts:
         return ()
-    return (ChatMessage(role="system", content="Relevant memories:\n" + "\n".join(lines)),)
+    return (ChatMessage(role="system", content="\n\n".join(parts)),)
 
 
 async def remember(

@@ -260,7 +260,13 @@ class Gateway:
         finally:
             self._ledger.settle(reservation, usage)
         await state.charge_tokens(usage.total_tokens - (prompt + max_tokens))
-        return response.model_copy(update={"usage": usage, "deployment": state.name})
+        return response.model_copy(
+            update={
+                "usage": usage,
+                "deployment": state.name,
+                "context_window": state.spec.context_window,
+            }
+        )
 
     def _failed(self, state: DeploymentState, exc: TroupeError) -> None:
         wait = self._cooldown_s(exc, state)

@@ -7,16 +7,20 @@ What it does, by ``LLMRequest.purpose``:
   from the ``role`` of the request's ``response_format`` schema (``oneOf`` of ``const`` with a
   ``description``, or ``enum``): a subtask with an arithmetic expression goes to a role whose
   description mentions the calculator, the others round-robin over the remaining roles (all
-  roles, if none remain). It plans the first user message (the task), merges consecutive
+  roles, if none remain). It plans the first user message (the task, without the session
+  history or examples that may follow it), merges consecutive
   items when there are more than the schema's ``maxItems``, and answers with the plan as JSON
   text, as a real model constrained by that schema would. Subtasks are independent.
 - ``work``: if a ``calculator`` tool is offered and the instructions contain an arithmetic
   expression (``17 * 23 + 4``), it calls the calculator; once a tool result is in the
   conversation it answers with it. Otherwise it answers extractively: the (at most two)
   sentences of its inputs, questions excepted, that share the most words with the
-  instructions, or it says that its inputs hold no answer.
+  instructions, or it says that its inputs hold no answer. Its inputs are the rest of the
+  user turn and the knowledge passages of the system messages (``[source#position] text``
+  lines); a sentence drawn from a passage keeps its citation.
 - ``aggregate``: returns the lines under ``Subtask results:`` in the last user message.
-- ``summarize``: the first sentence of each ``role: text`` line of the last user message.
+- ``summarize``: the first sentence of each ``role: text`` line of the last user message
+  (the whole text of a ``summary: text`` line: an earlier summary being extended).
 - ``chat``: the same as ``work``.
 - ``classify``: answers JSON ``{"target": ..., "rationale": ...}``: of the values of the
   ``target`` property's ``enum`` in the ``response_format`` schema, the one whose name or
@@ -63,7 +67,7 @@ from protocols import (
     ToolCall,
     Usage,
 )
-from protocols.prompts import RESULTS_HEADING
+from protocols.prompts import KNOWLEDGE_HEADING, RESULTS_HEADING, request_of
 from protocols.resolution import normalize, parse_candidates
 
 __all__ = ["OfflineProvider", "split_task"]
@@ -244,7 +248,7 @@ class OfflineProvider:
 
     def _plan(self, request: LLMRequest) -> str:
         task = next((m for m in request.messages if m.role == "user"), None)  # not a re-ask
-        _, items = split_task(task.text if task else "")
+        _, items = split_task(request_of(task.text) if task else "")
         items = _merged(items, _max_items(request.response_format))
         roles = _plan_roles(request.response_format)
         counting = [r for r, d in roles.items() if "calculator" in d] or list(roles)
@@ -262,7 +266,10 @@ class OfflineProvider:
         prompt = _last(request.messages, "user")
         firsts = []
         for line in (prompt.text if prompt else "").splitlines():
-            _, _, said = line.partition(": ")
+            role, _, said = line.partition(": ")
+            if role == "summary":  # an earlier summary: kept whole
+                firsts.append(said.strip())
+                continue
             sentence = _SENTENCE_END.split(said.strip() or line.strip())[0].strip()
             if sentence:
                 firsts.append(sentence)
@@ -289,7 +296,7 @@ class OfflineProvider:
                 arguments={"expression": expression.group(0).strip()},
             )
             return "", (call,)
-        return _extract(instructions, context), ()
+        return _extract(instructions, _with_passages(context, request.messages)), ()
 
     def _answer_from_tools(self, messages: tuple[ChatMessage, ...]) -> str:
         turn = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
@@ -397,6 +404,27 @@ def _merge(request: LLMRequest) -> str:
     for _, text in _candidates(request):
         merged.setdefault(normalize(text), text.strip())
     return "\n".join(merged.values())
+
+
+def _with_passages(context: str, messages: tuple[ChatMessage, ...]) -> str:
+    """``context`` and the knowledge passages of the system messages.
+
+    Each sentence of a passage ends with its citation, so an answer drawn from it cites it.
+    """
+    lines = [context]
+    for message in messages:
+        if message.role != "system" or KNOWLEDGE_HEADING not in message.text:
+            continue
+        passages = message.text.partition(KNOWLEDGE_HEADING)[2].partition("\n\n")[0]
+        for line in passages.splitlines():
+            cite, _, text = line.partition("] ")
+            if cite.startswith("[") and text:
+                lines.extend(
+                    f"{sentence.strip().rstrip('.')} {cite}]."
+                    for sentence in _SENTENCE_END.split(text)
+                    if sentence.strip()
+                )
+    return "\n".join(lines)
 
 
 def _extract(instructions: str, context: str) -> str:

@@ -1,4 +1,8 @@
-"""A provider for tests: plays given turns in order, and refuses to be left half-used."""
+"""A provider for tests: plays given turns in order, and refuses to be left half-used.
+
+With a ``context_window`` it refuses a prompt that does not fit, as a real provider does:
+its tokenizer is the offline one of :mod:`actors.llm.tokens`, so its counts are exact.
+"""
 
 from __future__ import annotations
 
@@ -7,7 +11,16 @@ import time
 from collections import deque
 
 from actors.llm.provider import DeltaSink, count_tokens
-from protocols import LLMDelta, LLMRequest, LLMResponse, ScriptedModel, ScriptError, Usage
+from actors.llm.tokens import prompt_tokens
+from protocols import (
+    ContextTooLong,
+    LLMDelta,
+    LLMRequest,
+    LLMResponse,
+    ScriptedModel,
+    ScriptError,
+    Usage,
+)
 from protocols.errors import error_class
 
 __all__ = ["ScriptedProvider"]
@@ -18,12 +31,15 @@ class ScriptedProvider:
 
     Raises ``ScriptError`` when asked for more turns than scripted, and from :meth:`close`
     when turns remain unused, so a test notices a conversation that went differently.
+    ``ContextTooLong`` when the spec has a ``context_window`` that the prompt (messages and
+    tool schemas) and its ``max_tokens`` exceed: no turn is played then.
     """
 
     name = "scripted"
 
     def __init__(self, spec: ScriptedModel) -> None:
         self._turns = deque(spec.turns)
+        self._window = spec.context_window
         self._lock = asyncio.Lock()
 
     @property
@@ -36,6 +52,7 @@ class ScriptedProvider:
     ) -> LLMResponse:
         """Play the next turn (raising its error, if it has one)."""
         start = time.perf_counter()
+        self._check_window(request)
         async with self._lock:
             if not self._turns:
                 raise ScriptError(f"script for model {request.model!r} has no turns left")
@@ -61,6 +78,24 @@ class ScriptedProvider:
             provider=self.name,
             latency_s=time.perf_counter() - start,
         )
+
+    def _check_window(self, request: LLMRequest) -> None:
+        """Refuse a request that does not fit the window, as OpenAI's API does.
+
+        Raises:
+            ContextTooLong: the prompt and the answer's ``max_tokens`` exceed the window.
+        """
+        if self._window is None:
+            return
+        prompt = prompt_tokens(request.messages, request.tools)
+        wanted = prompt + (request.max_tokens or 0)
+        if wanted > self._window:
+            raise ContextTooLong(
+                f"this model's context window is {self._window} tokens; the request asks for "
+                f"{wanted} ({prompt} in the prompt, {request.max_tokens or 0} for the answer)",
+                prompt_tokens=prompt,
+                context_window=self._window,
+            )
 
     async def close(self) -> None:
         """Fail if turns remain unused."""

@@ -23,7 +23,9 @@ import structlog
 
 from actors.endpoint import RouterClient, TakesBatches, expected, serve_envelope
 from actors.memory.config import MemoryConfig
-from actors.memory.shortterm import WorkingMemory, turns, window
+from actors.memory.knowledge import KnowledgeBases, is_knowledge_collection
+from actors.memory.notes import Scratchpads
+from actors.memory.shortterm import turns, window
 from actors.telemetry import metrics
 from protocols import (
     LLM_POOL,
@@ -40,6 +42,20 @@ from protocols import (
     MemoryQuery,
     MemoryWrite,
     ModelError,
+    Note,
+    Notes,
+    NotesQuery,
+    NoteWrite,
+    TroupeError,
+)
+from protocols.knowledge import (
+    DocumentInfo,
+    IngestReport,
+    KnowledgeBaseInfo,
+    KnowledgeDocument,
+    KnowledgeQuery,
+    Passage,
+    Passages,
 )
 
 if TYPE_CHECKING:
@@ -110,7 +126,7 @@ class MemoryStore(TakesBatches):
         self._clock = clock
         self._collections: dict[str, Collection] = {}
         self._conversations: dict[str, list[ChatMessage]] = {}
-        self._working = WorkingMemory()
+        self._scratchpads = Scratchpads(self._collection_by_name, clock)
         self._forgetter: asyncio.Task[None] | None = None
         # each collection is made once: two first requests racing to make them in threads
         # broke Chroma's client ("RustBindingsAPI has no attribute bindings")
@@ -128,6 +144,9 @@ class MemoryStore(TakesBatches):
     async def on_start(self) -> None:
         """Open Chroma (the directory, or the server) and start forgetting periodically."""
         self._client: ClientAPI = await self._open_chroma()
+        self._knowledge = KnowledgeBases(
+            self._client, embedding=self._config.embedding, clock=self._clock
+        )
         self._forgetter = asyncio.get_running_loop().create_task(self._forget_periodically())
 
     async def on_stop(self) -> None:
@@ -270,6 +289,8 @@ class MemoryStore(TakesBatches):
         now, removed = self._clock(), 0
         client = self._client
         for listed in await asyncio.to_thread(client.list_collections):
+            if is_knowledge_collection(listed.name):
+                continue  # knowledge bases are never forgotten
             collection = await self._collection_by_name(listed.name)
             found = await asyncio.to_thread(collection.get, include=["metadatas"])
             doomed = [
@@ -321,42 +342,130 @@ class MemoryStore(TakesBatches):
         await self.write(tenant, MemoryWrite(text=summary, importance=0.4, tags=("summary",)))
         return summary
 
-    async def working_put(self, job_id: str, key: str, value: Any) -> None:
-        """Set a working-memory value of the job."""
-        self._working.put(job_id, key, value)
+    async def note(self, tenant: str, job_id: str, text: str, *, agent: str = "") -> Note:
+        """Add a note to the job's scratchpad (see :mod:`actors.memory.notes`).
 
-    async def working_items(self, job_id: str) -> dict[str, Any]:
-        """The job's working memory."""
-        return self._working.items(job_id)
+        Raises:
+            InvalidInput: the scratchpad is full.
+        """
+        return await self._scratchpads.note(tenant, job_id, agent, text)
 
-    async def end_job(self, job_id: str, *, keep: bool = False) -> bool:
-        """Drop the job's working memory unless ``keep``."""
-        return self._working.end(job_id, keep=keep)
+    async def notes(self, tenant: str, job_id: str) -> list[Note]:
+        """The job's scratchpad, oldest first."""
+        return await self._scratchpads.notes(tenant, job_id)
+
+    async def end_job(self, tenant: str, job_id: str, *, keep: bool = False) -> int:
+        """The job ended: drop its notes, or keep them as memories tagged ``note``; how many."""
+        notes = await self._scratchpads.end(tenant, job_id)
+        if keep and notes:
+            await self.write_many(
+                tenant,
+                [
+                    MemoryWrite(
+                        text=n.text,
+                        agent=n.agent or None,
+                        tags=("note",),
+                        metadata={"job_id": job_id},
+                    )
+                    for n in notes
+                ],
+            )
+        return len(notes)
+
+    async def _recalled(self, message: AgentMessage, query: MemoryQuery) -> MemoryHits:
+        """What an agent is shown: memories, and (if asked) its job's notes and passages."""
+        hits = await self.query(message.tenant, query)
+        notes: list[Note] = []
+        if query.job_notes and message.job_id is not None:
+            notes = await self.notes(message.tenant, message.job_id)
+        passages: list[Passage] = []
+        for kb in query.knowledge:
+            try:
+                found = await self._knowledge.search(
+                    message.tenant, kb, query.query, query.knowledge_k
+                )
+            except TroupeError as exc:  # a base not made yet: the others are still shown
+                log.warning("knowledge_not_recalled", kb=kb, code=exc.code.value)
+                continue
+            passages.extend(found.passages)
+        passages.sort(key=lambda p: p.score, reverse=True)
+        update = {"notes": tuple(notes), "passages": tuple(passages[: query.knowledge_k])}
+        return hits.model_copy(update=update)
+
+    # -- knowledge bases ----------------------------------------------------------------------
+
+    async def ingest(
+        self, tenant: str, kb: str, documents: Sequence[KnowledgeDocument]
+    ) -> IngestReport:
+        """Add or replace documents in ``tenant``'s knowledge base ``kb``, made if new.
+
+        Raises:
+            InvalidInput: a bad name, or a document that cannot be read (nothing is written).
+        """
+        return await self._knowledge.ingest(tenant, kb, documents)
+
+    async def knowledge_search(self, tenant: str, kb: str, query: str, k: int = 5) -> Passages:
+        """The ``k`` passages of ``tenant``'s base ``kb`` closest to ``query``, best first."""
+        return await self._knowledge.search(tenant, kb, query, k)
+
+    async def knowledge_documents(self, tenant: str, kb: str) -> list[DocumentInfo]:
+        """The documents in ``tenant``'s base ``kb``."""
+        return await self._knowledge.documents(tenant, kb)
+
+    async def knowledge_delete(self, tenant: str, kb: str, source: str) -> int:
+        """Remove a document from ``tenant``'s base ``kb``; how many passages went."""
+        return await self._knowledge.delete_document(tenant, kb, source)
+
+    async def knowledge_drop(self, tenant: str, kb: str) -> bool:
+        """Delete ``tenant``'s base ``kb``; False if there was none."""
+        return await self._knowledge.drop(tenant, kb)
+
+    async def knowledge_bases(self, tenant: str) -> list[KnowledgeBaseInfo]:
+        """``tenant``'s knowledge bases."""
+        return await self._knowledge.bases(tenant)
 
     # -- envelopes --------------------------------------------------------------------------
 
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point (called by the router)."""
         return await serve_envelope(
-            data, self._handle, me="memory", accepts=(MemoryQuery, MemoryWrite, JobEnded)
+            data,
+            self._handle,
+            me="memory",
+            accepts=(MemoryQuery, MemoryWrite, JobEnded, NoteWrite, NotesQuery, KnowledgeQuery),
         )
 
     async def _handle(
-        self, message: AgentMessage, payload: MemoryQuery | MemoryWrite | JobEnded
+        self,
+        message: AgentMessage,
+        payload: MemoryQuery | MemoryWrite | JobEnded | NoteWrite | NotesQuery | KnowledgeQuery,
     ) -> AgentMessage:
         match payload:
             case MemoryQuery() as query:
-                return message.reply(await self.query(message.tenant, query), sender="memory")
+                return message.reply(await self._recalled(message, query), sender="memory")
             case MemoryWrite() as memory:
                 memory_id = await self.write(message.tenant, memory)
                 hit = MemoryHit(id=memory_id, text=memory.text, score=1.0, similarity=1.0,
                                 importance=memory.importance, created_at=self._clock(),
                                 agent=memory.agent, tags=memory.tags)  # fmt: skip
                 return message.reply(MemoryHits(hits=(hit,)), sender="memory")
-            case JobEnded():
+            case JobEnded() as ended:
                 if message.job_id is not None:
-                    self._working.end(message.job_id)
+                    await self.end_job(message.tenant, message.job_id, keep=ended.keep_notes)
                 return message.reply(Ack(), sender="memory")
+            case NoteWrite() | NotesQuery():
+                if message.job_id is None:
+                    raise InvalidInput("a scratchpad is a job's: the envelope names no job")
+                if isinstance(payload, NoteWrite):
+                    await self.note(message.tenant, message.job_id, payload.text,
+                                    agent=payload.agent)  # fmt: skip
+                notes = await self.notes(message.tenant, message.job_id)
+                limit = payload.limit if isinstance(payload, NotesQuery) else len(notes)
+                return message.reply(Notes(notes=tuple(notes[-limit:])), sender="memory")
+            case KnowledgeQuery() as search:
+                passages = await self.knowledge_search(message.tenant, search.kb, search.query,
+                                                       search.k)  # fmt: skip
+                return message.reply(passages, sender="memory")
             case _:
                 assert_never(payload)
 

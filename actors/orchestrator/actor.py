@@ -33,6 +33,7 @@ from actors.orchestrator.admission import (
 )
 from actors.orchestrator.approvals import ApprovalDesk
 from actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
+from actors.orchestrator.episodes import with_examples
 from actors.orchestrator.evolution import Evolution
 from actors.orchestrator.graphs.checkpoints import CheckpointStore
 from actors.orchestrator.graphs.control import GraphControl
@@ -46,6 +47,7 @@ from actors.orchestrator.jobs import (
 )
 from actors.orchestrator.journal import Journal
 from actors.orchestrator.runner import JobRunner
+from actors.orchestrator.sessions import SessionControl, SessionDesk, SessionStore
 from actors.orchestrator.shards import Admitted, OrchestratorPeers, front_desk, new_job_id
 from actors.skills.config import SkillsConfig
 from actors.skills.desk import SkillDesk
@@ -87,7 +89,7 @@ __all__ = ["Orchestrator", "TeamProvisioner"]
 log = structlog.get_logger("raytroupe.orchestrator")
 
 
-class Orchestrator(Evolution, GraphControl):
+class Orchestrator(Evolution, GraphControl, SessionControl):
     """Runs jobs. A plain class; Ray makes it the ``orchestrator`` actor.
 
     Args:
@@ -142,6 +144,9 @@ class Orchestrator(Evolution, GraphControl):
         self._desk = ApprovalDesk(journal)
         self._graphs = GraphDesk(
             CheckpointStore(journal.db) if journal is not None else CheckpointStore.in_memory()
+        )
+        self._sessions = SessionDesk(
+            SessionStore(journal.db) if journal is not None else SessionStore.in_memory()
         )
         self._catalog = TeamCatalog(journal, self._provisioner)
         self._policies = PolicyBook(journal.policies() if journal else None)
@@ -261,6 +266,7 @@ class Orchestrator(Evolution, GraphControl):
         skill: str | None = None,
         input: Any = None,  # noqa: A002 - the job's structured input, as the API calls it
         account: str | None = None,
+        session: str | None = None,
     ) -> str:
         """Start a job and return its id.
 
@@ -278,6 +284,9 @@ class Orchestrator(Evolution, GraphControl):
         result. Text ``attachments`` join the task; images are shown to every agent.
         ``request_id`` (e.g. of the HTTP request) is kept on the job's events and trace.
 
+        ``session`` (an id of the tenant's sessions) shows the job the session's history
+        before its task (see :mod:`.sessions`) and records it as the session's next turn.
+
         ``account`` (the orchestrator's own, for a graph node's child job) is the job whose
         budget account its model calls draw on; a ``budget`` naming one is refused.
 
@@ -293,6 +302,7 @@ class Orchestrator(Evolution, GraphControl):
                 a team both named; ``input`` failing the skill's input schema
                 (``detail['fields']``).
             SkillNotFound: ``skill`` names no registered skill or version.
+            SessionNotFound: ``tenant`` has no session ``session``.
         """
         full_task = _checked_task(task, attachments)
         _no_account(budget)
@@ -331,9 +341,12 @@ class Orchestrator(Evolution, GraphControl):
             budget = admit_budget(budget, team, policy_name, policy)
             if not registered and spec is None:
                 await self._inline.use(tenant, team, policy_name, policy, self._running_teams())
+        shown = await self._in_context(
+            job_id, full_task, tenant=tenant, session=session, team=team, skill=spec
+        )
         admitted = Admitted(
             id=job_id,
-            task=full_task,
+            task=shown,
             team=team,
             tenant=tenant,
             submitted_at=time.time(),
@@ -345,7 +358,7 @@ class Orchestrator(Evolution, GraphControl):
             skill=spec,
             input=input,
         )
-        await self._hand_off(owner, admitted, arm)
+        await self._hand_off(owner, admitted, arm, (session, full_task) if session else None)
         log.info(
             "job_submitted",
             job_id=job_id,
@@ -353,17 +366,53 @@ class Orchestrator(Evolution, GraphControl):
             tenant=tenant,
             request_id=request_id,
             shard=owner,
+            session=session,
         )
         return job_id
 
-    async def _hand_off(self, owner: int, admitted: Admitted, arm: Assignment | None) -> None:
+    async def _in_context(
+        self,
+        job_id: str,
+        task: str,
+        *,
+        tenant: str,
+        session: str | None,
+        team: TeamSpec,
+        skill: SkillSpec | None,
+    ) -> str:
+        """``task`` as the job is given it, followed by its context.
+
+        The context is the session's history, then the episodes the job's team or skill
+        offers it (see :mod:`.sessions`, :mod:`.episodes`).
+
+        Raises:
+            SessionNotFound: ``tenant`` has no session ``session``.
+        """
+        asker = pool_asker(self._router, job_id, tenant)
+        shown = await self._sessions.shown(task, tenant, session, self._result_of(tenant), asker)
+        return await with_examples(
+            self._router, job_id, shown, tenant=tenant, team=team, skill=skill
+        )
+
+    async def _hand_off(
+        self,
+        owner: int,
+        admitted: Admitted,
+        arm: Assignment | None,
+        turn: tuple[str, str] | None = None,
+    ) -> None:
         """Start an admitted job on its shard, counted in its experiment (if any) first.
 
         The assignment is written before the job can finish (its outcome updates it) and
-        dropped again if the job could not be started.
+        dropped again if the job could not be started. So is the job's ``turn`` of a
+        session (the session's id, the task as the caller wrote it): the job is its next
+        turn, a failed one if it could not be started.
         """
         if arm is not None:
             self._experiments.record(admitted.id, arm)
+        seq = None
+        if turn is not None:
+            seq = self._sessions.store.add_turn(admitted.tenant, turn[0], admitted.id, turn[1])
         try:
             if owner == self._shard:
                 await self._adopt(admitted)
@@ -372,6 +421,8 @@ class Orchestrator(Evolution, GraphControl):
         except BaseException:
             if arm is not None:
                 self._experiments.forget(admitted.id)
+            if turn is not None and seq is not None:
+                self._sessions.store.settle(admitted.tenant, turn[0], seq, "failed", None)
             raise
 
     async def adopt(self, job: Admitted) -> None:

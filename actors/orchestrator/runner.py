@@ -17,6 +17,7 @@ import structlog
 
 from actors.endpoint import RouterClient, expected, request_through_restarts
 from actors.orchestrator.dispatch import Dispatcher
+from actors.orchestrator.episodes import episode_write, policy_of
 from actors.orchestrator.graphs.desk import GraphDesk
 from actors.orchestrator.graphs.engine import GraphHost, GraphRun, RunChild, graph_answer
 from actors.orchestrator.jobs import Job, emit, job_message, set_status
@@ -53,6 +54,7 @@ from protocols import (
     TroupeError,
 )
 from protocols.graph import GraphSpec
+from protocols.prompts import request_of
 from protocols.skill import SkillSpec
 
 __all__ = ["JobRunner"]
@@ -239,8 +241,15 @@ class JobRunner:
             status=result.status,
             total_s=round(result.timings.total_s, 3),
         )
-        try:  # the job's working memory goes with it (fire and forget: memory is an aid)
-            await self._router.send(job_message(job, "memory", JobEnded()))
+        policy, owner = policy_of(job.team, job.skill)
+        episode = episode_write(
+            result, policy, owner, request_text(request_of(job.task), job.input)
+        )
+        try:  # its notes go with it, its episode stays (fire and forget: memory is an aid)
+            if episode is not None:
+                await self._router.send(job_message(job, "memory", episode))
+            ended = JobEnded(keep_notes=job.team.keep_notes)
+            await self._router.send(job_message(job, "memory", ended))
         except TroupeError as exc:
             log.warning("job_end_not_sent", job_id=job.id, code=exc.code.value)
         if self._journal is not None:

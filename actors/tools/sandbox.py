@@ -33,6 +33,7 @@ from actors.tools.functions import load_function_tool
 from actors.tools.grants import Grants
 from actors.tools.idempotency import AtMostOnce, IdempotencyStore, idempotency_key
 from actors.tools.isolation import Isolation
+from actors.tools.memory_tools import KNOWLEDGE_SEARCH, NOTE, READ_NOTES, MemoryTools
 from actors.tools.validation import check_schema, validate_arguments
 from protocols import (
     AgentMessage,
@@ -101,6 +102,10 @@ class ToolSandbox(TakesBatches):
             delegation = Delegation(router, name, self._peers)
             self.register(DELEGATE, delegation.delegate)
             self.register(HANDOFF, delegation.handoff)
+            memory = MemoryTools(router, name)
+            self.register(NOTE, memory.note)
+            self.register(READ_NOTES, memory.read_notes)
+            self.register(KNOWLEDGE_SEARCH, memory.knowledge_search)
         self._executor: ThreadPoolExecutor | None = None
         self._unloaded: dict[str, str] = {}
         if mcp_factory is None and config.mcp_servers:

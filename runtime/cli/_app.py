@@ -29,6 +29,7 @@ from runtime.cli._connect import close, connect, resolve_address
 from runtime.cli._evals import evals_app, evaluate
 from runtime.cli._experiments import experiments_app
 from runtime.cli._graphs import checkpoints, fork, resume
+from runtime.cli._knowledge import kb_app, sessions_app
 from runtime.cli._models import models_app
 from runtime.cli._options import Address, StateDir
 from runtime.cli._show import (
@@ -64,6 +65,8 @@ app.add_typer(skills_app, name="skills")
 app.add_typer(evals_app, name="evals")
 app.add_typer(experiments_app, name="experiments")
 app.add_typer(models_app, name="models")
+app.add_typer(kb_app, name="kb")
+app.add_typer(sessions_app, name="sessions")
 
 P = ParamSpec("P")
 
@@ -96,6 +99,8 @@ for _command in [
     *evals_app.registered_commands,
     *experiments_app.registered_commands,
     *models_app.registered_commands,
+    *kb_app.registered_commands,
+    *sessions_app.registered_commands,
 ]:
     _command.callback = _reported(_command.callback) if _command.callback else None
 

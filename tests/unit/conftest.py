@@ -19,6 +19,7 @@ from protocols import (
     Event,
     Handoff,
     JobEnded,
+    KnowledgeQuery,
     LLMDelta,
     LLMDeltas,
     LLMRequest,
@@ -27,6 +28,12 @@ from protocols import (
     MemoryHits,
     MemoryQuery,
     MemoryWrite,
+    Note,
+    Notes,
+    NotesQuery,
+    NoteWrite,
+    Passage,
+    Passages,
     TaskRequest,
     TaskResult,
     ToolCall,
@@ -125,6 +132,23 @@ def _samples() -> dict[str, Any]:
                     tags=("pref",),
                 ),
             )
+        ),
+        "note_write": NoteWrite(text="The code word is HERON.", agent="ada"),
+        "notes_query": NotesQuery(limit=10),
+        "notes": Notes(notes=(Note(id="n1", text="Check the tide.", agent="bob", created_at=now),)),
+        "knowledge_query": KnowledgeQuery(kb="handbooks", query="leave policy?", k=3),
+        "passages": Passages(
+            kb="handbooks",
+            passages=(
+                Passage(
+                    text="Staff get 25 days of leave.",
+                    source="hr/leave.md",
+                    position=2,
+                    section="Policies > Leave",
+                    score=0.71,
+                    metadata={"team": "hr"},
+                ),
+            ),
         ),
         "approval_request": ApprovalRequest(
             approval_id="a1", task_id="s1", agent="clerk", tool="pay", arguments={"amount": 3}

@@ -6,7 +6,7 @@ import pytest
 from wiring import build_troupe, run, started, started_now
 
 from actors.memory.config import MemoryConfig
-from actors.memory.shortterm import WorkingMemory, turns, window
+from actors.memory.shortterm import turns, window
 from actors.memory.store import MemoryStore
 from protocols import (
     AgentSpec,
@@ -180,17 +180,6 @@ def test_windows_never_split_a_tool_call_from_its_results():
     assert [m.text for m in only_newest] == ["You are terse.", "and now?"]
 
 
-def test_working_memory_is_per_job_and_dropped_unless_kept():
-    memory = WorkingMemory()
-    memory.put("j1", "draft", "v1")
-    memory.put("j2", "draft", "other")
-    assert memory.items("j1") == {"draft": "v1"}
-    assert memory.end("j1") is True
-    assert memory.items("j1") == {}
-    assert memory.end("j2", keep=True) is False
-    assert memory.get("j2", "draft") == "other"
-
-
 def test_compression_summarizes_old_turns_through_the_pool(tmp_path):
     async def main():
         troupe = await build_troupe()
@@ -245,20 +234,3 @@ def test_agents_write_results_and_recall_them_later():
     ]
     assert recalled
     assert "Lisbon" in recalled[0]
-
-
-def test_a_jobs_working_memory_is_dropped_when_the_job_ends():
-    async def main():
-        troupe = await build_troupe()
-        store = troupe.memory
-        team = TeamSpec(agents=(AgentSpec(name="solo", role="w"),))
-        job_id = await troupe.orchestrator.submit("Say hi.", team)
-        await store.working_put(job_id, "draft", "v1")
-        await troupe.orchestrator.wait(job_id, 10)
-        for _ in range(100):  # the end-of-job event is delivered in the background
-            if not await store.working_items(job_id):
-                break
-            await asyncio.sleep(0)
-        return await store.working_items(job_id)
-
-    assert run(main()) == {}

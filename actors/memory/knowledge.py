@@ -1,0 +1,417 @@
+"""Knowledge bases: a tenant's documents, cut into passages, embedded and searched in Chroma.
+
+One Chroma collection per (tenant, knowledge base), named from hashes of both
+(``collection_name``), so that one tenant can never reach another's passages; the base's
+name and creation time live in the collection's metadata, so ``bases`` survives restarts.
+Each passage's metadata holds its document's source, its position and section, the hash of
+what was ingested and the time.
+
+Re-ingesting a source replaces its passages without a half-done state: the new passages
+are written first (under new ids), then the old ones deleted, so that a failure leaves the
+old version searchable. A document whose hash is unchanged is skipped. Writes to one base
+are serialized; searches are not, and searches arriving together share one Chroma call.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from actors.memory.documents import Chunk, ChunkingConfig, chunk_document, document_hash
+from protocols import InvalidInput, KnowledgeNotFound
+from protocols.knowledge import (
+    DocumentInfo,
+    IngestedDocument,
+    IngestReport,
+    KnowledgeBaseInfo,
+    KnowledgeDocument,
+    Passage,
+    Passages,
+    check_kb_name,
+)
+
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.models.Collection import Collection
+
+    from actors.memory.embeddings import EmbeddingKind
+
+__all__ = [
+    "KNOWLEDGE_PREFIX",
+    "MAX_K",
+    "KnowledgeBases",
+    "collection_name",
+    "is_knowledge_collection",
+]
+
+KNOWLEDGE_PREFIX: Final = "kb_"
+"""Names of knowledge collections start with it (memories' with ``t_``)."""
+
+_BATCH: Final = 1000  # records per Chroma write: below every backend's limit
+_PAGE: Final = 5000  # records per Chroma read when listing a base's documents
+_USER: Final = "m:"  # prefix of a document's own metadata keys among a passage's
+MAX_K: Final = 50
+"""The most passages one search returns."""
+
+
+def _digest(text: str, size: int) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:size]
+
+
+def _tenant_prefix(tenant: str) -> str:
+    return f"{KNOWLEDGE_PREFIX}{_digest(tenant, 24)}_"
+
+
+def collection_name(tenant: str, kb: str) -> str:
+    """The Chroma collection of ``tenant``'s knowledge base ``kb``."""
+    return _tenant_prefix(tenant) + _digest(kb, 16)
+
+
+def is_knowledge_collection(name: str) -> bool:
+    """Whether a Chroma collection holds a knowledge base (not memories)."""
+    return name.startswith(KNOWLEDGE_PREFIX)
+
+
+def _embedded_text(chunk: Chunk) -> str:
+    """What is embedded for a passage: its heading or JSON path gives it context."""
+    if chunk.section and not chunk.section.startswith("page "):
+        return f"{chunk.section}\n{chunk.text}"
+    return chunk.text
+
+
+_Found = tuple[list[str], list[Any], list[Any], list[float]]
+"""One query's ids, documents, metadatas and distances, best first."""
+
+
+class _Queries:
+    """Searches of one collection for the same ``k``, waiting for one Chroma call."""
+
+    def __init__(self, collection: Collection, k: int) -> None:
+        self.collection, self.k = collection, k
+        self.texts: list[str] = []
+        self.waiting: list[asyncio.Future[_Found]] = []
+
+    def add(self, text: str) -> asyncio.Future[_Found]:
+        future: asyncio.Future[_Found] = asyncio.get_running_loop().create_future()
+        self.texts.append(text)
+        self.waiting.append(future)
+        return future
+
+    def run(self) -> None:
+        try:
+            found = self.collection.query(
+                query_texts=self.texts,
+                n_results=self.k,
+                include=["documents", "metadatas", "distances"],
+            )
+        except Exception as exc:  # noqa: BLE001 - each waiting search gets the error
+            for future in self.waiting:
+                if not future.done():
+                    future.set_exception(exc)
+            return
+        empty: list[list[Any]] = [[] for _ in self.texts]
+        ids: list[list[str]] = found["ids"]
+        texts: list[list[Any]] = list(found.get("documents") or empty)
+        metadatas: list[list[Any]] = list(found.get("metadatas") or empty)
+        distances: list[list[float]] = list(found.get("distances") or empty)
+        for i, future in enumerate(self.waiting):
+            if not future.done():  # its caller may have been cancelled meanwhile
+                future.set_result((ids[i], texts[i], metadatas[i], distances[i]))
+
+
+class KnowledgeBases:
+    """Every tenant's knowledge bases in one Chroma client.
+
+    A plain class; the memory actor owns one, as it owns the Chroma path.
+
+    Args:
+        client: Chroma (a ``PersistentClient`` or an ``HttpClient``).
+        embedding: "minilm" (offline MiniLM, the default) or "hashing" (lexical, fast). A
+            base keeps the function it was created with.
+        chunking: how documents are cut into passages, and the size limits.
+        clock: UNIX time, for ``ingested_at`` and ``created_at``.
+    """
+
+    def __init__(
+        self,
+        client: ClientAPI,
+        *,
+        embedding: EmbeddingKind = "minilm",
+        chunking: ChunkingConfig | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        from actors.memory.embeddings import embedding_function  # noqa: PLC0415 - Chroma
+
+        self._client = client
+        self._ef = embedding_function(embedding)
+        self._chunking = chunking or ChunkingConfig()
+        self._clock = clock
+        self._collections: dict[str, Collection] = {}
+        self._opening = asyncio.Lock()
+        self._writing: dict[str, asyncio.Lock] = {}
+        self._queries: dict[tuple[str, int], _Queries] = {}
+
+    # -- writes -----------------------------------------------------------------------------
+
+    async def ingest(
+        self, tenant: str, kb: str, documents: Sequence[KnowledgeDocument]
+    ) -> IngestReport:
+        """Add or replace ``documents`` in ``tenant``'s base ``kb`` (made if new).
+
+        Every document is parsed before anything is written: one bad document fails the
+        call and changes nothing. A document whose content (and type, metadata and chunking
+        settings) is unchanged is skipped.
+
+        Raises:
+            InvalidInput: a bad base name, a source given twice, or a document that cannot
+                be read (``detail['source']``).
+        """
+        check_kb_name(kb)
+        sources = [d.source for d in documents]
+        twice = sorted(s for s, n in Counter(sources).items() if n > 1)
+        if twice:
+            raise InvalidInput(f"sources given more than once: {twice[:5]}", sources=twice[:5])
+        if not documents:
+            return IngestReport(kb=kb)
+        prepared = await asyncio.to_thread(self._prepare, documents)
+        async with self._lock(tenant, kb):
+            collection = await self._existing(tenant, kb, create=True)
+            stored = await asyncio.to_thread(self._stored, collection, sources)
+            reports = []
+            for document, (digest, chunks) in zip(documents, prepared, strict=True):
+                hashes, old_ids = stored.get(document.source, (set(), []))
+                unchanged = hashes == {digest} and len(old_ids) == len(chunks)
+                if not unchanged:
+                    await asyncio.to_thread(
+                        self._replace, collection, document, digest, chunks, old_ids
+                    )
+                reports.append(
+                    IngestedDocument(
+                        source=document.source,
+                        chunks=len(chunks),
+                        replaced=bool(old_ids) and not unchanged,
+                        unchanged=unchanged,
+                    )
+                )
+        return IngestReport(kb=kb, documents=tuple(reports))
+
+    async def delete_document(self, tenant: str, kb: str, source: str) -> int:
+        """Remove the document ``source`` from ``kb``; how many passages went (0: none).
+
+        Raises:
+            KnowledgeNotFound: no knowledge base ``kb`` (``detail['kb']``).
+        """
+        async with self._lock(tenant, kb):
+            collection = await self._existing(tenant, kb)
+            found = await asyncio.to_thread(collection.get, where={"source": source}, include=[])
+            ids = list(found["ids"])
+            await asyncio.to_thread(_delete, collection, ids)
+        return len(ids)
+
+    async def drop(self, tenant: str, kb: str) -> bool:
+        """Delete ``tenant``'s base ``kb`` and all its passages; False if there was none."""
+        import chromadb.errors  # noqa: PLC0415 - Chroma is imported only by the memory actor
+
+        check_kb_name(kb)
+        name = collection_name(tenant, kb)
+        async with self._lock(tenant, kb):
+            self._collections.pop(name, None)
+            try:
+                await asyncio.to_thread(self._client.delete_collection, name)
+            except chromadb.errors.NotFoundError:
+                return False
+        return True
+
+    # -- reads ------------------------------------------------------------------------------
+
+    async def search(self, tenant: str, kb: str, query: str, k: int = 5) -> Passages:
+        """The ``k`` passages of ``kb`` closest to ``query``, best first.
+
+        Run inline, not in a thread (as memory queries): searches that arrive together are
+        embedded and searched in one Chroma call.
+
+        Raises:
+            InvalidInput: a blank query, or ``k`` out of 1..50.
+            KnowledgeNotFound: no knowledge base ``kb``.
+        """
+        if not query.strip() or not 1 <= k <= MAX_K:
+            raise InvalidInput(f"a search needs a query and k in 1..{MAX_K}", kb=kb, k=k)
+        collection = await self._existing(tenant, kb)
+        ids, texts, metadatas, distances = await self._query(collection, query, k)
+        passages = tuple(
+            _passage(text or "", dict(meta or {}), float(distance))
+            for _, text, meta, distance in zip(ids, texts, metadatas, distances, strict=True)
+        )
+        return Passages(kb=kb, passages=passages)
+
+    async def documents(self, tenant: str, kb: str) -> list[DocumentInfo]:
+        """The documents in ``kb``, by source.
+
+        Raises:
+            KnowledgeNotFound: no knowledge base ``kb``.
+        """
+        collection = await self._existing(tenant, kb)
+        newest: dict[str, dict[str, Any]] = {}
+        offset = 0
+        while True:
+            page = await asyncio.to_thread(
+                collection.get, include=["metadatas"], limit=_PAGE, offset=offset
+            )
+            for meta in page["metadatas"] or []:
+                seen = newest.get(str(meta["source"]))
+                if seen is None or _number(meta["ingested_at"]) > _number(seen["ingested_at"]):
+                    newest[str(meta["source"])] = dict(meta)
+            if len(page["ids"]) < _PAGE:
+                break
+            offset += _PAGE
+        return [
+            DocumentInfo(
+                source=source,
+                media_type=str(meta["media_type"]),
+                chunks=int(_number(meta["chunks"])),
+                hash=str(meta["hash"]),
+                ingested_at=_number(meta["ingested_at"]),
+            )
+            for source, meta in sorted(newest.items())
+        ]
+
+    async def bases(self, tenant: str) -> list[KnowledgeBaseInfo]:
+        """``tenant``'s knowledge bases, by name."""
+        prefix = _tenant_prefix(tenant)
+        listed = await asyncio.to_thread(self._client.list_collections)
+        infos = []
+        for collection in listed:
+            meta = collection.metadata or {}
+            if not collection.name.startswith(prefix) or "kb" not in meta:
+                continue
+            chunks = await asyncio.to_thread(collection.count)
+            created = _number(meta.get("created_at", 0.0))
+            infos.append(KnowledgeBaseInfo(name=str(meta["kb"]), chunks=chunks, created_at=created))
+        return sorted(infos, key=lambda info: info.name)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _prepare(self, documents: Sequence[KnowledgeDocument]) -> list[tuple[str, list[Chunk]]]:
+        return [
+            (document_hash(d, self._chunking), chunk_document(d, self._chunking)) for d in documents
+        ]
+
+    @staticmethod
+    def _stored(
+        collection: Collection, sources: list[str]
+    ) -> dict[str, tuple[set[str], list[str]]]:
+        """The stored hashes and passage ids of each of ``sources`` that is stored.
+
+        A source has one hash, unless a replacement broke off half-way.
+        """
+        stored: dict[str, tuple[set[str], list[str]]] = {}
+        for start in range(0, len(sources), _BATCH):
+            some = sources[start : start + _BATCH]
+            where: dict[str, Any] = {"source": {"$in": some}}
+            found = collection.get(where=where, include=["metadatas"])
+            for chunk_id, meta in zip(found["ids"], found["metadatas"] or [], strict=True):
+                hashes, ids = stored.setdefault(str(meta["source"]), (set(), []))
+                hashes.add(str(meta["hash"]))
+                ids.append(chunk_id)
+        return stored
+
+    def _replace(
+        self,
+        collection: Collection,
+        document: KnowledgeDocument,
+        digest: str,
+        chunks: list[Chunk],
+        old_ids: list[str],
+    ) -> None:
+        """Write the new passages, then delete the old ones (in a thread: it embeds)."""
+        key = _digest(document.source, 16)
+        ids = [f"{key}:{digest[:16]}:{c.position}" for c in chunks]
+        common: dict[str, str | int | float | bool] = {
+            "source": document.source,
+            "hash": digest,
+            "ingested_at": self._clock(),
+            "media_type": document.media_type,
+            "chunks": len(chunks),
+            **{_USER + k: v for k, v in document.metadata.items()},
+        }
+        for start in range(0, len(chunks), _BATCH):
+            part = chunks[start : start + _BATCH]
+            collection.upsert(
+                ids=ids[start : start + _BATCH],
+                documents=[c.text for c in part],
+                embeddings=self._ef([_embedded_text(c) for c in part]),
+                metadatas=[{**common, "position": c.position, "section": c.section} for c in part],
+            )
+        current = set(ids)
+        _delete(collection, [i for i in old_ids if i not in current])
+
+    def _lock(self, tenant: str, kb: str) -> asyncio.Lock:
+        return self._writing.setdefault(collection_name(tenant, kb), asyncio.Lock())
+
+    async def _existing(self, tenant: str, kb: str, *, create: bool = False) -> Collection:
+        collection = await self._open(tenant, kb, create=create)
+        if collection is None:
+            raise KnowledgeNotFound(f"no knowledge base named {kb!r}", kb=kb)
+        return collection
+
+    async def _open(self, tenant: str, kb: str, *, create: bool) -> Collection | None:
+        import chromadb.errors  # noqa: PLC0415 - Chroma is imported only by the memory actor
+
+        check_kb_name(kb)
+        name = collection_name(tenant, kb)
+        if name in self._collections:
+            return self._collections[name]
+        async with self._opening:  # opened once: two threads opening at once broke Chroma
+            if name in self._collections:
+                return self._collections[name]
+            try:
+                self._collections[name] = await asyncio.to_thread(
+                    self._client.get_collection, name=name, embedding_function=self._ef
+                )
+            except chromadb.errors.NotFoundError:
+                if not create:
+                    return None
+                metadata = {"hnsw:space": "cosine", "kb": kb, "created_at": self._clock()}
+                self._collections[name] = await asyncio.to_thread(
+                    self._client.get_or_create_collection,
+                    name=name,
+                    embedding_function=self._ef,
+                    metadata=metadata,
+                )
+        return self._collections[name]
+
+    async def _query(self, collection: Collection, text: str, k: int) -> _Found:
+        key = (collection.name, k)
+        batch = self._queries.get(key)
+        if batch is None:
+            batch = self._queries[key] = _Queries(collection, k)
+            asyncio.get_running_loop().call_soon(self._run_query, key)
+        return await batch.add(text)
+
+    def _run_query(self, key: tuple[str, int]) -> None:
+        self._queries.pop(key).run()
+
+
+def _number(value: object) -> float:
+    """A number Chroma kept in metadata (typed there as any metadata value)."""
+    return float(value) if isinstance(value, int | float | str) else 0.0
+
+
+def _delete(collection: Collection, ids: list[str]) -> None:
+    for start in range(0, len(ids), _BATCH):
+        collection.delete(ids=ids[start : start + _BATCH])
+
+
+def _passage(text: str, meta: dict[str, Any], distance: float) -> Passage:
+    return Passage(
+        text=text,
+        source=str(meta.get("source", "")),
+        position=int(meta.get("position", 0)),
+        section=str(meta.get("section", "")),
+        score=1.0 - distance,
+        metadata={k[len(_USER) :]: v for k, v in meta.items() if k.startswith(_USER)},
+    )
