@@ -17,7 +17,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import structlog
 
@@ -70,6 +70,15 @@ Ask = Callable[[LLMRequest], Awaitable[LLMResponse]]
 ResultOf = Callable[[str], Awaitable[JobResult | None]]
 
 
+_COLUMNS: Final = "id, title, created_at, updated_at, summary, summarized_through, history_tokens"
+
+
+def _info(tenant: str, row: Sequence[Any], turns: tuple[SessionTurn, ...] = ()) -> SessionInfo:
+    """A session from a row of :data:`_COLUMNS`."""
+    names = _COLUMNS.split(", ")
+    return SessionInfo(tenant=tenant, turns=turns, **dict(zip(names, row, strict=True)))
+
+
 class SessionStore:
     """Sessions and their turns, per tenant: every query names its tenant."""
 
@@ -109,8 +118,7 @@ class SessionStore:
         """
         row = first(
             self._db.execute(
-                "SELECT title, created_at, updated_at, summary, summarized_through, "
-                "history_tokens FROM sessions WHERE tenant = ? AND id = ?",
+                f"SELECT {_COLUMNS} FROM sessions WHERE tenant = ? AND id = ?",  # noqa: S608 - constant
                 (tenant, session_id),
             )
         )
@@ -125,38 +133,16 @@ class SessionStore:
             SessionTurn(seq=r[0], job_id=r[1], task=r[2], status=r[3], answer=r[4], at=r[5])
             for r in rows
         )
-        return SessionInfo(
-            id=session_id,
-            tenant=tenant,
-            title=row[0],
-            created_at=row[1],
-            updated_at=row[2],
-            summary=row[3],
-            summarized_through=row[4],
-            history_tokens=row[5],
-            turns=turns,
-        )
+        return _info(tenant, row, turns)
 
     def listed(self, tenant: str, limit: int = 100) -> list[SessionInfo]:
         """The tenant's sessions, the most recently used first (without their turns)."""
         rows = self._db.execute(
-            "SELECT id, title, created_at, updated_at, summary, summarized_through, "
-            "history_tokens FROM sessions WHERE tenant = ? ORDER BY updated_at DESC, id LIMIT ?",
+            f"SELECT {_COLUMNS} FROM sessions WHERE tenant = ? "  # noqa: S608 - constant columns
+            "ORDER BY updated_at DESC, id LIMIT ?",
             (tenant, max(1, min(limit, MAX_SESSIONS_LISTED))),
         )
-        return [
-            SessionInfo(
-                id=r[0],
-                tenant=tenant,
-                title=r[1],
-                created_at=r[2],
-                updated_at=r[3],
-                summary=r[4],
-                summarized_through=r[5],
-                history_tokens=r[6],
-            )
-            for r in rows
-        ]
+        return [_info(tenant, row) for row in rows]
 
     def delete(self, tenant: str, session_id: str) -> bool:
         """Forget the session and its turns (its jobs stay); whether it existed."""

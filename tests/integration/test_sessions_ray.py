@@ -4,6 +4,8 @@ sessions (scoped to the key's tenant), the OpenAI-compatible endpoint's ``user``
 
 from __future__ import annotations
 
+import importlib.util
+
 import openai
 import pytest
 
@@ -114,3 +116,22 @@ def test_a_session_outlives_its_orchestrator(rt, team):
     again = rt.session("ray-kept", tenant="ray-sessions-kill")
     assert "Lyon" in again.ask(QUESTION, team, timeout=120)
     assert [t.task for t in again.turns()] == [FACT, QUESTION]
+
+
+def test_the_example_fills_a_knowledge_base_and_holds_a_conversation(rt):
+    """examples/conversation_and_knowledge.py's demo, on the session's Ray."""
+    spec = importlib.util.spec_from_file_location(
+        "conversation_and_knowledge", "examples/conversation_and_knowledge.py"
+    )
+    assert spec is not None
+    assert spec.loader is not None
+    example = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(example)
+    said: list[str] = []
+    example.demo(rt, said.append)
+    assert said[:2] == ["ingested ray_basics.md: 3 passages", "ingested serve_faq.html: 3 passages"]
+    assert said[2].startswith("[serve_faq.html#1] Ray Serve FAQ > How does autoscaling work? (")
+    answers = [line for line in said if line.startswith("  answer: ")]
+    assert "[serve_faq.html#1]" in answers[1]  # the passage it drew on, cited
+    assert "billing service" in answers[2]  # from the session's first turn
+    assert said[-1].endswith("3 turns, ['succeeded', 'succeeded', 'succeeded']")

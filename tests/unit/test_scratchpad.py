@@ -37,77 +37,79 @@ def _store(path: Path) -> MemoryStore:
     return MemoryStore(MemoryConfig(path=path, embedding="hashing"))
 
 
-class TestNotesInTheStore:
-    def test_notes_are_per_tenant_and_job_and_outlive_the_store(self, tmp_path):
-        async def main():
-            store = await started(_store(tmp_path))
-            await store.note("acme", "job-1", "first", agent="ada")
-            await store.note("acme", "job-1", "second", agent="bob")
-            await store.note("acme", "job-2", "other job")
-            await store.note("globex", "job-1", "other tenant")
-            await store.close()
-            again = await started(_store(tmp_path))  # a restarted memory actor
-            return (
-                await again.notes("acme", "job-1"),
-                await again.notes("globex", "job-1"),
-                await again.notes("acme", "job-3"),
-            )
+def test_notes_are_per_tenant_and_job_and_outlive_the_store(tmp_path):
+    async def main():
+        store = await started(_store(tmp_path))
+        await store.note("acme", "job-1", "first", agent="ada")
+        await store.note("acme", "job-1", "second", agent="bob")
+        await store.note("acme", "job-2", "other job")
+        await store.note("globex", "job-1", "other tenant")
+        await store.close()
+        again = await started(_store(tmp_path))  # a restarted memory actor
+        return (
+            await again.notes("acme", "job-1"),
+            await again.notes("globex", "job-1"),
+            await again.notes("acme", "job-3"),
+        )
 
-        mine, theirs, none = run(main())
-        assert [(n.text, n.agent) for n in mine] == [("first", "ada"), ("second", "bob")]
-        assert [n.text for n in theirs] == ["other tenant"]
-        assert none == []
+    mine, theirs, none = run(main())
+    assert [(n.text, n.agent) for n in mine] == [("first", "ada"), ("second", "bob")]
+    assert [n.text for n in theirs] == ["other tenant"]
+    assert none == []
 
-    def test_the_scratchpad_is_bounded(self, tmp_path):
-        async def main():
-            store = await started(_store(tmp_path))
-            for i in range(MAX_NOTES):
-                await store.note("acme", "job", f"note {i}")
-            with pytest.raises(InvalidInput, match="full"):
-                await store.note("acme", "job", "one too many")
-            return await store.notes("acme", "job")
 
-        assert len(run(main(), 120)) == MAX_NOTES
+def test_the_scratchpad_is_bounded(tmp_path):
+    async def main():
+        store = await started(_store(tmp_path))
+        for i in range(MAX_NOTES):
+            await store.note("acme", "job", f"note {i}")
+        with pytest.raises(InvalidInput, match="full"):
+            await store.note("acme", "job", "one too many")
+        return await store.notes("acme", "job")
 
-    def test_notes_go_with_the_job_or_become_memories(self, tmp_path):
-        async def main():
-            store = await started(_store(tmp_path))
-            await store.note("acme", "dropped", "forget me")
-            await store.note("acme", "kept", FINDING, agent="ada")
-            dropped = await store.end_job("acme", "dropped")
-            kept = await store.end_job("acme", "kept", keep=True)
-            remembered = await store.listed("acme", tags=("note",))
-            return dropped, kept, remembered, await store.notes("acme", "kept")
+    assert len(run(main(), 120)) == MAX_NOTES
 
-        dropped, kept, remembered, left = run(main())
-        assert (dropped, kept, left) == (1, 1, [])
-        assert [(m.text, m.agent, m.metadata["job_id"]) for m in remembered] == [
-            (FINDING, "ada", "kept")
-        ]
 
-    def test_an_envelope_reaches_only_its_own_jobs_notes(self, tmp_path):
-        async def main():
-            store = await started(_store(tmp_path))
-            await store.note("acme", "job-a", FINDING)
+def test_notes_go_with_the_job_or_become_memories(tmp_path):
+    async def main():
+        store = await started(_store(tmp_path))
+        await store.note("acme", "dropped", "forget me")
+        await store.note("acme", "kept", FINDING, agent="ada")
+        dropped = await store.end_job("acme", "dropped")
+        kept = await store.end_job("acme", "kept", keep=True)
+        remembered = await store.listed("acme", tags=("note",))
+        return dropped, kept, remembered, await store.notes("acme", "kept")
 
-            async def ask(payload, job_id, tenant="acme"):
-                message = AgentMessage(sender="x", recipient="memory", tenant=tenant,
-                                       job_id=job_id, payload=payload)  # fmt: skip
-                return decode(await store.receive(encode(message))).payload
+    dropped, kept, remembered, left = run(main())
+    assert (dropped, kept, left) == (1, 1, [])
+    assert [(m.text, m.agent, m.metadata["job_id"]) for m in remembered] == [
+        (FINDING, "ada", "kept")
+    ]
 
-            return (
-                await ask(NotesQuery(), "job-b"),
-                await ask(NotesQuery(), "job-a", tenant="globex"),
-                await ask(NoteWrite(text="x"), None),
-                await ask(NotesQuery(), "job-a"),
-            )
 
-        other_job, other_tenant, no_job, own = run(main())
-        assert other_job == Notes()
-        assert other_tenant == Notes()
-        assert isinstance(no_job, ErrorPayload)
-        assert "names no job" in no_job.message
-        assert [n.text for n in own.notes] == [FINDING]
+def test_an_envelope_reaches_only_its_own_jobs_notes(tmp_path):
+    async def main():
+        store = await started(_store(tmp_path))
+        await store.note("acme", "job-a", FINDING)
+
+        async def ask(payload, job_id, tenant="acme"):
+            message = AgentMessage(sender="x", recipient="memory", tenant=tenant,
+                                   job_id=job_id, payload=payload)  # fmt: skip
+            return decode(await store.receive(encode(message))).payload
+
+        return (
+            await ask(NotesQuery(), "job-b"),
+            await ask(NotesQuery(), "job-a", tenant="globex"),
+            await ask(NoteWrite(text="x"), None),
+            await ask(NotesQuery(), "job-a"),
+        )
+
+    other_job, other_tenant, no_job, own = run(main())
+    assert other_job == Notes()
+    assert other_tenant == Notes()
+    assert isinstance(no_job, ErrorPayload)
+    assert "names no job" in no_job.message
+    assert [n.text for n in own.notes] == [FINDING]
 
 
 def _call(tool, arguments, call_id):
@@ -162,38 +164,38 @@ async def _dropped(store, tenant, job_id):
     return False
 
 
-class TestAgentsShareTheScratchpad:
-    def test_a_note_written_by_one_agent_is_seen_and_read_by_the_next(self):
-        async def main():
-            troupe = await build_troupe()
-            job_id = await troupe.orchestrator.submit("the vault", _team(), tenant="acme")
-            result = await troupe.orchestrator.wait(job_id, 30)
-            return troupe, result, await _dropped(troupe.memory, "acme", job_id)
+def test_a_note_written_by_one_agent_is_seen_and_read_by_the_next():
+    async def main():
+        troupe = await build_troupe()
+        job_id = await troupe.orchestrator.submit("the vault", _team(), tenant="acme")
+        result = await troupe.orchestrator.wait(job_id, 30)
+        return troupe, result, await _dropped(troupe.memory, "acme", job_id)
 
-        troupe, result, dropped = run(main(), 60)
-        assert result.status == "succeeded", result.error
-        assert result.answer == "The code word is HERON."
-        asked = _work(troupe, result.job_id, "user")
-        shown = [m.text for m in asked[0].messages if m.role == "system"]
-        assert any("scratchpad" in text and FINDING in text for text in shown)
-        read = [r.messages[-1].text for r in asked[1:] if r.messages[-1].role == "tool"]
-        assert read
-        assert FINDING in str(read[0])
-        assert dropped, "the job's notes went with it"
+    troupe, result, dropped = run(main(), 60)
+    assert result.status == "succeeded", result.error
+    assert result.answer == "The code word is HERON."
+    asked = _work(troupe, result.job_id, "user")
+    shown = [m.text for m in asked[0].messages if m.role == "system"]
+    assert any("scratchpad" in text and FINDING in text for text in shown)
+    read = [r.messages[-1].text for r in asked[1:] if r.messages[-1].role == "tool"]
+    assert read
+    assert FINDING in str(read[0])
+    assert dropped, "the job's notes went with it"
 
-    def test_a_team_that_keeps_notes_finds_them_among_its_memories(self):
-        async def main():
-            troupe = await build_troupe()
-            job_id = await troupe.orchestrator.submit("the vault", _team(keep_notes=True),
-                                                      tenant="acme")  # fmt: skip
-            await troupe.orchestrator.wait(job_id, 30)
-            await _dropped(troupe.memory, "acme", job_id)
-            for _ in range(200):
-                kept = await troupe.memory.listed("acme", tags=("note",))
-                if kept:
-                    return job_id, kept
-                await asyncio.sleep(0.01)
-            return job_id, []
 
-        job_id, kept = run(main(), 60)
-        assert [(m.text, m.metadata["job_id"]) for m in kept] == [(FINDING, job_id)]
+def test_a_team_that_keeps_notes_finds_them_among_its_memories():
+    async def main():
+        troupe = await build_troupe()
+        job_id = await troupe.orchestrator.submit("the vault", _team(keep_notes=True),
+                                                  tenant="acme")  # fmt: skip
+        await troupe.orchestrator.wait(job_id, 30)
+        await _dropped(troupe.memory, "acme", job_id)
+        for _ in range(200):
+            kept = await troupe.memory.listed("acme", tags=("note",))
+            if kept:
+                return job_id, kept
+            await asyncio.sleep(0.01)
+        return job_id, []
+
+    job_id, kept = run(main(), 60)
+    assert [(m.text, m.metadata["job_id"]) for m in kept] == [(FINDING, job_id)]
