@@ -489,7 +489,7 @@ def spawn_system(
     memory_actor = (
         _remote(MemoryStore)
         .options(**placed("memory", local_files=memory is None or memory.server is None))
-        .remote(memory, router=routers.client())
+        .remote(memory)
     )
 
     sandboxes = [

@@ -29,6 +29,7 @@ _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.PLAN: 422,
     ErrorCode.TOOL_NOT_ALLOWED: 403,
     ErrorCode.FORBIDDEN: 403,
+    ErrorCode.QUOTA_EXCEEDED: 403,
     ErrorCode.UNPRICED_MODEL: 402,
     ErrorCode.RECIPIENT_UNAVAILABLE: 503,
     ErrorCode.UNKNOWN_RECIPIENT: 503,

@@ -33,7 +33,8 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   ├── ContentFiltered           the provider's safety filter blocked the answer
     │   └── ScriptError               a scripted provider was misused (turns missing or left over)
     ├── Forbidden                     the caller may not do this: its tenant's policy refuses a
-    │                                 field (``detail['field']``, ``detail['policy']``)
+    │   │                             field (``detail['field']``, ``detail['policy']``)
+    │   └── QuotaExceeded             the tenant holds as much of something as it may
     ├── BudgetExceeded                a job's or tenant's token or money budget would be exceeded
     │   └── UnpricedModel             a USD budget applies and the model has no known price
     ├── ToolError                     a tool call failed (bad arguments, the tool raised)
@@ -90,6 +91,7 @@ __all__ = [
     "PlanError",
     "ProviderUnavailable",
     "QualityGateFailed",
+    "QuotaExceeded",
     "RateLimited",
     "RecipientUnavailable",
     "SandboxUnavailable",
@@ -160,6 +162,7 @@ class ErrorCode(StrEnum):
     KNOWLEDGE_NOT_FOUND = "knowledge_not_found"
     CONFLICT = "conflict"
     FORBIDDEN = "forbidden"
+    QUOTA_EXCEEDED = "quota_exceeded"
     UNPRICED_MODEL = "unpriced_model"
     STATE_UNAVAILABLE = "state_unavailable"
 
@@ -369,6 +372,15 @@ class Forbidden(TroupeError):
     """
 
     code = ErrorCode.FORBIDDEN
+
+
+class QuotaExceeded(Forbidden):
+    """The request would take its tenant past a quota (``detail['quota']``, ``['limit']``).
+
+    Nothing of the request was stored. Deleting what the tenant holds makes room.
+    """
+
+    code = ErrorCode.QUOTA_EXCEEDED
 
 
 class BudgetExceeded(TroupeError):

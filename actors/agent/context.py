@@ -9,7 +9,7 @@ fits the window. When it does not, :func:`plan_cut` says which turns go::
     the summary of turns cut earlier, if any         folded into the new summary
     the turns since                                  the oldest cut; the newest always kept
 
-A turn is a unit of :func:`actors.memory.shortterm.turns`: an assistant message asking for
+A turn is a unit of :func:`turns`: an assistant message asking for
 tools together with its calls' results, which no provider takes apart. Turns are cut until
 the rest takes :data:`TRIM_TO` of the room, not merely until it fits, so that the next turns
 fit without a summary each.
@@ -40,7 +40,6 @@ from actors.llm.tokens import (
     truncate,
     upper_bound,
 )
-from actors.memory.shortterm import turns
 from protocols import ChatMessage
 
 __all__ = [
@@ -54,6 +53,7 @@ __all__ = [
     "reserved_tokens",
     "summary_message",
     "summary_prompt",
+    "turns",
 ]
 
 ANSWER_TOKENS: Final = 1024
@@ -78,6 +78,21 @@ SUMMARIZER: Final = (
 """The system message of a summary request."""
 
 _ELLIPSIS: Final = " …"
+
+
+def turns(messages: Sequence[ChatMessage]) -> list[list[ChatMessage]]:
+    """Group messages into units that must be kept or dropped together.
+
+    An assistant message with tool calls and the tool results that follow it are one unit;
+    every other message is a unit of its own.
+    """
+    units: list[list[ChatMessage]] = []
+    for message in messages:
+        if message.role == "tool" and units and units[-1][0].tool_calls:
+            units[-1].append(message)
+        else:
+            units.append([message])
+    return units
 
 
 def reserved_tokens(

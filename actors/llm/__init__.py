@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from actors.lazy import lazy_exports
 from actors.llm.offline import OfflineProvider, split_task
-from actors.llm.provider import LLMProvider, count_tokens
+from actors.llm.provider import LLMProvider, word_tokens
 from actors.llm.scripted import ScriptedProvider
 
 if TYPE_CHECKING:
@@ -25,8 +25,8 @@ __all__ = [
     "OfflineProvider",
     "ScriptedProvider",
     "build_provider",
-    "count_tokens",
     "split_task",
+    "word_tokens",
 ]
 
 _HOMES = dict.fromkeys(("DEFAULT_MODELS", "LLMAdapterPool", "build_provider"), "actors.llm.pool")

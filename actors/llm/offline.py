@@ -57,7 +57,7 @@ import time
 from typing import Any, Final
 
 from actors.llm.offline_shaped import grade, shaped
-from actors.llm.provider import DeltaSink, count_tokens
+from actors.llm.provider import DeltaSink, word_tokens
 from protocols import (
     ChatMessage,
     LLMDelta,
@@ -206,8 +206,8 @@ class OfflineProvider:
             tool_calls=calls,
             finish_reason="tool_calls" if calls else "stop",
             usage=Usage(
-                prompt_tokens=count_tokens(request.messages),
-                completion_tokens=count_tokens(text),
+                prompt_tokens=word_tokens(request.messages),
+                completion_tokens=word_tokens(text),
                 calls=1,
             ),
             model=request.model,

@@ -23,7 +23,7 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
-from actors.llm.provider import DeltaSink, count_tokens
+from actors.llm.provider import DeltaSink, word_tokens
 from actors.llm.sdk_errors import (
     STREAM_FAULTS,
     map_sdk_error,
@@ -233,8 +233,8 @@ class OpenAIProvider:
             tool_calls=calls,
             finish_reason=finish,
             usage=Usage(
-                prompt_tokens=usage.prompt_tokens if usage else count_tokens(request.messages),
-                completion_tokens=usage.completion_tokens if usage else count_tokens(text),
+                prompt_tokens=usage.prompt_tokens if usage else word_tokens(request.messages),
+                completion_tokens=usage.completion_tokens if usage else word_tokens(text),
                 calls=1,
             ),
             model=model or self._spec.model,

@@ -8,7 +8,7 @@ from typing import Protocol
 
 from protocols import ChatMessage, LLMDelta, LLMRequest, LLMResponse
 
-__all__ = ["DeltaSink", "LLMProvider", "count_tokens"]
+__all__ = ["DeltaSink", "LLMProvider", "word_tokens"]
 
 DeltaSink = Callable[[LLMDelta], Awaitable[None]]
 """Where a streaming provider hands each delta, as it arrives."""
@@ -46,8 +46,12 @@ class LLMProvider(Protocol):
         ...
 
 
-def count_tokens(messages: tuple[ChatMessage, ...] | str) -> int:
-    """Whitespace-token count: what offline and scripted providers report as usage."""
+def word_tokens(messages: tuple[ChatMessage, ...] | str) -> int:
+    """Words, one token each: the usage offline and scripted providers report.
+
+    Cheap on every call of the shared pool. It is not a count to fit a context window by:
+    that is :func:`actors.llm.tokens.count_tokens`, a real tokenizer's.
+    """
     if isinstance(messages, str):
         return _words_in(messages)
     return sum(_words_in(m.text) for m in messages)

@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections import deque
 
-from actors.llm.provider import DeltaSink, count_tokens
+from actors.llm.provider import DeltaSink, word_tokens
 from actors.llm.tokens import prompt_tokens
 from protocols import (
     ContextTooLong,
@@ -63,11 +63,9 @@ class ScriptedProvider:
         if request.stream and on_delta is not None and turn.text:
             await on_delta(LLMDelta(text=turn.text))
         finish = turn.finish_reason or ("tool_calls" if turn.tool_calls else "stop")
-        prompt = (
-            count_tokens(request.messages) if turn.prompt_tokens is None else turn.prompt_tokens
-        )
+        prompt = word_tokens(request.messages) if turn.prompt_tokens is None else turn.prompt_tokens
         completion = (
-            count_tokens(turn.text) if turn.completion_tokens is None else turn.completion_tokens
+            word_tokens(turn.text) if turn.completion_tokens is None else turn.completion_tokens
         )
         return LLMResponse(
             text=turn.text,

@@ -36,4 +36,9 @@ class MemoryConfig(BaseModel):
         default=0.05, ge=0.0, le=1.0, description="Decayed below this, a memory is forgotten."
     )
     forget_interval_s: float = Field(default=600.0, gt=0.0)
-    summary_model: str = Field(default="default", description="Alias that compresses turns.")
+    knowledge_bases_per_tenant: int = Field(
+        default=32, ge=1, description="Knowledge bases one tenant may hold."
+    )
+    passages_per_tenant: int = Field(
+        default=50_000, ge=1, description="Passages one tenant may hold in all its bases."
+    )

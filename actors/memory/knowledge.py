@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from actors.memory.documents import Chunk, ChunkingConfig, chunk_document, document_hash
-from protocols import InvalidInput, KnowledgeNotFound
+from protocols import InvalidInput, KnowledgeNotFound, QuotaExceeded
 from protocols.knowledge import (
     DocumentInfo,
     IngestedDocument,
@@ -134,6 +134,8 @@ class KnowledgeBases:
             base keeps the function it was created with.
         chunking: how documents are cut into passages, and the size limits.
         clock: UNIX time, for ``ingested_at`` and ``created_at``.
+        max_bases: the knowledge bases one tenant may hold.
+        max_passages: the passages one tenant may hold, in all its bases.
     """
 
     def __init__(
@@ -143,6 +145,8 @@ class KnowledgeBases:
         embedding: EmbeddingKind = "minilm",
         chunking: ChunkingConfig | None = None,
         clock: Callable[[], float] = time.time,
+        max_bases: int = 32,
+        max_passages: int = 50_000,
     ) -> None:
         from actors.memory.embeddings import embedding_function  # noqa: PLC0415 - Chroma
 
@@ -153,6 +157,9 @@ class KnowledgeBases:
         self._collections: dict[str, Collection] = {}
         self._opening = asyncio.Lock()
         self._writing: dict[str, asyncio.Lock] = {}
+        self._tenants: dict[str, asyncio.Lock] = {}  # a tenant's ingests, one at a time
+        self._max_bases = max_bases
+        self._max_passages = max_passages
         self._queries: dict[tuple[str, int], _Queries] = {}
 
     # -- writes -----------------------------------------------------------------------------
@@ -169,6 +176,8 @@ class KnowledgeBases:
         Raises:
             InvalidInput: a bad base name, a source given twice, or a document that cannot
                 be read (``detail['source']``).
+            QuotaExceeded: a new base past the tenant's ``max_bases``, or passages past its
+                ``max_passages`` (``detail['quota']``): nothing is written.
         """
         check_kb_name(kb)
         sources = [d.source for d in documents]
@@ -178,9 +187,15 @@ class KnowledgeBases:
         if not documents:
             return IngestReport(kb=kb)
         prepared = await asyncio.to_thread(self._prepare, documents)
-        async with self._lock(tenant, kb):
+        tenant_lock = self._tenants.setdefault(tenant, asyncio.Lock())
+        async with tenant_lock, self._lock(tenant, kb):
+            collection = await self._open(tenant, kb, create=False)
+            stored = {}
+            if collection is not None:
+                stored = await asyncio.to_thread(self._stored, collection, sources)
+            await self._check_quota(tenant, kb, new=collection is None, stored=stored,
+                                    prepared=prepared, sources=sources)  # fmt: skip
             collection = await self._existing(tenant, kb, create=True)
-            stored = await asyncio.to_thread(self._stored, collection, sources)
             reports = []
             for document, (digest, chunks) in zip(documents, prepared, strict=True):
                 hashes, old_ids = stored.get(document.source, (set(), []))
@@ -294,6 +309,44 @@ class KnowledgeBases:
         return sorted(infos, key=lambda info: info.name)
 
     # -- internals ----------------------------------------------------------------------------
+
+    async def _check_quota(
+        self,
+        tenant: str,
+        kb: str,
+        *,
+        new: bool,
+        stored: dict[str, tuple[set[str], list[str]]],
+        prepared: list[tuple[str, list[Chunk]]],
+        sources: list[str],
+    ) -> None:
+        """Refuse an ingest that would take ``tenant`` past its quotas (under its lock)."""
+        held = await self._held(tenant)
+        if new and len(held) >= self._max_bases:
+            raise QuotaExceeded(
+                f"the tenant holds {len(held)} knowledge bases, as many as it may: drop one "
+                "to make another",
+                quota="knowledge_bases",
+                limit=self._max_bases,
+            )
+        replaced = sum(len(stored.get(source, (set(), []))[1]) for source in sources)
+        after = sum(held.values()) - replaced + sum(len(chunks) for _, chunks in prepared)
+        if after > self._max_passages:
+            raise QuotaExceeded(
+                f"this would make {after} passages in the tenant's knowledge bases, past its "
+                f"{self._max_passages}: delete documents to make room",
+                quota="passages",
+                limit=self._max_passages,
+                kb=kb,
+            )
+
+    async def _held(self, tenant: str) -> dict[str, int]:
+        """The passages of each of ``tenant``'s knowledge bases, by collection name."""
+        prefix = _tenant_prefix(tenant)
+        listed = await asyncio.to_thread(self._client.list_collections)
+        mine = [c for c in listed if c.name.startswith(prefix) and "kb" in (c.metadata or {})]
+        counts = await asyncio.gather(*(asyncio.to_thread(c.count) for c in mine))
+        return {c.name: n for c, n in zip(mine, counts, strict=True)}
 
     def _prepare(self, documents: Sequence[KnowledgeDocument]) -> list[tuple[str, list[Chunk]]]:
         return [

@@ -11,6 +11,7 @@ memories when its team says so; notes of a job that never ended expire.
 from __future__ import annotations
 
 import asyncio
+import collections
 import hashlib
 import uuid
 from collections.abc import Awaitable, Callable
@@ -29,6 +30,11 @@ NOTES_PREFIX: Final = "n_"
 
 NOTE_TTL_S: Final = 7 * 86_400.0
 """Notes of a job that never ended are forgotten after this long."""
+
+COUNTED_JOBS: Final = 10_000
+"""Jobs whose note counts are kept in memory (the most recently used): an agent's every
+model call shows its job's notes, and most jobs write none, which is then known without
+asking Chroma."""
 
 
 def notes_collection(tenant: str) -> str:
@@ -50,6 +56,9 @@ class Scratchpads:
         self._collection = collection
         self._clock = clock
         self._writing: dict[tuple[str, str], asyncio.Lock] = {}
+        # notes per job, as this process wrote or read them; a job not here is asked of Chroma
+        self._counts: collections.OrderedDict[tuple[str, str], int] = collections.OrderedDict()
+        self._changes = 0  # notes added or dropped, by any job: a read overtaken is not counted
 
     async def note(self, tenant: str, job_id: str, agent: str, text: str) -> Note:
         """Add a note to the job's scratchpad.
@@ -60,8 +69,13 @@ class Scratchpads:
         collection = await self._collection(notes_collection(tenant))
         lock = self._writing.setdefault((tenant, job_id), asyncio.Lock())
         async with lock:  # the count and the add of one job's notes, one writer at a time
-            held = await asyncio.to_thread(collection.get, where={"job_id": job_id}, include=[])
-            if len(held["ids"]) >= MAX_NOTES:
+            held = self._counted(tenant, job_id)
+            if held is None or held >= MAX_NOTES:  # a count too high is checked in Chroma
+                found = await asyncio.to_thread(
+                    collection.get, where={"job_id": job_id}, include=[]
+                )
+                held = len(found["ids"])
+            if held >= MAX_NOTES:
                 raise InvalidInput(
                     f"the job's scratchpad is full ({MAX_NOTES} notes): read it and write "
                     "what matters into your answer"
@@ -77,11 +91,16 @@ class Scratchpads:
             await asyncio.to_thread(
                 collection.add, ids=[note.id], documents=[text], metadatas=[metadata]
             )
+            self._changes += 1
+            self._count(tenant, job_id, held + 1)
         return note
 
     async def notes(self, tenant: str, job_id: str, limit: int = MAX_NOTES) -> list[Note]:
         """The job's notes, oldest first (the newest ``limit`` of them)."""
+        if self._counted(tenant, job_id) == 0:
+            return []
         collection = await self._collection(notes_collection(tenant))
+        changes = self._changes
         found = await asyncio.to_thread(
             collection.get, where={"job_id": job_id}, include=["documents", "metadatas"]
         )
@@ -97,6 +116,8 @@ class Scratchpads:
             )
         ]
         notes.sort(key=lambda n: (n.created_at, n.id))
+        if changes == self._changes:  # no note came or went while Chroma was read
+            self._count(tenant, job_id, len(notes))
         return notes[-limit:]
 
     async def end(self, tenant: str, job_id: str) -> list[Note]:
@@ -105,8 +126,26 @@ class Scratchpads:
         if notes:
             collection = await self._collection(notes_collection(tenant))
             await asyncio.to_thread(collection.delete, ids=[n.id for n in notes])
+        self._changes += 1
         self._writing.pop((tenant, job_id), None)
+        self._counts.pop((tenant, job_id), None)
         return notes
+
+    def recount(self) -> None:
+        """Forget the counts kept (notes were removed behind this object: they expired)."""
+        self._counts.clear()
+
+    def _counted(self, tenant: str, job_id: str) -> int | None:
+        count = self._counts.get((tenant, job_id))
+        if count is not None:
+            self._counts.move_to_end((tenant, job_id))
+        return count
+
+    def _count(self, tenant: str, job_id: str, count: int) -> None:
+        self._counts[tenant, job_id] = count
+        self._counts.move_to_end((tenant, job_id))
+        while len(self._counts) > COUNTED_JOBS:
+            self._counts.popitem(last=False)
 
 
 def shown(notes: list[Note], budget_chars: int = 4000) -> str:

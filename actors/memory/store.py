@@ -1,4 +1,4 @@
-"""The memory store actor: long-term memories in Chroma, plus short-term and working memory.
+"""The memory store actor: long-term memories, jobs' scratchpads and knowledge bases, in Chroma.
 
 The actor is the single owner of its Chroma path (two processes writing one
 ``PersistentClient`` path silently lose vectors); clusters point it at a Chroma server
@@ -21,27 +21,20 @@ from typing import TYPE_CHECKING, Any, assert_never
 
 import structlog
 
-from actors.endpoint import RouterClient, TakesBatches, expected, serve_envelope
+from actors.endpoint import TakesBatches, serve_envelope
 from actors.memory.config import MemoryConfig
 from actors.memory.knowledge import KnowledgeBases, is_knowledge_collection
-from actors.memory.notes import Scratchpads
-from actors.memory.shortterm import turns, window
+from actors.memory.notes import NOTES_PREFIX, Scratchpads
 from actors.telemetry import metrics
 from protocols import (
-    LLM_POOL,
     Ack,
     AgentMessage,
-    ChatMessage,
-    ErrorPayload,
     InvalidInput,
     JobEnded,
-    LLMRequest,
-    LLMResponse,
     MemoryHit,
     MemoryHits,
     MemoryQuery,
     MemoryWrite,
-    ModelError,
     Note,
     Notes,
     NotesQuery,
@@ -110,7 +103,6 @@ class MemoryStore(TakesBatches):
     """Memories. A plain class; Ray makes it the ``memory`` actor.
 
     Args:
-        router: reaches the LLM pool, for compression of old conversation turns.
         clock: UNIX time, injectable for tests of recency and forgetting.
     """
 
@@ -118,14 +110,11 @@ class MemoryStore(TakesBatches):
         self,
         config: MemoryConfig | None = None,
         *,
-        router: RouterClient | None = None,
         clock: Any = time.time,
     ) -> None:
         self._config = config or MemoryConfig()
-        self._router = router
         self._clock = clock
         self._collections: dict[str, Collection] = {}
-        self._conversations: dict[str, list[ChatMessage]] = {}
         self._scratchpads = Scratchpads(self._collection_by_name, clock)
         self._forgetter: asyncio.Task[None] | None = None
         # each collection is made once: two first requests racing to make them in threads
@@ -144,8 +133,13 @@ class MemoryStore(TakesBatches):
     async def on_start(self) -> None:
         """Open Chroma (the directory, or the server) and start forgetting periodically."""
         self._client: ClientAPI = await self._open_chroma()
+        config = self._config
         self._knowledge = KnowledgeBases(
-            self._client, embedding=self._config.embedding, clock=self._clock
+            self._client,
+            embedding=config.embedding,
+            clock=self._clock,
+            max_bases=config.knowledge_bases_per_tenant,
+            max_passages=config.passages_per_tenant,
         )
         self._forgetter = asyncio.get_running_loop().create_task(self._forget_periodically())
 
@@ -301,46 +295,14 @@ class MemoryStore(TakesBatches):
             if doomed:
                 await asyncio.to_thread(collection.delete, ids=doomed)
                 removed += len(doomed)
+                if listed.name.startswith(NOTES_PREFIX):
+                    self._scratchpads.recount()
         if removed:
             log.info("forgot", memories=removed)
         metrics.memory_op("forget", removed)
         return removed
 
-    # -- short-term and working memory ----------------------------------------------------
-
-    async def append(self, conversation_id: str, messages: Sequence[ChatMessage]) -> int:
-        """Add turns to a conversation; return its length."""
-        conversation = self._conversations.setdefault(conversation_id, [])
-        conversation.extend(messages)
-        return len(conversation)
-
-    async def window(self, conversation_id: str, max_tokens: int) -> list[ChatMessage]:
-        """The conversation's newest turns within ``max_tokens`` (tool calls kept whole)."""
-        return window(self._conversations.get(conversation_id, []), max_tokens)
-
-    async def compress(self, conversation_id: str, keep_last: int, tenant: str) -> str:
-        """Replace all but the newest ``keep_last`` units with a summary made by the LLM pool.
-
-        The summary is also written as a long-term memory of ``tenant``.
-
-        Raises:
-            ModelError: no router, or the pool failed; the conversation is unchanged.
-        """
-        messages = self._conversations.get(conversation_id, [])
-        start = 0
-        while start < len(messages) and messages[start].role == "system":
-            start += 1
-        units = turns(messages[start:])
-        cut = max(0, len(units) - keep_last)
-        old = [m for unit in units[:cut] for m in unit]
-        if not old:
-            return ""
-        summary = await self._summarize(old, tenant)
-        note = ChatMessage(role="system", content=f"Summary of earlier turns: {summary}")
-        recent = [m for unit in units[cut:] for m in unit]
-        self._conversations[conversation_id] = [*messages[:start], note, *recent]
-        await self.write(tenant, MemoryWrite(text=summary, importance=0.4, tags=("summary",)))
-        return summary
+    # -- working memory: a job's scratchpad -------------------------------------------------
 
     async def note(self, tenant: str, job_id: str, text: str, *, agent: str = "") -> Note:
         """Add a note to the job's scratchpad (see :mod:`actors.memory.notes`).
@@ -519,30 +481,6 @@ class MemoryStore(TakesBatches):
         if not clauses:
             return None
         return clauses[0] if len(clauses) == 1 else {"$and": clauses}
-
-    async def _summarize(self, turns: Sequence[ChatMessage], tenant: str) -> str:
-        if self._router is None:
-            raise ModelError("memory compression needs the LLM pool, and no router was given")
-        text = "\n".join(f"{m.role}: {m.text}" for m in turns if m.text)
-        request = LLMRequest(
-            model=self._config.summary_model,
-            purpose="summarize",
-            messages=(
-                ChatMessage(role="system", content="Summarize these turns in a few sentences; "
-                            "keep every fact, name and number."),
-                ChatMessage(role="user", content=text),
-            ),
-        )  # fmt: skip
-        reply = await self._router.request(
-            AgentMessage(sender="memory", recipient=LLM_POOL, tenant=tenant, payload=request)
-        )
-        match expected(reply, LLMResponse, unexpected=ModelError):
-            case LLMResponse() as response:
-                return response.text.strip()
-            case ErrorPayload() as error:
-                raise error.to_exception()
-            case unexpected:
-                assert_never(unexpected)
 
     async def _open_chroma(self) -> ClientAPI:
         import chromadb  # noqa: PLC0415 - Chroma is imported only by the memory actor

@@ -151,3 +151,27 @@ def test_agents_see_passages_cite_them_and_search_only_their_tenants_knowledge(r
     assert tool_result
     assert f"[{DATA / KEEPER}#" in tool_result[0]["content"]
     assert "choir" not in tool_result[0]["content"].lower()  # the other tenant's base
+
+
+def test_a_tenants_key_cannot_hold_more_knowledge_bases_than_its_quota(api):
+    """The worst a tenant's key can do to the shared Chroma is fill its own quota."""
+    limit = runtime.MemoryConfig().knowledge_bases_per_tenant
+    doc = {"documents": [{"source": "a.txt", "media_type": "text/plain", "content": "a lamp"}]}
+    with api.client(OTHER_KEY) as other, api.client(USER_KEY) as user:
+        try:
+            for n in range(limit):
+                made = other.post(f"/v1/knowledge/quota-{n}/documents", json=doc)
+                assert made.status_code == 200, made.text
+            refused = other.post(f"/v1/knowledge/quota-{limit}/documents", json=doc)
+            assert refused.status_code == 403, refused.text
+            assert refused.json()["code"] == "quota_exceeded"
+            assert f"{limit} knowledge bases" in refused.json()["detail"]
+            assert other.get(f"/v1/knowledge/quota-{limit}/documents").status_code == 404
+            # another tenant's quota is its own
+            mine = user.post("/v1/knowledge/quota-mine/documents", json=doc)
+            assert mine.status_code == 200, mine.text
+        finally:
+            for n in range(limit):
+                other.delete(f"/v1/knowledge/quota-{n}")
+            user.delete("/v1/knowledge/quota-mine")
+        assert other.get("/v1/knowledge").json() == []

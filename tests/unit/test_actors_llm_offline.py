@@ -5,7 +5,7 @@ import time
 import pytest
 from wiring import llm_request
 
-from actors.llm import OfflineProvider, count_tokens, split_task
+from actors.llm import OfflineProvider, split_task, word_tokens
 from actors.orchestrator import parse_plan, plan_request
 from actors.tools import CALCULATOR
 from protocols import AgentSpec, ChatMessage, OfflineModel, TeamSpec, ToolCall, ToolSpec
@@ -206,7 +206,7 @@ def test_latency_is_applied():
 def test_usage_counts_whitespace_tokens():
     request = _work("Name the tallest mountain", "Bananas are yellow.")
     response = complete(request)
-    assert response.usage.prompt_tokens == count_tokens(request.messages)
+    assert response.usage.prompt_tokens == word_tokens(request.messages)
     assert response.usage.prompt_tokens == 4 + 4 + 3
     assert response.usage.completion_tokens == len(response.text.split())
     assert (response.usage.calls, response.usage.cost_usd) == (1, 0.0)

@@ -27,6 +27,7 @@ from actors.agent.context import (
     reserved_tokens,
     summary_message,
     summary_prompt,
+    turns,
 )
 from actors.llm import ScriptedProvider
 from actors.llm.pool import build_provider
@@ -534,3 +535,17 @@ def test_the_window_is_the_smaller_of_the_agents_and_the_models(served):
     loop.served_window = served
     assert loop.window(spec) == min(w for w in (WINDOW, served) if w)
     assert loop.window(AgentSpec(name="ada", role="worker")) == served
+
+
+def test_a_tool_call_and_its_results_are_one_turn():
+    call = ToolCall(call_id="c1", tool="search", arguments={"q": "x"})
+    messages = [
+        ChatMessage(role="user", content="one"),
+        ChatMessage(role="assistant", tool_calls=(call,)),
+        ChatMessage(role="tool", tool_call_id="c1", content="result"),
+        ChatMessage(role="tool", tool_call_id="c1", content="more"),
+        ChatMessage(role="tool", tool_call_id="c9", content="another result"),
+        ChatMessage(role="user", content="and now?"),
+    ]
+    assert [len(u) for u in turns(messages)] == [1, 4, 1]
+    assert [len(u) for u in turns(messages[2:])] == [1, 1, 1, 1]

@@ -18,6 +18,7 @@ from protocols import (
     KnowledgeQuery,
     MemoryWrite,
     Passages,
+    QuotaExceeded,
     decode,
     encode,
 )
@@ -196,6 +197,31 @@ def test_tenants_never_see_each_others_bases(bases):
     assert run(bases.drop("globex", "policies")) is True
     assert [b.name for b in run(bases.bases("acme"))] == ["policies"]
     assert collection_name("acme", "policies") != collection_name("globex", "policies")
+
+
+def test_a_tenant_cannot_hold_more_bases_or_passages_than_its_quota(tmp_path, clock):
+    """The worst a tenant's key can do is fill its own quota: Chroma is shared."""
+    bases = KnowledgeBases(client_at(tmp_path), embedding="hashing", clock=clock,
+                           max_bases=2, max_passages=4)  # fmt: skip
+    run(bases.ingest("acme", "policies", [md("hr/leave.md", LEAVE)]))  # 2 passages
+    run(bases.ingest("acme", "handbook", [md("travel.md", TRAVEL)]))  # 1
+    with pytest.raises(QuotaExceeded, match="2 knowledge bases") as caught:
+        run(bases.ingest("acme", "third", [md("travel.md", TRAVEL)]))
+    assert caught.value.detail == {"quota": "knowledge_bases", "limit": 2}
+    assert caught.value.code.value == "quota_exceeded"
+    # past the passages: refused whole, nothing of it written
+    with pytest.raises(QuotaExceeded, match="6 passages") as caught:
+        run(bases.ingest("acme", "policies", [md("a.md", LEAVE), md("b.md", TRAVEL)]))
+    assert caught.value.detail["quota"] == "passages"
+    assert [d.source for d in run(bases.documents("acme", "policies"))] == ["hr/leave.md"]
+    assert [b.name for b in run(bases.bases("acme"))] == ["handbook", "policies"]
+    # a replacement counts what it replaces; a full tenant can still re-ingest unchanged
+    run(bases.ingest("acme", "policies", [md("hr/leave.md", LEAVE), md("b.md", TRAVEL)]))
+    run(bases.ingest("acme", "policies", [md("hr/leave.md", LEAVE + "\nNew line.")]))
+    # another tenant has its own quota; deleting makes room
+    run(bases.ingest("globex", "policies", [md("hr/leave.md", LEAVE), md("t.md", TRAVEL)]))
+    assert run(bases.drop("acme", "handbook")) is True
+    run(bases.ingest("acme", "third", [md("travel.md", TRAVEL)]))
 
 
 def test_bases_and_documents_survive_a_new_client_on_the_same_path(tmp_path, clock):

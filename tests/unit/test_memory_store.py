@@ -3,22 +3,18 @@
 import asyncio
 
 import pytest
-from wiring import build_troupe, run, started, started_now
+from wiring import build_troupe, run, started_now
 
 from actors.memory.config import MemoryConfig
-from actors.memory.shortterm import turns, window
 from actors.memory.store import MemoryStore
 from protocols import (
     AgentSpec,
-    ChatMessage,
     InvalidInput,
     LLMRequest,
     MemoryPolicy,
     MemoryQuery,
     MemoryWrite,
-    ModelError,
     TeamSpec,
-    ToolCall,
 )
 
 DAY = 86_400.0
@@ -157,60 +153,6 @@ def test_forgetting_by_ttl_and_by_decayed_importance(store, clock):
     clock.now += 31 * DAY  # 0.06 halves below the 0.05 floor; 1.0 is still 0.5
     assert run(store.forget()) == 1
     assert [h.text for h in ask(store, "t", "founded")] == ["the company was founded in 1999"]
-
-
-def test_windows_never_split_a_tool_call_from_its_results():
-    call = ToolCall(call_id="c1", tool="search", arguments={"q": "x"})
-    messages = [
-        ChatMessage(role="system", content="You are terse."),
-        ChatMessage(role="user", content="one two three four five six seven eight"),
-        ChatMessage(role="assistant", tool_calls=(call,)),
-        ChatMessage(role="tool", tool_call_id="c1", content="result " * 20),
-        ChatMessage(role="user", content="and now?"),
-    ]
-    assert [len(u) for u in turns(messages[1:])] == [1, 2, 1]
-    kept = window(messages, max_tokens=40)
-    assert kept[0].role == "system"
-    roles = [m.role for m in kept]
-    assert "tool" not in roles or "assistant" in roles  # never a result without its call
-    assert kept[-1].text == "and now?"
-    everything = window(messages, max_tokens=10_000)
-    assert everything == messages
-    only_newest = window(messages, max_tokens=1)
-    assert [m.text for m in only_newest] == ["You are terse.", "and now?"]
-
-
-def test_compression_summarizes_old_turns_through_the_pool(tmp_path):
-    async def main():
-        troupe = await build_troupe()
-        config = MemoryConfig(path=tmp_path, embedding="hashing", summary_model="offline")
-        store = await started(MemoryStore(config, router=troupe.client))
-        await store.append("conv", [
-            ChatMessage(role="system", content="You help."),
-            ChatMessage(role="user", content="The launch moved to May. Tell the team."),
-            ChatMessage(role="assistant", content="Noted: the launch is in May. I told them."),
-            ChatMessage(role="user", content="What about the budget?"),
-        ])  # fmt: skip
-        summary = await store.compress("conv", keep_last=1, tenant="acme")
-        kept = await store.window("conv", 10_000)
-        hits = (await store.query("acme", MemoryQuery(query="launch month"))).hits
-        await store.close()
-        return summary, kept, hits
-
-    summary, kept, hits = run(main())
-    assert "The launch moved to May." in summary
-    assert [m.role for m in kept] == ["system", "system", "user"]
-    assert kept[1].text.startswith("Summary of earlier turns: ")
-    assert kept[-1].text == "What about the budget?"
-    assert hits[0].tags == ("summary",)
-
-
-def test_compression_without_a_router_is_a_typed_error(store):
-    run(store.append("c", [ChatMessage(role="user", content="a"),
-                           ChatMessage(role="user", content="b")]))  # fmt: skip
-    with pytest.raises(ModelError):
-        run(store.compress("c", keep_last=1, tenant="t"))
-    assert len(run(store.window("c", 1000))) == 2  # unchanged
 
 
 def test_agents_write_results_and_recall_them_later():

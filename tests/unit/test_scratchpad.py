@@ -87,6 +87,53 @@ def test_notes_go_with_the_job_or_become_memories(tmp_path):
     ]
 
 
+def test_a_job_known_to_have_no_notes_costs_no_chroma_read(tmp_path):
+    """Every model call shows the job's notes; most jobs write none."""
+
+    async def main():
+        store = await started(_store(tmp_path))
+        pads = store._scratchpads
+        opened = []
+        collection = pads._collection
+
+        async def counting(name):
+            opened.append(name)
+            return await collection(name)
+
+        pads._collection = counting
+        first = await store.notes("acme", "job")  # unknown: read from Chroma
+        read_once = len(opened)
+        again = [await store.notes("acme", "job") for _ in range(5)]  # known: none
+        after_known = len(opened)
+        await store.note("acme", "job", FINDING)
+        seen = await store.notes("acme", "job")
+        # a read overtaken by a write does not record a stale count
+        reading = asyncio.gather(store.notes("acme", "racing"), store.note("acme", "racing", "x"))
+        await reading
+        raced = await store.notes("acme", "racing")
+        ended = await store.end_job("acme", "job")
+        gone = await store.notes("acme", "job")
+        await store.close()
+        restarted = await started(_store(tmp_path))  # knows no counts: asks Chroma
+        return (
+            first,
+            read_once,
+            again,
+            after_known,
+            seen,
+            raced,
+            ended,
+            gone,
+            (await restarted.notes("acme", "racing")),
+        )
+
+    first, read_once, again, after_known, seen, raced, ended, gone, kept = run(main())
+    assert (first, again, read_once, after_known) == ([], [[]] * 5, 1, 1)
+    assert [n.text for n in seen] == [FINDING]
+    assert [n.text for n in raced] == ["x"] == [n.text for n in kept]
+    assert (ended, gone) == (1, [])
+
+
 def test_an_envelope_reaches_only_its_own_jobs_notes(tmp_path):
     async def main():
         store = await started(_store(tmp_path))

@@ -239,7 +239,7 @@ async def in_process_sandbox(
 async def in_process_memory(router: LocalRouterClient | None = None) -> MemoryStore:
     """A started memory store with the hashing embedding, in a fresh temporary directory."""
     root = Path(tempfile.mkdtemp(prefix="troupe-memory-"))
-    return await started(MemoryStore(MemoryConfig(path=root, embedding="hashing"), router=router))
+    return await started(MemoryStore(MemoryConfig(path=root, embedding="hashing")))
 
 
 class InProcessProvisioner:
