@@ -32,6 +32,11 @@ metric                                type       tags
 ``troupe_experiment_cost_usd``        gauge      ``experiment``, ``arm`` (mean per job)
 ====================================  =========  ==========================================
 
+Ray exports a gauge's value only in the report interval after it was set, and forgets it
+two intervals later; a process here keeps the last value of each of its gauges' series and
+sets it again every half interval (:class:`HeldGauges`), so a gauge of live jobs still
+reads 0 an hour after the last job ended, as a Prometheus scrape expects.
+
 Tag values come from closed sets (kinds, error codes, statuses) or from configured names
 (aliases, deployments, tenants, tools, recipients, experiments and their arms); never from
 job or message ids. Each configured-name tag keeps at most :data:`MAX_TAG_VALUES` distinct
@@ -57,6 +62,7 @@ from protocols.jobs import TERMINAL
 
 __all__ = [
     "MAX_TAG_VALUES",
+    "HeldGauges",
     "Sample",
     "capture",
     "dead_lettered",
@@ -100,11 +106,76 @@ class _Backend(Protocol):
     def histogram(self, name: str, description: str, tags: tuple[str, ...]) -> _Histogram: ...
 
 
+class HeldGauges:
+    """The last value of every series of a process's gauges, set again every ``period_s``.
+
+    Ray's worker hands a gauge's values to its agent once, in the next export, and the agent
+    drops a series it has not heard of for two intervals: a value set once would vanish.
+    The thread starts with the first gauge; it is a daemon and holds no lock while it sets.
+    """
+
+    def __init__(self, period_s: float) -> None:
+        self.period_s = period_s
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._values: dict[tuple[int, tuple[tuple[str, str], ...]], float] = {}
+        self._gauges: dict[int, _Gauge] = {}
+        self._thread: threading.Thread | None = None
+
+    def wrap(self, gauge: _Gauge) -> _Gauge:
+        """``gauge``, its values held from now on."""
+        held = self
+
+        class _Held:
+            def set(self, value: float, tags: dict[str, str]) -> None:
+                gauge.set(value, tags)
+                with held._lock:
+                    held._values[id(gauge), tuple(sorted(tags.items()))] = value
+
+        with self._lock:
+            self._gauges[id(gauge)] = gauge
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="troupe-gauges", daemon=True)
+                self._thread.start()
+        return _Held()
+
+    def refresh(self) -> int:
+        """Set every held value again; how many."""
+        with self._lock:
+            values = list(self._values.items())
+        for (gauge_id, tags), value in values:
+            self._gauges[gauge_id].set(value, dict(tags))
+        return len(values)
+
+    def close(self) -> None:
+        """Stop setting values again (the thread ends within a period)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=self.period_s + 5.0)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            try:
+                self.refresh()
+            except Exception:  # a metric must never take its process down
+                log.warning("gauge_refresh_failed", exc_info=True)
+
+
+def _report_interval_s() -> float:
+    """Ray's metrics export interval (at least 1 s, as its exporter takes it)."""
+    import ray  # noqa: PLC0415 - only processes that run Ray get here
+
+    setting = getattr(ray, "_config", None)
+    interval_ms = getattr(setting, "metrics_report_interval_ms", lambda: 10_000)()
+    return max(float(interval_ms), 1000.0) / 1000.0
+
+
 class _RayBackend:
     def __init__(self) -> None:
         from ray.util import metrics  # noqa: PLC0415 - only processes that run Ray get here
 
         self._ray = metrics
+        self._held = HeldGauges(_report_interval_s() / 2)
 
     def counter(self, name: str, description: str, tags: tuple[str, ...]) -> _Counter:
         counter: _Counter = self._ray.Counter(name, description, tag_keys=tags)
@@ -112,7 +183,7 @@ class _RayBackend:
 
     def gauge(self, name: str, description: str, tags: tuple[str, ...]) -> _Gauge:
         gauge: _Gauge = self._ray.Gauge(name, description, tag_keys=tags)
-        return gauge
+        return self._held.wrap(gauge)
 
     def histogram(self, name: str, description: str, tags: tuple[str, ...]) -> _Histogram:
         histogram: _Histogram = self._ray.Histogram(

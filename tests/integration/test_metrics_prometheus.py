@@ -80,8 +80,11 @@ def test_a_job_shows_up_in_the_router_llm_tool_and_dead_letter_metrics(rt):
         )
     )
     assert _total(after, "ray_troupe_jobs_finished_total", status="succeeded") > succeeded
-    # the live jobs-by-status gauge has a series for each status a job passed through
-    live = {t["status"] for n, t, _ in after if n == "ray_troupe_jobs"}
+    # the live jobs-by-status gauge has a series for each status a job passed through, and
+    # keeps it: Ray forgets a gauge two report intervals (1 s here) after it was last set
+    time.sleep(5)
+    later = _scrape()
+    live = {t["status"] for n, t, _ in later if n == "ray_troupe_jobs"}
     assert {"planning", "running", "aggregating"} <= live
     assert _total(after, "ray_troupe_messages_routed_total", kind="tool_call") > routed
     assert _total(after, "ray_troupe_messages_routed_total", kind="llm_request") > 0

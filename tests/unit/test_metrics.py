@@ -1,5 +1,7 @@
 """Metrics without Ray: a no-op outside Ray, never raising, bounded tags, right recordings."""
 
+import threading
+
 import pytest
 import ray
 from structlog.testing import capture_logs
@@ -59,6 +61,39 @@ def test_inside_ray_the_metrics_are_created_once_per_process(monkeypatch):
 
     assert first is not None
     assert metrics._live is first
+
+
+def test_held_gauges_set_every_series_again_until_closed():
+    """Ray forgets a gauge two export intervals after it was last set: values are re-set."""
+
+    class Gauge:
+        def __init__(self):
+            self.sets = []
+
+        def set(self, value, tags):
+            self.sets.append((value, tags))
+
+    held = metrics.HeldGauges(period_s=0.01)
+    jobs, queue = Gauge(), Gauge()
+    held_jobs, held_queue = held.wrap(jobs), held.wrap(queue)
+    held_jobs.set(2, {"status": "running"})
+    held_jobs.set(0, {"status": "running"})  # the last value of a series is the one held
+    held_jobs.set(1, {"status": "planning"})
+    held_queue.set(3, {"queue": "router", "name": "router-0"})
+    for _ in range(2000):  # bounded: ~0.01 s a round
+        if len(jobs.sets) >= 9 and len(queue.sets) >= 3:
+            break
+        threading.Event().wait(0.005)
+    held.close()
+    assert jobs.sets[:3] == [(2, {"status": "running"}), (0, {"status": "running"}),
+                             (1, {"status": "planning"})]  # fmt: skip
+    assert set(map(str, jobs.sets[3:])) <= {"(0, {'status': 'running'})",
+                                            "(1, {'status': 'planning'})"}  # fmt: skip
+    assert len(jobs.sets) >= 9
+    assert queue.sets[-1] == (3, {"queue": "router", "name": "router-0"})
+    after = len(jobs.sets)
+    threading.Event().wait(0.05)
+    assert len(jobs.sets) == after  # closed: no more
 
 
 def test_a_failing_recording_is_logged_once_and_never_raised():
