@@ -339,8 +339,10 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             first_checkpoint(job_id, team.graph, _state_input(input))  # the door checks it
         if not admin:
             budget = admit_budget(budget, team, policy_name, policy)
-            if not registered and spec is None:
-                await self._inline.use(tenant, team, policy_name, policy, self._running_teams())
+        if not registered and spec is None:  # an admin's too: its idle teams make room
+            await self._inline.use(
+                tenant, team, policy_name, policy, self._running_teams(), refuse=not admin
+            )
         shown = await self._in_context(
             job_id, full_task, tenant=tenant, session=session, team=team, skill=spec
         )

@@ -92,12 +92,17 @@ class InlineTeams:
         policy_name: str,
         policy: TenantPolicy,
         running: set[str],
+        *,
+        refuse: bool = True,
     ) -> None:
         """Record that a job of ``tenant`` needs ``team``; stop idle teams to make room.
 
+        ``refuse=False`` (an admin's job, a driver script's) stops idle teams the same way,
+        but runs the job even if the teams in use leave no room.
+
         Raises:
-            Forbidden: the tenant's teams in use by unfinished jobs (``running``) and this
-                one would run more agents than its policy allows.
+            Forbidden: (``refuse``) the tenant's teams in use by unfinished jobs
+                (``running``) and this one would run more agents than its policy allows.
         """
         new = team.name not in self._teams
         self._teams[team.name] = (tenant, team, time.time())
@@ -115,7 +120,7 @@ class InlineTeams:
             await self._provisioner.retire([a.name for a in spec.agents])
             self._forget(name)
             live -= len(spec.agents)
-        if live > policy.max_live_agents:
+        if live > policy.max_live_agents and refuse:
             if new:
                 self._teams.pop(team.name, None)
             raise _refuse(

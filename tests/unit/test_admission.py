@@ -232,6 +232,15 @@ def test_a_tenant_keeps_at_most_its_live_agents_idle_teams_go_first(tmp_path):
         again = InlineTeams(Journal(tmp_path / "j.sqlite"), retirer)
         await again.use("acme", teams[3], NAME, policy, running={teams[2].name})
         assert retirer.retired[-1] == [a.name for a in teams[1].agents]
+        # an admin's (a driver's) inline teams are kept within the cap too, never refused
+        admins = [team(agent("x"), agent("y"), name=f"a{n}") for n in range(3)]
+        await again.use("ops", admins[0], NAME, policy, running=set(), refuse=False)
+        await again.use("ops", admins[1], NAME, policy, running=set(), refuse=False)
+        await again.use("ops", admins[2], NAME, policy, running=set(), refuse=False)
+        assert retirer.retired[-1] == [a.name for a in admins[0].agents]
+        busy = {admins[1].name, admins[2].name}
+        await again.use("ops", admins[0], NAME, policy, running=busy, refuse=False)
+        assert retirer.retired[-1] == [a.name for a in admins[0].agents]  # nothing idle
 
     asyncio.run(main())
 
