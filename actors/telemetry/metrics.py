@@ -154,11 +154,14 @@ class HeldGauges:
             self._thread.join(timeout=self.period_s + 5.0)
 
     def _run(self) -> None:
+        failed = False
         while not self._stop.wait(self.period_s):
             try:
                 self.refresh()
             except Exception:  # a metric must never take its process down
-                log.warning("gauge_refresh_failed", exc_info=True)
+                if not failed:  # once: a process whose Ray is gone would say it forever
+                    log.warning("gauge_refresh_failed", exc_info=True)
+                failed = True
 
 
 def _report_interval_s() -> float:

@@ -112,7 +112,10 @@ def test_a_planted_better_version_wins_within_the_stated_sample_and_is_promoted(
     arms = {a.version: a for a in info.arms}
     assert arms["1"].sample == arms["2"].sample == 25  # decided at the horizon, not before
     assert arms["2"].success_rate == 1.0
-    assert 0.2 < arms["1"].success_rate < 0.8
+    # version 1 is right on the even requests of its sample: a job id's hash picks the arm,
+    # so their share is binomial (25, 1/2): outside 0.1..0.9 once in ~50,000 runs (at
+    # 0.2..0.8 it failed once in ~250: 5 even of 25)
+    assert 0.1 < arms["1"].success_rate < 0.9
     # every job by name until the decision took part (the pinned one did not); the check
     # decides within a second of the horizon, so the last wave's later jobs may not have
     assigned = arms["1"].assigned + arms["2"].assigned
