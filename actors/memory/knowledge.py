@@ -330,8 +330,9 @@ class KnowledgeBases:
                 limit=self._max_bases,
             )
         replaced = sum(len(stored.get(source, (set(), []))[1]) for source in sources)
-        after = sum(held.values()) - replaced + sum(len(chunks) for _, chunks in prepared)
-        if after > self._max_passages:
+        now = sum(held.values())
+        after = now - replaced + sum(len(chunks) for _, chunks in prepared)
+        if after > self._max_passages and after > now:  # what adds nothing is never refused
             raise QuotaExceeded(
                 f"this would make {after} passages in the tenant's knowledge bases, past its "
                 f"{self._max_passages}: delete documents to make room",

@@ -218,6 +218,12 @@ def test_a_tenant_cannot_hold_more_bases_or_passages_than_its_quota(tmp_path, cl
     # a replacement counts what it replaces; a full tenant can still re-ingest unchanged
     run(bases.ingest("acme", "policies", [md("hr/leave.md", LEAVE), md("b.md", TRAVEL)]))
     run(bases.ingest("acme", "policies", [md("hr/leave.md", LEAVE + "\nNew line.")]))
+    # a quota lowered below what the tenant holds: what adds no passage still goes through
+    lowered = KnowledgeBases(client_at(tmp_path), embedding="hashing", clock=clock,
+                             max_bases=2, max_passages=1)  # fmt: skip
+    run(lowered.ingest("acme", "policies", [md("b.md", TRAVEL)]))
+    with pytest.raises(QuotaExceeded):
+        run(lowered.ingest("acme", "policies", [md("c.md", TRAVEL)]))
     # another tenant has its own quota; deleting makes room
     run(bases.ingest("globex", "policies", [md("hr/leave.md", LEAVE), md("t.md", TRAVEL)]))
     assert run(bases.drop("acme", "handbook")) is True
