@@ -29,7 +29,7 @@ from _common import Figure, Section, main
 from actors.lifecycle import with_lifecycle
 from actors.memory.config import MemoryConfig
 from actors.memory.documents import ChunkingConfig, chunk_document
-from actors.memory.embeddings import embedding_function
+from actors.memory.embeddings import MiniLMEmbedding, embedding_function
 from actors.memory.store import MemoryStore
 from protocols.knowledge import KnowledgeDocument
 
@@ -133,6 +133,41 @@ def _searches(store: Any, collection: Any, queries: list[str]) -> tuple[float, f
     return statistics.median(actor), statistics.median(direct), in_flight
 
 
+class _Embedder:
+    """The baseline: one query's MiniLM embedding, alone in an actor (no Chroma, no store)."""
+
+    def __init__(self) -> None:
+        self._ef = MiniLMEmbedding()
+        self._ef.load()
+
+    async def embed(self, text: str) -> int:
+        return len(self._ef.embed([text]))
+
+
+def _embedding_floor(queries: list[str]) -> tuple[float, float]:
+    """Median seconds of a query's embedding through an actor call, and in this process.
+
+    What a search through any actor pays on this machine besides the search: the Ray call
+    and handing CPU-bound work (onnxruntime's threads) to another process and back.
+    """
+    local = MiniLMEmbedding()
+    local.load()
+    actor = ray.remote(_Embedder).options(num_cpus=0, max_concurrency=64).remote()
+    ray.get(actor.embed.remote("warm up"))
+    here, there = [], []
+    for side, times in (("here", here), ("actor", there)):
+        for i, q in enumerate([*queries[:WARM_UP], *queries]):
+            t = time.perf_counter()
+            if side == "here":
+                local.embed([q])
+            else:
+                ray.get(actor.embed.remote(q))
+            if i >= WARM_UP:
+                times.append(time.perf_counter() - t)
+    ray.kill(actor)
+    return statistics.median(there), statistics.median(here)
+
+
 def run(quick: bool) -> Section:
     """Ingest the corpus on both sides, then search it on both sides."""
     documents = _corpus(2 if quick else 8)
@@ -149,6 +184,7 @@ def run(quick: bool) -> Section:
             actor_s, actor_n = _actor_ingest(store, documents)
             actor_q, direct_q, in_flight = _searches(store, collection, queries)
             ray.kill(store)
+            embed_actor, embed_here = _embedding_floor(queries)
         n = len(documents)
         section.figures += [
             Figure(f"ingest {n} documents ({actor_n} passages): time per 100 passages",
@@ -157,6 +193,9 @@ def run(quick: bool) -> Section:
             Figure(f"top-{K} search over {actor_n} passages, one at a time (median)",
                    actor_q * 1e3, direct_q * 1e3, "ms", "Chroma direct", goal=1.5,
                    direction="at_most", note="one actor call each: the Ray floor is in it"),
+            Figure("baseline: one query's embedding through an actor call (median)",
+                   embed_actor * 1e3, embed_here * 1e3, "ms", "the same in this process",
+                   direction="at_most", note="the floor of any actor doing this CPU work"),
             Figure(f"top-{K} search, 16 in flight (time per search)", in_flight * 1e3,
                    direct_q * 1e3, "ms", "Chroma direct, one at a time", goal=1.5,
                    direction="at_most", note="searches arriving together: one Chroma call"),
