@@ -80,11 +80,14 @@ start() {
     if ! chroma_running; then
         nohup "$venv/bin/chroma" run --path "$data/chroma" --host "$ip" --port "$chroma_port" \
             </dev/null >"$data/chroma.log" 2>&1 &
-        echo "$!" >"$data/chroma.pid"
+        local chroma_pid="$!"
+        echo "$chroma_pid" >"$data/chroma.pid"
         local tries=0
         until grep -qs "listening on address" "$data/chroma.log"; do
             tries=$((tries + 1))
-            if [ "$tries" -gt 120 ] || ! chroma_running; then
+            # kill -0, not chroma_running: until nohup has exec'd chroma, the child's command
+            # line is this script's, and a loaded machine can get there first
+            if [ "$tries" -gt 120 ] || ! kill -0 "$chroma_pid" 2>/dev/null; then
                 say "the Chroma server did not start: $(tail -5 "$data/chroma.log")"
                 return 1
             fi
