@@ -296,16 +296,13 @@ class KnowledgeBases:
 
     async def bases(self, tenant: str) -> list[KnowledgeBaseInfo]:
         """``tenant``'s knowledge bases, by name."""
-        prefix = _tenant_prefix(tenant)
-        listed = await asyncio.to_thread(self._client.list_collections)
-        infos = []
-        for collection in listed:
-            meta = collection.metadata or {}
-            if not collection.name.startswith(prefix) or "kb" not in meta:
-                continue
-            chunks = await asyncio.to_thread(collection.count)
-            created = _number(meta.get("created_at", 0.0))
-            infos.append(KnowledgeBaseInfo(name=str(meta["kb"]), chunks=chunks, created_at=created))
+        infos = [
+            KnowledgeBaseInfo(
+                name=str(meta["kb"]), chunks=chunks, created_at=_number(meta.get("created_at", 0.0))
+            )
+            for collection, chunks in await self._held(tenant)
+            if (meta := collection.metadata or {})
+        ]
         return sorted(infos, key=lambda info: info.name)
 
     # -- internals ----------------------------------------------------------------------------
@@ -330,7 +327,7 @@ class KnowledgeBases:
                 limit=self._max_bases,
             )
         replaced = sum(len(stored.get(source, (set(), []))[1]) for source in sources)
-        now = sum(held.values())
+        now = sum(chunks for _, chunks in held)
         after = now - replaced + sum(len(chunks) for _, chunks in prepared)
         if after > self._max_passages and after > now:  # what adds nothing is never refused
             raise QuotaExceeded(
@@ -341,13 +338,13 @@ class KnowledgeBases:
                 kb=kb,
             )
 
-    async def _held(self, tenant: str) -> dict[str, int]:
-        """The passages of each of ``tenant``'s knowledge bases, by collection name."""
+    async def _held(self, tenant: str) -> list[tuple[Collection, int]]:
+        """``tenant``'s knowledge bases' collections, each with its passage count."""
         prefix = _tenant_prefix(tenant)
         listed = await asyncio.to_thread(self._client.list_collections)
         mine = [c for c in listed if c.name.startswith(prefix) and "kb" in (c.metadata or {})]
         counts = await asyncio.gather(*(asyncio.to_thread(c.count) for c in mine))
-        return {c.name: n for c, n in zip(mine, counts, strict=True)}
+        return list(zip(mine, counts, strict=True))
 
     def _prepare(self, documents: Sequence[KnowledgeDocument]) -> list[tuple[str, list[Chunk]]]:
         return [
