@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from deployments.access import Admin, Caller, NotAdmin, visible_teams
 from deployments.config import APIConfig
+from deployments.console_api import console_app, console_routes, summary_routes
 from deployments.evals_api import eval_routes
 from deployments.experiments_api import experiment_routes
 from deployments.guard import request_id_of
@@ -208,6 +209,7 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
         description="Multi-agent jobs on Ray: submit, watch, approve, resume, cancel; teams.",
     )
     _install_error_handlers(app)
+    app.include_router(summary_routes(client))  # before /v1/jobs/{job_id} takes its path
     app.include_router(_jobs(client))
     app.include_router(_teams(client))
     app.include_router(skill_routes(client))
@@ -218,6 +220,8 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app.include_router(_policies(client))
     app.include_router(_ops(client))
     app.include_router(openai_routes(client, config))
+    app.include_router(console_routes(client))
+    app.mount("/console", console_app(), name="console")
     return app
 
 
@@ -238,6 +242,7 @@ def _jobs(client: SystemClient) -> APIRouter:
             skill=body.skill,
             input=body.input,
             session=body.session_id,
+            by=who.name,
         )
         url = f"/v1/jobs/{job_id}"
         accepted = JobAccepted(id=job_id, status="pending", url=url, events_url=f"{url}/events")

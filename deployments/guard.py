@@ -30,6 +30,8 @@ log = structlog.get_logger("raytroupe.http")
 
 OPEN_PATHS: Final = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/redoc"})
 """Paths served without a key: health probes and the API's own description."""
+OPEN_PREFIX: Final = "/console/"
+"""The console's static files: served without a key (the page asks for one; it holds no data)."""
 _REQUEST_ID: Final = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
 
@@ -104,7 +106,8 @@ class Guard:
         declared = headers.get("content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self._limit):
             return self._too_large(request_id)
-        if _route(scope) in OPEN_PATHS:
+        route = _route(scope)
+        if route in OPEN_PATHS or route == OPEN_PREFIX[:-1] or route.startswith(OPEN_PREFIX):
             return None
         principal = self._authenticate(headers)
         if principal is None:

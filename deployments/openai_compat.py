@@ -113,7 +113,7 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         team, skill = _target(body.model)
         job_id = await client.submit(
             task, team, tenant=who.tenant, attachments=tuple(attachments), admin=who.admin,
-            skill=skill, session=session,
+            skill=skill, session=session, by=who.name,
         )  # fmt: skip
         as_json = _wants_json(body.response_format)
         completion_id = f"chatcmpl-{job_id}"

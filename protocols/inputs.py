@@ -108,3 +108,8 @@ class AgentInfo(BaseModel):
     model: str = Field(description="The model alias it calls.")
     tools: tuple[str, ...] = ()
     in_flight: int = Field(default=0, ge=0, description="Envelopes it is handling right now.")
+    registered: bool | None = Field(
+        default=None,
+        description="Whether the router can reach it now (False: its actor is gone or not "
+        "started yet); None where not asked.",
+    )

@@ -25,6 +25,7 @@ __all__ = [
     "JobEvent",
     "JobResult",
     "JobStatus",
+    "JobSummary",
     "Plan",
     "PlannedSubtask",
     "SubtaskResult",
@@ -296,6 +297,25 @@ class DeadLetter(_Data):
     message_id: str | None = None
     message: AgentMessage | None = Field(default=None, description="The envelope, if it decoded.")
     raw: bytes | None = Field(default=None, description="The bytes, if they did not decode.")
+
+
+class JobSummary(_Data):
+    """One line of a jobs list: what it ran, for whom, where it is, what it cost."""
+
+    id: str
+    status: JobStatus
+    tenant: str
+    team: str = Field(description="The team it runs under (a skill's team for a skill job).")
+    skill: str | None = Field(default=None, description="The skill, 'name@version', if any.")
+    submitted_by: str | None = Field(
+        default=None, description="The API key's name, or 'driver' for a Python driver's job."
+    )
+    submitted_at: float
+    finished_at: float | None = None
+    cost_usd: float | None = Field(default=None, description="Known once the job has finished.")
+    tokens: int | None = Field(default=None, description="Known once the job has finished.")
+    subtasks: int | None = Field(default=None, description="Subtasks in its result.")
+    task: str = Field(default="", description="The task's first 200 characters.")
 
 
 class UsageRow(_Data):

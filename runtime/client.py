@@ -23,6 +23,7 @@ from actors.llm.budget import Spend
 from actors.llm.config import LLMConfig
 from actors.memory.config import MemoryConfig
 from actors.orchestrator.catalog import with_load
+from actors.orchestrator.views import Interrupted
 from actors.ray_handles import unwrap
 from actors.router import RouterStats
 from actors.skills.config import SkillsConfig
@@ -40,6 +41,7 @@ from protocols import (
     JobEvent,
     JobResult,
     JobStatus,
+    JobSummary,
     MemoryHit,
     MemoryHits,
     MemoryQuery,
@@ -50,6 +52,7 @@ from protocols import (
     SkillInfo,
     SkillProblemInfo,
     SkillSpec,
+    Span,
     TeamSpec,
     TenantPolicy,
     UsageRow,
@@ -166,6 +169,7 @@ class SystemClient:
         skill: str | None = None,
         input: Any = None,  # noqa: A002 - a skill job's structured input, as the API calls it
         session: str | None = None,
+        by: str | None = None,
     ) -> str:
         """Start a job; its id (see ``Orchestrator.submit``)."""
         ref = self._orchestrator.submit.remote(
@@ -181,6 +185,7 @@ class SystemClient:
             skill=skill,
             input=input,
             session=session,
+            by=by,
         )
         result: str = await _call(ref)
         return result
@@ -328,6 +333,55 @@ class SystemClient:
             asyncio.gather(*(o.listed.remote(tenant=tenant) for o in self._orchestrators.handles))
         )
         return {job_id: status for _, job_id, status in heapq.merge(*each)}
+
+    async def summaries(
+        self,
+        *,
+        tenant: str | None = None,
+        status: str | None = None,
+        query: str | None = None,
+        before: float | None = None,
+        limit: int = 100,
+    ) -> list[JobSummary]:
+        """Jobs newest first (of ``tenant``), each with its live status (see ``Journal.summaries``).
+
+        ``status`` is one status, or ``live`` for every unfinished job.
+        """
+        kept, live = await asyncio.gather(
+            _call(self._orchestrator.summaries.remote(
+                tenant=tenant, status=status, query=query, before=before, limit=limit
+            )),
+            self.jobs(tenant=tenant),
+        )  # fmt: skip
+        lines: list[JobSummary] = []
+        for line in kept:
+            now = live.get(line.id, line.status)
+            if now != line.status:
+                line = line.model_copy(update={"status": now})  # noqa: PLW2901
+            if status in {None, "live", now}:  # a live status: the journal matched every live job
+                lines.append(line)
+        return lines
+
+    async def summary(self, job_id: str, *, tenant: str | None = None) -> JobSummary:
+        """One job's jobs-list line, with its live status."""
+        ref = self._orchestrators.of(job_id).summary.remote(job_id, tenant=tenant)
+        result: JobSummary = await _call(ref)
+        return result
+
+    async def trace(self, job_id: str, *, tenant: str | None = None) -> tuple[Span, ...]:
+        """The job's trace so far, the root first (it ends now while the job runs)."""
+        ref = self._orchestrators.of(job_id).trace.remote(job_id, tenant=tenant)
+        result: tuple[Span, ...] = await _call(ref)
+        return result
+
+    async def waiting(
+        self, *, tenant: str | None = None
+    ) -> tuple[list[tuple[str, ApprovalRequest]], list[Interrupted]]:
+        """What jobs (of ``tenant``) wait for, every shard's: held tool calls, graph inputs."""
+        each = await _call(
+            asyncio.gather(*(o.waiting.remote(tenant=tenant) for o in self._orchestrators.handles))
+        )
+        return [a for calls, _ in each for a in calls], [i for _, waits in each for i in waits]
 
     # -- teams and agents ------------------------------------------------------------------
 
@@ -481,7 +535,8 @@ class SystemClient:
     async def agents(self) -> list[AgentInfo]:
         """Agents of registered teams, with the envelopes each is handling now."""
         agents: list[AgentInfo] = await _call(self._orchestrator.agents.remote())
-        return with_load(agents, (await self.router_stats()).in_flight)
+        stats = await self.router_stats()
+        return with_load(agents, stats.in_flight, stats.registered)
 
     async def put_agent(self, team: str, agent: AgentSpec, *, create: bool = False) -> bool:
         """Add an agent to a registered team, or update it in place; True if new."""

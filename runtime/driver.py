@@ -148,6 +148,7 @@ class Runtime:
                 skill=skill,
                 input=input,
                 session=session,
+                by="driver",
             )
         )
         return JobHandle(job_id, self.client, self._portal)

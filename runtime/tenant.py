@@ -68,7 +68,7 @@ class TenantView:
         job_id = self._portal.run(
             self._client.submit(
                 task, spec, tenant=self.tenant, budget=budget, attachments=attachments,
-                admin=False, skill=skill, input=input, session=session,
+                admin=False, skill=skill, input=input, session=session, by="driver",
             )
         )  # fmt: skip
         return self.job(job_id)

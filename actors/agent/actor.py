@@ -590,11 +590,12 @@ class AgentActor(TakesBatches):
             called = self._clock()
             outcome = await self._tool(cause, request, step, call)
             if isinstance(outcome, Handoff):  # control passed on: its answer is the answer
-                loop.spans.append(tool_span(_handoff_result(outcome), called, self._clock()))
+                shown = _handoff_result(outcome)
+                loop.spans.append(tool_span(shown, called, self._clock(), call.arguments))
                 bound.info("tool_called", tool=call.tool, ok=True, handed_off_to=outcome.to_agent)
                 loop.handed_off = outcome.output
                 return None
-            loop.spans.append(tool_span(outcome, called, self._clock()))
+            loop.spans.append(tool_span(outcome, called, self._clock(), call.arguments))
             bound.info("tool_called", tool=call.tool, ok=outcome.ok)
             if outcome.error is not None and outcome.error.code is ErrorCode.TOOL_INFRASTRUCTURE:
                 raise outcome.error.to_exception()  # the host failed, not the tool: not the model's

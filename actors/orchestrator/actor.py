@@ -49,6 +49,13 @@ from actors.orchestrator.journal import Journal
 from actors.orchestrator.runner import JobRunner
 from actors.orchestrator.sessions import SessionControl, SessionDesk, SessionStore
 from actors.orchestrator.shards import Admitted, OrchestratorPeers, front_desk, new_job_id
+from actors.orchestrator.views import (
+    Interrupted,
+    live_trace,
+    summary_of,
+    waiting_approvals,
+    waiting_interrupts,
+)
 from actors.skills.config import SkillsConfig
 from actors.skills.desk import SkillDesk
 from actors.skills.registry import SkillStore
@@ -73,8 +80,10 @@ from protocols import (
     JobNotFound,
     JobResult,
     JobStatus,
+    JobSummary,
     LLMDeltas,
     SkillNotFound,
+    Span,
     TeamSpec,
     TenantPolicy,
     TroupeError,
@@ -267,6 +276,7 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         input: Any = None,  # noqa: A002 - the job's structured input, as the API calls it
         account: str | None = None,
         session: str | None = None,
+        by: str | None = None,
     ) -> str:
         """Start a job and return its id.
 
@@ -286,6 +296,8 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
 
         ``session`` (an id of the tenant's sessions) shows the job the session's history
         before its task (see :mod:`.sessions`) and records it as the session's next turn.
+
+        ``by`` (an API key's name, ``driver``) is who submitted it, on jobs lists.
 
         ``account`` (the orchestrator's own, for a graph node's child job) is the job whose
         budget account its model calls draw on; a ``budget`` naming one is refused.
@@ -359,6 +371,7 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             registered=registered,
             skill=spec,
             input=input,
+            submitted_by=by,
         )
         await self._hand_off(owner, admitted, arm, (session, full_task) if session else None)
         log.info(
@@ -451,6 +464,7 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             registered=admitted.registered,
             skill=admitted.skill,
             input=admitted.input,
+            submitted_by=admitted.submitted_by,
         )
         if self._journal is not None:
             self._journal.job(
@@ -463,6 +477,7 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
                 images=job.images,
                 skill=job.skill,
                 input=job.input,
+                submitted_by=job.submitted_by,
             )
         if job.team.graph is not None and job.skill is None and job.input is not None:
             self._graphs.start(job.id, job.team.graph, job.input)  # its input, in its state
@@ -707,6 +722,63 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             for job_id, job in self._jobs.items()
             if tenant is None or job.tenant == tenant
         ]
+
+    # -- what people watching jobs see (the jobs list, the console) --------------------------
+
+    @front_desk
+    async def summaries(
+        self,
+        *,
+        tenant: str | None = None,
+        status: str | None = None,
+        query: str | None = None,
+        before: float | None = None,
+        limit: int = 100,
+    ) -> list[JobSummary]:
+        """Jobs newest first, every shard's, as the journal has them (see ``Journal.summaries``).
+
+        Unfinished jobs show ``pending`` here: their live status is their shard's (the client
+        puts it in). Without a journal: the jobs this shard holds.
+        """
+        if self._journal is not None:
+            return await asyncio.to_thread(
+                self._journal.summaries,
+                tenant=tenant, status=status, query=query, before=before, limit=limit,
+            )  # fmt: skip
+        found = [
+            summary_of(job)
+            for job in reversed(self._jobs.values())
+            if (tenant is None or job.tenant == tenant)
+            and (before is None or job.submitted_at < before)
+        ]
+        return found[: max(0, limit)]
+
+    async def summary(self, job_id: str, *, tenant: str | None = None) -> JobSummary:
+        """The job's jobs-list line, with its live status (raises ``JobNotFound``)."""
+        if not self._owns(job_id):
+            found = await self._owner(job_id, "summary", job_id, tenant=tenant)
+            return cast("JobSummary", found)
+        job = self._job(job_id, tenant)
+        kept = None
+        if self._journal is not None:
+            kept = await asyncio.to_thread(self._journal.summary, job_id)
+        line = kept or summary_of(job)
+        return line.model_copy(update={"status": job.status})
+
+    async def trace(self, job_id: str, *, tenant: str | None = None) -> tuple[Span, ...]:
+        """The job's trace so far: the root first (ending now, while the job runs)."""
+        if not self._owns(job_id):
+            return cast(
+                "tuple[Span, ...]", await self._owner(job_id, "trace", job_id, tenant=tenant)
+            )
+        return live_trace(self._job(job_id, tenant))
+
+    async def waiting(
+        self, *, tenant: str | None = None
+    ) -> tuple[list[tuple[str, ApprovalRequest]], list[Interrupted]]:
+        """What this shard's jobs (of ``tenant``) wait for: held tool calls, graph inputs."""
+        jobs = list(self._jobs.values())
+        return waiting_approvals(jobs, tenant), waiting_interrupts(jobs, tenant)
 
     # -- teams registered at run time ---------------------------------------------------------
 

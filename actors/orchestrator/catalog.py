@@ -9,7 +9,7 @@ else restarts. The catalog is kept in the journal, so a restarted orchestrator s
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Protocol
 
 from pydantic import ValidationError
@@ -235,6 +235,18 @@ def _with_agents(team: TeamSpec, agents: Iterable[AgentSpec]) -> TeamSpec:
     return changed
 
 
-def with_load(agents: Iterable[AgentInfo], in_flight: Mapping[str, int]) -> list[AgentInfo]:
-    """``agents`` with the router's in-flight counts filled in."""
-    return [a.model_copy(update={"in_flight": in_flight.get(a.name, 0)}) for a in agents]
+def with_load(
+    agents: Iterable[AgentInfo],
+    in_flight: Mapping[str, int],
+    registered: Collection[str] | None = None,
+) -> list[AgentInfo]:
+    """``agents`` with the router's in-flight counts (and whether it can reach each) filled in."""
+    return [
+        a.model_copy(
+            update={
+                "in_flight": in_flight.get(a.name, 0),
+                "registered": None if registered is None else a.name in registered,
+            }
+        )
+        for a in agents
+    ]

@@ -103,7 +103,7 @@ class Evolution:
 
         async def submit(case: EvalCase, left: Budget | None) -> str:
             return await self.submit(case.task, team, tenant=tenant, admin=admin, skill=ref,
-                                     input=case.input, budget=left)  # fmt: skip
+                                     input=case.input, budget=left, by="eval")  # fmt: skip
 
         async def wait(job_id: str) -> JobResult:
             result = await self.wait(job_id, None)

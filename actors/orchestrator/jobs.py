@@ -90,6 +90,8 @@ class Job:
     """The job's trace so far, but for its root (``job.trace``'s span): see ``.tracing``."""
     images: tuple[ImagePart, ...] = ()
     """Images given with the job: every agent sees them with its subtask."""
+    submitted_by: str | None = None
+    """Who submitted it (an API key's name, ``driver``), for jobs lists."""
     request_id: str | None = None
     """The HTTP request (or other caller's id) that submitted the job, for logs and traces."""
     registered: bool = False

@@ -24,7 +24,9 @@ from protocols import (
     Budget,
     Feedback,
     ImagePart,
+    JobEvent,
     JobResult,
+    JobSummary,
     Plan,
     SubtaskResult,
     TeamSpec,
@@ -66,7 +68,31 @@ _MIGRATIONS: tuple[Migration, ...] = (
         "CREATE TABLE IF NOT EXISTS job_feedback (job_id TEXT NOT NULL, at DOUBLE PRECISION "
         "NOT NULL, feedback TEXT NOT NULL, PRIMARY KEY (job_id, at))",
     ),
+    # a jobs list without reading results: who submitted each job, its skill, and once it
+    # ended its status, cost and size (rows journaled before are read from their results)
+    (
+        "ALTER TABLE jobs ADD COLUMN submitted_by TEXT",
+        "ALTER TABLE jobs ADD COLUMN skill_ref TEXT",
+        "ALTER TABLE jobs ADD COLUMN status TEXT",
+        "ALTER TABLE jobs ADD COLUMN finished_at DOUBLE PRECISION",
+        "ALTER TABLE jobs ADD COLUMN cost_usd DOUBLE PRECISION",
+        "ALTER TABLE jobs ADD COLUMN tokens BIGINT",
+        "ALTER TABLE jobs ADD COLUMN subtask_count INTEGER",
+        "CREATE INDEX IF NOT EXISTS jobs_by_tenant ON jobs (tenant, submitted_at)",
+        "CREATE INDEX IF NOT EXISTS jobs_by_time ON jobs (submitted_at)",
+    ),
 )
+_SUMMARY = (
+    "SELECT id, status, tenant, team_name, skill_ref, submitted_by, submitted_at, finished_at, "
+    "cost_usd, tokens, subtask_count, SUBSTR(task, 1, 200) FROM jobs"
+)
+"""A jobs-list line's columns."""
+_TERMINAL = ("succeeded", "failed", "cancelled")
+_LAST_EVENT: dict[str, Any] = {
+    "succeeded": "job_succeeded",
+    "failed": "job_failed",
+    "cancelled": "job_cancelled",
+}
 
 
 @dataclass(frozen=True)
@@ -86,6 +112,15 @@ class Unfinished:
     input: Any = None
 
 
+def _summary(row: Any) -> JobSummary:
+    fields = ("id", "status", "tenant", "team", "skill", "submitted_by", "submitted_at",
+              "finished_at", "cost_usd", "tokens", "subtasks", "task")  # fmt: skip
+    line = dict(zip(fields, row, strict=True))
+    line["status"] = line["status"] or "pending"
+    line["team"] = line["team"] or ""
+    return JobSummary.model_validate(line)
+
+
 class Journal:
     """Jobs, plans and subtask results, at a state location (:func:`actors.state.open_database`).
 
@@ -94,6 +129,16 @@ class Journal:
 
     def __init__(self, location: str | Path) -> None:
         self._db = open_database(location, "journal", _MIGRATIONS)
+        self._fill_summaries()
+
+    def _fill_summaries(self) -> None:
+        """Give jobs journaled before the summary columns existed their status, cost and size."""
+        rows = self._db.execute("SELECT id, result FROM jobs WHERE status IS NULL")
+        for job_id, result in rows:
+            if result is None:
+                self._db.execute("UPDATE jobs SET status = 'pending' WHERE id = ?", (job_id,))
+            else:
+                self.finish(JobResult.model_validate_json(result))
 
     @property
     def db(self) -> Database:
@@ -112,6 +157,7 @@ class Journal:
         images: tuple[ImagePart, ...] = (),
         skill: SkillSpec | None = None,
         input: Any = None,  # noqa: A002 - the job's field of that name
+        submitted_by: str | None = None,
     ) -> None:
         """Record a submitted job (with its images, and a skill job's skill and input)."""
         if skill is not None:
@@ -125,10 +171,12 @@ class Journal:
                 (job_id, _IMAGES.dump_json(images).decode()),
             )
         self._db.execute(
-            "INSERT INTO jobs (id, task, team, tenant, budget, submitted_at, result, team_name) "
-            "VALUES (?, ?, ?, ?, ?, ?, NULL, ?) ON CONFLICT DO NOTHING",
+            "INSERT INTO jobs (id, task, team, tenant, budget, submitted_at, result, team_name, "
+            "submitted_by, skill_ref, status) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, 'pending') "
+            "ON CONFLICT DO NOTHING",
             (job_id, task, team.model_dump_json(), tenant,
-             None if budget is None else budget.model_dump_json(), submitted_at, team.name),
+             None if budget is None else budget.model_dump_json(), submitted_at, team.name,
+             submitted_by, None if skill is None else skill.ref),
         )  # fmt: skip
 
     def plan(self, job_id: str, plan: Plan) -> None:
@@ -189,8 +237,59 @@ class Journal:
     def finish(self, result: JobResult) -> None:
         """Record the job's result; it will not be resumed."""
         self._db.execute(
-            "UPDATE jobs SET result = ? WHERE id = ?", (result.model_dump_json(), result.job_id)
+            "UPDATE jobs SET result = ?, status = ?, finished_at = ?, cost_usd = ?, tokens = ?, "
+            "subtask_count = ? WHERE id = ?",
+            (result.model_dump_json(), result.status, result.timings.finished_at,
+             result.usage.cost_usd, result.usage.total_tokens, len(result.subtasks),
+             result.job_id),
+        )  # fmt: skip
+
+    def summaries(
+        self,
+        *,
+        tenant: str | None = None,
+        status: str | None = None,
+        query: str | None = None,
+        before: float | None = None,
+        limit: int = 100,
+    ) -> list[JobSummary]:
+        """Jobs newest first (of ``tenant``, when given), as a jobs list shows them.
+
+        ``status``: one status (a finished one is matched here; an unfinished job's status
+        lives in its orchestrator, so any live status matches every unfinished job), or
+        ``live`` for every unfinished job. ``query``: a case-insensitive substring of the
+        id, task, team, skill or submitter. ``before``: submitted before that time (paging).
+        """
+        where: list[str] = []
+        params: list[Any] = []
+        if tenant is not None:
+            where.append("tenant = ?")
+            params.append(tenant)
+        if status in _TERMINAL:
+            where.append("status = ?")
+            params.append(status)
+        elif status is not None:
+            where.append("result IS NULL")
+        if before is not None:
+            where.append("submitted_at < ?")
+            params.append(before)
+        if query:
+            escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%")
+            like = "%" + escaped.replace("_", "\\_") + "%"
+            fields = ("id", "task", "team_name", "skill_ref", "submitted_by")
+            matches = (f"LOWER(COALESCE({f}, '')) LIKE ? ESCAPE '\\'" for f in fields)
+            where.append("(" + " OR ".join(matches) + ")")
+            params += [like] * len(fields)
+        sql = _SUMMARY + (" WHERE " + " AND ".join(where) if where else "")
+        rows = self._db.execute(
+            sql + " ORDER BY submitted_at DESC, id DESC LIMIT ?", (*params, max(0, limit))
         )
+        return [_summary(row) for row in rows]
+
+    def summary(self, job_id: str) -> JobSummary | None:
+        """One job's jobs-list line (None: not journaled)."""
+        row = first(self._db.execute(_SUMMARY + " WHERE id = ?", (job_id,)))
+        return None if row is None else _summary(row)
 
     def load(self, job_id: str) -> tuple[TeamSpec, str, JobResult] | None:
         """A finished job's team, tenant and result (None if unknown or unfinished)."""
@@ -290,6 +389,17 @@ class Journal:
         if loaded is None:
             return None
         team, tenant, result = loaded
+        # its events are not journaled; its last one is, in effect: a watcher gets it and stops
+        data: dict[str, object] = {"error": None}
+        if result.error is not None:
+            data = {"error": result.error.message, "code": result.error.code.value}
+        ended = JobEvent(
+            job_id=job_id,
+            seq=1,
+            at=result.timings.finished_at,
+            type=_LAST_EVENT[result.status],
+            data=data,
+        )
         return Job(
             id=job_id,
             task=result.task,
@@ -298,6 +408,7 @@ class Journal:
             submitted_at=result.timings.submitted_at,
             status=result.status,
             result=result,
+            events=[ended],
         )
 
     def put_team(self, team: TeamSpec) -> None:

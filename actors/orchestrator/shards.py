@@ -46,6 +46,8 @@ class Admitted:
     registered: bool
     skill: SkillSpec | None = None
     input: Any = None
+    submitted_by: str | None = None
+    """Who submitted it (an API key's name, ``driver``), for jobs lists."""
     forked_from: dict[str, Any] | None = None
     """A fork's origin (job id, checkpoint step, state edit): on its ``job_submitted`` event."""
 

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from typing import Any
+
 from protocols import LLMResponse, Span, ToolResult
 
 __all__ = ["model_span", "tool_span"]
@@ -28,9 +31,16 @@ def model_span(alias: str, answer: LLMResponse, start: float, end: float) -> Spa
     )
 
 
-def tool_span(result: ToolResult, start: float, end: float) -> Span:
-    """The span of one tool call, as the agent saw it."""
+SHOWN_CHARS = 2000
+"""The most of a tool call's arguments and result a span keeps (as JSON text)."""
+
+
+def tool_span(
+    result: ToolResult, start: float, end: float, arguments: dict[str, Any] | None = None
+) -> Span:
+    """The span of one tool call, as the agent saw it: its arguments and result shown cut."""
     duration = result.metadata.get("duration_s")
+    shown = result.data if result.ok else (result.error.message if result.error else None)
     return Span(
         name=f"tool {result.tool}",
         kind="tool_call",
@@ -41,5 +51,12 @@ def tool_span(result: ToolResult, start: float, end: float) -> Span:
             "ok": result.ok,
             "error_code": result.error.code.value if result.error else None,
             "duration_s": float(duration) if isinstance(duration, int | float) else None,
+            "arguments": None if arguments is None else _cut(arguments),
+            "result": _cut(shown),
         },
     )
+
+
+def _cut(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str, ensure_ascii=False)
+    return text if len(text) <= SHOWN_CHARS else text[: SHOWN_CHARS - 1] + "…"

@@ -25,16 +25,33 @@ def ensure_chromium() -> str:
     return shutil.which("chromium") or CHROMIUM
 
 
+FLAGS = (
+    "--no-sandbox",  # Chromium's own sandbox refuses to run as root
+    "--disable-gpu",
+    # no calls home: this machine's closed network refuses them, many at a time
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+)
+
+
 @contextmanager
-def headless_page(width: int = 1400, height: int = 900) -> Iterator[Any]:
-    """A page of a headless Chromium, closed (with the browser) afterwards."""
+def headless_browser() -> Iterator[Any]:
+    """A headless Chromium (Playwright's ``Browser``), closed afterwards."""
     from playwright.sync_api import sync_playwright  # noqa: PLC0415 - only the browser tests
 
     path = ensure_chromium()
     with sync_playwright() as playwright:
-        # --no-sandbox: Chromium's own sandbox refuses to run as root
-        browser = playwright.chromium.launch(executable_path=path, args=["--no-sandbox"])
+        browser = playwright.chromium.launch(executable_path=path, args=list(FLAGS))
         try:
-            yield browser.new_page(viewport={"width": width, "height": height})
+            yield browser
         finally:
             browser.close()
+
+
+@contextmanager
+def headless_page(width: int = 1400, height: int = 900) -> Iterator[Any]:
+    """A page of a headless Chromium, closed (with the browser) afterwards."""
+    with headless_browser() as browser:
+        yield browser.new_page(viewport={"width": width, "height": height})

@@ -28,6 +28,8 @@ RED_POLICY = TenantPolicy(
 )
 """The adversarial suite's tenant with a policy of its own (set from the API config)."""
 BLUE_POLICY = TenantPolicy(teams=("trust-registered",), max_budget=Budget(tokens=1_500))
+BULK_KEY = "rt-test-user-bulk"
+"""A tenant whose history the console tests fill with 1,000 stored jobs (test_console_*.py)."""
 SKILL_KEY = "rt-test-user-skills"
 SKILL_POLICY = TenantPolicy(skills=("sentiment", "summarize"), teams=())
 """A tenant that may run two skills and no registered team (test_skills_http.py)."""
@@ -66,6 +68,7 @@ def config() -> APIConfig:
             APIKey(name="red-user", hash=hash_key(RED_KEY), tenant="red"),
             APIKey(name="blue-user", hash=hash_key(BLUE_KEY), tenant="blue"),
             APIKey(name="skills-user", hash=hash_key(SKILL_KEY), tenant="skillful"),
+            APIKey(name="bulk-user", hash=hash_key(BULK_KEY), tenant="bulk"),
         ),
         tenant_policies={"red": RED_POLICY, "blue": BLUE_POLICY, "skillful": SKILL_POLICY},
         api_keys_env=None,

@@ -102,6 +102,9 @@ def test_a_job_recorded_twice_keeps_its_first_record_and_a_finished_one_is_not_r
     assert journal.load("j1") == (TEAM, "a", _result("j1"))
     assert journal.load("unknown") is None
     assert journal.finished("j1").result == _result("j1")
+    # its events were not journaled: its last one stands for them, so a watcher stops
+    (ended,) = journal.finished("j1").events
+    assert (ended.seq, ended.type, ended.at, ended.terminal) == (1, "job_succeeded", 2.5, True)
 
 
 def test_unfinished_jobs_come_back_oldest_first(state_at, keep):
@@ -109,6 +112,41 @@ def test_unfinished_jobs_come_back_oldest_first(state_at, keep):
     for job_id, at in (("late", 3.0), ("early", 1.0), ("mid", 2.0)):
         journal.job(job_id, task="t", team=TEAM, tenant="a", budget=None, submitted_at=at)
     assert [u.job_id for u in journal.unfinished()] == ["early", "mid", "late"]
+
+
+def test_the_jobs_list_is_newest_first_per_tenant_with_filters_search_and_paging(state_at, keep):
+    journal = keep(Journal(state_at("journal")))
+    rows = (("j1", "acme", 1.0, "Write 100% of the_report", "acme-user"),
+            ("j2", "acme", 2.0, "summarize", "driver"),
+            ("j3", "globex", 3.0, "GLOBEX secret plan", "globex-user"),
+            ("j4", "acme", 4.0, "translate", None))  # fmt: skip
+    for job_id, tenant, at, task, by in rows:
+        journal.job(job_id, task=task, team=TEAM, tenant=tenant, budget=None, submitted_at=at,
+                    submitted_by=by)  # fmt: skip
+    journal.finish(_result("j2").model_copy(update={"job_id": "j2"}))
+
+    def ids(**filters):
+        return [line.id for line in journal.summaries(**filters)]
+
+    assert ids() == ["j4", "j3", "j2", "j1"]
+    assert ids(tenant="acme") == ["j4", "j2", "j1"]
+    assert ids(tenant="acme", status="succeeded") == ["j2"]
+    assert ids(tenant="acme", status="live") == ["j4", "j1"]
+    assert ids(tenant="acme", status="running") == ["j4", "j1"]  # live statuses: the shard's
+    assert ids(tenant="acme", query="100%") == ["j1"]  # LIKE's wildcards are text here
+    assert ids(tenant="acme", query="_") == ["j1"]
+    assert ids(tenant="acme", query="DRIVER") == ["j2"]
+    assert ids(tenant="acme", query="secret") == []  # another tenant's task
+    assert ids(tenant="acme", before=4.0, limit=1) == ["j2"]
+    done = journal.summary("j2")
+    assert (done.status, done.finished_at, done.tokens, done.subtasks) == ("succeeded", 2.5, 0, 2)
+    assert (done.submitted_by, done.team, done.task) == ("driver", "crew", "summarize")
+    waiting = journal.summary("j4")
+    assert (waiting.status, waiting.cost_usd, waiting.submitted_by) == ("pending", None, None)
+    assert journal.summary("unknown") is None
+    long_task = "x" * 5000
+    journal.job("j5", task=long_task, team=TEAM, tenant="acme", budget=None, submitted_at=5.0)
+    assert journal.summary("j5").task == "x" * 200
 
 
 def test_an_approval_decision_is_kept_with_its_exact_call_and_may_be_replaced(state_at, keep):
@@ -356,9 +394,19 @@ def test_a_journal_file_from_before_migrations_opens_with_its_jobs(tmp_path):
     old.execute("INSERT INTO teams VALUES ('crew', ?)", (TEAM.model_dump_json(),))
     old.commit()
     old.close()
+    old = sqlite3.connect(path)
+    old.execute("INSERT INTO jobs VALUES ('j9', 't', ?, 'a', NULL, 2.0, ?)",
+                (TEAM.model_dump_json(), _result("j9").model_dump_json()))  # fmt: skip
+    old.commit()
+    old.close()
     journal = Journal(path)
     assert [u.job_id for u in journal.unfinished()] == ["j0"]
     assert journal.teams() == [TEAM]
+    # the jobs list reads their results once, when the columns it reads are added
+    assert [(j.id, j.status, j.subtasks) for j in journal.summaries()] == [
+        ("j9", "succeeded", 2),
+        ("j0", "pending", None),
+    ]
 
 
 def test_upsert_takes_identifiers_only():

@@ -133,6 +133,7 @@ class GraphControl:
                 registered=source.registered,
                 skill=source.skill,
                 input=source.input if source.skill else None,
+                submitted_by=source.submitted_by,
                 forked_from={"job_id": job_id, "step": step, "state": state},
             )
         )

@@ -1,0 +1,70 @@
+"""What people watching jobs see of them: jobs-list lines, a live trace, what waits for them.
+
+Plain functions of the orchestrator's jobs (and journal), for the API's jobs list and the
+console; nothing here changes a job.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from actors.orchestrator.jobs import Job
+from actors.telemetry.jobs import job_trace
+from protocols import ApprovalRequest, JobSummary, Span, Timings
+from protocols.graph import GraphInterrupt
+
+Interrupted = tuple[str, GraphInterrupt, dict[str, Any]]
+"""A graph waiting for a person: its job's id, the interrupt, the state it waits with."""
+
+__all__ = ["Interrupted", "live_trace", "summary_of", "waiting_approvals", "waiting_interrupts"]
+
+
+def summary_of(job: Job) -> JobSummary:
+    """The job's jobs-list line, from the job as the orchestrator holds it."""
+    result = job.result
+    return JobSummary(
+        id=job.id,
+        status=job.status,
+        tenant=job.tenant,
+        team=job.team.name,
+        skill=None if job.skill is None else job.skill.ref,
+        submitted_by=job.submitted_by,
+        submitted_at=job.submitted_at,
+        finished_at=None if result is None else result.timings.finished_at,
+        cost_usd=None if result is None else result.usage.cost_usd,
+        tokens=None if result is None else result.usage.total_tokens,
+        subtasks=None if result is None else len(result.subtasks),
+        task=job.task[:200],
+    )
+
+
+def live_trace(job: Job) -> tuple[Span, ...]:
+    """The job's trace: its result's once it has one, else the spans so far (root ends now)."""
+    if job.result is not None:
+        return job.result.trace
+    now = time.time()
+    timings = Timings(submitted_at=job.submitted_at, finished_at=max(now, job.submitted_at))
+    return job_trace(job, timings, job.status, None)
+
+
+def waiting_approvals(jobs: Iterable[Job], tenant: str | None) -> list[tuple[str, ApprovalRequest]]:
+    """``(job id, request)`` of every tool call held for a person, of ``tenant``'s jobs."""
+    return [
+        (job.id, request)
+        for job in jobs
+        if tenant is None or job.tenant == tenant
+        for request, answered in job.approvals.values()
+        if not answered.done()
+    ]
+
+
+def waiting_interrupts(jobs: Iterable[Job], tenant: str | None) -> list[Interrupted]:
+    """``(job id, interrupt, state)`` of every graph waiting for a person, of ``tenant``'s."""
+    return [
+        (job.id, waiting.interrupt, waiting.state)
+        for job in jobs
+        if tenant is None or job.tenant == tenant
+        for waiting in job.waiting.values()
+    ]

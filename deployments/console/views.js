@@ -1,0 +1,125 @@
+// views.js: the read-only views: #/catalog, #/usage and #/dead-letters.
+
+import { api, isAbort, Problem } from "./api.js";
+import { fmtCost, fmtDateTime, fmtInt, h, jobLink, plain, problemBox, section, thead, timeEl } from "./dom.js";
+
+/** Fetch for a view; on failure show the problem in `slot` and return null. */
+async function load(path, slot, signal) {
+  try {
+    return await api(path, { signal });
+  } catch (error) {
+    if (!isAbort(error) && !signal.aborted) slot.replaceChildren(problemBox(error));
+    return null;
+  }
+}
+
+const cell = (value, numeric = false) => h("td", { class: numeric ? "num" : null }, value ?? "—");
+const table = (id, caption, columns, numeric, rows) => h("div", { class: "table-scroll" },
+  h("table", { id, class: "data" }, h("caption", {}, caption), thead(columns, numeric), h("tbody", {}, rows)));
+
+// ---------------------------------------------------------------------------- catalog
+
+export async function renderCatalog(root, { signal }) {
+  root.append(h("h1", {}, "Catalog"),
+    h("p", { class: "muted" }, "The teams, skills and agents jobs can be given to."));
+  const teamsSlot = h("div", { class: "muted" }, "Loading…");
+  const skillsSlot = h("div", { class: "muted" }, "Loading…");
+  const agentsSlot = h("div", { class: "muted" }, "Loading…");
+  root.append(section("catalog-teams", "Teams", teamsSlot),
+    section("catalog-skills", "Skills", skillsSlot),
+    section("catalog-agents", "Agents", agentsSlot));
+
+  const [teams, skills, agents] = await Promise.all([
+    load("/v1/teams", teamsSlot, signal), load("/v1/skills", skillsSlot, signal), load("/v1/agents", agentsSlot, signal)]);
+  if (signal.aborted) return;
+
+  if (teams) {
+    const specs = Object.entries(teams).sort(([a], [b]) => a.localeCompare(b));
+    teamsSlot.className = "teams";
+    teamsSlot.replaceChildren(...(specs.length ? specs.map(([name, spec]) => teamCard(name, spec))
+      : [h("p", { class: "muted" }, "No team is registered.")]));
+  }
+  if (skills) {
+    skillsSlot.className = "";
+    skillsSlot.replaceChildren(table("skills", "Registered skills, at their newest version", ["Skill", "Version", "Mode", "Source", "Description", "Updated"], [],
+      skills.map((s) => h("tr", { "data-skill": s.name },
+        h("th", { scope: "row" }, s.name),
+        cell(s.versions?.length > 1 ? `${s.version} (of ${s.versions.length})` : s.version),
+        cell(s.execution_mode), cell(s.source), cell(s.description),
+        cell(Number.isFinite(s.updated_at) ? timeEl(s.updated_at) : s.updated_at)))));
+  }
+  if (agents) {
+    agentsSlot.className = "";
+    agentsSlot.replaceChildren(table("agents", "Agents and the requests they are working on",
+      ["Agent", "Team", "Role", "Model", "Tools", "In flight"], ["In flight"],
+      agents.map((a) => h("tr", { "data-agent": a.name, "data-in-flight": a.in_flight },
+        h("th", { scope: "row" }, a.name), cell(a.team), cell(a.role), cell(plain(a.model)),
+        cell(plain(a.tools) || "—"), cell(fmtInt(a.in_flight ?? 0), true)))));
+  }
+}
+
+function teamCard(name, spec) {
+  const agents = spec?.agents ?? [];
+  const id = `team-${name.replace(/[^A-Za-z0-9_-]/g, "_")}`;
+  return h("article", { class: "team", "data-team": name, "aria-labelledby": id },
+    h("h3", { id }, name),
+    spec?.description ? h("p", {}, spec.description) : null,
+    agents.length ? h("table", { class: "data compact" },
+      h("caption", { class: "visually-hidden" }, `Agents of team ${name}`),
+      thead(["Agent", "Role", "Model", "Tools"]),
+      h("tbody", {}, agents.map((a) => h("tr", {},
+        h("th", { scope: "row" }, a.name ?? "—"), cell(a.role), cell(plain(a.model)), cell(plain(a.tools) || "—")))))
+      : h("p", { class: "muted" }, "No agents."));
+}
+
+// ---------------------------------------------------------------------------- usage
+
+export async function renderUsage(root, { signal, me }) {
+  root.append(h("h1", {}, "Usage"),
+    h("p", { class: "muted" }, me?.admin ? "Model calls per day, every tenant." : `Model calls per day, tenant ${me?.tenant}.`));
+  const slot = h("div", { class: "muted" }, "Loading…");
+  root.append(h("section", { class: "panel", "aria-label": "Daily usage" }, slot));
+  const usage = await load("/v1/usage/daily", slot, signal);
+  if (!usage || signal.aborted) return;
+  const rows = [...usage].sort((a, b) => String(b.day).localeCompare(String(a.day))
+    || String(a.tenant).localeCompare(String(b.tenant)) || String(a.model).localeCompare(String(b.model)));
+  const total = { calls: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0 };
+  for (const r of rows) for (const k of Object.keys(total)) total[k] += Number(r[k]) || 0;
+  const numeric = ["Calls", "Prompt tokens", "Completion tokens", "Cost"];
+  slot.className = "";
+  slot.replaceChildren(h("div", { class: "table-scroll" }, h("table", { id: "usage", class: "data" },
+    h("caption", {}, "Usage by tenant, day and model, newest day first"),
+    thead(["Tenant", "Day", "Model", ...numeric], numeric),
+    h("tbody", {}, rows.length ? rows.map((r) => h("tr", {},
+      cell(r.tenant), cell(r.day), cell(r.model), cell(fmtInt(r.calls), true), cell(fmtInt(r.prompt_tokens), true),
+      cell(fmtInt(r.completion_tokens), true), cell(fmtCost(r.cost_usd), true)))
+      : h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No usage recorded yet."))),
+    h("tfoot", {}, h("tr", { class: "total" },
+      h("th", { scope: "row", colspan: 3 }, "Total"), cell(fmtInt(total.calls), true),
+      cell(fmtInt(total.prompt_tokens), true), cell(fmtInt(total.completion_tokens), true),
+      cell(fmtCost(total.cost_usd), true))))));
+}
+
+// ---------------------------------------------------------------------------- dead letters
+
+export async function renderDeadLetters(root, { signal, me }) {
+  root.append(h("h1", {}, "Dead letters"));
+  if (!me?.admin) { // the API refuses too; saying so here saves a request that must fail
+    root.append(problemBox(new Problem({ code: "forbidden", detail: "dead letters are for admins only" })));
+    return;
+  }
+  root.append(h("p", { class: "muted" }, "Messages the router could not deliver, newest first."));
+  const slot = h("div", { class: "muted" }, "Loading…");
+  root.append(h("section", { class: "panel", "aria-label": "Dead letters" }, slot));
+  const letters = await load("/v1/dead-letters?limit=100", slot, signal);
+  if (!letters || signal.aborted) return;
+  letters.sort((a, b) => (b.at ?? 0) - (a.at ?? 0));
+  slot.className = "";
+  slot.replaceChildren(table("dead-letters", `Dead letters (${letters.length})`,
+    ["Time", "Reason", "Detail", "Job", "Sender → recipient", "Tenant"], [],
+    letters.length ? letters.map((d) => h("tr", { "data-message-id": d.message_id },
+      cell(timeEl(d.at, fmtDateTime(d.at))), cell(h("code", {}, d.reason)), cell(d.detail),
+      cell(d.job_id ? jobLink(d.job_id) : "—"),
+      cell(`${d.sender ?? "?"} → ${d.recipient ?? "?"}`), cell(d.tenant)))
+      : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No dead letters."))));
+}

@@ -1,0 +1,392 @@
+"""The job console in a real headless Chromium, against the real Serve application on 127.0.0.1.
+
+Debian's chromium, driven by Playwright (never ``playwright install``). Each test signs in
+with an API key as a person would and uses the page: submit, watch, approve, cancel, read the
+trace, be refused another tenant's job, move by keyboard. Screenshots are saved for every
+test (``TROUPE_SCREENSHOTS=<dir>`` keeps them; the README's come from such a run). The time
+the pages take is measured in the browser by ``bench/console.py``; here it is printed only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+import httpx
+import pytest
+
+import runtime
+from tests.support.browser import headless_browser
+from tests.support.console import fill_history, store_wide_job
+from tests.support.http_api import ADMIN_KEY, BULK_KEY, OTHER_KEY, USER_KEY, finished
+from tests.support.postgres import SESSION_DATABASE
+from tests.support.wire_server import Default, Reply, WireServer
+
+WIDE_JOB = "job-wide0128"
+LIVE_TIMEOUT_MS = 180_000  # a loaded 2-core machine: generous, and bounded
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with headless_browser() as chromium:
+        yield chromium
+
+
+@pytest.fixture(scope="module")
+def history(api, postgres):
+    """1,000 finished jobs of tenant ``bulk`` and one of 128 subtasks, in the journal."""
+    url = postgres.url(SESSION_DATABASE)  # the session's journal (the rt fixture made it)
+    ids = fill_history(url, "bulk", 1000)
+    store_wide_job(url, "bulk", WIDE_JOB, 128)
+    return ids
+
+
+@pytest.fixture(scope="module")
+def shots(tmp_path_factory):
+    return tmp_path_factory.mktemp("console-shots")
+
+
+@pytest.fixture
+def console(api, browser, shots):
+    """``console(key)``: a fresh tab signed in with ``key``; its errors are checked at the end."""
+    contexts, errors = [], []
+
+    def open_tab(key: str | None, *, sign_in: bool = True):
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
+        page.on(
+            "console",
+            lambda msg: (
+                errors.append(f"console: {msg.text}")
+                if msg.type == "error" and "Failed to load resource" not in msg.text
+                else None
+            ),
+        )
+        page.goto(f"{api.url}/console/")
+        if sign_in and key is not None:
+            page.fill("#key", key)
+            page.click("#login button[type=submit]")
+            page.wait_for_selector("[data-testid=whoami]")
+        return page
+
+    yield open_tab
+    for context in contexts:
+        context.close()
+    assert errors == []  # no script error, no CSP violation, in any tab
+
+
+def _shot(page, shots: Path, name: str) -> None:
+    path = shots / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    assert path.stat().st_size > 5_000
+    if keep := os.environ.get("TROUPE_SCREENSHOTS"):
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(keep) / path.name)
+
+
+def _register(api, team: runtime.Team) -> str:
+    with api.client(ADMIN_KEY) as admin:
+        spec = team.spec().model_dump(mode="json")
+        response = admin.put(f"/v1/teams/{team.name}", json=spec)
+        assert response.status_code in (200, 201), response.text
+    return team.name
+
+
+def _slow_team(name: str, latency_s: float) -> runtime.Team:
+    return runtime.Team(
+        name=name,
+        planner_model="offline",
+        max_parallel=1,
+        models={f"{name}-m": runtime.OfflineModel(latency_s=latency_s)},
+        agents=[runtime.AgentSpec(name=f"{name}-a", role="worker", model=f"{name}-m",
+                                  memory=runtime.MemoryPolicy(recall=False))],
+    )  # fmt: skip
+
+
+def _submit(api, key: str, team: str, task: str) -> str:
+    with api.client(key) as client:
+        response = client.post("/v1/jobs", json={"team": team, "task": task})
+        assert response.status_code == 202, response.text
+        return str(response.json()["id"])
+
+
+def test_a_person_signs_in_submits_a_job_and_watches_its_subtasks_turn_green(api, console, shots):
+    team = _register(api, _slow_team("console-live", 1.5))
+    page = console(USER_KEY)
+    assert page.text_content("[data-testid=whoami]").startswith("acme-user")
+    assert page.locator("nav a", has_text="Dead letters").count() == 0  # not an admin
+    page.evaluate("window.__sameDocument = true")  # gone if the page reloads
+    page.select_option("#submit-target", f"team:{team}")
+    page.fill("#submit-task", "- alpha.\n- beta.\n- gamma.")
+    _shot(page, shots, "console-submit")
+    page.click("#submit-job button[type=submit]")
+    page.wait_for_url("**#/jobs/job-*")
+    job_id = page.url.rsplit("/", 1)[-1]
+
+    page.wait_for_selector("#dag g.node[data-status=running]", timeout=LIVE_TIMEOUT_MS)
+    seen_running = page.eval_on_selector_all(
+        "#dag g.node", "nodes => nodes.map(n => n.dataset.status)"
+    )
+    _shot(page, shots, "console-job-running")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=job-status]').textContent.trim()"
+        " === 'succeeded'",
+        timeout=LIVE_TIMEOUT_MS,
+    )
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('#dag g.node')].every("
+        "n => n.dataset.status === 'succeeded')",
+        timeout=30_000,
+    )
+    statuses = page.eval_on_selector_all("#dag g.node", "nodes => nodes.map(n => n.dataset.status)")
+    assert page.evaluate("window.__sameDocument") is True  # updated live, never reloaded
+    assert "running" in seen_running
+    assert "pending" in seen_running or seen_running.count("running") < len(seen_running)
+    assert statuses == ["succeeded"] * 3
+    assert page.locator("#subtasks tbody tr").count() == 3
+    events = page.eval_on_selector_all("#events li", "items => items.map(i => i.dataset.type)")
+    assert events[0] == "job_submitted"
+    assert events[-1] == "job_succeeded"
+    assert events.count("subtask_finished") == 3
+
+    # the trace: a waterfall of spans, and a model call's details
+    page.wait_for_selector("#waterfall .span-row[data-span-kind=model_call]")
+    kinds = page.eval_on_selector_all(
+        "#waterfall .span-row", "rows => rows.map(r => r.dataset.spanKind)"
+    )
+    assert kinds[0] == "job"
+    assert {"plan", "subtask", "attempt", "model_call"} <= set(kinds)
+    page.click("#waterfall .span-row[data-span-kind=model_call]")
+    detail = page.text_content("#span-detail")
+    assert "console-live-m" in detail
+    assert "offline" in detail
+    page.locator("#span-detail").scroll_into_view_if_needed()
+    _shot(page, shots, "console-trace")
+    with api.client(USER_KEY) as client:
+        assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "succeeded"
+    assert page.text_content("#answer").strip()
+
+
+@pytest.fixture(scope="module")
+def wire():
+    with WireServer() as server:
+        yield server
+
+
+def test_a_held_tool_call_is_read_and_approved_from_the_page(api, console, wire, shots):
+    wire.reset()
+    wire.script(Reply.tool("echo", {"text": "deploy v9 to production"}), Default())
+    model = runtime.OpenAICompatibleModel(base_url=wire.base_url_openai, model="wire-console")
+    team = _register(api, runtime.Team(
+        name="console-approve", planner_model="offline",
+        models={"console-approve-model": model},
+        agents=[runtime.AgentSpec(name="console-approve-agent", role="worker",
+                                  model="console-approve-model", tools=["echo"])],
+    ))  # fmt: skip
+    job_id = _submit(api, USER_KEY, team, "Echo the deploy call.")
+    page = console(USER_KEY)
+    page.goto(f"{api.url}/console/#/approvals")
+    card = page.wait_for_selector("[data-approval-id]", timeout=LIVE_TIMEOUT_MS)
+    shown = card.text_content()
+    assert "echo" in shown
+    assert json.loads(card.query_selector("pre").text_content()) == {
+        "text": "deploy v9 to production"
+    }
+    assert job_id in shown
+    _shot(page, shots, "console-approvals")
+    card.query_selector("input[aria-label=Reason]").fill("reviewed by the on-call")
+    card.query_selector("button[data-action=approve]").click()
+    with api.client(USER_KEY) as client:
+        result = finished(client, job_id)
+        decided = [e for e in _events(client, job_id) if e["type"] == "approval_decided"]
+    assert result["status"] == "succeeded"
+    assert decided[0]["data"]["approved"] is True
+    assert decided[0]["data"]["reason"] == "reviewed by the on-call"
+
+    page.goto(f"{api.url}/console/#/jobs/{job_id}")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=job-status]')?.textContent.trim()"
+        " === 'succeeded'",
+        timeout=60_000,
+    )
+    page.wait_for_selector("#waterfall .span-row[data-span-kind=tool_call]")
+    page.click("#waterfall .span-row[data-span-kind=tool_call]")
+    detail = page.text_content("#span-detail")
+    assert "deploy v9 to production" in detail  # the call's arguments
+    assert page.locator("[data-approval-id]").count() == 0
+
+
+def _events(client: httpx.Client, job_id: str) -> list[dict[str, object]]:
+    with client.stream("GET", f"/v1/jobs/{job_id}/events") as stream:
+        return [json.loads(line[6:]) for line in stream.iter_lines() if line.startswith("data: ")]
+
+
+def test_a_running_job_is_cancelled_from_its_page(api, console, shots):
+    team = _register(api, _slow_team("console-cancel", 60.0))
+    job_id = _submit(api, USER_KEY, team, "- never finishes.\n- nor this.")
+    page = console(USER_KEY)
+    page.goto(f"{api.url}/console/#/jobs/{job_id}")
+    page.wait_for_selector("#dag g.node[data-status=running]", timeout=LIVE_TIMEOUT_MS)
+    page.click("#cancel-job")
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=job-status]').textContent.trim()"
+        " === 'cancelled'",
+        timeout=60_000,
+    )
+    _shot(page, shots, "console-cancelled")
+    assert page.locator("#cancel-job").is_hidden()
+    with api.client(USER_KEY) as client:
+        assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
+
+
+def test_another_tenants_job_is_refused_and_never_shown(api, console):
+    job_id = _submit(api, USER_KEY, _register(api, _slow_team("console-private", 0.0)),
+                     "- acme's confidential roadmap.")  # fmt: skip
+    with api.client(USER_KEY) as client:
+        finished(client, job_id)
+    page = console(OTHER_KEY)
+    page.wait_for_selector("#jobs")
+    assert page.locator(f"#jobs tr[data-job-id='{job_id}']").count() == 0
+    page.goto(f"{api.url}/console/#/jobs/{job_id}")
+    problem = page.wait_for_selector("[data-testid=problem]")
+    assert "job_not_found" in problem.text_content()
+    assert "confidential" not in page.content()
+    assert page.locator("#dag g.node").count() == 0
+    page.goto(f"{api.url}/console/#/dead-letters")
+    assert "forbidden" in page.wait_for_selector("[data-testid=problem]").text_content()
+
+
+def test_a_tasks_markup_is_shown_as_text_never_run(api, console):
+    team = _register(api, _slow_team("console-xss", 0.0))
+    task = '- <img src=x onerror="window.__xss=1"> and <script>window.__xss=2</script>.'
+    job_id = _submit(api, USER_KEY, team, task)
+    with api.client(USER_KEY) as client:
+        finished(client, job_id)
+    page = console(USER_KEY)
+    row = page.wait_for_selector(f"#jobs tr[data-job-id='{job_id}']")
+    assert "<img src=x" in row.text_content()
+    page.goto(f"{api.url}/console/#/jobs/{job_id}")
+    page.wait_for_selector("#dag[data-ready='1']")
+    assert page.evaluate("window.__xss") is None
+    assert page.locator("main img, main script").count() == 0
+
+
+def test_a_thousand_stored_jobs_list_and_filter_in_place(api, console, history, shots):
+    page = console(BULK_KEY)
+    page.wait_for_function("() => document.body.dataset.jobsReady === '1'")
+    assert page.locator("#jobs tbody tr[data-job-id]").count() == 1000
+    assert page.text_content("[data-testid=jobs-count]").strip() == "1000 jobs"
+    rendered = page.evaluate("performance.getEntriesByName('jobs-rendered')[0].startTime")
+    assert rendered > 0  # the page marks when it is usable: bench/console.py times that
+    _shot(page, shots, "console-jobs")
+    page.fill("#job-search", "topic 3")
+    visible = page.locator("#jobs tbody tr[data-job-id]:not([hidden])")
+    expected = sum(1 for n in range(1000) if n % 7 == 3)
+    page.wait_for_function(
+        f"() => document.querySelectorAll('#jobs tbody tr[data-job-id]:not([hidden])').length"
+        f" === {expected}"
+    )
+    assert visible.count() == expected
+    assert page.text_content("[data-testid=jobs-count]").strip() == f"{expected} of 1000 jobs"
+    page.fill("#job-search", "")
+    page.select_option("#job-status", "failed")
+    failed = page.eval_on_selector_all(
+        "#jobs tbody tr[data-job-id]:not([hidden])", "rows => rows.map(r => r.dataset.jobId)"
+    )
+    assert failed == [WIDE_JOB]  # the one with failed subtasks
+    newest = page.get_attribute("#jobs tbody tr[data-job-id]", "data-job-id")
+    assert newest == WIDE_JOB  # newest first: it was stored last, 30 s ago
+
+
+def test_a_plan_of_128_subtasks_is_drawn_as_a_dag(api, console, history, shots):
+    page = console(BULK_KEY)
+    page.goto(f"{api.url}/console/#/jobs/{WIDE_JOB}")
+    page.wait_for_selector("#dag[data-ready='1']")
+    assert page.locator("#dag g.node").count() == 128
+    assert page.locator("#subtasks tbody tr").count() == 128
+    failed = page.locator("#dag g.node[data-status=failed]").count()
+    assert failed == sum(1 for n in range(128) if n % 17 == 5)
+    # each node sits below every subtask it depends on
+    tops = page.eval_on_selector_all(
+        "#dag g.node",
+        "nodes => Object.fromEntries(nodes.map(n => [n.dataset.subtask, n.getBBox().y]))",
+    )
+    assert tops["s16"] > tops["s0"]
+    assert tops["s127"] > tops["s111"]
+    drawn = page.evaluate("performance.getEntriesByName('dag-rendered').at(-1).startTime")
+    assert drawn > 0
+    _shot(page, shots, "console-dag-128")
+
+
+def test_keyboard_only_labels_and_contrast(api, console, history):
+    page = console(None, sign_in=False)
+    for _ in range(8):  # bounded: the key field is among the first stops
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "key":
+            break
+    page.keyboard.type(BULK_KEY)
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.body.dataset.jobsReady === '1'")
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.id") == "job-search":
+            break
+    page.keyboard.type("Report number 999 ")
+    for _ in range(40):
+        page.keyboard.press("Tab")
+        if page.evaluate("document.activeElement.getAttribute('href') || ''").startswith("#/jobs/"):
+            break
+    page.keyboard.press("Enter")
+    page.wait_for_url("**#/jobs/job-hist0999")
+    page.wait_for_selector("#dag[data-ready='1']")
+
+    unlabelled = page.evaluate(
+        """() => [...document.querySelectorAll('input, select, textarea, button')]
+            .filter(el => !(el.labels?.length || el.getAttribute('aria-label')
+                            || el.getAttribute('aria-labelledby') || el.textContent.trim()))
+            .map(el => el.outerHTML.slice(0, 80))"""
+    )
+    assert unlabelled == []
+    for route in ("#/jobs", f"#/jobs/{WIDE_JOB}", "#/catalog", "#/usage"):
+        page.goto(f"{api.url}/console/{route}")
+        page.wait_for_selector("main h1 >> visible=true")
+        page.wait_for_timeout(300)  # bounded settle for the view's first fetch
+        assert page.evaluate(_LOW_CONTRAST) == [], route
+
+
+_LOW_CONTRAST = """() => {
+  const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const background = el => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length >= 3 && (c.length < 4 || c[3] > 0.5)) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const bad = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const el = walker.currentNode.parentElement;
+    if (!walker.currentNode.textContent.trim() || !el || el.closest('svg')) continue;
+    const style = getComputedStyle(el);
+    if (style.visibility === 'hidden' || !el.getClientRects().length) continue;
+    const fg = rgb(style.color).slice(0, 3);
+    const [a, b] = [lum(fg), lum(background(el))].sort((x, y) => y - x);
+    const ratio = (a + 0.05) / (b + 0.05);
+    const large = parseFloat(style.fontSize) >= 24
+      || (parseFloat(style.fontSize) >= 18.66 && Number(style.fontWeight) >= 700);
+    if (ratio < (large ? 3 : 4.5)) {
+      const text = el.textContent.trim().slice(0, 30);
+      bad.push(`${el.tagName}.${el.className}: ${ratio.toFixed(2)} "${text}"`);
+    }
+  }
+  return bad.slice(0, 10);
+}"""
