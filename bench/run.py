@@ -32,6 +32,7 @@ SUITE = (
     "memory",
     "knowledge",
     "state_store",
+    "console",
 )
 RESULTS = HERE / "results"
 
