@@ -51,6 +51,7 @@ from actors.orchestrator.sessions import SessionControl, SessionDesk, SessionSto
 from actors.orchestrator.shards import Admitted, OrchestratorPeers, front_desk, new_job_id
 from actors.orchestrator.views import (
     Interrupted,
+    listed,
     live_trace,
     summary_of,
     waiting_approvals,
@@ -746,10 +747,11 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
                 tenant=tenant, status=status, query=query, before=before, limit=limit,
             )  # fmt: skip
         found = [
-            summary_of(job)
+            line
             for job in reversed(self._jobs.values())
             if (tenant is None or job.tenant == tenant)
             and (before is None or job.submitted_at < before)
+            and listed(line := summary_of(job), status, query)
         ]
         return found[: max(0, limit)]
 

@@ -14,11 +14,19 @@ from actors.orchestrator.jobs import Job
 from actors.telemetry.jobs import job_trace
 from protocols import ApprovalRequest, JobSummary, Span, Timings
 from protocols.graph import GraphInterrupt
+from protocols.jobs import TERMINAL
 
 Interrupted = tuple[str, GraphInterrupt, dict[str, Any]]
 """A graph waiting for a person: its job's id, the interrupt, the state it waits with."""
 
-__all__ = ["Interrupted", "live_trace", "summary_of", "waiting_approvals", "waiting_interrupts"]
+__all__ = [
+    "Interrupted",
+    "listed",
+    "live_trace",
+    "summary_of",
+    "waiting_approvals",
+    "waiting_interrupts",
+]
 
 
 def summary_of(job: Job) -> JobSummary:
@@ -38,6 +46,19 @@ def summary_of(job: Job) -> JobSummary:
         subtasks=None if result is None else len(result.subtasks),
         task=job.task[:200],
     )
+
+
+def listed(line: JobSummary, status: str | None, query: str | None) -> bool:
+    """Whether a jobs list filtered by ``status`` (or ``live``) and ``query`` shows ``line``."""
+    if status == "live" and line.status in TERMINAL:
+        return False
+    if status not in {None, "live", line.status}:
+        return False
+    if not query:
+        return True
+    text = query.lower()
+    fields = (line.id, line.task, line.team, line.skill or "", line.submitted_by or "")
+    return any(text in field.lower() for field in fields)
 
 
 def live_trace(job: Job) -> tuple[Span, ...]:
