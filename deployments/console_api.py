@@ -20,7 +20,7 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from deployments.access import Admin, Caller
-from protocols import ErrorCode, JobSummary, Span
+from protocols import ErrorCode, JobsQuery, JobSummary, Span
 from protocols.graph import GraphInterrupt
 from runtime.client import SystemClient
 
@@ -123,9 +123,8 @@ def summary_routes(client: SystemClient) -> APIRouter:
         ``q`` finds text in the id, task, team, skill and submitter; ``status`` is one
         status or ``live`` (every unfinished job).
         """
-        lines = await client.summaries(
-            tenant=who.tenant, status=status, query=q or None, before=before, limit=limit + 1
-        )
+        query = JobsQuery(status=status, text=q or None, before=before, limit=limit + 1)
+        lines = await client.summaries(query, tenant=who.tenant)
         return JobSummaries(jobs=lines[:limit], more=len(lines) > limit)
 
     @routes.get("/{job_id}/summary", response_model=JobSummary)
@@ -175,7 +174,7 @@ def console_routes(client: SystemClient) -> APIRouter:
     async def daily_usage(who: Caller) -> list[DailyUsage]:
         """Usage by tenant, day and model alias: the caller's tenant's (an admin: everyone's)."""
         tenant = None if who.admin else who.tenant
-        jobs = await client.summaries(tenant=tenant, limit=1_000_000)
+        jobs = await client.summaries(JobsQuery(limit=1_000_000), tenant=tenant)
         whose = {j.id: (j.tenant, time.strftime("%Y-%m-%d", time.gmtime(j.submitted_at)))
                  for j in jobs}  # fmt: skip
         totals: dict[tuple[str, str, str], DailyUsage] = {}

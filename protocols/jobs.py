@@ -26,6 +26,7 @@ __all__ = [
     "JobResult",
     "JobStatus",
     "JobSummary",
+    "JobsQuery",
     "Plan",
     "PlannedSubtask",
     "SubtaskResult",
@@ -316,6 +317,23 @@ class JobSummary(_Data):
     tokens: int | None = Field(default=None, description="Known once the job has finished.")
     subtasks: int | None = Field(default=None, description="Subtasks in its result.")
     task: str = Field(default="", description="The task's first 200 characters.")
+
+
+class JobsQuery(_Data):
+    """Which jobs a jobs list shows: newest first, filtered, a page at a time."""
+
+    status: str | None = Field(
+        default=None,
+        description="One status, or 'live' for every unfinished job. The journal knows only "
+        "finished statuses: a live one matches every unfinished job there, and the client "
+        "keeps those whose live status it is.",
+    )
+    text: str | None = Field(
+        default=None,
+        description="A case-insensitive substring of the id, task, team, skill or submitter.",
+    )
+    before: float | None = Field(default=None, description="Submitted before (paging).")
+    limit: int = Field(default=100, ge=0)
 
 
 class UsageRow(_Data):

@@ -40,6 +40,7 @@ from protocols import (
     Feedback,
     JobEvent,
     JobResult,
+    JobsQuery,
     JobStatus,
     JobSummary,
     MemoryHit,
@@ -335,30 +336,23 @@ class SystemClient:
         return {job_id: status for _, job_id, status in heapq.merge(*each)}
 
     async def summaries(
-        self,
-        *,
-        tenant: str | None = None,
-        status: str | None = None,
-        query: str | None = None,
-        before: float | None = None,
-        limit: int = 100,
+        self, query: JobsQuery | None = None, *, tenant: str | None = None
     ) -> list[JobSummary]:
-        """Jobs newest first (of ``tenant``), each with its live status (see ``Journal.summaries``).
-
-        ``status`` is one status, or ``live`` for every unfinished job.
-        """
+        """Jobs newest first (of ``tenant``), each with its live status (see ``JobsQuery``)."""
+        query = query or JobsQuery()
         kept, live = await asyncio.gather(
-            _call(self._orchestrator.summaries.remote(
-                tenant=tenant, status=status, query=query, before=before, limit=limit
-            )),
-            self.jobs(tenant=tenant),
-        )  # fmt: skip
+            _call(self._orchestrator.summaries.remote(tenant, query)), self.jobs(tenant=tenant)
+        )
         lines: list[JobSummary] = []
         for line in kept:
             now = live.get(line.id, line.status)
             if now != line.status:
                 line = line.model_copy(update={"status": now})  # noqa: PLW2901
-            if status in {None, "live", now}:  # a live status: the journal matched every live job
+            if query.status in {
+                None,
+                "live",
+                now,
+            }:  # a live status: the journal gave every live job
                 lines.append(line)
         return lines
 

@@ -80,6 +80,7 @@ from protocols import (
     JobEvent,
     JobNotFound,
     JobResult,
+    JobsQuery,
     JobStatus,
     JobSummary,
     LLMDeltas,
@@ -727,33 +728,22 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
     # -- what people watching jobs see (the jobs list, the console) --------------------------
 
     @front_desk
-    async def summaries(
-        self,
-        *,
-        tenant: str | None = None,
-        status: str | None = None,
-        query: str | None = None,
-        before: float | None = None,
-        limit: int = 100,
-    ) -> list[JobSummary]:
-        """Jobs newest first, every shard's, as the journal has them (see ``Journal.summaries``).
+    async def summaries(self, tenant: str | None, query: JobsQuery) -> list[JobSummary]:
+        """Jobs newest first, every shard's, as the journal has them (``Journal.summaries``).
 
         Unfinished jobs show ``pending`` here: their live status is their shard's (the client
         puts it in). Without a journal: the jobs this shard holds.
         """
         if self._journal is not None:
-            return await asyncio.to_thread(
-                self._journal.summaries,
-                tenant=tenant, status=status, query=query, before=before, limit=limit,
-            )  # fmt: skip
+            return await asyncio.to_thread(self._journal.summaries, tenant, query)
         found = [
             line
             for job in reversed(self._jobs.values())
             if (tenant is None or job.tenant == tenant)
-            and (before is None or job.submitted_at < before)
-            and listed(line := summary_of(job), status, query)
+            and (query.before is None or job.submitted_at < query.before)
+            and listed(line := summary_of(job), query)
         ]
-        return found[: max(0, limit)]
+        return found[: query.limit]
 
     async def summary(self, job_id: str, *, tenant: str | None = None) -> JobSummary:
         """The job's jobs-list line, with its live status (raises ``JobNotFound``)."""

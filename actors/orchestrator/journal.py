@@ -26,6 +26,7 @@ from protocols import (
     ImagePart,
     JobEvent,
     JobResult,
+    JobsQuery,
     JobSummary,
     Plan,
     SubtaskResult,
@@ -244,37 +245,23 @@ class Journal:
              result.job_id),
         )  # fmt: skip
 
-    def summaries(
-        self,
-        *,
-        tenant: str | None = None,
-        status: str | None = None,
-        query: str | None = None,
-        before: float | None = None,
-        limit: int = 100,
-    ) -> list[JobSummary]:
-        """Jobs newest first (of ``tenant``, when given), as a jobs list shows them.
-
-        ``status``: one status (a finished one is matched here; an unfinished job's status
-        lives in its orchestrator, so any live status matches every unfinished job), or
-        ``live`` for every unfinished job. ``query``: a case-insensitive substring of the
-        id, task, team, skill or submitter. ``before``: submitted before that time (paging).
-        """
+    def summaries(self, tenant: str | None, query: JobsQuery) -> list[JobSummary]:
+        """Jobs newest first (of ``tenant``, when given), as a jobs list shows them."""
         where: list[str] = []
         params: list[Any] = []
         if tenant is not None:
             where.append("tenant = ?")
             params.append(tenant)
-        if status in _TERMINAL:
+        if query.status in _TERMINAL:
             where.append("status = ?")
-            params.append(status)
-        elif status is not None:
+            params.append(query.status)
+        elif query.status is not None:
             where.append("result IS NULL")
-        if before is not None:
+        if query.before is not None:
             where.append("submitted_at < ?")
-            params.append(before)
-        if query:
-            escaped = query.lower().replace("\\", "\\\\").replace("%", "\\%")
+            params.append(query.before)
+        if query.text:
+            escaped = query.text.lower().replace("\\", "\\\\").replace("%", "\\%")
             like = "%" + escaped.replace("_", "\\_") + "%"
             fields = ("id", "task", "team_name", "skill_ref", "submitted_by")
             matches = (f"LOWER(COALESCE({f}, '')) LIKE ? ESCAPE '\\'" for f in fields)
@@ -282,7 +269,7 @@ class Journal:
             params += [like] * len(fields)
         sql = _SUMMARY + (" WHERE " + " AND ".join(where) if where else "")
         rows = self._db.execute(
-            sql + " ORDER BY submitted_at DESC, id DESC LIMIT ?", (*params, max(0, limit))
+            sql + " ORDER BY submitted_at DESC, id DESC LIMIT ?", (*params, query.limit)
         )
         return [_summary(row) for row in rows]
 

@@ -12,7 +12,7 @@ from typing import Any
 
 from actors.orchestrator.jobs import Job
 from actors.telemetry.jobs import job_trace
-from protocols import ApprovalRequest, JobSummary, Span, Timings
+from protocols import ApprovalRequest, JobsQuery, JobSummary, Span, Timings
 from protocols.graph import GraphInterrupt
 from protocols.jobs import TERMINAL
 
@@ -48,15 +48,15 @@ def summary_of(job: Job) -> JobSummary:
     )
 
 
-def listed(line: JobSummary, status: str | None, query: str | None) -> bool:
-    """Whether a jobs list filtered by ``status`` (or ``live``) and ``query`` shows ``line``."""
-    if status == "live" and line.status in TERMINAL:
+def listed(line: JobSummary, query: JobsQuery) -> bool:
+    """Whether a jobs list filtered by ``query``'s status and text shows ``line``."""
+    if query.status == "live" and line.status in TERMINAL:
         return False
-    if status not in {None, "live", line.status}:
+    if query.status not in {None, "live", line.status}:
         return False
-    if not query:
+    if not query.text:
         return True
-    text = query.lower()
+    text = query.text.lower()
     fields = (line.id, line.task, line.team, line.skill or "", line.submitted_by or "")
     return any(text in field.lower() for field in fields)
 

@@ -14,7 +14,14 @@ import ray
 import runtime
 from deployments.console_api import CONSOLE_DIR, CSP
 from protocols import AgentMessage, Event, encode
-from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, finished
+from tests.support.http_api import (
+    ADMIN_KEY,
+    OTHER_KEY,
+    USER_KEY,
+    finished,
+    register,
+    wire_team,
+)
 from tests.support.wire_server import Default, Reply, WireServer
 
 PROBLEM = "application/problem+json"
@@ -26,25 +33,6 @@ def wire():
         yield server
 
 
-def _register(api, team: runtime.Team) -> str:
-    with api.client(ADMIN_KEY) as admin:
-        spec = team.spec().model_dump(mode="json")
-        response = admin.put(f"/v1/teams/{team.name}", json=spec)
-        assert response.status_code in (200, 201), response.text
-    return team.name
-
-
-def _wire_team(server, name, tools=()):
-    model = runtime.OpenAICompatibleModel(base_url=server.base_url_openai, model="wire-console")
-    return runtime.Team(
-        name=name,
-        planner_model="offline",
-        models={f"{name}-model": model},
-        agents=[runtime.AgentSpec(name=f"{name}-agent", role="worker", model=f"{name}-model",
-                                  tools=list(tools))],
-    )  # fmt: skip
-
-
 def _problem(response, status, code):
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == PROBLEM
@@ -52,7 +40,7 @@ def _problem(response, status, code):
 
 
 def test_the_jobs_list_says_who_ran_what_for_how_much_and_only_to_its_tenant(api):
-    team = _register(api, runtime.Team(
+    team = register(api, runtime.Team(
         name="console-list", planner_model="offline",
         agents=[runtime.AgentSpec(name="console-list-a", role="worker")],
     ))  # fmt: skip
@@ -102,7 +90,7 @@ def test_a_held_tool_call_is_listed_with_its_job_and_its_trace_keeps_arguments_a
 ):
     wire.reset()
     wire.script(Reply.tool("echo", {"text": "ship release 7"}), Default())
-    team = _register(api, _wire_team(wire, "console-held", ["echo"]))
+    team = register(api, wire_team(wire, "console-held", ["echo"]))
     with api.client(USER_KEY) as acme, api.client(OTHER_KEY) as globex:
         job_id = acme.post("/v1/jobs", json={"team": team, "task": "Echo it."}).json()["id"]
         pending = []
@@ -141,7 +129,7 @@ def test_a_held_tool_call_is_listed_with_its_job_and_its_trace_keeps_arguments_a
 
 
 def test_usage_by_day_is_the_tenants_own_and_every_tenants_for_an_admin(api):
-    team = _register(api, runtime.Team(
+    team = register(api, runtime.Team(
         name="console-usage", planner_model="offline",
         agents=[runtime.AgentSpec(name="console-usage-a", role="worker")],
     ))  # fmt: skip

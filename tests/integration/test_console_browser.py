@@ -20,7 +20,14 @@ import pytest
 import runtime
 from tests.support.browser import headless_browser
 from tests.support.console import fill_history, store_wide_job
-from tests.support.http_api import ADMIN_KEY, BULK_KEY, OTHER_KEY, USER_KEY, finished
+from tests.support.http_api import (
+    BULK_KEY,
+    OTHER_KEY,
+    USER_KEY,
+    finished,
+    register,
+    wire_team,
+)
 from tests.support.postgres import SESSION_DATABASE
 from tests.support.wire_server import Default, Reply, WireServer
 
@@ -88,14 +95,6 @@ def _shot(page, shots: Path, name: str) -> None:
         shutil.copy(path, Path(keep) / path.name)
 
 
-def _register(api, team: runtime.Team) -> str:
-    with api.client(ADMIN_KEY) as admin:
-        spec = team.spec().model_dump(mode="json")
-        response = admin.put(f"/v1/teams/{team.name}", json=spec)
-        assert response.status_code in (200, 201), response.text
-    return team.name
-
-
 def _slow_team(name: str, latency_s: float) -> runtime.Team:
     return runtime.Team(
         name=name,
@@ -115,7 +114,7 @@ def _submit(api, key: str, team: str, task: str) -> str:
 
 
 def test_a_person_signs_in_submits_a_job_and_watches_its_subtasks_turn_green(api, console, shots):
-    team = _register(api, _slow_team("console-live", 1.5))
+    team = register(api, _slow_team("console-live", 1.5))
     page = console(USER_KEY)
     assert page.text_content("[data-testid=whoami]").startswith("acme-user")
     assert page.locator("nav a", has_text="Dead letters").count() == 0  # not an admin
@@ -180,13 +179,7 @@ def wire():
 def test_a_held_tool_call_is_read_and_approved_from_the_page(api, console, wire, shots):
     wire.reset()
     wire.script(Reply.tool("echo", {"text": "deploy v9 to production"}), Default())
-    model = runtime.OpenAICompatibleModel(base_url=wire.base_url_openai, model="wire-console")
-    team = _register(api, runtime.Team(
-        name="console-approve", planner_model="offline",
-        models={"console-approve-model": model},
-        agents=[runtime.AgentSpec(name="console-approve-agent", role="worker",
-                                  model="console-approve-model", tools=["echo"])],
-    ))  # fmt: skip
+    team = register(api, wire_team(wire, "console-approve", ["echo"]))
     job_id = _submit(api, USER_KEY, team, "Echo the deploy call.")
     page = console(USER_KEY)
     page.goto(f"{api.url}/console/#/approvals")
@@ -226,7 +219,7 @@ def _events(client: httpx.Client, job_id: str) -> list[dict[str, object]]:
 
 
 def test_a_running_job_is_cancelled_from_its_page(api, console, shots):
-    team = _register(api, _slow_team("console-cancel", 60.0))
+    team = register(api, _slow_team("console-cancel", 60.0))
     job_id = _submit(api, USER_KEY, team, "- never finishes.\n- nor this.")
     page = console(USER_KEY)
     page.goto(f"{api.url}/console/#/jobs/{job_id}")
@@ -244,7 +237,7 @@ def test_a_running_job_is_cancelled_from_its_page(api, console, shots):
 
 
 def test_another_tenants_job_is_refused_and_never_shown(api, console):
-    job_id = _submit(api, USER_KEY, _register(api, _slow_team("console-private", 0.0)),
+    job_id = _submit(api, USER_KEY, register(api, _slow_team("console-private", 0.0)),
                      "- acme's confidential roadmap.")  # fmt: skip
     with api.client(USER_KEY) as client:
         finished(client, job_id)
@@ -261,7 +254,7 @@ def test_another_tenants_job_is_refused_and_never_shown(api, console):
 
 
 def test_a_tasks_markup_is_shown_as_text_never_run(api, console):
-    team = _register(api, _slow_team("console-xss", 0.0))
+    team = register(api, _slow_team("console-xss", 0.0))
     task = '- <img src=x onerror="window.__xss=1"> and <script>window.__xss=2</script>.'
     job_id = _submit(api, USER_KEY, team, task)
     with api.client(USER_KEY) as client:

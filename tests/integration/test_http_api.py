@@ -11,7 +11,14 @@ import pytest
 import ray
 
 import runtime
-from tests.support.http_api import ADMIN_KEY, LIMITED_KEY, MAX_BODY, OTHER_KEY, USER_KEY
+from tests.support.http_api import (
+    ADMIN_KEY,
+    LIMITED_KEY,
+    MAX_BODY,
+    OTHER_KEY,
+    USER_KEY,
+    wire_team,
+)
 from tests.support.wire_server import Default, Reply, WireServer
 
 PROBLEM = "application/problem+json"
@@ -161,14 +168,7 @@ def wire():
 
 
 def _wire_team(server, name, tools=()):
-    model = runtime.OpenAICompatibleModel(base_url=server.base_url_openai, model="wire-http")
-    return runtime.Team(
-        name=name,
-        planner_model="offline",
-        models={f"{name}-model": model},
-        agents=[runtime.AgentSpec(name=f"{name}-agent", role="worker", model=f"{name}-model",
-                                  tools=list(tools))],
-    ).spec().model_dump(mode="json")  # fmt: skip
+    return wire_team(server, name, tools).spec().model_dump(mode="json")
 
 
 def test_a_tool_call_waits_for_approval_given_over_http(api, wire):

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import socket
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import httpx
 
 import deployments
+import runtime
 from deployments import APIConfig, APIKey, hash_key
 from protocols import Budget, TenantPolicy
+
+if TYPE_CHECKING:
+    from tests.support.wire_server import WireServer
 
 ADMIN_KEY = "rt-test-admin-acme"
 USER_KEY = "rt-test-user-acme"
@@ -98,3 +104,23 @@ def finished(client: httpx.Client, job_id: str) -> dict[str, object]:
             pass
     view: dict[str, object] = client.get(f"/v1/jobs/{job_id}").json()
     return view
+
+
+def register(api: Api, team: runtime.Team) -> str:
+    """Register ``team`` as the operator (an admin key); its name, which a tenant's key runs."""
+    with api.client(ADMIN_KEY) as admin:
+        response = admin.put(f"/v1/teams/{team.name}", json=team.spec().model_dump(mode="json"))
+        assert response.status_code in (200, 201), response.text
+    return team.name
+
+
+def wire_team(server: WireServer, name: str, tools: Sequence[str] = ()) -> runtime.Team:
+    """A one-agent team whose model is ``server``'s OpenAI wire endpoint (scripted answers)."""
+    model = runtime.OpenAICompatibleModel(base_url=server.base_url_openai, model="wire-http")
+    return runtime.Team(
+        name=name,
+        planner_model="offline",
+        models={f"{name}-model": model},
+        agents=[runtime.AgentSpec(name=f"{name}-agent", role="worker", model=f"{name}-model",
+                                  tools=list(tools))],
+    )  # fmt: skip

@@ -3,7 +3,7 @@
 from test_approvals import held_job, script
 from wiring import build_troupe, run
 
-from protocols import JobNotFound
+from protocols import JobNotFound, JobsQuery
 
 
 def test_a_held_job_is_listed_traced_and_waited_on_for_its_tenant_only():
@@ -12,12 +12,12 @@ def test_a_held_job_is_listed_traced_and_waited_on_for_its_tenant_only():
         orchestrator = troupe.orchestrator
         job_id, asked = await held_job(troupe, [])
         seen = {"job_id": job_id}
-        seen["lines"] = await orchestrator.summaries(tenant="default")
-        seen["others"] = await orchestrator.summaries(tenant="globex")
+        seen["lines"] = await orchestrator.summaries("default", JobsQuery())
+        seen["others"] = await orchestrator.summaries("globex", JobsQuery())
         seen["filtered"] = [
-            [x.id for x in await orchestrator.summaries(tenant="default", **f)]
-            for f in ({"status": "live"}, {"status": "succeeded"}, {"query": "INVOICE"},
-                      {"query": "nothing like it"})
+            [x.id for x in await orchestrator.summaries("default", JobsQuery(**f))]
+            for f in ({"status": "live"}, {"status": "succeeded"}, {"text": "INVOICE"},
+                      {"text": "nothing like it"})
         ]  # fmt: skip
         seen["line"] = await orchestrator.summary(job_id, tenant="default")
         seen["trace"] = await orchestrator.trace(job_id, tenant="default")

@@ -30,6 +30,7 @@ from protocols import (
     ConfigError,
     ImagePart,
     JobResult,
+    JobsQuery,
     Plan,
     StateUnavailable,
     SubtaskResult,
@@ -125,18 +126,18 @@ def test_the_jobs_list_is_newest_first_per_tenant_with_filters_search_and_paging
                     submitted_by=by)  # fmt: skip
     journal.finish(_result("j2").model_copy(update={"job_id": "j2"}))
 
-    def ids(**filters):
-        return [line.id for line in journal.summaries(**filters)]
+    def ids(tenant=None, **filters):
+        return [line.id for line in journal.summaries(tenant, JobsQuery(**filters))]
 
     assert ids() == ["j4", "j3", "j2", "j1"]
     assert ids(tenant="acme") == ["j4", "j2", "j1"]
     assert ids(tenant="acme", status="succeeded") == ["j2"]
     assert ids(tenant="acme", status="live") == ["j4", "j1"]
     assert ids(tenant="acme", status="running") == ["j4", "j1"]  # live statuses: the shard's
-    assert ids(tenant="acme", query="100%") == ["j1"]  # LIKE's wildcards are text here
-    assert ids(tenant="acme", query="_") == ["j1"]
-    assert ids(tenant="acme", query="DRIVER") == ["j2"]
-    assert ids(tenant="acme", query="secret") == []  # another tenant's task
+    assert ids(tenant="acme", text="100%") == ["j1"]  # LIKE's wildcards are text here
+    assert ids(tenant="acme", text="_") == ["j1"]
+    assert ids(tenant="acme", text="DRIVER") == ["j2"]
+    assert ids(tenant="acme", text="secret") == []  # another tenant's task
     assert ids(tenant="acme", before=4.0, limit=1) == ["j2"]
     done = journal.summary("j2")
     assert (done.status, done.finished_at, done.tokens, done.subtasks) == ("succeeded", 2.5, 0, 2)
@@ -403,7 +404,7 @@ def test_a_journal_file_from_before_migrations_opens_with_its_jobs(tmp_path):
     assert [u.job_id for u in journal.unfinished()] == ["j0"]
     assert journal.teams() == [TEAM]
     # the jobs list reads their results once, when the columns it reads are added
-    assert [(j.id, j.status, j.subtasks) for j in journal.summaries()] == [
+    assert [(j.id, j.status, j.subtasks) for j in journal.summaries(None, JobsQuery())] == [
         ("j9", "succeeded", 2),
         ("j0", "pending", None),
     ]
