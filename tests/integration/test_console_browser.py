@@ -18,8 +18,11 @@ import httpx
 import pytest
 
 import runtime
+from protocols import AgentSpec, ScriptedModel, ScriptedTurn, TeamSpec
+from protocols.graph import GraphSpec
 from tests.support.browser import headless_browser
 from tests.support.console import fill_history, store_wide_job
+from tests.support.graph_specs import PAUSED
 from tests.support.http_api import (
     BULK_KEY,
     OTHER_KEY,
@@ -234,6 +237,42 @@ def test_a_running_job_is_cancelled_from_its_page(api, console, shots):
     assert page.locator("#cancel-job").is_hidden()
     with api.client(USER_KEY) as client:
         assert client.get(f"/v1/jobs/{job_id}").json()["status"] == "cancelled"
+
+
+def test_a_paused_graph_is_resumed_with_a_value_from_its_page(api, console, rt, shots):
+    def scripted(text: str) -> ScriptedModel:
+        return ScriptedModel(turns=(ScriptedTurn(text=text),))
+
+    roles = {"writer": scripted("draft v1"), "editor": scripted("published")}
+    team = TeamSpec(
+        name="console-graph", planner_model="offline", graph=GraphSpec.model_validate(PAUSED),
+        agents=tuple(AgentSpec(name=f"console-graph-{r}", role=r, model=f"console-graph-{r}",
+                               memory=runtime.MemoryPolicy(recall=False)) for r in roles),
+        models={f"console-graph-{r}": model for r, model in roles.items()},
+    )  # fmt: skip
+    job = rt.submit("a notice", team=team, tenant="acme")
+    page = console(USER_KEY)
+    page.goto(f"{api.url}/console/#/approvals")
+    waiting = page.wait_for_selector(f"form[data-job-id='{job.job_id}']", timeout=LIVE_TIMEOUT_MS)
+    assert "publish" in waiting.text_content()
+    page.goto(f"{api.url}/console/#/jobs/{job.job_id}")
+    form = page.wait_for_selector("#resume", timeout=LIVE_TIMEOUT_MS)
+    assert "draft v1" in form.text_content()  # the state it waits with
+    page.fill("#resume-value", "not json")
+    page.click("#resume button[type=submit]")
+    assert page.wait_for_selector("#resume [data-testid=problem]").is_visible()
+    assert job.status() == "awaiting_input"  # nothing was sent
+    page.fill("#resume-value", '"approved"')
+    _shot(page, shots, "console-graph-input")
+    page.click("#resume button[type=submit]")
+    result = job.result(timeout=120)
+    assert result.status == "succeeded", result.error
+    assert result.state == {"text": "published", "verdict": "approved"}
+    page.wait_for_function(
+        "() => document.querySelector('[data-testid=job-status]').textContent.trim()"
+        " === 'succeeded'",
+        timeout=60_000,
+    )
 
 
 def test_another_tenants_job_is_refused_and_never_shown(api, console):
