@@ -17,18 +17,21 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
-from fastapi import APIRouter, Header
-from fastapi.responses import StreamingResponse
+from fastapi import APIRouter, Header, Request
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from deployments.access import Caller, visible_teams
 from deployments.config import APIConfig
+from deployments.guard import request_id_of
+from deployments.problems import problem
 from protocols import (
     Attachment,
     InvalidInput,
     JobFailed,
     JobResult,
     JobTimeout,
+    TeamNotFound,
 )
 from protocols.sessions import checked_session_id
 from runtime.client import SystemClient
@@ -36,6 +39,20 @@ from runtime.client import SystemClient
 __all__ = ["openai_routes"]
 
 _CHUNK_CHARS: Final = 64
+_RESPONSE_FORMATS: Final = frozenset({"text", "json_object", "json_schema"})
+_UNSUPPORTED: Final = {
+    "tools": "agents use the tools their team gives them, not a request's",
+    "tool_choice": "agents use the tools their team gives them, not a request's",
+    "functions": "agents use the tools their team gives them, not a request's",
+    "function_call": "agents use the tools their team gives them, not a request's",
+    "audio": "answers are text",
+    "prediction": "predicted outputs are not supported",
+    "top_logprobs": "log probabilities are not returned",
+}
+"""Request fields a team cannot honour: refused (400), not silently ignored.
+
+Sampling fields (``temperature``, ``max_tokens``, ``seed``, ...) are accepted and left to the
+team: each agent calls its model with its own configuration."""
 _DATA_URL: Final = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.+)$", re.DOTALL)
 
 
@@ -83,7 +100,7 @@ class ModelList(BaseModel):
 
 
 def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
-    """``POST /v1/chat/completions`` and ``GET /v1/models``."""
+    """``POST /v1/chat/completions``, ``GET /v1/models`` and ``GET /v1/models/{id}``."""
     routes = APIRouter(prefix="/v1", tags=["OpenAI-compatible"])
 
     @routes.get("/models", response_model=ModelList)
@@ -94,18 +111,36 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         names = [*await visible_teams(client, who, teams), *(f"skill:{s.name}" for s in skills)]
         return ModelList(data=[ModelCard(id=name) for name in [*names, AUTO]])
 
-    @routes.post("/chat/completions", response_model=None)
+    @routes.get("/models/{model_id}", response_model=ModelCard)
+    async def model(model_id: str, who: Caller) -> ModelCard:
+        """One model the caller may name (404 for anything else, another tenant's included)."""
+        if model_id not in {card.id for card in (await models(who)).data}:
+            raise TeamNotFound(f"no model {model_id!r} for this key", team=model_id)
+        return ModelCard(id=model_id)
+
+    @routes.post(
+        "/chat/completions",
+        response_model=None,
+        responses={400: {"description": "a request field the team cannot honour"}},
+    )
     async def chat(
         body: ChatRequest,
+        request: Request,
         who: Caller,
         x_session_id: Annotated[str | None, Header(max_length=128)] = None,
-    ) -> dict[str, Any] | StreamingResponse:
+    ) -> dict[str, Any] | StreamingResponse | JSONResponse:
         """Run the chat's last user message as a job of the team named by ``model``.
+
+        A field the team cannot honour (``tools``, ``n`` > 1, ``logprobs``, a non-text
+        modality, an unknown ``response_format``) is a 400 naming it; nothing is started.
 
         With a session (the ``X-Session-Id`` header, else ``user``; made if the tenant has
         none of that id), the job sees the session's history and joins it; the request's
         earlier user and assistant turns are not used (the session has them).
         """
+        refused = _refused(body, request_id_of(request.scope))
+        if refused is not None:
+            return refused
         session = x_session_id or body.user
         if session is not None:
             await client.create_session(who.tenant, checked_session_id(session))
@@ -152,6 +187,34 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         }
 
     return routes
+
+
+def _refused(body: ChatRequest, request_id: str) -> JSONResponse | None:
+    """A 400 for the first field of ``body`` the team cannot honour; None if there is none."""
+    asked = body.model_extra or {}
+    why = next(((f, r) for f, r in _UNSUPPORTED.items() if asked.get(f) not in (None, [], {})),
+               None)  # fmt: skip
+    if why is None and asked.get("n") not in (None, 1):
+        why = ("n", "one answer per request (n = 1)")
+    if why is None and asked.get("logprobs"):
+        why = ("logprobs", "log probabilities are not returned")
+    modalities = asked.get("modalities")
+    if why is None and modalities not in (None, ["text"]):
+        why = ("modalities", "answers are text")
+    kind = (body.response_format or {}).get("type")
+    if why is None and body.response_format is not None and kind not in _RESPONSE_FORMATS:
+        why = ("response_format", f"type must be one of {', '.join(sorted(_RESPONSE_FORMATS))}")
+    if why is None:
+        return None
+    field, reason = why
+    return problem(
+        400,
+        "Bad Request",
+        f"unsupported parameter {field!r}: {reason}",
+        code="unsupported_parameter",
+        request_id=request_id,
+        field=field,
+    )
 
 
 async def _wait(client: SystemClient, config: APIConfig, job_id: str, tenant: str) -> JobResult:

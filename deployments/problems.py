@@ -65,7 +65,7 @@ def problem(
         "code": code,
         **extra,
         # what OpenAI clients read (the SDKs show error.message): one body for both kinds
-        "error": {"message": detail, "type": code, "code": code},
+        "error": {"message": detail, "type": code, "code": code, "param": extra.get("field")},
     }
     if request_id is not None:
         body["request_id"] = request_id

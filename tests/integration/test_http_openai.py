@@ -8,7 +8,7 @@ import openai
 import pytest
 
 import runtime
-from tests.support.http_api import ADMIN_KEY, USER_KEY
+from tests.support.http_api import ADMIN_KEY, BLUE_KEY, USER_KEY
 from tests.support.wire_server import Default, WireServer
 
 TEAM = "http-openai"
@@ -33,6 +33,52 @@ def _client(api, key=USER_KEY):
 def test_models_lists_the_registered_teams(api, team):
     models = _client(api).models.list()
     assert team in [m.id for m in models.data]
+
+
+def test_one_model_is_read_back_and_an_unknown_or_hidden_one_is_not_found(api, team):
+    card = _client(api).models.retrieve(team)
+    assert (card.id, card.object, card.owned_by) == (team, "model", "raytroupe")
+    assert _client(api).models.retrieve("auto").id == "auto"
+    with pytest.raises(openai.NotFoundError) as missing:
+        _client(api).models.retrieve("no-such-team")
+    with pytest.raises(openai.NotFoundError):  # a team its policy does not let it run
+        _client(api, key=BLUE_KEY).models.retrieve(team)
+    assert "no-such-team" in missing.value.message
+
+
+@pytest.mark.parametrize(
+    ("extra", "field"),
+    [
+        ({"tools": [{"type": "function", "function": {"name": "pay", "parameters": {}}}]},
+         "tools"),
+        ({"tool_choice": "required"}, "tool_choice"),
+        ({"n": 3}, "n"),
+        ({"logprobs": True}, "logprobs"),
+        ({"modalities": ["text", "audio"]}, "modalities"),
+        ({"response_format": {"type": "xml"}}, "response_format"),
+    ],
+)  # fmt: skip
+def test_a_field_the_team_cannot_honour_is_a_400_naming_it_and_starts_nothing(
+    api, team, rt, extra, field
+):
+    before = set(rt.jobs())
+    with pytest.raises(openai.BadRequestError) as refused:
+        _client(api).chat.completions.create(
+            model=team, messages=[{"role": "user", "content": "hi"}], **extra
+        )
+    assert refused.value.status_code == 400
+    assert refused.value.code == "unsupported_parameter"
+    assert refused.value.param == field  # OpenAI's error object names the parameter
+    assert repr(field) in refused.value.message
+    assert set(rt.jobs()) == before  # nothing was started
+
+
+def test_sampling_fields_are_left_to_the_team(api, team):
+    completion = _client(api).chat.completions.create(
+        model=team, messages=[{"role": "user", "content": "- one."}], temperature=0.2,
+        max_tokens=50, seed=7, n=1, response_format={"type": "text"},
+    )  # fmt: skip
+    assert completion.choices[0].message.content
 
 
 def test_a_chat_completion_runs_a_job_of_the_team(api, team, rt):

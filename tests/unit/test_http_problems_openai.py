@@ -86,7 +86,12 @@ def test_a_troupe_problem_carries_the_errors_message_code_and_retryability():
         "detail": "no job 'j9'",
         "code": "job_not_found",
         "retryable": False,
-        "error": {"message": "no job 'j9'", "type": "job_not_found", "code": "job_not_found"},
+        "error": {
+            "message": "no job 'j9'",
+            "type": "job_not_found",
+            "code": "job_not_found",
+            "param": None,
+        },
         "request_id": "req-1",
     }
 
@@ -123,7 +128,12 @@ def test_problem_takes_headers_and_extra_members():
     assert response.headers["retry-after"] == "7"
     body = _body(response)
     assert body["retry_after_s"] == 7
-    assert body["error"] == {"message": "slow down", "type": "rate_limited", "code": "rate_limited"}
+    assert body["error"] == {
+        "message": "slow down",
+        "type": "rate_limited",
+        "code": "rate_limited",
+        "param": None,
+    }
     assert "request_id" not in body
 
 
