@@ -202,7 +202,8 @@ def _refused(body: ChatRequest, request_id: str) -> JSONResponse | None:
     if why is None and modalities not in (None, ["text"]):
         why = ("modalities", "answers are text")
     kind = (body.response_format or {}).get("type")
-    if why is None and body.response_format is not None and kind not in _RESPONSE_FORMATS:
+    known = isinstance(kind, str) and kind in _RESPONSE_FORMATS
+    if why is None and body.response_format is not None and not known:
         why = ("response_format", f"type must be one of {', '.join(sorted(_RESPONSE_FORMATS))}")
     if why is None:
         return None

@@ -56,6 +56,7 @@ def test_one_model_is_read_back_and_an_unknown_or_hidden_one_is_not_found(api, t
         ({"logprobs": True}, "logprobs"),
         ({"modalities": ["text", "audio"]}, "modalities"),
         ({"response_format": {"type": "xml"}}, "response_format"),
+        ({"response_format": {"type": ["json_object"]}}, "response_format"),
     ],
 )  # fmt: skip
 def test_a_field_the_team_cannot_honour_is_a_400_naming_it_and_starts_nothing(
