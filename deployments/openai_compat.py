@@ -40,11 +40,9 @@ __all__ = ["openai_routes"]
 
 _CHUNK_CHARS: Final = 64
 _RESPONSE_FORMATS: Final = frozenset({"text", "json_object", "json_schema"})
+_TEAM_TOOLS: Final = "agents use the tools their team gives them, not a request's"
 _UNSUPPORTED: Final = {
-    "tools": "agents use the tools their team gives them, not a request's",
-    "tool_choice": "agents use the tools their team gives them, not a request's",
-    "functions": "agents use the tools their team gives them, not a request's",
-    "function_call": "agents use the tools their team gives them, not a request's",
+    **dict.fromkeys(("tools", "tool_choice", "functions", "function_call"), _TEAM_TOOLS),
     "audio": "answers are text",
     "prediction": "predicted outputs are not supported",
     "top_logprobs": "log probabilities are not returned",

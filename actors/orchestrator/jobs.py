@@ -49,6 +49,7 @@ __all__ = [
     "failed",
     "from_task_result",
     "job_message",
+    "last_event",
     "set_status",
     "skipped",
     "wait_until",
@@ -177,6 +178,16 @@ def job_message(
         tenant=job.tenant,
         payload=payload,
     )
+
+
+def last_event(result: JobResult) -> tuple[str, dict[str, object]]:
+    """The type and data of a job's last event, as its result says how it ended."""
+    kind = {"succeeded": "job_succeeded", "cancelled": "job_cancelled"}.get(
+        result.status, "job_failed"
+    )
+    if result.error is None:
+        return kind, {"error": None}
+    return kind, {"error": result.error.message, "code": result.error.code.value}
 
 
 async def emit(

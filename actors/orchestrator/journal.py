@@ -16,7 +16,7 @@ from typing import Any
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
-from actors.orchestrator.jobs import Job
+from actors.orchestrator.jobs import Job, last_event
 from actors.state import Database, Migration, first, open_database, upsert
 from protocols import (
     ApprovalDecision,
@@ -89,11 +89,6 @@ _SUMMARY = (
 )
 """A jobs-list line's columns."""
 _TERMINAL = ("succeeded", "failed", "cancelled")
-_LAST_EVENT: dict[str, Any] = {
-    "succeeded": "job_succeeded",
-    "failed": "job_failed",
-    "cancelled": "job_cancelled",
-}
 
 
 @dataclass(frozen=True)
@@ -377,16 +372,11 @@ class Journal:
             return None
         team, tenant, result = loaded
         # its events are not journaled; its last one is, in effect: a watcher gets it and stops
-        data: dict[str, object] = {"error": None}
-        if result.error is not None:
-            data = {"error": result.error.message, "code": result.error.code.value}
-        ended = JobEvent(
-            job_id=job_id,
-            seq=1,
-            at=result.timings.finished_at,
-            type=_LAST_EVENT[result.status],
-            data=data,
-        )
+        kind, data = last_event(result)
+        ended = JobEvent.model_validate(
+            {"job_id": job_id, "seq": 1, "at": result.timings.finished_at, "type": kind,
+             "data": data}
+        )  # fmt: skip
         return Job(
             id=job_id,
             task=result.task,

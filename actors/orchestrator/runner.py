@@ -20,7 +20,7 @@ from actors.orchestrator.dispatch import Dispatcher
 from actors.orchestrator.episodes import episode_write, policy_of
 from actors.orchestrator.graphs.desk import GraphDesk
 from actors.orchestrator.graphs.engine import GraphHost, GraphRun, RunChild, graph_answer
-from actors.orchestrator.jobs import Job, emit, job_message, set_status
+from actors.orchestrator.jobs import Job, emit, job_message, last_event, set_status
 from actors.orchestrator.journal import Journal
 from actors.orchestrator.planner import aggregate, make_plan
 from actors.skills.reflect import lesson_write, lessons_query, reflect_request, reflection_due
@@ -254,12 +254,7 @@ class JobRunner:
             log.warning("job_end_not_sent", job_id=job.id, code=exc.code.value)
         if self._journal is not None:
             self._journal.finish(result)
-        kind = {"succeeded": "job_succeeded", "cancelled": "job_cancelled"}.get(
-            result.status, "job_failed"
-        )
-        data: dict[str, object] = {"error": None}
-        if error is not None:
-            data = {"error": error.message, "code": error.code.value}
+        kind, data = last_event(result)
         await emit(job, kind, data=data, result=result)
 
     async def _skill(self, job: Job, skill: SkillSpec, ask: Ask, done: _Progress) -> None:

@@ -33,6 +33,11 @@ def wire():
         yield server
 
 
+def _one_agent(name: str) -> runtime.Team:
+    agents = [runtime.AgentSpec(name=f"{name}-a", role="worker")]
+    return runtime.Team(name=name, planner_model="offline", agents=agents)
+
+
 def _problem(response, status, code):
     assert response.status_code == status, response.text
     assert response.headers["content-type"] == PROBLEM
@@ -40,10 +45,7 @@ def _problem(response, status, code):
 
 
 def test_the_jobs_list_says_who_ran_what_for_how_much_and_only_to_its_tenant(api):
-    team = register(api, runtime.Team(
-        name="console-list", planner_model="offline",
-        agents=[runtime.AgentSpec(name="console-list-a", role="worker")],
-    ))  # fmt: skip
+    team = register(api, _one_agent("console-list"))
     with api.client(USER_KEY) as acme, api.client(OTHER_KEY) as globex:
         submitted = acme.post("/v1/jobs", json={"team": team, "task": "List: - red. - blue."})
         job_id = submitted.json()["id"]
@@ -129,10 +131,7 @@ def test_a_held_tool_call_is_listed_with_its_job_and_its_trace_keeps_arguments_a
 
 
 def test_usage_by_day_is_the_tenants_own_and_every_tenants_for_an_admin(api):
-    team = register(api, runtime.Team(
-        name="console-usage", planner_model="offline",
-        agents=[runtime.AgentSpec(name="console-usage-a", role="worker")],
-    ))  # fmt: skip
+    team = register(api, _one_agent("console-usage"))
     with api.client(USER_KEY) as acme, api.client(OTHER_KEY) as globex:
         for client in (acme, globex):
             job_id = client.post("/v1/jobs", json={"team": team, "task": "- one."}).json()["id"]
