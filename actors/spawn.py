@@ -74,10 +74,13 @@ PROVISION_CHECK_S: Final = 5.0
 """How long a provisioned team's actors get to confirm they are still set up."""
 PLACE_TRIES: Final = 6
 """How many times a new agent is made on the node chosen for it before it stays elsewhere."""
+PLACE_BYTES: Final = 1
+"""The memory an agent placed on a chosen node asks Ray for. Soft node affinity put a third of
+CPU-less actors (an empty resource request) on the owner's node even on a settled two-node
+cluster; any non-empty request (one byte of the ``memory`` resource here) went where asked."""
 PLACE_RETRY_S: Final = 1.0
-"""The pause before making it again, times the attempt (1 + 2 + ... + 5 = 15 s in all): Ray
-falls back to the local node while its raylet has not yet heard of a node that joined the
-cluster, and 4 tries over 5 s were seen too few on a loaded 2-core `ray up` of two nodes."""
+"""The pause before making it again, times the attempt (1 + 2 + ... + 5 = 15 s in all): a
+backstop for a node the scheduler does not know yet, or cannot fit."""
 
 log = structlog.get_logger("raytroupe.ray")
 
@@ -273,7 +276,7 @@ class RayTeamProvisioner:
         name = agent_actor_name(spec.name)
         strategy = NodeAffinitySchedulingStrategy(node_id=node, soft=True)
         for attempt in range(1, PLACE_TRIES + 1):
-            handle = self._spawn(team, spec, tools, strategy)
+            handle = self._spawn(team, spec, tools, strategy, memory=PLACE_BYTES)
             landed = await handle.started.remote()
             if landed == node:
                 return handle
@@ -294,11 +297,20 @@ class RayTeamProvisioner:
             await asyncio.sleep(PLACE_RETRY_S * attempt)
         raise AssertionError("unreachable")  # pragma: no cover - the loop returns
 
-    def _spawn(self, team: TeamSpec, spec: AgentSpec, tools: Sequence[Any], strategy: Any) -> Any:
+    def _spawn(
+        self,
+        team: TeamSpec,
+        spec: AgentSpec,
+        tools: Sequence[Any],
+        strategy: Any,
+        memory: int | None = None,
+    ) -> Any:
         options = _options(
             agent_actor_name(spec.name), num_cpus=spec.num_cpus, max_restarts=AGENT_RESTARTS
         )
         options["scheduling_strategy"] = strategy
+        if memory is not None:
+            options["memory"] = memory
         return (
             _remote(AgentActor)
             .options(**options)

@@ -39,3 +39,6 @@ def test_an_agent_put_elsewhere_is_made_again_then_left_where_ray_put_it() -> No
     # asked for the worker: there at once
     assert result["asked_worker_landed"] == result["worker"]
     assert result["asked_worker_retries"] == 0
+    # CPU-less agents asked for the worker: all there, none made twice
+    assert result["cpuless_landed"] == [result["worker"]] * 8
+    assert result["cpuless_retries"] == 0

@@ -2,7 +2,8 @@
 
 A head with no CPUs and a worker with two, on 127.0.0.1. An agent that asks for a CPU is
 made on the head, where Ray cannot put it: Ray's soft node affinity falls back to the worker,
-as it does on a node its raylet does not know yet. Prints one JSON line with what happened.
+as it does on a node its raylet does not know yet. Then eight agents that ask for no CPU are
+made on the worker. Prints one JSON line with what happened.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from runtime.joining import stay_on_loopback
 NODE = {"node_ip_address": "127.0.0.1", "include_dashboard": False}
 
 
-async def _place(provisioner: RayTeamProvisioner, team: TeamSpec, node: str) -> str:
-    handle = await provisioner._spawn_on(team, team.agents[0], (), node)
+async def _place(provisioner: RayTeamProvisioner, team: TeamSpec, node: str, agent: int = 0) -> str:
+    handle = await provisioner._spawn_on(team, team.agents[agent], (), node)
     landed: str = await handle.started.remote()
     return landed
 
@@ -54,6 +55,15 @@ def main() -> None:
         with capture_logs() as logs:
             on_worker = asyncio.run(_place(provisioner, team, worker.node_id))
         asked_worker = [e for e in logs if e["event"] == "agent.placed_elsewhere"]
+        cpuless = TeamSpec(  # an empty resource request: soft affinity misplaced a third of them
+            name="cpuless",
+            agents=tuple(AgentSpec(name=f"cpuless-{i}", role="worker") for i in range(8)),
+        )
+        with capture_logs() as logs:
+            cpuless_landed = [
+                asyncio.run(_place(provisioner, cpuless, worker.node_id, i)) for i in range(8)
+            ]
+        cpuless_retries = [e for e in logs if e["event"] == "agent.placed_elsewhere"]
         print(  # noqa: T201 - the result, for the parent test
             json.dumps(
                 {
@@ -65,6 +75,8 @@ def main() -> None:
                     "alive_with_the_name": len(alive),
                     "asked_worker_landed": on_worker,
                     "asked_worker_retries": len(asked_worker),
+                    "cpuless_landed": cpuless_landed,
+                    "cpuless_retries": len(cpuless_retries),
                 }
             ),
             flush=True,
