@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from actors.lazy import lazy_exports
+from raytroupe.actors.lazy import lazy_exports
 
 if TYPE_CHECKING:
-    from actors.agent import AgentActor
-    from actors.endpoint import Mailbox, RouterClient, serve_envelope
-    from actors.llm import LLMAdapterPool
-    from actors.orchestrator import Orchestrator, TeamProvisioner
-    from actors.router import LocalRouterClient, MessageRouter, RouterStats
+    from raytroupe.actors.agent import AgentActor
+    from raytroupe.actors.endpoint import Mailbox, RouterClient, serve_envelope
+    from raytroupe.actors.llm import LLMAdapterPool
+    from raytroupe.actors.orchestrator import Orchestrator, TeamProvisioner
+    from raytroupe.actors.router import LocalRouterClient, MessageRouter, RouterStats
 
 __all__ = [
     "AgentActor",
@@ -35,16 +35,16 @@ __all__ = [
 ]
 
 _HOMES = {
-    "AgentActor": "actors.agent",
-    "LLMAdapterPool": "actors.llm",
-    "LocalRouterClient": "actors.router",
-    "Mailbox": "actors.endpoint",
-    "MessageRouter": "actors.router",
-    "Orchestrator": "actors.orchestrator",
-    "RouterClient": "actors.endpoint",
-    "RouterStats": "actors.router",
-    "TeamProvisioner": "actors.orchestrator",
-    "serve_envelope": "actors.endpoint",
+    "AgentActor": "raytroupe.actors.agent",
+    "LLMAdapterPool": "raytroupe.actors.llm",
+    "LocalRouterClient": "raytroupe.actors.router",
+    "Mailbox": "raytroupe.actors.endpoint",
+    "MessageRouter": "raytroupe.actors.router",
+    "Orchestrator": "raytroupe.actors.orchestrator",
+    "RouterClient": "raytroupe.actors.endpoint",
+    "RouterStats": "raytroupe.actors.router",
+    "TeamProvisioner": "raytroupe.actors.orchestrator",
+    "serve_envelope": "raytroupe.actors.endpoint",
 }
 
 

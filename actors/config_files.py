@@ -8,7 +8,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from protocols import ConfigError
+from raytroupe.protocols import ConfigError
 
 __all__ = ["read_yaml", "validated"]
 

@@ -11,7 +11,7 @@ from typing import Any, Protocol, TypeAlias, TypeVar, cast, overload, runtime_ch
 
 import structlog
 
-from protocols import (
+from raytroupe.protocols import (
     AgentMessage,
     DeliveryError,
     ErrorCode,

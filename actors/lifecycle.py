@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
-from actors.telemetry.logs import configure_worker_logging
+from raytroupe.actors.telemetry.logs import configure_worker_logging
 
 __all__ = ["Lifecycle", "with_lifecycle"]
 

@@ -17,8 +17,8 @@ import structlog
 from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 from ray.experimental import internal_kv
 
-from actors.endpoint import BatchProgress
-from protocols import (
+from raytroupe.actors.endpoint import BatchProgress
+from raytroupe.protocols import (
     AgentMessage,
     DeliveryError,
     RecipientUnavailable,

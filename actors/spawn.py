@@ -20,14 +20,14 @@ import structlog
 from ray.exceptions import RayActorError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from actors.agent import AgentActor
-from actors.lifecycle import with_lifecycle
-from actors.llm import LLMAdapterPool
-from actors.llm.config import LLMConfig
-from actors.llm.local.ray_servers import RayLocalServers
-from actors.memory.config import MemoryConfig
-from actors.orchestrator import Orchestrator
-from actors.ray_handles import (
+from raytroupe.actors.agent import AgentActor
+from raytroupe.actors.lifecycle import with_lifecycle
+from raytroupe.actors.llm import LLMAdapterPool
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.local.ray_servers import RayLocalServers
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.orchestrator import Orchestrator
+from raytroupe.actors.ray_handles import (
     NAMESPACE,
     GcsRestartStore,
     OrchestratorShards,
@@ -42,11 +42,11 @@ from actors.ray_handles import (
     through_restarts,
     unwrap,
 )
-from actors.router import MessageRouter
-from actors.skills.config import SkillsConfig
-from actors.state import checked_state_url
-from actors.tools.config import ToolsConfig
-from protocols import (
+from raytroupe.actors.router import MessageRouter
+from raytroupe.actors.skills.config import SkillsConfig
+from raytroupe.actors.state import checked_state_url
+from raytroupe.actors.tools.config import ToolsConfig
+from raytroupe.protocols import (
     AgentSpec,
     ConfigError,
     ModelSpec,
@@ -495,8 +495,8 @@ def spawn_system(
         for n in range(replicas)
     ]
     llm = pools[0]
-    from actors.memory.store import MemoryStore  # noqa: PLC0415 - only the driver spawns it
-    from actors.tools.sandbox import ToolSandbox  # noqa: PLC0415
+    from raytroupe.actors.memory.store import MemoryStore  # noqa: PLC0415 - only the driver spawns it
+    from raytroupe.actors.tools.sandbox import ToolSandbox  # noqa: PLC0415
 
     memory_actor = (
         _remote(MemoryStore)

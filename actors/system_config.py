@@ -21,13 +21,13 @@ from typing import Annotated, Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from actors.config_files import read_yaml, validated
-from actors.llm.config import LLMConfig
-from actors.memory.config import MemoryConfig
-from actors.skills.config import SkillsConfig
-from actors.state.database import checked_state_url, state_url
-from actors.tools.config import ToolsConfig
-from protocols import ConfigError
+from raytroupe.actors.config_files import read_yaml, validated
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.skills.config import SkillsConfig
+from raytroupe.actors.state.database import checked_state_url, state_url
+from raytroupe.actors.tools.config import ToolsConfig
+from raytroupe.protocols import ConfigError
 
 __all__ = [
     "PlacementConfig",

@@ -34,9 +34,9 @@ from _common import Figure, Section, machine, main
 from fanout import _cpu_s, _task
 from ray.cluster_utils import Cluster
 
-import runtime
-from actors.ray_handles import NAMESPACE
-from runtime.joining import stay_on_loopback
+from raytroupe import runtime
+from raytroupe.actors.ray_handles import NAMESPACE
+from raytroupe.runtime.joining import stay_on_loopback
 
 KS = (1, 2, 3)
 WORKERS = 2

@@ -31,10 +31,10 @@ BAR_MS = 1000.0
 
 
 def _api(journal: Path) -> tuple[object, str]:
-    import runtime  # noqa: PLC0415 - a heavy import, after the argument parsing
-    from deployments import deploy  # noqa: PLC0415
-    from deployments.config import APIConfig, APIKey  # noqa: PLC0415
-    from deployments.keys import hash_key  # noqa: PLC0415
+    from raytroupe import runtime  # noqa: PLC0415 - a heavy import, after the argument parsing
+    from raytroupe.deployments import deploy  # noqa: PLC0415
+    from raytroupe.deployments.config import APIConfig, APIKey  # noqa: PLC0415
+    from raytroupe.deployments.keys import hash_key  # noqa: PLC0415
     from tests.support.http_api import free_port  # noqa: PLC0415
 
     rt = runtime.connect(address="local", num_cpus=2, log_level="warning", journal=journal)

@@ -45,10 +45,10 @@ from typing import IO, Any, TypeVar
 import _cpu_work
 from _common import Curve, Figure, Section, machine, main, median
 
-import runtime
-from actors.tools.config import FunctionTool
-from actors.tools.isolation import Isolation
-from protocols import PlannedSubtask, TeamSpec, ToolCall
+from raytroupe import runtime
+from raytroupe.actors.tools.config import FunctionTool
+from raytroupe.actors.tools.isolation import Isolation
+from raytroupe.protocols import PlannedSubtask, TeamSpec, ToolCall
 
 N = 8
 WORK_S = 0.2

@@ -42,8 +42,8 @@ from typing import Any
 import ray
 from _common import Curve, Figure, Section, machine, main, median
 
-import runtime
-from protocols import ModelSpec
+from raytroupe import runtime
+from raytroupe.protocols import ModelSpec
 
 LATENCY_S = 0.5
 FANOUT_NS = (1, 8, 32, 128)

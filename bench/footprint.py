@@ -48,13 +48,13 @@ HEAVY = (
 )
 """Top-level packages an agent process should not need."""
 AGENT_NEEDS = (
-    "actors.telemetry.logs",
-    "actors.endpoint",
-    "actors.telemetry.metrics",
-    "actors.ray_handles",
-    "actors.agent",
-    "actors.agent.stop",
-    "actors.router",
+    "raytroupe.actors.telemetry.logs",
+    "raytroupe.actors.endpoint",
+    "raytroupe.actors.telemetry.metrics",
+    "raytroupe.actors.ray_handles",
+    "raytroupe.actors.agent",
+    "raytroupe.actors.agent.stop",
+    "raytroupe.actors.router",
     "protocols",
 )
 """raytroupe modules an agent process uses (its logging, its class, its router client, the
@@ -100,7 +100,7 @@ _CONNECT = textwrap.dedent(
     import json, sys, time
     t0 = time.perf_counter()
     import ray
-    import runtime
+    from raytroupe import runtime
     from pathlib import Path
     t1 = time.perf_counter()
     root = Path(sys.argv[1])
@@ -180,7 +180,7 @@ def _memory(root: Path) -> tuple[list[int], list[int], list[str], list[str]]:
         is_token_auth_enabled,
     )
 
-    import runtime  # noqa: PLC0415
+    from raytroupe import runtime  # noqa: PLC0415
 
     psutil = importlib.import_module("psutil")  # Ray's vendored copy: importable after ray
     # the probes travel by value, also when a suite imports this module by name

@@ -29,11 +29,11 @@ from pathlib import Path
 from _common import Figure, Section, machine, main, median
 from fanout import connect
 
-import runtime
-from actors.orchestrator.graphs.checkpoints import CheckpointStore
-from actors.state import open_database
-from protocols import AgentSpec, PlannedSubtask, TeamSpec
-from protocols.graph import GraphCheckpoint, GraphSpec, GraphTask
+from raytroupe import runtime
+from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore
+from raytroupe.actors.state import open_database
+from raytroupe.protocols import AgentSpec, PlannedSubtask, TeamSpec
+from raytroupe.protocols.graph import GraphCheckpoint, GraphSpec, GraphTask
 
 CHAIN = 16
 MAP_N = 32

@@ -255,8 +255,7 @@ def _start(root: Path) -> tuple[Any, str]:
     """A local Ray with raytroupe, the application and the echo; the base URL."""
     from ray import serve  # noqa: PLC0415
 
-    import deployments  # noqa: PLC0415
-    import runtime  # noqa: PLC0415
+    from raytroupe import deployments, runtime  # noqa: PLC0415
 
     rt = runtime.connect(
         address="local",

@@ -26,12 +26,12 @@ from typing import Any
 import ray
 from _common import Figure, Section, main
 
-from actors.lifecycle import with_lifecycle
-from actors.memory.config import MemoryConfig
-from actors.memory.documents import ChunkingConfig, chunk_document
-from actors.memory.embeddings import MiniLMEmbedding, embedding_function
-from actors.memory.store import MemoryStore
-from protocols.knowledge import KnowledgeDocument
+from raytroupe.actors.lifecycle import with_lifecycle
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.memory.documents import ChunkingConfig, chunk_document
+from raytroupe.actors.memory.embeddings import MiniLMEmbedding, embedding_function
+from raytroupe.actors.memory.store import MemoryStore
+from raytroupe.protocols.knowledge import KnowledgeDocument
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "knowledge"
 MEDIA_TYPES = {

@@ -21,10 +21,10 @@ import openai
 from llmock.pytest_plugin import LLMock
 from llmock.testing import LLMockServer
 
-from actors.llm import LLMAdapterPool
-from actors.llm.config import LLMConfig
-from actors.llm.gateway import CallContext
-from protocols import Budget, ChatMessage, LLMRequest, OpenAICompatibleModel
+from raytroupe.actors.llm import LLMAdapterPool
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.gateway import CallContext
+from raytroupe.protocols import Budget, ChatMessage, LLMRequest, OpenAICompatibleModel
 
 RPM = 1200
 IN_FLIGHT = 200

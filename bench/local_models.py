@@ -41,13 +41,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 from local_tasks import TASKS
 
-import runtime
-from actors.agent.written_calls import WrittenCalls, read_written_calls
-from actors.llm.gateway import CallContext
-from actors.llm.local import InProcessServers, LlamaServer
-from actors.llm.local.ray_servers import model_actor_name
-from actors.llm.pool import LLMAdapterPool
-from protocols import (
+from raytroupe import runtime
+from raytroupe.actors.agent.written_calls import WrittenCalls, read_written_calls
+from raytroupe.actors.llm.gateway import CallContext
+from raytroupe.actors.llm.local import InProcessServers, LlamaServer
+from raytroupe.actors.llm.local.ray_servers import model_actor_name
+from raytroupe.actors.llm.pool import LLMAdapterPool
+from raytroupe.protocols import (
     ChatMessage,
     JobCancelled,
     JobFailed,

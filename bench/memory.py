@@ -21,11 +21,11 @@ from pathlib import Path
 import ray
 from _common import Figure, Section, main
 
-from actors.lifecycle import with_lifecycle
-from actors.memory.config import MemoryConfig
-from actors.memory.embeddings import EmbeddingKind, embedding_function
-from actors.memory.store import MemoryStore
-from protocols import MemoryQuery, MemoryWrite
+from raytroupe.actors.lifecycle import with_lifecycle
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.memory.embeddings import EmbeddingKind, embedding_function
+from raytroupe.actors.memory.store import MemoryStore
+from raytroupe.protocols import MemoryQuery, MemoryWrite
 
 BATCH = 100
 """Records per write call, on both sides."""

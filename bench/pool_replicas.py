@@ -19,7 +19,7 @@ from pathlib import Path
 from _common import Figure, Section, machine, main, median
 from fanout import LATENCY_S, _actual, _capacity, _job, _team, connect
 
-import runtime
+from raytroupe import runtime
 
 NS = (128, 512)
 MEASURED = (

@@ -20,10 +20,10 @@ from typing import Any
 import ray
 from _common import Curve, Figure, Section, main, median
 
-from actors.endpoint import TakesBatches, serve_envelope
-from actors.ray_handles import RayRouterClient, ray_mailbox
-from actors.router import MessageRouter
-from protocols import Ack, AgentMessage, Event
+from raytroupe.actors.endpoint import TakesBatches, serve_envelope
+from raytroupe.actors.ray_handles import RayRouterClient, ray_mailbox
+from raytroupe.actors.router import MessageRouter
+from raytroupe.protocols import Ack, AgentMessage, Event
 
 IN_FLIGHT = (1, 10, 100, 400)
 GOAL_IN_FLIGHT = 100

@@ -22,7 +22,7 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from actors.tools.isolation import Isolation
+from raytroupe.actors.tools.isolation import Isolation
 
 
 async def _plain(*argv: str) -> None:

@@ -35,7 +35,7 @@ TASK = "- first part {n}.\n- second part {n}.\n- third part {n}.\n- fourth part 
 
 _WORKLOAD = r"""
 import json, sys, time
-import runtime
+from raytroupe import runtime
 
 root, state_url, task = sys.argv[1], sys.argv[2] or None, sys.argv[5]
 jobs, in_flight = int(sys.argv[3]), int(sys.argv[4])

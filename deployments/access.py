@@ -6,9 +6,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from deployments.guard import Principal, principal_of
-from protocols import TeamSpec
-from runtime.client import SystemClient
+from raytroupe.deployments.guard import Principal, principal_of
+from raytroupe.protocols import TeamSpec
+from raytroupe.runtime.client import SystemClient
 
 __all__ = ["Admin", "Caller", "NotAdmin", "admin", "caller", "visible_teams"]
 

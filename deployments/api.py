@@ -20,18 +20,18 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from deployments.access import Admin, Caller, NotAdmin, visible_teams
-from deployments.config import APIConfig
-from deployments.console_api import console_app, console_routes, summary_routes
-from deployments.evals_api import eval_routes
-from deployments.experiments_api import experiment_routes
-from deployments.guard import request_id_of
-from deployments.knowledge_api import knowledge_routes
-from deployments.openai_compat import openai_routes
-from deployments.problems import problem, troupe_problem
-from deployments.sessions_api import session_routes
-from deployments.skills_api import skill_routes
-from protocols import (
+from raytroupe.deployments.access import Admin, Caller, NotAdmin, visible_teams
+from raytroupe.deployments.config import APIConfig
+from raytroupe.deployments.console_api import console_app, console_routes, summary_routes
+from raytroupe.deployments.evals_api import eval_routes
+from raytroupe.deployments.experiments_api import experiment_routes
+from raytroupe.deployments.guard import request_id_of
+from raytroupe.deployments.knowledge_api import knowledge_routes
+from raytroupe.deployments.openai_compat import openai_routes
+from raytroupe.deployments.problems import problem, troupe_problem
+from raytroupe.deployments.sessions_api import session_routes
+from raytroupe.deployments.skills_api import skill_routes
+from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
     ApprovalRequest,
@@ -49,9 +49,9 @@ from protocols import (
     TroupeError,
     UsageRow,
 )
-from protocols.graph import GraphCheckpoint, GraphInterrupt
-from protocols.sessions import SessionId
-from runtime.client import SystemClient
+from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
+from raytroupe.protocols.sessions import SessionId
+from raytroupe.runtime.client import SystemClient
 
 __all__ = ["create_api"]
 

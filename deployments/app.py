@@ -10,13 +10,13 @@ from ray import serve
 from ray.serve import Application
 from starlette.types import ASGIApp
 
-from actors.llm.config import LLMConfig
-from actors.telemetry.logs import configure_worker_logging
-from deployments.api import create_api
-from deployments.config import APIConfig
-from deployments.guard import Guard
-from deployments.keys import keys_from_env
-from runtime.client import SystemClient
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.telemetry.logs import configure_worker_logging
+from raytroupe.deployments.api import create_api
+from raytroupe.deployments.config import APIConfig
+from raytroupe.deployments.guard import Guard
+from raytroupe.deployments.keys import keys_from_env
+from raytroupe.runtime.client import SystemClient
 
 # No ``from __future__ import annotations`` here: Serve inspects :func:`build`'s signature.
 
@@ -61,7 +61,7 @@ class TroupeAPI:
 
 
 def build(args: dict[str, Any]) -> Application:
-    """The application for a Serve config: ``import_path: deployments.app:build``.
+    """The application for a Serve config: ``import_path: raytroupe.deployments.app:build``.
 
     Raises:
         ConfigError: ``args`` is not a valid API config (each problem named).
@@ -70,8 +70,9 @@ def build(args: dict[str, Any]) -> Application:
 
 
 app: Application = build({})
-"""The application with the default API config, for ``serve build deployments.app:app``: keys
-from ``TROUPE_API_KEYS``, the system actors' configuration from ``TROUPE_CONFIG``."""
+"""The application with the default API config, for
+``serve build raytroupe.deployments.app:app``: keys from ``TROUPE_API_KEYS``, the system
+actors' configuration from ``TROUPE_CONFIG``."""
 
 
 def deploy(

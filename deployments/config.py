@@ -11,9 +11,9 @@ from typing import Any
 from limits import parse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from actors.config_files import read_yaml, validated
-from actors.system_config import SystemConfig
-from protocols import ConfigError, TenantPolicy
+from raytroupe.actors.config_files import read_yaml, validated
+from raytroupe.actors.system_config import SystemConfig
+from raytroupe.protocols import ConfigError, TenantPolicy
 
 __all__ = ["APIConfig", "APIKey"]
 

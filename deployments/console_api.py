@@ -19,10 +19,10 @@ from starlette.datastructures import MutableHeaders
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from deployments.access import Admin, Caller
-from protocols import ErrorCode, JobsQuery, JobSummary, Span
-from protocols.graph import GraphInterrupt
-from runtime.client import SystemClient
+from raytroupe.deployments.access import Admin, Caller
+from raytroupe.protocols import ErrorCode, JobsQuery, JobSummary, Span
+from raytroupe.protocols.graph import GraphInterrupt
+from raytroupe.runtime.client import SystemClient
 
 __all__ = ["CONSOLE_DIR", "console_app", "console_routes", "summary_routes"]
 

@@ -13,10 +13,10 @@ import structlog
 from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from deployments.access import Caller
-from protocols import Budget
-from protocols.evals import EvalComparison, EvalRun, EvalSuite
-from runtime.client import SystemClient
+from raytroupe.deployments.access import Caller
+from raytroupe.protocols import Budget
+from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite
+from raytroupe.runtime.client import SystemClient
 
 __all__ = ["eval_routes"]
 

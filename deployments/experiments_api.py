@@ -11,10 +11,10 @@ from typing import Annotated
 import structlog
 from fastapi import APIRouter, Path
 
-from deployments.access import Admin
-from protocols.addresses import NAME_PATTERN
-from protocols.experiments import ExperimentInfo, ExperimentSpec
-from runtime.client import SystemClient
+from raytroupe.deployments.access import Admin
+from raytroupe.protocols.addresses import NAME_PATTERN
+from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
+from raytroupe.runtime.client import SystemClient
 
 __all__ = ["experiment_routes"]
 

@@ -20,9 +20,9 @@ from limits.aio.strategies import MovingWindowRateLimiter
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from deployments.config import APIConfig, APIKey
-from deployments.keys import KeyRing
-from deployments.problems import problem
+from raytroupe.deployments.config import APIConfig, APIKey
+from raytroupe.deployments.keys import KeyRing
+from raytroupe.deployments.problems import problem
 
 __all__ = ["OPEN_PATHS", "Guard", "Principal", "principal_of", "request_id_of"]
 

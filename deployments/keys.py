@@ -10,8 +10,8 @@ from typing import Final
 
 from pydantic import ValidationError
 
-from deployments.config import APIKey
-from protocols import ConfigError
+from raytroupe.deployments.config import APIKey
+from raytroupe.protocols import ConfigError
 
 __all__ = ["KeyRing", "hash_key", "keys_from_env", "new_key"]
 

@@ -12,9 +12,9 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from deployments.access import Caller
-from protocols import KnowledgeNotFound
-from protocols.knowledge import (
+from raytroupe.deployments.access import Caller
+from raytroupe.protocols import KnowledgeNotFound
+from raytroupe.protocols.knowledge import (
     KB_NAME_PATTERN,
     DocumentInfo,
     IngestReport,
@@ -22,7 +22,7 @@ from protocols.knowledge import (
     KnowledgeDocument,
     Passages,
 )
-from runtime.client import SystemClient
+from raytroupe.runtime.client import SystemClient
 
 __all__ = ["knowledge_routes"]
 

@@ -21,11 +21,11 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from deployments.access import Caller, visible_teams
-from deployments.config import APIConfig
-from deployments.guard import request_id_of
-from deployments.problems import problem
-from protocols import (
+from raytroupe.deployments.access import Caller, visible_teams
+from raytroupe.deployments.config import APIConfig
+from raytroupe.deployments.guard import request_id_of
+from raytroupe.deployments.problems import problem
+from raytroupe.protocols import (
     Attachment,
     InvalidInput,
     JobFailed,
@@ -33,8 +33,8 @@ from protocols import (
     JobTimeout,
     TeamNotFound,
 )
-from protocols.sessions import checked_session_id
-from runtime.client import SystemClient
+from raytroupe.protocols.sessions import checked_session_id
+from raytroupe.runtime.client import SystemClient
 
 __all__ = ["openai_routes"]
 

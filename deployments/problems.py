@@ -6,7 +6,7 @@ from typing import Any, Final
 
 from starlette.responses import JSONResponse
 
-from protocols import ErrorCode, TroupeError
+from raytroupe.protocols import ErrorCode, TroupeError
 
 __all__ = ["PROBLEM_TYPE", "problem", "status_of", "troupe_problem"]
 

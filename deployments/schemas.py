@@ -12,10 +12,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from actors.llm.config import LLMConfig
-from actors.system_config import SystemConfig
-from deployments.config import APIConfig
-from protocols import TeamSpec
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.system_config import SystemConfig
+from raytroupe.deployments.config import APIConfig
+from raytroupe.protocols import TeamSpec
 
 __all__ = ["CONFIG_FILES", "SHIPPED", "export", "schema_text"]
 

@@ -12,8 +12,8 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from deployments.access import Caller
-from protocols.sessions import (
+from raytroupe.deployments.access import Caller
+from raytroupe.protocols.sessions import (
     HISTORY_TOKENS,
     MAX_HISTORY_TOKENS,
     MIN_HISTORY_TOKENS,
@@ -21,7 +21,7 @@ from protocols.sessions import (
     SessionId,
     SessionInfo,
 )
-from runtime.client import SystemClient
+from raytroupe.runtime.client import SystemClient
 
 __all__ = ["session_routes"]
 

@@ -15,11 +15,11 @@ import structlog
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from actors.skills.files import MAX_SKILL_BYTES, parse_skill
-from deployments.access import Admin, Caller
-from protocols import ConfigError, Conflict, InvalidInput, JobNotFound, MemoryHit
-from protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
-from runtime.client import SystemClient
+from raytroupe.actors.skills.files import MAX_SKILL_BYTES, parse_skill
+from raytroupe.deployments.access import Admin, Caller
+from raytroupe.protocols import ConfigError, Conflict, InvalidInput, JobNotFound, MemoryHit
+from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
+from raytroupe.runtime.client import SystemClient
 
 __all__ = ["skill_routes"]
 

@@ -17,9 +17,9 @@ import argparse
 import contextlib
 import os
 
-import runtime
-from protocols.experiments import ExperimentInfo
-from protocols.skill import SkillSpec
+from raytroupe import runtime
+from raytroupe.protocols.experiments import ExperimentInfo
+from raytroupe.protocols.skill import SkillSpec
 
 MAX_JOBS = 400
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import runtime
+from raytroupe import runtime
 
 DOCS = Path(__file__).parent / "knowledge"
 TEAM = runtime.Team(

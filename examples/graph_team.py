@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-import runtime
+from raytroupe import runtime
 
 TEAM = Path(__file__).parent / "teams" / "research_graph.yaml"
 SOURCES = {

@@ -15,7 +15,7 @@ import argparse
 import os
 from pathlib import Path
 
-import runtime
+from raytroupe import runtime
 
 TASK = """\
 Ray is a framework for scaling Python programs from a laptop to a cluster.

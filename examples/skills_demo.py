@@ -13,7 +13,7 @@ import json
 import tempfile
 from pathlib import Path
 
-import runtime
+from raytroupe import runtime
 
 HERE = Path(__file__).parent
 

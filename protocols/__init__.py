@@ -3,7 +3,7 @@
 Pure data: pydantic models, no Ray and no I/O (the codec works on bytes in memory).
 """
 
-from protocols.addresses import (
+from raytroupe.protocols.addresses import (
     LLM_POOL,
     SYSTEM_ADDRESSES,
     Address,
@@ -16,9 +16,9 @@ from protocols.addresses import (
     reserved,
     router_shard,
 )
-from protocols.codec import SCHEMA_VERSION, decode, encode
-from protocols.envelope import AgentMessage, TraceContext, new_id
-from protocols.errors import (
+from raytroupe.protocols.codec import SCHEMA_VERSION, decode, encode
+from raytroupe.protocols.envelope import AgentMessage, TraceContext, new_id
+from raytroupe.protocols.errors import (
     AgentNotFound,
     AuthFailed,
     BadRequest,
@@ -67,9 +67,9 @@ from protocols.errors import (
     UnpricedModel,
     UnsupportedSchemaVersion,
 )
-from protocols.graph import GraphEdge, GraphNode, GraphSpec
-from protocols.inputs import AgentInfo, Attachment, with_files
-from protocols.jobs import (
+from raytroupe.protocols.graph import GraphEdge, GraphNode, GraphSpec
+from raytroupe.protocols.inputs import AgentInfo, Attachment, with_files
+from raytroupe.protocols.jobs import (
     DeadLetter,
     Feedback,
     JobEvent,
@@ -83,7 +83,7 @@ from protocols.jobs import (
     Timings,
     UsageRow,
 )
-from protocols.knowledge import (
+from raytroupe.protocols.knowledge import (
     DocumentInfo,
     IngestedDocument,
     IngestReport,
@@ -93,7 +93,7 @@ from protocols.knowledge import (
     Passage,
     Passages,
 )
-from protocols.llm import (
+from raytroupe.protocols.llm import (
     Budget,
     ChatMessage,
     ContentPart,
@@ -106,7 +106,7 @@ from protocols.llm import (
     ToolSpec,
     Usage,
 )
-from protocols.memory import (
+from raytroupe.protocols.memory import (
     EpisodePolicy,
     MemoryHit,
     MemoryHits,
@@ -118,7 +118,7 @@ from protocols.memory import (
     NotesQuery,
     NoteWrite,
 )
-from protocols.model_specs import (
+from raytroupe.protocols.model_specs import (
     AnthropicModel,
     DeploymentSpec,
     LocalModel,
@@ -127,7 +127,7 @@ from protocols.model_specs import (
     RouteSpec,
     RouteStrategy,
 )
-from protocols.payloads import (
+from raytroupe.protocols.payloads import (
     Ack,
     ApprovalDecision,
     ApprovalRequest,
@@ -144,16 +144,16 @@ from protocols.payloads import (
     ToolResult,
     WorkDone,
 )
-from protocols.policy import TenantPolicy, scoped_name, tenant_scope, unscoped
-from protocols.quality import QualityCheck, QualityReport, StandardOutput
-from protocols.skill import (
+from raytroupe.protocols.policy import TenantPolicy, scoped_name, tenant_scope, unscoped
+from raytroupe.protocols.quality import QualityCheck, QualityReport, StandardOutput
+from raytroupe.protocols.skill import (
     QualityGateSpec,
     SkillEvent,
     SkillInfo,
     SkillProblemInfo,
     SkillSpec,
 )
-from protocols.team import (
+from raytroupe.protocols.team import (
     AgentSpec,
     ModelSpec,
     OfflineModel,
@@ -162,8 +162,8 @@ from protocols.team import (
     TeamSpec,
     team_role,
 )
-from protocols.tools import MCPServerSpec, ToolDef
-from protocols.trace import Span, SpanKind, new_span_id
+from raytroupe.protocols.tools import MCPServerSpec, ToolDef
+from raytroupe.protocols.trace import Span, SpanKind, new_span_id
 
 __all__ = [
     "LLM_POOL",

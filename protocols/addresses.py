@@ -19,7 +19,7 @@ from typing import Annotated, Final, NamedTuple
 
 from pydantic import StringConstraints
 
-from protocols.errors import InvalidAddress
+from raytroupe.protocols.errors import InvalidAddress
 
 __all__ = [
     "LLM_POOL",

@@ -15,8 +15,8 @@ from typing import Any, Final
 import msgpack
 from pydantic import ValidationError
 
-from protocols.envelope import AgentMessage
-from protocols.errors import InvalidInput, MalformedEnvelope, UnsupportedSchemaVersion
+from raytroupe.protocols.envelope import AgentMessage
+from raytroupe.protocols.errors import InvalidInput, MalformedEnvelope, UnsupportedSchemaVersion
 
 __all__ = [
     "MAX_ENVELOPE_BYTES",

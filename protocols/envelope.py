@@ -8,8 +8,8 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from protocols.addresses import Address
-from protocols.payloads import ErrorPayload, Payload
+from raytroupe.protocols.addresses import Address
+from raytroupe.protocols.payloads import ErrorPayload, Payload
 
 __all__ = ["AgentMessage", "TraceContext", "new_id"]
 

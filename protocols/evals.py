@@ -16,9 +16,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from protocols.addresses import Name
-from protocols.jobs import check_output_schema
-from protocols.skill import ImportPath, Pattern
+from raytroupe.protocols.addresses import Name
+from raytroupe.protocols.jobs import check_output_schema
+from raytroupe.protocols.skill import ImportPath, Pattern
 
 __all__ = [
     "Candidate",

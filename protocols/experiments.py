@@ -21,7 +21,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from protocols.addresses import Name
+from raytroupe.protocols.addresses import Name
 
 __all__ = [
     "Arm",

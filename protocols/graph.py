@@ -19,8 +19,8 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from protocols.addresses import Name
-from protocols.expressions import ExpressionError, check_expression
+from raytroupe.protocols.addresses import Name
+from raytroupe.protocols.expressions import ExpressionError, check_expression
 
 __all__ = [
     "END",
@@ -311,8 +311,8 @@ def _check_state_schema(
     schema: dict[str, Any], reducers: dict[str, str], initial: dict[str, Any]
 ) -> None:
     """A state schema is an object schema; its reducers name its fields; ``initial`` fits it."""
-    from protocols.jobs import check_output_schema  # noqa: PLC0415 - jobs imports graphs
-    from protocols.safe_schema import safe_validator  # noqa: PLC0415
+    from raytroupe.protocols.jobs import check_output_schema  # noqa: PLC0415 - jobs imports graphs
+    from raytroupe.protocols.safe_schema import safe_validator  # noqa: PLC0415
 
     check_output_schema(schema, "the state's json_schema")
     if schema.get("type") != "object" or not isinstance(schema.get("properties"), dict):

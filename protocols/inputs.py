@@ -9,8 +9,8 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from protocols.addresses import Name
-from protocols.llm import ImagePart
+from raytroupe.protocols.addresses import Name
+from raytroupe.protocols.llm import ImagePart
 
 __all__ = ["IMAGE_TYPES", "TEXT_TYPES", "AgentInfo", "Attachment", "with_files"]
 

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from protocols.addresses import Name
+from raytroupe.protocols.addresses import Name
 
 __all__ = ["IntentChoice", "IntentConfig", "IntentHints", "IntentMethod", "IntentRule"]
 

@@ -9,15 +9,15 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from protocols.addresses import Name
-from protocols.envelope import AgentMessage
-from protocols.errors import ErrorCode
-from protocols.intent import IntentChoice
-from protocols.llm import Usage
-from protocols.payloads import ErrorPayload, WorkDone
-from protocols.quality import StandardOutput
-from protocols.resolution import Resolution, ResolutionStrategy
-from protocols.trace import Span
+from raytroupe.protocols.addresses import Name
+from raytroupe.protocols.envelope import AgentMessage
+from raytroupe.protocols.errors import ErrorCode
+from raytroupe.protocols.intent import IntentChoice
+from raytroupe.protocols.llm import Usage
+from raytroupe.protocols.payloads import ErrorPayload, WorkDone
+from raytroupe.protocols.quality import StandardOutput
+from raytroupe.protocols.resolution import Resolution, ResolutionStrategy
+from raytroupe.protocols.trace import Span
 
 __all__ = [
     "DeadLetter",

@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from protocols.errors import InvalidInput
+from raytroupe.protocols.errors import InvalidInput
 
 __all__ = [
     "KB_NAME_PATTERN",

@@ -6,7 +6,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from protocols.addresses import Name
+from raytroupe.protocols.addresses import Name
 
 __all__ = [
     "Budget",

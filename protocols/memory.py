@@ -6,7 +6,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocols.knowledge import Passage
+from raytroupe.protocols.knowledge import Passage
 
 __all__ = [
     "MAX_NOTES",

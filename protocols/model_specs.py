@@ -12,9 +12,9 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from protocols.addresses import Name
-from protocols.errors import ErrorCode
-from protocols.llm import FinishReason, ToolCall
+from raytroupe.protocols.addresses import Name
+from raytroupe.protocols.errors import ErrorCode
+from raytroupe.protocols.llm import FinishReason, ToolCall
 
 __all__ = [
     "AnthropicModel",

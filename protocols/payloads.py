@@ -6,11 +6,26 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocols.errors import ErrorCode, TroupeError, error_class
-from protocols.knowledge import KnowledgeQuery, Passages
-from protocols.llm import Budget, ImagePart, LLMDelta, LLMRequest, LLMResponse, ToolCall, Usage
-from protocols.memory import MemoryHits, MemoryQuery, MemoryWrite, Notes, NotesQuery, NoteWrite
-from protocols.trace import Span
+from raytroupe.protocols.errors import ErrorCode, TroupeError, error_class
+from raytroupe.protocols.knowledge import KnowledgeQuery, Passages
+from raytroupe.protocols.llm import (
+    Budget,
+    ImagePart,
+    LLMDelta,
+    LLMRequest,
+    LLMResponse,
+    ToolCall,
+    Usage,
+)
+from raytroupe.protocols.memory import (
+    MemoryHits,
+    MemoryQuery,
+    MemoryWrite,
+    Notes,
+    NotesQuery,
+    NoteWrite,
+)
+from raytroupe.protocols.trace import Span
 
 __all__ = [
     "Ack",

@@ -15,8 +15,8 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocols.addresses import Name
-from protocols.llm import Budget
+from raytroupe.protocols.addresses import Name
+from raytroupe.protocols.llm import Budget
 
 __all__ = ["TenantPolicy", "scoped_name", "tenant_scope", "unscoped"]
 

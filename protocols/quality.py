@@ -10,7 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocols.llm import Usage
+from raytroupe.protocols.llm import Usage
 
 __all__ = ["QualityCheck", "QualityReport", "StandardOutput"]
 

@@ -21,7 +21,7 @@ from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from protocols.llm import Usage
+from raytroupe.protocols.llm import Usage
 
 __all__ = [
     "CANDIDATES_HEADING",

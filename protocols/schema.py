@@ -11,15 +11,15 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from protocols.envelope import AgentMessage
-from protocols.graph import GraphCheckpoint, GraphInterrupt
-from protocols.jobs import DeadLetter, JobEvent, JobResult, Plan
-from protocols.llm import LLMRequest, LLMResponse, ToolCall
-from protocols.memory import MemoryHits, MemoryQuery, MemoryWrite
-from protocols.payloads import ErrorPayload, Event, TaskRequest, TaskResult, ToolResult
-from protocols.quality import StandardOutput
-from protocols.skill import SkillSpec
-from protocols.team import TeamSpec
+from raytroupe.protocols.envelope import AgentMessage
+from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
+from raytroupe.protocols.jobs import DeadLetter, JobEvent, JobResult, Plan
+from raytroupe.protocols.llm import LLMRequest, LLMResponse, ToolCall
+from raytroupe.protocols.memory import MemoryHits, MemoryQuery, MemoryWrite
+from raytroupe.protocols.payloads import ErrorPayload, Event, TaskRequest, TaskResult, ToolResult
+from raytroupe.protocols.quality import StandardOutput
+from raytroupe.protocols.skill import SkillSpec
+from raytroupe.protocols.team import TeamSpec
 
 __all__ = ["PUBLIC_MODELS", "export", "main"]
 

@@ -12,7 +12,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from protocols.errors import InvalidInput
+from raytroupe.protocols.errors import InvalidInput
 
 __all__ = [
     "HISTORY_TOKENS",

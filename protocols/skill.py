@@ -28,10 +28,10 @@ from pydantic import (
     model_validator,
 )
 
-from protocols.addresses import NAME_PATTERN, Name
-from protocols.intent import IntentHints
-from protocols.jobs import check_output_schema
-from protocols.memory import EpisodePolicy, MemoryPolicy
+from raytroupe.protocols.addresses import NAME_PATTERN, Name
+from raytroupe.protocols.intent import IntentHints
+from raytroupe.protocols.jobs import check_output_schema
+from raytroupe.protocols.memory import EpisodePolicy, MemoryPolicy
 
 __all__ = [
     "CountRule",

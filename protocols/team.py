@@ -6,13 +6,13 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from protocols.addresses import Name, reserved
-from protocols.graph import GraphSpec
-from protocols.intent import IntentHints
-from protocols.jobs import Plan, PlannedSubtask, check_output_schema
-from protocols.llm import Budget
-from protocols.memory import EpisodePolicy, MemoryPolicy
-from protocols.model_specs import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
+from raytroupe.protocols.addresses import Name, reserved
+from raytroupe.protocols.graph import GraphSpec
+from raytroupe.protocols.intent import IntentHints
+from raytroupe.protocols.jobs import Plan, PlannedSubtask, check_output_schema
+from raytroupe.protocols.llm import Budget
+from raytroupe.protocols.memory import EpisodePolicy, MemoryPolicy
+from raytroupe.protocols.model_specs import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
 
 __all__ = [
     "AgentSpec",

@@ -6,8 +6,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from protocols.addresses import Name
-from protocols.llm import ToolSpec
+from raytroupe.protocols.addresses import Name
+from raytroupe.protocols.llm import ToolSpec
 
 __all__ = ["MCPServerSpec", "ToolDef"]
 

@@ -1,7 +1,7 @@
 """The driver API of raytroupe.
 
 ```python
-import runtime
+from raytroupe import runtime
 rt = runtime.connect()
 team = runtime.Team.from_yaml("examples/teams/research.yaml")
 job = rt.submit("task text", team=team)
@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from actors.lazy import lazy_exports
-from protocols import (
+from raytroupe.actors.lazy import lazy_exports
+from raytroupe.protocols import (
     AgentInfo,
     AgentNotFound,
     AgentSpec,
@@ -61,22 +61,22 @@ from protocols import (
     UnpricedModel,
     UsageRow,
 )
-from protocols.intent import IntentChoice, IntentConfig, IntentRule
+from raytroupe.protocols.intent import IntentChoice, IntentConfig, IntentRule
 
 if TYPE_CHECKING:
-    from actors.llm.config import LLMConfig
-    from actors.llm.gateway import RetryPolicy
-    from actors.memory.config import MemoryConfig
-    from actors.outbound import NetworkPolicy
-    from actors.skills.config import RoutingConfig, SkillsConfig
-    from actors.system_config import ScaleConfig, SystemConfig
-    from actors.tools.config import ToolsConfig
-    from actors.tools.isolation import ResourceLimits
-    from runtime.config import Team
-    from runtime.driver import Runtime, connect
-    from runtime.handle import JobHandle
-    from runtime.logging import configure_logging
-    from runtime.tenant import TenantView
+    from raytroupe.actors.llm.config import LLMConfig
+    from raytroupe.actors.llm.gateway import RetryPolicy
+    from raytroupe.actors.memory.config import MemoryConfig
+    from raytroupe.actors.outbound import NetworkPolicy
+    from raytroupe.actors.skills.config import RoutingConfig, SkillsConfig
+    from raytroupe.actors.system_config import ScaleConfig, SystemConfig
+    from raytroupe.actors.tools.config import ToolsConfig
+    from raytroupe.actors.tools.isolation import ResourceLimits
+    from raytroupe.runtime.config import Team
+    from raytroupe.runtime.driver import Runtime, connect
+    from raytroupe.runtime.handle import JobHandle
+    from raytroupe.runtime.logging import configure_logging
+    from raytroupe.runtime.tenant import TenantView
 
 __all__ = [
     "AgentInfo",
@@ -148,23 +148,23 @@ __all__ = [
 # (measured: 78 MB against 57 MB USS per agent, bench/footprint.py, when Ray's worker setup
 # hook imported runtime.logging in every worker).
 _HOMES = {
-    "JobHandle": "runtime.handle",
-    "NetworkPolicy": "actors.outbound",
-    "TenantView": "runtime.tenant",
-    "LLMConfig": "actors.llm.config",
-    "ResourceLimits": "actors.tools.isolation",
-    "Limits": "actors.tools.isolation",  # the earlier name of ResourceLimits
-    "MemoryConfig": "actors.memory.config",
-    "RetryPolicy": "actors.llm.gateway",
-    "Runtime": "runtime.driver",
-    "ScaleConfig": "actors.system_config",
-    "RoutingConfig": "actors.skills.config",
-    "SkillsConfig": "actors.skills.config",
-    "SystemConfig": "actors.system_config",
-    "Team": "runtime.config",
-    "ToolsConfig": "actors.tools.config",
-    "configure_logging": "runtime.logging",
-    "connect": "runtime.driver",
+    "JobHandle": "raytroupe.runtime.handle",
+    "NetworkPolicy": "raytroupe.actors.outbound",
+    "TenantView": "raytroupe.runtime.tenant",
+    "LLMConfig": "raytroupe.actors.llm.config",
+    "ResourceLimits": "raytroupe.actors.tools.isolation",
+    "Limits": "raytroupe.actors.tools.isolation",  # the earlier name of ResourceLimits
+    "MemoryConfig": "raytroupe.actors.memory.config",
+    "RetryPolicy": "raytroupe.actors.llm.gateway",
+    "Runtime": "raytroupe.runtime.driver",
+    "ScaleConfig": "raytroupe.actors.system_config",
+    "RoutingConfig": "raytroupe.actors.skills.config",
+    "SkillsConfig": "raytroupe.actors.skills.config",
+    "SystemConfig": "raytroupe.actors.system_config",
+    "Team": "raytroupe.runtime.config",
+    "ToolsConfig": "raytroupe.actors.tools.config",
+    "configure_logging": "raytroupe.runtime.logging",
+    "connect": "raytroupe.runtime.driver",
 }
 
 

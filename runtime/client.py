@@ -19,18 +19,18 @@ from typing import Any, Final, TypeVar
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from actors.llm.budget import Spend
-from actors.llm.config import LLMConfig
-from actors.memory.config import MemoryConfig
-from actors.orchestrator.catalog import with_load
-from actors.orchestrator.views import Interrupted
-from actors.ray_handles import unwrap
-from actors.router import RouterStats
-from actors.skills.config import SkillsConfig
-from actors.spawn import SystemHandles, spawn_system
-from actors.system_config import SystemConfig
-from actors.tools.config import ToolsConfig
-from protocols import (
+from raytroupe.actors.llm.budget import Spend
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.orchestrator.catalog import with_load
+from raytroupe.actors.orchestrator.views import Interrupted
+from raytroupe.actors.ray_handles import unwrap
+from raytroupe.actors.router import RouterStats
+from raytroupe.actors.skills.config import SkillsConfig
+from raytroupe.actors.spawn import SystemHandles, spawn_system
+from raytroupe.actors.system_config import SystemConfig
+from raytroupe.actors.tools.config import ToolsConfig
+from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
     ApprovalRequest,
@@ -58,18 +58,18 @@ from protocols import (
     TenantPolicy,
     UsageRow,
 )
-from protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
-from protocols.experiments import ExperimentInfo, ExperimentSpec
-from protocols.graph import GraphCheckpoint, GraphInterrupt
-from protocols.intent import IntentConfig
-from protocols.knowledge import (
+from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
+from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
+from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
+from raytroupe.protocols.intent import IntentConfig
+from raytroupe.protocols.knowledge import (
     DocumentInfo,
     IngestReport,
     KnowledgeBaseInfo,
     KnowledgeDocument,
     Passages,
 )
-from protocols.sessions import HISTORY_TOKENS, SessionInfo
+from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 
 __all__ = ["SystemClient"]
 
@@ -633,7 +633,7 @@ class SystemClient:
 
     async def lessons(self, skill: str, *, tenant: str) -> list[MemoryHit]:
         """The lessons reflection wrote for ``skill`` in ``tenant``'s memory, newest first."""
-        from actors.skills.reflect import lesson_tags  # noqa: PLC0415 - skills only
+        from raytroupe.actors.skills.reflect import lesson_tags  # noqa: PLC0415 - skills only
 
         ref = self._memory.listed.remote(tenant, tags=lesson_tags(skill), limit=1000)
         result: list[MemoryHit] = await _call(ref)
@@ -641,7 +641,7 @@ class SystemClient:
 
     async def delete_lesson(self, skill: str, lesson_id: str, *, tenant: str) -> bool:
         """Delete one of ``skill``'s lessons in ``tenant``'s memory; False if there is none."""
-        from actors.skills.reflect import lesson_tags  # noqa: PLC0415 - skills only
+        from raytroupe.actors.skills.reflect import lesson_tags  # noqa: PLC0415 - skills only
 
         ref = self._memory.delete.remote(tenant, ids=[lesson_id], tags=lesson_tags(skill))
         deleted: int = await _call(ref)

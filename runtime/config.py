@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Self
 
-from actors.config_files import read_yaml, validated
-from protocols import TeamSpec
+from raytroupe.actors.config_files import read_yaml, validated
+from raytroupe.protocols import TeamSpec
 
 __all__ = ["Team"]
 

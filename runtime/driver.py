@@ -12,14 +12,14 @@ from typing import Any, Self, TypeVar
 import ray
 from pydantic import BaseModel
 
-from actors.llm.config import LLMConfig
-from actors.memory.config import MemoryConfig
-from actors.router import RouterStats
-from actors.skills.config import SkillsConfig
-from actors.spawn import NAMESPACE
-from actors.system_config import SystemConfig
-from actors.tools.config import ToolsConfig
-from protocols import (
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.router import RouterStats
+from raytroupe.actors.skills.config import SkillsConfig
+from raytroupe.actors.spawn import NAMESPACE
+from raytroupe.actors.system_config import SystemConfig
+from raytroupe.actors.tools.config import ToolsConfig
+from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
     Attachment,
@@ -39,26 +39,26 @@ from protocols import (
     TenantPolicy,
     UsageRow,
 )
-from protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
-from protocols.experiments import ExperimentInfo, ExperimentSpec
-from protocols.intent import IntentConfig
-from protocols.knowledge import (
+from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
+from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
+from raytroupe.protocols.intent import IntentConfig
+from raytroupe.protocols.knowledge import (
     DocumentInfo,
     IngestReport,
     KnowledgeBaseInfo,
     KnowledgeDocument,
     Passages,
 )
-from protocols.sessions import HISTORY_TOKENS, SessionInfo
-from runtime.blocking import Portal
-from runtime.client import SystemClient
-from runtime.config import Team
-from runtime.handle import JobHandle
-from runtime.joining import prepare_join, stay_on_loopback
-from runtime.knowledge import documents_from
-from runtime.logging import configure_logging
-from runtime.sessions import Session
-from runtime.tenant import TenantView
+from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
+from raytroupe.runtime.blocking import Portal
+from raytroupe.runtime.client import SystemClient
+from raytroupe.runtime.config import Team
+from raytroupe.runtime.handle import JobHandle
+from raytroupe.runtime.joining import prepare_join, stay_on_loopback
+from raytroupe.runtime.knowledge import documents_from
+from raytroupe.runtime.logging import configure_logging
+from raytroupe.runtime.sessions import Session
+from raytroupe.runtime.tenant import TenantView
 
 __all__ = ["JobHandle", "Runtime", "connect"]
 
@@ -213,7 +213,7 @@ class Runtime:
             SkillNotFound, TeamNotFound: the target is not registered.
         """
         if not isinstance(suite, EvalSuite):
-            from actors.evals.suites import read_suite  # noqa: PLC0415 - files only
+            from raytroupe.actors.evals.suites import read_suite  # noqa: PLC0415 - files only
 
             suite = read_suite(suite)
         run_id = self._run(
@@ -248,7 +248,7 @@ class Runtime:
         :meth:`promote_skill` does, when a person decides.
         """
         if not isinstance(suite, EvalSuite):
-            from actors.evals.suites import read_suite  # noqa: PLC0415 - files only
+            from raytroupe.actors.evals.suites import read_suite  # noqa: PLC0415 - files only
 
             suite = read_suite(suite)
         return self._run(self.client.optimise_skill(
@@ -318,7 +318,7 @@ class Runtime:
             TeamNotFound: a ``team:<name>`` skill names no registered team.
         """
         if not isinstance(skill, SkillSpec):
-            from actors.skills.files import read_skill  # noqa: PLC0415 - files only
+            from raytroupe.actors.skills.files import read_skill  # noqa: PLC0415 - files only
 
             source = str(skill)
             skill = read_skill(skill)

@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterator
 from typing import Any, Final
 
-from protocols import (
+from raytroupe.protocols import (
     ApprovalRequest,
     Feedback,
     JobCancelled,
@@ -17,9 +17,9 @@ from protocols import (
     JobTimeout,
     RecipientUnavailable,
 )
-from protocols.graph import GraphCheckpoint, GraphInterrupt
-from runtime.blocking import Portal
-from runtime.client import SystemClient
+from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
+from raytroupe.runtime.blocking import Portal
+from raytroupe.runtime.client import SystemClient
 
 __all__ = ["JobHandle"]
 

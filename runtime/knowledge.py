@@ -7,8 +7,8 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Final
 
-from protocols import InvalidInput
-from protocols.knowledge import MAX_DOCUMENT_BYTES, KnowledgeDocument, MediaType
+from raytroupe.protocols import InvalidInput
+from raytroupe.protocols.knowledge import MAX_DOCUMENT_BYTES, KnowledgeDocument, MediaType
 
 __all__ = ["MEDIA_TYPES", "documents_from", "media_type_of"]
 

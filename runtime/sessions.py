@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from protocols.sessions import SessionInfo, SessionTurn
-from runtime.blocking import Portal
-from runtime.client import SystemClient
-from runtime.handle import JobHandle
+from raytroupe.protocols.sessions import SessionInfo, SessionTurn
+from raytroupe.runtime.blocking import Portal
+from raytroupe.runtime.client import SystemClient
+from raytroupe.runtime.handle import JobHandle
 
 __all__ = ["Session"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from protocols import (
+from raytroupe.protocols import (
     Attachment,
     Budget,
     ConfigError,
@@ -15,12 +15,12 @@ from protocols import (
     TenantPolicy,
     UsageRow,
 )
-from protocols.sessions import HISTORY_TOKENS, SessionInfo
-from runtime.blocking import Portal
-from runtime.client import SystemClient
-from runtime.config import Team
-from runtime.handle import JobHandle
-from runtime.sessions import Session
+from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
+from raytroupe.runtime.blocking import Portal
+from raytroupe.runtime.client import SystemClient
+from raytroupe.runtime.config import Team
+from raytroupe.runtime.handle import JobHandle
+from raytroupe.runtime.sessions import Session
 
 __all__ = ["TenantView"]
 

@@ -6,9 +6,9 @@ import os
 
 import pytest
 
-import runtime
-from actors.skills.config import SkillsConfig
-from actors.tools.config import FunctionTool
+from raytroupe import runtime
+from raytroupe.actors.skills.config import SkillsConfig
+from raytroupe.actors.tools.config import FunctionTool
 from tests.support.keys import FRUGAL_BUDGET, FRUGAL_TENANT, TEST_KEY, TEST_KEY_ENV
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET
 from tests.support.mcp_servers import STDIO_COMMAND

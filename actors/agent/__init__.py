@@ -5,6 +5,6 @@
 ``actors.telemetry.calls``.
 """
 
-from actors.agent.actor import AgentActor
+from raytroupe.actors.agent.actor import AgentActor
 
 __all__ = ["AgentActor"]

@@ -19,7 +19,7 @@ from typing import Any, Final, assert_never
 
 import structlog
 
-from actors.agent.context import (
+from raytroupe.actors.agent.context import (
     SUMMARY_TOKENS,
     Cut,
     dropped_note,
@@ -28,10 +28,14 @@ from actors.agent.context import (
     summary_message,
     summary_prompt,
 )
-from actors.agent.memory import recall, remember
-from actors.agent.stop import Stop, StopConditions
-from actors.agent.written_calls import Unreadable, read_written_calls, without_schema_words
-from actors.endpoint import (
+from raytroupe.actors.agent.memory import recall, remember
+from raytroupe.actors.agent.stop import Stop, StopConditions
+from raytroupe.actors.agent.written_calls import (
+    Unreadable,
+    read_written_calls,
+    without_schema_words,
+)
+from raytroupe.actors.endpoint import (
     RestartStore,
     RouterClient,
     TakesBatches,
@@ -39,9 +43,9 @@ from actors.endpoint import (
     request_through_restarts,
     serve_envelope,
 )
-from actors.llm.tokens import messages_tokens, tools_tokens, upper_bound
-from actors.telemetry.calls import model_span, tool_span
-from protocols import (
+from raytroupe.actors.llm.tokens import messages_tokens, tools_tokens, upper_bound
+from raytroupe.actors.telemetry.calls import model_span, tool_span
+from raytroupe.protocols import (
     LLM_POOL,
     AgentMessage,
     AgentSpec,

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from actors.llm.tokens import (
+from raytroupe.actors.llm.tokens import (
     MESSAGE_TOKENS,
     REQUEST_TOKENS,
     SAFETY_FACTOR,
@@ -40,7 +40,7 @@ from actors.llm.tokens import (
     truncate,
     upper_bound,
 )
-from protocols import ChatMessage
+from raytroupe.protocols import ChatMessage
 
 __all__ = [
     "ANSWER_TOKENS",

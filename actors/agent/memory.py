@@ -9,10 +9,10 @@ from collections.abc import Sequence
 
 import structlog
 
-from actors.endpoint import RouterClient
-from actors.llm.tokens import count_tokens
-from actors.memory.notes import shown
-from protocols import (
+from raytroupe.actors.endpoint import RouterClient
+from raytroupe.actors.llm.tokens import count_tokens
+from raytroupe.actors.memory.notes import shown
+from raytroupe.protocols import (
     AgentMessage,
     AgentSpec,
     ChatMessage,
@@ -22,7 +22,7 @@ from protocols import (
     MemoryWrite,
     TaskRequest,
 )
-from protocols.prompts import KNOWLEDGE_HEADING
+from raytroupe.protocols.prompts import KNOWLEDGE_HEADING
 
 __all__ = ["recall", "remember"]
 

@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from protocols import AgentSpec, ErrorCode, ErrorPayload, ToolCall, Usage
+from raytroupe.protocols import AgentSpec, ErrorCode, ErrorPayload, ToolCall, Usage
 
 __all__ = ["Reason", "Stop", "StopConditions"]
 

@@ -26,7 +26,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any, Final
 
-from protocols import ToolCall
+from raytroupe.protocols import ToolCall
 
 __all__ = [
     "SCHEMA_WORDS",

@@ -21,11 +21,11 @@ from typing import Any
 
 import structlog
 
-from actors.evals.scoring import Ask, score_answer
-from actors.evals.stats import mean_ci, paired_test
-from actors.state import Database, Migration, migrate, upsert
-from protocols import Budget, ErrorCode, InvalidInput, JobNotFound, JobResult, TroupeError
-from protocols.evals import CaseResult, EvalCase, EvalComparison, EvalRun, EvalSuite
+from raytroupe.actors.evals.scoring import Ask, score_answer
+from raytroupe.actors.evals.stats import mean_ci, paired_test
+from raytroupe.actors.state import Database, Migration, migrate, upsert
+from raytroupe.protocols import Budget, ErrorCode, InvalidInput, JobNotFound, JobResult, TroupeError
+from raytroupe.protocols.evals import CaseResult, EvalCase, EvalComparison, EvalRun, EvalSuite
 
 __all__ = ["EvalDesk", "EvalStore", "Submit", "compare_runs", "summarize"]
 

@@ -37,12 +37,12 @@ from typing import NamedTuple
 
 import structlog
 
-from actors.evals.stats import permutation_test
-from actors.skills.registry import SkillRegistry
-from actors.state import Database, Migration, migrate, open_database
-from actors.telemetry import metrics
-from protocols import ConfigError, Conflict, ExperimentNotFound, JobResult, TroupeError
-from protocols.experiments import (
+from raytroupe.actors.evals.stats import permutation_test
+from raytroupe.actors.skills.registry import SkillRegistry
+from raytroupe.actors.state import Database, Migration, migrate, open_database
+from raytroupe.actors.telemetry import metrics
+from raytroupe.protocols import ConfigError, Conflict, ExperimentNotFound, JobResult, TroupeError
+from raytroupe.protocols.experiments import (
     Arm,
     ArmComparison,
     ArmStats,

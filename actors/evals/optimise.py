@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from actors.orchestrator.resolve import load_json
-from protocols import ChatMessage, LLMRequest
-from protocols.evals import CaseResult, EvalRun
-from protocols.skill import SkillSpec
+from raytroupe.actors.orchestrator.resolve import load_json
+from raytroupe.protocols import ChatMessage, LLMRequest
+from raytroupe.protocols.evals import CaseResult, EvalRun
+from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["VARIANTS_SCHEMA", "candidates", "optimise_request", "parse_variants"]
 

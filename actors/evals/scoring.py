@@ -16,10 +16,10 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
-from actors.orchestrator.resolve import load_json
-from actors.skills.gate import field_at, graded
-from protocols import Budget, LLMRequest, LLMResponse
-from protocols.evals import (
+from raytroupe.actors.orchestrator.resolve import load_json
+from raytroupe.actors.skills.gate import field_at, graded
+from raytroupe.protocols import Budget, LLMRequest, LLMResponse
+from raytroupe.protocols.evals import (
     ContainsExpect,
     CustomExpect,
     EvalCase,
@@ -31,8 +31,8 @@ from protocols.evals import (
     RegexExpect,
     SchemaExpect,
 )
-from protocols.safe_schema import safe_validator
-from protocols.skill import JudgeSpec
+from raytroupe.protocols.safe_schema import safe_validator
+from raytroupe.protocols.skill import JudgeSpec
 
 __all__ = ["Ask", "score_answer"]
 

@@ -16,9 +16,9 @@ from typing import Any, Final
 import yaml
 from pydantic import ValidationError
 
-from actors.skills.files import yaml_line
-from protocols import ConfigError
-from protocols.evals import EvalCase, EvalSuite
+from raytroupe.actors.skills.files import yaml_line
+from raytroupe.protocols import ConfigError
+from raytroupe.protocols.evals import EvalCase, EvalSuite
 
 __all__ = ["MAX_SUITE_BYTES", "parse_suite", "read_suite"]
 

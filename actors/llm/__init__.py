@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from actors.lazy import lazy_exports
-from actors.llm.offline import OfflineProvider, split_task
-from actors.llm.provider import LLMProvider, word_tokens
-from actors.llm.scripted import ScriptedProvider
+from raytroupe.actors.lazy import lazy_exports
+from raytroupe.actors.llm.offline import OfflineProvider, split_task
+from raytroupe.actors.llm.provider import LLMProvider, word_tokens
+from raytroupe.actors.llm.scripted import ScriptedProvider
 
 if TYPE_CHECKING:
-    from actors.llm.pool import DEFAULT_MODELS, LLMAdapterPool, build_provider
+    from raytroupe.actors.llm.pool import DEFAULT_MODELS, LLMAdapterPool, build_provider
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -29,6 +29,8 @@ __all__ = [
     "word_tokens",
 ]
 
-_HOMES = dict.fromkeys(("DEFAULT_MODELS", "LLMAdapterPool", "build_provider"), "actors.llm.pool")
+_HOMES = dict.fromkeys(
+    ("DEFAULT_MODELS", "LLMAdapterPool", "build_provider"), "raytroupe.actors.llm.pool"
+)
 
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)

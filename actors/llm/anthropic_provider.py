@@ -28,16 +28,16 @@ from anthropic.types import (
     ToolResultBlockParam,
 )
 
-from actors.llm.provider import DeltaSink
-from actors.llm.sdk_errors import (
+from raytroupe.actors.llm.provider import DeltaSink
+from raytroupe.actors.llm.sdk_errors import (
     STREAM_FAULTS,
     map_sdk_error,
     resolve_api_key,
     safe_cause,
     stream_broke,
 )
-from actors.llm.textmode import parse_arguments
-from protocols import (
+from raytroupe.actors.llm.textmode import parse_arguments
+from raytroupe.protocols import (
     AnthropicModel,
     BadRequest,
     ChatMessage,
@@ -50,7 +50,7 @@ from protocols import (
     ToolCall,
     Usage,
 )
-from protocols.llm import FinishReason
+from raytroupe.protocols.llm import FinishReason
 
 __all__ = ["AnthropicProvider"]
 

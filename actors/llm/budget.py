@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from protocols import Budget, BudgetExceeded, Usage
+from raytroupe.protocols import Budget, BudgetExceeded, Usage
 
 __all__ = ["Ledger", "LedgerStore", "Reservation", "Spend", "over_limit"]
 

@@ -13,10 +13,10 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from actors.config_files import read_yaml, validated
-from actors.llm.gateway import RetryPolicy
-from actors.outbound import NetworkPolicy
-from protocols import Budget, ModelSpec, Name
+from raytroupe.actors.config_files import read_yaml, validated
+from raytroupe.actors.llm.gateway import RetryPolicy
+from raytroupe.actors.outbound import NetworkPolicy
+from raytroupe.protocols import Budget, ModelSpec, Name
 
 __all__ = ["LLMConfig"]
 

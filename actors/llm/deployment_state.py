@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from aiolimiter import AsyncLimiter
 
-from actors.llm.pricing import Price
-from actors.llm.provider import LLMProvider
-from actors.telemetry import metrics
-from protocols import ConfigError, DeploymentSpec
+from raytroupe.actors.llm.pricing import Price
+from raytroupe.actors.llm.provider import LLMProvider
+from raytroupe.actors.telemetry import metrics
+from raytroupe.protocols import ConfigError, DeploymentSpec
 
 __all__ = ["DeploymentState", "backoff_s", "split"]
 

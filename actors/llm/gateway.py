@@ -22,11 +22,11 @@ import structlog
 from pydantic import BaseModel, ConfigDict, Field
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
-from actors.llm.budget import Ledger
-from actors.llm.deployment_state import DeploymentState, backoff_s, estimate_prompt_tokens
-from actors.llm.pricing import PriceTable
-from actors.llm.provider import DeltaSink, LLMProvider
-from protocols import (
+from raytroupe.actors.llm.budget import Ledger
+from raytroupe.actors.llm.deployment_state import DeploymentState, backoff_s, estimate_prompt_tokens
+from raytroupe.actors.llm.pricing import PriceTable
+from raytroupe.actors.llm.provider import DeltaSink, LLMProvider
+from raytroupe.protocols import (
     AuthFailed,
     ConfigError,
     ContextTooLong,

@@ -56,9 +56,9 @@ import re
 import time
 from typing import Any, Final
 
-from actors.llm.offline_shaped import grade, shaped
-from actors.llm.provider import DeltaSink, word_tokens
-from protocols import (
+from raytroupe.actors.llm.offline_shaped import grade, shaped
+from raytroupe.actors.llm.provider import DeltaSink, word_tokens
+from raytroupe.protocols import (
     ChatMessage,
     LLMDelta,
     LLMRequest,
@@ -67,8 +67,8 @@ from protocols import (
     ToolCall,
     Usage,
 )
-from protocols.prompts import KNOWLEDGE_HEADING, RESULTS_HEADING, request_of
-from protocols.resolution import normalize, parse_candidates
+from raytroupe.protocols.prompts import KNOWLEDGE_HEADING, RESULTS_HEADING, request_of
+from raytroupe.protocols.resolution import normalize, parse_candidates
 
 __all__ = ["OfflineProvider", "split_task"]
 

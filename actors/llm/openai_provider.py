@@ -23,15 +23,15 @@ from openai.types.chat import (
     ChatCompletionMessageParam,
 )
 
-from actors.llm.provider import DeltaSink, word_tokens
-from actors.llm.sdk_errors import (
+from raytroupe.actors.llm.provider import DeltaSink, word_tokens
+from raytroupe.actors.llm.sdk_errors import (
     STREAM_FAULTS,
     map_sdk_error,
     resolve_api_key,
     safe_cause,
     stream_broke,
 )
-from actors.llm.textmode import (
+from raytroupe.actors.llm.textmode import (
     ConstrainedStream,
     TextModeStream,
     constrained_schema,
@@ -41,7 +41,7 @@ from actors.llm.textmode import (
     parse_tool_calls,
     to_text_mode,
 )
-from protocols import (
+from raytroupe.protocols import (
     BadRequest,
     ChatMessage,
     ImagePart,
@@ -56,7 +56,7 @@ from protocols import (
     ToolCall,
     Usage,
 )
-from protocols.llm import FinishReason
+from raytroupe.protocols.llm import FinishReason
 
 __all__ = ["OpenAIProvider"]
 

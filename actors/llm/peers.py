@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
-from protocols import AgentMessage, LLMRequest, LLMResponse, ModelSpec
+from raytroupe.protocols import AgentMessage, LLMRequest, LLMResponse, ModelSpec
 
 if TYPE_CHECKING:
-    from actors.llm.gateway import CallContext
+    from raytroupe.actors.llm.gateway import CallContext
 
 __all__ = ["PoolPeers"]
 

@@ -11,22 +11,22 @@ from typing import TypeGuard, assert_never
 
 import structlog
 
-from actors.endpoint import RestartStore, RouterClient, TakesBatches, serve_envelope
-from actors.llm.budget import Ledger, Spend
-from actors.llm.config import LLMConfig
-from actors.llm.gateway import CallContext, Gateway
-from actors.llm.local.provider import InProcessServers, LocalModelProvider, LocalServers
-from actors.llm.offline import OfflineProvider
-from actors.llm.peers import PoolPeers
-from actors.llm.pricing import Price, PriceTable
-from actors.llm.provider import DeltaSink, LLMProvider
-from actors.llm.scripted import ScriptedProvider
-from actors.llm.state import PoolState
-from actors.llm.streaming import DeltaForwarder
-from actors.llm.trust import ModelTrust
-from actors.outbound import Outbound
-from actors.telemetry import metrics
-from protocols import (
+from raytroupe.actors.endpoint import RestartStore, RouterClient, TakesBatches, serve_envelope
+from raytroupe.actors.llm.budget import Ledger, Spend
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.gateway import CallContext, Gateway
+from raytroupe.actors.llm.local.provider import InProcessServers, LocalModelProvider, LocalServers
+from raytroupe.actors.llm.offline import OfflineProvider
+from raytroupe.actors.llm.peers import PoolPeers
+from raytroupe.actors.llm.pricing import Price, PriceTable
+from raytroupe.actors.llm.provider import DeltaSink, LLMProvider
+from raytroupe.actors.llm.scripted import ScriptedProvider
+from raytroupe.actors.llm.state import PoolState
+from raytroupe.actors.llm.streaming import DeltaForwarder
+from raytroupe.actors.llm.trust import ModelTrust
+from raytroupe.actors.outbound import Outbound
+from raytroupe.actors.telemetry import metrics
+from raytroupe.protocols import (
     AgentMessage,
     AnthropicModel,
     CancelJob,
@@ -80,14 +80,14 @@ def build_provider(spec: DeploymentSpec, *, outbound: Outbound | None = None) ->
         case OpenAIModel() | OpenAICompatibleModel():
             import openai  # noqa: PLC0415 - lazy SDK
 
-            from actors.llm.openai_provider import OpenAIProvider  # noqa: PLC0415
+            from raytroupe.actors.llm.openai_provider import OpenAIProvider  # noqa: PLC0415
 
             client = outbound.sdk_http_client(openai.DefaultAsyncHttpxClient) if outbound else None
             return OpenAIProvider(spec, http_client=client)
         case AnthropicModel():
             import anthropic  # noqa: PLC0415
 
-            from actors.llm.anthropic_provider import AnthropicProvider  # noqa: PLC0415
+            from raytroupe.actors.llm.anthropic_provider import AnthropicProvider  # noqa: PLC0415
 
             client = (
                 outbound.sdk_http_client(anthropic.DefaultAsyncHttpxClient) if outbound else None

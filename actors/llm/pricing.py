@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from importlib import resources
 from typing import NamedTuple
 
-from protocols import DeploymentSpec, Usage
+from raytroupe.protocols import DeploymentSpec, Usage
 
 __all__ = ["FREE", "FREE_PROVIDERS", "Price", "PriceTable"]
 
@@ -38,7 +38,9 @@ class PriceTable:
     """
 
     def __init__(self, overrides: Mapping[str, Price] | None = None) -> None:
-        shipped = json.loads(resources.files("actors.llm").joinpath("prices.json").read_text())
+        shipped = json.loads(
+            resources.files("raytroupe.actors.llm").joinpath("prices.json").read_text()
+        )
         self._table: dict[str, dict[str, Price]] = {
             provider: {model: Price(*pair) for model, pair in models.items()}
             for provider, models in shipped.items()

@@ -6,7 +6,7 @@ import functools
 from collections.abc import Awaitable, Callable
 from typing import Protocol
 
-from protocols import ChatMessage, LLMDelta, LLMRequest, LLMResponse
+from raytroupe.protocols import ChatMessage, LLMDelta, LLMRequest, LLMResponse
 
 __all__ = ["DeltaSink", "LLMProvider", "word_tokens"]
 

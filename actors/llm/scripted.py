@@ -10,9 +10,9 @@ import asyncio
 import time
 from collections import deque
 
-from actors.llm.provider import DeltaSink, word_tokens
-from actors.llm.tokens import prompt_tokens
-from protocols import (
+from raytroupe.actors.llm.provider import DeltaSink, word_tokens
+from raytroupe.actors.llm.tokens import prompt_tokens
+from raytroupe.protocols import (
     ContextTooLong,
     LLMDelta,
     LLMRequest,
@@ -21,7 +21,7 @@ from protocols import (
     ScriptError,
     Usage,
 )
-from protocols.errors import error_class
+from raytroupe.protocols.errors import error_class
 
 __all__ = ["ScriptedProvider"]
 

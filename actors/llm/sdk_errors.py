@@ -37,8 +37,8 @@ import anyio
 import httpx2
 import openai
 
-from actors.outbound import OutboundRefused
-from protocols.errors import (
+from raytroupe.actors.outbound import OutboundRefused
+from raytroupe.protocols.errors import (
     AuthFailed,
     BadRequest,
     ConfigError,

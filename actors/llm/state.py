@@ -15,9 +15,9 @@ import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from actors.llm.budget import Reservation, Spend, over_limit
-from actors.state import Migration, Tx, open_database, upsert
-from protocols import Budget, BudgetExceeded, UsageRow
+from raytroupe.actors.llm.budget import Reservation, Spend, over_limit
+from raytroupe.actors.state import Migration, Tx, open_database, upsert
+from raytroupe.protocols import Budget, BudgetExceeded, UsageRow
 
 __all__ = ["PoolState"]
 

@@ -7,8 +7,8 @@ import contextlib
 
 import structlog
 
-from actors.endpoint import RouterClient
-from protocols import AgentMessage, LLMDelta, LLMDeltas, orchestrator_address
+from raytroupe.actors.endpoint import RouterClient
+from raytroupe.protocols import AgentMessage, LLMDelta, LLMDeltas, orchestrator_address
 
 __all__ = ["DeltaForwarder"]
 

@@ -24,7 +24,7 @@ import json
 import re
 from typing import Any, Final
 
-from protocols import ChatMessage, ModelError, ToolCall, ToolSpec
+from raytroupe.protocols import ChatMessage, ModelError, ToolCall, ToolSpec
 
 __all__ = [
     "CLOSE_TAG",

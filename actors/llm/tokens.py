@@ -49,7 +49,7 @@ from typing import Final
 
 from tokenizers import Encoding, Tokenizer
 
-from protocols import ChatMessage, ConfigError, TextPart, ToolCall, ToolSpec
+from raytroupe.protocols import ChatMessage, ConfigError, TextPart, ToolCall, ToolSpec
 
 __all__ = [
     "CALL_TOKENS",

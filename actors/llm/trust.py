@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from urllib.parse import urlsplit
 
-from actors.outbound import NetworkPolicy, Outbound, OutboundRefused, host_of
-from protocols import ConfigError, LocalModel, ModelSpec, RouteSpec
+from raytroupe.actors.outbound import NetworkPolicy, Outbound, OutboundRefused, host_of
+from raytroupe.protocols import ConfigError, LocalModel, ModelSpec, RouteSpec
 
 __all__ = ["DEFAULT_HOSTS", "ModelTrust", "endpoint_host", "endpoint_origin"]
 

@@ -22,7 +22,7 @@ from typing import Final, assert_never
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from actors.memory.parsing import (
+from raytroupe.actors.memory.parsing import (
     Block,
     Section,
     html_sections,
@@ -31,8 +31,8 @@ from actors.memory.parsing import (
     pdf_sections,
     text_sections,
 )
-from protocols import InvalidInput
-from protocols.knowledge import MAX_DOCUMENT_BYTES, KnowledgeDocument
+from raytroupe.protocols import InvalidInput
+from raytroupe.protocols.knowledge import MAX_DOCUMENT_BYTES, KnowledgeDocument
 
 __all__ = ["CHUNKER_VERSION", "Chunk", "ChunkingConfig", "chunk_document", "document_hash"]
 

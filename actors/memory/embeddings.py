@@ -38,7 +38,7 @@ from chromadb.utils.embedding_functions import register_embedding_function
 from numpy.typing import NDArray
 from tokenizers import Tokenizer
 
-from protocols import ConfigError
+from raytroupe.protocols import ConfigError
 
 __all__ = [
     "DIMENSION",

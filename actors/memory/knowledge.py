@@ -21,9 +21,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from actors.memory.documents import Chunk, ChunkingConfig, chunk_document, document_hash
-from protocols import InvalidInput, KnowledgeNotFound, QuotaExceeded
-from protocols.knowledge import (
+from raytroupe.actors.memory.documents import Chunk, ChunkingConfig, chunk_document, document_hash
+from raytroupe.protocols import InvalidInput, KnowledgeNotFound, QuotaExceeded
+from raytroupe.protocols.knowledge import (
     DocumentInfo,
     IngestedDocument,
     IngestReport,
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from chromadb.api import ClientAPI
     from chromadb.api.models.Collection import Collection
 
-    from actors.memory.embeddings import EmbeddingKind
+    from raytroupe.actors.memory.embeddings import EmbeddingKind
 
 __all__ = [
     "KNOWLEDGE_PREFIX",
@@ -148,7 +148,7 @@ class KnowledgeBases:
         max_bases: int = 32,
         max_passages: int = 50_000,
     ) -> None:
-        from actors.memory.embeddings import embedding_function  # noqa: PLC0415 - Chroma
+        from raytroupe.actors.memory.embeddings import embedding_function  # noqa: PLC0415 - Chroma
 
         self._client = client
         self._ef = embedding_function(embedding)

@@ -17,8 +17,8 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final
 
-from protocols import InvalidInput
-from protocols.memory import MAX_NOTES, Note
+from raytroupe.protocols import InvalidInput
+from raytroupe.protocols.memory import MAX_NOTES, Note
 
 if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection

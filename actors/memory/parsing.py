@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from html.parser import HTMLParser
 from typing import Any, Final
 
-from protocols import InvalidInput
+from raytroupe.protocols import InvalidInput
 
 __all__ = [
     "Block",

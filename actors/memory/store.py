@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any, assert_never
 
 import structlog
 
-from actors.endpoint import TakesBatches, serve_envelope
-from actors.memory.config import MemoryConfig
-from actors.memory.knowledge import KnowledgeBases, is_knowledge_collection
-from actors.memory.notes import NOTES_PREFIX, Scratchpads
-from actors.telemetry import metrics
-from protocols import (
+from raytroupe.actors.endpoint import TakesBatches, serve_envelope
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.memory.knowledge import KnowledgeBases, is_knowledge_collection
+from raytroupe.actors.memory.notes import NOTES_PREFIX, Scratchpads
+from raytroupe.actors.telemetry import metrics
+from raytroupe.protocols import (
     Ack,
     AgentMessage,
     InvalidInput,
@@ -41,7 +41,7 @@ from protocols import (
     NoteWrite,
     TroupeError,
 )
-from protocols.knowledge import (
+from raytroupe.protocols.knowledge import (
     DocumentInfo,
     IngestReport,
     KnowledgeBaseInfo,
@@ -499,7 +499,7 @@ class MemoryStore(TakesBatches):
 
     async def _collection_by_name(self, name: str) -> Collection:
         if name not in self._collections:
-            from actors.memory.embeddings import embedding_function  # noqa: PLC0415
+            from raytroupe.actors.memory.embeddings import embedding_function  # noqa: PLC0415
 
             client = self._client
             async with self._opening:

@@ -20,10 +20,10 @@ from typing import Any, assert_never, cast
 import structlog
 from pydantic import ValidationError
 
-from actors.endpoint import RouterClient, serve_envelope
-from actors.evals.desk import EvalDesk, EvalStore
-from actors.evals.experiments import Assignment, ExperimentDesk, ExperimentStore
-from actors.orchestrator.admission import (
+from raytroupe.actors.endpoint import RouterClient, serve_envelope
+from raytroupe.actors.evals.desk import EvalDesk, EvalStore
+from raytroupe.actors.evals.experiments import Assignment, ExperimentDesk, ExperimentStore
+from raytroupe.actors.orchestrator.admission import (
     InlineTeams,
     PolicyBook,
     admit_attachments,
@@ -31,25 +31,25 @@ from actors.orchestrator.admission import (
     admit_inline,
     admit_registered,
 )
-from actors.orchestrator.approvals import ApprovalDesk
-from actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
-from actors.orchestrator.episodes import with_examples
-from actors.orchestrator.evolution import Evolution
-from actors.orchestrator.graphs.checkpoints import CheckpointStore
-from actors.orchestrator.graphs.control import GraphControl
-from actors.orchestrator.graphs.desk import GraphDesk, first_checkpoint
-from actors.orchestrator.intent import TeamChooser, pool_asker
-from actors.orchestrator.jobs import (
+from raytroupe.actors.orchestrator.approvals import ApprovalDesk
+from raytroupe.actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
+from raytroupe.actors.orchestrator.episodes import with_examples
+from raytroupe.actors.orchestrator.evolution import Evolution
+from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore
+from raytroupe.actors.orchestrator.graphs.control import GraphControl
+from raytroupe.actors.orchestrator.graphs.desk import GraphDesk, first_checkpoint
+from raytroupe.actors.orchestrator.intent import TeamChooser, pool_asker
+from raytroupe.actors.orchestrator.jobs import (
     Job,
     emit,
     job_message,
     wait_until,
 )
-from actors.orchestrator.journal import Journal
-from actors.orchestrator.runner import JobRunner
-from actors.orchestrator.sessions import SessionControl, SessionDesk, SessionStore
-from actors.orchestrator.shards import Admitted, OrchestratorPeers, front_desk, new_job_id
-from actors.orchestrator.views import (
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.orchestrator.runner import JobRunner
+from raytroupe.actors.orchestrator.sessions import SessionControl, SessionDesk, SessionStore
+from raytroupe.actors.orchestrator.shards import Admitted, OrchestratorPeers, front_desk, new_job_id
+from raytroupe.actors.orchestrator.views import (
     Interrupted,
     listed,
     live_trace,
@@ -57,14 +57,14 @@ from actors.orchestrator.views import (
     waiting_approvals,
     waiting_interrupts,
 )
-from actors.skills.config import SkillsConfig
-from actors.skills.desk import SkillDesk
-from actors.skills.registry import SkillStore
-from actors.skills.routing import routing_config
-from actors.skills.run import check_input, skill_team
-from actors.state import redact_url
-from actors.telemetry import metrics
-from protocols import (
+from raytroupe.actors.skills.config import SkillsConfig
+from raytroupe.actors.skills.desk import SkillDesk
+from raytroupe.actors.skills.registry import SkillStore
+from raytroupe.actors.skills.routing import routing_config
+from raytroupe.actors.skills.run import check_input, skill_team
+from raytroupe.actors.state import redact_url
+from raytroupe.actors.telemetry import metrics
+from raytroupe.protocols import (
     LLM_POOL,
     Ack,
     AgentInfo,
@@ -92,8 +92,8 @@ from protocols import (
     job_shard,
     with_files,
 )
-from protocols.intent import IntentChoice, IntentConfig
-from protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
+from raytroupe.protocols.intent import IntentChoice, IntentConfig
+from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 
 __all__ = ["Orchestrator", "TeamProvisioner"]
 

@@ -14,10 +14,10 @@ from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from actors.orchestrator.catalog import TeamProvisioner
-from actors.orchestrator.journal import Journal
-from actors.orchestrator.plan_checks import describe_errors
-from protocols import (
+from raytroupe.actors.orchestrator.catalog import TeamProvisioner
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.orchestrator.plan_checks import describe_errors
+from raytroupe.protocols import (
     Attachment,
     Budget,
     ConfigError,
@@ -26,8 +26,8 @@ from protocols import (
     TenantPolicy,
     scoped_name,
 )
-from protocols.evals import CustomExpect, EvalSuite, JudgeExpect
-from protocols.graph import GraphSpec
+from raytroupe.protocols.evals import CustomExpect, EvalSuite, JudgeExpect
+from raytroupe.protocols.graph import GraphSpec
 
 __all__ = [
     "InlineTeams",

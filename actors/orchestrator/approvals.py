@@ -12,9 +12,9 @@ import asyncio
 import json
 import time
 
-from actors.orchestrator.jobs import Job, emit, set_status
-from actors.orchestrator.journal import Journal
-from protocols import ApprovalDecision, ApprovalRequest
+from raytroupe.actors.orchestrator.jobs import Job, emit, set_status
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.protocols import ApprovalDecision, ApprovalRequest
 
 __all__ = ["ApprovalDesk"]
 

@@ -14,9 +14,9 @@ from typing import Protocol
 
 from pydantic import ValidationError
 
-from actors.orchestrator.jobs import Job
-from actors.orchestrator.journal import Journal
-from protocols import (
+from raytroupe.actors.orchestrator.jobs import Job
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.protocols import (
     AgentInfo,
     AgentNotFound,
     AgentSpec,

@@ -13,8 +13,8 @@ from typing import assert_never
 
 import structlog
 
-from actors.endpoint import RouterClient, expected
-from actors.orchestrator.jobs import (
+from raytroupe.actors.endpoint import RouterClient, expected
+from raytroupe.actors.orchestrator.jobs import (
     Job,
     emit,
     failed,
@@ -22,7 +22,7 @@ from actors.orchestrator.jobs import (
     job_message,
     skipped,
 )
-from actors.orchestrator.resolve import (
+from raytroupe.actors.orchestrator.resolve import (
     Ask,
     confidence_weighted,
     first_valid,
@@ -33,12 +33,12 @@ from actors.orchestrator.resolve import (
     make_candidate,
     merge,
 )
-from actors.telemetry.jobs import (
+from raytroupe.actors.telemetry.jobs import (
     attempt_span,
     resolution_span,
     subtask_span,
 )
-from protocols import (
+from raytroupe.protocols import (
     ErrorCode,
     ErrorPayload,
     InvalidInput,
@@ -52,7 +52,7 @@ from protocols import (
     new_span_id,
     team_role,
 )
-from protocols.resolution import Candidate
+from raytroupe.protocols.resolution import Candidate
 
 __all__ = ["Dispatcher"]
 

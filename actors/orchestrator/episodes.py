@@ -15,8 +15,8 @@ from typing import Final
 
 import structlog
 
-from actors.endpoint import RouterClient
-from protocols import (
+from raytroupe.actors.endpoint import RouterClient
+from raytroupe.protocols import (
     AgentMessage,
     EpisodePolicy,
     JobResult,
@@ -28,7 +28,7 @@ from protocols import (
     TeamSpec,
     TroupeError,
 )
-from protocols.prompts import EXAMPLES_HEADING, request_of
+from raytroupe.protocols.prompts import EXAMPLES_HEADING, request_of
 
 __all__ = [
     "episode_tags",

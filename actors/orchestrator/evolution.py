@@ -16,16 +16,16 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
-from actors.endpoint import RouterClient
-from actors.evals.desk import EvalDesk, compare_runs
-from actors.evals.experiments import ExperimentDesk
-from actors.evals.optimise import candidates, optimise_request, parse_variants
-from actors.orchestrator.admission import PolicyBook, admit_registered, admit_suite
-from actors.orchestrator.intent import pool_asker
-from actors.orchestrator.shards import front_desk
-from actors.skills.desk import SkillDesk
-from actors.skills.reflect import lesson_tags
-from protocols import (
+from raytroupe.actors.endpoint import RouterClient
+from raytroupe.actors.evals.desk import EvalDesk, compare_runs
+from raytroupe.actors.evals.experiments import ExperimentDesk
+from raytroupe.actors.evals.optimise import candidates, optimise_request, parse_variants
+from raytroupe.actors.orchestrator.admission import PolicyBook, admit_registered, admit_suite
+from raytroupe.actors.orchestrator.intent import pool_asker
+from raytroupe.actors.orchestrator.shards import front_desk
+from raytroupe.actors.skills.desk import SkillDesk
+from raytroupe.actors.skills.reflect import lesson_tags
+from raytroupe.protocols import (
     AgentMessage,
     Budget,
     InvalidInput,
@@ -36,7 +36,7 @@ from protocols import (
     ModelError,
     TroupeError,
 )
-from protocols.evals import (
+from raytroupe.protocols.evals import (
     Candidate,
     EvalCase,
     EvalComparison,
@@ -44,8 +44,8 @@ from protocols.evals import (
     EvalSuite,
     OptimisationReport,
 )
-from protocols.experiments import ExperimentInfo, ExperimentSpec
-from protocols.skill import SkillSpec
+from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
+from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["Evolution"]
 

@@ -29,8 +29,8 @@ import numpy as np
 import structlog
 from numpy.typing import NDArray
 
-from actors.endpoint import RouterClient, request_through_restarts
-from protocols import (
+from raytroupe.actors.endpoint import RouterClient, request_through_restarts
+from raytroupe.protocols import (
     LLM_POOL,
     AgentMessage,
     ChatMessage,
@@ -42,7 +42,7 @@ from protocols import (
     PlanError,
     TeamSpec,
 )
-from protocols.intent import IntentChoice, IntentConfig, IntentRule
+from raytroupe.protocols.intent import IntentChoice, IntentConfig, IntentRule
 
 log = structlog.get_logger("raytroupe.orchestrator")
 
@@ -182,7 +182,7 @@ class IntentClassifier:
         """
         if self._given is not None:
             return self._given
-        from actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding  # noqa: PLC0415
+        from raytroupe.actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding  # noqa: PLC0415
 
         return MiniLMEmbedding() if self.config.embedding == "minilm" else HashingEmbedding()
 

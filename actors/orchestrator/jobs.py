@@ -8,8 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from actors.telemetry import metrics
-from protocols import (
+from raytroupe.actors.telemetry import metrics
+from raytroupe.protocols import (
     AgentMessage,
     ApprovalDecision,
     ApprovalRequest,
@@ -36,12 +36,12 @@ from protocols import (
     Usage,
     orchestrator_address,
 )
-from protocols.intent import IntentChoice
-from protocols.quality import QualityReport
-from protocols.skill import SkillSpec
+from raytroupe.protocols.intent import IntentChoice
+from raytroupe.protocols.quality import QualityReport
+from raytroupe.protocols.skill import SkillSpec
 
 if TYPE_CHECKING:
-    from actors.orchestrator.graphs.desk import Waiting
+    from raytroupe.actors.orchestrator.graphs.desk import Waiting
 
 __all__ = [
     "Job",

@@ -16,9 +16,9 @@ from typing import Any
 import structlog
 from pydantic import TypeAdapter, ValidationError
 
-from actors.orchestrator.jobs import Job, last_event
-from actors.state import Database, Migration, first, open_database, upsert
-from protocols import (
+from raytroupe.actors.orchestrator.jobs import Job, last_event
+from raytroupe.actors.state import Database, Migration, first, open_database, upsert
+from raytroupe.protocols import (
     ApprovalDecision,
     ApprovalRequest,
     Budget,
@@ -33,7 +33,7 @@ from protocols import (
     TeamSpec,
     TenantPolicy,
 )
-from protocols.skill import SkillSpec
+from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["Journal", "Unfinished"]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
-from protocols import Plan, PlanError, PlannedSubtask, TeamSpec
+from raytroupe.protocols import Plan, PlanError, PlannedSubtask, TeamSpec
 
 __all__ = [
     "TASK_FIELD",

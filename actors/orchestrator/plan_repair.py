@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from protocols import TeamSpec
+from raytroupe.protocols import TeamSpec
 
 __all__ = ["repair_plan"]
 

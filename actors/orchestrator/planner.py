@@ -13,16 +13,16 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from actors.orchestrator.plan_checks import (
+from raytroupe.actors.orchestrator.plan_checks import (
     check_plan,
     declared_plan,
     describe_errors,
     role_problem,
     size_problem,
 )
-from actors.orchestrator.plan_repair import repair_plan
-from actors.orchestrator.resolve import gate, gate_feedback
-from protocols import (
+from raytroupe.actors.orchestrator.plan_repair import repair_plan
+from raytroupe.actors.orchestrator.resolve import gate, gate_feedback
+from raytroupe.protocols import (
     ChatMessage,
     LLMRequest,
     LLMResponse,
@@ -34,7 +34,7 @@ from protocols import (
     SubtaskResult,
     TeamSpec,
 )
-from protocols.prompts import RESULTS_HEADING, plan_schema
+from raytroupe.protocols.prompts import RESULTS_HEADING, plan_schema
 
 __all__ = [
     "aggregate_request",

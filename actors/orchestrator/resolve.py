@@ -29,15 +29,15 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Literal
 
-from protocols import Budget, ChatMessage, LLMRequest, LLMResponse, ModelError
-from protocols.resolution import (
+from raytroupe.protocols import Budget, ChatMessage, LLMRequest, LLMResponse, ModelError
+from raytroupe.protocols.resolution import (
     Candidate,
     Resolution,
     ResolutionStrategy,
     format_candidates,
     normalize,
 )
-from protocols.safe_schema import safe_validator
+from raytroupe.protocols.safe_schema import safe_validator
 
 __all__ = [
     "Ask",

@@ -15,16 +15,21 @@ from typing import Final, assert_never
 
 import structlog
 
-from actors.endpoint import RouterClient, expected, request_through_restarts
-from actors.orchestrator.dispatch import Dispatcher
-from actors.orchestrator.episodes import episode_write, policy_of
-from actors.orchestrator.graphs.desk import GraphDesk
-from actors.orchestrator.graphs.engine import GraphHost, GraphRun, RunChild, graph_answer
-from actors.orchestrator.jobs import Job, emit, job_message, last_event, set_status
-from actors.orchestrator.journal import Journal
-from actors.orchestrator.planner import aggregate, make_plan
-from actors.skills.reflect import lesson_write, lessons_query, reflect_request, reflection_due
-from actors.skills.run import (
+from raytroupe.actors.endpoint import RouterClient, expected, request_through_restarts
+from raytroupe.actors.orchestrator.dispatch import Dispatcher
+from raytroupe.actors.orchestrator.episodes import episode_write, policy_of
+from raytroupe.actors.orchestrator.graphs.desk import GraphDesk
+from raytroupe.actors.orchestrator.graphs.engine import GraphHost, GraphRun, RunChild, graph_answer
+from raytroupe.actors.orchestrator.jobs import Job, emit, job_message, last_event, set_status
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.orchestrator.planner import aggregate, make_plan
+from raytroupe.actors.skills.reflect import (
+    lesson_write,
+    lessons_query,
+    reflect_request,
+    reflection_due,
+)
+from raytroupe.actors.skills.run import (
     Produce,
     direct_request,
     gated,
@@ -33,10 +38,10 @@ from actors.skills.run import (
     revise_request,
     with_lessons,
 )
-from actors.skills.standard import standard_output
-from actors.telemetry.jobs import add_span, done_subtask_spans, job_trace
-from actors.telemetry.otel import export_otel
-from protocols import (
+from raytroupe.actors.skills.standard import standard_output
+from raytroupe.actors.telemetry.jobs import add_span, done_subtask_spans, job_trace
+from raytroupe.actors.telemetry.otel import export_otel
+from raytroupe.protocols import (
     LLM_POOL,
     ChatMessage,
     ErrorCode,
@@ -53,9 +58,9 @@ from protocols import (
     Timings,
     TroupeError,
 )
-from protocols.graph import GraphSpec
-from protocols.prompts import request_of
-from protocols.skill import SkillSpec
+from raytroupe.protocols.graph import GraphSpec
+from raytroupe.protocols.prompts import request_of
+from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["JobRunner"]
 

@@ -21,9 +21,9 @@ from typing import Any, Final
 
 import structlog
 
-from actors.llm.tokens import count_tokens, truncate
-from actors.state import Database, Migration, first, migrate, open_database
-from protocols import (
+from raytroupe.actors.llm.tokens import count_tokens, truncate
+from raytroupe.actors.state import Database, Migration, first, migrate, open_database
+from raytroupe.protocols import (
     ChatMessage,
     InvalidInput,
     JobNotFound,
@@ -33,8 +33,8 @@ from protocols import (
     SessionNotFound,
     TroupeError,
 )
-from protocols.prompts import HISTORY_HEADING
-from protocols.sessions import (
+from raytroupe.protocols.prompts import HISTORY_HEADING
+from raytroupe.protocols.sessions import (
     HISTORY_TOKENS,
     MAX_HISTORY_TOKENS,
     MIN_HISTORY_TOKENS,

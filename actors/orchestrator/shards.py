@@ -15,9 +15,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from protocols import Budget, ImagePart, InvalidInput, TeamSpec, new_id
-from protocols.intent import IntentChoice
-from protocols.skill import SkillSpec
+from raytroupe.protocols import Budget, ImagePart, InvalidInput, TeamSpec, new_id
+from raytroupe.protocols.intent import IntentChoice
+from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["Admitted", "OrchestratorPeers", "front_desk", "new_job_id"]
 

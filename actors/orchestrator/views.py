@@ -10,11 +10,11 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from actors.orchestrator.jobs import Job
-from actors.telemetry.jobs import job_trace
-from protocols import ApprovalRequest, JobsQuery, JobSummary, Span, Timings
-from protocols.graph import GraphInterrupt
-from protocols.jobs import TERMINAL
+from raytroupe.actors.orchestrator.jobs import Job
+from raytroupe.actors.telemetry.jobs import job_trace
+from raytroupe.protocols import ApprovalRequest, JobsQuery, JobSummary, Span, Timings
+from raytroupe.protocols.graph import GraphInterrupt
+from raytroupe.protocols.jobs import TERMINAL
 
 Interrupted = tuple[str, GraphInterrupt, dict[str, Any]]
 """A graph waiting for a person: its job's id, the interrupt, the state it waits with."""

@@ -4,6 +4,6 @@
 it delivers to.
 """
 
-from actors.router.actor import LocalRouterClient, MessageRouter, RouterStats
+from raytroupe.actors.router.actor import LocalRouterClient, MessageRouter, RouterStats
 
 __all__ = ["LocalRouterClient", "MessageRouter", "RouterStats"]

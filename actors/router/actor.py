@@ -22,10 +22,10 @@ from typing import Any
 import structlog
 from pydantic import BaseModel, ConfigDict
 
-from actors.endpoint import Batches, BatchMailbox, BatchProgress, Mailbox, Outcome
-from actors.router.registry import Discover, Entry, Registry, rebuild
-from actors.telemetry import metrics
-from protocols import (
+from raytroupe.actors.endpoint import Batches, BatchMailbox, BatchProgress, Mailbox, Outcome
+from raytroupe.actors.router.registry import Discover, Entry, Registry, rebuild
+from raytroupe.actors.telemetry import metrics
+from raytroupe.protocols import (
     AddressKind,
     AgentMessage,
     DeadLetter,
@@ -40,7 +40,7 @@ from protocols import (
     encode,
     parse_address,
 )
-from protocols.codec import Routed, decode_routed
+from raytroupe.protocols.codec import Routed, decode_routed
 
 __all__ = ["LocalRouterClient", "MessageRouter", "RouterStats"]
 

@@ -15,8 +15,8 @@ from typing import Any
 
 import structlog
 
-from actors.endpoint import BatchMailbox, Mailbox
-from protocols import AddressKind, InvalidInput, UnknownRecipient, parse_address
+from raytroupe.actors.endpoint import BatchMailbox, Mailbox
+from raytroupe.protocols import AddressKind, InvalidInput, UnknownRecipient, parse_address
 
 __all__ = ["Discover", "Entry", "Registry", "rebuild"]
 

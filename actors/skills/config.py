@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocols.addresses import Name
+from raytroupe.protocols.addresses import Name
 
 __all__ = ["RoutingConfig", "SkillsConfig"]
 

@@ -23,12 +23,12 @@ from typing import Protocol
 
 import structlog
 
-from actors.skills.config import SkillsConfig
-from actors.skills.files import SKILL_SUFFIXES, read_skill
-from actors.skills.registry import SkillRegistry, SkillStore
-from actors.skills.run import skill_team
-from protocols import ConfigError, Forbidden, TeamSpec, TenantPolicy, TroupeError
-from protocols.skill import SkillSpec
+from raytroupe.actors.skills.config import SkillsConfig
+from raytroupe.actors.skills.files import SKILL_SUFFIXES, read_skill
+from raytroupe.actors.skills.registry import SkillRegistry, SkillStore
+from raytroupe.actors.skills.run import skill_team
+from raytroupe.protocols import ConfigError, Forbidden, TeamSpec, TenantPolicy, TroupeError
+from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["SkillDesk", "SkillProvisioner"]
 

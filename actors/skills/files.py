@@ -15,8 +15,8 @@ from typing import Any, Final
 import yaml
 from pydantic import ValidationError
 
-from protocols import ConfigError
-from protocols.skill import SkillSpec
+from raytroupe.protocols import ConfigError
+from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["SKILL_SUFFIXES", "SkillProblem", "parse_skill", "read_skill", "yaml_line"]
 

@@ -26,10 +26,10 @@ from typing import Any, Final
 
 import structlog
 
-from actors.orchestrator.resolve import gate, load_json
-from protocols import Budget, ChatMessage, LLMRequest, LLMResponse
-from protocols.quality import QualityCheck, QualityReport
-from protocols.skill import CountRule, JudgeSpec, RegexRule, SkillSpec
+from raytroupe.actors.orchestrator.resolve import gate, load_json
+from raytroupe.protocols import Budget, ChatMessage, LLMRequest, LLMResponse
+from raytroupe.protocols.quality import QualityCheck, QualityReport
+from raytroupe.protocols.skill import CountRule, JudgeSpec, RegexRule, SkillSpec
 
 __all__ = ["GRADE_SCHEMA", "check_answer", "field_at", "grade_request", "graded", "parse_grade"]
 

@@ -13,9 +13,9 @@ from __future__ import annotations
 import hashlib
 from typing import Final
 
-from protocols import ChatMessage, JobResult, LLMRequest, MemoryQuery, MemoryWrite
-from protocols.quality import QualityReport
-from protocols.skill import SkillSpec
+from raytroupe.protocols import ChatMessage, JobResult, LLMRequest, MemoryQuery, MemoryWrite
+from raytroupe.protocols.quality import QualityReport
+from raytroupe.protocols.skill import SkillSpec
 
 __all__ = [
     "LESSON",

@@ -16,9 +16,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
-from actors.state import Database, Migration, migrate, upsert
-from protocols import ConfigError, Conflict, SkillNotFound
-from protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
+from raytroupe.actors.state import Database, Migration, migrate, upsert
+from raytroupe.protocols import ConfigError, Conflict, SkillNotFound
+from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 
 __all__ = ["SkillRegistry", "SkillStore"]
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
-from actors.skills.config import RoutingConfig
-from protocols import ConfigError, TeamSpec
-from protocols.intent import IntentConfig, IntentHints, IntentRule
-from protocols.skill import SkillSpec
+from raytroupe.actors.skills.config import RoutingConfig
+from raytroupe.protocols import ConfigError, TeamSpec
+from raytroupe.protocols.intent import IntentConfig, IntentHints, IntentRule
+from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["Targets", "routing_config"]
 

@@ -26,10 +26,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from actors.orchestrator.resolve import gate_feedback
-from actors.skills.gate import Ask, check_answer
-from actors.skills.reflect import LESSONS_HEADING
-from protocols import (
+from raytroupe.actors.orchestrator.resolve import gate_feedback
+from raytroupe.actors.skills.gate import Ask, check_answer
+from raytroupe.actors.skills.reflect import LESSONS_HEADING
+from raytroupe.protocols import (
     AgentSpec,
     Budget,
     ChatMessage,
@@ -40,9 +40,9 @@ from protocols import (
     SubtaskResult,
     TeamSpec,
 )
-from protocols.quality import QualityReport
-from protocols.safe_schema import safe_validator
-from protocols.skill import SkillSpec, compose_prompt
+from raytroupe.protocols.quality import QualityReport
+from raytroupe.protocols.safe_schema import safe_validator
+from raytroupe.protocols.skill import SkillSpec, compose_prompt
 
 __all__ = [
     "ANSWER",

@@ -18,11 +18,11 @@ import datetime as dt
 import re
 from typing import Any, Final
 
-from actors.orchestrator.resolve import load_json
-from protocols import JobResult
-from protocols.jobs import local_ref
-from protocols.quality import QualityReport, StandardOutput
-from protocols.skill import SkillSpec
+from raytroupe.actors.orchestrator.resolve import load_json
+from raytroupe.protocols import JobResult
+from raytroupe.protocols.jobs import local_ref
+from raytroupe.protocols.quality import QualityReport, StandardOutput
+from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["normalize", "standard_output"]
 

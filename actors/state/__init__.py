@@ -13,7 +13,7 @@ and declare their tables as numbered migrations (:func:`migrate`), applied once 
 database whichever process opens it first.
 """
 
-from actors.state.database import (
+from raytroupe.actors.state.database import (
     Database,
     Migration,
     Tx,

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit, urlunsplit
 
-from protocols import ConfigError
+from raytroupe.protocols import ConfigError
 
 __all__ = [
     "Database",
@@ -141,11 +141,11 @@ def open_database(
             without its password).
     """
     if is_postgres(location):
-        from actors.state.postgres import PostgresDatabase  # noqa: PLC0415 - clusters only
+        from raytroupe.actors.state.postgres import PostgresDatabase  # noqa: PLC0415 - clusters only
 
         db: Database = PostgresDatabase(str(location), durable=durable)
     else:
-        from actors.state.sqlite import SqliteDatabase  # noqa: PLC0415
+        from raytroupe.actors.state.sqlite import SqliteDatabase  # noqa: PLC0415
 
         db = SqliteDatabase(location, durable=durable)
     try:

@@ -22,8 +22,8 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from actors.state.database import Row, Tx, redact_url
-from protocols import StateUnavailable
+from raytroupe.actors.state.database import Row, Tx, redact_url
+from raytroupe.protocols import StateUnavailable
 
 __all__ = ["PostgresDatabase"]
 

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
-from actors.state.database import Row, Tx
+from raytroupe.actors.state.database import Row, Tx
 
 __all__ = ["SqliteDatabase"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from protocols import LLMResponse, Span, ToolResult
+from raytroupe.protocols import LLMResponse, Span, ToolResult
 
 __all__ = ["model_span", "tool_span"]
 

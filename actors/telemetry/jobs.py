@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from protocols import (
+from raytroupe.protocols import (
     ErrorPayload,
     PlannedSubtask,
     Span,
@@ -22,8 +22,8 @@ from protocols import (
     TraceContext,
     new_span_id,
 )
-from protocols.resolution import Resolution
-from protocols.trace import Attribute
+from raytroupe.protocols.resolution import Resolution
+from raytroupe.protocols.trace import Attribute
 
 __all__ = [
     "TracedJob",

@@ -56,9 +56,9 @@ from typing import Concatenate, Final, Literal, NamedTuple, ParamSpec, Protocol
 
 import structlog
 
-from protocols import ErrorCode, JobStatus
-from protocols.experiments import ArmStats
-from protocols.jobs import TERMINAL
+from raytroupe.protocols import ErrorCode, JobStatus
+from raytroupe.protocols.experiments import ArmStats
+from raytroupe.protocols.jobs import TERMINAL
 
 __all__ = [
     "MAX_TAG_VALUES",

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from opentelemetry import trace
 from opentelemetry.context import Context
 
-from protocols import Span
+from raytroupe.protocols import Span
 
 __all__ = ["export_otel"]
 

@@ -4,6 +4,6 @@ Heavy pieces (the MCP client) are imported by the modules that use them, so that
 ``actors.tools`` stays cheap for agents.
 """
 
-from actors.tools.calculator import CALCULATOR, evaluate
+from raytroupe.actors.tools.calculator import CALCULATOR, evaluate
 
 __all__ = ["CALCULATOR", "evaluate"]

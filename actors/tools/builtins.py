@@ -16,10 +16,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from actors.outbound import Outbound, OutboundRefused
-from actors.tools.calculator import CALCULATOR, evaluate
-from actors.tools.isolation import Isolation, ResourceLimits, RunResult
-from protocols import AgentMessage, ToolDef, ToolError
+from raytroupe.actors.outbound import Outbound, OutboundRefused
+from raytroupe.actors.tools.calculator import CALCULATOR, evaluate
+from raytroupe.actors.tools.isolation import Isolation, ResourceLimits, RunResult
+from raytroupe.protocols import AgentMessage, ToolDef, ToolError
 
 __all__ = ["BuiltinSettings", "Runner", "ToolContext", "builtin_tools"]
 

@@ -9,7 +9,7 @@ import re
 from collections.abc import Callable
 from typing import Any, Final
 
-from protocols import ToolError, ToolSpec
+from raytroupe.protocols import ToolError, ToolSpec
 
 __all__ = ["CALCULATOR", "evaluate"]
 

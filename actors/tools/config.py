@@ -14,10 +14,10 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from actors.outbound import NetworkPolicy
-from actors.state.database import state_url
-from actors.tools.isolation import ResourceLimits
-from protocols import MCPServerSpec, Name
+from raytroupe.actors.outbound import NetworkPolicy
+from raytroupe.actors.state.database import state_url
+from raytroupe.actors.tools.isolation import ResourceLimits
+from raytroupe.protocols import MCPServerSpec, Name
 
 __all__ = ["RESERVED_TOOL_NAMES", "FunctionTool", "ToolsConfig", "default_scratch_root"]
 

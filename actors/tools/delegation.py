@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, assert_never
 
-from actors.endpoint import RouterClient, expected
-from actors.tools.builtins import ToolContext
-from protocols import (
+from raytroupe.actors.endpoint import RouterClient, expected
+from raytroupe.actors.tools.builtins import ToolContext
+from raytroupe.protocols import (
     ErrorCode,
     ErrorPayload,
     TaskRequest,

@@ -29,9 +29,9 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from pydantic_core import to_jsonable_python
 
-from actors.tools.builtins import Runner, ToolContext
-from actors.tools.config import FunctionTool
-from protocols import ConfigError, ToolDef, ToolError
+from raytroupe.actors.tools.builtins import Runner, ToolContext
+from raytroupe.actors.tools.config import FunctionTool
+from raytroupe.protocols import ConfigError, ToolDef, ToolError
 
 __all__ = ["function_schema", "import_target", "load_function_tool"]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from actors.state import Migration, first, open_database, upsert
+from raytroupe.actors.state import Migration, first, open_database, upsert
 
 __all__ = ["Grants"]
 

@@ -18,8 +18,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Literal
 
-from actors.state import Migration, first, open_database
-from protocols import ToolError, ToolResult
+from raytroupe.actors.state import Migration, first, open_database
+from raytroupe.protocols import ToolError, ToolResult
 
 __all__ = ["AtMostOnce", "Claim", "IdempotencyStore", "idempotency_key"]
 

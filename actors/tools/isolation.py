@@ -34,7 +34,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
-from protocols.errors import SandboxUnavailable, ToolError
+from raytroupe.protocols.errors import SandboxUnavailable, ToolError
 
 __all__ = ["LAUNCHER", "Isolation", "ResourceLimits", "RunResult"]
 

@@ -42,8 +42,15 @@ from mcp.shared.exceptions import MCPError
 from mcp.shared.message import SessionMessage
 from mcp_types import CONNECTION_CLOSED, CallToolResult, TextContent, Tool
 
-from protocols import ErrorCode, ErrorPayload, MCPServerSpec, ToolDef, ToolError, ToolResult
-from protocols.addresses import NAME_PATTERN
+from raytroupe.protocols import (
+    ErrorCode,
+    ErrorPayload,
+    MCPServerSpec,
+    ToolDef,
+    ToolError,
+    ToolResult,
+)
+from raytroupe.protocols.addresses import NAME_PATTERN
 
 __all__ = ["MCPToolSource"]
 

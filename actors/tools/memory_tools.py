@@ -11,11 +11,19 @@ from __future__ import annotations
 
 from typing import Any, assert_never
 
-from actors.endpoint import RouterClient, expected
-from actors.tools.builtins import ToolContext
-from protocols import ErrorPayload, Notes, NotesQuery, NoteWrite, ToolDef, ToolError, unscoped
-from protocols.knowledge import KB_NAME_PATTERN, KnowledgeQuery, Passages
-from protocols.memory import MAX_NOTES
+from raytroupe.actors.endpoint import RouterClient, expected
+from raytroupe.actors.tools.builtins import ToolContext
+from raytroupe.protocols import (
+    ErrorPayload,
+    Notes,
+    NotesQuery,
+    NoteWrite,
+    ToolDef,
+    ToolError,
+    unscoped,
+)
+from raytroupe.protocols.knowledge import KB_NAME_PATTERN, KnowledgeQuery, Passages
+from raytroupe.protocols.memory import MAX_NOTES
 
 __all__ = ["KNOWLEDGE_SEARCH", "NOTE", "READ_NOTES", "MemoryTools"]
 

@@ -23,19 +23,19 @@ from typing import TYPE_CHECKING, Any, assert_never
 
 import structlog
 
-from actors.endpoint import RouterClient, TakesBatches, expected, serve_envelope
-from actors.outbound import Outbound
-from actors.telemetry import metrics
-from actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
-from actors.tools.config import ToolsConfig, default_scratch_root
-from actors.tools.delegation import DELEGATE, HANDOFF, Delegation
-from actors.tools.functions import load_function_tool
-from actors.tools.grants import Grants
-from actors.tools.idempotency import AtMostOnce, IdempotencyStore, idempotency_key
-from actors.tools.isolation import Isolation
-from actors.tools.memory_tools import KNOWLEDGE_SEARCH, NOTE, READ_NOTES, MemoryTools
-from actors.tools.validation import check_schema, validate_arguments
-from protocols import (
+from raytroupe.actors.endpoint import RouterClient, TakesBatches, expected, serve_envelope
+from raytroupe.actors.outbound import Outbound
+from raytroupe.actors.telemetry import metrics
+from raytroupe.actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
+from raytroupe.actors.tools.config import ToolsConfig, default_scratch_root
+from raytroupe.actors.tools.delegation import DELEGATE, HANDOFF, Delegation
+from raytroupe.actors.tools.functions import load_function_tool
+from raytroupe.actors.tools.grants import Grants
+from raytroupe.actors.tools.idempotency import AtMostOnce, IdempotencyStore, idempotency_key
+from raytroupe.actors.tools.isolation import Isolation
+from raytroupe.actors.tools.memory_tools import KNOWLEDGE_SEARCH, NOTE, READ_NOTES, MemoryTools
+from raytroupe.actors.tools.validation import check_schema, validate_arguments
+from raytroupe.protocols import (
     AgentMessage,
     ApprovalDecision,
     ApprovalRequest,
@@ -53,12 +53,12 @@ from protocols import (
     TroupeError,
     orchestrator_address,
 )
-from protocols.safe_schema import safe_validator
+from raytroupe.protocols.safe_schema import safe_validator
 
 __all__ = ["DELEGATE", "HANDOFF", "ToolSandbox", "ToolsConfig"]
 
 if TYPE_CHECKING:
-    from actors.tools.mcp_source import MCPToolSource
+    from raytroupe.actors.tools.mcp_source import MCPToolSource
 
 log = structlog.get_logger("raytroupe.tools")
 
@@ -110,7 +110,7 @@ class ToolSandbox(TakesBatches):
         self._unloaded: dict[str, str] = {}
         if mcp_factory is None and config.mcp_servers:
             # mcp (and what it brings: httpx2, starlette, ...) only where a server is configured
-            from actors.tools.mcp_source import MCPToolSource  # noqa: PLC0415
+            from raytroupe.actors.tools.mcp_source import MCPToolSource  # noqa: PLC0415
 
             mcp_factory = MCPToolSource
         self._sources = [mcp_factory(spec) for spec in config.mcp_servers] if mcp_factory else []

@@ -14,8 +14,8 @@ from typing import Any, Final
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
-from protocols import ConfigError, InvalidArguments
-from protocols.safe_schema import safe_validator
+from raytroupe.protocols import ConfigError, InvalidArguments
+from raytroupe.protocols.safe_schema import safe_validator
 
 __all__ = ["check_schema", "coerce", "validate_arguments"]
 

@@ -16,6 +16,6 @@ Exit status: 0 on success, 1 when something failed (a raytroupe error, printed a
 line), 2 on a usage error (a missing or invalid file among them).
 """
 
-from runtime.cli._app import app, main
+from raytroupe.runtime.cli._app import app, main
 
 __all__ = ["app", "main"]

@@ -18,21 +18,21 @@ import yaml
 from pydantic import ValidationError
 from rich.table import Table
 
-from actors.memory.config import MemoryConfig
-from actors.state import checked_state_url, redact_url
-from actors.system_config import StateConfig, SystemConfig
-from actors.tools.config import ToolsConfig
-from deployments import APIConfig, APIKey, deploy, hash_key, new_key
-from protocols import ConfigError, TroupeError
-from runtime.cli import _local
-from runtime.cli._connect import close, connect, resolve_address
-from runtime.cli._evals import evals_app, evaluate
-from runtime.cli._experiments import experiments_app
-from runtime.cli._graphs import checkpoints, fork, resume
-from runtime.cli._knowledge import kb_app, sessions_app
-from runtime.cli._models import models_app
-from runtime.cli._options import Address, StateDir
-from runtime.cli._show import (
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.state import checked_state_url, redact_url
+from raytroupe.actors.system_config import StateConfig, SystemConfig
+from raytroupe.actors.tools.config import ToolsConfig
+from raytroupe.deployments import APIConfig, APIKey, deploy, hash_key, new_key
+from raytroupe.protocols import ConfigError, TroupeError
+from raytroupe.runtime.cli import _local
+from raytroupe.runtime.cli._connect import close, connect, resolve_address
+from raytroupe.runtime.cli._evals import evals_app, evaluate
+from raytroupe.runtime.cli._experiments import experiments_app
+from raytroupe.runtime.cli._graphs import checkpoints, fork, resume
+from raytroupe.runtime.cli._knowledge import kb_app, sessions_app
+from raytroupe.runtime.cli._models import models_app
+from raytroupe.runtime.cli._options import Address, StateDir
+from raytroupe.runtime.cli._show import (
     ERR,
     OUT,
     agents_table,
@@ -43,8 +43,8 @@ from runtime.cli._show import (
     show_key,
     show_result,
 )
-from runtime.cli._skills import ask, skills_app
-from runtime.config import Team
+from raytroupe.runtime.cli._skills import ask, skills_app
+from raytroupe.runtime.config import Team
 
 __all__ = ["app", "main"]
 
@@ -69,6 +69,28 @@ app.add_typer(kb_app, name="kb")
 app.add_typer(sessions_app, name="sessions")
 
 P = ParamSpec("P")
+
+
+def _version(shown: bool) -> None:
+    if shown:
+        from raytroupe import __version__  # noqa: PLC0415
+
+        OUT.print(f"troupe {__version__}", highlight=False)
+        raise typer.Exit
+
+
+@app.callback()
+def _root(
+    *,
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print the version and exit.", callback=_version, is_eager=True
+        ),
+    ] = False,
+) -> None:
+    """Run raytroupe: a local Ray with its HTTP app, jobs, teams' agents, API keys."""
+
 
 ApiConfigFile = Annotated[
     Path | None,
@@ -453,7 +475,7 @@ def config_schema(
     ),
 ) -> None:
     """Write the JSON Schemas of troupe.yaml, the API config, the LLM config and team files."""
-    from deployments.schemas import export  # noqa: PLC0415 - only this command needs it
+    from raytroupe.deployments.schemas import export  # noqa: PLC0415 - only this command needs it
 
     for path in export(directory):
         OUT.print(str(path), markup=False, soft_wrap=True)

@@ -10,11 +10,11 @@ from typing import Any, Final
 
 import ray
 
-import runtime
-from actors.spawn import NAMESPACE
-from protocols import ConfigError
-from runtime.cli._local import default_state_dir, is_running, read_state
-from runtime.joining import prepare_join
+from raytroupe import runtime
+from raytroupe.actors.spawn import NAMESPACE
+from raytroupe.protocols import ConfigError
+from raytroupe.runtime.cli._local import default_state_dir, is_running, read_state
+from raytroupe.runtime.joining import prepare_join
 
 __all__ = ["close", "connect", "connect_from", "resolve_address"]
 

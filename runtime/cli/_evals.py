@@ -9,11 +9,11 @@ import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from protocols import Budget
-from protocols.evals import EvalComparison, EvalRun
-from runtime.cli._connect import close, connect_from
-from runtime.cli._options import Address, StateDir
-from runtime.cli._show import OUT, error
+from raytroupe.protocols import Budget
+from raytroupe.protocols.evals import EvalComparison, EvalRun
+from raytroupe.runtime.cli._connect import close, connect_from
+from raytroupe.runtime.cli._options import Address, StateDir
+from raytroupe.runtime.cli._show import OUT, error
 
 __all__ = ["evals_app", "evaluate"]
 

@@ -8,11 +8,11 @@ import typer
 from pydantic import ValidationError
 from rich.table import Table
 
-from protocols import ConfigError
-from protocols.experiments import ExperimentInfo, ExperimentSpec
-from runtime.cli._connect import close, connect_from
-from runtime.cli._options import Address, StateDir
-from runtime.cli._show import OUT
+from raytroupe.protocols import ConfigError
+from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
+from raytroupe.runtime.cli._connect import close, connect_from
+from raytroupe.runtime.cli._options import Address, StateDir
+from raytroupe.runtime.cli._show import OUT
 
 __all__ = ["experiments_app"]
 

@@ -12,13 +12,13 @@ from pydantic import TypeAdapter
 from rich.table import Table
 from rich.text import Text
 
-from protocols import Conflict
-from protocols.graph import GraphCheckpoint
-from runtime.cli._connect import close, connect_from
-from runtime.cli._options import Address, StateDir
-from runtime.cli._show import ERR, OUT, error
-from runtime.driver import Runtime
-from runtime.handle import JobHandle
+from raytroupe.protocols import Conflict
+from raytroupe.protocols.graph import GraphCheckpoint
+from raytroupe.runtime.cli._connect import close, connect_from
+from raytroupe.runtime.cli._options import Address, StateDir
+from raytroupe.runtime.cli._show import ERR, OUT, error
+from raytroupe.runtime.driver import Runtime
+from raytroupe.runtime.handle import JobHandle
 
 __all__ = ["checkpoints", "checkpoints_table", "fork", "resume"]
 

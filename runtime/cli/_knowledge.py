@@ -9,10 +9,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from protocols import KnowledgeNotFound
-from runtime.cli._connect import close, connect_from
-from runtime.cli._options import Address, StateDir
-from runtime.cli._show import OUT
+from raytroupe.protocols import KnowledgeNotFound
+from raytroupe.runtime.cli._connect import close, connect_from
+from raytroupe.runtime.cli._options import Address, StateDir
+from raytroupe.runtime.cli._show import OUT
 
 __all__ = ["kb_app", "sessions_app"]
 

@@ -34,7 +34,7 @@ from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from protocols import ConfigError
+from raytroupe.protocols import ConfigError
 
 __all__ = [
     "Head",

@@ -8,11 +8,11 @@ from typing import Annotated
 
 import typer
 
-from actors.llm.config import LLMConfig
-from actors.llm.local.binary import CMAKE_ARGS, install_llama_server
-from actors.llm.local.server import check_files
-from protocols import ConfigError, LocalModel, OpenAICompatibleModel
-from runtime.cli._show import OUT
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.local.binary import CMAKE_ARGS, install_llama_server
+from raytroupe.actors.llm.local.server import check_files
+from raytroupe.protocols import ConfigError, LocalModel, OpenAICompatibleModel
+from raytroupe.runtime.cli._show import OUT
 
 __all__ = ["models_app"]
 

@@ -15,8 +15,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from protocols import AgentInfo, JobEvent, JobFailed, JobResult, JobStatus
-from runtime.driver import JobHandle
+from raytroupe.protocols import AgentInfo, JobEvent, JobFailed, JobResult, JobStatus
+from raytroupe.runtime.driver import JobHandle
 
 __all__ = [
     "ERR",

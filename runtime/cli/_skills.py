@@ -9,10 +9,10 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from protocols import ConfigError, Conflict
-from runtime.cli._connect import close, connect_from
-from runtime.cli._options import Address, StateDir
-from runtime.cli._show import OUT, error, follow, result_json, show_result
+from raytroupe.protocols import ConfigError, Conflict
+from raytroupe.runtime.cli._connect import close, connect_from
+from raytroupe.runtime.cli._options import Address, StateDir
+from raytroupe.runtime.cli._show import OUT, error, follow, result_json, show_result
 
 __all__ = ["ask", "skills_app"]
 
@@ -79,7 +79,7 @@ def apply_skills(
 
 
 def _name_of(path: Path) -> str:
-    from actors.skills.files import read_skill  # noqa: PLC0415
+    from raytroupe.actors.skills.files import read_skill  # noqa: PLC0415
 
     return read_skill(path).name
 

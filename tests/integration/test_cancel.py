@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-import runtime
+from raytroupe import runtime
 
 
 def test_cancel_ends_the_job_and_its_running_subtasks(rt):

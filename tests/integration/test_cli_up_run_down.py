@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from deployments.keys import hash_key
+from raytroupe.deployments.keys import hash_key
 
 TROUPE = Path(sys.executable).parent / "troupe"
 ROOT = Path(__file__).resolve().parents[2]

@@ -11,9 +11,9 @@ import re
 import pytest
 import ray
 
-import runtime
-from deployments.console_api import CONSOLE_DIR, CSP
-from protocols import AgentMessage, Event, encode
+from raytroupe import runtime
+from raytroupe.deployments.console_api import CONSOLE_DIR, CSP
+from raytroupe.protocols import AgentMessage, Event, encode
 from tests.support.http_api import (
     ADMIN_KEY,
     OTHER_KEY,

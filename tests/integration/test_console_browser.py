@@ -17,9 +17,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-import runtime
-from protocols import AgentSpec, ScriptedModel, ScriptedTurn, TeamSpec
-from protocols.graph import GraphSpec
+from raytroupe import runtime
+from raytroupe.protocols import AgentSpec, ScriptedModel, ScriptedTurn, TeamSpec
+from raytroupe.protocols.graph import GraphSpec
 from tests.support.browser import headless_browser
 from tests.support.console import fill_history, store_wide_job
 from tests.support.graph_specs import PAUSED

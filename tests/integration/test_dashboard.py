@@ -18,7 +18,7 @@ import pytest
 import ray
 from ray.util.state import list_actors
 
-import runtime
+from raytroupe import runtime
 from tests.support.browser import headless_page
 
 TEAM = runtime.Team(

@@ -13,8 +13,8 @@ import uuid
 import pytest
 import ray
 
-import runtime
-from protocols import PlannedSubtask, TenantPolicy, scoped_name
+from raytroupe import runtime
+from raytroupe.protocols import PlannedSubtask, TenantPolicy, scoped_name
 from tests.support.wire_server import Default, Reply, WireServer
 
 WIRE = "deleg-wire"

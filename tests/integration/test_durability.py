@@ -6,8 +6,8 @@ import time
 
 import ray
 
-import runtime
-from protocols.team import team_role
+from raytroupe import runtime
+from raytroupe.protocols.team import team_role
 from tests.support.restarts import after_restart, kill_and_wait_for_restart
 
 LATENCY_S = 1.0

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 import ray
 
-import runtime
-from actors.evals.suites import read_suite
-from protocols import InvalidInput, JobFailed, ScriptedTurn, TeamSpec
-from protocols.evals import EvalSuite
-from protocols.skill import SkillSpec
+from raytroupe import runtime
+from raytroupe.actors.evals.suites import read_suite
+from raytroupe.protocols import InvalidInput, JobFailed, ScriptedTurn, TeamSpec
+from raytroupe.protocols.evals import EvalSuite
+from raytroupe.protocols.skill import SkillSpec
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, finished
 from tests.support.wire_server import Reply, WireServer
 

@@ -20,9 +20,9 @@ from types import ModuleType
 import pytest
 import ray
 
-import runtime
-from protocols.experiments import ExperimentInfo
-from protocols.skill import SkillSpec
+from raytroupe import runtime
+from raytroupe.protocols.experiments import ExperimentInfo
+from raytroupe.protocols.skill import SkillSpec
 from tests.support.http_api import ADMIN_KEY, RED_KEY, USER_KEY, finished
 
 ROOT = Path(__file__).parents[2]

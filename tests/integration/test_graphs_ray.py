@@ -12,8 +12,8 @@ import time
 import pytest
 import ray
 
-import runtime
-from protocols import (
+from raytroupe import runtime
+from raytroupe.protocols import (
     AgentSpec,
     ErrorCode,
     InvalidInput,
@@ -22,7 +22,7 @@ from protocols import (
     ScriptedTurn,
     TeamSpec,
 )
-from protocols.graph import GraphSpec
+from raytroupe.protocols.graph import GraphSpec
 from tests.support.graph_specs import NESTED, PAUSED
 from tests.support.http_api import USER_KEY
 from tests.support.restarts import kill_and_wait_for_restart

@@ -10,7 +10,7 @@ import httpx
 import pytest
 import ray
 
-import runtime
+from raytroupe import runtime
 from tests.support.http_api import (
     ADMIN_KEY,
     LIMITED_KEY,

@@ -7,7 +7,7 @@ import base64
 import openai
 import pytest
 
-import runtime
+from raytroupe import runtime
 from tests.support.http_api import ADMIN_KEY, BLUE_KEY, USER_KEY
 from tests.support.wire_server import Default, WireServer
 

@@ -14,7 +14,7 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, given, settings
 
-import runtime
+from raytroupe import runtime
 from tests.support.http_api import ADMIN_KEY, FUZZ_KEY
 
 TEAM = "http-fuzz"
@@ -31,10 +31,10 @@ def api_schema(api):
 
 def _operations():
     # the document is static: read the operation list from the app without serving it
-    from actors.spawn import SystemHandles  # noqa: PLC0415
-    from deployments.api import create_api  # noqa: PLC0415
-    from deployments.config import APIConfig  # noqa: PLC0415
-    from runtime.client import SystemClient  # noqa: PLC0415
+    from raytroupe.actors.spawn import SystemHandles  # noqa: PLC0415
+    from raytroupe.deployments.api import create_api  # noqa: PLC0415
+    from raytroupe.deployments.config import APIConfig  # noqa: PLC0415
+    from raytroupe.runtime.client import SystemClient  # noqa: PLC0415
 
     nothing = SystemHandles(routers=None, llm=None, orchestrators=None, sandboxes=[], memory=None)
     unwired = SystemClient(nothing)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import ray
 
-import runtime
-from protocols import ScriptedTurn, ToolCall
+from raytroupe import runtime
+from raytroupe.protocols import ScriptedTurn, ToolCall
 
 ROOT = Path(__file__).resolve().parents[2]
 

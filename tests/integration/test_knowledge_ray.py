@@ -13,8 +13,8 @@ from pathlib import Path
 
 import ray
 
-import runtime
-from runtime.knowledge import media_type_of
+from raytroupe import runtime
+from raytroupe.runtime.knowledge import media_type_of
 from tests.support.http_api import OTHER_KEY, USER_KEY
 from tests.support.wire_server import Reply, WireServer
 

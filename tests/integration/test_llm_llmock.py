@@ -9,10 +9,10 @@ import asyncio
 
 import pytest
 
-from actors.llm import LLMAdapterPool
-from actors.llm.config import LLMConfig
-from actors.llm.gateway import CallContext, RetryPolicy
-from protocols import (
+from raytroupe.actors.llm import LLMAdapterPool
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.gateway import CallContext, RetryPolicy
+from raytroupe.protocols import (
     AnthropicModel,
     Budget,
     BudgetExceeded,

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import ray
 
-import runtime
-from protocols import ErrorCode, orchestrator_address
+from raytroupe import runtime
+from raytroupe.protocols import ErrorCode, orchestrator_address
 
 
 def test_streamed_tokens_arrive_as_job_events_in_order(rt):

@@ -14,9 +14,9 @@ import uuid
 import pytest
 import ray
 
-import runtime
-from actors.ray_handles import NAMESPACE, RayRouterClient
-from protocols import LLM_POOL, AgentMessage, LLMRequest, LLMResponse, Overloaded
+from raytroupe import runtime
+from raytroupe.actors.ray_handles import NAMESPACE, RayRouterClient
+from raytroupe.protocols import LLM_POOL, AgentMessage, LLMRequest, LLMResponse, Overloaded
 from tests.support.wire_model import HttpError, Reply
 from tests.support.wire_server import WireServer
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import ray
 
-import runtime
-from protocols import ErrorCode
+from raytroupe import runtime
+from raytroupe.protocols import ErrorCode
 from tests.support.keys import TEST_KEY, TEST_KEY_ENV
 from tests.support.wire_server import HttpError, Reply, WireServer, overloaded, rate_limited
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import pytest
 import ray
 
-import runtime
-from actors.llm.local.ray_servers import model_actor_name
-from protocols import JobCancelled, JobFailed, TroupeError
+from raytroupe import runtime
+from raytroupe.actors.llm.local.ray_servers import model_actor_name
+from raytroupe.protocols import JobCancelled, JobFailed, TroupeError
 from tests.support.local_models import alive, poll, smol_spec
 
 # the first test of a session that needs llama-server builds it (~5 min on a fresh 2-core

@@ -13,8 +13,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from actors.tools.mcp_source import MCPToolSource
-from protocols import ErrorCode, MCPServerSpec, ToolError
+from raytroupe.actors.tools.mcp_source import MCPToolSource
+from raytroupe.protocols import ErrorCode, MCPServerSpec, ToolError
 from tests.support.mcp_servers import STDIO_COMMAND, running_http_server
 
 TIME_SERVER_INSTALL = f"{sys.executable} -m pip install mcp-server-time"

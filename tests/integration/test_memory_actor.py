@@ -6,8 +6,8 @@ import uuid
 
 import ray
 
-import runtime
-from protocols import AgentMessage, MemoryHits, MemoryQuery, MemoryWrite, decode, encode
+from raytroupe import runtime
+from raytroupe.protocols import AgentMessage, MemoryHits, MemoryQuery, MemoryWrite, decode, encode
 from tests.support.restarts import after_restart, kill_and_wait_for_restart
 from tests.support.wire_server import Default, WireServer
 

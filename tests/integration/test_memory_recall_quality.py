@@ -10,7 +10,7 @@ import chromadb
 import pytest
 from chromadb.config import Settings
 
-from actors.memory.embeddings import embedding_function
+from raytroupe.actors.memory.embeddings import embedding_function
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "memory_recall.json"
 K = 5

@@ -6,9 +6,9 @@ import asyncio
 
 import pytest
 
-from actors.memory.config import MemoryConfig
-from actors.memory.store import MemoryStore
-from protocols import MemoryQuery, MemoryWrite
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.memory.store import MemoryStore
+from raytroupe.protocols import MemoryQuery, MemoryWrite
 from tests.support.chroma import chroma_server
 
 

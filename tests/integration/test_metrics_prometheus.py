@@ -8,8 +8,8 @@ import urllib.request
 
 import ray
 
-import runtime
-from protocols import AgentMessage, Event, encode
+from raytroupe import runtime
+from raytroupe.protocols import AgentMessage, Event, encode
 
 TENANT = "metrics-test"
 """Used by no other test: the LLM series of this tenant come from this test's job only."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 import ray
 
-import runtime
-from actors.llm.budget import Spend
+from raytroupe import runtime
+from raytroupe.actors.llm.budget import Spend
 from tests.support.keys import FRUGAL_BUDGET, FRUGAL_TENANT
 from tests.support.restarts import after_restart, kill_and_wait_for_restart
 

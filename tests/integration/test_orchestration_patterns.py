@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import uuid
 
-import runtime
-from protocols import (
+from raytroupe import runtime
+from raytroupe.protocols import (
     ErrorCode,
     GraphEdge,
     GraphNode,

@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import ray
 
-import runtime
-from protocols import InvalidInput, JobNotFound, job_shard
+from raytroupe import runtime
+from raytroupe.protocols import InvalidInput, JobNotFound, job_shard
 from tests.support.wire_server import Default, Reply, WireServer
 
 SHARDS = 2

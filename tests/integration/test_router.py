@@ -10,9 +10,9 @@ import pytest
 import ray
 from ray.util.state import list_actors
 
-import runtime
-from actors.ray_handles import RayRouterClient
-from protocols import (
+from raytroupe import runtime
+from raytroupe.actors.ray_handles import RayRouterClient
+from raytroupe.protocols import (
     LLM_POOL,
     AgentMessage,
     ErrorCode,

@@ -6,9 +6,9 @@ import asyncio
 
 import ray
 
-from actors.endpoint import TakesBatches, serve_envelope
-from actors.ray_handles import RayRouterClient
-from protocols import LLM_POOL, AgentMessage, ChatMessage, Event, LLMRequest, LLMResponse
+from raytroupe.actors.endpoint import TakesBatches, serve_envelope
+from raytroupe.actors.ray_handles import RayRouterClient
+from raytroupe.protocols import LLM_POOL, AgentMessage, ChatMessage, Event, LLMRequest, LLMResponse
 
 
 @ray.remote(num_cpus=0)

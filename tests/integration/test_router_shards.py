@@ -14,9 +14,9 @@ from typing import Any
 
 import ray
 
-import runtime
-from actors.ray_handles import RouterShards
-from protocols import (
+from raytroupe import runtime
+from raytroupe.actors.ray_handles import RouterShards
+from raytroupe.protocols import (
     LLM_POOL,
     AgentMessage,
     ErrorCode,

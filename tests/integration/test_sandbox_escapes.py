@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from actors.tools import isolation
-from actors.tools.isolation import Isolation, ResourceLimits, RunResult
-from protocols.errors import SandboxUnavailable, ToolError
+from raytroupe.actors.tools import isolation
+from raytroupe.actors.tools.isolation import Isolation, ResourceLimits, RunResult
+from raytroupe.protocols.errors import SandboxUnavailable, ToolError
 
 REPO = Path(__file__).resolve().parents[2]
 HOST_TMP = Path("/tmp")  # noqa: S108 - the host's /tmp, which the sandbox must not reach
@@ -513,9 +513,9 @@ def test_concurrent_runs_from_a_worker_thread_stay_apart(iso, tmp_path):
 REFUSED_USERNS = """
 import asyncio, sys
 from pathlib import Path
-from actors.tools import _launcher
-from actors.tools.isolation import Isolation
-from protocols.errors import SandboxUnavailable
+from raytroupe.actors.tools import _launcher
+from raytroupe.actors.tools.isolation import Isolation
+from raytroupe.protocols.errors import SandboxUnavailable
 
 _launcher._prctl(_launcher.PR_SET_NO_NEW_PRIVS, 1)
 _launcher._seccomp()  # no user namespaces for this process, as a container's profile may say

@@ -15,8 +15,8 @@ import httpx
 import pytest
 import ray
 
-import runtime
-from protocols import ErrorCode, ToolCall
+from raytroupe import runtime
+from raytroupe.protocols import ErrorCode, ToolCall
 from tests.support.figures import record
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY
 from tests.support.keys import TEST_KEY, TEST_KEY_ENV

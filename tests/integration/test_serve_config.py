@@ -12,7 +12,7 @@ from ray._common.utils import import_attr
 from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
 from ray.serve.schema import ServeDeploySchema
 
-from protocols import ConfigError
+from raytroupe.protocols import ConfigError
 
 CONFIG = Path(__file__).parents[2] / "deployments" / "serve_config.yaml"
 
@@ -25,7 +25,7 @@ def _app_config():
 
 def test_the_serve_config_builds_and_serves_the_application(api):
     app = _app_config()
-    assert app.import_path == "deployments.app:build"
+    assert app.import_path == "raytroupe.deployments.app:build"
     # what Serve's controller does with import_path and args
     builder = import_attr(app.import_path)
     application = call_user_app_builder_with_args_if_necessary(builder, app.args)

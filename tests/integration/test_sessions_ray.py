@@ -9,8 +9,8 @@ import importlib.util
 import openai
 import pytest
 
-import runtime
-from protocols import SessionNotFound
+from raytroupe import runtime
+from raytroupe.protocols import SessionNotFound
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, finished
 from tests.support.restarts import kill_and_wait_for_restart
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import ray
 
-import runtime
-from protocols import (
+from raytroupe import runtime
+from raytroupe.protocols import (
     ConfigError,
     Conflict,
     InvalidInput,
@@ -24,7 +24,7 @@ from protocols import (
     ScriptedTurn,
     SkillNotFound,
 )
-from protocols.skill import SkillSpec
+from raytroupe.protocols.skill import SkillSpec
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 WAIT_S = 30.0

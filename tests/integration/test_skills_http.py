@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-import runtime
+from raytroupe import runtime
 from tests.support.http_api import ADMIN_KEY, BLUE_KEY, SKILL_KEY, USER_KEY, finished
 
 EXAMPLES = Path(__file__).parents[2] / "examples"

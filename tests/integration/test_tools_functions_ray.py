@@ -13,11 +13,19 @@ import os
 import pytest
 import ray
 
-from actors.lifecycle import with_lifecycle
-from actors.ray_handles import NAMESPACE
-from actors.tools.config import FunctionTool, ToolsConfig
-from actors.tools.sandbox import ToolSandbox
-from protocols import AgentMessage, ConfigError, ErrorCode, ToolCall, ToolResult, decode, encode
+from raytroupe.actors.lifecycle import with_lifecycle
+from raytroupe.actors.ray_handles import NAMESPACE
+from raytroupe.actors.tools.config import FunctionTool, ToolsConfig
+from raytroupe.actors.tools.sandbox import ToolSandbox
+from raytroupe.protocols import (
+    AgentMessage,
+    ConfigError,
+    ErrorCode,
+    ToolCall,
+    ToolResult,
+    decode,
+    encode,
+)
 
 MODULE = "tests.integration.test_tools_functions_ray"
 

@@ -15,7 +15,7 @@ import asyncio
 import pytest
 import uvloop
 
-from actors.tools.isolation import Isolation
+from raytroupe.actors.tools.isolation import Isolation
 
 
 def test_concurrent_first_isolated_runs_share_one_probe(tmp_path):

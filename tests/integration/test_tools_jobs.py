@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import ray
 
-import runtime
-from protocols import ErrorCode, ToolCall
+from raytroupe import runtime
+from raytroupe.protocols import ErrorCode, ToolCall
 from tests.support.restarts import after_restart
 from tests.support.wire_server import Default, Reply, WireServer
 

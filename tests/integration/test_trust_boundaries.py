@@ -20,8 +20,8 @@ import ray
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import runtime
-from protocols import ErrorCode, scoped_name, tenant_scope
+from raytroupe import runtime
+from raytroupe.protocols import ErrorCode, scoped_name, tenant_scope
 from tests.support.http_api import ADMIN_KEY, BLUE_KEY, RED_KEY, RED_POLICY
 from tests.support.keys import TEST_KEY, TEST_KEY_ENV
 from tests.support.listener import listening

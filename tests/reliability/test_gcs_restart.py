@@ -31,10 +31,10 @@ from pathlib import Path
 import pytest
 import ray
 
-import runtime
-from actors.ray_handles import NAMESPACE
-from runtime.cli import _local
-from runtime.joining import stay_on_loopback
+from raytroupe import runtime
+from raytroupe.actors.ray_handles import NAMESPACE
+from raytroupe.runtime.cli import _local
+from raytroupe.runtime.joining import stay_on_loopback
 from tests.support.figures import record
 from tests.support.postgres import postgres_server
 from tests.support.redis import Redis, redis_server

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import ray
 
-import runtime
+from raytroupe import runtime
 from tests.support.figures import record
 from tests.support.http_api import ADMIN_KEY
 

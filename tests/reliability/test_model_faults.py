@@ -16,8 +16,8 @@ import pytest
 import ray
 from llmock.scenarios import Fail, Match, StreamFault
 
-import runtime
-from protocols import ErrorCode
+from raytroupe import runtime
+from raytroupe.protocols import ErrorCode
 from tests.support.figures import record
 from tests.support.keys import TEST_KEY_ENV
 

@@ -22,9 +22,9 @@ import pytest
 import ray
 from ray.cluster_utils import Cluster
 
-import runtime
-from actors.ray_handles import NAMESPACE
-from runtime.joining import stay_on_loopback
+from raytroupe import runtime
+from raytroupe.actors.ray_handles import NAMESPACE
+from raytroupe.runtime.joining import stay_on_loopback
 from tests.support.figures import record
 from tests.support.restarts import node_of, wait_started
 

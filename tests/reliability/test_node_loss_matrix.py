@@ -38,11 +38,11 @@ import ray
 from ray._private.node import Node
 from ray.cluster_utils import Cluster
 
-import runtime
-from actors.system_config import PlacementConfig, StateConfig, SystemConfig
-from actors.tools.config import FunctionTool
-from protocols import Budget, ErrorCode, JobFailed, JobResult, ToolCall
-from runtime.joining import stay_on_loopback
+from raytroupe import runtime
+from raytroupe.actors.system_config import PlacementConfig, StateConfig, SystemConfig
+from raytroupe.actors.tools.config import FunctionTool
+from raytroupe.protocols import Budget, ErrorCode, JobFailed, JobResult, ToolCall
+from raytroupe.runtime.joining import stay_on_loopback
 from tests.support.chroma import chroma_server
 from tests.support.figures import record
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET, runs_by_token

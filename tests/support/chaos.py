@@ -38,10 +38,10 @@ from typing import Any, Final, Literal
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError
 
-import runtime
-from actors.ray_handles import NAMESPACE
-from actors.router import RouterStats
-from protocols import ErrorCode, ToolCall
+from raytroupe import runtime
+from raytroupe.actors.ray_handles import NAMESPACE
+from raytroupe.actors.router import RouterStats
+from raytroupe.protocols import ErrorCode, ToolCall
 from tests.support.figures import record
 from tests.support.ledger import TOOL_NAME, runs_by_token
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from runtime.cli._local import free_port
+from raytroupe.runtime.cli._local import free_port
 
 CHROMA = shutil.which("chroma", path=str(Path(sys.executable).parent))
 START_S = 60.0

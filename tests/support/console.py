@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import time
 
-from actors.orchestrator.journal import Journal
-from protocols import (
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.protocols import (
     AgentSpec,
     JobResult,
     Span,

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING
 
 import httpx
 
-import deployments
-import runtime
-from deployments import APIConfig, APIKey, hash_key
-from protocols import Budget, TenantPolicy
+from raytroupe import deployments, runtime
+from raytroupe.deployments import APIConfig, APIKey, hash_key
+from raytroupe.protocols import Budget, TenantPolicy
 
 if TYPE_CHECKING:
     from tests.support.wire_server import WireServer

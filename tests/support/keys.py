@@ -4,7 +4,7 @@ The session fixture sets it before Ray starts, so the pool actor inherits it; te
 that it never shows up in errors, results or any Ray log file.
 """
 
-from protocols import Budget
+from raytroupe.protocols import Budget
 
 TEST_KEY_ENV = "TROUPE_TEST_PROVIDER_KEY"
 TEST_KEY = "sk-troupe-test-5f0c1e-never-log-me"

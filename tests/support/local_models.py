@@ -15,8 +15,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from actors.llm.local import find_llama_server, install_llama_server
-from protocols import ConfigError, LocalModel
+from raytroupe.actors.llm.local import find_llama_server, install_llama_server
+from raytroupe.protocols import ConfigError, LocalModel
 from tests.support.apt import ensure_programs
 from tests.support.weights import SMOLLM2, fetch
 

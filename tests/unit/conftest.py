@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from protocols import (
+from raytroupe.protocols import (
     Ack,
     ApprovalDecision,
     ApprovalRequest,

@@ -16,11 +16,11 @@ from collections.abc import Callable, Iterable
 
 from wiring import llm_request
 
-from actors.llm.budget import Ledger
-from actors.llm.gateway import CallContext, Gateway, RetryPolicy
-from actors.llm.pricing import PriceTable
-from actors.llm.provider import DeltaSink
-from protocols import (
+from raytroupe.actors.llm.budget import Ledger
+from raytroupe.actors.llm.gateway import CallContext, Gateway, RetryPolicy
+from raytroupe.actors.llm.pricing import PriceTable
+from raytroupe.actors.llm.provider import DeltaSink
+from raytroupe.protocols import (
     DeploymentSpec,
     LLMDelta,
     LLMRequest,

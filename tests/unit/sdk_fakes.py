@@ -5,7 +5,7 @@ from collections.abc import Callable
 
 import httpx2
 
-from protocols import ToolSpec
+from raytroupe.protocols import ToolSpec
 
 CALC = ToolSpec(
     name="calculator",

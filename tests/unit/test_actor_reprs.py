@@ -1,11 +1,11 @@
 """What the Ray dashboard's Repr column shows of each actor: who it is and how it is set up."""
 
-from actors import AgentActor, LLMAdapterPool, MessageRouter, Orchestrator
-from actors.memory.config import MemoryConfig
-from actors.memory.store import MemoryStore
-from actors.tools.config import FunctionTool
-from actors.tools.sandbox import ToolSandbox, ToolsConfig
-from protocols import AgentSpec, MCPServerSpec, OfflineModel
+from raytroupe.actors import AgentActor, LLMAdapterPool, MessageRouter, Orchestrator
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.memory.store import MemoryStore
+from raytroupe.actors.tools.config import FunctionTool
+from raytroupe.actors.tools.sandbox import ToolSandbox, ToolsConfig
+from raytroupe.protocols import AgentSpec, MCPServerSpec, OfflineModel
 
 
 def test_an_agent_says_its_team_role_model_and_capacity():

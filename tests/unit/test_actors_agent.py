@@ -4,11 +4,11 @@ from dataclasses import dataclass
 import pytest
 from wiring import Tap, envelope, in_process_sandbox, run
 
-from actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
-from actors.agent.actor import render_task
-from actors.endpoint import all_answers
-from actors.llm import OfflineProvider
-from protocols import (
+from raytroupe.actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
+from raytroupe.actors.agent.actor import render_task
+from raytroupe.actors.endpoint import all_answers
+from raytroupe.actors.llm import OfflineProvider
+from raytroupe.protocols import (
     AgentSpec,
     CancelJob,
     Cancelled,
@@ -396,9 +396,9 @@ class Restarting:
 
 def _quick_retries(monkeypatch):
     """Pauses of 1 ms, 5.5 ms in all: six deliveries at most."""
-    monkeypatch.setattr("actors.endpoint.RETRY_FIRST_S", 0.001)
-    monkeypatch.setattr("actors.endpoint.RETRY_MAX_S", 0.001)
-    monkeypatch.setattr("actors.endpoint.RETRY_S", 0.0055)
+    monkeypatch.setattr("raytroupe.actors.endpoint.RETRY_FIRST_S", 0.001)
+    monkeypatch.setattr("raytroupe.actors.endpoint.RETRY_MAX_S", 0.001)
+    monkeypatch.setattr("raytroupe.actors.endpoint.RETRY_S", 0.0055)
 
 
 @pytest.mark.parametrize(("outages", "status"), [(3, "succeeded"), (99, "failed")])

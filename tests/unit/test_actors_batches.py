@@ -5,8 +5,8 @@ import asyncio
 import pytest
 from wiring import run
 
-from actors.endpoint import Batches, all_answers
-from protocols import DeliveryError, InvalidInput, RecipientUnavailable
+from raytroupe.actors.endpoint import Batches, all_answers
+from raytroupe.protocols import DeliveryError, InvalidInput, RecipientUnavailable
 
 
 async def _after(gate: asyncio.Event, answer: bytes) -> bytes:

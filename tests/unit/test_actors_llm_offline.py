@@ -5,11 +5,11 @@ import time
 import pytest
 from wiring import llm_request
 
-from actors.llm import OfflineProvider, split_task, word_tokens
-from actors.orchestrator import parse_plan, plan_request
-from actors.tools import CALCULATOR
-from protocols import AgentSpec, ChatMessage, OfflineModel, TeamSpec, ToolCall, ToolSpec
-from protocols.prompts import RESULTS_HEADING
+from raytroupe.actors.llm import OfflineProvider, split_task, word_tokens
+from raytroupe.actors.orchestrator import parse_plan, plan_request
+from raytroupe.actors.tools import CALCULATOR
+from raytroupe.protocols import AgentSpec, ChatMessage, OfflineModel, TeamSpec, ToolCall, ToolSpec
+from raytroupe.protocols.prompts import RESULTS_HEADING
 
 
 def complete(request, provider=None):

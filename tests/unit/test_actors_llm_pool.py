@@ -3,8 +3,8 @@ import asyncio
 import pytest
 from wiring import envelope, llm_request
 
-from actors.llm import DEFAULT_MODELS, LLMAdapterPool, OfflineProvider, ScriptedProvider
-from protocols import (
+from raytroupe.actors.llm import DEFAULT_MODELS, LLMAdapterPool, OfflineProvider, ScriptedProvider
+from raytroupe.protocols import (
     CancelJob,
     Cancelled,
     ConfigError,

@@ -5,8 +5,8 @@ from pathlib import Path
 import pytest
 from wiring import FlakyMailbox, Tap, build_troupe, run, started
 
-from actors import LocalRouterClient, MessageRouter, Orchestrator
-from protocols import (
+from raytroupe.actors import LocalRouterClient, MessageRouter, Orchestrator
+from raytroupe.protocols import (
     AgentSpec,
     ConfigError,
     ErrorCode,
@@ -18,7 +18,7 @@ from protocols import (
     TaskRequest,
     TeamSpec,
 )
-from runtime import Team
+from raytroupe.runtime import Team
 
 EXAMPLE_TEAM = Path(__file__).parents[2] / "examples" / "teams" / "research.yaml"
 

@@ -2,8 +2,8 @@
 
 from wiring import InProcessProvisioner, run, started
 
-from actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
-from protocols import (
+from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
+from raytroupe.protocols import (
     LLM_POOL,
     AgentMessage,
     AgentSpec,

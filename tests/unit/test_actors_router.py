@@ -4,9 +4,9 @@ import time
 import pytest
 from wiring import Echo, Gated, Raising, ask, ping, run
 
-from actors import MessageRouter
-from actors.router import RouterStats
-from protocols import (
+from raytroupe.actors import MessageRouter
+from raytroupe.actors.router import RouterStats
+from raytroupe.protocols import (
     ErrorCode,
     ErrorPayload,
     Event,

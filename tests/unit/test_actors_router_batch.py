@@ -7,9 +7,9 @@ import time
 import pytest
 from wiring import Echo, ping, run
 
-from actors import MessageRouter
-from actors.endpoint import TakesBatches, all_answers
-from protocols import (
+from raytroupe.actors import MessageRouter
+from raytroupe.actors.endpoint import TakesBatches, all_answers
+from raytroupe.protocols import (
     ErrorCode,
     Event,
     MalformedEnvelope,

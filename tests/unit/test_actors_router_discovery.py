@@ -4,9 +4,9 @@ import asyncio
 
 from wiring import Echo, ping, run, started
 
-import actors.router.registry as registry_module
-from actors import MessageRouter
-from protocols import decode, encode
+import raytroupe.actors.router.registry as registry_module
+from raytroupe.actors import MessageRouter
+from raytroupe.protocols import decode, encode
 
 
 def test_an_actor_found_after_the_rebuild_is_registered_late_but_not_an_unregistered_one(

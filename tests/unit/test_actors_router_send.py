@@ -3,8 +3,8 @@ import asyncio
 import pytest
 from wiring import Echo, Gated, ask, ping, run
 
-from actors import MessageRouter
-from protocols import (
+from raytroupe.actors import MessageRouter
+from raytroupe.protocols import (
     ErrorCode,
     MalformedEnvelope,
     UnknownRecipient,

@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from actors.orchestrator.admission import (
+from raytroupe.actors.orchestrator.admission import (
     InlineTeams,
     PolicyBook,
     admit_attachments,
@@ -17,8 +17,8 @@ from actors.orchestrator.admission import (
     admit_inline,
     admit_registered,
 )
-from actors.orchestrator.journal import Journal
-from protocols import (
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.protocols import (
     AgentSpec,
     Attachment,
     Budget,
@@ -156,7 +156,7 @@ def test_tenant_scopes_differ_and_are_valid_names(a, b):
 
 
 def test_a_name_too_long_once_scoped_is_a_config_error_not_a_crash():
-    from protocols import ConfigError  # noqa: PLC0415
+    from raytroupe.protocols import ConfigError  # noqa: PLC0415
 
     with pytest.raises(ConfigError, match="scoped"):
         admit_inline(team(agent("a" * 60)), "acme", NAME, POLICY)

@@ -15,9 +15,9 @@ import pytest
 from structlog.testing import capture_logs
 from wiring import Tap, envelope, run, started
 
-from actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
-from actors.agent import actor as agent_actor
-from actors.agent.context import (
+from raytroupe.actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
+from raytroupe.actors.agent import actor as agent_actor
+from raytroupe.actors.agent.context import (
     ANSWER_TOKENS,
     SUMMARY_PREFIX,
     SUMMARY_TOKENS,
@@ -29,19 +29,19 @@ from actors.agent.context import (
     summary_prompt,
     turns,
 )
-from actors.llm import ScriptedProvider
-from actors.llm.pool import build_provider
-from actors.llm.provider import DeltaSink
-from actors.llm.tokens import (
+from raytroupe.actors.llm import ScriptedProvider
+from raytroupe.actors.llm.pool import build_provider
+from raytroupe.actors.llm.provider import DeltaSink
+from raytroupe.actors.llm.tokens import (
     REQUEST_TOKENS,
     count_tokens,
     messages_tokens,
     prompt_tokens,
     upper_bound,
 )
-from actors.tools.config import ToolsConfig
-from actors.tools.sandbox import ToolSandbox
-from protocols import (
+from raytroupe.actors.tools.config import ToolsConfig
+from raytroupe.actors.tools.sandbox import ToolSandbox
+from raytroupe.protocols import (
     AgentSpec,
     ChatMessage,
     ContextTooLong,

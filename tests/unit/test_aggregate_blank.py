@@ -2,8 +2,8 @@
 
 import asyncio
 
-from actors.orchestrator.planner import aggregate
-from protocols import AgentSpec, LLMRequest, LLMResponse, SubtaskResult, TeamSpec, Usage
+from raytroupe.actors.orchestrator.planner import aggregate
+from raytroupe.protocols import AgentSpec, LLMRequest, LLMResponse, SubtaskResult, TeamSpec, Usage
 
 TEAM = TeamSpec(agents=(AgentSpec(name="a", role="r"),))
 RESULTS = [

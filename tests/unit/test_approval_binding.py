@@ -8,10 +8,10 @@ from hypothesis import strategies as st
 from test_approvals import PAY
 from wiring import GatedPool, InProcessProvisioner, in_process_sandbox, run, started
 
-from actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
-from actors.orchestrator.journal import Journal
-from actors.tools.idempotency import idempotency_key
-from protocols import (
+from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.tools.idempotency import idempotency_key
+from raytroupe.protocols import (
     AgentMessage,
     AgentSpec,
     ApprovalDecision,

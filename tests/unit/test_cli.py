@@ -11,11 +11,11 @@ import yaml
 from rich.console import Console
 from typer.testing import CliRunner
 
-from deployments.config import APIConfig
-from deployments.keys import hash_key
-from protocols import ConfigError, Conflict, JobEvent
-from protocols.graph import GraphCheckpoint, GraphInterrupt, GraphTask
-from runtime.cli import _graphs, _local, _show, app
+from raytroupe.deployments.config import APIConfig
+from raytroupe.deployments.keys import hash_key
+from raytroupe.protocols import ConfigError, Conflict, JobEvent
+from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphTask
+from raytroupe.runtime.cli import _graphs, _local, _show, app
 
 runner = CliRunner()
 

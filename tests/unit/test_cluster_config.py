@@ -28,7 +28,7 @@ from ray.autoscaler._private.util import prepare_config, validate_config
 ROOT = Path(__file__).resolve().parents[2]
 AWS = ROOT / "cluster.yaml"
 LOCAL = ROOT / "deployments" / "cluster.local.yaml"
-SERVE_IMPORT_PATH = "deployments.app:build"
+SERVE_IMPORT_PATH = "raytroupe.deployments.app:build"
 
 CONFIGS = [pytest.param(AWS, id="aws"), pytest.param(LOCAL, id="local")]
 
@@ -162,8 +162,9 @@ def test_every_node_type_gets_the_project_mounted_and_installed(path):
     # Only the project's files: `ray up` hashes whatever it mounts (a local .venv included)
     assert not {".", "./"} & set(cfg["file_mounts"].values())
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
-    packages = [p.rstrip("*") for p in project["tool"]["setuptools"]["packages"]["find"]["include"]]
-    needed = ["pyproject.toml", project["project"]["readme"], *packages]
+    # the package, and the top-level folders it links to as its subpackages
+    linked = [p.name for p in (ROOT / "raytroupe").iterdir() if p.is_symlink()]
+    needed = ["pyproject.toml", project["project"]["readme"], "raytroupe", *linked]
     assert {f"{mount}/{name}": f"./{name}" for name in needed}.items() <= cfg["file_mounts"].items()
     for local in cfg["file_mounts"].values():
         assert (ROOT / local).exists(), local

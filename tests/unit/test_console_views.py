@@ -3,7 +3,7 @@
 from test_approvals import held_job, script
 from wiring import build_troupe, run
 
-from protocols import JobNotFound, JobsQuery
+from raytroupe.protocols import JobNotFound, JobsQuery
 
 
 def test_a_held_job_is_listed_traced_and_waited_on_for_its_tenant_only():

@@ -5,9 +5,9 @@ import asyncio
 import pytest
 from wiring import Tap, build_troupe, in_process_sandbox, run
 
-from actors import LocalRouterClient, MessageRouter
-from actors.tools.grants import Grants
-from protocols import (
+from raytroupe.actors import LocalRouterClient, MessageRouter
+from raytroupe.actors.tools.grants import Grants
+from raytroupe.protocols import (
     AgentSpec,
     Budget,
     ErrorCode,

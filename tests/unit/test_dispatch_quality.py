@@ -2,7 +2,7 @@
 
 from wiring import build_troupe, run
 
-from protocols import (
+from raytroupe.protocols import (
     AgentSpec,
     ErrorCode,
     LLMRequest,

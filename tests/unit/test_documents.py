@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from actors.memory.documents import ChunkingConfig, chunk_document, document_hash
-from protocols import InvalidInput
-from protocols.knowledge import KnowledgeDocument, check_kb_name
+from raytroupe.actors.memory.documents import ChunkingConfig, chunk_document, document_hash
+from raytroupe.protocols import InvalidInput
+from raytroupe.protocols.knowledge import KnowledgeDocument, check_kb_name
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "knowledge"
 _spec = importlib.util.spec_from_file_location("make_pdfs", DATA / "make_pdfs.py")

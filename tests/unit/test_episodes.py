@@ -6,8 +6,8 @@ import asyncio
 
 from wiring import build_troupe, run
 
-from actors.orchestrator.episodes import episode_write, examples_query, shown_examples
-from protocols import (
+from raytroupe.actors.orchestrator.episodes import episode_write, examples_query, shown_examples
+from raytroupe.protocols import (
     AgentSpec,
     EpisodePolicy,
     ErrorCode,
@@ -19,8 +19,8 @@ from protocols import (
     TeamSpec,
     Timings,
 )
-from protocols.prompts import EXAMPLES_HEADING, HISTORY_HEADING, request_of
-from protocols.quality import QualityReport, StandardOutput
+from raytroupe.protocols.prompts import EXAMPLES_HEADING, HISTORY_HEADING, request_of
+from raytroupe.protocols.quality import QualityReport, StandardOutput
 
 KEEP = EpisodePolicy(keep=True, examples=2)
 

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from wiring import run
 
-from actors.evals.desk import EvalDesk, EvalStore, compare_runs
-from actors.evals.scoring import score_answer
-from actors.evals.stats import mean_ci, paired_test
-from actors.evals.suites import parse_suite, read_suite
-from actors.orchestrator.journal import Journal
-from protocols import (
+from raytroupe.actors.evals.desk import EvalDesk, EvalStore, compare_runs
+from raytroupe.actors.evals.scoring import score_answer
+from raytroupe.actors.evals.stats import mean_ci, paired_test
+from raytroupe.actors.evals.suites import parse_suite, read_suite
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.protocols import (
     Budget,
     ConfigError,
     InvalidInput,
@@ -23,7 +23,7 @@ from protocols import (
     Timings,
     Usage,
 )
-from protocols.evals import EvalCase, EvalSuite
+from raytroupe.protocols.evals import EvalCase, EvalSuite
 
 EXAMPLES = Path(__file__).parents[2] / "examples" / "evals"
 
@@ -310,10 +310,10 @@ def test_the_example_suites_parse_and_reference_example_skills():
 
 
 def test_optimiser_variants_become_named_versions_of_the_skill():
-    from actors.evals.optimise import candidates, optimise_request, parse_variants  # noqa: PLC0415
-    from actors.llm.offline import OfflineProvider  # noqa: PLC0415
-    from protocols.evals import CaseResult, EvalRun, ExpectationScore  # noqa: PLC0415
-    from protocols.skill import SkillSpec  # noqa: PLC0415
+    from raytroupe.actors.evals.optimise import candidates, optimise_request, parse_variants  # noqa: PLC0415
+    from raytroupe.actors.llm.offline import OfflineProvider  # noqa: PLC0415
+    from raytroupe.protocols.evals import CaseResult, EvalRun, ExpectationScore  # noqa: PLC0415
+    from raytroupe.protocols.skill import SkillSpec  # noqa: PLC0415
 
     skill = SkillSpec(name="s", version="1.2.0", description="d",
                       prompt={"instructions": "Answer.", "constraints": ["Be brief."]})  # fmt: skip

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from actors.evals.experiments import (
+from raytroupe.actors.evals.experiments import (
     STALE_S,
     ExperimentDesk,
     ExperimentStore,
@@ -15,11 +15,11 @@ from actors.evals.experiments import (
     decide,
     sample,
 )
-from actors.evals.stats import permutation_test
-from actors.orchestrator.journal import Journal
-from actors.skills.registry import SkillRegistry
-from actors.telemetry import metrics
-from protocols import (
+from raytroupe.actors.evals.stats import permutation_test
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.skills.registry import SkillRegistry
+from raytroupe.actors.telemetry import metrics
+from raytroupe.protocols import (
     AgentSpec,
     ConfigError,
     Conflict,
@@ -28,11 +28,11 @@ from protocols import (
     SkillNotFound,
     TeamSpec,
 )
-from protocols.experiments import Arm, ExperimentSpec, required_samples
-from protocols.jobs import Timings
-from protocols.llm import Usage
-from protocols.quality import QualityCheck, QualityReport, StandardOutput
-from protocols.skill import SkillSpec
+from raytroupe.protocols.experiments import Arm, ExperimentSpec, required_samples
+from raytroupe.protocols.jobs import Timings
+from raytroupe.protocols.llm import Usage
+from raytroupe.protocols.quality import QualityCheck, QualityReport, StandardOutput
+from raytroupe.protocols.skill import SkillSpec
 
 
 def _spec(**fields):

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 from wiring import build_troupe, run
 
-from protocols import (
+from raytroupe.protocols import (
     AgentSpec,
     Budget,
     Conflict,
@@ -19,7 +19,7 @@ from protocols import (
     ScriptedTurn,
     TeamSpec,
 )
-from protocols.graph import GraphSpec
+from raytroupe.protocols.graph import GraphSpec
 from tests.support.graph_specs import NESTED, PAUSED
 
 

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from protocols.expressions import (
+from raytroupe.protocols.expressions import (
     FUNCTIONS,
     MAX_LENGTH,
     MAX_NODES,

@@ -4,10 +4,10 @@ what a tenant's graph may not name."""
 import pytest
 from pydantic import ValidationError
 
-from actors.orchestrator.admission import admit_inline
-from actors.orchestrator.graphs.state import StateKeeper, render, uses_state
-from protocols import AgentSpec, ConfigError, Forbidden, TeamSpec, TenantPolicy
-from protocols.graph import GraphNode, GraphSpec, GraphTask
+from raytroupe.actors.orchestrator.admission import admit_inline
+from raytroupe.actors.orchestrator.graphs.state import StateKeeper, render, uses_state
+from raytroupe.protocols import AgentSpec, ConfigError, Forbidden, TeamSpec, TenantPolicy
+from raytroupe.protocols.graph import GraphNode, GraphSpec, GraphTask
 
 
 def spec(**graph):
@@ -154,7 +154,7 @@ def test_a_tenants_graph_may_not_name_code_or_what_its_policy_keeps_from_it(grap
 
 
 def _edges(graph, max_items=4):
-    from actors.orchestrator.graphs.routing import Edges  # noqa: PLC0415
+    from raytroupe.actors.orchestrator.graphs.routing import Edges  # noqa: PLC0415
 
     return Edges(GraphSpec.model_validate(graph), "the task", max_items)
 
@@ -189,7 +189,7 @@ def test_a_join_of_all_waits_while_any_branch_runs_and_a_join_of_k_at_k_arrivals
      ("[1, 2, 3, 4, 5]", "5 items; max_subtasks is 4")],
 )  # fmt: skip
 def test_a_map_that_gives_no_list_or_too_many_items_fails_naming_the_node(items, message):
-    from actors.orchestrator.graphs.routing import GraphFailed  # noqa: PLC0415
+    from raytroupe.actors.orchestrator.graphs.routing import GraphFailed  # noqa: PLC0415
 
     graph = {"start": "a", "nodes": [{"id": "a", "role": "w", "instructions": "x"},
                                      {"id": "m", "role": "w", "instructions": "{item}"}],

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from deployments.config import APIConfig, APIKey
-from deployments.keys import KeyRing, hash_key, keys_from_env, new_key
-from protocols import ConfigError
+from raytroupe.deployments.config import APIConfig, APIKey
+from raytroupe.deployments.keys import KeyRing, hash_key, keys_from_env, new_key
+from raytroupe.protocols import ConfigError
 
 HASH = re.compile(r"^sha256:[0-9a-f]{64}$")
 

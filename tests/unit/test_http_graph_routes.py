@@ -9,12 +9,12 @@ import httpx
 import pytest
 from wiring import run
 
-from deployments.api import create_api
-from deployments.config import APIConfig, APIKey
-from deployments.guard import Guard
-from deployments.keys import hash_key
-from protocols import Conflict, InvalidInput, JobNotFound
-from protocols.graph import GraphCheckpoint, GraphInterrupt, GraphTask
+from raytroupe.deployments.api import create_api
+from raytroupe.deployments.config import APIConfig, APIKey
+from raytroupe.deployments.guard import Guard
+from raytroupe.deployments.keys import hash_key
+from raytroupe.protocols import Conflict, InvalidInput, JobNotFound
+from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphTask
 
 ALICE = "rt-alice-key"
 PROBLEM = "application/problem+json"

@@ -11,9 +11,9 @@ from starlette.datastructures import MutableHeaders
 from starlette.requests import ClientDisconnect
 from wiring import run
 
-from deployments.config import APIConfig, APIKey
-from deployments.guard import Guard, principal_of, request_id_of
-from deployments.keys import hash_key
+from raytroupe.deployments.config import APIConfig, APIKey
+from raytroupe.deployments.guard import Guard, principal_of, request_id_of
+from raytroupe.deployments.keys import hash_key
 
 ALICE = "rt-alice-key"
 BOB = "rt-bob-key"

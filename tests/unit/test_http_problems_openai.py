@@ -5,9 +5,9 @@ import json
 
 import pytest
 
-from deployments.openai_compat import _task
-from deployments.problems import PROBLEM_TYPE, problem, status_of, troupe_problem
-from protocols import (
+from raytroupe.deployments.openai_compat import _task
+from raytroupe.deployments.problems import PROBLEM_TYPE, problem, status_of, troupe_problem
+from raytroupe.protocols import (
     AgentNotFound,
     Attachment,
     BudgetExceeded,

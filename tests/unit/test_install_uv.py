@@ -22,7 +22,7 @@ from typing import Any, ClassVar
 
 import pytest
 
-from deployments.install_uv import InstallError, _web, pick_wheel, unpack, wheel_files
+from raytroupe.deployments.install_uv import InstallError, _web, pick_wheel, unpack, wheel_files
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "deployments" / "install_uv.py"

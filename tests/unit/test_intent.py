@@ -7,12 +7,12 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from actors.llm import LLMAdapterPool
-from actors.llm.offline import OfflineProvider
-from actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding
-from actors.orchestrator.intent import IntentClassifier, classify_request
-from protocols import LLMRequest, LLMResponse, PlanError, ScriptedModel, ScriptedTurn
-from protocols.intent import IntentChoice, IntentConfig, IntentRule
+from raytroupe.actors.llm import LLMAdapterPool
+from raytroupe.actors.llm.offline import OfflineProvider
+from raytroupe.actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding
+from raytroupe.actors.orchestrator.intent import IntentClassifier, classify_request
+from raytroupe.protocols import LLMRequest, LLMResponse, PlanError, ScriptedModel, ScriptedTurn
+from raytroupe.protocols.intent import IntentChoice, IntentConfig, IntentRule
 from tests.unit.wiring import run
 
 TARGETS = {"billing": "invoices, refunds, payments", "engineering": "bugs, outages, deployments"}

@@ -7,10 +7,14 @@ import pytest
 from chromadb.api.client import SharedSystemClient
 from wiring import run, started_now
 
-from actors.memory.config import MemoryConfig
-from actors.memory.knowledge import KnowledgeBases, collection_name, is_knowledge_collection
-from actors.memory.store import MemoryStore
-from protocols import (
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.memory.knowledge import (
+    KnowledgeBases,
+    collection_name,
+    is_knowledge_collection,
+)
+from raytroupe.actors.memory.store import MemoryStore
+from raytroupe.protocols import (
     AgentMessage,
     InvalidInput,
     KnowledgeDocument,

@@ -13,9 +13,9 @@ import chromadb
 import pytest
 from wiring import run
 
-from actors.memory.documents import ChunkingConfig, chunk_document
-from actors.memory.knowledge import KnowledgeBases
-from protocols.knowledge import KnowledgeDocument
+from raytroupe.actors.memory.documents import ChunkingConfig, chunk_document
+from raytroupe.actors.memory.knowledge import KnowledgeBases
+from raytroupe.protocols.knowledge import KnowledgeDocument
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "knowledge"
 MEDIA_TYPES = {

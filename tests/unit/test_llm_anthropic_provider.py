@@ -7,8 +7,8 @@ import httpx2
 import pytest
 from sdk_fakes import CALC, CLOCK, Broken, Server
 
-from actors.llm.anthropic_provider import AnthropicProvider
-from protocols import (
+from raytroupe.actors.llm.anthropic_provider import AnthropicProvider
+from raytroupe.protocols import (
     AnthropicModel,
     AuthFailed,
     BadRequest,

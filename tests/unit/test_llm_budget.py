@@ -6,13 +6,13 @@ import pytest
 from llm_fakes import FakeProvider, Rig
 from wiring import llm_request, run
 
-from actors.llm import LLMAdapterPool
-from actors.llm.budget import Ledger
-from actors.llm.config import LLMConfig
-from actors.llm.deployment_state import estimate_prompt_tokens
-from actors.llm.gateway import CallContext, RetryPolicy
-from actors.llm.pricing import Price
-from protocols import (
+from raytroupe.actors.llm import LLMAdapterPool
+from raytroupe.actors.llm.budget import Ledger
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.deployment_state import estimate_prompt_tokens
+from raytroupe.actors.llm.gateway import CallContext, RetryPolicy
+from raytroupe.actors.llm.pricing import Price
+from raytroupe.protocols import (
     BadRequest,
     Budget,
     BudgetExceeded,

@@ -8,8 +8,8 @@ import pytest
 from sdk_fakes import CALC, CLOCK, Server
 from test_llm_openai_provider import ask, chunk, completion, provider, request, sse, stream_response
 
-from actors.llm.textmode import constrained_schema, parse_constrained, to_text_mode
-from protocols import ChatMessage, LLMDelta, ModelError, OpenAICompatibleModel, ToolCall
+from raytroupe.actors.llm.textmode import constrained_schema, parse_constrained, to_text_mode
+from raytroupe.protocols import ChatMessage, LLMDelta, ModelError, OpenAICompatibleModel, ToolCall
 
 SPEC = OpenAICompatibleModel(
     model="qwen", base_url="http://127.0.0.1:8080/v1", native_tools=False, constrained_tools=True

@@ -7,12 +7,12 @@ import pytest
 from llm_fakes import FakeClock, Rig, spin
 from wiring import llm_request, run
 
-from actors.llm.budget import Ledger
-from actors.llm.deployment_state import backoff_s
-from actors.llm.gateway import CallContext, Gateway, RetryPolicy
-from actors.llm.pricing import PriceTable
-from actors.llm.scripted import ScriptedProvider
-from protocols import (
+from raytroupe.actors.llm.budget import Ledger
+from raytroupe.actors.llm.deployment_state import backoff_s
+from raytroupe.actors.llm.gateway import CallContext, Gateway, RetryPolicy
+from raytroupe.actors.llm.pricing import PriceTable
+from raytroupe.actors.llm.scripted import ScriptedProvider
+from raytroupe.protocols import (
     AuthFailed,
     BadRequest,
     ContentFiltered,

@@ -4,7 +4,7 @@ import pytest
 from llm_fakes import Rig
 from wiring import run
 
-from protocols import LLMDelta, StreamInterrupted
+from raytroupe.protocols import LLMDelta, StreamInterrupted
 
 
 def _streaming_rig() -> Rig:

@@ -7,9 +7,9 @@ import httpx2
 import pytest
 from sdk_fakes import CALC, CLOCK, Broken, Server
 
-from actors.llm.openai_provider import OpenAIProvider
-from actors.llm.textmode import parse_arguments
-from protocols import (
+from raytroupe.actors.llm.openai_provider import OpenAIProvider
+from raytroupe.actors.llm.textmode import parse_arguments
+from raytroupe.protocols import (
     AuthFailed,
     BadRequest,
     ChatMessage,

@@ -1,9 +1,9 @@
 import pytest
 from wiring import llm_request, run
 
-from actors.llm import LLMAdapterPool
-from actors.llm.config import LLMConfig
-from protocols import ConfigError, OpenAIModel
+from raytroupe.actors.llm import LLMAdapterPool
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.protocols import ConfigError, OpenAIModel
 
 KEY_ENV = "TROUPE_TEST_UNSET_KEY"
 

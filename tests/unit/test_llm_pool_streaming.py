@@ -5,9 +5,9 @@ import asyncio
 import pytest
 from wiring import envelope, llm_request, run
 
-from actors.llm import LLMAdapterPool
-from actors.llm.provider import DeltaSink
-from protocols import (
+from raytroupe.actors.llm import LLMAdapterPool
+from raytroupe.actors.llm.provider import DeltaSink
+from raytroupe.protocols import (
     Ack,
     AgentMessage,
     ErrorPayload,

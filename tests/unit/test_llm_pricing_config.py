@@ -7,11 +7,11 @@ import pytest
 from llm_fakes import FakeProvider
 from wiring import llm_request, run
 
-from actors.llm import LLMAdapterPool
-from actors.llm.config import LLMConfig
-from actors.llm.gateway import CallContext, RetryPolicy
-from actors.llm.pricing import Price, PriceTable
-from protocols import (
+from raytroupe.actors.llm import LLMAdapterPool
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.gateway import CallContext, RetryPolicy
+from raytroupe.actors.llm.pricing import Price, PriceTable
+from raytroupe.protocols import (
     AnthropicModel,
     Budget,
     ConfigError,
@@ -67,7 +67,9 @@ def test_a_deployments_own_prices_make_an_unlisted_model_priced():
 
 
 def test_the_shipped_table_is_what_the_lookup_uses():
-    shipped = json.loads(resources.files("actors.llm").joinpath("prices.json").read_text())
+    shipped = json.loads(
+        resources.files("raytroupe.actors.llm").joinpath("prices.json").read_text()
+    )
     table = PriceTable()
     for provider in ("openai", "anthropic"):
         for model, pair in shipped[provider].items():

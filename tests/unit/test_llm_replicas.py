@@ -17,10 +17,10 @@ import pytest
 from llm_fakes import FakeProvider
 from wiring import envelope, llm_request, run
 
-from actors.llm.config import LLMConfig
-from actors.llm.gateway import CallContext, RetryPolicy
-from actors.llm.pool import LLMAdapterPool
-from protocols import (
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.gateway import CallContext, RetryPolicy
+from raytroupe.actors.llm.pool import LLMAdapterPool
+from raytroupe.protocols import (
     AgentMessage,
     Budget,
     BudgetExceeded,

@@ -9,8 +9,8 @@ import pytest
 from llm_fakes import Rig, spin
 from wiring import run
 
-from actors.llm.deployment_state import estimate_prompt_tokens
-from protocols import ConfigError, OfflineModel, OpenAIModel, ProviderUnavailable
+from raytroupe.actors.llm.deployment_state import estimate_prompt_tokens
+from raytroupe.protocols import ConfigError, OfflineModel, OpenAIModel, ProviderUnavailable
 
 # -- strategies -------------------------------------------------------------------------------
 

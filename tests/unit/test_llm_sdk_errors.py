@@ -9,7 +9,7 @@ import httpx2
 import openai
 import pytest
 
-from actors.llm.sdk_errors import (
+from raytroupe.actors.llm.sdk_errors import (
     map_sdk_error,
     redact,
     resolve_api_key,
@@ -17,7 +17,7 @@ from actors.llm.sdk_errors import (
     safe_cause,
     stream_broke,
 )
-from protocols import (
+from raytroupe.protocols import (
     AuthFailed,
     BadRequest,
     ConfigError,

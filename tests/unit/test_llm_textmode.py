@@ -4,14 +4,14 @@ import json
 
 import pytest
 
-from actors.llm.textmode import (
+from raytroupe.actors.llm.textmode import (
     TextModeStream,
     count_calls,
     parse_tool_calls,
     to_text_mode,
     tool_prompt,
 )
-from protocols import ChatMessage, ModelError, ToolCall, ToolSpec
+from raytroupe.protocols import ChatMessage, ModelError, ToolCall, ToolSpec
 
 CALC = ToolSpec(
     name="calculator",

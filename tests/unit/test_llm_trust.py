@@ -7,12 +7,12 @@ import pytest
 from llm_fakes import FakeProvider
 from wiring import llm_request, run
 
-from actors.llm import LLMAdapterPool
-from actors.llm.config import LLMConfig
-from actors.llm.gateway import CallContext, RetryPolicy
-from actors.llm.state import PoolState
-from actors.outbound import NetworkPolicy
-from protocols import (
+from raytroupe.actors.llm import LLMAdapterPool
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.gateway import CallContext, RetryPolicy
+from raytroupe.actors.llm.state import PoolState
+from raytroupe.actors.outbound import NetworkPolicy
+from raytroupe.protocols import (
     AnthropicModel,
     Budget,
     BudgetExceeded,

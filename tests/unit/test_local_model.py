@@ -21,13 +21,13 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from actors.llm.gateway import CallContext
-from actors.llm.local import InProcessServers, LlamaServer
-from actors.llm.local.server import server_command
-from actors.llm.pool import LLMAdapterPool
-from actors.llm.trust import ModelTrust
-from actors.outbound import NetworkPolicy
-from protocols import (
+from raytroupe.actors.llm.gateway import CallContext
+from raytroupe.actors.llm.local import InProcessServers, LlamaServer
+from raytroupe.actors.llm.local.server import server_command
+from raytroupe.actors.llm.pool import LLMAdapterPool
+from raytroupe.actors.llm.trust import ModelTrust
+from raytroupe.actors.outbound import NetworkPolicy
+from raytroupe.protocols import (
     ChatMessage,
     ConfigError,
     LLMDelta,
@@ -266,7 +266,7 @@ def test_a_hung_server_fails_its_health_checks_and_is_replaced(tmp_path):
 
 SUPERVISED = """
 import asyncio, sys
-from actors.llm.local import LlamaServer
+from raytroupe.actors.llm.local import LlamaServer
 from tests.support.local_models import smol_spec
 
 async def main():
@@ -326,7 +326,7 @@ def test_constrained_text_mode_makes_even_a_tiny_model_write_a_valid_call(tmp_pa
 def test_troupe_models_check_reports_what_a_node_lacks(tmp_path):
     from typer.testing import CliRunner  # noqa: PLC0415
 
-    from runtime.cli import app  # noqa: PLC0415
+    from raytroupe.runtime.cli import app  # noqa: PLC0415
 
     good = smol_spec()
     config = {
@@ -358,7 +358,7 @@ def test_the_example_model_configs_match_the_schema_and_load(name):
     import jsonschema  # noqa: PLC0415
     import yaml  # noqa: PLC0415
 
-    from actors.llm.config import LLMConfig  # noqa: PLC0415
+    from raytroupe.actors.llm.config import LLMConfig  # noqa: PLC0415
 
     root = Path(__file__).resolve().parents[2]
     path = root / "examples" / "config" / name

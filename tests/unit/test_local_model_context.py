@@ -19,7 +19,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from actors.agent.context import (
+from raytroupe.actors.agent.context import (
     SUMMARY_TOKENS,
     dropped_note,
     plan_cut,
@@ -27,11 +27,11 @@ from actors.agent.context import (
     summary_message,
     summary_prompt,
 )
-from actors.llm.gateway import CallContext
-from actors.llm.local import InProcessServers
-from actors.llm.pool import LLMAdapterPool
-from actors.llm.tokens import SAFETY_FACTOR, prompt_tokens, tools_tokens, upper_bound
-from protocols import (
+from raytroupe.actors.llm.gateway import CallContext
+from raytroupe.actors.llm.local import InProcessServers
+from raytroupe.actors.llm.pool import LLMAdapterPool
+from raytroupe.actors.llm.tokens import SAFETY_FACTOR, prompt_tokens, tools_tokens, upper_bound
+from raytroupe.protocols import (
     ChatMessage,
     ContextTooLong,
     LLMRequest,

@@ -3,7 +3,7 @@ import asyncio
 from structlog.testing import capture_logs
 from wiring import build_troupe
 
-from protocols import AgentSpec, TeamSpec
+from raytroupe.protocols import AgentSpec, TeamSpec
 
 
 def test_log_lines_carry_job_and_message_ids():

@@ -16,8 +16,8 @@ from chromadb.config import Settings
 from chromadb.utils.embedding_functions import known_embedding_functions
 from chromadb.utils.embedding_functions.onnx_mini_lm_l6_v2 import ONNXMiniLM_L6_V2
 
-from actors.memory import embeddings
-from actors.memory.embeddings import (
+from raytroupe.actors.memory import embeddings
+from raytroupe.actors.memory.embeddings import (
     DIMENSION,
     HashingEmbedding,
     MiniLMEmbedding,

@@ -5,9 +5,9 @@ import asyncio
 import pytest
 from wiring import build_troupe, run, started_now
 
-from actors.memory.config import MemoryConfig
-from actors.memory.store import MemoryStore
-from protocols import (
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.memory.store import MemoryStore
+from raytroupe.protocols import (
     AgentSpec,
     InvalidInput,
     LLMRequest,

@@ -7,14 +7,21 @@ import ray
 from structlog.testing import capture_logs
 from wiring import Echo, ask, llm_request, ping, run, started_now
 
-from actors import LLMAdapterPool, MessageRouter
-from actors.llm.config import LLMConfig
-from actors.llm.gateway import CallContext
-from actors.memory.config import MemoryConfig
-from actors.memory.store import MemoryStore
-from actors.telemetry import metrics
-from actors.tools.sandbox import ToolSandbox, ToolsConfig
-from protocols import ConfigError, ErrorCode, MalformedEnvelope, MemoryQuery, MemoryWrite, ToolCall
+from raytroupe.actors import LLMAdapterPool, MessageRouter
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.gateway import CallContext
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.memory.store import MemoryStore
+from raytroupe.actors.telemetry import metrics
+from raytroupe.actors.tools.sandbox import ToolSandbox, ToolsConfig
+from raytroupe.protocols import (
+    ConfigError,
+    ErrorCode,
+    MalformedEnvelope,
+    MemoryQuery,
+    MemoryWrite,
+    ToolCall,
+)
 
 
 def _every_function():

@@ -4,7 +4,7 @@ import asyncio
 
 from wiring import build_troupe, run
 
-from protocols import AgentSpec, ErrorCode, LLMRequest, OfflineModel, TeamSpec
+from raytroupe.protocols import AgentSpec, ErrorCode, LLMRequest, OfflineModel, TeamSpec
 
 SLOW = {"slow": OfflineModel(latency_s=30.0)}
 

@@ -3,9 +3,9 @@
 import pytest
 from wiring import GatedPool, InProcessProvisioner, in_process_sandbox, run, started
 
-from actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
-from actors.orchestrator.journal import Journal
-from protocols import AgentSpec, Attachment, InvalidInput, TeamSpec
+from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.protocols import AgentSpec, Attachment, InvalidInput, TeamSpec
 
 TEAM = TeamSpec(name="j", agents=(AgentSpec(name="solo", role="w"),), max_parallel=1)
 TASK = "- first thing.\n- second thing.\n- third thing."

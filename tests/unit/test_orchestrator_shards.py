@@ -5,10 +5,10 @@ from typing import Any
 import pytest
 from wiring import GatedPool, InProcessProvisioner, in_process_sandbox, run, started
 
-from actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
-from actors.orchestrator.journal import Journal
-from actors.orchestrator.shards import Admitted
-from protocols import AgentSpec, InvalidInput, JobNotFound, TeamSpec, job_shard
+from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.orchestrator.shards import Admitted
+from raytroupe.protocols import AgentSpec, InvalidInput, JobNotFound, TeamSpec, job_shard
 
 TEAM = TeamSpec(name="sh", agents=(AgentSpec(name="sh-solo", role="w"),), max_parallel=1)
 TASK = "- first thing.\n- second thing."

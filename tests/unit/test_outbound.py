@@ -13,11 +13,11 @@ import httpx
 import openai
 import pytest
 
-from actors.llm.pool import build_provider
-from actors.outbound import NetworkPolicy, Outbound, OutboundRefused
-from actors.tools.builtins import BuiltinSettings, ToolContext, builtin_tools
-from actors.tools.isolation import Isolation, ResourceLimits
-from protocols import (
+from raytroupe.actors.llm.pool import build_provider
+from raytroupe.actors.outbound import NetworkPolicy, Outbound, OutboundRefused
+from raytroupe.actors.tools.builtins import BuiltinSettings, ToolContext, builtin_tools
+from raytroupe.actors.tools.isolation import Isolation, ResourceLimits
+from raytroupe.protocols import (
     AnthropicModel,
     ChatMessage,
     LLMRequest,

@@ -4,7 +4,7 @@ import pytest
 from pydantic import ValidationError
 from wiring import build_troupe, run
 
-from protocols import (
+from raytroupe.protocols import (
     AgentSpec,
     ErrorCode,
     GraphEdge,
@@ -14,7 +14,7 @@ from protocols import (
     ScriptedTurn,
     TeamSpec,
 )
-from runtime import Team
+from raytroupe.runtime import Team
 
 
 def scripted(*texts):
@@ -96,7 +96,7 @@ def test_an_edge_pattern_that_backtracks_without_end_is_cut_off_as_no_match():
     """A team file's pattern meets a model's output: neither may stall the orchestrator."""
     import time  # noqa: PLC0415
 
-    from protocols.graph import EDGE_MATCH_TIMEOUT_S, edge_text_matches  # noqa: PLC0415
+    from raytroupe.protocols.graph import EDGE_MATCH_TIMEOUT_S, edge_text_matches  # noqa: PLC0415
 
     started = time.monotonic()
     assert not edge_text_matches(r"(a|aa)+$", "a" * 64 + "!")

@@ -2,7 +2,7 @@
 
 from wiring import build_troupe, run
 
-from protocols import (
+from raytroupe.protocols import (
     AgentSpec,
     LLMRequest,
     PlannedSubtask,
@@ -11,7 +11,7 @@ from protocols import (
     TeamSpec,
     ToolCall,
 )
-from runtime import Team
+from raytroupe.runtime import Team
 
 
 def delegate(call_id, agent, instructions):

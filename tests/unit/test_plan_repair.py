@@ -5,9 +5,9 @@ import json
 import pytest
 from wiring import run
 
-from actors.orchestrator.plan_repair import repair_plan
-from actors.orchestrator.planner import make_plan, parse_plan
-from protocols import LLMResponse, ModelError, Plan, PlanError, TeamSpec, Usage
+from raytroupe.actors.orchestrator.plan_repair import repair_plan
+from raytroupe.actors.orchestrator.planner import make_plan, parse_plan
+from raytroupe.protocols import LLMResponse, ModelError, Plan, PlanError, TeamSpec, Usage
 
 
 def _team(*roles, **fields):
@@ -143,7 +143,7 @@ def test_two_unusable_answers_end_in_one_agent_taking_the_whole_task():
 def test_a_rejected_output_is_shown_the_exact_shape_wanted(schema, example):
     """A small model answered prose where a number was wanted (the issue's arithmetic case):
     the gate's feedback now carries an answer of the wanted shape, checked against the schema."""
-    from actors.orchestrator.resolve import gate_feedback, schema_example  # noqa: PLC0415
+    from raytroupe.actors.orchestrator.resolve import gate_feedback, schema_example  # noqa: PLC0415
 
     assert schema_example(schema) == example
     feedback = gate_feedback(["not JSON"], schema=schema)
@@ -154,7 +154,7 @@ def test_a_rejected_output_is_shown_the_exact_shape_wanted(schema, example):
 
 
 def test_the_planner_is_told_when_an_output_schema_is_wanted():
-    from actors.orchestrator.planner import plan_request  # noqa: PLC0415
+    from raytroupe.actors.orchestrator.planner import plan_request  # noqa: PLC0415
 
     system = plan_request("What is 17 * 23 + 4?", _team("writer")).messages[0].text
     assert "only when a program or a later subtask must read the output as data" in system

@@ -9,9 +9,9 @@ from jsonschema import Draft202012Validator
 from pydantic import ValidationError
 from wiring import Tap, build_troupe, run
 
-from actors.orchestrator.plan_checks import declared_plan
-from actors.orchestrator.planner import make_plan, parse_plan, plan_request, reask_request
-from protocols import (
+from raytroupe.actors.orchestrator.plan_checks import declared_plan
+from raytroupe.actors.orchestrator.planner import make_plan, parse_plan, plan_request, reask_request
+from raytroupe.protocols import (
     AgentSpec,
     ConfigError,
     ErrorCode,
@@ -24,8 +24,8 @@ from protocols import (
     TaskRequest,
     TeamSpec,
 )
-from protocols.prompts import plan_schema
-from runtime import Team
+from raytroupe.protocols.prompts import plan_schema
+from raytroupe.runtime import Team
 
 PIPELINE = Path(__file__).parents[2] / "examples" / "teams" / "pipeline.yaml"
 

@@ -5,7 +5,7 @@ from collections import Counter
 import pytest
 from pydantic import TypeAdapter, ValidationError
 
-from protocols import (
+from raytroupe.protocols import (
     SYSTEM_ADDRESSES,
     Address,
     AddressKind,
@@ -15,8 +15,8 @@ from protocols import (
     parse_address,
     router_shard,
 )
-from protocols.addresses import NAME_PATTERN, reserved
-from protocols.team import AgentSpec
+from raytroupe.protocols.addresses import NAME_PATTERN, reserved
+from raytroupe.protocols.team import AgentSpec
 
 ADDRESS = TypeAdapter(Address)
 NAME = TypeAdapter(Name)

@@ -5,7 +5,7 @@ import random
 import msgpack
 import pytest
 
-from protocols import (
+from raytroupe.protocols import (
     SCHEMA_VERSION,
     AgentMessage,
     ErrorCode,
@@ -19,7 +19,7 @@ from protocols import (
     decode,
     encode,
 )
-from protocols.codec import MAX_ENVELOPE_BYTES, READABLE_VERSIONS, decode_routed
+from raytroupe.protocols.codec import MAX_ENVELOPE_BYTES, READABLE_VERSIONS, decode_routed
 
 KINDS = [
     "task_request",

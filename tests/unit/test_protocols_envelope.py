@@ -5,7 +5,7 @@ import typing
 import pytest
 from pydantic import ValidationError
 
-from protocols import (
+from raytroupe.protocols import (
     AgentMessage,
     ErrorCode,
     ErrorPayload,

@@ -3,9 +3,9 @@ import pickle
 
 import pytest
 
-import protocols
-from protocols import errors
-from protocols.errors import (
+from raytroupe import protocols
+from raytroupe.protocols import errors
+from raytroupe.protocols.errors import (
     AgentNotFound,
     AuthFailed,
     BadRequest,
@@ -55,7 +55,7 @@ from protocols.errors import (
     UnsupportedSchemaVersion,
     error_class,
 )
-from protocols.payloads import ErrorPayload
+from raytroupe.protocols.payloads import ErrorPayload
 
 PARENTS = {
     TroupeError: Exception,

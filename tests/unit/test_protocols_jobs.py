@@ -3,7 +3,7 @@ import random
 import pytest
 from pydantic import ValidationError
 
-from protocols import (
+from raytroupe.protocols import (
     SYSTEM_ADDRESSES,
     AgentMessage,
     AgentSpec,
@@ -380,7 +380,7 @@ def test_dead_letter_keeps_message_or_raw_bytes():
     ],
 )
 def test_an_output_schema_that_refers_to_another_document_is_refused_at_the_door(schema):
-    from protocols import AgentSpec, TeamSpec  # noqa: PLC0415
+    from raytroupe.protocols import AgentSpec, TeamSpec  # noqa: PLC0415
 
     with pytest.raises(ValidationError, match="refers to other documents"):
         PlannedSubtask(id="s", role="r", instructions="x", output_schema=schema)

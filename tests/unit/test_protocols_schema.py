@@ -8,7 +8,7 @@ import jsonschema
 import pytest
 from jsonschema import Draft202012Validator
 
-from protocols import (
+from raytroupe.protocols import (
     AgentMessage,
     DeadLetter,
     ErrorCode,
@@ -19,7 +19,7 @@ from protocols import (
     TeamSpec,
     Timings,
 )
-from protocols.schema import PUBLIC_MODELS
+from raytroupe.protocols.schema import PUBLIC_MODELS
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = [
@@ -47,7 +47,9 @@ def run_module(*args, cwd):
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     out = tmp_path_factory.mktemp("schemas") / "nested" / "dir"
-    result = run_module("-m", "protocols.schema", str(out), cwd=tmp_path_factory.getbasetemp())
+    result = run_module(
+        "-m", "raytroupe.protocols.schema", str(out), cwd=tmp_path_factory.getbasetemp()
+    )
     assert result.returncode == 0, result.stderr
     return out, result
 
@@ -118,7 +120,7 @@ def test_files_are_stable_sorted_json(exported, model):
 
 @pytest.mark.parametrize("args", [[], ["a", "b"]], ids=["none", "two"])
 def test_cli_usage_errors(args, tmp_path):
-    result = run_module("-m", "protocols.schema", *args, cwd=tmp_path)
+    result = run_module("-m", "raytroupe.protocols.schema", *args, cwd=tmp_path)
     assert result.returncode == 2
     assert "usage: python -m protocols.schema DIR" in result.stderr
     assert list(tmp_path.iterdir()) == []
@@ -126,7 +128,7 @@ def test_cli_usage_errors(args, tmp_path):
 
 def test_cli_overwrites_an_existing_directory(tmp_path):
     (tmp_path / "AgentMessage.json").write_text("stale", encoding="utf-8")
-    result = run_module("-m", "protocols.schema", str(tmp_path), cwd=tmp_path)
+    result = run_module("-m", "raytroupe.protocols.schema", str(tmp_path), cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     Draft202012Validator.check_schema(load(tmp_path, "AgentMessage"))
 

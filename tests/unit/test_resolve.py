@@ -4,8 +4,8 @@ import pytest
 from pydantic import ValidationError
 from wiring import llm_request, run
 
-from actors.llm import LLMAdapterPool, OfflineProvider
-from actors.orchestrator.resolve import (
+from raytroupe.actors.llm import LLMAdapterPool, OfflineProvider
+from raytroupe.actors.orchestrator.resolve import (
     Candidate,
     confidence_weighted,
     first_valid,
@@ -17,8 +17,8 @@ from actors.orchestrator.resolve import (
     merge,
     normalize,
 )
-from protocols import ErrorCode, LLMRequest, ScriptedModel, ScriptedTurn
-from protocols.resolution import CANDIDATES_HEADING, format_candidates, parse_candidates
+from raytroupe.protocols import ErrorCode, LLMRequest, ScriptedModel, ScriptedTurn
+from raytroupe.protocols.resolution import CANDIDATES_HEADING, format_candidates, parse_candidates
 
 PERSON = {
     "type": "object",

@@ -24,8 +24,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from wiring import Echo, Raising
 
-from actors import MessageRouter
-from protocols import (
+from raytroupe.actors import MessageRouter
+from raytroupe.protocols import (
     AgentMessage,
     ErrorCode,
     ErrorPayload,
@@ -38,7 +38,7 @@ from protocols import (
     decode,
     encode,
 )
-from protocols.codec import MAX_ENVELOPE_BYTES, READABLE_VERSIONS, SCHEMA_VERSION
+from raytroupe.protocols.codec import MAX_ENVELOPE_BYTES, READABLE_VERSIONS, SCHEMA_VERSION
 from tests.support.figures import record
 
 SETTINGS = settings(

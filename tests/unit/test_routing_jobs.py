@@ -3,8 +3,8 @@
 import pytest
 from wiring import build_troupe, run
 
-from protocols import AgentSpec, ConfigError, TeamSpec
-from protocols.intent import IntentConfig, IntentRule
+from raytroupe.protocols import AgentSpec, ConfigError, TeamSpec
+from raytroupe.protocols.intent import IntentConfig, IntentRule
 
 TEAMS = {
     "billing": TeamSpec(name="billing", agents=(AgentSpec(name="payer", role="clerk"),)),

@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from protocols import ConfigError, ErrorCode, ScriptedModel, TeamSpec, ToolCall
-from runtime import Team
+from raytroupe.protocols import ConfigError, ErrorCode, ScriptedModel, TeamSpec, ToolCall
+from raytroupe.runtime import Team
 
 EXAMPLE_TEAM = Path(__file__).parents[2] / "examples" / "teams" / "research.yaml"
 

@@ -4,9 +4,9 @@ write the values)."""
 import pytest
 from jsonschema import Draft202012Validator
 
-from actors.orchestrator.resolve import gate
-from protocols.jobs import check_output_schema
-from protocols.safe_schema import safe_validator
+from raytroupe.actors.orchestrator.resolve import gate
+from raytroupe.protocols.jobs import check_output_schema
+from raytroupe.protocols.safe_schema import safe_validator
 
 SLOW = r"^(a|aa)+$"  # exponential on "aaaa...!" with a backtracking engine
 CRAFTED = "a" * 60 + "!"

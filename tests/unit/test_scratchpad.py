@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from wiring import build_troupe, run, started
 
-from actors.memory.config import MemoryConfig
-from actors.memory.store import MemoryStore
-from protocols import (
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.memory.store import MemoryStore
+from raytroupe.protocols import (
     AgentMessage,
     AgentSpec,
     ErrorPayload,
@@ -27,8 +27,8 @@ from protocols import (
     decode,
     encode,
 )
-from protocols.graph import GraphSpec
-from protocols.memory import MAX_NOTES
+from raytroupe.protocols.graph import GraphSpec
+from raytroupe.protocols.memory import MAX_NOTES
 
 FINDING = "The vault's code word is HERON."
 

@@ -5,9 +5,9 @@ needs a fact from its second, and sessions outliving their orchestrator."""
 import pytest
 from wiring import build_troupe, run
 
-from actors.llm.tokens import count_tokens
-from actors.orchestrator.sessions import History, SessionDesk, SessionStore
-from protocols import (
+from raytroupe.actors.llm.tokens import count_tokens
+from raytroupe.actors.orchestrator.sessions import History, SessionDesk, SessionStore
+from raytroupe.protocols import (
     AgentSpec,
     ChatMessage,
     InvalidInput,
@@ -18,7 +18,7 @@ from protocols import (
     SessionNotFound,
     TeamSpec,
 )
-from protocols.sessions import SessionTurn
+from raytroupe.protocols.sessions import SessionTurn
 
 TEAM = TeamSpec(
     name="chat",

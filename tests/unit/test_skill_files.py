@@ -4,9 +4,9 @@ import textwrap
 
 import pytest
 
-from actors.skills.files import MAX_SKILL_BYTES, parse_skill, read_skill
-from protocols import ConfigError
-from protocols.skill import SkillSpec, compose_prompt
+from raytroupe.actors.skills.files import MAX_SKILL_BYTES, parse_skill, read_skill
+from raytroupe.protocols import ConfigError
+from raytroupe.protocols.skill import SkillSpec, compose_prompt
 
 FULL = textwrap.dedent(
     """\

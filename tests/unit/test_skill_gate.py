@@ -5,12 +5,12 @@ import json
 import pytest
 from wiring import run
 
-from actors.llm.offline import OfflineProvider
-from actors.llm.offline_shaped import grade, shaped
-from actors.skills.gate import check_answer, grade_request, parse_grade
-from actors.skills.run import check_input, direct_request, gated, request_text
-from actors.skills.standard import normalize, standard_output
-from protocols import (
+from raytroupe.actors.llm.offline import OfflineProvider
+from raytroupe.actors.llm.offline_shaped import grade, shaped
+from raytroupe.actors.skills.gate import check_answer, grade_request, parse_grade
+from raytroupe.actors.skills.run import check_input, direct_request, gated, request_text
+from raytroupe.actors.skills.standard import normalize, standard_output
+from raytroupe.protocols import (
     ChatMessage,
     InvalidInput,
     JobResult,
@@ -18,7 +18,7 @@ from protocols import (
     LLMResponse,
     Timings,
 )
-from protocols.skill import SkillSpec
+from raytroupe.protocols.skill import SkillSpec
 
 
 def _skill(**fields):
@@ -300,7 +300,7 @@ def test_a_direct_skill_runs_offline_to_a_schema_shaped_answer():
 
 
 def _judge():
-    from protocols.skill import JudgeSpec  # noqa: PLC0415
+    from raytroupe.protocols.skill import JudgeSpec  # noqa: PLC0415
 
     return JudgeSpec(rubric="says negative review")
 
@@ -328,7 +328,7 @@ def test_offline_shaping_finds_each_field_after_its_name():
 
 
 def _job_result(status="failed", answer="no number", job_id="job-1"):
-    from protocols import ErrorCode, ErrorPayload  # noqa: PLC0415
+    from raytroupe.protocols import ErrorCode, ErrorPayload  # noqa: PLC0415
 
     error = ErrorPayload(code=ErrorCode.QUALITY_GATE, message="failed its gate")
     return JobResult(job_id=job_id, task="t", team="skill.s", status=status, answer=answer,
@@ -337,8 +337,8 @@ def _job_result(status="failed", answer="no number", job_id="job-1"):
 
 
 def test_reflection_is_due_as_the_policy_says_and_sampled_by_job():
-    from actors.skills.reflect import reflection_due  # noqa: PLC0415
-    from protocols.quality import QualityReport  # noqa: PLC0415
+    from raytroupe.actors.skills.reflect import reflection_due  # noqa: PLC0415
+    from raytroupe.protocols.quality import QualityReport  # noqa: PLC0415
 
     def skill(**policy):
         return _skill(reflection=policy)
@@ -361,8 +361,8 @@ def test_reflection_is_due_as_the_policy_says_and_sampled_by_job():
 
 
 def test_lessons_reach_a_direct_calls_prompt_and_a_react_subtask():
-    from actors.skills.reflect import LESSONS_HEADING, reflect_request  # noqa: PLC0415
-    from actors.skills.run import react_plan  # noqa: PLC0415
+    from raytroupe.actors.skills.reflect import LESSONS_HEADING, reflect_request  # noqa: PLC0415
+    from raytroupe.actors.skills.run import react_plan  # noqa: PLC0415
 
     skill = _skill(prompt={"instructions": "Give the total of the invoice."})
     call = direct_request(skill, "Invoice 7: total 12.", lessons=("Say the currency.",))

@@ -6,12 +6,12 @@ import itertools
 import pytest
 from wiring import run
 
-from actors.orchestrator.journal import Journal
-from actors.skills.config import SkillsConfig
-from actors.skills.desk import SkillDesk
-from actors.skills.registry import SkillRegistry, SkillStore
-from protocols import ConfigError, Conflict, SkillNotFound, TeamNotFound
-from protocols.skill import SkillSpec
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.skills.config import SkillsConfig
+from raytroupe.actors.skills.desk import SkillDesk
+from raytroupe.actors.skills.registry import SkillRegistry, SkillStore
+from raytroupe.protocols import ConfigError, Conflict, SkillNotFound, TeamNotFound
+from raytroupe.protocols.skill import SkillSpec
 
 
 def _skill(name="summarize", version="1", instructions="Summarize.", **fields):
@@ -195,7 +195,7 @@ def test_concurrent_edits_of_one_skill_are_applied_one_at_a_time():
 
 
 def test_a_tenant_policy_limits_the_skills_it_resolves():
-    from protocols import Forbidden, TenantPolicy  # noqa: PLC0415
+    from raytroupe.protocols import Forbidden, TenantPolicy  # noqa: PLC0415
 
     desk = _desk(_Provisioner())
     desk.registry.apply(_skill(name="summarize"))

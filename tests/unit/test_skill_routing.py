@@ -13,13 +13,13 @@ import numpy as np
 import pytest
 from wiring import run
 
-from actors.llm.offline import OfflineProvider
-from actors.orchestrator.intent import IntentClassifier
-from actors.skills.config import RoutingConfig
-from actors.skills.files import read_skill
-from actors.skills.routing import routing_config
-from protocols import AgentSpec, ConfigError, TeamSpec
-from protocols.skill import SkillSpec
+from raytroupe.actors.llm.offline import OfflineProvider
+from raytroupe.actors.orchestrator.intent import IntentClassifier
+from raytroupe.actors.skills.config import RoutingConfig
+from raytroupe.actors.skills.files import read_skill
+from raytroupe.actors.skills.routing import routing_config
+from raytroupe.protocols import AgentSpec, ConfigError, TeamSpec
+from raytroupe.protocols.skill import SkillSpec
 
 ROOT = Path(__file__).parents[2]
 CASES = json.loads((ROOT / "tests" / "data" / "skill_routing.json").read_text())["cases"]

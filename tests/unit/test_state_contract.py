@@ -14,14 +14,14 @@ import time
 
 import pytest
 
-from actors.llm.budget import Reservation, Spend
-from actors.llm.state import PoolState
-from actors.orchestrator.journal import Journal
-from actors.state import open_database, redact_url, upsert
-from actors.state.postgres import CHECK_IDLE_S
-from actors.tools.grants import Grants
-from actors.tools.idempotency import IdempotencyStore
-from protocols import (
+from raytroupe.actors.llm.budget import Reservation, Spend
+from raytroupe.actors.llm.state import PoolState
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.state import open_database, redact_url, upsert
+from raytroupe.actors.state.postgres import CHECK_IDLE_S
+from raytroupe.actors.tools.grants import Grants
+from raytroupe.actors.tools.idempotency import IdempotencyStore
+from raytroupe.protocols import (
     AgentSpec,
     ApprovalDecision,
     ApprovalRequest,
@@ -482,8 +482,8 @@ def test_a_connection_cut_while_busy_fails_that_call_typed_and_the_next_one_work
 
 
 def test_graph_checkpoints_resumes_children_and_forks_outlive_the_orchestrator(state_at, keep):
-    from actors.orchestrator.graphs.checkpoints import CheckpointStore  # noqa: PLC0415
-    from protocols.graph import GraphCheckpoint, GraphInterrupt, GraphTask  # noqa: PLC0415
+    from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore  # noqa: PLC0415
+    from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphTask  # noqa: PLC0415
 
     def point(step: int, namespace: str = "", **fields: object) -> GraphCheckpoint:
         return GraphCheckpoint.model_validate({

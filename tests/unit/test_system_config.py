@@ -9,10 +9,10 @@ import jsonschema
 import pytest
 import yaml
 
-from actors.system_config import StateConfig, SystemConfig
-from deployments.config import APIConfig
-from deployments.schemas import CONFIG_FILES, SHIPPED, schema_text
-from protocols import ConfigError
+from raytroupe.actors.system_config import StateConfig, SystemConfig
+from raytroupe.deployments.config import APIConfig
+from raytroupe.deployments.schemas import CONFIG_FILES, SHIPPED, schema_text
+from raytroupe.protocols import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
 

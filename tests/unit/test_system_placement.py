@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from actors.spawn import HEAD_NODE, _placed, _spread, least_loaded_node
-from actors.state import checked_state_url
-from actors.system_config import PlacementConfig
-from actors.tools.config import ToolsConfig
-from protocols import ConfigError
+from raytroupe.actors.spawn import HEAD_NODE, _placed, _spread, least_loaded_node
+from raytroupe.actors.state import checked_state_url
+from raytroupe.actors.system_config import PlacementConfig
+from raytroupe.actors.tools.config import ToolsConfig
+from raytroupe.protocols import ConfigError
 
 
 def test_an_actor_with_files_on_its_node_is_pinned_to_the_head():

@@ -6,10 +6,10 @@ import pytest
 from pydantic import ValidationError
 from wiring import run
 
-from actors.orchestrator.catalog import TeamCatalog
-from actors.orchestrator.jobs import Job
-from actors.orchestrator.journal import Journal
-from protocols import (
+from raytroupe.actors.orchestrator.catalog import TeamCatalog
+from raytroupe.actors.orchestrator.jobs import Job
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.protocols import (
     AgentNotFound,
     AgentSpec,
     Attachment,
@@ -19,8 +19,8 @@ from protocols import (
     TeamNotFound,
     TeamSpec,
 )
-from protocols.inputs import with_files
-from runtime import Team
+from raytroupe.protocols.inputs import with_files
+from raytroupe.runtime import Team
 
 
 class Provisioner:

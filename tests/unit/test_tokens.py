@@ -4,8 +4,8 @@ import gc
 import json
 from concurrent.futures import ThreadPoolExecutor
 
-from actors.llm import tokens
-from actors.llm.tokens import (
+from raytroupe.actors.llm import tokens
+from raytroupe.actors.llm.tokens import (
     IMAGE_TOKENS,
     MESSAGE_TOKENS,
     SAFETY_FACTOR,
@@ -17,7 +17,7 @@ from actors.llm.tokens import (
     truncate,
     upper_bound,
 )
-from protocols import ChatMessage, ImagePart, TextPart, ToolCall, ToolSpec
+from raytroupe.protocols import ChatMessage, ImagePart, TextPart, ToolCall, ToolSpec
 
 PROSE = (
     "The orchestrator plans a job into subtasks; each agent runs a ReAct loop, calling its "

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from wiring import build_troupe, run
 
-from actors.endpoint import serve_envelope
-from protocols import (
+from raytroupe.actors.endpoint import serve_envelope
+from raytroupe.protocols import (
     AgentSpec,
     ErrorCode,
     ErrorPayload,

@@ -1,7 +1,7 @@
 import pytest
 
-from actors.tools import CALCULATOR, evaluate
-from protocols import ErrorCode, ToolError
+from raytroupe.actors.tools import CALCULATOR, evaluate
+from raytroupe.protocols import ErrorCode, ToolError
 
 
 @pytest.mark.parametrize(

@@ -14,12 +14,12 @@ import pytest
 from pydantic import Field, ValidationError
 from wiring import InProcessProvisioner, Tap, run, started, started_now
 
-from actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
-from actors.tools.config import FunctionTool, ToolsConfig
-from actors.tools.functions import function_schema, import_target
-from actors.tools.sandbox import ToolSandbox
-from actors.tools.validation import coerce
-from protocols import (
+from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
+from raytroupe.actors.tools.config import FunctionTool, ToolsConfig
+from raytroupe.actors.tools.functions import function_schema, import_target
+from raytroupe.actors.tools.sandbox import ToolSandbox
+from raytroupe.actors.tools.validation import coerce
+from raytroupe.protocols import (
     AgentSpec,
     ConfigError,
     ErrorCode,

@@ -8,10 +8,17 @@ import tempfile
 import pytest
 from wiring import run, started, started_now
 
-from actors.tools.idempotency import IdempotencyStore, idempotency_key
-from actors.tools.sandbox import ToolSandbox, ToolsConfig
-from actors.tools.validation import coerce, validate_arguments
-from protocols import ConfigError, ErrorCode, InvalidArguments, ToolCall, ToolDef, ToolError
+from raytroupe.actors.tools.idempotency import IdempotencyStore, idempotency_key
+from raytroupe.actors.tools.sandbox import ToolSandbox, ToolsConfig
+from raytroupe.actors.tools.validation import coerce, validate_arguments
+from raytroupe.protocols import (
+    ConfigError,
+    ErrorCode,
+    InvalidArguments,
+    ToolCall,
+    ToolDef,
+    ToolError,
+)
 
 SCHEMA = {
     "type": "object",

@@ -8,8 +8,8 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from wiring import build_troupe, run
 
-from actors.telemetry.otel import export_otel
-from protocols import AgentSpec, JobResult, PlannedSubtask, Span, TeamSpec
+from raytroupe.actors.telemetry.otel import export_otel
+from raytroupe.protocols import AgentSpec, JobResult, PlannedSubtask, Span, TeamSpec
 
 TASK = "Help me:\n- Compute 17 * 23 + 4\n- Describe the tower"
 
@@ -138,7 +138,7 @@ def test_the_trace_exports_to_opentelemetry_with_its_parents(job):
 
 
 def test_the_orchestrator_exports_when_asked_and_survives_a_broken_export(monkeypatch):
-    from actors.orchestrator import runner  # noqa: PLC0415
+    from raytroupe.actors.orchestrator import runner  # noqa: PLC0415
 
     seen: list[int] = []
 
@@ -164,7 +164,7 @@ def test_subtasks_finished_before_a_restart_keep_a_span_from_their_timestamps(tm
     from test_orchestrator_journal import TASK as STEPS  # noqa: PLC0415
     from test_orchestrator_journal import TEAM, system  # noqa: PLC0415
 
-    from actors.orchestrator.journal import Journal  # noqa: PLC0415
+    from raytroupe.actors.orchestrator.journal import Journal  # noqa: PLC0415
 
     path = tmp_path / "journal.sqlite"
 

@@ -4,13 +4,13 @@ import pytest
 from test_actors_agent import rig, scripted, task
 from wiring import run
 
-from actors.agent.written_calls import (
+from raytroupe.actors.agent.written_calls import (
     Unreadable,
     WrittenCalls,
     read_written_calls,
     without_schema_words,
 )
-from protocols import ScriptedTurn, TaskResult, ToolCall
+from raytroupe.protocols import ScriptedTurn, TaskResult, ToolCall
 
 TOOLS = {"calculator", "http_get"}
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from actors import (
+from raytroupe.actors import (
     AgentActor,
     LLMAdapterPool,
     LocalRouterClient,
@@ -26,11 +26,11 @@ from actors import (
     Orchestrator,
     serve_envelope,
 )
-from actors.lifecycle import Lifecycle
-from actors.memory.config import MemoryConfig
-from actors.memory.store import MemoryStore
-from actors.tools.sandbox import ToolSandbox, ToolsConfig
-from protocols import (
+from raytroupe.actors.lifecycle import Lifecycle
+from raytroupe.actors.memory.config import MemoryConfig
+from raytroupe.actors.memory.store import MemoryStore
+from raytroupe.actors.tools.sandbox import ToolSandbox, ToolsConfig
+from raytroupe.protocols import (
     AgentMessage,
     ChatMessage,
     Event,

@@ -1,8 +1,8 @@
 """Models raytroupe serves itself: ``llama-server`` supervised by the actor ``model/<alias>``."""
 
-from actors.llm.local.binary import find_llama_server, install_llama_server
-from actors.llm.local.provider import InProcessServers, LocalModelProvider, LocalServers
-from actors.llm.local.server import LlamaServer, LocalEndpoint
+from raytroupe.actors.llm.local.binary import find_llama_server, install_llama_server
+from raytroupe.actors.llm.local.provider import InProcessServers, LocalModelProvider, LocalServers
+from raytroupe.actors.llm.local.server import LlamaServer, LocalEndpoint
 
 __all__ = [
     "InProcessServers",

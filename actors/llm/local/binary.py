@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from protocols import ConfigError
+from raytroupe.protocols import ConfigError
 
 __all__ = [
     "LLAMA_CPP_BIN",

@@ -11,9 +11,9 @@ import asyncio
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from actors.llm.local.server import LlamaServer, LocalEndpoint
-from actors.llm.provider import DeltaSink
-from protocols import (
+from raytroupe.actors.llm.local.server import LlamaServer, LocalEndpoint
+from raytroupe.actors.llm.provider import DeltaSink
+from raytroupe.protocols import (
     AuthFailed,
     LLMRequest,
     LLMResponse,
@@ -25,7 +25,7 @@ from protocols import (
 )
 
 if TYPE_CHECKING:
-    from actors.llm.openai_provider import OpenAIProvider
+    from raytroupe.actors.llm.openai_provider import OpenAIProvider
 
 __all__ = ["InProcessServers", "LocalModelProvider", "LocalServers"]
 
@@ -105,7 +105,7 @@ class LocalModelProvider:
     async def _connected(self) -> OpenAIProvider:
         async with self._lock:
             if self._client is None:
-                from actors.llm.openai_provider import OpenAIProvider  # noqa: PLC0415 - lazy SDK
+                from raytroupe.actors.llm.openai_provider import OpenAIProvider  # noqa: PLC0415 - lazy SDK
 
                 endpoint = await self._servers.endpoint(self._alias, self._spec)
                 self._client = OpenAIProvider(

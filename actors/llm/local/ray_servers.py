@@ -14,10 +14,10 @@ from typing import Any, Final
 
 import ray
 
-from actors.lifecycle import with_lifecycle
-from actors.llm.local.server import LlamaServer, LocalEndpoint
-from actors.ray_handles import NAMESPACE, through_restarts, unwrap
-from protocols import LocalModel
+from raytroupe.actors.lifecycle import with_lifecycle
+from raytroupe.actors.llm.local.server import LlamaServer, LocalEndpoint
+from raytroupe.actors.ray_handles import NAMESPACE, through_restarts, unwrap
+from raytroupe.protocols import LocalModel
 
 __all__ = ["RayLocalServers", "model_actor_name"]
 

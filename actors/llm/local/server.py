@@ -31,8 +31,8 @@ from typing import Final
 import httpx
 import structlog
 
-from actors.llm.local.binary import find_llama_server
-from protocols import ConfigError, LocalModel, ProviderUnavailable
+from raytroupe.actors.llm.local.binary import find_llama_server
+from raytroupe.protocols import ConfigError, LocalModel, ProviderUnavailable
 
 __all__ = ["LlamaServer", "LocalEndpoint", "check_files", "file_sha256", "server_command"]
 

@@ -12,8 +12,8 @@ import json
 import time
 from typing import Any
 
-from actors.state import Database, Migration, first, migrate, open_database
-from protocols.graph import GraphCheckpoint
+from raytroupe.actors.state import Database, Migration, first, migrate, open_database
+from raytroupe.protocols.graph import GraphCheckpoint
 
 __all__ = ["CheckpointStore", "Fork", "Resume"]
 

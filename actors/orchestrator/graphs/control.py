@@ -15,11 +15,11 @@ from typing import Any, Final, cast
 
 import structlog
 
-from actors.orchestrator.graphs.desk import GraphDesk
-from actors.orchestrator.jobs import Job
-from actors.orchestrator.shards import Admitted, new_job_id
-from protocols import InvalidInput, JobResult, TroupeError
-from protocols.graph import GraphCheckpoint, GraphInterrupt, GraphNode
+from raytroupe.actors.orchestrator.graphs.desk import GraphDesk
+from raytroupe.actors.orchestrator.jobs import Job
+from raytroupe.actors.orchestrator.shards import Admitted, new_job_id
+from raytroupe.protocols import InvalidInput, JobResult, TroupeError
+from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphNode
 
 __all__ = ["MAX_CHILD_DEPTH", "GraphControl"]
 

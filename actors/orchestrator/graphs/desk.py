@@ -15,11 +15,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from actors.orchestrator.graphs.checkpoints import CheckpointStore, Resume
-from actors.orchestrator.graphs.state import StateKeeper
-from actors.orchestrator.jobs import Job, emit, set_status
-from protocols import Conflict, InvalidInput
-from protocols.graph import GraphCheckpoint, GraphInterrupt, GraphSpec, GraphTask
+from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore, Resume
+from raytroupe.actors.orchestrator.graphs.state import StateKeeper
+from raytroupe.actors.orchestrator.jobs import Job, emit, set_status
+from raytroupe.protocols import Conflict, InvalidInput
+from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphSpec, GraphTask
 
 __all__ = ["GraphDesk", "Waiting", "first_checkpoint"]
 

@@ -20,13 +20,13 @@ from typing import Any, Final
 
 import structlog
 
-from actors.orchestrator.graphs.checkpoints import CheckpointStore
-from actors.orchestrator.graphs.desk import GraphDesk, first_checkpoint
-from actors.orchestrator.graphs.routing import Edges, GraphFailed, failed
-from actors.orchestrator.graphs.state import StateKeeper, render, uses_state
-from actors.orchestrator.jobs import Job, emit, skipped
-from actors.orchestrator.resolve import gate_feedback
-from protocols import (
+from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore
+from raytroupe.actors.orchestrator.graphs.desk import GraphDesk, first_checkpoint
+from raytroupe.actors.orchestrator.graphs.routing import Edges, GraphFailed, failed
+from raytroupe.actors.orchestrator.graphs.state import StateKeeper, render, uses_state
+from raytroupe.actors.orchestrator.jobs import Job, emit, skipped
+from raytroupe.actors.orchestrator.resolve import gate_feedback
+from raytroupe.protocols import (
     ErrorCode,
     ErrorPayload,
     InvalidInput,
@@ -35,8 +35,8 @@ from protocols import (
     SubtaskResult,
     TroupeError,
 )
-from protocols.expressions import ExpressionError, evaluate
-from protocols.graph import (
+from raytroupe.protocols.expressions import ExpressionError, evaluate
+from raytroupe.protocols.graph import (
     DEFAULT_FIELD,
     GraphCheckpoint,
     GraphInterrupt,

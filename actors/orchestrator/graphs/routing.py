@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from protocols import ErrorCode, ErrorPayload
-from protocols.expressions import ExpressionError, evaluate, truthy
-from protocols.graph import END, GraphEdge, GraphSpec, GraphTask, edge_text_matches
+from raytroupe.protocols import ErrorCode, ErrorPayload
+from raytroupe.protocols.expressions import ExpressionError, evaluate, truthy
+from raytroupe.protocols.graph import END, GraphEdge, GraphSpec, GraphTask, edge_text_matches
 
 __all__ = ["Edges", "GraphFailed", "failed"]
 

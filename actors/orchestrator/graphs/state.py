@@ -13,10 +13,10 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from actors.orchestrator.resolve import gate, load_json, schema_example
-from protocols import ConfigError
-from protocols.graph import DEFAULT_FIELD, GraphNode, GraphSpec
-from protocols.safe_schema import safe_validator
+from raytroupe.actors.orchestrator.resolve import gate, load_json, schema_example
+from raytroupe.protocols import ConfigError
+from raytroupe.protocols.graph import DEFAULT_FIELD, GraphNode, GraphSpec
+from raytroupe.protocols.safe_schema import safe_validator
 
 __all__ = ["StateKeeper", "render", "uses_state"]
 
