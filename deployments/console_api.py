@@ -11,17 +11,24 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated, Any, Final
+from typing import Annotated, Final
 
 from fastapi import APIRouter, Query
-from pydantic import BaseModel, Field
 from starlette.datastructures import MutableHeaders
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from raytroupe.deployments.access import Admin, Caller
-from raytroupe.protocols import ErrorCode, JobsQuery, JobSummary, Span
-from raytroupe.protocols.graph import GraphInterrupt
+from raytroupe.protocols import JobsQuery, JobSummary
+from raytroupe.protocols.http import (
+    DailyUsage,
+    DeadLetterView,
+    JobSummaries,
+    JobTrace,
+    Me,
+    PendingApproval,
+    PendingInput,
+)
 from raytroupe.runtime.client import SystemClient
 
 __all__ = ["CONSOLE_DIR", "console_app", "console_routes", "summary_routes"]
@@ -37,79 +44,12 @@ _SUMMARY_STATUSES: Final = (
 )
 
 
-class Me(BaseModel):
-    """The caller, as its key says: what the console shows and which pages it offers."""
-
-    name: str
-    tenant: str
-    admin: bool
-
-
-class JobSummaries(BaseModel):
-    """A page of the jobs list, newest first."""
-
-    jobs: list[JobSummary]
-    more: bool = Field(description="Older jobs match too: ask again with before=<oldest>.")
-
-
-class JobTrace(BaseModel):
-    """A job's trace so far: the root span first."""
-
-    trace_id: str
-    job_id: str
-    spans: list[Span]
-
-
-class PendingApproval(BaseModel):
-    """A tool call held for a person, with the job it belongs to."""
-
-    job_id: str
-    approval_id: str
-    task_id: str | None
-    agent: str
-    tool: str
-    arguments: dict[str, Any]
-
-
-class PendingInput(BaseModel):
-    """A graph waiting for a person's input: the interrupt and the state it waits with."""
-
-    job_id: str
-    interrupt: GraphInterrupt
-    state: dict[str, Any]
-
-
-class DailyUsage(BaseModel):
-    """Model usage of one tenant on one model, on one day (UTC, by the job's submission)."""
-
-    tenant: str
-    day: str
-    model: str
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    cost_usd: float = 0.0
-
-
-class DeadLetterView(BaseModel):
-    """A dead letter as people read it: when, why, whose (never the envelope's payload)."""
-
-    at: float
-    reason: ErrorCode
-    detail: str
-    message_id: str | None
-    job_id: str | None
-    sender: str | None
-    recipient: str | None
-    tenant: str | None
-
-
 def summary_routes(client: SystemClient) -> APIRouter:
     """The jobs list (before ``/v1/jobs/{job_id}``, which would take its path)."""
     routes = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
     @routes.get("/summaries", response_model=JobSummaries)
-    async def job_summaries(
+    async def list_job_summaries(
         who: Caller,
         status: Annotated[str | None, Query(pattern=f"^({_SUMMARY_STATUSES})$")] = None,
         q: Annotated[
@@ -128,12 +68,12 @@ def summary_routes(client: SystemClient) -> APIRouter:
         return JobSummaries(jobs=lines[:limit], more=len(lines) > limit)
 
     @routes.get("/{job_id}/summary", response_model=JobSummary)
-    async def job_summary(job_id: str, who: Caller) -> JobSummary:
+    async def get_job_summary(job_id: str, who: Caller) -> JobSummary:
         """The job's line of the jobs list, with its live status."""
         return await client.summary(job_id, tenant=who.tenant)
 
     @routes.get("/{job_id}/trace", response_model=JobTrace)
-    async def job_trace(job_id: str, who: Caller) -> JobTrace:
+    async def get_job_trace(job_id: str, who: Caller) -> JobTrace:
         """The job's spans so far; its root ends now while it runs.
 
         Plan, subtasks, attempts, model calls, tool calls (arguments and results cut at 2,000
@@ -151,12 +91,12 @@ def console_routes(client: SystemClient) -> APIRouter:
     routes = APIRouter(prefix="/v1", tags=["console"])
 
     @routes.get("/me", response_model=Me)
-    async def me(who: Caller) -> Me:
+    async def get_me(who: Caller) -> Me:
         """The caller's key: its name, tenant, and whether it is an admin's."""
         return Me(name=who.name, tenant=who.tenant, admin=who.admin)
 
     @routes.get("/approvals", response_model=list[PendingApproval])
-    async def all_approvals(who: Caller) -> list[PendingApproval]:
+    async def list_approvals(who: Caller) -> list[PendingApproval]:
         """Every tool call of the tenant's jobs waiting for a person."""
         calls, _ = await client.waiting(tenant=who.tenant)
         return [
@@ -165,13 +105,13 @@ def console_routes(client: SystemClient) -> APIRouter:
         ]
 
     @routes.get("/interrupts", response_model=list[PendingInput])
-    async def all_interrupts(who: Caller) -> list[PendingInput]:
+    async def list_interrupts(who: Caller) -> list[PendingInput]:
         """Every graph of the tenant's jobs waiting for a person's input."""
         _, waits = await client.waiting(tenant=who.tenant)
         return [PendingInput(job_id=j, interrupt=i, state=s) for j, i, s in waits]
 
     @routes.get("/usage/daily", response_model=list[DailyUsage])
-    async def daily_usage(who: Caller) -> list[DailyUsage]:
+    async def get_daily_usage(who: Caller) -> list[DailyUsage]:
         """Usage by tenant, day and model alias: the caller's tenant's (an admin: everyone's)."""
         tenant = None if who.admin else who.tenant
         jobs = await client.summaries(JobsQuery(limit=1_000_000), tenant=tenant)
@@ -191,7 +131,7 @@ def console_routes(client: SystemClient) -> APIRouter:
         return [totals[k] for k in sorted(totals)]
 
     @routes.get("/dead-letters", response_model=list[DeadLetterView])
-    async def dead_letters(
+    async def list_dead_letters(
         _who: Admin, limit: Annotated[int, Query(ge=1, le=1000)] = 100
     ) -> list[DeadLetterView]:
         """The router's newest dead letters with their reasons, newest first (admins)."""

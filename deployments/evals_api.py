@@ -11,11 +11,10 @@ from typing import Annotated
 
 import structlog
 from fastapi import APIRouter, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
 
 from raytroupe.deployments.access import Caller
-from raytroupe.protocols import Budget
-from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite
+from raytroupe.protocols.evals import EvalComparison, EvalRun
+from raytroupe.protocols.http import EvalAccepted, EvalRequest
 from raytroupe.runtime.client import SystemClient
 
 __all__ = ["eval_routes"]
@@ -25,25 +24,6 @@ log = structlog.get_logger("raytroupe.api")
 MAX_WAIT_S = 60.0
 RUN_ID = r"^eval-[0-9a-f]{16}$"
 """What a run id looks like (anything else is refused before it reaches the store)."""
-
-
-class EvalRequest(BaseModel):
-    """A suite to run, and against what."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    suite: EvalSuite
-    skill: str | None = Field(default=None, max_length=81, description="'name[@version]'.")
-    team: str | None = Field(default=None, max_length=64)
-    concurrency: int = Field(default=4, ge=1, le=64, description="Cases running at once.")
-    budget: Budget | None = Field(default=None, description="No case starts once it is spent.")
-
-
-class EvalAccepted(BaseModel):
-    """A run that started."""
-
-    id: str
-    url: str
 
 
 def eval_routes(client: SystemClient) -> APIRouter:

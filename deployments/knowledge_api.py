@@ -10,43 +10,22 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from raytroupe.deployments.access import Caller
 from raytroupe.protocols import KnowledgeNotFound
+from raytroupe.protocols.http import DocumentsBody, SearchBody
 from raytroupe.protocols.knowledge import (
     KB_NAME_PATTERN,
     DocumentInfo,
     IngestReport,
     KnowledgeBaseInfo,
-    KnowledgeDocument,
     Passages,
 )
 from raytroupe.runtime.client import SystemClient
 
 __all__ = ["knowledge_routes"]
 
-MAX_DOCUMENTS: int = 64
-"""Documents one request may ingest."""
-
 KnowledgeBase = Annotated[str, Path(pattern=KB_NAME_PATTERN, description="Its name.")]
-
-
-class DocumentsBody(BaseModel):
-    """Documents to ingest."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    documents: list[KnowledgeDocument] = Field(min_length=1, max_length=MAX_DOCUMENTS)
-
-
-class SearchBody(BaseModel):
-    """What to look for in a knowledge base."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(min_length=1, max_length=20_000)
-    k: int = Field(default=5, ge=1, le=50, description="How many passages.")
 
 
 def knowledge_routes(client: SystemClient) -> APIRouter:
@@ -54,12 +33,12 @@ def knowledge_routes(client: SystemClient) -> APIRouter:
     routes = APIRouter(prefix="/v1/knowledge", tags=["knowledge"])
 
     @routes.get("", response_model=list[KnowledgeBaseInfo])
-    async def list_bases(who: Caller) -> list[KnowledgeBaseInfo]:
+    async def list_knowledge_bases(who: Caller) -> list[KnowledgeBaseInfo]:
         """The tenant's knowledge bases."""
         return await client.knowledge_bases(who.tenant)
 
     @routes.post("/{kb}/documents", response_model=IngestReport)
-    async def ingest(kb: KnowledgeBase, body: DocumentsBody, who: Caller) -> IngestReport:
+    async def ingest_documents(kb: KnowledgeBase, body: DocumentsBody, who: Caller) -> IngestReport:
         """Chunk, embed and store documents (the knowledge base is made if new).
 
         A document whose source is stored already replaces it; an unchanged one is skipped.
@@ -85,12 +64,12 @@ def knowledge_routes(client: SystemClient) -> APIRouter:
         return Response(status_code=204)
 
     @routes.post("/{kb}/search", response_model=Passages)
-    async def search(kb: KnowledgeBase, body: SearchBody, who: Caller) -> Passages:
+    async def search_knowledge_base(kb: KnowledgeBase, body: SearchBody, who: Caller) -> Passages:
         """The passages closest to the query, best first, each with its source and place."""
         return await client.knowledge_search(who.tenant, kb, body.query, body.k)
 
     @routes.delete("/{kb}", status_code=204)
-    async def drop(kb: KnowledgeBase, who: Caller) -> Response:
+    async def delete_knowledge_base(kb: KnowledgeBase, who: Caller) -> Response:
         """Remove the knowledge base and all its documents; 404 if there is none."""
         if not await client.knowledge_drop(who.tenant, kb):
             raise KnowledgeNotFound(f"there is no knowledge base {kb!r}", kb=kb)

@@ -14,6 +14,8 @@ PROBLEM_TYPE: Final = "application/problem+json"
 
 _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.INVALID_INPUT: 422,
+    ErrorCode.INVALID_REQUEST: 422,
+    ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.MALFORMED_ENVELOPE: 400,
     ErrorCode.UNSUPPORTED_VERSION: 400,
     ErrorCode.CONFIG: 422,

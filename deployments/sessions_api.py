@@ -10,35 +10,16 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
-from pydantic import BaseModel, ConfigDict, Field
 
 from raytroupe.deployments.access import Caller
+from raytroupe.protocols.http import SessionCreate
 from raytroupe.protocols.sessions import (
-    HISTORY_TOKENS,
-    MAX_HISTORY_TOKENS,
-    MIN_HISTORY_TOKENS,
     SESSION_ID,
-    SessionId,
     SessionInfo,
 )
 from raytroupe.runtime.client import SystemClient
 
 __all__ = ["session_routes"]
-
-
-class SessionCreate(BaseModel):
-    """A session to start (or, named by an id the tenant already has, to go on with)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: SessionId | None = Field(default=None, description="Its id (default: a fresh one).")
-    title: str = Field(default="", max_length=200)
-    history_tokens: int = Field(
-        default=HISTORY_TOKENS,
-        ge=MIN_HISTORY_TOKENS,
-        le=MAX_HISTORY_TOKENS,
-        description="Tokens of history each of its jobs is shown, at most.",
-    )
 
 
 SessionPath = Annotated[str, Path(pattern=SESSION_ID)]

@@ -13,12 +13,13 @@ from typing import Annotated
 
 import structlog
 from fastapi import APIRouter, Path, Query, Request, Response
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import ValidationError
 
 from raytroupe.actors.skills.files import MAX_SKILL_BYTES, parse_skill
 from raytroupe.deployments.access import Admin, Caller
 from raytroupe.protocols import ConfigError, Conflict, InvalidInput, JobNotFound, MemoryHit
-from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
+from raytroupe.protocols.http import Rollback, SkillApplied, SkillListing
+from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillSpec
 from raytroupe.runtime.client import SystemClient
 
 __all__ = ["skill_routes"]
@@ -26,29 +27,6 @@ __all__ = ["skill_routes"]
 log = structlog.get_logger("raytroupe.api")
 
 _YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
-
-
-class SkillListing(BaseModel):
-    """Registered skills, and (for admins) skill files that could not be loaded."""
-
-    skills: list[SkillInfo]
-    problems: list[SkillProblemInfo] = Field(default_factory=list)
-
-
-class SkillApplied(BaseModel):
-    """A skill version registered (or made current again)."""
-
-    name: str
-    version: str
-    created: bool = Field(description="True if this version is new to the registry.")
-
-
-class Rollback(BaseModel):
-    """Which version to make current again (default: the one before the current)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    version: str | None = None
 
 
 async def _body_skill(request: Request) -> SkillSpec:
@@ -112,7 +90,7 @@ def skill_routes(client: SystemClient) -> APIRouter:
         return await client.skill(name, version, tenant=None if who.admin else who.tenant)
 
     @routes.get("/{name}/history", response_model=list[SkillEvent])
-    async def skill_history(name: str, who: Admin) -> list[SkillEvent]:  # noqa: ARG001 - admins only
+    async def get_skill_history(name: str, who: Admin) -> list[SkillEvent]:  # noqa: ARG001 - admins only
         """What happened to the skill: versions applied, rolled back to, files rejected."""
         return await client.skill_history(name)
 
@@ -146,13 +124,13 @@ def skill_routes(client: SystemClient) -> APIRouter:
         return SkillApplied(name=name, version=spec.version, created=False)
 
     @routes.get("/{name}/lessons", response_model=list[MemoryHit])
-    async def skill_lessons(name: str, who: Caller) -> list[MemoryHit]:
+    async def list_skill_lessons(name: str, who: Caller) -> list[MemoryHit]:
         """What reflection learned from the caller's tenant's jobs of the skill, newest first."""
         await client.skill(name, tenant=None if who.admin else who.tenant)  # 404 if not its
         return await client.lessons(name, tenant=who.tenant)
 
     @routes.delete("/{name}/lessons/{lesson_id}", status_code=204)
-    async def delete_lesson(
+    async def delete_skill_lesson(
         name: str, lesson_id: Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")], who: Caller
     ) -> Response:
         """Forget one lesson (of the caller's tenant) so that no later job recalls it."""

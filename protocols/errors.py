@@ -15,7 +15,8 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   │   ├── AgentNotFound         no registered team has an agent of that name
     │   │   ├── SessionNotFound       the tenant has no session (conversation) of that id
     │   │   └── KnowledgeNotFound     the tenant has no such knowledge base or document
-    │   └── Conflict                  the change clashes with what exists (a name in use)
+    │   ├── Conflict                  the change clashes with what exists (a name in use)
+    │   └── InvalidRequest            an HTTP request the API's schema refuses
     ├── DeliveryError                 the router could not deliver an envelope
     │   ├── UnknownRecipient
     │   ├── RecipientUnavailable      the recipient actor died or is restarting (retryable)
@@ -43,6 +44,10 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   ├── SandboxUnavailable        this host cannot isolate untrusted code (fails closed)
     │   └── ToolInfrastructureError   its host failed the tool (scratch directory): fails the job
     ├── StateUnavailable              the state store (PostgreSQL) cannot be reached (retryable)
+    ├── Unauthorized                  the HTTP API refused the caller's key (401)
+    ├── Unreachable                   the HTTP API could not be reached, or did not answer in time
+    │                                 (retryable)
+    ├── BadResponse                   the HTTP API answered something it does not document
     ├── PlanError                     a planner's output is not a valid plan
     ├── QualityGateFailed             an output kept failing its schema or required fields
     └── JobError
@@ -64,6 +69,7 @@ __all__ = [
     "AgentNotFound",
     "AuthFailed",
     "BadRequest",
+    "BadResponse",
     "BudgetExceeded",
     "ConfigError",
     "Conflict",
@@ -78,6 +84,7 @@ __all__ = [
     "InvalidAddress",
     "InvalidArguments",
     "InvalidInput",
+    "InvalidRequest",
     "JobCancelled",
     "JobError",
     "JobFailed",
@@ -105,8 +112,10 @@ __all__ = [
     "ToolInfrastructureError",
     "ToolNotAllowed",
     "TroupeError",
+    "Unauthorized",
     "UnknownRecipient",
     "UnpricedModel",
+    "Unreachable",
     "UnsupportedSchemaVersion",
     "error_class",
 ]
@@ -165,6 +174,10 @@ class ErrorCode(StrEnum):
     QUOTA_EXCEEDED = "quota_exceeded"
     UNPRICED_MODEL = "unpriced_model"
     STATE_UNAVAILABLE = "state_unavailable"
+    INVALID_REQUEST = "invalid_request"
+    UNAUTHORIZED = "unauthorized"
+    UNREACHABLE = "unreachable"
+    BAD_RESPONSE = "bad_response"
 
 
 class TroupeError(Exception):
@@ -259,6 +272,15 @@ class Conflict(InvalidInput):
     """The change clashes with what exists: a name already taken, an agent in another team."""
 
     code = ErrorCode.CONFLICT
+
+
+class InvalidRequest(InvalidInput):
+    """An HTTP request that does not match the API's schema (a 422 ``invalid_request``).
+
+    ``detail['problems']`` names each problem (``body.team.agents: ...``). Nothing started.
+    """
+
+    code = ErrorCode.INVALID_REQUEST
 
 
 class DeliveryError(TroupeError):
@@ -442,6 +464,33 @@ class StateUnavailable(TroupeError):
 
     code = ErrorCode.STATE_UNAVAILABLE
     retryable = True
+
+
+class Unauthorized(TroupeError):
+    """The HTTP API refused the caller's key (401): none was sent, or one it does not know."""
+
+    code = ErrorCode.UNAUTHORIZED
+
+
+class Unreachable(TroupeError):
+    """The HTTP API could not be reached, or did not answer within the client's timeout.
+
+    A refused or reset connection, a name that does not resolve; ``detail['url']`` is where
+    it was called.
+    """
+
+    code = ErrorCode.UNREACHABLE
+    retryable = True
+
+
+class BadResponse(TroupeError):
+    """The HTTP API answered something it does not document.
+
+    Not JSON, or not the model the route answers with (``detail['status']``; the body is not
+    kept: it may be anything).
+    """
+
+    code = ErrorCode.BAD_RESPONSE
 
 
 class QualityGateFailed(TroupeError):

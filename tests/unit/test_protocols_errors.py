@@ -9,6 +9,7 @@ from raytroupe.protocols.errors import (
     AgentNotFound,
     AuthFailed,
     BadRequest,
+    BadResponse,
     BudgetExceeded,
     ConfigError,
     Conflict,
@@ -23,6 +24,7 @@ from raytroupe.protocols.errors import (
     InvalidAddress,
     InvalidArguments,
     InvalidInput,
+    InvalidRequest,
     JobCancelled,
     JobError,
     JobFailed,
@@ -50,8 +52,10 @@ from raytroupe.protocols.errors import (
     ToolInfrastructureError,
     ToolNotAllowed,
     TroupeError,
+    Unauthorized,
     UnknownRecipient,
     UnpricedModel,
+    Unreachable,
     UnsupportedSchemaVersion,
     error_class,
 )
@@ -104,10 +108,15 @@ PARENTS = {
     JobCancelled: JobFailed,
     JobTimeout: JobError,
     JobNotFound: JobError,
+    InvalidRequest: InvalidInput,
+    Unauthorized: TroupeError,
+    Unreachable: TroupeError,
+    BadResponse: TroupeError,
 }
 CLASSES = list(PARENTS)
 RETRYABLE = {
     StateUnavailable,
+    Unreachable,
     RecipientUnavailable,
     DeadlineExceeded,
     JobTimeout,

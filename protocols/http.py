@@ -1,0 +1,425 @@
+"""The HTTP API's own bodies: what its routes take and answer, beside the protocol's models.
+
+The server (``raytroupe.deployments``) and the client SDK (``raytroupe.Client``) both use
+these, so the two cannot drift apart. Pure data: pydantic, nothing of FastAPI or Ray.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+
+from raytroupe.protocols.errors import ErrorCode
+from raytroupe.protocols.evals import EvalSuite
+from raytroupe.protocols.graph import GraphInterrupt
+from raytroupe.protocols.inputs import Attachment
+from raytroupe.protocols.jobs import JobResult, JobStatus, JobSummary
+from raytroupe.protocols.knowledge import KnowledgeDocument
+from raytroupe.protocols.llm import Budget
+from raytroupe.protocols.sessions import (
+    HISTORY_TOKENS,
+    MAX_HISTORY_TOKENS,
+    MIN_HISTORY_TOKENS,
+    SessionId,
+)
+from raytroupe.protocols.skill import SkillInfo, SkillProblemInfo
+from raytroupe.protocols.team import AgentSpec, TeamSpec
+from raytroupe.protocols.trace import Span
+
+__all__ = [
+    "MAX_DOCUMENTS",
+    "PROBLEM_BASE",
+    "AgentPut",
+    "Cancelled",
+    "DailyUsage",
+    "DeadLetterView",
+    "Decided",
+    "Decision",
+    "DocumentsBody",
+    "EvalAccepted",
+    "EvalRequest",
+    "FeedbackBody",
+    "ForkBody",
+    "Forked",
+    "Health",
+    "JobAccepted",
+    "JobRequest",
+    "JobSummaries",
+    "JobTrace",
+    "JobView",
+    "Me",
+    "PendingApproval",
+    "PendingInput",
+    "Problem",
+    "ProblemError",
+    "Readiness",
+    "ResumeBody",
+    "Resumed",
+    "Rollback",
+    "SearchBody",
+    "SessionCreate",
+    "SkillApplied",
+    "SkillListing",
+]
+
+MAX_DOCUMENTS: Final = 64
+"""Documents one request may ingest."""
+
+PROBLEM_BASE: Final = "https://raytroupe.dev/problems/"
+"""A problem's ``type`` is this followed by its ``code``."""
+
+
+# --- problems (every error answer) ---------------------------------------------------------
+
+
+class ProblemError(BaseModel):
+    """The member OpenAI clients read (their SDKs show ``error.message``)."""
+
+    message: str
+    type: str = Field(description="The problem's code.")
+    code: str
+    param: str | None = Field(default=None, description="The refused field, if one was.")
+
+
+class Problem(BaseModel):
+    """An error answer (RFC 9457 problem details, ``application/problem+json``).
+
+    ``code`` is the machine-readable error code: one of :class:`ErrorCode`'s values, or one
+    of the gate's (``unauthorized``, ``rate_limited``, ``body_too_large``,
+    ``invalid_request``, ``invalid_request_id``, ``forbidden``, ``internal``, and HTTP's own
+    phrases such as ``not_found``).
+    """
+
+    model_config = ConfigDict(extra="allow")
+
+    type: str = Field(description=f"{PROBLEM_BASE}<code>")
+    title: str
+    status: int = Field(ge=400, le=599)
+    detail: str = Field(description="What went wrong, for people.")
+    code: str
+    error: ProblemError
+    request_id: str | None = Field(default=None, description="Finds the request in the logs.")
+    retryable: bool | None = Field(default=None, description="Trying again later may work.")
+    problems: list[str] | None = Field(default=None, description="Each problem of the input.")
+    fields: list[str] | None = Field(default=None, description="The input fields concerned.")
+    field: str | None = Field(default=None, description="The refused field.")
+    policy: str | None = Field(default=None, description="The policy that refused it.")
+    retry_after_s: int | None = Field(default=None, description="When to come back (429).")
+
+
+# --- jobs ----------------------------------------------------------------------------------
+
+
+class JobRequest(BaseModel):
+    """A job to start: the task, the team (inline, or a registered team's name), inputs."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    team: TeamSpec | Annotated[str, Field(min_length=1, max_length=64)] | None = Field(
+        default=None,
+        description="A team definition, or the name of a registered team; with neither a team "
+        "nor a skill, the job is routed among the skills and teams the key may run.",
+    )
+    skill: Annotated[str, Field(min_length=1, max_length=81)] | None = Field(
+        default=None, description="A registered skill, 'name' or 'name@version'."
+    )
+    input: Any = Field(
+        default=None,
+        description="A skill's structured input (checked by its input_schema), or a graph "
+        "team's first state (an object of its state's fields).",
+    )
+    task: str = Field(
+        default="",
+        max_length=200_000,
+        validate_default=True,
+        description="What is asked (may be empty when a skill's input is given).",
+    )
+    attachments: list[Attachment] = Field(
+        default_factory=list, max_length=32, description="Text files and images for the job."
+    )
+    budget: Budget | None = Field(default=None, description="Overrides the team's budget.")
+    session_id: SessionId | None = Field(
+        default=None,
+        description="A session of the caller's tenant: the job sees its history and becomes "
+        "its next turn.",
+    )
+
+    @field_validator("task")
+    @classmethod
+    def _something_asked(cls, task: str, info: ValidationInfo) -> str:
+        """A task, unless a skill's input says it all (``input`` is validated before it)."""
+        if not task.strip() and info.data.get("input") is None:
+            raise ValueError("a job needs a task (or, for a skill, an input)")
+        return task
+
+
+class JobAccepted(BaseModel):
+    """A job that was accepted and is starting."""
+
+    id: str
+    status: JobStatus
+    events_url: str
+    url: str
+
+
+class JobView(BaseModel):
+    """A job: where it is, and its result once it has one."""
+
+    id: str
+    status: JobStatus
+    result: JobResult | None = None
+
+
+class Cancelled(BaseModel):
+    """The outcome of a cancel request."""
+
+    id: str
+    cancelled: bool
+    status: JobStatus
+
+
+class Decision(BaseModel):
+    """A human's answer to a tool call waiting for approval."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    approved: bool
+    reason: str = Field(default="", max_length=2000)
+
+
+class Decided(BaseModel):
+    """A held tool call that was approved or rejected."""
+
+    job_id: str
+    approval_id: str
+    approved: bool
+
+
+class ResumeBody(BaseModel):
+    """A person's answer to a graph waiting for input: a value for the node, a state edit."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    value: Any = Field(
+        default=None, description="The value the node resumes with ('{resume}', resume_field)."
+    )
+    state: dict[str, Any] | None = Field(
+        default=None, description="Fields of the state to change before it goes on."
+    )
+    interrupt: Annotated[str, Field(min_length=1, max_length=1000)] | None = Field(
+        default=None, description="The interrupt answered (needed only when several wait)."
+    )
+
+
+class Resumed(BaseModel):
+    """The interrupt a resume answered."""
+
+    job_id: str
+    interrupt: GraphInterrupt
+
+
+class ForkBody(BaseModel):
+    """Where a new job starts from: a checkpoint of a graph job, its state edited or not."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: int = Field(ge=0, description="The checkpoint's superstep (0: before the first).")
+    state: dict[str, Any] | None = Field(
+        default=None, description="Fields of the checkpoint's state to change first."
+    )
+
+
+class Forked(BaseModel):
+    """A job started from a checkpoint of another."""
+
+    job_id: str
+    forked_from: str
+    step: int
+
+
+class FeedbackBody(BaseModel):
+    """A person's verdict on a finished job's answer."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    score: float = Field(ge=0.0, le=1.0, description="0 (useless) to 1 (exactly right).")
+    comment: str = Field(default="", max_length=4000)
+
+
+class JobSummaries(BaseModel):
+    """A page of the jobs list, newest first."""
+
+    jobs: list[JobSummary]
+    more: bool = Field(description="Older jobs match too: ask again with before=<oldest>.")
+
+
+class JobTrace(BaseModel):
+    """A job's trace so far: the root span first."""
+
+    trace_id: str
+    job_id: str
+    spans: list[Span]
+
+
+# --- teams and agents ----------------------------------------------------------------------
+
+
+class AgentPut(BaseModel):
+    """An agent to add to a registered team (or the new configuration of one)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    team: str = Field(min_length=1, max_length=64, description="The registered team it is in.")
+    agent: AgentSpec
+
+
+# --- the console: the caller, waiting work, usage, dead letters ----------------------------
+
+
+class Me(BaseModel):
+    """The caller, as its key says: what the console shows and which pages it offers."""
+
+    name: str
+    tenant: str
+    admin: bool
+
+
+class PendingApproval(BaseModel):
+    """A tool call held for a person, with the job it belongs to."""
+
+    job_id: str
+    approval_id: str
+    task_id: str | None
+    agent: str
+    tool: str
+    arguments: dict[str, Any]
+
+
+class PendingInput(BaseModel):
+    """A graph waiting for a person's input: the interrupt and the state it waits with."""
+
+    job_id: str
+    interrupt: GraphInterrupt
+    state: dict[str, Any]
+
+
+class DailyUsage(BaseModel):
+    """Model usage of one tenant on one model, on one day (UTC, by the job's submission)."""
+
+    tenant: str
+    day: str
+    model: str
+    calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0
+
+
+class DeadLetterView(BaseModel):
+    """A dead letter as people read it: when, why, whose (never the envelope's payload)."""
+
+    at: float
+    reason: ErrorCode
+    detail: str
+    message_id: str | None
+    job_id: str | None
+    sender: str | None
+    recipient: str | None
+    tenant: str | None
+
+
+# --- skills --------------------------------------------------------------------------------
+
+
+class SkillListing(BaseModel):
+    """Registered skills, and (for admins) skill files that could not be loaded."""
+
+    skills: list[SkillInfo]
+    problems: list[SkillProblemInfo] = Field(default_factory=list)
+
+
+class SkillApplied(BaseModel):
+    """A skill version registered (or made current again)."""
+
+    name: str
+    version: str
+    created: bool = Field(description="True if this version is new to the registry.")
+
+
+class Rollback(BaseModel):
+    """Which version to make current again (default: the one before the current)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    version: str | None = None
+
+
+# --- evals, knowledge, sessions ------------------------------------------------------------
+
+
+class EvalRequest(BaseModel):
+    """A suite to run, and against what."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    suite: EvalSuite
+    skill: str | None = Field(default=None, max_length=81, description="'name[@version]'.")
+    team: str | None = Field(default=None, max_length=64)
+    concurrency: int = Field(default=4, ge=1, le=64, description="Cases running at once.")
+    budget: Budget | None = Field(default=None, description="No case starts once it is spent.")
+
+
+class EvalAccepted(BaseModel):
+    """A run that started."""
+
+    id: str
+    url: str
+
+
+class DocumentsBody(BaseModel):
+    """Documents to ingest."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    documents: list[KnowledgeDocument] = Field(min_length=1, max_length=MAX_DOCUMENTS)
+
+
+class SearchBody(BaseModel):
+    """What to look for in a knowledge base."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    query: str = Field(min_length=1, max_length=20_000)
+    k: int = Field(default=5, ge=1, le=50, description="How many passages.")
+
+
+class SessionCreate(BaseModel):
+    """A session to start (or, named by an id the tenant already has, to go on with)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: SessionId | None = Field(default=None, description="Its id (default: a fresh one).")
+    title: str = Field(default="", max_length=200)
+    history_tokens: int = Field(
+        default=HISTORY_TOKENS,
+        ge=MIN_HISTORY_TOKENS,
+        le=MAX_HISTORY_TOKENS,
+        description="Tokens of history each of its jobs is shown, at most.",
+    )
+
+
+# --- operations ----------------------------------------------------------------------------
+
+
+class Health(BaseModel):
+    """Liveness: the process answers."""
+
+    status: str
+
+
+class Readiness(BaseModel):
+    """Readiness: whether each system actor answers."""
+
+    status: str = Field(description="'ready' or 'not ready'.")
+    checks: dict[str, bool] = Field(description="Each system actor, and whether it answered.")

@@ -1,0 +1,1163 @@
+"""The HTTP client SDK: :class:`Client` and :class:`AsyncClient`, one method per API route.
+
+```python
+import raytroupe
+
+with raytroupe.Client("http://127.0.0.1:8000", key="rt-...") as api:
+    job = api.submit("Summarize: ...", team="research")
+    for event in api.events(job.id):
+        print(event.type)
+    print(api.result(job.id).answer)
+```
+
+Answers are the API's typed models (``raytroupe.protocols`` and ``raytroupe.protocols.http``).
+An error answer raises the :class:`~raytroupe.protocols.TroupeError` subclass its problem's
+code names (``JobNotFound``, ``Forbidden``, ``InvalidRequest``, ``Unauthorized``...), with
+``detail['status']`` and ``detail['request_id']``; no answer at all is :class:`Unreachable`;
+an answer the API does not document is :class:`BadResponse`.
+
+The key goes only to ``url``: redirects are not followed. This module imports httpx, pydantic
+and the protocols: no Ray, no server code.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
+from types import TracebackType
+from typing import Any, Final, Literal, Self, TypeVar, overload
+
+import httpx
+from httpx_sse import EventSource
+
+from raytroupe.protocols import (
+    AgentInfo,
+    AgentSpec,
+    BadResponse,
+    Budget,
+    Feedback,
+    InvalidInput,
+    JobCancelled,
+    JobEvent,
+    JobFailed,
+    JobResult,
+    JobStatus,
+    JobSummary,
+    JobTimeout,
+    MemoryHit,
+    TeamSpec,
+    TenantPolicy,
+    Unreachable,
+    UsageRow,
+)
+from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite
+from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
+from raytroupe.protocols.graph import GraphCheckpoint
+from raytroupe.protocols.http import (
+    Cancelled,
+    DailyUsage,
+    DeadLetterView,
+    Decided,
+    EvalAccepted,
+    Forked,
+    Health,
+    JobAccepted,
+    JobSummaries,
+    JobTrace,
+    JobView,
+    Me,
+    PendingApproval,
+    PendingInput,
+    Readiness,
+    Resumed,
+    SkillApplied,
+    SkillListing,
+)
+from raytroupe.protocols.knowledge import (
+    DocumentInfo,
+    IngestReport,
+    KnowledgeBaseInfo,
+    KnowledgeDocument,
+    Passages,
+)
+from raytroupe.protocols.sessions import SessionInfo
+from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillSpec
+from raytroupe.runtime import http_routes as routes
+from raytroupe.runtime.http_calls import EVENT_STREAM, Call, base_url, checked_key, event_of
+from raytroupe.runtime.http_routes import TeamLike
+
+__all__ = ["AsyncClient", "Client"]
+
+T = TypeVar("T")
+
+QUIET_S: Final = 60.0
+"""Longest silence on an event stream before it is taken as broken (the server sends a
+keep-alive comment every 15 s)."""
+RECONNECTS: Final = 5
+"""Reconnects of an event stream in a row, without an event between them, before giving up."""
+
+
+def _user_agent() -> str:
+    from raytroupe import __version__  # noqa: PLC0415 - the package's root, loaded already
+
+    return f"raytroupe-client/{__version__}"
+
+
+def _headers(key: str | None) -> dict[str, str]:
+    headers = {"Accept": "application/json", "User-Agent": _user_agent()}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    return headers
+
+
+def _checked_timeout(timeout: float) -> float:
+    if not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0:
+        raise InvalidInput(f"timeout must be a positive number of seconds, not {timeout!r}")
+    return float(timeout)
+
+
+def _unreachable(url: httpx.URL, error: httpx.HTTPError) -> Unreachable:
+    where = str(url.copy_with(query=None))
+    if isinstance(error, httpx.TimeoutException):
+        return Unreachable(f"{where} did not answer in time ({type(error).__name__})", url=where)
+    return Unreachable(f"cannot reach {where}: {type(error).__name__}: {error}", url=where)
+
+
+def outcome(view: JobView) -> JobResult:
+    """The result of a finished job, as :meth:`JobHandle.result` gives it.
+
+    Raises:
+        JobCancelled: it was cancelled (``detail['result']``).
+        JobFailed: it ended without an answer (``detail['result']``).
+        BadResponse: the job has no result yet.
+    """
+    result = view.result
+    if result is None:
+        raise BadResponse(f"job {view.id} ended but has no result ({view.status})")
+    if result.status == "cancelled":
+        raise JobCancelled(f"job {view.id} was cancelled", job_id=view.id, result=result)
+    if result.status != "succeeded":
+        message = result.error.message if result.error else "job failed"
+        raise JobFailed(f"job {view.id} failed: {message}", job_id=view.id, result=result)
+    return result
+
+
+class _Follow:
+    """Where a job's event stream is, across reconnects, and how long it may still wait."""
+
+    def __init__(self, job_id: str, after: int, timeout: float | None, *, follow: bool) -> None:
+        self.job_id = job_id
+        self.after = after
+        self.follow = follow
+        self._timeout = timeout
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self._broken = 0
+
+    def call(self) -> Call[None]:
+        return routes.events(self.job_id, self.after, follow=self.follow)
+
+    def read_timeout(self, default: float) -> httpx.Timeout:
+        """The stream's timeouts: a read waits ``QUIET_S``, or until the deadline."""
+        quiet = QUIET_S
+        if self._deadline is not None:
+            quiet = max(0.001, min(quiet, self._deadline - time.monotonic()))
+        return httpx.Timeout(default, read=quiet)
+
+    def seen(self, event: JobEvent) -> None:
+        self.after = event.seq
+        self._broken = 0
+
+    def broke(self, url: httpx.URL, error: httpx.HTTPError | None) -> bool:
+        """The stream stopped before the job's last event: whether to go on, or why not.
+
+        A stream asked not to follow ends there (unless it broke).
+
+        Raises:
+            JobTimeout: the deadline has passed.
+            Unreachable: it broke ``RECONNECTS`` times in a row.
+        """
+        if error is None and not self.follow:
+            return False
+        if self._deadline is not None and time.monotonic() >= self._deadline:
+            raise JobTimeout(
+                f"job {self.job_id} still running after {self._timeout} s", job_id=self.job_id
+            )
+        self._broken += 1
+        if self._broken > RECONNECTS:
+            if error is None:
+                raise Unreachable(
+                    f"the event stream of job {self.job_id} kept ending before its last event",
+                    url=str(url),
+                )
+            raise _unreachable(url, error) from error
+        return True
+
+
+def _opened(call: Call[None], response: httpx.Response) -> None:
+    """Raise the error an event stream's opening answer stands for, if it does."""
+    call.answer(response)
+    kind = response.headers.get("content-type", "")
+    if not kind.startswith(EVENT_STREAM):
+        raise BadResponse(
+            f"GET {call.path} answered {kind or 'no content type'}, not an event stream",
+            status=response.status_code,
+        )
+
+
+class Client:
+    """The HTTP API of raytroupe, as a blocking client (see :class:`AsyncClient`).
+
+    ``url`` is the API's base (``http://host:8000``, with Serve's route prefix if any);
+    ``key`` is sent as ``Authorization: Bearer`` to that origin only. ``transport`` is httpx's
+    (a test seam, or a proxy's).
+
+    Raises:
+        InvalidInput: ``url`` has no http(s) scheme or host, holds credentials, a query or a
+            fragment; ``key`` cannot be a header's; ``timeout`` is not positive.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        self.url = base_url(url)
+        self.timeout = _checked_timeout(timeout)
+        self._http = httpx.Client(
+            base_url=self.url,
+            headers=_headers(checked_key(key)),
+            timeout=self.timeout,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"Client({str(self.url)!r})"
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connections."""
+        self._http.close()
+
+    def _send(self, call: Call[T]) -> T:
+        request = call.request(self._http)
+        try:
+            response = self._http.send(request)
+        except httpx.HTTPError as e:
+            raise _unreachable(request.url, e) from e
+        return call.answer(response)
+
+    @contextmanager
+    def _stream(self, call: Call[None], timeout: httpx.Timeout) -> Iterator[httpx.Response]:
+        request = call.request(self._http, timeout)
+        try:
+            response = self._http.send(request, stream=True)
+        except httpx.HTTPError as e:
+            raise _unreachable(request.url, e) from e
+        try:
+            if response.status_code >= 300:  # noqa: PLR2004
+                response.read()
+            _opened(call, response)
+            yield response
+        finally:
+            response.close()
+
+    # --- jobs ------------------------------------------------------------------------------
+
+    def submit(
+        self,
+        task: str,
+        *,
+        team: TeamLike | str | None = None,
+        skill: str | None = None,
+        **fields: Any,
+    ) -> JobAccepted:
+        """Start a job; answers at once (follow it with :meth:`events` or :meth:`result`).
+
+        ``team`` is a registered team's name, a :class:`TeamSpec` or its mapping; neither it
+        nor ``skill`` routes the job among what the key may run. ``fields`` are the other
+        fields of :class:`~raytroupe.protocols.http.JobRequest` (``input``, ``attachments``,
+        ``budget``, ``session_id``).
+
+        Raises:
+            InvalidRequest: the request does not match the API's schema.
+            Forbidden: the tenant's policy refuses a field (``detail['field']``).
+            TeamNotFound, SkillNotFound: no such team or skill for this key.
+        """
+        return self._send(routes.submit(task, team, skill, fields))
+
+    def job(self, job_id: str) -> JobView:
+        """Where the job is, and its result once it has one (``JobNotFound``: not the key's)."""
+        return self._send(routes.job(job_id))
+
+    def result(self, job_id: str, *, timeout: float | None = None) -> JobResult:
+        """Wait for the job's end (following its events) and return its result.
+
+        Raises:
+            JobTimeout: it did not end within ``timeout`` seconds (it keeps running).
+            JobFailed: it ended without an answer; ``detail['result']`` has what ran.
+            JobCancelled: it was cancelled; ``detail['result']`` has what ran.
+        """
+        view = self.job(job_id)
+        if view.result is None:
+            for _ in self.events(job_id, timeout=timeout):
+                pass
+            view = self.job(job_id)
+        return outcome(view)
+
+    def events(
+        self,
+        job_id: str,
+        *,
+        after: int = 0,
+        follow: bool = True,
+        timeout: float | None = None,
+    ) -> Iterator[JobEvent]:
+        """The job's events after ``after``, in order, live, until its last one.
+
+        ``follow=False``: the events it has so far, then the iterator ends.
+
+        A stream that breaks is picked up again where it stopped (none twice, none lost).
+
+        Raises:
+            JobNotFound: no such job for this key.
+            JobTimeout: ``timeout`` seconds passed before the job's last event.
+            Unreachable: the stream kept breaking.
+        """
+        place = _Follow(job_id, after, timeout, follow=follow)
+        while True:
+            call = place.call()
+            broken: httpx.HTTPError | None = None
+            with self._stream(call, place.read_timeout(self.timeout)) as response:
+                try:
+                    for sse in EventSource(response).iter_sse():
+                        event = event_of(sse)
+                        if event is None:
+                            continue
+                        place.seen(event)
+                        yield event
+                        if event.terminal:
+                            return
+                except httpx.HTTPError as e:
+                    broken = e
+            if not place.broke(response.request.url, broken):
+                return
+
+    def statuses(self) -> dict[str, JobStatus]:
+        """Every job of the key's tenant and its status, oldest first."""
+        return self._send(routes.statuses())
+
+    def jobs(
+        self,
+        status: str | None = None,
+        q: str | None = None,
+        before: float | None = None,
+        limit: int | None = None,
+    ) -> list[JobSummary]:
+        """The tenant's jobs, newest first: ``status`` (or 'live'), text ``q``, paging."""
+        return self.summaries(status, q, before, limit).jobs
+
+    def summaries(
+        self,
+        status: str | None = None,
+        q: str | None = None,
+        before: float | None = None,
+        limit: int | None = None,
+    ) -> JobSummaries:
+        """A page of :meth:`jobs`, and whether older jobs match too (``more``)."""
+        return self._send(routes.summaries(status, q, before, limit))
+
+    def summary(self, job_id: str) -> JobSummary:
+        """The job's line of the jobs list, with its live status."""
+        return self._send(routes.summary(job_id))
+
+    def trace(self, job_id: str) -> JobTrace:
+        """The job's spans so far, the root first."""
+        return self._send(routes.trace(job_id))
+
+    def cancel(self, job_id: str) -> Cancelled:
+        """Cancel the job (``Conflict`` if it had finished)."""
+        return self._send(routes.cancel(job_id))
+
+    def approvals(self, job_id: str | None = None) -> list[PendingApproval]:
+        """Tool calls waiting for a person: the job's, or every job's of the tenant."""
+        return self._send(routes.approvals(job_id))
+
+    def approve(self, job_id: str, approval_id: str, reason: str | None = None) -> Decided:
+        """Let a held tool call run (``JobNotFound`` if nothing waits under that id)."""
+        return self._send(routes.decide(job_id, approval_id, approved=True, reason=reason or ""))
+
+    def reject(self, job_id: str, approval_id: str, reason: str) -> Decided:
+        """Refuse a held tool call; the agent sees ``reason``."""
+        return self._send(routes.decide(job_id, approval_id, approved=False, reason=reason))
+
+    def interrupts(self) -> list[PendingInput]:
+        """Graphs of the tenant's jobs waiting for a person's input."""
+        return self._send(routes.interrupts())
+
+    def resume(
+        self,
+        job_id: str,
+        value: Any = None,
+        *,
+        state: Mapping[str, Any] | None = None,
+        interrupt: str | None = None,
+    ) -> Resumed:
+        """Let a graph waiting for input go on: ``value`` for the node, a ``state`` edit."""
+        return self._send(routes.resume(job_id, value, state, interrupt))
+
+    def fork(self, job_id: str, step: int, *, state: Mapping[str, Any] | None = None) -> Forked:
+        """Start a new job from checkpoint ``step`` of a graph job, its state edited or not."""
+        return self._send(routes.fork(job_id, step, state))
+
+    def checkpoints(self, job_id: str) -> list[GraphCheckpoint]:
+        """A graph job's checkpoints (none: not a graph job)."""
+        return self._send(routes.checkpoints(job_id))
+
+    def feedback(self, job_id: str, score: float, comment: str = "") -> Feedback:
+        """Keep a verdict (0 useless .. 1 exactly right) on a finished job's answer."""
+        return self._send(routes.feedback(job_id, score, comment))
+
+    def feedbacks(self, job_id: str) -> list[Feedback]:
+        """Every verdict given on the job, oldest first."""
+        return self._send(routes.feedbacks(job_id))
+
+    # --- teams, agents, policies -----------------------------------------------------------
+
+    def teams(self) -> dict[str, TeamSpec]:
+        """Registered teams by name (a tenant's key: those it may run)."""
+        return self._send(routes.teams())
+
+    def team(self, name: str) -> TeamSpec:
+        """One registered team (``TeamNotFound``: none, or not for this key)."""
+        return self._send(routes.team(name))
+
+    def create_team(self, spec: TeamLike) -> TeamSpec:
+        """Register a new team (``Conflict`` if the name is taken; admin keys)."""
+        return self._send(routes.create_team(spec))
+
+    def apply_team(self, spec: TeamLike) -> TeamSpec:
+        """Register a team, or hot-update the one of its name (admin keys)."""
+        return self._send(routes.apply_team(spec))
+
+    def delete_team(self, name: str) -> TeamSpec:
+        """Unregister a team and stop its agents (admin keys); the team it was."""
+        return self._send(routes.delete_team(name))
+
+    def agents(self) -> list[AgentInfo]:
+        """Agents of registered teams, with their load."""
+        return self._send(routes.agents())
+
+    def create_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
+        """Add an agent to a registered team (admin keys)."""
+        return self._send(routes.create_agent(team, agent))
+
+    def put_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
+        """Add an agent, or reconfigure the one of its name in place (admin keys)."""
+        return self._send(routes.put_agent(team, agent))
+
+    def delete_agent(self, name: str) -> AgentInfo:
+        """Remove an agent from its team and stop it (admin keys)."""
+        return self._send(routes.delete_agent(name))
+
+    def policy(self) -> TenantPolicy:
+        """The policy that binds the key's tenant."""
+        return self._send(routes.policy())
+
+    def policies(self) -> dict[str, TenantPolicy]:
+        """Every tenant policy by tenant, ``*`` the default (admin keys)."""
+        return self._send(routes.policies())
+
+    def put_policy(self, tenant: str, policy: TenantPolicy | Mapping[str, Any]) -> TenantPolicy:
+        """Set a tenant's policy, ``*`` the default (admin keys)."""
+        return self._send(routes.put_policy(tenant, policy))
+
+    def delete_policy(self, tenant: str) -> None:
+        """Drop a tenant's own policy: the default binds it again (admin keys)."""
+        self._send(routes.delete_policy(tenant))
+
+    # --- operations ------------------------------------------------------------------------
+
+    @overload
+    def usage(
+        self, job_id: str | None = None, *, daily: Literal[False] = False
+    ) -> list[UsageRow]: ...
+
+    @overload
+    def usage(self, job_id: None = None, *, daily: Literal[True]) -> list[DailyUsage]: ...
+
+    def usage(
+        self, job_id: str | None = None, *, daily: bool = False
+    ) -> list[UsageRow] | list[DailyUsage]:
+        """Model usage of the tenant's jobs (or one job's), by job, agent and model.
+
+        ``daily=True``: :meth:`daily_usage` (every job's, by tenant, day and model).
+        """
+        if daily:
+            if job_id is not None:
+                raise InvalidInput("daily usage totals every job: give no job_id", field="job_id")
+            return self.daily_usage()
+        return self._send(routes.usage(job_id))
+
+    def daily_usage(self) -> list[DailyUsage]:
+        """Usage by tenant, day and model (an admin key: every tenant's)."""
+        return self._send(routes.daily_usage())
+
+    def dead_letters(self, limit: int = 100) -> list[DeadLetterView]:
+        """The router's newest dead letters, newest first (admin keys)."""
+        return self._send(routes.dead_letters(limit))
+
+    def me(self) -> Me:
+        """The key's name, tenant, and whether it is an admin's."""
+        return self._send(routes.me())
+
+    def models(self) -> list[str]:
+        """What the key may name as an OpenAI ``model``: teams, ``skill:<name>``, ``auto``."""
+        return self._send(routes.models())
+
+    def model(self, model_id: str) -> str:
+        """``model_id``, if the key may name it (``TeamNotFound`` otherwise)."""
+        return self._send(routes.model(model_id))
+
+    def health(self) -> Health:
+        """Liveness (no key needed)."""
+        return self._send(routes.health())
+
+    def ready(self) -> Readiness:
+        """Readiness of each system actor (no key needed); not ready is an answer too."""
+        return self._send(routes.ready())
+
+    # --- skills ----------------------------------------------------------------------------
+
+    def skills(self) -> SkillListing:
+        """Skills the key may run (an admin key: and skill files that failed to load)."""
+        return self._send(routes.skills())
+
+    def skill(self, name: str, version: str | None = None) -> SkillSpec:
+        """A skill's current version, or ``version`` of it."""
+        return self._send(routes.skill(name, version))
+
+    def skill_history(self, name: str) -> list[SkillEvent]:
+        """What happened to the skill (admin keys)."""
+        return self._send(routes.skill_history(name))
+
+    def apply_skill(self, spec: SkillSpec | Mapping[str, Any]) -> SkillApplied:
+        """Register a skill version and make it current (admin keys)."""
+        return self._send(routes.apply_skill(spec))
+
+    def apply_skill_file(self, text: str, *, kind: str = "yaml") -> SkillApplied:
+        """Register a skill from its file's text, ``kind`` 'yaml' or 'markdown' (admin keys).
+
+        Raises:
+            InvalidInput: the file is not a valid skill (each problem with its line).
+        """
+        return self._send(routes.apply_skill_file(text, kind))
+
+    def rollback_skill(self, name: str, version: str | None = None) -> SkillApplied:
+        """Make an earlier version current again (the one before, by default; admin keys)."""
+        return self._send(routes.rollback_skill(name, version))
+
+    def lessons(self, name: str) -> list[MemoryHit]:
+        """What reflection learned from the tenant's jobs of the skill, newest first."""
+        return self._send(routes.lessons(name))
+
+    def delete_lesson(self, name: str, lesson_id: str) -> None:
+        """Forget one lesson of the tenant's."""
+        self._send(routes.delete_lesson(name, lesson_id))
+
+    def delete_skill(self, name: str) -> SkillInfo:
+        """Unregister the skill and every version of it (admin keys)."""
+        return self._send(routes.delete_skill(name))
+
+    # --- evals and experiments -------------------------------------------------------------
+
+    def start_eval(
+        self,
+        suite: EvalSuite | Mapping[str, Any],
+        *,
+        skill: str | None = None,
+        team: str | None = None,
+        concurrency: int = 4,
+        budget: Budget | None = None,
+    ) -> EvalAccepted:
+        """Start running an eval suite against a skill or team, as the key's tenant."""
+        call = routes.start_eval(
+            suite, skill=skill, team=team, concurrency=concurrency, budget=budget
+        )
+        return self._send(call)
+
+    def evals(self) -> list[EvalRun]:
+        """The tenant's eval runs (an admin key: all), without their cases."""
+        return self._send(routes.evals())
+
+    def eval_run(self, run_id: str, *, wait: float = 0.0) -> EvalRun:
+        """An eval run with its cases; ``wait`` seconds (at most 60) for it to finish."""
+        return self._send(routes.eval_run(run_id, wait))
+
+    def compare_evals(self, base: str, other: str) -> EvalComparison:
+        """Two runs of one suite, case by case, with a paired permutation test."""
+        return self._send(routes.compare_evals(base, other))
+
+    def start_experiment(self, spec: ExperimentSpec | Mapping[str, Any]) -> ExperimentInfo:
+        """Split a skill's live traffic between its versions (admin keys)."""
+        return self._send(routes.start_experiment(spec))
+
+    def experiments(self) -> list[ExperimentInfo]:
+        """Every experiment with each arm's figures (admin keys)."""
+        return self._send(routes.experiments())
+
+    def experiment(self, name: str) -> ExperimentInfo:
+        """One experiment (admin keys)."""
+        return self._send(routes.experiment(name))
+
+    def stop_experiment(self, name: str) -> ExperimentInfo:
+        """End a running experiment without a verdict (admin keys)."""
+        return self._send(routes.stop_experiment(name))
+
+    # --- knowledge bases -------------------------------------------------------------------
+
+    def knowledge_bases(self) -> list[KnowledgeBaseInfo]:
+        """The tenant's knowledge bases."""
+        return self._send(routes.knowledge_bases())
+
+    def ingest(
+        self, kb: str, documents: Sequence[KnowledgeDocument | Mapping[str, Any]]
+    ) -> IngestReport:
+        """Chunk, embed and store documents in a knowledge base (made if new)."""
+        return self._send(routes.ingest(kb, documents))
+
+    def documents(self, kb: str) -> list[DocumentInfo]:
+        """A knowledge base's documents."""
+        return self._send(routes.documents(kb))
+
+    def delete_document(self, kb: str, source: str) -> None:
+        """Remove a document and its passages (``KnowledgeNotFound`` if there is none)."""
+        self._send(routes.delete_document(kb, source))
+
+    def search(self, kb: str, query: str, *, k: int = 5) -> Passages:
+        """The ``k`` passages closest to ``query``, best first."""
+        return self._send(routes.search(kb, query, k))
+
+    def drop_knowledge_base(self, kb: str) -> None:
+        """Remove a knowledge base and all its documents."""
+        self._send(routes.drop_knowledge_base(kb))
+
+    # --- sessions --------------------------------------------------------------------------
+
+    def create_session(
+        self,
+        session_id: str | None = None,
+        *,
+        title: str = "",
+        history_tokens: int | None = None,
+    ) -> SessionInfo:
+        """Start a session (or go on with the tenant's one of that id)."""
+        return self._send(routes.create_session(session_id, title, history_tokens))
+
+    def sessions(self, limit: int = 100) -> list[SessionInfo]:
+        """The tenant's sessions, the most recently used first."""
+        return self._send(routes.sessions(limit))
+
+    def session(self, session_id: str) -> SessionInfo:
+        """A session with its turns."""
+        return self._send(routes.session(session_id))
+
+    def delete_session(self, session_id: str) -> None:
+        """Forget a session (its jobs stay)."""
+        self._send(routes.delete_session(session_id))
+
+
+class AsyncClient:
+    """The HTTP API of raytroupe, as an asyncio client: :class:`Client`'s methods, awaited.
+
+    ``transport`` is httpx's async transport. :meth:`events` is an async iterator.
+
+    Raises:
+        InvalidInput: as :class:`Client`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = base_url(url)
+        self.timeout = _checked_timeout(timeout)
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            headers=_headers(checked_key(key)),
+            timeout=self.timeout,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"AsyncClient({str(self.url)!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def _send(self, call: Call[T]) -> T:
+        request = call.request(self._http)
+        try:
+            response = await self._http.send(request)
+        except httpx.HTTPError as e:
+            raise _unreachable(request.url, e) from e
+        return call.answer(response)
+
+    @asynccontextmanager
+    async def _stream(
+        self, call: Call[None], timeout: httpx.Timeout
+    ) -> AsyncIterator[httpx.Response]:
+        request = call.request(self._http, timeout)
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.HTTPError as e:
+            raise _unreachable(request.url, e) from e
+        try:
+            if response.status_code >= 300:  # noqa: PLR2004
+                await response.aread()
+            _opened(call, response)
+            yield response
+        finally:
+            await response.aclose()
+
+    async def result(self, job_id: str, *, timeout: float | None = None) -> JobResult:
+        """Wait for the job's end (following its events) and return its result.
+
+        Raises:
+            JobTimeout: it did not end within ``timeout`` seconds (it keeps running).
+            JobFailed: it ended without an answer; ``detail['result']`` has what ran.
+            JobCancelled: it was cancelled; ``detail['result']`` has what ran.
+        """
+        view = await self.job(job_id)
+        if view.result is None:
+            async for _ in self.events(job_id, timeout=timeout):
+                pass
+            view = await self.job(job_id)
+        return outcome(view)
+
+    async def events(
+        self,
+        job_id: str,
+        *,
+        after: int = 0,
+        follow: bool = True,
+        timeout: float | None = None,
+    ) -> AsyncIterator[JobEvent]:
+        """The job's events after ``after``, in order, live, until its last one.
+
+        ``follow=False``: the events it has so far, then the iterator ends.
+
+        A stream that breaks is picked up again where it stopped (none twice, none lost).
+
+        Raises:
+            JobNotFound: no such job for this key.
+            JobTimeout: ``timeout`` seconds passed before the job's last event.
+            Unreachable: the stream kept breaking.
+        """
+        place = _Follow(job_id, after, timeout, follow=follow)
+        while True:
+            call = place.call()
+            broken: httpx.HTTPError | None = None
+            async with self._stream(call, place.read_timeout(self.timeout)) as response:
+                try:
+                    async for sse in EventSource(response).aiter_sse():
+                        event = event_of(sse)
+                        if event is None:
+                            continue
+                        place.seen(event)
+                        yield event
+                        if event.terminal:
+                            return
+                except httpx.HTTPError as e:
+                    broken = e
+            if not place.broke(response.request.url, broken):
+                return
+
+    # --- jobs ------------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        task: str,
+        *,
+        team: TeamLike | str | None = None,
+        skill: str | None = None,
+        **fields: Any,
+    ) -> JobAccepted:
+        """Start a job; answers at once (follow it with :meth:`events` or :meth:`result`).
+
+        ``team`` is a registered team's name, a :class:`TeamSpec` or its mapping; neither it
+        nor ``skill`` routes the job among what the key may run. ``fields`` are the other
+        fields of :class:`~raytroupe.protocols.http.JobRequest` (``input``, ``attachments``,
+        ``budget``, ``session_id``).
+
+        Raises:
+            InvalidRequest: the request does not match the API's schema.
+            Forbidden: the tenant's policy refuses a field (``detail['field']``).
+            TeamNotFound, SkillNotFound: no such team or skill for this key.
+        """
+        return await self._send(routes.submit(task, team, skill, fields))
+
+    async def job(self, job_id: str) -> JobView:
+        """Where the job is, and its result once it has one (``JobNotFound``: not the key's)."""
+        return await self._send(routes.job(job_id))
+
+    async def statuses(self) -> dict[str, JobStatus]:
+        """Every job of the key's tenant and its status, oldest first."""
+        return await self._send(routes.statuses())
+
+    async def jobs(
+        self,
+        status: str | None = None,
+        q: str | None = None,
+        before: float | None = None,
+        limit: int | None = None,
+    ) -> list[JobSummary]:
+        """The tenant's jobs, newest first: ``status`` (or 'live'), text ``q``, paging."""
+        return (await self.summaries(status, q, before, limit)).jobs
+
+    async def summaries(
+        self,
+        status: str | None = None,
+        q: str | None = None,
+        before: float | None = None,
+        limit: int | None = None,
+    ) -> JobSummaries:
+        """A page of :meth:`jobs`, and whether older jobs match too (``more``)."""
+        return await self._send(routes.summaries(status, q, before, limit))
+
+    async def summary(self, job_id: str) -> JobSummary:
+        """The job's line of the jobs list, with its live status."""
+        return await self._send(routes.summary(job_id))
+
+    async def trace(self, job_id: str) -> JobTrace:
+        """The job's spans so far, the root first."""
+        return await self._send(routes.trace(job_id))
+
+    async def cancel(self, job_id: str) -> Cancelled:
+        """Cancel the job (``Conflict`` if it had finished)."""
+        return await self._send(routes.cancel(job_id))
+
+    async def approvals(self, job_id: str | None = None) -> list[PendingApproval]:
+        """Tool calls waiting for a person: the job's, or every job's of the tenant."""
+        return await self._send(routes.approvals(job_id))
+
+    async def approve(self, job_id: str, approval_id: str, reason: str | None = None) -> Decided:
+        """Let a held tool call run (``JobNotFound`` if nothing waits under that id)."""
+        return await self._send(
+            routes.decide(job_id, approval_id, approved=True, reason=reason or "")
+        )
+
+    async def reject(self, job_id: str, approval_id: str, reason: str) -> Decided:
+        """Refuse a held tool call; the agent sees ``reason``."""
+        return await self._send(routes.decide(job_id, approval_id, approved=False, reason=reason))
+
+    async def interrupts(self) -> list[PendingInput]:
+        """Graphs of the tenant's jobs waiting for a person's input."""
+        return await self._send(routes.interrupts())
+
+    async def resume(
+        self,
+        job_id: str,
+        value: Any = None,
+        *,
+        state: Mapping[str, Any] | None = None,
+        interrupt: str | None = None,
+    ) -> Resumed:
+        """Let a graph waiting for input go on: ``value`` for the node, a ``state`` edit."""
+        return await self._send(routes.resume(job_id, value, state, interrupt))
+
+    async def fork(
+        self, job_id: str, step: int, *, state: Mapping[str, Any] | None = None
+    ) -> Forked:
+        """Start a new job from checkpoint ``step`` of a graph job, its state edited or not."""
+        return await self._send(routes.fork(job_id, step, state))
+
+    async def checkpoints(self, job_id: str) -> list[GraphCheckpoint]:
+        """A graph job's checkpoints (none: not a graph job)."""
+        return await self._send(routes.checkpoints(job_id))
+
+    async def feedback(self, job_id: str, score: float, comment: str = "") -> Feedback:
+        """Keep a verdict (0 useless .. 1 exactly right) on a finished job's answer."""
+        return await self._send(routes.feedback(job_id, score, comment))
+
+    async def feedbacks(self, job_id: str) -> list[Feedback]:
+        """Every verdict given on the job, oldest first."""
+        return await self._send(routes.feedbacks(job_id))
+
+    # --- teams, agents, policies -----------------------------------------------------------
+
+    async def teams(self) -> dict[str, TeamSpec]:
+        """Registered teams by name (a tenant's key: those it may run)."""
+        return await self._send(routes.teams())
+
+    async def team(self, name: str) -> TeamSpec:
+        """One registered team (``TeamNotFound``: none, or not for this key)."""
+        return await self._send(routes.team(name))
+
+    async def create_team(self, spec: TeamLike) -> TeamSpec:
+        """Register a new team (``Conflict`` if the name is taken; admin keys)."""
+        return await self._send(routes.create_team(spec))
+
+    async def apply_team(self, spec: TeamLike) -> TeamSpec:
+        """Register a team, or hot-update the one of its name (admin keys)."""
+        return await self._send(routes.apply_team(spec))
+
+    async def delete_team(self, name: str) -> TeamSpec:
+        """Unregister a team and stop its agents (admin keys); the team it was."""
+        return await self._send(routes.delete_team(name))
+
+    async def agents(self) -> list[AgentInfo]:
+        """Agents of registered teams, with their load."""
+        return await self._send(routes.agents())
+
+    async def create_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
+        """Add an agent to a registered team (admin keys)."""
+        return await self._send(routes.create_agent(team, agent))
+
+    async def put_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
+        """Add an agent, or reconfigure the one of its name in place (admin keys)."""
+        return await self._send(routes.put_agent(team, agent))
+
+    async def delete_agent(self, name: str) -> AgentInfo:
+        """Remove an agent from its team and stop it (admin keys)."""
+        return await self._send(routes.delete_agent(name))
+
+    async def policy(self) -> TenantPolicy:
+        """The policy that binds the key's tenant."""
+        return await self._send(routes.policy())
+
+    async def policies(self) -> dict[str, TenantPolicy]:
+        """Every tenant policy by tenant, ``*`` the default (admin keys)."""
+        return await self._send(routes.policies())
+
+    async def put_policy(
+        self, tenant: str, policy: TenantPolicy | Mapping[str, Any]
+    ) -> TenantPolicy:
+        """Set a tenant's policy, ``*`` the default (admin keys)."""
+        return await self._send(routes.put_policy(tenant, policy))
+
+    async def delete_policy(self, tenant: str) -> None:
+        """Drop a tenant's own policy: the default binds it again (admin keys)."""
+        await self._send(routes.delete_policy(tenant))
+
+    # --- operations ------------------------------------------------------------------------
+
+    @overload
+    async def usage(
+        self, job_id: str | None = None, *, daily: Literal[False] = False
+    ) -> list[UsageRow]: ...
+
+    @overload
+    async def usage(self, job_id: None = None, *, daily: Literal[True]) -> list[DailyUsage]: ...
+
+    async def usage(
+        self, job_id: str | None = None, *, daily: bool = False
+    ) -> list[UsageRow] | list[DailyUsage]:
+        """Model usage of the tenant's jobs (or one job's), by job, agent and model.
+
+        ``daily=True``: :meth:`daily_usage` (every job's, by tenant, day and model).
+        """
+        if daily:
+            if job_id is not None:
+                raise InvalidInput("daily usage totals every job: give no job_id", field="job_id")
+            return await self.daily_usage()
+        return await self._send(routes.usage(job_id))
+
+    async def daily_usage(self) -> list[DailyUsage]:
+        """Usage by tenant, day and model (an admin key: every tenant's)."""
+        return await self._send(routes.daily_usage())
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetterView]:
+        """The router's newest dead letters, newest first (admin keys)."""
+        return await self._send(routes.dead_letters(limit))
+
+    async def me(self) -> Me:
+        """The key's name, tenant, and whether it is an admin's."""
+        return await self._send(routes.me())
+
+    async def models(self) -> list[str]:
+        """What the key may name as an OpenAI ``model``: teams, ``skill:<name>``, ``auto``."""
+        return await self._send(routes.models())
+
+    async def model(self, model_id: str) -> str:
+        """``model_id``, if the key may name it (``TeamNotFound`` otherwise)."""
+        return await self._send(routes.model(model_id))
+
+    async def health(self) -> Health:
+        """Liveness (no key needed)."""
+        return await self._send(routes.health())
+
+    async def ready(self) -> Readiness:
+        """Readiness of each system actor (no key needed); not ready is an answer too."""
+        return await self._send(routes.ready())
+
+    # --- skills ----------------------------------------------------------------------------
+
+    async def skills(self) -> SkillListing:
+        """Skills the key may run (an admin key: and skill files that failed to load)."""
+        return await self._send(routes.skills())
+
+    async def skill(self, name: str, version: str | None = None) -> SkillSpec:
+        """A skill's current version, or ``version`` of it."""
+        return await self._send(routes.skill(name, version))
+
+    async def skill_history(self, name: str) -> list[SkillEvent]:
+        """What happened to the skill (admin keys)."""
+        return await self._send(routes.skill_history(name))
+
+    async def apply_skill(self, spec: SkillSpec | Mapping[str, Any]) -> SkillApplied:
+        """Register a skill version and make it current (admin keys)."""
+        return await self._send(routes.apply_skill(spec))
+
+    async def apply_skill_file(self, text: str, *, kind: str = "yaml") -> SkillApplied:
+        """Register a skill from its file's text, ``kind`` 'yaml' or 'markdown' (admin keys).
+
+        Raises:
+            InvalidInput: the file is not a valid skill (each problem with its line).
+        """
+        return await self._send(routes.apply_skill_file(text, kind))
+
+    async def rollback_skill(self, name: str, version: str | None = None) -> SkillApplied:
+        """Make an earlier version current again (the one before, by default; admin keys)."""
+        return await self._send(routes.rollback_skill(name, version))
+
+    async def lessons(self, name: str) -> list[MemoryHit]:
+        """What reflection learned from the tenant's jobs of the skill, newest first."""
+        return await self._send(routes.lessons(name))
+
+    async def delete_lesson(self, name: str, lesson_id: str) -> None:
+        """Forget one lesson of the tenant's."""
+        await self._send(routes.delete_lesson(name, lesson_id))
+
+    async def delete_skill(self, name: str) -> SkillInfo:
+        """Unregister the skill and every version of it (admin keys)."""
+        return await self._send(routes.delete_skill(name))
+
+    # --- evals and experiments -------------------------------------------------------------
+
+    async def start_eval(
+        self,
+        suite: EvalSuite | Mapping[str, Any],
+        *,
+        skill: str | None = None,
+        team: str | None = None,
+        concurrency: int = 4,
+        budget: Budget | None = None,
+    ) -> EvalAccepted:
+        """Start running an eval suite against a skill or team, as the key's tenant."""
+        call = routes.start_eval(
+            suite, skill=skill, team=team, concurrency=concurrency, budget=budget
+        )
+        return await self._send(call)
+
+    async def evals(self) -> list[EvalRun]:
+        """The tenant's eval runs (an admin key: all), without their cases."""
+        return await self._send(routes.evals())
+
+    async def eval_run(self, run_id: str, *, wait: float = 0.0) -> EvalRun:
+        """An eval run with its cases; ``wait`` seconds (at most 60) for it to finish."""
+        return await self._send(routes.eval_run(run_id, wait))
+
+    async def compare_evals(self, base: str, other: str) -> EvalComparison:
+        """Two runs of one suite, case by case, with a paired permutation test."""
+        return await self._send(routes.compare_evals(base, other))
+
+    async def start_experiment(self, spec: ExperimentSpec | Mapping[str, Any]) -> ExperimentInfo:
+        """Split a skill's live traffic between its versions (admin keys)."""
+        return await self._send(routes.start_experiment(spec))
+
+    async def experiments(self) -> list[ExperimentInfo]:
+        """Every experiment with each arm's figures (admin keys)."""
+        return await self._send(routes.experiments())
+
+    async def experiment(self, name: str) -> ExperimentInfo:
+        """One experiment (admin keys)."""
+        return await self._send(routes.experiment(name))
+
+    async def stop_experiment(self, name: str) -> ExperimentInfo:
+        """End a running experiment without a verdict (admin keys)."""
+        return await self._send(routes.stop_experiment(name))
+
+    # --- knowledge bases -------------------------------------------------------------------
+
+    async def knowledge_bases(self) -> list[KnowledgeBaseInfo]:
+        """The tenant's knowledge bases."""
+        return await self._send(routes.knowledge_bases())
+
+    async def ingest(
+        self, kb: str, documents: Sequence[KnowledgeDocument | Mapping[str, Any]]
+    ) -> IngestReport:
+        """Chunk, embed and store documents in a knowledge base (made if new)."""
+        return await self._send(routes.ingest(kb, documents))
+
+    async def documents(self, kb: str) -> list[DocumentInfo]:
+        """A knowledge base's documents."""
+        return await self._send(routes.documents(kb))
+
+    async def delete_document(self, kb: str, source: str) -> None:
+        """Remove a document and its passages (``KnowledgeNotFound`` if there is none)."""
+        await self._send(routes.delete_document(kb, source))
+
+    async def search(self, kb: str, query: str, *, k: int = 5) -> Passages:
+        """The ``k`` passages closest to ``query``, best first."""
+        return await self._send(routes.search(kb, query, k))
+
+    async def drop_knowledge_base(self, kb: str) -> None:
+        """Remove a knowledge base and all its documents."""
+        await self._send(routes.drop_knowledge_base(kb))
+
+    # --- sessions --------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        session_id: str | None = None,
+        *,
+        title: str = "",
+        history_tokens: int | None = None,
+    ) -> SessionInfo:
+        """Start a session (or go on with the tenant's one of that id)."""
+        return await self._send(routes.create_session(session_id, title, history_tokens))
+
+    async def sessions(self, limit: int = 100) -> list[SessionInfo]:
+        """The tenant's sessions, the most recently used first."""
+        return await self._send(routes.sessions(limit))
+
+    async def session(self, session_id: str) -> SessionInfo:
+        """A session with its turns."""
+        return await self._send(routes.session(session_id))
+
+    async def delete_session(self, session_id: str) -> None:
+        """Forget a session (its jobs stay)."""
+        await self._send(routes.delete_session(session_id))

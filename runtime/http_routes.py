@@ -1,0 +1,522 @@
+"""Every route of the HTTP API as a :class:`~runtime.http_calls.Call` builder.
+
+One function per route (``GET /v1/jobs/{id}`` is :func:`job`), named as the clients' methods
+are; paths take quoted segments, bodies JSON-ready data. The OpenAI-compatible
+``/v1/chat/completions`` is for OpenAI's SDKs and has no builder here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+
+import httpx
+from pydantic import BaseModel
+
+from raytroupe.protocols import (
+    AgentInfo,
+    AgentSpec,
+    Budget,
+    Feedback,
+    InvalidInput,
+    JobStatus,
+    JobSummary,
+    MemoryHit,
+    TeamSpec,
+    TenantPolicy,
+    UsageRow,
+)
+from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite
+from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
+from raytroupe.protocols.graph import GraphCheckpoint
+from raytroupe.protocols.http import (
+    Cancelled,
+    DailyUsage,
+    DeadLetterView,
+    Decided,
+    EvalAccepted,
+    Forked,
+    Health,
+    JobAccepted,
+    JobSummaries,
+    JobTrace,
+    JobView,
+    Me,
+    PendingApproval,
+    PendingInput,
+    Readiness,
+    Resumed,
+    SkillApplied,
+    SkillListing,
+)
+from raytroupe.protocols.knowledge import (
+    DocumentInfo,
+    IngestReport,
+    KnowledgeBaseInfo,
+    KnowledgeDocument,
+    Passages,
+)
+from raytroupe.protocols.payloads import ApprovalRequest
+from raytroupe.protocols.sessions import SessionInfo
+from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillSpec
+from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
+
+TeamLike = TeamSpec | Mapping[str, Any]
+"""A team: its specification, or the same as a mapping (sent as it is: the server checks)."""
+
+_JOBS: Final = "/v1/jobs"
+
+
+def _job(job_id: str, *rest: str) -> str:
+    return "/".join((_JOBS, segment(job_id, "job_id"), *rest))
+
+
+def _params(**values: str | int | float | None) -> dict[str, str | int | float]:
+    return {name: value for name, value in values.items() if value is not None}
+
+
+def _team_body(team: TeamLike | str) -> Any:
+    if isinstance(team, str):
+        return team
+    return json_body(team.model_dump(mode="json") if isinstance(team, BaseModel) else team, "team")
+
+
+def _name_of(spec: BaseModel | Mapping[str, Any], what: str) -> str:
+    name = spec.get("name") if isinstance(spec, Mapping) else getattr(spec, "name", None)
+    if not isinstance(name, str):
+        raise InvalidInput(f"the {what} has no name", field=f"{what}.name")
+    return name
+
+
+# --- jobs ----------------------------------------------------------------------------------
+
+
+def submit(
+    task: str, team: TeamLike | str | None, skill: str | None, fields: Mapping[str, Any]
+) -> Call[JobAccepted]:
+    """``POST /v1/jobs``."""
+    body: dict[str, Any] = {"task": task, **json_body(dict(fields), "fields")}
+    if team is not None:
+        body["team"] = _team_body(team)
+    if skill is not None:
+        body["skill"] = skill
+    return Call("POST", _JOBS, read(JobAccepted), body=body)
+
+
+def job(job_id: str) -> Call[JobView]:
+    """``GET /v1/jobs/{job_id}``."""
+    return Call("GET", _job(job_id), read(JobView))
+
+
+def statuses() -> Call[dict[str, JobStatus]]:
+    """``GET /v1/jobs``."""
+    return Call("GET", _JOBS, read(dict[str, JobStatus]))
+
+
+def summaries(
+    status: str | None, q: str | None, before: float | None, limit: int | None
+) -> Call[JobSummaries]:
+    """``GET /v1/jobs/summaries``."""
+    params = _params(status=status, q=q, before=before, limit=limit)
+    return Call("GET", f"{_JOBS}/summaries", read(JobSummaries), params=params)
+
+
+def summary(job_id: str) -> Call[JobSummary]:
+    """``GET /v1/jobs/{job_id}/summary``."""
+    return Call("GET", _job(job_id, "summary"), read(JobSummary))
+
+
+def trace(job_id: str) -> Call[JobTrace]:
+    """``GET /v1/jobs/{job_id}/trace``."""
+    return Call("GET", _job(job_id, "trace"), read(JobTrace))
+
+
+def events(job_id: str, after: int, *, follow: bool) -> Call[None]:
+    """``GET /v1/jobs/{job_id}/events?after=&follow=`` (its answer is streamed, not read)."""
+    params = {"after": after, "follow": follow}
+    return Call("GET", _job(job_id, "events"), nothing, params=params)
+
+
+def cancel(job_id: str) -> Call[Cancelled]:
+    """``POST /v1/jobs/{job_id}/cancel``."""
+    return Call("POST", _job(job_id, "cancel"), read(Cancelled))
+
+
+def approvals(job_id: str | None) -> Call[list[PendingApproval]]:
+    """``GET /v1/approvals``, or ``GET /v1/jobs/{job_id}/approvals`` for one job's."""
+    if job_id is None:
+        return Call("GET", "/v1/approvals", read(list[PendingApproval]))
+
+    def pending(response: httpx.Response) -> list[PendingApproval]:
+        held = read(list[ApprovalRequest])(response)
+        return [PendingApproval(job_id=job_id, **r.model_dump(exclude={"kind"})) for r in held]
+
+    return Call("GET", _job(job_id, "approvals"), pending)
+
+
+def decide(job_id: str, approval_id: str, *, approved: bool, reason: str) -> Call[Decided]:
+    """``POST /v1/jobs/{job_id}/approvals/{approval_id}``."""
+    path = _job(job_id, "approvals", segment(approval_id, "approval_id"))
+    return Call("POST", path, read(Decided), body={"approved": approved, "reason": reason})
+
+
+def interrupts() -> Call[list[PendingInput]]:
+    """``GET /v1/interrupts``."""
+    return Call("GET", "/v1/interrupts", read(list[PendingInput]))
+
+
+def resume(
+    job_id: str, value: Any, state: Mapping[str, Any] | None, interrupt: str | None
+) -> Call[Resumed]:
+    """``POST /v1/jobs/{job_id}/resume``."""
+    body = {"value": json_body(value, "value"), "state": json_body(state, "state")}
+    if interrupt is not None:
+        body["interrupt"] = interrupt
+    return Call("POST", _job(job_id, "resume"), read(Resumed), body=body)
+
+
+def fork(job_id: str, step: int, state: Mapping[str, Any] | None) -> Call[Forked]:
+    """``POST /v1/jobs/{job_id}/fork``."""
+    body = {"step": step, "state": json_body(state, "state")}
+    return Call("POST", _job(job_id, "fork"), read(Forked), body=body)
+
+
+def checkpoints(job_id: str) -> Call[list[GraphCheckpoint]]:
+    """``GET /v1/jobs/{job_id}/checkpoints``."""
+    return Call("GET", _job(job_id, "checkpoints"), read(list[GraphCheckpoint]))
+
+
+def feedback(job_id: str, score: float, comment: str) -> Call[Feedback]:
+    """``POST /v1/jobs/{job_id}/feedback``."""
+    body = {"score": score, "comment": comment}
+    return Call("POST", _job(job_id, "feedback"), read(Feedback), body=body)
+
+
+def feedbacks(job_id: str) -> Call[list[Feedback]]:
+    """``GET /v1/jobs/{job_id}/feedback``."""
+    return Call("GET", _job(job_id, "feedback"), read(list[Feedback]))
+
+
+# --- teams and agents ----------------------------------------------------------------------
+
+
+def teams() -> Call[dict[str, TeamSpec]]:
+    """``GET /v1/teams``."""
+    return Call("GET", "/v1/teams", read(dict[str, TeamSpec]))
+
+
+def team(name: str) -> Call[TeamSpec]:
+    """``GET /v1/teams/{name}``."""
+    return Call("GET", f"/v1/teams/{segment(name, 'team')}", read(TeamSpec))
+
+
+def create_team(spec: TeamLike) -> Call[TeamSpec]:
+    """``POST /v1/teams``."""
+    return Call("POST", "/v1/teams", read(TeamSpec), body=_team_body(spec))
+
+
+def apply_team(spec: TeamLike) -> Call[TeamSpec]:
+    """``PUT /v1/teams/{name}``."""
+    path = f"/v1/teams/{segment(_name_of(spec, 'team'), 'team')}"
+    return Call("PUT", path, read(TeamSpec), body=_team_body(spec))
+
+
+def delete_team(name: str) -> Call[TeamSpec]:
+    """``DELETE /v1/teams/{name}``."""
+    return Call("DELETE", f"/v1/teams/{segment(name, 'team')}", read(TeamSpec))
+
+
+def agents() -> Call[list[AgentInfo]]:
+    """``GET /v1/agents``."""
+    return Call("GET", "/v1/agents", read(list[AgentInfo]))
+
+
+def create_agent(team_name: str, agent: AgentSpec | Mapping[str, Any]) -> Call[AgentInfo]:
+    """``POST /v1/agents``."""
+    body = {"team": team_name, "agent": json_body(agent, "agent")}
+    return Call("POST", "/v1/agents", read(AgentInfo), body=body)
+
+
+def put_agent(team_name: str, agent: AgentSpec | Mapping[str, Any]) -> Call[AgentInfo]:
+    """``PUT /v1/agents/{name}``."""
+    path = f"/v1/agents/{segment(_name_of(agent, 'agent'), 'agent')}"
+    body = {"team": team_name, "agent": json_body(agent, "agent")}
+    return Call("PUT", path, read(AgentInfo), body=body)
+
+
+def delete_agent(name: str) -> Call[AgentInfo]:
+    """``DELETE /v1/agents/{name}``."""
+    return Call("DELETE", f"/v1/agents/{segment(name, 'agent')}", read(AgentInfo))
+
+
+# --- tenants' policies ---------------------------------------------------------------------
+
+
+def policy() -> Call[TenantPolicy]:
+    """``GET /v1/policy``."""
+    return Call("GET", "/v1/policy", read(TenantPolicy))
+
+
+def policies() -> Call[dict[str, TenantPolicy]]:
+    """``GET /v1/tenants/policies``."""
+    return Call("GET", "/v1/tenants/policies", read(dict[str, TenantPolicy]))
+
+
+def put_policy(tenant: str, spec: TenantPolicy | Mapping[str, Any]) -> Call[TenantPolicy]:
+    """``PUT /v1/tenants/{tenant}/policy``."""
+    path = f"/v1/tenants/{segment(tenant, 'tenant')}/policy"
+    return Call("PUT", path, read(TenantPolicy), body=json_body(spec, "policy"))
+
+
+def delete_policy(tenant: str) -> Call[None]:
+    """``DELETE /v1/tenants/{tenant}/policy``."""
+    return Call("DELETE", f"/v1/tenants/{segment(tenant, 'tenant')}/policy", nothing)
+
+
+# --- operations and the console ------------------------------------------------------------
+
+
+def usage(job_id: str | None) -> Call[list[UsageRow]]:
+    """``GET /v1/usage``."""
+    return Call("GET", "/v1/usage", read(list[UsageRow]), params=_params(job_id=job_id))
+
+
+def daily_usage() -> Call[list[DailyUsage]]:
+    """``GET /v1/usage/daily``."""
+    return Call("GET", "/v1/usage/daily", read(list[DailyUsage]))
+
+
+def dead_letters(limit: int) -> Call[list[DeadLetterView]]:
+    """``GET /v1/dead-letters``."""
+    return Call("GET", "/v1/dead-letters", read(list[DeadLetterView]), params={"limit": limit})
+
+
+def me() -> Call[Me]:
+    """``GET /v1/me``."""
+    return Call("GET", "/v1/me", read(Me))
+
+
+class _ModelCard(BaseModel):
+    id: str
+
+
+class _ModelList(BaseModel):
+    data: list[_ModelCard]
+
+
+def _ids(response: httpx.Response) -> list[str]:
+    return [card.id for card in read(_ModelList)(response).data]
+
+
+def models() -> Call[list[str]]:
+    """``GET /v1/models`` (the ids: what a client may name as ``model``)."""
+    return Call("GET", "/v1/models", _ids)
+
+
+def model(model_id: str) -> Call[str]:
+    """``GET /v1/models/{model_id}``."""
+    path = f"/v1/models/{segment(model_id, 'model')}"
+    return Call("GET", path, lambda response: read(_ModelCard)(response).id)
+
+
+def health() -> Call[Health]:
+    """``GET /healthz``."""
+    return Call("GET", "/healthz", read(Health))
+
+
+def ready() -> Call[Readiness]:
+    """``GET /readyz`` (its 503 says which system actor does not answer)."""
+    return Call("GET", "/readyz", read(Readiness), answered=frozenset({503}))
+
+
+# --- skills --------------------------------------------------------------------------------
+
+_SKILLS: Final = "/v1/skills"
+_SKILL_FILE_TYPES: Final = {"yaml": "application/yaml", "markdown": "text/markdown"}
+
+
+def _skill(name: str, *rest: str) -> str:
+    return "/".join((_SKILLS, segment(name, "skill"), *rest))
+
+
+def skills() -> Call[SkillListing]:
+    """``GET /v1/skills``."""
+    return Call("GET", _SKILLS, read(SkillListing))
+
+
+def skill(name: str, version: str | None) -> Call[SkillSpec]:
+    """``GET /v1/skills/{name}``."""
+    return Call("GET", _skill(name), read(SkillSpec), params=_params(version=version))
+
+
+def skill_history(name: str) -> Call[list[SkillEvent]]:
+    """``GET /v1/skills/{name}/history``."""
+    return Call("GET", _skill(name, "history"), read(list[SkillEvent]))
+
+
+def apply_skill(spec: SkillSpec | Mapping[str, Any]) -> Call[SkillApplied]:
+    """``PUT /v1/skills/{name}``."""
+    path = _skill(_name_of(spec, "skill"))
+    return Call("PUT", path, read(SkillApplied), body=json_body(spec, "skill"))
+
+
+def apply_skill_file(text: str, kind: str) -> Call[SkillApplied]:
+    """``POST /v1/skills`` with a skill file (``kind``: 'yaml' or 'markdown')."""
+    if kind not in _SKILL_FILE_TYPES:
+        raise InvalidInput(f"a skill file is 'yaml' or 'markdown', not {kind!r}", field="kind")
+    return Call(
+        "POST",
+        _SKILLS,
+        read(SkillApplied),
+        content=text.encode("utf-8"),
+        content_type=_SKILL_FILE_TYPES[kind],
+    )
+
+
+def rollback_skill(name: str, version: str | None) -> Call[SkillApplied]:
+    """``POST /v1/skills/{name}/rollback``."""
+    return Call("POST", _skill(name, "rollback"), read(SkillApplied), body={"version": version})
+
+
+def lessons(name: str) -> Call[list[MemoryHit]]:
+    """``GET /v1/skills/{name}/lessons``."""
+    return Call("GET", _skill(name, "lessons"), read(list[MemoryHit]))
+
+
+def delete_lesson(name: str, lesson_id: str) -> Call[None]:
+    """``DELETE /v1/skills/{name}/lessons/{lesson_id}``."""
+    return Call("DELETE", _skill(name, "lessons", segment(lesson_id, "lesson_id")), nothing)
+
+
+def delete_skill(name: str) -> Call[SkillInfo]:
+    """``DELETE /v1/skills/{name}``."""
+    return Call("DELETE", _skill(name), read(SkillInfo))
+
+
+# --- evals and experiments -----------------------------------------------------------------
+
+
+def start_eval(
+    suite: EvalSuite | Mapping[str, Any],
+    *,
+    skill: str | None,
+    team: str | None,
+    concurrency: int,
+    budget: Budget | None,
+) -> Call[EvalAccepted]:
+    """``POST /v1/evals``."""
+    body = {
+        "suite": json_body(suite, "suite"),
+        "skill": skill,
+        "team": team,
+        "concurrency": concurrency,
+        "budget": json_body(budget, "budget"),
+    }
+    return Call("POST", "/v1/evals", read(EvalAccepted), body=body)
+
+
+def evals() -> Call[list[EvalRun]]:
+    """``GET /v1/evals``."""
+    return Call("GET", "/v1/evals", read(list[EvalRun]))
+
+
+def eval_run(run_id: str, wait: float) -> Call[EvalRun]:
+    """``GET /v1/evals/{run_id}?wait=``."""
+    path = f"/v1/evals/{segment(run_id, 'run_id')}"
+    return Call("GET", path, read(EvalRun), params={"wait": wait})
+
+
+def compare_evals(base: str, other: str) -> Call[EvalComparison]:
+    """``GET /v1/evals/compare``."""
+    params = {"base": base, "other": other}
+    return Call("GET", "/v1/evals/compare", read(EvalComparison), params=params)
+
+
+def start_experiment(spec: ExperimentSpec | Mapping[str, Any]) -> Call[ExperimentInfo]:
+    """``POST /v1/experiments``."""
+    body = json_body(spec, "experiment")
+    return Call("POST", "/v1/experiments", read(ExperimentInfo), body=body)
+
+
+def experiments() -> Call[list[ExperimentInfo]]:
+    """``GET /v1/experiments``."""
+    return Call("GET", "/v1/experiments", read(list[ExperimentInfo]))
+
+
+def experiment(name: str) -> Call[ExperimentInfo]:
+    """``GET /v1/experiments/{name}``."""
+    return Call("GET", f"/v1/experiments/{segment(name, 'experiment')}", read(ExperimentInfo))
+
+
+def stop_experiment(name: str) -> Call[ExperimentInfo]:
+    """``POST /v1/experiments/{name}/stop``."""
+    path = f"/v1/experiments/{segment(name, 'experiment')}/stop"
+    return Call("POST", path, read(ExperimentInfo))
+
+
+# --- knowledge bases -----------------------------------------------------------------------
+
+
+def _kb(kb: str, *rest: str) -> str:
+    return "/".join(("/v1/knowledge", segment(kb, "knowledge_base"), *rest))
+
+
+def knowledge_bases() -> Call[list[KnowledgeBaseInfo]]:
+    """``GET /v1/knowledge``."""
+    return Call("GET", "/v1/knowledge", read(list[KnowledgeBaseInfo]))
+
+
+def ingest(
+    kb: str, documents: Sequence[KnowledgeDocument | Mapping[str, Any]]
+) -> Call[IngestReport]:
+    """``POST /v1/knowledge/{kb}/documents``."""
+    body = {"documents": json_body(list(documents), "documents")}
+    return Call("POST", _kb(kb, "documents"), read(IngestReport), body=body)
+
+
+def documents(kb: str) -> Call[list[DocumentInfo]]:
+    """``GET /v1/knowledge/{kb}/documents``."""
+    return Call("GET", _kb(kb, "documents"), read(list[DocumentInfo]))
+
+
+def delete_document(kb: str, source: str) -> Call[None]:
+    """``DELETE /v1/knowledge/{kb}/documents?source=``."""
+    return Call("DELETE", _kb(kb, "documents"), nothing, params={"source": source})
+
+
+def search(kb: str, query: str, k: int) -> Call[Passages]:
+    """``POST /v1/knowledge/{kb}/search``."""
+    return Call("POST", _kb(kb, "search"), read(Passages), body={"query": query, "k": k})
+
+
+def drop_knowledge_base(kb: str) -> Call[None]:
+    """``DELETE /v1/knowledge/{kb}``."""
+    return Call("DELETE", _kb(kb), nothing)
+
+
+# --- sessions ------------------------------------------------------------------------------
+
+
+def create_session(
+    session_id: str | None, title: str, history_tokens: int | None
+) -> Call[SessionInfo]:
+    """``POST /v1/sessions``."""
+    body: dict[str, Any] = {"id": session_id, "title": title}
+    if history_tokens is not None:
+        body["history_tokens"] = history_tokens
+    return Call("POST", "/v1/sessions", read(SessionInfo), body=body)
+
+
+def sessions(limit: int) -> Call[list[SessionInfo]]:
+    """``GET /v1/sessions``."""
+    return Call("GET", "/v1/sessions", read(list[SessionInfo]), params={"limit": limit})
+
+
+def session(session_id: str) -> Call[SessionInfo]:
+    """``GET /v1/sessions/{session_id}``."""
+    return Call("GET", f"/v1/sessions/{segment(session_id, 'session_id')}", read(SessionInfo))
+
+
+def delete_session(session_id: str) -> Call[None]:
+    """``DELETE /v1/sessions/{session_id}``."""
+    return Call("DELETE", f"/v1/sessions/{segment(session_id, 'session_id')}", nothing)
