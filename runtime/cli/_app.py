@@ -1,79 +1,92 @@
-"""The ``troupe`` commands (typer): thin glue over the driver API and ``runtime.cli._local``."""
+"""The ``troupe`` commands (typer): thin glue over the driver API, the HTTP client and ``_local``.
+
+Nothing heavy is imported here: ``troupe --help``, ``--version`` and shell completion load
+typer and rich only. Each command imports Ray, pydantic's models or the HTTP client in its
+body (measured: ``--help`` went from 4 s to ~0.2 s once nothing imported ``ray.serve``).
+"""
 
 from __future__ import annotations
 
 import contextlib
-import functools
-import logging
 import os
 import shutil
 import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Final, ParamSpec
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 import typer
-import yaml
-from pydantic import ValidationError
-from rich.table import Table
 
-from raytroupe.actors.memory.config import MemoryConfig
-from raytroupe.actors.state import checked_state_url, redact_url
-from raytroupe.actors.system_config import StateConfig, SystemConfig
-from raytroupe.actors.tools.config import ToolsConfig
-from raytroupe.deployments import APIConfig, APIKey, deploy, hash_key, new_key
-from raytroupe.protocols import ConfigError, TroupeError
-from raytroupe.runtime.cli import _local
-from raytroupe.runtime.cli._connect import close, connect, resolve_address
+from raytroupe.runtime.cli import _remote
 from raytroupe.runtime.cli._evals import evals_app, evaluate
 from raytroupe.runtime.cli._experiments import experiments_app
 from raytroupe.runtime.cli._graphs import checkpoints, fork, resume
+from raytroupe.runtime.cli._jobs import (
+    agents,
+    approvals,
+    approve,
+    cancel,
+    dead_letters,
+    events,
+    jobs,
+    reject,
+    result,
+    run,
+    usage_command,
+)
 from raytroupe.runtime.cli._knowledge import kb_app, sessions_app
 from raytroupe.runtime.cli._models import models_app
-from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._show import (
-    ERR,
-    OUT,
-    agents_table,
-    error,
-    follow,
-    jobs_table,
-    result_json,
-    show_key,
-    show_result,
-)
+from raytroupe.runtime.cli._options import Address, StateDir, state_dir_of
+from raytroupe.runtime.cli._show import ERR, OUT, error, reported
+from raytroupe.runtime.cli._show import usage as usage_error
 from raytroupe.runtime.cli._skills import ask, skills_app
-from raytroupe.runtime.config import Team
+from raytroupe.runtime.cli._teams import teams_app
+
+if TYPE_CHECKING:
+    from raytroupe.actors.system_config import SystemConfig
+    from raytroupe.deployments import APIConfig
+    from raytroupe.runtime.cli._local import UpState
 
 __all__ = ["app", "main"]
 
 _READY_S: Final = 120.0
+_HELP: Final = (
+    "Run raytroupe: a local Ray with its HTTP app, jobs, teams' agents, API keys. "
+    "With --url (or --profile) the commands act on a deployment over HTTP instead."
+)
+
+_JOBS: Final = "Jobs (here, or over HTTP with --url)"
+_WAITING: Final = "Jobs waiting for a person, graph checkpoints"
+_LOCAL: Final = "This machine's Ray"
+_RESOURCES: Final = "Teams, skills, knowledge, evaluation"
 
 app = typer.Typer(
     name="troupe",
-    help="Run raytroupe: a local Ray with its HTTP app, jobs, teams' agents, API keys.",
+    help=_HELP,
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish)
     pretty_exceptions_show_locals=False,  # locals may hold API keys
 )
 key_app = typer.Typer(help="API keys of the HTTP app.", no_args_is_help=True)
-app.add_typer(key_app, name="key")
 config_app = typer.Typer(help="Configuration files.", no_args_is_help=True)
-app.add_typer(config_app, name="config")
-app.add_typer(skills_app, name="skills")
-app.add_typer(evals_app, name="evals")
-app.add_typer(experiments_app, name="experiments")
-app.add_typer(models_app, name="models")
-app.add_typer(kb_app, name="kb")
-app.add_typer(sessions_app, name="sessions")
-
-P = ParamSpec("P")
+for _group, _name, _panel in (
+    (teams_app, "teams", _RESOURCES),
+    (skills_app, "skills", _RESOURCES),
+    (evals_app, "evals", _RESOURCES),
+    (experiments_app, "experiments", _RESOURCES),
+    (kb_app, "kb", _RESOURCES),
+    (sessions_app, "sessions", _RESOURCES),
+    (key_app, "key", _LOCAL),
+    (config_app, "config", _LOCAL),
+    (models_app, "models", _LOCAL),
+):
+    app.add_typer(_group, name=_name, rich_help_panel=_panel)
 
 
 def _version(shown: bool) -> None:
     if shown:
-        from raytroupe import __version__  # noqa: PLC0415
+        from raytroupe import __version__
 
         OUT.print(f"troupe {__version__}", highlight=False)
         raise typer.Exit
@@ -81,7 +94,36 @@ def _version(shown: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     *,
+    url: Annotated[
+        str | None,
+        typer.Option(
+            "--url",
+            envvar="TROUPE_URL",
+            help="A deployment's HTTP app (https://host): the commands act on it over HTTP.",
+            show_default=False,
+        ),
+    ] = None,
+    key: Annotated[
+        str | None,
+        typer.Option(
+            "--key",
+            envvar="TROUPE_API_KEY",
+            help="The API key to present (better: $TROUPE_API_KEY or a profile, out of `ps`).",
+            show_default=False,
+        ),
+    ] = None,
+    profile: Annotated[
+        str | None,
+        typer.Option(
+            "--profile",
+            envvar="TROUPE_PROFILE",
+            help="A deployment of ~/.config/troupe/profiles.toml ($TROUPE_CONFIG_DIR): its url "
+            "and where its key is (key_env or key_file).",
+            show_default=False,
+        ),
+    ] = None,
     version: Annotated[
         bool,
         typer.Option(
@@ -90,6 +132,22 @@ def _root(
     ] = False,
 ) -> None:
     """Run raytroupe: a local Ray with its HTTP app, jobs, teams' agents, API keys."""
+    del version  # its eager callback printed it and stopped
+
+    def on_line(name: str) -> bool:
+        source = ctx.get_parameter_source(name)
+        return source is not None and source.name == "COMMANDLINE"
+
+    _remote.given(
+        _remote.Given(
+            url=url,
+            key=key,
+            profile=profile,
+            url_on_line=on_line("url"),
+            key_on_line=on_line("key"),
+            profile_on_line=on_line("profile"),
+        )
+    )
 
 
 ApiConfigFile = Annotated[
@@ -99,70 +157,54 @@ ApiConfigFile = Annotated[
     ),
 ]
 
-
-def _reported(func: Callable[P, None]) -> Callable[P, None]:
-    """Print a raytroupe error as one red line and exit 1, instead of a traceback."""
-
-    @functools.wraps(func)
-    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
-        try:
-            func(*args, **kwargs)
-        except TroupeError as exc:
-            error(exc.message)
-            raise typer.Exit(1) from None
-
-    return wrapper
-
-
-app.command("ask")(_reported(ask))
-app.command("eval")(_reported(evaluate))
-for _command in [
-    *skills_app.registered_commands,
-    *evals_app.registered_commands,
-    *experiments_app.registered_commands,
-    *models_app.registered_commands,
-    *kb_app.registered_commands,
-    *sessions_app.registered_commands,
-]:
-    _command.callback = _reported(_command.callback) if _command.callback else None
-
-
-def _usage(message: str) -> typer.Exit:
-    error(message)
-    return typer.Exit(2)
-
-
-def _state_dir(given: Path | None) -> Path:
-    return (given or _local.default_state_dir()).expanduser()
+_COMMANDS: Final[dict[str, dict[str, Callable[..., None]]]] = {
+    _JOBS: {
+        "run": run,
+        "ask": ask,
+        "result": result,
+        "events": events,
+        "cancel": cancel,
+        "jobs": jobs,
+        "agents": agents,
+        "usage": usage_command,
+        "dead-letters": dead_letters,
+    },
+    _WAITING: {
+        "approvals": approvals,
+        "approve": approve,
+        "reject": reject,
+        # a graph job's checkpoints; resuming it where it waits for input; forking it from one
+        "checkpoints": checkpoints,
+        "resume": resume,
+        "fork": fork,
+    },
+    _RESOURCES: {"eval": evaluate},
+}
+for _panel, _commands in _COMMANDS.items():
+    for _name, _command in _commands.items():
+        app.command(_name, rich_help_panel=_panel)(reported(_command))
+for _sub in (teams_app, skills_app, evals_app, experiments_app, models_app, kb_app, sessions_app):
+    for _info in _sub.registered_commands:
+        _info.callback = reported(_info.callback) if _info.callback else None
 
 
 def _api_config(path: Path | None) -> APIConfig:
+    from raytroupe.deployments import APIConfig
+    from raytroupe.protocols import ConfigError
+
     if path is None:
         return APIConfig()
     try:
         return APIConfig.from_yaml(path)
     except ConfigError as exc:
-        raise _usage(exc.message) from None
-
-
-def _team(team: str) -> Team | str:
-    """A team file (by path) or the name of a team registered at run time."""
-    path = Path(team)
-    if path.suffix not in {".yaml", ".yml"} and os.sep not in team and not path.exists():
-        return team
-    if not path.is_file():
-        raise _usage(f"team file {team!r} does not exist")
-    try:
-        return Team.from_yaml(path)
-    except ConfigError as exc:
-        raise _usage(exc.message) from None
+        raise usage_error(exc.message) from None
 
 
 # -- up / down --------------------------------------------------------------------------------
 
 
-@app.command()
-@_reported
+@app.command(rich_help_panel=_LOCAL)
+@reported
 def up(
     *,
     http_port: Annotated[int, typer.Option(help="Port of the HTTP app.")] = 8000,
@@ -206,8 +248,14 @@ def up(
     ] = None,
 ) -> None:
     """Start a local Ray on 127.0.0.1 that outlives this command, raytroupe and its HTTP app."""
+    from raytroupe.actors.state import checked_state_url
+    from raytroupe.deployments import APIKey, hash_key, new_key
+    from raytroupe.runtime.cli import _local
+    from raytroupe.runtime.cli._show import show_key
+
+    _remote.local_only("up")
     began = time.monotonic()
-    state_dir = _state_dir(state_dir)
+    state_dir = state_dir_of(state_dir)
     config = _api_config(api_config)
     _refuse_if_up(state_dir)
     _refuse_busy({"--ray-port": ray_port, "--dashboard-port": dashboard_port,
@@ -222,15 +270,7 @@ def up(
         config = config.model_copy(update={"journal": journal})
     if state_url is not None:  # refused before Ray starts, like a bad file
         state_url = checked_state_url(state_url, field="state_url", said_as="--state-url")
-    system = (
-        SystemConfig.from_yaml(system_config)
-        if system_config is not None
-        else SystemConfig(
-            tools=ToolsConfig(state_dir=state_dir),
-            memory=MemoryConfig(path=state_dir / "memory"),
-            state=StateConfig(journal=journal),
-        )
-    )
+    system = _system(system_config, state_dir, journal)
 
     head = _local.start_head(
         state_dir=state_dir,
@@ -265,19 +305,45 @@ def up(
 
     if key is not None:
         show_key(key, "default", admin=True, url=url)
+    _summary(state, state_dir)
+    OUT.print(f"up in {time.monotonic() - began:.1f} s; `troupe down` stops it")
+
+
+def _system(path: Path | None, state_dir: Path, journal: Path) -> SystemConfig:
+    """The system actors' configuration: the file's, else files in ``state_dir``."""
+    from raytroupe.actors.memory.config import MemoryConfig
+    from raytroupe.actors.system_config import StateConfig, SystemConfig
+    from raytroupe.actors.tools.config import ToolsConfig
+
+    if path is not None:
+        return SystemConfig.from_yaml(path)
+    return SystemConfig(
+        tools=ToolsConfig(state_dir=state_dir),
+        memory=MemoryConfig(path=state_dir / "memory"),
+        state=StateConfig(journal=journal),
+    )
+
+
+def _summary(state: UpState, state_dir: Path) -> None:
+    """Where what `up` started is: Ray, its dashboard, the HTTP app, the state, the log."""
+    from rich.table import Table
+
+    from raytroupe.runtime.cli import _local
+
     summary = Table.grid(padding=(0, 2))
     summary.add_row("Ray address", state.address)
     summary.add_row("dashboard", state.dashboard_url)
     if os.environ.get("RAY_AUTH_MODE", "token") == "token":
         summary.add_row("", "its login token: `ray get-auth-token`")
-    summary.add_row("HTTP", url)
+    summary.add_row("HTTP", state.http_url or "")
     summary.add_row("state", str(state_dir / _local.STATE_FILE))
     summary.add_row("Ray log", str(state.log_file))
     OUT.print(summary)
-    OUT.print(f"up in {time.monotonic() - began:.1f} s; `troupe down` stops it")
 
 
 def _refuse_if_up(state_dir: Path) -> None:
+    from raytroupe.runtime.cli import _local
+
     existing = _local.read_state(state_dir)
     if existing is None:
         return
@@ -292,8 +358,10 @@ def _refuse_if_up(state_dir: Path) -> None:
 
 
 def _refuse_busy(ports: dict[str, int]) -> None:
+    from raytroupe.runtime.cli import _local
+
     if len(set(ports.values())) < len(ports):
-        raise _usage(f"ports must differ: {ports}")
+        raise usage_error(f"ports must differ: {ports}")
     busy = [f"{port} ({flag})" for flag, port in ports.items() if not _local.port_free(port)]
     if busy:
         error(f"already in use on 127.0.0.1: {', '.join(busy)}; choose other ports")
@@ -302,6 +370,11 @@ def _refuse_busy(ports: dict[str, int]) -> None:
 
 def _deploy(address: str | None, host: str, port: int, api: APIConfig, **options: Any) -> str:
     """Connect, deploy the HTTP app listening on ``host:port``, disconnect; its URL."""
+    import logging
+
+    from raytroupe.deployments import deploy
+    from raytroupe.runtime.cli._connect import close, connect
+
     rt = connect(address, **options)
     try:
         logging.getLogger("ray.serve").setLevel(logging.WARNING)  # its progress lines
@@ -310,11 +383,14 @@ def _deploy(address: str | None, host: str, port: int, api: APIConfig, **options
         close(rt)
 
 
-@app.command()
-@_reported
+@app.command(rich_help_panel=_LOCAL)
+@reported
 def down(*, state_dir: StateDir = None) -> None:
     """Stop what `troupe up` started (and nothing else)."""
-    state_dir = _state_dir(state_dir)
+    from raytroupe.runtime.cli import _local
+
+    _remote.local_only("down")
+    state_dir = state_dir_of(state_dir)
     state = _local.read_state(state_dir)
     if state is None:
         OUT.print(f"nothing is up (no {_local.STATE_FILE} in {state_dir})")
@@ -335,88 +411,11 @@ def down(*, state_dir: StateDir = None) -> None:
         OUT.print(f"killed {len(report.killed)} process(es) that outlived SIGTERM")
 
 
-# -- jobs -------------------------------------------------------------------------------------
-
-
-@app.command()
-@_reported
-def run(
-    team: Annotated[str, typer.Argument(help="A team file (YAML), or a registered team's name.")],
-    task: Annotated[str, typer.Argument(help="What the team should do.")],
-    *,
-    address: Address = None,
-    timeout: Annotated[float, typer.Option(help="Seconds to wait for the job.", min=0.1)] = 300.0,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the JobResult as JSON.")] = False,
-    tenant: Annotated[str, typer.Option(help="Tenant the job runs for.")] = "default",
-    state_dir: StateDir = None,
-) -> None:
-    """Run a job and show its subtasks live, then its answer (exit 1 if it fails)."""
-    spec = _team(team)
-    rt = connect(resolve_address(address, _state_dir(state_dir)), start_local=True)
-    try:
-        handle = rt.submit(task, team=spec, tenant=tenant)
-        try:
-            if as_json:
-                typer.echo(result_json(handle, timeout).model_dump_json(indent=2))
-            else:
-                name = spec if isinstance(spec, str) else spec.name
-                show_result(follow(handle, f"team {name}", timeout))
-        except KeyboardInterrupt:
-            handle.cancel()
-            error(f"interrupted: job {handle.job_id} cancelled")
-            raise typer.Exit(130) from None
-    finally:
-        close(rt)
-
-
-@app.command()
-@_reported
-def jobs(
-    *,
-    address: Address = None,
-    tenant: Annotated[str | None, typer.Option(help="Only this tenant's jobs.")] = None,
-    state_dir: StateDir = None,
-) -> None:
-    """List jobs and their status."""
-    rt = connect(resolve_address(address, _state_dir(state_dir)))
-    try:
-        OUT.print(jobs_table(rt.jobs(tenant)))
-    finally:
-        close(rt)
-
-
-# a graph job's checkpoints; resuming it where it waits for input; forking it from one
-app.command("checkpoints")(_reported(checkpoints))
-app.command("resume")(_reported(resume))
-app.command("fork")(_reported(fork))
-
-
-@app.command()
-@_reported
-def agents(*, address: Address = None, state_dir: StateDir = None) -> None:
-    """List agents: those of registered teams, and others running (from teams given inline)."""
-    rt = connect(resolve_address(address, _state_dir(state_dir)))
-    try:
-        infos = rt.agents()
-        known = {info.name for info in infos}
-        stats = rt.router_stats()
-        # an agent's router roles are scoped by its team ("research.researcher"); the system
-        # actors' are not ("tools") or absent
-        running = {
-            name: (", ".join(roles), stats.in_flight.get(name, 0))
-            for name, roles in stats.registered.items()
-            if name not in known and any("." in role for role in roles)
-        }
-        OUT.print(agents_table(infos, running))
-    finally:
-        close(rt)
-
-
 # -- the HTTP app -----------------------------------------------------------------------------
 
 
-@app.command()
-@_reported
+@app.command(rich_help_panel=_LOCAL)
+@reported
 def serve(
     *,
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -426,8 +425,11 @@ def serve(
     state_dir: StateDir = None,
 ) -> None:
     """Deploy the HTTP app onto a running Ray and print its URL."""
+    from raytroupe.runtime.cli._connect import resolve_address
+
+    _remote.local_only("serve")
     config = _api_config(api_config)
-    url = _deploy(resolve_address(address, _state_dir(state_dir)), host, port, config)
+    url = _deploy(resolve_address(address, state_dir_of(state_dir)), host, port, config)
     OUT.print(f"HTTP app at {url}")
     if not config.api_keys and config.anonymous_tenant is None:
         ERR.print(
@@ -437,7 +439,7 @@ def serve(
 
 
 @key_app.command("new")
-@_reported
+@reported
 def key_new(
     *,
     tenant: Annotated[str, typer.Option(help="Tenant the key reaches.")] = "default",
@@ -447,6 +449,12 @@ def key_new(
     ] = None,
 ) -> None:
     """Print a new API key once, and the entry (its hash) for an API config."""
+    import yaml
+    from pydantic import ValidationError
+
+    from raytroupe.deployments import APIKey, hash_key, new_key
+    from raytroupe.runtime.cli._show import show_key
+
     key = new_key()
     hashed = hash_key(key)
     try:
@@ -457,7 +465,7 @@ def key_new(
             f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}"
             for e in exc.errors(include_url=False, include_input=False)
         )
-        raise _usage(problems) from None
+        raise usage_error(problems) from None
     show_key(key, tenant, admin=admin)
     OUT.print("Add it to the api_keys of an API config (`--api-config FILE`):")
     OUT.print(
@@ -468,25 +476,28 @@ def key_new(
 
 
 @config_app.command("schema")
-@_reported
+@reported
 def config_schema(
     directory: Annotated[Path, typer.Argument(help="Where to write them.", file_okay=False)] = Path(
         "."
     ),
 ) -> None:
     """Write the JSON Schemas of troupe.yaml, the API config, the LLM config and team files."""
-    from raytroupe.deployments.schemas import export  # noqa: PLC0415 - only this command needs it
+    from raytroupe.deployments.schemas import export
 
     for path in export(directory):
         OUT.print(str(path), markup=False, soft_wrap=True)
 
 
 @config_app.command("check")
-@_reported
+@reported
 def config_check(
     path: Annotated[Path, typer.Argument(help="A troupe.yaml.", dir_okay=False)],
 ) -> None:
     """Read a troupe.yaml as the system actors would, and say what it configures."""
+    from raytroupe.actors.state import redact_url
+    from raytroupe.actors.system_config import SystemConfig
+
     system = SystemConfig.from_yaml(path)
     state = system.state.location()
     memory = system.memory_config()
@@ -500,5 +511,5 @@ def config_check(
 
 
 def main() -> None:
-    """The ``troupe`` script."""
-    app()
+    """The ``troupe`` script (named so in its help and completion, however it was started)."""
+    app(prog_name="troupe")

@@ -6,15 +6,10 @@ import logging
 import os
 import socket
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import ray
-
-from raytroupe import runtime
-from raytroupe.actors.spawn import NAMESPACE
-from raytroupe.protocols import ConfigError
-from raytroupe.runtime.cli._local import default_state_dir, is_running, read_state
-from raytroupe.runtime.joining import prepare_join
+if TYPE_CHECKING:  # Ray and the driver load when a command connects, not for --help
+    from raytroupe.runtime.driver import Runtime
 
 __all__ = ["close", "connect", "connect_from", "resolve_address"]
 
@@ -28,6 +23,8 @@ def resolve_address(explicit: str | None, state_dir: Path) -> str | None:
     user's, a test suite's), and on a machine whose Ray listens on 127.0.0.1 only it resolves
     the address to the external interface and retries for minutes.
     """
+    from raytroupe.runtime.cli._local import is_running, read_state
+
     if explicit:
         return explicit
     state = read_state(state_dir)
@@ -38,6 +35,8 @@ def resolve_address(explicit: str | None, state_dir: Path) -> str | None:
 
 def _probe(address: str) -> None:
     """Fail fast on a ``host:port`` nothing listens on (Ray itself retries for a minute)."""
+    from raytroupe.protocols import ConfigError
+
     host, sep, port = address.rpartition(":")
     if "://" in address or not sep or not port.isdigit():
         return
@@ -47,7 +46,7 @@ def _probe(address: str) -> None:
         raise ConfigError(f"no Ray answers at {address}", address=address) from None
 
 
-def connect(address: str | None, *, start_local: bool = False, **options: Any) -> runtime.Runtime:
+def connect(address: str | None, *, start_local: bool = False, **options: Any) -> Runtime:
     """Join the Ray at ``address`` and raytroupe's actors on it.
 
     Without ``address``, start a local Ray for this command if ``start_local``. Worker output
@@ -58,6 +57,13 @@ def connect(address: str | None, *, start_local: bool = False, **options: Any) -
         ConfigError: nothing answers at ``address``, or there is no address and not
             ``start_local``.
     """
+    import ray
+
+    from raytroupe import runtime
+    from raytroupe.actors.spawn import NAMESPACE
+    from raytroupe.protocols import ConfigError
+    from raytroupe.runtime.joining import prepare_join
+
     if address is None:
         if not start_local:
             raise ConfigError("nothing is up: start Ray with `troupe up`, or pass --address")
@@ -76,8 +82,10 @@ def connect(address: str | None, *, start_local: bool = False, **options: Any) -
     return runtime.connect(log_level="warning", **options)
 
 
-def close(rt: runtime.Runtime) -> None:
+def close(rt: Runtime) -> None:
     """Disconnect; a local Ray that :func:`connect` started for this command stops."""
+    import ray
+
     rt.shutdown()
     if ray.is_initialized():
         ray.shutdown()
@@ -85,7 +93,9 @@ def close(rt: runtime.Runtime) -> None:
 
 def connect_from(
     address: str | None, state_dir: Path | None, *, start_local: bool = False
-) -> runtime.Runtime:
+) -> Runtime:
     """:func:`connect` to ``address``, else the Ray `troupe up` recorded in ``state_dir``."""
+    from raytroupe.runtime.cli._local import default_state_dir
+
     where = resolve_address(address, (state_dir or default_state_dir()).expanduser())
     return connect(where, start_local=start_local)

@@ -2,22 +2,29 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Final
 
 import typer
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
 
-from raytroupe.protocols import Budget
-from raytroupe.protocols.evals import EvalComparison, EvalRun
 from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._show import OUT, error
+from raytroupe.runtime.cli._remote import remote
+from raytroupe.runtime.cli._show import OUT, error, plain_row
+
+if TYPE_CHECKING:
+    from raytroupe.protocols import Budget
+    from raytroupe.protocols.evals import EvalComparison, EvalRun
+    from raytroupe.runtime.http_client import Client
 
 __all__ = ["evals_app", "evaluate"]
 
 evals_app = typer.Typer(help="Eval runs: list, show, compare.", no_args_is_help=True)
+_POLL_S: Final = 5.0
+"""How long one read of a remote run waits for it to finish (the server caps it at 60 s)."""
 
 
 def _summary(run: EvalRun) -> str:
@@ -34,7 +41,7 @@ def _cases(run: EvalRun) -> Table:
     table = Table("case", "status", "score", "latency s", "why")
     for c in run.cases:
         why = c.error or "; ".join(e.detail for e in c.expectations if not e.passed)
-        table.add_row(c.case_id, c.status, f"{c.score:.2f}", f"{c.latency_s:.2f}", why[:80])
+        plain_row(table, c.case_id, c.status, f"{c.score:.2f}", f"{c.latency_s:.2f}", why[:80])
     return table
 
 
@@ -56,20 +63,31 @@ def evaluate(
     state_dir: StateDir = None,
 ) -> None:
     """Run an eval suite on the cluster, with a progress bar; its score and each case."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from raytroupe.protocols import Budget
+
     budget = Budget(tokens=budget_tokens, usd=budget_usd) if budget_tokens or budget_usd else None
-    rt = connect_from(address, state_dir, start_local=True)
-    try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                      console=OUT, transient=True, disable=as_json) as bar:  # fmt: skip
-            task = bar.add_task(f"eval {suite.name}", total=None)
+    client = remote(address)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                  console=OUT, transient=True, disable=as_json) as bar:  # fmt: skip
+        task = bar.add_task(f"eval {suite.name}", total=None)
 
-            def progress(run: EvalRun) -> None:
-                bar.update(task, total=run.total, completed=len(run.cases))
+        def progress(run: EvalRun) -> None:
+            bar.update(task, total=run.total, completed=len(run.cases))
 
-            run = rt.evaluate(suite, skill=skill, team=team, concurrency=concurrency,
-                              budget=budget, on_progress=progress)  # fmt: skip
-    finally:
-        close(rt)
+        if client is not None:
+            with client:
+                run = _remote_eval(client, suite, skill=skill, team=team,
+                                   concurrency=concurrency, budget=budget,
+                                   progress=progress)  # fmt: skip
+        else:
+            rt = connect_from(address, state_dir, start_local=True)
+            try:
+                run = rt.evaluate(suite, skill=skill, team=team, concurrency=concurrency,
+                                  budget=budget, on_progress=progress)  # fmt: skip
+            finally:
+                close(rt)
     if as_json:
         typer.echo(run.model_dump_json(indent=2))
     else:
@@ -80,18 +98,48 @@ def evaluate(
         raise typer.Exit(1)
 
 
+def _remote_eval(
+    client: Client,
+    suite: Path,
+    *,
+    skill: str | None,
+    team: str | None,
+    concurrency: int,
+    budget: Budget | None,
+    progress: Callable[[EvalRun], None],
+) -> EvalRun:
+    """Run the suite file on a deployment; the run once it has ended."""
+    from raytroupe.actors.evals.suites import read_suite
+
+    spec = read_suite(suite)
+    started = client.start_eval(spec, skill=skill, team=team, concurrency=concurrency,
+                                budget=budget)  # fmt: skip
+    while True:  # the run ends by itself: every case is a job with its own timeout
+        run = client.eval_run(started.id, wait=_POLL_S)
+        progress(run)
+        if run.status != "running":
+            return run
+        time.sleep(0.1)
+
+
 @evals_app.command("list")
 def list_runs(*, address: Address = None, state_dir: StateDir = None) -> None:
     """Eval runs, oldest first."""
-    rt = connect_from(address, state_dir)
-    try:
-        table = Table("suite", "target", "status", "score", "cases")
-        table.add_column("run", no_wrap=True, min_width=21)  # an id to copy: never cut
-        for r in rt.eval_runs():
-            table.add_row(r.suite, r.target, r.status, f"{r.score:.3f}", str(r.total), r.id)
-        OUT.print(table)
-    finally:
-        close(rt)
+    client = remote(address)
+    if client is not None:
+        with client:
+            runs = client.evals()
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            runs = rt.eval_runs()
+        finally:
+            close(rt)
+    table = Table("suite", "target", "status", "score", "cases")
+    table.add_column("run", no_wrap=True, min_width=21)  # an id to copy: never cut
+    for r in runs:
+        plain_row(table, r.suite, r.target, r.status, f"{r.score:.3f}", str(r.total), r.id)
+    OUT.print(table)
 
 
 @evals_app.command("show")
@@ -102,11 +150,16 @@ def show_run(
     state_dir: StateDir = None,
 ) -> None:
     """One run: each case and the summary."""
-    rt = connect_from(address, state_dir)
-    try:
-        run = rt.eval_run(run_id)
-    finally:
-        close(rt)
+    client = remote(address)
+    if client is not None:
+        with client:
+            run = client.eval_run(run_id)
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            run = rt.eval_run(run_id)
+        finally:
+            close(rt)
     OUT.print(_cases(run))
     OUT.print(_summary(run), markup=False)
 
@@ -129,13 +182,18 @@ def compare_runs(
     state_dir: StateDir = None,
 ) -> None:
     """Two runs of one suite side by side, case by case."""
-    rt = connect_from(address, state_dir)
-    try:
-        c = rt.compare_evals(base, other)
-    finally:
-        close(rt)
+    client = remote(address)
+    if client is not None:
+        with client:
+            c = client.compare_evals(base, other)
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            c = rt.compare_evals(base, other)
+        finally:
+            close(rt)
     table = Table("case", "base", "other")
     for case_id, before, after in c.diffs:
-        table.add_row(case_id, f"{before:.2f}", f"{after:.2f}")
+        plain_row(table, case_id, f"{before:.2f}", f"{after:.2f}")
     OUT.print(table)
     OUT.print(_comparison(c), markup=False)

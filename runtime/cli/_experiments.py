@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from pydantic import ValidationError
 from rich.table import Table
 
-from raytroupe.protocols import ConfigError
-from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._show import OUT
+from raytroupe.runtime.cli._remote import remote
+from raytroupe.runtime.cli._show import OUT, plain_row
+
+if TYPE_CHECKING:
+    from raytroupe.protocols.experiments import ExperimentInfo
 
 __all__ = ["experiments_app"]
 
@@ -29,7 +30,7 @@ def _arms(info: ExperimentInfo) -> Table:
     table = Table("arm", "weight", "jobs", "finished", "success", "quality", "judge",
                   "feedback (n)", "cost/job $", "p50 s", "sample", info.spec.metric)  # fmt: skip
     for k, a in enumerate(info.arms):
-        table.add_row(
+        plain_row(table,
             a.version + (" (control)" if k == 0 else ""), f"{a.weight:g}", str(a.assigned),
             str(a.finished), f"{a.success_rate:.0%}", _figure(a.quality), _figure(a.judge),
             f"{_figure(a.feedback)} ({a.feedback_count})", f"{a.cost_usd:.6f}",
@@ -95,6 +96,11 @@ def start(
     state_dir: StateDir = None,
 ) -> None:
     """Start splitting a skill's live traffic between versions."""
+    from pydantic import ValidationError
+
+    from raytroupe.protocols import ConfigError
+    from raytroupe.protocols.experiments import ExperimentSpec
+
     arms = []
     for given in arm:
         version, _, weight = given.partition(":")
@@ -112,6 +118,11 @@ def start(
             for e in exc.errors(include_url=False, include_input=False)
         ]
         raise ConfigError("; ".join(problems), problems=problems) from None
+    client = remote(address)
+    if client is not None:
+        with client:
+            _show(client.start_experiment(spec), as_json=as_json)
+        return
     rt = connect_from(address, state_dir)
     try:
         _show(rt.start_experiment(spec), as_json=as_json)
@@ -122,18 +133,24 @@ def start(
 @experiments_app.command("list")
 def list_experiments(*, address: Address = None, state_dir: StateDir = None) -> None:
     """Every experiment, oldest first."""
-    rt = connect_from(address, state_dir)
-    try:
-        table = Table("experiment", "skill", "status", "arms", "jobs", "winner", "promoted")
-        for e in rt.experiments():
-            winner = e.decision.winner if e.decision is not None else None
-            table.add_row(e.spec.name, e.spec.skill, e.status,
-                          ", ".join(a.version for a in e.spec.arms),
-                          str(sum(a.assigned for a in e.arms)), winner or "-",
-                          "yes" if e.promoted else "no")  # fmt: skip
-        OUT.print(table)
-    finally:
-        close(rt)
+    client = remote(address)
+    if client is not None:
+        with client:
+            found = client.experiments()
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            found = rt.experiments()
+        finally:
+            close(rt)
+    table = Table("experiment", "skill", "status", "arms", "jobs", "winner", "promoted")
+    for e in found:
+        winner = e.decision.winner if e.decision is not None else None
+        plain_row(table, e.spec.name, e.spec.skill, e.status,
+                      ", ".join(a.version for a in e.spec.arms),
+                      str(sum(a.assigned for a in e.arms)), winner or "-",
+                      "yes" if e.promoted else "no")  # fmt: skip
+    OUT.print(table)
 
 
 @experiments_app.command("show")
@@ -145,6 +162,11 @@ def show(
     state_dir: StateDir = None,
 ) -> None:
     """One experiment: each arm's figures, and the decision once made."""
+    client = remote(address)
+    if client is not None:
+        with client:
+            _show(client.experiment(name), as_json=as_json)
+        return
     rt = connect_from(address, state_dir)
     try:
         _show(rt.experiment(name), as_json=as_json)
@@ -160,6 +182,11 @@ def stop(
     state_dir: StateDir = None,
 ) -> None:
     """End a running experiment without a verdict (new jobs run the current version)."""
+    client = remote(address)
+    if client is not None:
+        with client:
+            _show(client.stop_experiment(name), as_json=False)
+        return
     rt = connect_from(address, state_dir)
     try:
         _show(rt.stop_experiment(name), as_json=False)

@@ -5,20 +5,22 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from typing import Annotated, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
-from pydantic import TypeAdapter
 from rich.table import Table
 from rich.text import Text
 
-from raytroupe.protocols import Conflict
-from raytroupe.protocols.graph import GraphCheckpoint
 from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._show import ERR, OUT, error
-from raytroupe.runtime.driver import Runtime
-from raytroupe.runtime.handle import JobHandle
+from raytroupe.runtime.cli._remote import no_tenant, remote
+from raytroupe.runtime.cli._show import ERR, OUT, error, plain_row
+
+if TYPE_CHECKING:
+    from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
+    from raytroupe.runtime.driver import Runtime
+    from raytroupe.runtime.handle import JobHandle
 
 __all__ = ["checkpoints", "checkpoints_table", "fork", "resume"]
 
@@ -33,8 +35,6 @@ StateEdit = Annotated[
     typer.Option("--state", help="Fields of the state to change, as a JSON object.",
                  show_default=False),
 ]  # fmt: skip
-
-_CHECKPOINTS = TypeAdapter(list[GraphCheckpoint])
 
 
 def _json(option: str, text: str | None, *, mapping: bool = False) -> Any:
@@ -65,7 +65,8 @@ def checkpoints_table(points: Iterable[GraphCheckpoint]) -> Table:
     for point in points:
         count += 1
         runs = (t.node if t.index is None else f"{t.node}[{t.index}]" for t in point.next)
-        table.add_row(
+        plain_row(
+            table,
             point.namespace or Text("(graph)", style="dim"),
             str(point.step),
             time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(point.at)),
@@ -85,13 +86,24 @@ def checkpoints(
     state_dir: StateDir = None,
 ) -> None:
     """A graph job's checkpoints, one per superstep (and per subgraph's), oldest first."""
-    rt = connect_from(address, state_dir)
-    try:
-        points = _job(rt, job_id, tenant).checkpoints()
-    finally:
-        close(rt)
+    from pydantic import TypeAdapter
+
+    from raytroupe.protocols.graph import GraphCheckpoint
+
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant)
+        with client:
+            points = client.checkpoints(job_id)
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            points = _job(rt, job_id, tenant).checkpoints()
+        finally:
+            close(rt)
     if as_json:
-        typer.echo(_CHECKPOINTS.dump_json(points, indent=2).decode())
+        dumped = TypeAdapter(list[GraphCheckpoint]).dump_json(points, indent=2)
+        typer.echo(dumped.decode())
     else:
         OUT.print(checkpoints_table(points))
 
@@ -113,23 +125,43 @@ def resume(
     state_dir: StateDir = None,
 ) -> None:
     """Let a graph job waiting for input go on: with a value, a state edit, both or neither."""
+    from raytroupe.protocols import Conflict
+
     resumed_with = _json("--value", value)
     edit = _json("--state", state, mapping=True)
-    rt = connect_from(address, state_dir)
     try:
-        handle = _job(rt, job_id, tenant)
-        try:
-            answered = handle.resume(resumed_with, state=edit, interrupt=interrupt)
-        except Conflict as exc:  # name the interrupts it waits at, for --interrupt
-            waiting = exc.detail.get("waiting")
-            named = ", ".join(map(str, waiting)) if isinstance(waiting, list) else ""
-            listed = f" (waiting: {named})" if named else ""
-            error(exc.message + listed)
-            raise typer.Exit(1) from None
-    finally:
-        close(rt)
+        answered = _resume(job_id, resumed_with, edit=edit, interrupt=interrupt, tenant=tenant,
+                           address=address, state_dir=state_dir)  # fmt: skip
+    except Conflict as exc:  # name the interrupts it waits at, for --interrupt
+        waiting = exc.detail.get("waiting")
+        named = ", ".join(map(str, waiting)) if isinstance(waiting, list) else ""
+        listed = f" (waiting: {named})" if named else ""
+        error(exc.message + listed)
+        raise typer.Exit(1) from None
     OUT.print(f"job {job_id} resumed at {answered.id} ({answered.when} node {answered.node})",
               markup=False, soft_wrap=True)  # fmt: skip
+
+
+def _resume(
+    job_id: str,
+    value: Any,
+    *,
+    edit: dict[str, Any] | None,
+    interrupt: str | None,
+    tenant: str | None,
+    address: str | None,
+    state_dir: Path | None,
+) -> GraphInterrupt:
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant)
+        with client:
+            return client.resume(job_id, value, state=edit, interrupt=interrupt).interrupt
+    rt = connect_from(address, state_dir)
+    try:
+        return _job(rt, job_id, tenant).resume(value, state=edit, interrupt=interrupt)
+    finally:
+        close(rt)
 
 
 def fork(
@@ -143,10 +175,16 @@ def fork(
 ) -> None:
     """Start a new job from a checkpoint of a graph job (its state edited or not); its id."""
     edit = _json("--state", state, mapping=True)
-    rt = connect_from(address, state_dir)
-    try:
-        forked = _job(rt, job_id, tenant).fork(step, state=edit)
-    finally:
-        close(rt)
-    typer.echo(forked.job_id)  # alone on stdout, for scripts: NEW=$(troupe fork ...)
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant)
+        with client:
+            new_id = client.fork(job_id, step, state=edit).job_id
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            new_id = _job(rt, job_id, tenant).fork(step, state=edit).job_id
+        finally:
+            close(rt)
+    typer.echo(new_id)  # alone on stdout, for scripts: NEW=$(troupe fork ...)
     ERR.print(f"forked from job {job_id} at step {step}", markup=False, style="dim")

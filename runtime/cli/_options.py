@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-__all__ = ["Address", "StateDir"]
+__all__ = ["Address", "StateDir", "state_dir_of"]
 
 StateDir = Annotated[
     Path | None,
@@ -27,3 +27,10 @@ Address = Annotated[
         show_default=False,
     ),
 ]
+
+
+def state_dir_of(given: Path | None) -> Path:
+    """The state directory: ``given``, else the default (``~/.raytroupe``)."""
+    from raytroupe.runtime.cli._local import default_state_dir
+
+    return (given or default_state_dir()).expanduser()

@@ -2,34 +2,40 @@
 
 from __future__ import annotations
 
+import functools
+import sys
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Final
+from typing import TYPE_CHECKING, Final, ParamSpec, Protocol
 
 import typer
 from rich.console import Console, Group
-from rich.live import Live
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from raytroupe.protocols import AgentInfo, JobEvent, JobFailed, JobResult, JobStatus
-from raytroupe.runtime.driver import JobHandle
+if TYPE_CHECKING:  # pydantic's models: imported by the commands that print them, not by --help
+    from raytroupe.protocols import AgentInfo, JobEvent, JobResult, JobStatus
 
 __all__ = [
     "ERR",
     "OUT",
+    "Followed",
     "JobBoard",
     "agents_table",
     "error",
     "follow",
     "jobs_table",
+    "plain_row",
+    "reported",
     "result_json",
     "show_failures",
     "show_key",
     "show_result",
+    "status_text",
+    "usage",
 ]
 
 OUT: Final = Console(highlight=False)
@@ -54,7 +60,46 @@ def error(message: str) -> None:
     ERR.print(Text(f"error: {message}", style="bold red"), soft_wrap=True)
 
 
-def _status(status: str) -> Text:
+P = ParamSpec("P")
+
+
+def reported(func: Callable[P, None]) -> Callable[P, None]:
+    """Print a raytroupe error as one red line and exit 1, instead of a traceback."""
+
+    @functools.wraps(func)
+    def wrapper(*args: P.args, **kwargs: P.kwargs) -> None:
+        try:
+            func(*args, **kwargs)
+        except Exception as exc:
+            if "raytroupe.protocols.errors" not in sys.modules:  # then it is none of ours
+                raise
+            from raytroupe.protocols import TroupeError
+
+            if not isinstance(exc, TroupeError):
+                raise
+            error(exc.message)
+            raise typer.Exit(1) from None
+
+    return wrapper
+
+
+def usage(message: str) -> typer.Exit:
+    """Print ``message`` as an error; the exit (status 2: a usage error) to raise."""
+    error(message)
+    return typer.Exit(2)
+
+
+def plain_row(table: Table, *cells: str | Text) -> None:
+    """Add a row to ``table``, its text shown as it is, never read as rich markup.
+
+    A task, an answer or a name may hold ``[...]``: rich would style it, or refuse it (a
+    traceback) when a closing tag matches nothing.
+    """
+    table.add_row(*(cell if isinstance(cell, Text) else Text(cell) for cell in cells))
+
+
+def status_text(status: str) -> Text:
+    """A job's or subtask's status, coloured by what it means."""
     return Text(status, style=_STYLES.get(status, ""))
 
 
@@ -129,7 +174,7 @@ class JobBoard:
     def render(self, now: float) -> Group:
         """A title line and the subtasks, seconds counted to ``now`` for those running."""
         title = Text.assemble(
-            f"job {self.job_id} · {self.team} · ", _status(self.phase.replace("_", " "))
+            f"job {self.job_id} · {self.team} · ", status_text(self.phase.replace("_", " "))
         )
         if not self._rows:  # a direct skill's job: one model call, no subtask
             return Group(title)
@@ -141,10 +186,10 @@ class JobBoard:
         table.add_column("s", justify="right")
         with self._lock:
             for sid, row in self._rows.items():
-                status = _status(row.status)
+                status = status_text(row.status)
                 if row.attempt > 1:
                     status.append(f" (attempt {row.attempt})", style="dim")
-                table.add_row(sid, row.role, row.agent, status, row.seconds(now))
+                plain_row(table, sid, row.role, row.agent, status, row.seconds(now))
         return Group(title, table)
 
 
@@ -155,7 +200,7 @@ def show_result(result: JobResult) -> None:
     OUT.rule()
     usage = result.usage
     summary = Text.assemble(
-        _status(result.status),
+        status_text(result.status),
         f" in {result.timings.total_s:.2f} s · {len(result.subtasks)} subtask(s) · "
         f"{usage.total_tokens} tokens in {usage.calls} model call(s)",
     )
@@ -186,7 +231,7 @@ def jobs_table(jobs: Mapping[str, JobStatus]) -> Table:
     table.add_column("job")
     table.add_column("status")
     for job_id, status in jobs.items():
-        table.add_row(job_id, _status(status))
+        plain_row(table, job_id, status_text(status))
     return table
 
 
@@ -204,10 +249,10 @@ def agents_table(agents: Iterable[AgentInfo], unregistered: Mapping[str, tuple[s
     for info in agents:
         count += 1
         tools = ", ".join(info.tools)
-        table.add_row(info.name, info.team, info.role, info.model, tools, str(info.in_flight))
+        plain_row(table, info.name, info.team, info.role, info.model, tools, str(info.in_flight))
     for name, (role, in_flight) in sorted(unregistered.items()):
         count += 1
-        table.add_row(name, Text("(not registered)", style="dim"), role, "", "", str(in_flight))
+        plain_row(table, name, Text("(not registered)", style="dim"), role, "", "", str(in_flight))
     table.title = f"{count} agent(s)"
     return table
 
@@ -226,13 +271,35 @@ def show_key(key: str, tenant: str, *, admin: bool, url: str | None = None) -> N
     )
 
 
-def follow(handle: JobHandle, team: str, timeout: float) -> JobResult:
+class Followed(Protocol):
+    """A job as the CLI follows it: the driver's ``JobHandle``, or one reached over HTTP."""
+
+    job_id: str
+
+    def events(self, timeout: float | None = None) -> Iterator[JobEvent]:
+        """Its events from the first, until its last."""
+        ...
+
+    def result(self, timeout: float | None = 60.0) -> JobResult:
+        """Its result once it has ended; raises ``JobFailed`` if it failed."""
+        ...
+
+    def cancel(self) -> bool:
+        """Cancel it; False if it had ended."""
+        ...
+
+
+def follow(handle: Followed, team: str, timeout: float) -> JobResult:
     """Show the job's subtasks live until it ends; its result.
 
     Raises:
         JobFailed: it failed or was cancelled (its failed subtasks are shown first).
         JobTimeout: it did not end within ``timeout`` seconds.
     """
+    from rich.live import Live
+
+    from raytroupe.protocols import JobFailed, JobResult
+
     board = JobBoard(handle.job_id, team)
     deadline = time.monotonic() + timeout
     with Live(console=OUT, get_renderable=lambda: board.render(time.time()), refresh_per_second=4):
@@ -248,8 +315,10 @@ def follow(handle: JobHandle, team: str, timeout: float) -> JobResult:
         raise
 
 
-def result_json(handle: JobHandle, timeout: float) -> JobResult:
+def result_json(handle: Followed, timeout: float) -> JobResult:
     """Wait for the job's result; print a failed one's as JSON before raising ``JobFailed``."""
+    from raytroupe.protocols import JobFailed, JobResult
+
     try:
         return handle.result(timeout=timeout)
     except JobFailed as exc:

@@ -2,46 +2,77 @@
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.table import Table
 
-from raytroupe.protocols import ConfigError, Conflict
 from raytroupe.runtime.cli._connect import close, connect_from
+from raytroupe.runtime.cli._jobs import Detach, RemoteJob, connect_for_job, watch
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._show import OUT, error, follow, result_json, show_result
+from raytroupe.runtime.cli._remote import no_tenant, remote, target
+from raytroupe.runtime.cli._show import OUT, error, plain_row, usage
+
+if TYPE_CHECKING:
+    from raytroupe.protocols import SkillInfo
+    from raytroupe.runtime.driver import Runtime
+    from raytroupe.runtime.http_client import Client
 
 __all__ = ["ask", "skills_app"]
 
 skills_app = typer.Typer(help="Skills: list, show, apply files, roll back.", no_args_is_help=True)
+SkillName = Annotated[str, typer.Argument(help="The skill's name.")]
+
+
+def _no_route(command: str) -> None:
+    """Refuse a deployment for a command the HTTP API has no route for."""
+    if target() is not None:
+        raise usage(f"`troupe skills {command}` has no HTTP route: run it where the cluster's "
+                    "Ray is (--address, or on its head), without --url/--profile")  # fmt: skip
 
 
 @skills_app.command("list")
 def list_skills(*, address: Address = None, state_dir: StateDir = None) -> None:
     """Registered skills: current version, versions, mode, where they came from."""
-    rt = connect_from(address, state_dir)
-    try:
-        table = Table("skill", "version", "versions", "mode", "source", "description")
-        for info in rt.skills():
-            table.add_row(info.name, info.version, ", ".join(info.versions),
-                          info.execution_mode, info.source, info.description)  # fmt: skip
-        OUT.print(table)
-    finally:
-        close(rt)
+    client = remote(address)
+    problems: list[str] = []
+    if client is not None:
+        with client:
+            listing = client.skills()
+        found: list[SkillInfo] = listing.skills
+        problems = [f"{p.file}: {'; '.join(p.problems)}" for p in listing.problems]
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            found = rt.skills()
+        finally:
+            close(rt)
+    table = Table("skill", "version", "versions", "mode", "source", "description")
+    for info in found:
+        plain_row(table, info.name, info.version, ", ".join(info.versions),
+                  info.execution_mode, info.source, info.description)  # fmt: skip
+    OUT.print(table)
+    for problem in problems:  # skill files the registry could not load (admins see them)
+        error(problem)
 
 
 @skills_app.command("show")
 def show_skill(
-    name: Annotated[str, typer.Argument(help="The skill's name.")],
+    name: SkillName,
     version: Annotated[str | None, typer.Option(help="A version (default: current).")] = None,
     *,
     address: Address = None,
     state_dir: StateDir = None,
 ) -> None:
     """A skill version as JSON."""
+    client = remote(address)
+    if client is not None:
+        with client:
+            typer.echo(client.skill(name, version).model_dump_json(indent=2))
+        return
     rt = connect_from(address, state_dir)
     try:
         typer.echo(rt.skill(name, version).model_dump_json(indent=2))
@@ -57,48 +88,75 @@ def apply_skills(
     state_dir: StateDir = None,
 ) -> None:
     """Register the skills of these files (each version once; exit 1 if any fails)."""
-    rt = connect_from(address, state_dir)
+    from raytroupe.protocols import ConfigError, Conflict, InvalidInput
+
+    client = remote(address)
+    if client is not None:
+        apply, finish = functools.partial(_apply_remote, client), client.close
+    else:
+        rt = connect_from(address, state_dir)
+        apply, finish = functools.partial(_apply_local, rt), functools.partial(close, rt)
     failed = False
     try:
         for path in files:
             try:
-                created = rt.put_skill(path)
-            except (ConfigError, Conflict) as exc:
+                name, version, created = apply(path)
+            except (ConfigError, Conflict, InvalidInput) as exc:
                 failed = True
                 for problem in exc.detail.get("problems") or [exc.message]:
                     said = str(problem)
                     error(said if said.startswith(str(path)) else f"{path}: {said}")
                 continue
-            spec = rt.skill(_name_of(path))
             said = "registered" if created else "current again"
-            OUT.print(f"{spec.name} {spec.version}: {said}", markup=False)
+            OUT.print(f"{name} {version}: {said}", markup=False)
     finally:
-        close(rt)
+        finish()
     if failed:
         raise typer.Exit(1)
 
 
-def _name_of(path: Path) -> str:
-    from raytroupe.actors.skills.files import read_skill  # noqa: PLC0415
+def _apply_remote(client: Client, path: Path) -> tuple[str, str, bool]:
+    """Send the skill file at ``path``: its name, version, and whether it is new."""
+    from raytroupe.protocols import ConfigError
 
-    return read_skill(path).name
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read it: {exc}") from None
+    kind = "markdown" if path.suffix.lower() == ".md" else "yaml"
+    applied = client.apply_skill_file(text, kind=kind)
+    return applied.name, applied.version, applied.created
+
+
+def _apply_local(rt: Runtime, path: Path) -> tuple[str, str, bool]:
+    """Register the skill file at ``path``: its name, version, and whether it is new."""
+    from raytroupe.actors.skills.files import read_skill
+
+    created = rt.put_skill(path)
+    spec = rt.skill(read_skill(path).name)
+    return spec.name, spec.version, created
 
 
 @skills_app.command("rollback")
 def rollback_skill(
-    name: Annotated[str, typer.Argument(help="The skill's name.")],
+    name: SkillName,
     version: Annotated[str | None, typer.Option(help="Version (default: the one before).")] = None,
     *,
     address: Address = None,
     state_dir: StateDir = None,
 ) -> None:
     """Make an earlier version current: new jobs get it, running jobs keep theirs."""
-    rt = connect_from(address, state_dir)
-    try:
-        spec = rt.rollback_skill(name, version)
-        OUT.print(f"{spec.name}: version {spec.version} is current", markup=False)
-    finally:
-        close(rt)
+    client = remote(address)
+    if client is not None:
+        with client:
+            current = client.rollback_skill(name, version).version
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            current = rt.rollback_skill(name, version).version
+        finally:
+            close(rt)
+    OUT.print(f"{name}: version {current} is current", markup=False)
 
 
 @skills_app.command("optimise")
@@ -113,6 +171,7 @@ def optimise_skill(
     state_dir: StateDir = None,
 ) -> None:
     """Propose better prompts, run each on the suite, and say which beat the current one."""
+    _no_route("optimise")
     rt = connect_from(address, state_dir)
     try:
         report = rt.optimise_skill(name, suite, variants=variants, model=model, promote=promote)
@@ -120,8 +179,8 @@ def optimise_skill(
         close(rt)
     table = Table("version", "score", "vs current", "p", "beats", "instructions")
     for c in report.candidates:
-        table.add_row(c.version, f"{c.score:.3f}", f"{c.mean_diff:+.3f}", f"{c.p_value:.4f}",
-                      "yes" if c.beats else "no", c.instructions[:60])  # fmt: skip
+        plain_row(table, c.version, f"{c.score:.3f}", f"{c.mean_diff:+.3f}", f"{c.p_value:.4f}",
+                  "yes" if c.beats else "no", c.instructions[:60])  # fmt: skip
     OUT.print(table)
     said = f"{name}@{report.version} scored {report.baseline_score:.3f} on {report.suite}; "
     if report.best is None:
@@ -134,13 +193,14 @@ def optimise_skill(
 
 @skills_app.command("promote")
 def promote_skill(
-    name: Annotated[str, typer.Argument(help="The skill.")],
+    name: SkillName,
     version: Annotated[str, typer.Argument(help="The version to make current.")],
     *,
     address: Address = None,
     state_dir: StateDir = None,
 ) -> None:
     """Make a version (an optimiser's proposal) current: new jobs get it."""
+    _no_route("promote")
     rt = connect_from(address, state_dir)
     try:
         spec = rt.promote_skill(name, version)
@@ -157,30 +217,43 @@ def skill_history(
     state_dir: StateDir = None,
 ) -> None:
     """What happened to skills: versions applied, rolled back to, files rejected."""
-    rt = connect_from(address, state_dir)
-    try:
-        table = Table("skill", "version", "action", "source", "problems")
-        for e in rt.skill_history(name):
-            table.add_row(e.name, e.version or "", e.action, e.source, "; ".join(e.problems))
-        OUT.print(table)
-    finally:
-        close(rt)
+    client = remote(address)
+    if client is not None:
+        if name is None:
+            raise usage("over HTTP, name the skill: `troupe skills history NAME`")
+        with client:
+            events = client.skill_history(name)
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            events = rt.skill_history(name)
+        finally:
+            close(rt)
+    table = Table("skill", "version", "action", "source", "problems")
+    for e in events:
+        plain_row(table, e.name, e.version or "", e.action, e.source, "; ".join(e.problems))
+    OUT.print(table)
 
 
 @skills_app.command("delete")
 def delete_skill(
-    name: Annotated[str, typer.Argument(help="The skill's name.")],
+    name: SkillName,
     *,
     address: Address = None,
     state_dir: StateDir = None,
 ) -> None:
     """Unregister a skill and every version of it (running jobs keep theirs)."""
-    rt = connect_from(address, state_dir)
-    try:
-        info = rt.delete_skill(name)
-        OUT.print(f"{info.name}: deleted ({len(info.versions)} versions)", markup=False)
-    finally:
-        close(rt)
+    client = remote(address)
+    if client is not None:
+        with client:
+            info = client.delete_skill(name)
+    else:
+        rt = connect_from(address, state_dir)
+        try:
+            info = rt.delete_skill(name)
+        finally:
+            close(rt)
+    OUT.print(f"{info.name}: deleted ({len(info.versions)} versions)", markup=False)
 
 
 def ask(
@@ -193,6 +266,7 @@ def ask(
     address: Address = None,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for the job.", min=0.1)] = 300.0,
     as_json: Annotated[bool, typer.Option("--json", help="Print the JobResult as JSON.")] = False,
+    detach: Detach = False,
     tenant: Annotated[str, typer.Option(help="Tenant the job runs for.")] = "default",
     state_dir: StateDir = None,
 ) -> None:
@@ -202,18 +276,21 @@ def ask(
         try:
             data = json.loads(input_json)
         except json.JSONDecodeError as e:
-            error(f"--input is not JSON: {e}")
-            raise typer.Exit(2) from None
+            raise usage(f"--input is not JSON: {e}") from None
     if not task.strip() and data is None:
-        error("give a task, or --input")
-        raise typer.Exit(2)
-    rt = connect_from(address, state_dir, start_local=True)
+        raise usage("give a task, or --input")
+    label = f"skill {skill}" if skill else "routed"
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant, "default")
+        with client:
+            job = RemoteJob(client, client.submit(task, skill=skill, input=data).id)
+            watch(job, label, timeout, as_json=as_json, detach=detach)
+        return
+    rt = connect_for_job(address, state_dir, detach=detach)
     try:
         view = rt if tenant == "default" else rt.as_tenant(tenant)
         handle = view.submit(task, skill=skill, input=data)
-        if as_json:
-            typer.echo(result_json(handle, timeout).model_dump_json(indent=2))
-        else:
-            show_result(follow(handle, f"skill {skill}" if skill else "routed", timeout))
+        watch(handle, label, timeout, as_json=as_json, detach=detach)
     finally:
         close(rt)

@@ -1,0 +1,703 @@
+"""``troupe run|result|events|cancel|jobs|approvals|approve|reject|agents|usage|dead-letters``.
+
+Each command acts on a deployment over HTTP when one is named (``--url``, ``--profile``), else
+on the Ray of this machine through the driver API (see :mod:`runtime.cli._remote`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol
+
+import typer
+from rich.table import Table
+from rich.text import Text
+
+from raytroupe.runtime.cli._connect import close, connect, connect_from, resolve_address
+from raytroupe.runtime.cli._options import Address, StateDir, state_dir_of
+from raytroupe.runtime.cli._remote import no_tenant, remote
+from raytroupe.runtime.cli._show import (
+    ERR,
+    OUT,
+    Followed,
+    error,
+    follow,
+    plain_row,
+    result_json,
+    show_failures,
+    show_result,
+    usage,
+)
+
+if TYPE_CHECKING:
+    from raytroupe.protocols import DeadLetter, JobEvent, JobResult, JobSummary, UsageRow
+    from raytroupe.protocols.http import DailyUsage, DeadLetterView
+    from raytroupe.runtime.config import Team
+    from raytroupe.runtime.driver import Runtime
+    from raytroupe.runtime.handle import JobHandle
+    from raytroupe.runtime.http_client import Client
+
+__all__ = [
+    "Detach",
+    "HeldCall",
+    "RemoteJob",
+    "agents",
+    "approvals",
+    "approve",
+    "cancel",
+    "connect_for_job",
+    "dead_letters",
+    "event_line",
+    "events",
+    "jobs",
+    "reject",
+    "result",
+    "run",
+    "usage_command",
+    "watch",
+]
+
+_CAUGHT_UP_S: Final = 1.0
+"""How long ``events --no-follow`` waits for more before it stops (the events so far)."""
+_TASK_CHARS: Final = 60
+
+JobId = Annotated[str, typer.Argument(help="The job's id.")]
+Timeout = Annotated[float, typer.Option(help="Seconds to wait for the job.", min=0.1)]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the JobResult as JSON.")]
+Detach = Annotated[
+    bool, typer.Option("--detach", help="Print the job's id and leave it running (no wait).")
+]
+Tenant = Annotated[
+    str | None,
+    typer.Option(help="Reach the job as this tenant (local Ray only; over HTTP the key decides).",
+                 show_default=False),
+]  # fmt: skip
+
+
+class RemoteJob:
+    """A job of a deployment, followed over HTTP as the CLI follows a driver's ``JobHandle``."""
+
+    def __init__(self, client: Client, job_id: str) -> None:
+        self.job_id = job_id
+        self._client = client
+
+    def events(self, timeout: float | None = None) -> Iterator[JobEvent]:
+        """Its events from the first until its last (``JobTimeout`` past ``timeout`` seconds)."""
+        return self._client.events(self.job_id, timeout=timeout)
+
+    def result(self, timeout: float | None = 60.0) -> JobResult:
+        """Its result once it has ended (``JobFailed``, ``JobCancelled``, ``JobTimeout``)."""
+        return self._client.result(self.job_id, timeout=timeout)
+
+    def cancel(self) -> bool:
+        """Cancel it; False if it had ended."""
+        from raytroupe.protocols import Conflict
+
+        try:
+            self._client.cancel(self.job_id)
+        except Conflict:
+            return False
+        return True
+
+
+def _team(team: str) -> Team | str:
+    """A team file (by path) or the name of a team registered at run time."""
+    from raytroupe.protocols import ConfigError
+    from raytroupe.runtime.config import Team
+
+    path = Path(team)
+    if path.suffix not in {".yaml", ".yml"} and os.sep not in team and not path.exists():
+        return team
+    if not path.is_file():
+        raise usage(f"team file {team!r} does not exist")
+    try:
+        return Team.from_yaml(path)
+    except ConfigError as exc:
+        raise usage(exc.message) from None
+
+
+def watch(job: Followed, label: str, timeout: float, *, as_json: bool, detach: bool) -> None:
+    """Follow ``job`` live (or wait, for ``--json``) and show its result; Ctrl-C cancels it.
+
+    Detached, print its id alone on stdout (for scripts: ``JOB=$(troupe run ... --detach)``).
+    """
+    if detach:
+        typer.echo(job.job_id)
+        ERR.print(f"{label}: job submitted; `troupe events {job.job_id} -f` follows it",
+                  markup=False, style="dim", soft_wrap=True)  # fmt: skip
+        return
+    try:
+        if as_json:
+            typer.echo(result_json(job, timeout).model_dump_json(indent=2))
+        else:
+            show_result(follow(job, label, timeout))
+    except KeyboardInterrupt:
+        job.cancel()
+        error(f"interrupted: job {job.job_id} cancelled")
+        raise typer.Exit(130) from None
+
+
+def run(
+    team: Annotated[str, typer.Argument(help="A team file (YAML), or a registered team's name.")],
+    task: Annotated[str, typer.Argument(help="What the team should do.")],
+    *,
+    address: Address = None,
+    timeout: Timeout = 300.0,
+    as_json: AsJson = False,
+    detach: Detach = False,
+    tenant: Annotated[
+        str | None,
+        typer.Option(
+            help="Tenant the job runs for (local Ray; default: default).", show_default=False
+        ),
+    ] = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Run a job and show its subtasks live, then its answer (exit 1 if it fails)."""
+    spec = _team(team)
+    label = f"team {spec if isinstance(spec, str) else spec.name}"
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant)
+        with client:
+            job = RemoteJob(client, client.submit(task, team=spec).id)
+            watch(job, label, timeout, as_json=as_json, detach=detach)
+        return
+    rt = connect_for_job(address, state_dir, detach=detach)
+    try:
+        handle = rt.submit(task, team=spec, tenant=tenant or "default")
+        watch(handle, label, timeout, as_json=as_json, detach=detach)
+    finally:
+        close(rt)
+
+
+def connect_for_job(address: str | None, state_dir: Path | None, *, detach: bool) -> Runtime:
+    """The Ray a job runs on: one that is up, else one started for this command only.
+
+    A detached job needs a Ray that outlives the command.
+    """
+    where = resolve_address(address, state_dir_of(state_dir))
+    if where is None and detach:
+        raise usage("--detach needs a Ray that outlives this command: `troupe up`, --address, "
+                    "or a deployment (--url)")  # fmt: skip
+    return connect(where, start_local=True)
+
+
+def _handle(rt: Runtime, job_id: str, tenant: str | None) -> JobHandle:
+    return rt.job(job_id) if tenant is None else rt.as_tenant(tenant).job(job_id)
+
+
+def result(
+    job_id: JobId,
+    *,
+    as_json: AsJson = False,
+    wait: Annotated[
+        bool, typer.Option("--wait/--no-wait", help="Wait for a running job to end.")
+    ] = True,
+    timeout: Timeout = 300.0,
+    tenant: Tenant = None,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """A job's result: its answer and figures (exit 1 if it failed or has none yet)."""
+    from raytroupe.protocols import JobTimeout
+
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant)
+        with client:
+            if not wait:
+                view = client.job(job_id)
+                if view.result is None:
+                    raise _unfinished(job_id, view.status)
+            _show_outcome(RemoteJob(client, job_id), timeout if wait else 1.0, as_json=as_json)
+        return
+    rt = connect_from(address, state_dir)
+    try:
+        handle = _handle(rt, job_id, tenant)
+        try:
+            _show_outcome(handle, timeout if wait else 0.1, as_json=as_json)
+        except JobTimeout:
+            if wait:
+                raise
+            raise _unfinished(job_id, handle.status()) from None
+    finally:
+        close(rt)
+
+
+def _unfinished(job_id: str, status: str) -> typer.Exit:
+    error(f"job {job_id} has no result yet: it is {status} (wait for it: drop --no-wait)")
+    return typer.Exit(1)
+
+
+def _show_outcome(job: Followed, timeout: float, *, as_json: bool) -> None:
+    """The job's result as JSON or for people; a failed job's subtasks, then ``JobFailed``."""
+    from raytroupe.protocols import JobFailed, JobResult
+
+    if as_json:
+        typer.echo(result_json(job, timeout).model_dump_json(indent=2))
+        return
+    try:
+        show_result(job.result(timeout=timeout))
+    except JobFailed as exc:
+        failed = exc.detail.get("result")
+        if isinstance(failed, JobResult):
+            show_failures(failed)
+        raise
+
+
+def event_line(event: JobEvent) -> Text:
+    """One event as a line: its number, time, type, subtask and data (compact JSON)."""
+    at = time.strftime("%H:%M:%S", time.localtime(event.at))
+    data = json.dumps(event.data, separators=(",", ":"), default=str) if event.data else ""
+    style = "green" if event.type == "job_succeeded" else "red" if event.terminal else ""
+    return Text.assemble(
+        (f"{event.seq:>4} {at} ", "dim"),
+        (event.type, style or "bold"),
+        f" [{event.subtask_id}]" if event.subtask_id else "",
+        f" {data}" if data else "",
+    )
+
+
+def events(
+    job_id: JobId,
+    *,
+    follow_job: Annotated[
+        bool,
+        typer.Option(
+            "--follow/--no-follow",
+            "-f",
+            help="Keep printing events until the job's last (Ctrl-C stops).",
+        ),
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
+    tenant: Tenant = None,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """A job's events, in order: those so far, or (--follow) each as it happens."""
+    client = remote(address)
+    try:
+        if client is not None:
+            no_tenant(tenant)
+            with client:
+                _print_events(_so_far(RemoteJob(client, job_id), follow_job), as_json=as_json)
+            return
+        rt = connect_from(address, state_dir)
+        try:
+            stream = _so_far(_handle(rt, job_id, tenant), follow_job)
+            _print_events(stream, as_json=as_json)
+        finally:
+            close(rt)
+    except KeyboardInterrupt:  # stops reading; the job goes on
+        ERR.print(f"stopped following job {job_id} (it goes on)", style="dim")
+        raise typer.Exit(130) from None
+
+
+def _print_events(stream: Iterable[JobEvent], *, as_json: bool) -> None:
+    for event in stream:
+        if as_json:
+            typer.echo(event.model_dump_json())
+        else:
+            OUT.print(event_line(event), soft_wrap=True, markup=False)
+
+
+def _so_far(job: Followed, follow_job: bool) -> Iterator[JobEvent]:
+    """The job's events until its last; without ``follow_job``, those of its first second.
+
+    The first read answers with every event the job has had, so a second's wait is what the
+    job has said so far; a job that has ended stops at its last event either way.
+    """
+    from raytroupe.protocols import JobTimeout
+
+    if follow_job:
+        yield from job.events()
+        return
+    try:
+        yield from job.events(timeout=_CAUGHT_UP_S)
+    except JobTimeout:
+        return
+
+
+def cancel(
+    job_id: JobId,
+    *,
+    tenant: Tenant = None,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Cancel a job: its running subtasks stop at their agents (exit 1 if it had ended)."""
+    from raytroupe.protocols import Conflict
+
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant)
+        with client:
+            cancelled = client.cancel(job_id)
+        OUT.print(f"job {job_id} cancelled ({cancelled.status})", markup=False)
+        return
+    rt = connect_from(address, state_dir)
+    try:
+        handle = _handle(rt, job_id, tenant)
+        if not handle.cancel():
+            raise Conflict(f"job {job_id} already finished ({handle.status()})", job_id=job_id)
+    finally:
+        close(rt)
+    OUT.print(f"job {job_id} cancelled", markup=False)
+
+
+def jobs(
+    *,
+    status: Annotated[
+        str | None, typer.Option(help="Only jobs in this status ('live': unfinished ones).")
+    ] = None,
+    search: Annotated[
+        str | None,
+        typer.Option(
+            "--search",
+            "-q",
+            help="Over HTTP: text of the id, task, team or skill.",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[int, typer.Option(help="At most this many, the newest.", min=1)] = 50,
+    tenant: Annotated[
+        str | None, typer.Option(help="Only this tenant's jobs (local Ray).", show_default=False)
+    ] = None,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """List jobs and their status."""
+    from raytroupe.runtime.cli._show import jobs_table
+
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant)
+        with client:
+            found = client.jobs(status=status, q=search, limit=limit)
+        OUT.print(summaries_table(found))
+        return
+    if search is not None:
+        raise usage("--search reads a deployment's jobs list: give --url or --profile")
+    rt = connect_from(address, state_dir)
+    try:
+        listed = rt.jobs(tenant)
+    finally:
+        close(rt)
+    live = status == "live"
+    kept = {job: s for job, s in listed.items()
+            if status is None or s == status or (live and not _ended(s))}  # fmt: skip
+    OUT.print(jobs_table(dict(list(kept.items())[-limit:])))
+
+
+def _ended(status: str) -> bool:
+    return status in {"succeeded", "failed", "cancelled"}
+
+
+def _when(at: float | None) -> str:
+    return "" if at is None else time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+
+def summaries_table(summaries: Iterable[JobSummary]) -> Table:
+    """A deployment's jobs list: id, status, what ran, task, when, tokens and cost."""
+    from raytroupe.runtime.cli._show import status_text
+
+    table = Table(title_justify="left")
+    table.add_column("job", overflow="fold")  # an id to copy: folded, never cut
+    for column in ("status", "team / skill", "task", "submitted"):
+        table.add_column(column)
+    table.add_column("tokens", justify="right")
+    table.add_column("$", justify="right")
+    count = 0
+    for job in summaries:
+        count += 1
+        task = job.task if len(job.task) <= _TASK_CHARS else job.task[:_TASK_CHARS] + "..."
+        plain_row(
+            table,
+            job.id,
+            status_text(job.status),
+            job.skill or job.team,
+            task,
+            _when(job.submitted_at),
+            "" if job.tokens is None else str(job.tokens),
+            "" if job.cost_usd is None else f"{job.cost_usd:.4f}",
+        )
+    table.title = f"{count} job(s)"
+    return table
+
+
+def approvals(
+    job_id: Annotated[
+        str | None, typer.Argument(help="One job (default: every job waiting for approval).")
+    ] = None,
+    *,
+    tenant: Tenant = None,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Tool calls waiting for a person: their approval ids, tools and exact arguments."""
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant)
+        with client:
+            pending = [(p.job_id, p) for p in client.approvals(job_id)]
+        OUT.print(approvals_table(pending))
+        return
+    rt = connect_from(address, state_dir)
+    try:
+        if job_id is not None:
+            held = [(job_id, r) for r in _handle(rt, job_id, tenant).approvals()]
+        else:
+            waiting = [j for j, s in rt.jobs(tenant).items() if s == "awaiting_approval"]
+            held = [(j, r) for j in waiting for r in _handle(rt, j, tenant).approvals()]
+    finally:
+        close(rt)
+    OUT.print(approvals_table(held))
+
+
+def approvals_table(pending: Iterable[tuple[str, HeldCall]]) -> Table:
+    """Held tool calls: job, approval id, agent, tool, arguments (JSON)."""
+    table = Table(title_justify="left")
+    table.add_column("job", overflow="fold")
+    table.add_column("approval", overflow="fold")  # ids to copy: folded, never cut
+    for column in ("agent", "tool", "arguments"):
+        table.add_column(column)
+    count = 0
+    for job_id, call in pending:
+        count += 1
+        arguments = json.dumps(call.arguments, ensure_ascii=False, default=str)
+        plain_row(table, job_id, call.approval_id, call.agent, call.tool, arguments)
+    table.title = f"{count} tool call(s) waiting for approval"
+    return table
+
+
+class HeldCall(Protocol):
+    """What :func:`approvals_table` reads of a held call (an ``ApprovalRequest``, say)."""
+
+    @property
+    def approval_id(self) -> str:
+        """The id to approve or reject it by."""
+        ...
+
+    @property
+    def agent(self) -> str:
+        """The agent that asked."""
+        ...
+
+    @property
+    def tool(self) -> str:
+        """The tool it would call."""
+        ...
+
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """The exact arguments."""
+        ...
+
+
+def approve(
+    job_id: JobId,
+    approval_id: Annotated[str, typer.Argument(help="The held call's id (`troupe approvals`).")],
+    *,
+    reason: Annotated[str | None, typer.Option(help="Why (kept with the decision).")] = None,
+    tenant: Tenant = None,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Let a held tool call run."""
+    _decide(job_id, approval_id, approved=True, reason=reason, tenant=tenant, address=address,
+            state_dir=state_dir)  # fmt: skip
+
+
+def reject(
+    job_id: JobId,
+    approval_id: Annotated[str, typer.Argument(help="The held call's id (`troupe approvals`).")],
+    *,
+    reason: Annotated[str, typer.Option(help="Why (the agent is told).")],
+    tenant: Tenant = None,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Refuse a held tool call: the agent sees the refusal and its reason."""
+    if not reason.strip():
+        raise usage("--reason must say why")
+    _decide(job_id, approval_id, approved=False, reason=reason, tenant=tenant, address=address,
+            state_dir=state_dir)  # fmt: skip
+
+
+def _decide(
+    job_id: str,
+    approval_id: str,
+    *,
+    approved: bool,
+    reason: str | None,
+    tenant: str | None,
+    address: str | None,
+    state_dir: Path | None,
+) -> None:
+    from raytroupe.protocols import JobNotFound
+
+    said = "approved" if approved else "rejected"
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant)
+        with client:
+            if approved:
+                client.approve(job_id, approval_id, reason)
+            else:
+                client.reject(job_id, approval_id, reason or "")
+        OUT.print(f"job {job_id}: call {approval_id} {said}", markup=False)
+        return
+    rt = connect_from(address, state_dir)
+    try:
+        handle = _handle(rt, job_id, tenant)
+        decide = handle.approve if approved else handle.reject
+        if not decide(approval_id, reason or ""):
+            raise JobNotFound(f"job {job_id} has no tool call waiting under {approval_id!r}",
+                              job_id=job_id, approval_id=approval_id)  # fmt: skip
+    finally:
+        close(rt)
+    OUT.print(f"job {job_id}: call {approval_id} {said}", markup=False)
+
+
+def agents(*, address: Address = None, state_dir: StateDir = None) -> None:
+    """List agents: those of registered teams, and others running (from teams given inline)."""
+    from raytroupe.runtime.cli._show import agents_table
+
+    client = remote(address)
+    if client is not None:
+        with client:
+            OUT.print(agents_table(client.agents(), {}))
+        return
+    rt = connect_from(address, state_dir)
+    try:
+        infos = rt.agents()
+        known = {info.name for info in infos}
+        stats = rt.router_stats()
+        # an agent's router roles are scoped by its team ("research.researcher"); the system
+        # actors' are not ("tools") or absent
+        running = {
+            name: (", ".join(roles), stats.in_flight.get(name, 0))
+            for name, roles in stats.registered.items()
+            if name not in known and any("." in role for role in roles)
+        }
+        OUT.print(agents_table(infos, running))
+    finally:
+        close(rt)
+
+
+def usage_command(
+    job_id: Annotated[str | None, typer.Option("--job", help="One job's usage.")] = None,
+    *,
+    daily: Annotated[
+        bool, typer.Option("--daily", help="Totals by tenant, day (UTC) and model (over HTTP).")
+    ] = False,
+    tenant: Tenant = None,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Model usage (calls, tokens, cost): by job, agent and model, or by day."""
+    if daily and job_id is not None:
+        raise usage("--daily totals every job: drop --job")
+    client = remote(address)
+    if client is not None:
+        no_tenant(tenant)
+        with client:
+            if daily:
+                OUT.print(daily_table(client.daily_usage()))
+            else:
+                OUT.print(usage_table(client.usage(job_id)))
+        return
+    if daily:
+        raise usage("--daily reads a deployment's jobs journal: give --url or --profile")
+    rt = connect_from(address, state_dir)
+    try:
+        rows = rt.usage(job_id) if tenant is None else rt.as_tenant(tenant).usage(job_id)
+    finally:
+        close(rt)
+    OUT.print(usage_table(rows))
+
+
+def usage_table(rows: Iterable[UsageRow]) -> Table:
+    """Usage by job, agent and model, with a total line."""
+    table = Table("job", "agent", "model", "deployment", title_justify="left")
+    for column in ("calls", "prompt", "completion", "$"):
+        table.add_column(column, justify="right")
+    calls = prompt = completion = 0
+    cost = 0.0
+    for row in rows:
+        figures = (row.calls, row.prompt_tokens, row.completion_tokens)
+        plain_row(table, row.job_id or "", row.agent, row.model, row.deployment,
+                      *map(str, figures), f"{row.cost_usd:.4f}")  # fmt: skip
+        calls, prompt = calls + row.calls, prompt + row.prompt_tokens
+        completion, cost = completion + row.completion_tokens, cost + row.cost_usd
+    table.add_section()
+    plain_row(table, "total", "", "", "", str(calls), str(prompt), str(completion), f"{cost:.4f}")
+    return table
+
+
+def daily_table(rows: Iterable[DailyUsage]) -> Table:
+    """Usage by tenant, day and model."""
+    table = Table("day", "tenant", "model", title_justify="left")
+    for column in ("calls", "prompt", "completion", "$"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        plain_row(table, row.day, row.tenant, row.model, str(row.calls), str(row.prompt_tokens),
+                      str(row.completion_tokens), f"{row.cost_usd:.4f}")  # fmt: skip
+    return table
+
+
+def dead_letters(
+    *,
+    limit: Annotated[int, typer.Option(help="The newest this many.", min=1, max=1000)] = 100,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Envelopes the router could not deliver, and why, newest first (admins; no payloads)."""
+    client = remote(address)
+    if client is not None:
+        with client:
+            letters = client.dead_letters(limit)
+        OUT.print(dead_letters_table(letters))
+        return
+    rt = connect_from(address, state_dir)
+    try:
+        kept = rt.dead_letters(limit)
+    finally:
+        close(rt)
+    OUT.print(dead_letters_table(_view(letter) for letter in reversed(kept)))
+
+
+def _view(letter: DeadLetter) -> DeadLetterView:
+    """A dead letter without its payload, as the HTTP API shows it."""
+    from raytroupe.protocols.http import DeadLetterView
+
+    message = letter.message
+    return DeadLetterView(
+        at=letter.at,
+        reason=letter.reason,
+        detail=letter.detail,
+        message_id=letter.message_id,
+        job_id=None if message is None else message.job_id,
+        sender=None if message is None else message.sender,
+        recipient=None if message is None else message.recipient,
+        tenant=None if message is None else message.tenant,
+    )
+
+
+def dead_letters_table(letters: Iterable[DeadLetterView]) -> Table:
+    """When, why, from whom to whom, for which job and tenant."""
+    table = Table("at", "reason", "sender", "recipient", "job", "tenant", "detail",
+                  title_justify="left")  # fmt: skip
+    count = 0
+    for letter in letters:
+        count += 1
+        plain_row(table, _when(letter.at), letter.reason.value, letter.sender or "",
+                      letter.recipient or "", letter.job_id or "", letter.tenant or "",
+                      letter.detail)  # fmt: skip
+    table.title = f"{count} dead letter(s)"
+    return table
