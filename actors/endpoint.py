@@ -11,6 +11,7 @@ from typing import Any, Protocol, TypeAlias, TypeVar, cast, overload, runtime_ch
 
 import structlog
 
+from raytroupe.actors.telemetry.tracing import received
 from raytroupe.protocols import (
     AgentMessage,
     DeliveryError,
@@ -131,7 +132,8 @@ async def serve_envelope(
     so that its ``match`` can end in ``assert_never``); any other payload is answered with
     ``InvalidInput``. A ``TroupeError`` or an unexpected exception in ``handler`` becomes an
     error reply, so a request always gets an answer. Malformed bytes raise
-    ``MalformedEnvelope`` to the caller (the router dead-letters them).
+    ``MalformedEnvelope`` to the caller (the router dead-letters them). With tracing on, the
+    sender's span (the envelope's ``traceparent``) is current while ``handler`` runs.
     """
     message = decode(data)
     if not isinstance(message.payload, accepts):
@@ -139,7 +141,8 @@ async def serve_envelope(
         log.info("handler_error", actor=me, msg_id=message.id, code=refused.code)
         return encode(message.error_reply(refused, sender=me))
     try:
-        reply = await handler(message, cast("P", message.payload))
+        with received(message.traceparent):
+            reply = await handler(message, cast("P", message.payload))
     except TroupeError as exc:
         log.info("handler_error", actor=me, msg_id=message.id, job_id=message.job_id, code=exc.code)
         reply = message.error_reply(exc, sender=me)

@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from raytroupe.actors.telemetry.logs import configure_worker_logging
+from raytroupe.actors.telemetry.tracing import configure_worker_tracing
 
 __all__ = ["Lifecycle", "with_lifecycle"]
 
@@ -47,6 +48,7 @@ def with_lifecycle(cls: type[T]) -> type[T]:
 
     def init(self: Any, *args: Any, **kwargs: Any) -> None:
         configure_worker_logging()  # before the class logs anything (a no-op in a driver)
+        configure_worker_tracing(cls.__name__)  # from the OTEL_* variables, if they ask
         cls.__init__(self, *args, **kwargs)
         self._lifecycle_start = asyncio.get_running_loop().create_task(self.on_start())
 

@@ -18,6 +18,7 @@ from ray.exceptions import ActorUnavailableError, RayActorError, RayTaskError
 from ray.experimental import internal_kv
 
 from raytroupe.actors.endpoint import BatchProgress
+from raytroupe.actors.telemetry.tracing import stamp
 from raytroupe.protocols import (
     AgentMessage,
     DeliveryError,
@@ -282,6 +283,7 @@ class RayRouterClient:
 
     async def request(self, message: AgentMessage, /) -> AgentMessage:
         """Deliver through the router and wait for the reply."""
+        message = stamp(message)  # the current span's traceparent, when tracing is on
         loop = asyncio.get_running_loop()
         future: asyncio.Future[bytes | TroupeError] = loop.create_future()
         shard = self._shard(message)
@@ -336,7 +338,7 @@ class RayRouterClient:
 
     async def send(self, message: AgentMessage, /) -> str:
         """Deliver through the router without waiting for a reply."""
-        data = encode(message)
+        data = encode(stamp(message))
         router = self._routers[self._shard(message)]
         try:
             status: str = await through_restarts(lambda: router.send.remote(data))

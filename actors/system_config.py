@@ -15,9 +15,10 @@ that fill ``state.url`` and ``memory.server`` where the file leaves them out.
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal, Self
+from typing import Annotated, Any, Final, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -30,6 +31,7 @@ from raytroupe.actors.tools.config import ToolsConfig
 from raytroupe.protocols import ConfigError
 
 __all__ = [
+    "OTEL_FLAG_DEPRECATED",
     "PlacementConfig",
     "ScaleConfig",
     "StateConfig",
@@ -83,15 +85,31 @@ class StateConfig(BaseModel):
         return checked_state_url(named, field="state.url_env", said_as=self.url_env)
 
 
+OTEL_FLAG_DEPRECATED: Final = (
+    "otel=True (tracing.otel) is deprecated and does nothing: every raytroupe actor sends its "
+    "spans to a collector as they happen when the standard OpenTelemetry variables ask for it "
+    "(e.g. OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318), set where raytroupe starts or, "
+    "on a ray up cluster, in ~/.troupe/env; see the README's Tracing section"
+)
+
+
 class TracingConfig(BaseModel):
-    """What the orchestrator exports of each job's trace."""
+    """Tracing: set by the standard OTEL_* environment variables, not in this file."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     otel: bool = Field(
         default=False,
-        description="Export each job's trace to OpenTelemetry (needs a configured SDK).",
+        description="Deprecated, does nothing: every actor traces live when the standard "
+        "OTEL_* environment variables configure an exporter (OTEL_EXPORTER_OTLP_ENDPOINT ...).",
     )
+
+    @field_validator("otel")
+    @classmethod
+    def _deprecated(cls, value: bool) -> bool:
+        if value:
+            warnings.warn(OTEL_FLAG_DEPRECATED, DeprecationWarning, stacklevel=2)
+        return value
 
 
 Count = Annotated[int, Field(ge=1, le=64)] | Literal["per_node"]

@@ -33,6 +33,7 @@ SUITE = (
     "knowledge",
     "state_store",
     "console",
+    "tracing",
 )
 RESULTS = HERE / "results"
 

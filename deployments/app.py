@@ -12,6 +12,7 @@ from starlette.types import ASGIApp
 
 from raytroupe.actors.llm.config import LLMConfig
 from raytroupe.actors.telemetry.logs import configure_worker_logging
+from raytroupe.actors.telemetry.tracing import actor_env, configure_worker_tracing
 from raytroupe.deployments.api import create_api
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.guard import Guard
@@ -38,6 +39,7 @@ class TroupeAPI:
 
     def __init__(self, config: APIConfig) -> None:
         configure_worker_logging()  # JSON lines in the replica's Ray log, as every actor's
+        configure_worker_tracing("TroupeAPI")  # as every actor: from the OTEL_* variables
         self._config = config
         self._keys = [*config.api_keys, *self._env_keys()]
         path = config.llm_config_path()
@@ -86,11 +88,18 @@ def deploy(
     """Deploy the HTTP application on the Ray this process is connected to; its base URL.
 
     Serve's proxy listens on ``host:port`` (loopback by default). Call after
-    ``runtime.connect()``. The application keeps running after this process exits.
+    ``runtime.connect()``. The application keeps running after this process exits. Its
+    replica traces as the actors do: given this process's ``OTEL_*`` variables when it joined
+    a running Ray (see :func:`actors.telemetry.tracing.actor_env`).
     """
     serve.start(http_options={"host": host, "port": port})
+    deployment: Any = TroupeAPI
+    if env := actor_env():  # the replica traces as this process's OTEL_* variables say
+        deployment = TroupeAPI.options(  # type: ignore[attr-defined]
+            ray_actor_options={"num_cpus": 0, "runtime_env": {"env_vars": env}}
+        )
     serve.run(
-        TroupeAPI.bind(config or APIConfig()),  # type: ignore[attr-defined]
+        deployment.bind(config or APIConfig()),
         name=name,
         route_prefix=route_prefix,
         blocking=False,

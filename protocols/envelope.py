@@ -59,6 +59,12 @@ class AgentMessage(BaseModel):
     deadline: float | None = Field(default=None, description="UNIX time after which it expires.")
     hops: int = Field(default=0, ge=0)
     trace: TraceContext = Field(default_factory=TraceContext)
+    traceparent: str | None = Field(
+        default=None,
+        max_length=256,
+        description="The W3C traceparent of the sender's OpenTelemetry span, when tracing is "
+        "on (set as it is sent; a recipient's spans are its children).",
+    )
     tenant: str = Field(default="default", min_length=1, max_length=64)
     created_at: float = Field(default_factory=time.time)
     payload: Payload

@@ -45,6 +45,12 @@ from raytroupe.actors.endpoint import (
 )
 from raytroupe.actors.llm.tokens import messages_tokens, tools_tokens, upper_bound
 from raytroupe.actors.telemetry.calls import model_span, tool_span
+from raytroupe.actors.telemetry.genai import (
+    agent_finished,
+    agent_invocation,
+    tool_execution,
+    tool_finished,
+)
 from raytroupe.protocols import (
     LLM_POOL,
     AgentMessage,
@@ -351,7 +357,7 @@ class AgentActor(TakesBatches):
             running.add(task)
         try:
             async with self._slots:
-                return await self.run_task(message, request)
+                return await self._invoked(message, request)
         except asyncio.CancelledError:
             if task is None or message.job_id not in self._cancelled:
                 raise  # not a cancel_job: the caller gave up, or the actor is going away
@@ -370,6 +376,16 @@ class AgentActor(TakesBatches):
                 running.discard(task)
             if not running and self._by_job.get(key) is running:
                 del self._by_job[key]  # nothing left of this job here
+
+    async def _invoked(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
+        """:meth:`run_task`, in the agent's span when tracing is on (a child of the subtask's)."""
+        spec = self._spec
+        with agent_invocation(
+            spec.name, spec.role, message.job_id, request, message.attempt
+        ) as made:
+            result = await self.run_task(message, request)
+            agent_finished(made, result)
+            return result
 
     async def run_task(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
         """Run the loop for one subtask; failures are reported in the result, not raised.
@@ -592,7 +608,9 @@ class AgentActor(TakesBatches):
             loop.tool_calls += 1
             step = loop.turns * 1000 + index
             called = self._clock()
-            outcome = await self._tool(cause, request, step, call)
+            with tool_execution(call) as made:
+                outcome = await self._tool(cause, request, step, call)
+                tool_finished(made, outcome)
             if isinstance(outcome, Handoff):  # control passed on: its answer is the answer
                 shown = _handoff_result(outcome)
                 loop.spans.append(tool_span(shown, called, self._clock(), call.arguments))

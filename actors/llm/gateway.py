@@ -26,6 +26,7 @@ from raytroupe.actors.llm.budget import Ledger
 from raytroupe.actors.llm.deployment_state import DeploymentState, backoff_s, estimate_prompt_tokens
 from raytroupe.actors.llm.pricing import PriceTable
 from raytroupe.actors.llm.provider import DeltaSink, LLMProvider
+from raytroupe.actors.telemetry.genai import chat_answered, chat_call
 from raytroupe.protocols import (
     AuthFailed,
     ConfigError,
@@ -232,29 +233,38 @@ class Gateway:
                 if (pause := state.cooling()) > 0.0:
                     await self._sleep(pause)
                 start = self._clock()
-                try:
-                    response = await asyncio.wait_for(
-                        state.provider.complete(request, on_delta=forward), state.spec.timeout_s
-                    )
-                except TimeoutError:
-                    timeout = ModelTimeout(
-                        f"{state.name} did not answer within {state.spec.timeout_s} s",
-                        deployment=state.name,
-                    )
-                    self._failed(state, timeout)
-                    raise timeout from None
-                except TroupeError as exc:
-                    exc.detail.setdefault("deployment", state.name)
-                    log.info(
-                        "llm_attempt_failed",
-                        deployment=state.name,
-                        code=exc.code.value,
-                        job_id=context.job_id,
-                        retryable=exc.retryable,
-                    )
-                    if exc.retryable:  # now: leaving this block frees the slot for the next
-                        self._failed(state, exc)
-                    raise
+                with chat_call(
+                    request,
+                    state.spec,
+                    deployment=state.name,
+                    job_id=context.job_id,
+                    agent=context.agent,
+                ) as made:  # a failure is marked on it
+                    try:
+                        response = await asyncio.wait_for(
+                            state.provider.complete(request, on_delta=forward),
+                            state.spec.timeout_s,
+                        )
+                    except TimeoutError:
+                        timeout = ModelTimeout(
+                            f"{state.name} did not answer within {state.spec.timeout_s} s",
+                            deployment=state.name,
+                        )
+                        self._failed(state, timeout)
+                        raise timeout from None
+                    except TroupeError as exc:
+                        exc.detail.setdefault("deployment", state.name)
+                        log.info(
+                            "llm_attempt_failed",
+                            deployment=state.name,
+                            code=exc.code.value,
+                            job_id=context.job_id,
+                            retryable=exc.retryable,
+                        )
+                        if exc.retryable:  # now: leaving this block frees the slot for the next
+                            self._failed(state, exc)
+                        raise
+                    chat_answered(made, response)
                 state.succeeded(self._clock() - start)
             usage = self._prices.priced(state.spec, response.usage)
         finally:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict
 from raytroupe.actors.endpoint import Batches, BatchMailbox, BatchProgress, Mailbox, Outcome
 from raytroupe.actors.router.registry import Discover, Entry, Registry, rebuild
 from raytroupe.actors.telemetry import metrics
+from raytroupe.actors.telemetry.tracing import stamp
 from raytroupe.protocols import (
     AddressKind,
     AgentMessage,
@@ -503,8 +504,8 @@ class LocalRouterClient:
 
     async def request(self, message: AgentMessage, /) -> AgentMessage:
         """Deliver and wait for the reply."""
-        return decode(await self._router.request(encode(message)))
+        return decode(await self._router.request(encode(stamp(message))))
 
     async def send(self, message: AgentMessage, /) -> str:
         """Deliver without waiting."""
-        return await self._router.send(encode(message))
+        return await self._router.send(encode(stamp(message)))

@@ -2,6 +2,8 @@
 
 ``metrics`` holds every counter, gauge and histogram, with bounded tag values; ``calls`` the
 spans an agent records for its model and tool calls; ``jobs`` the spans the orchestrator
-collects for a job; ``otel`` exports a finished job's spans to OpenTelemetry. It sits below
-every actor (which all report) and imports none of them.
+collects for a job; ``tracing`` sets OpenTelemetry up in each actor process from the
+``OTEL_*`` variables and carries trace context across actors; ``genai`` makes the live spans
+of jobs, agents, model and tool calls. It sits below every actor (which all report) and
+imports none of them.
 """

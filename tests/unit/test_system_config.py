@@ -38,7 +38,8 @@ def test_every_section_is_read_and_paths_start_at_the_home_of_the_reader(tmp_pat
         "tracing: {otel: true}\n"
         "placement: {system_resources: {troupe_system: 0.001}}\n"
     )
-    config = SystemConfig.from_yaml(path)
+    with pytest.warns(DeprecationWarning, match="OTEL_EXPORTER_OTLP_ENDPOINT"):
+        config = SystemConfig.from_yaml(path)  # tracing.otel: deprecated, does nothing
     assert sorted(config.llm_config().models) == ["fast"]  # relative to the file
     assert config.tools.sandboxes == 3
     assert config.tools.state_dir == Path.home() / "state"

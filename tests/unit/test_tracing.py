@@ -1,4 +1,4 @@
-"""Every job's trace: spans on the JobResult, as JSON, and exported to OpenTelemetry."""
+"""Every job's trace: spans on the JobResult, as JSON, and as live OpenTelemetry spans."""
 
 import json
 
@@ -6,9 +6,10 @@ import pytest
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import SpanKind
 from wiring import build_troupe, run
 
-from raytroupe.actors.telemetry.otel import export_otel
+from raytroupe.actors.telemetry import tracing
 from raytroupe.protocols import AgentSpec, JobResult, PlannedSubtask, Span, TeamSpec
 
 TASK = "Help me:\n- Compute 17 * 23 + 4\n- Describe the tower"
@@ -117,47 +118,91 @@ def test_a_redundant_subtask_has_a_resolution_span():
     assert len(attempts) == 2
 
 
-def test_the_trace_exports_to_opentelemetry_with_its_parents(job):
+@pytest.fixture
+def live_spans():
+    """The in-process troupe's live OpenTelemetry spans, in memory (none after the test)."""
     exporter = InMemorySpanExporter()
     provider = TracerProvider()
     provider.add_span_processor(SimpleSpanProcessor(exporter))
-    count = export_otel(job.trace, provider.get_tracer("raytroupe"))
-    exported = exporter.get_finished_spans()
-    assert count == len(exported) == len(job.trace)
-    by_ours = {s.attributes["raytroupe.span_id"]: s for s in exported}
-    assert set(by_ours) == {s.span_id for s in job.trace}
-    assert len({s.context.trace_id for s in exported}) == 1
-    for span in job.trace:
-        otel = by_ours[span.span_id]
-        assert otel.start_time == int(span.start * 1e9)
-        assert otel.attributes["raytroupe.kind"] == span.kind
-        if span.parent_id is None:
-            assert otel.parent is None
-        else:
-            assert otel.parent.span_id == by_ours[span.parent_id].context.span_id
+    tracing.install(provider)
+    yield exporter
+    tracing.install(None)
+    provider.shutdown()
 
 
-def test_the_orchestrator_exports_when_asked_and_survives_a_broken_export(monkeypatch):
-    from raytroupe.actors.orchestrator import runner  # noqa: PLC0415
-
-    seen: list[int] = []
-
-    def broken(spans):
-        seen.append(len(spans))
-        raise RuntimeError("collector down")
-
-    monkeypatch.setattr(runner, "export_otel", broken)
-
+def test_live_spans_form_one_tree_with_gen_ai_attributes(live_spans):
     async def main():
         troupe = await build_troupe()
-        troupe.orchestrator._runner.otel = True
-        return await troupe.run(
-            "Describe the tower", TeamSpec(agents=(AgentSpec(name="a", role="r"),))
-        )
+        return await troupe.run(TASK, calculating_team())
 
     result = run(main())
     assert result.status == "succeeded", result.error
-    assert seen == [len(result.trace)]
+    spans = live_spans.get_finished_spans()
+    by_id = {s.context.span_id: s for s in spans}
+    (root,) = [s for s in spans if s.parent is None]
+    assert root.name == "job research"
+    assert root.attributes["raytroupe.job.id"] == result.job_id
+    assert root.attributes["raytroupe.job.status"] == "succeeded"
+    assert {s.context.trace_id for s in spans} == {root.context.trace_id}
+
+    def parent(span):
+        return by_id[span.parent.span_id]
+
+    names = sorted(s.name for s in spans)
+    assert names.count("plan") == names.count("aggregate") == 1
+    assert sorted(n for n in names if n.startswith("subtask ")) == ["subtask s1", "subtask s2"]
+    agents = [s for s in spans if s.name.startswith("invoke_agent ")]
+    assert sorted(a.name for a in agents) == ["invoke_agent ada", "invoke_agent alan"]
+    for agent in agents:
+        assert parent(agent).name.startswith("subtask ")
+        assert parent(parent(agent)) is root
+        assert agent.attributes["gen_ai.operation.name"] == "invoke_agent"
+        assert agent.attributes["gen_ai.usage.input_tokens"] > 0
+    chats = [s for s in spans if s.name.startswith("chat ")]
+    # planning and aggregating (the job's), two turns of alan, one of ada
+    assert len(chats) == 5
+    assert sorted(parent(c).name for c in chats) == [
+        "aggregate", "invoke_agent ada", "invoke_agent alan", "invoke_agent alan", "plan",
+    ]  # fmt: skip
+    for chat in chats:
+        attributes = chat.attributes
+        assert chat.kind is SpanKind.CLIENT
+        assert chat.name == f"chat {attributes['gen_ai.request.model']}"
+        assert attributes["gen_ai.operation.name"] == "chat"
+        assert attributes["gen_ai.provider.name"] == "offline"
+        assert attributes["gen_ai.usage.input_tokens"] > 0
+        assert attributes["gen_ai.usage.output_tokens"] >= 0  # a bare tool call writes none
+        assert attributes["gen_ai.response.finish_reasons"]
+    assert sum(c.attributes["gen_ai.usage.output_tokens"] for c in chats) > 0
+    (tool,) = [s for s in spans if s.name.startswith("execute_tool ")]
+    assert tool.name == "execute_tool calculator"
+    assert parent(tool).name == "invoke_agent alan"
+    assert tool.attributes["gen_ai.tool.name"] == "calculator"
+    assert tool.attributes["gen_ai.tool.call.id"]
+    shown = " ".join(str(s.to_json()) for s in spans)
+    assert "17 * 23" not in shown  # content (the task, the tool's arguments) stays out
+    assert "tower" not in shown
+
+
+def test_a_broken_exporter_never_fails_a_job():
+    class Broken(InMemorySpanExporter):
+        def export(self, _spans):
+            raise RuntimeError("collector down")
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(Broken()))
+    tracing.install(provider)
+    try:
+
+        async def main():
+            troupe = await build_troupe()
+            team = TeamSpec(agents=(AgentSpec(name="a", role="r"),))
+            return await troupe.run("Describe the tower", team)
+
+        result = run(main())
+    finally:
+        tracing.install(None)
+    assert result.status == "succeeded", result.error
 
 
 def test_subtasks_finished_before_a_restart_keep_a_span_from_their_timestamps(tmp_path):
