@@ -2,9 +2,25 @@
 
 Any OpenAI client (``openai.OpenAI(base_url=".../v1", api_key=<raytroupe key>)``) can talk to
 a team. The last user message is the task; earlier turns and system messages travel with it
-as context; images in the messages are given to the job. Streaming sends the answer as
-``chat.completion.chunk`` events once the job has one (SSE comments report progress while it
-runs, which clients ignore), then ``[DONE]``.
+as context; images in the messages are given to the job.
+
+Streaming (``stream: true``) sends ``chat.completion.chunk`` events whose content, joined, is
+exactly the non-streamed answer:
+
+- The answer's tokens as the model writes them, when the answer is one model call's text as
+  it comes: a team job's aggregation (the orchestrator streams it for this caller; see
+  ``runner.streams_answer``), with no skill, output schema or required fields to gate or
+  redo it, and no JSON ``response_format`` (whose content is the standard output envelope).
+- Otherwise (a skill, a graph, a gated answer, JSON) the answer once the job has it.
+- Never the agents' own tokens: their subtasks' outputs are work towards the answer, not it.
+  Progress (plan ready, subtasks started and finished, aggregating) goes as SSE comments,
+  which OpenAI clients skip.
+
+Then a ``finish_reason: "stop"`` chunk, the usage chunk when ``stream_options.include_usage``
+asks, and ``[DONE]``. A failure once the stream has started is an in-stream error event
+(``data: {"error": ...}``, raised by OpenAI clients). A client that disconnects stops only
+its stream (nothing goes on reading for it): the job runs to its result, kept at
+``/v1/jobs/<id>`` (the completion id is ``chatcmpl-<job id>``).
 """
 
 from __future__ import annotations
@@ -13,7 +29,7 @@ import base64
 import json
 import re
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
@@ -28,10 +44,13 @@ from raytroupe.deployments.problems import problem
 from raytroupe.protocols import (
     Attachment,
     InvalidInput,
+    JobEvent,
     JobFailed,
     JobResult,
     JobTimeout,
     TeamNotFound,
+    TroupeError,
+    orchestrator_address,
 )
 from raytroupe.protocols.sessions import checked_session_id
 from raytroupe.runtime.client import SystemClient
@@ -39,6 +58,11 @@ from raytroupe.runtime.client import SystemClient
 __all__ = ["openai_routes"]
 
 _CHUNK_CHARS: Final = 64
+_POLL_S: Final = 15.0
+"""Longest wait for a job's next events; a quiet stream gets a keep-alive comment then."""
+_PROGRESS: Final = frozenset(
+    {"plan_ready", "subtask_started", "subtask_finished", "job_aggregating"}
+)
 _RESPONSE_FORMATS: Final = frozenset({"text", "json_object", "json_schema"})
 _TEAM_TOOLS: Final = "agents use the tools their team gives them, not a request's"
 _UNSUPPORTED: Final = {
@@ -130,7 +154,12 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         """Run the chat's last user message as a job of the team named by ``model``.
 
         A field the team cannot honour (``tools``, ``n`` > 1, ``logprobs``, a non-text
-        modality, an unknown ``response_format``) is a 400 naming it; nothing is started.
+        modality, an unknown ``response_format``) is a 400 naming it; nothing is started. So
+        is ``stream_options`` without ``stream``, or with an ``include_usage`` that is no
+        boolean.
+
+        Streamed, the answer's tokens come as the model writes them when they are the answer
+        (see the module's docstring), else the answer once the job has it.
 
         With a session (the ``X-Session-Id`` header, else ``user``; made if the tenant has
         none of that id), the job sees the session's history and joins it; the request's
@@ -144,11 +173,13 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
             await client.create_session(who.tenant, checked_session_id(session))
         task, attachments = _task(body.messages, in_session=session is not None)
         team, skill = _target(body.model)
+        as_json = _wants_json(body.response_format)
+        live = body.stream and not as_json  # JSON content is the envelope, not the tokens
         job_id = await client.submit(
             task, team, tenant=who.tenant, attachments=tuple(attachments), admin=who.admin,
-            skill=skill, session=session, by=who.name,
+            skill=skill, session=session, by=who.name, stream_answer=live,
+            traceparent=request.headers.get("traceparent"),  # the caller's trace, continued
         )  # fmt: skip
-        as_json = _wants_json(body.response_format)
         completion_id = f"chatcmpl-{job_id}"
         if body.stream:
             usage = bool((body.stream_options or {}).get("include_usage"))
@@ -166,7 +197,7 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
                     ),
                 ),
                 media_type="text/event-stream",
-                headers={"Cache-Control": "no-cache"},
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
         result = _succeeded(await _wait(client, config, job_id, who.tenant))
         return {
@@ -204,6 +235,8 @@ def _refused(body: ChatRequest, request_id: str) -> JSONResponse | None:
     if why is None and body.response_format is not None and not known:
         why = ("response_format", f"type must be one of {', '.join(sorted(_RESPONSE_FORMATS))}")
     if why is None:
+        why = _stream_options_problem(body)
+    if why is None:
         return None
     field, reason = why
     return problem(
@@ -216,8 +249,32 @@ def _refused(body: ChatRequest, request_id: str) -> JSONResponse | None:
     )
 
 
-async def _wait(client: SystemClient, config: APIConfig, job_id: str, tenant: str) -> JobResult:
-    result = await client.wait(job_id, config.chat_timeout_s, tenant=tenant)
+def _stream_options_problem(body: ChatRequest) -> tuple[str, str] | None:
+    """Why ``stream_options`` cannot be honoured, as OpenAI refuses it; None if it can."""
+    if body.stream_options is None:
+        return None
+    if not body.stream:
+        return ("stream_options", "only allowed when stream is true")
+    usage = body.stream_options.get("include_usage")
+    if usage is not None and not isinstance(usage, bool):
+        return ("stream_options", "include_usage must be a boolean")
+    return None
+
+
+async def _wait(
+    client: SystemClient,
+    config: APIConfig,
+    job_id: str,
+    tenant: str,
+    timeout: float | None = None,
+) -> JobResult:
+    """The job's result within ``timeout`` seconds (default: the chat timeout).
+
+    Raises:
+        JobTimeout: it has none by then.
+    """
+    wait = config.chat_timeout_s if timeout is None else timeout
+    result = await client.wait(job_id, wait, tenant=tenant)
     if result is None:
         raise JobTimeout(
             f"job {job_id} did not finish within {config.chat_timeout_s} s; "
@@ -245,59 +302,113 @@ class _Stream:
 
 
 async def _chunks(client: SystemClient, config: APIConfig, stream: _Stream) -> AsyncIterator[str]:
-    job_id, tenant, completion_id, model = (
-        stream.job_id,
-        stream.tenant,
-        stream.completion_id,
-        stream.model,
-    )
+    """The SSE body of a streamed chat completion (see the module's docstring)."""
     created = int(time.time())
 
-    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-        body = {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
-            **extra,
-        }
-        return f"data: {json.dumps(body)}\n\n"
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
+        return _data(stream, created, [{"index": 0, "delta": delta, "finish_reason": finish}])
 
     yield chunk({"role": "assistant", "content": ""})
-    seen = 0
-    deadline = time.monotonic() + config.chat_timeout_s
-    while time.monotonic() < deadline:
-        events = await client.events(job_id, seen, 15.0, tenant=tenant)
-        for event in events:
-            seen = event.seq
-            if event.type in {"subtask_started", "subtask_finished", "plan_ready"}:
-                yield f": {event.type} {event.subtask_id or ''}\n\n"
-        if not events:
-            yield ": waiting\n\n"
-        if any(e.terminal for e in events):
-            break
+    tokens = _AnswerTokens(stream.job_id)
     try:
-        result = _succeeded(await _wait(client, config, job_id, tenant))
-    except (JobFailed, JobTimeout) as exc:  # headers are sent: report in the stream
-        error = {"message": exc.message, "type": exc.code.value, "code": exc.code.value}
-        yield f"data: {json.dumps({'error': error})}\n\n"
+        seen, ended = 0, False
+        deadline = time.monotonic() + config.chat_timeout_s
+        while not ended and (left := deadline - time.monotonic()) > 0:
+            events = await client.events(
+                stream.job_id, seen, min(_POLL_S, left), tenant=stream.tenant
+            )
+            for event in events:
+                seen, ended = event.seq, ended or event.terminal
+                for text in [] if stream.as_json else tokens.take(event):
+                    yield chunk({"content": text})
+                if event.type in _PROGRESS:
+                    yield f": {event.type} {event.subtask_id or ''}\n\n"
+            if not events:
+                yield ": waiting\n\n"  # keeps proxies from closing a quiet stream
+        result = _succeeded(await _wait(client, config, stream.job_id, stream.tenant, 0.0))
+    except TroupeError as exc:  # headers are sent: report in the stream
+        yield _error(exc.message, exc.code.value)
         return
-    answer = _content(result, stream.as_json)
-    for start in range(0, len(answer), _CHUNK_CHARS):
-        yield chunk({"content": answer[start : start + _CHUNK_CHARS]})
+    rest = tokens.rest(_content(result, stream.as_json))
+    if rest is None:
+        yield _error(
+            f"the streamed text is not job {stream.job_id}'s answer (the answer was made "
+            f"again after it streamed); read it at /v1/jobs/{stream.job_id}",
+            "answer_superseded",
+        )
+        return
+    for start in range(0, len(rest), _CHUNK_CHARS):
+        yield chunk({"content": rest[start : start + _CHUNK_CHARS]})
     yield chunk({}, "stop")
     if stream.include_usage:
-        body = {
-            "id": completion_id,
-            "object": "chat.completion.chunk",
-            "created": created,
-            "model": model,
-            "choices": [],
-            "usage": _usage(result),
-        }
-        yield f"data: {json.dumps(body)}\n\n"
+        yield _data(stream, created, [], usage=_usage(result))
     yield "data: [DONE]\n\n"
+
+
+def _data(stream: _Stream, created: int, choices: list[dict[str, Any]], **extra: Any) -> str:
+    """One ``chat.completion.chunk`` event."""
+    body = {
+        "id": stream.completion_id,
+        "object": "chat.completion.chunk",
+        "created": created,
+        "model": stream.model,
+        "choices": choices,
+        **extra,
+    }
+    return f"data: {json.dumps(body)}\n\n"
+
+
+def _error(message: str, code: str) -> str:
+    """OpenAI's in-stream error event (its clients raise ``APIError`` with the message)."""
+    return f"data: {json.dumps({'error': {'message': message, 'type': code, 'code': code}})}\n\n"
+
+
+class _AnswerTokens:
+    """Picks the answer's tokens out of a job's events, and what of the answer is left to send.
+
+    They are the ``llm_delta`` events from the job's orchestrator address once the job is
+    aggregating: the aggregation, streamed when its text is the answer as it comes (agents'
+    deltas come from their own names). Leading whitespace is held back until text comes,
+    since a blank aggregation is replaced by the subtasks' outputs.
+    """
+
+    def __init__(self, job_id: str) -> None:
+        self._source = orchestrator_address(job_id)
+        self._aggregating = False
+        self._held = ""
+        self._sent: list[str] = []
+
+    def take(self, event: JobEvent) -> list[str]:
+        """The answer's text ``event`` brings, in pieces (none for any other event)."""
+        self._aggregating = self._aggregating or event.type == "job_aggregating"
+        if not self._aggregating or event.type != "llm_delta":
+            return []
+        if event.data.get("agent") != self._source:
+            return []
+        return [text for piece in _texts(event) if (text := self._shown(piece))]
+
+    def rest(self, answer: str) -> str | None:
+        """What of ``answer`` has not been sent; None if what was sent is not its start."""
+        sent = "".join(self._sent)
+        return answer[len(sent) :] if answer.startswith(sent) else None
+
+    def _shown(self, piece: str) -> str:
+        if not self._sent:
+            self._held += piece
+            if not self._held.strip():
+                return ""
+            piece, self._held = self._held, ""
+        self._sent.append(piece)
+        return piece
+
+
+def _texts(event: JobEvent) -> Iterator[str]:
+    """The text pieces of an ``llm_delta`` event (tool-call fragments carry none)."""
+    deltas = event.data.get("deltas")
+    for delta in deltas if isinstance(deltas, list) else ():
+        text = delta.get("text") if isinstance(delta, dict) else None
+        if isinstance(text, str) and text:
+            yield text
 
 
 AUTO: Final = "auto"

@@ -33,6 +33,7 @@ from raytroupe.actors.orchestrator.resolve import (
     make_candidate,
     merge,
 )
+from raytroupe.actors.telemetry.genai import subtask_finished, subtask_run
 from raytroupe.actors.telemetry.jobs import (
     attempt_span,
     resolution_span,
@@ -161,10 +162,12 @@ class Dispatcher:
                 result = skipped(sub, job.stopped)
                 subtask_span(job, span, result, started, started)
                 return result
-            if sub.redundancy > 1:
-                result = await self._redundant(job, sub, request, ask, span)
-            else:
-                result = await self._gated(job, sub, request, span)
+            with subtask_run(job.id, sub) as live:  # the agents' spans: its children
+                if sub.redundancy > 1:
+                    result = await self._redundant(job, sub, request, ask, span)
+                else:
+                    result = await self._gated(job, sub, request, span)
+                subtask_finished(live, result)
             self._record(job, result)  # before the slot frees: the next may start
             subtask_span(job, span, result, started, time.time())
         await emit(

@@ -110,6 +110,13 @@ class Job:
     """A graph's interrupts waiting for a person, by interrupt id."""
     state: dict[str, Any] | None = None
     """A graph job's shared state, once its graph has ended."""
+    stream_answer: bool = False
+    """Its caller streams the answer: a model call whose text is the answer as it comes (the
+    aggregation) streams its tokens as ``llm_delta`` events (agent: the job's orchestrator
+    address). Not journaled: a resumed job sends its answer whole."""
+    traceparent: str | None = None
+    """The caller's OpenTelemetry span (W3C), the parent of the job's root span. Not
+    journaled: a resumed job starts a trace of its own."""
 
 
 def set_status(job: Job, status: JobStatus) -> None:

@@ -39,8 +39,9 @@ from raytroupe.actors.skills.run import (
     with_lessons,
 )
 from raytroupe.actors.skills.standard import standard_output
+from raytroupe.actors.telemetry.genai import job_finished, job_run
 from raytroupe.actors.telemetry.jobs import add_span, done_subtask_spans, job_trace
-from raytroupe.actors.telemetry.otel import export_otel
+from raytroupe.actors.telemetry.tracing import note, span
 from raytroupe.protocols import (
     LLM_POOL,
     ChatMessage,
@@ -62,7 +63,7 @@ from raytroupe.protocols.graph import GraphSpec
 from raytroupe.protocols.prompts import request_of
 from raytroupe.protocols.skill import SkillSpec
 
-__all__ = ["JobRunner"]
+__all__ = ["JobRunner", "streams_answer"]
 
 log = structlog.get_logger("raytroupe.orchestrator")
 
@@ -81,7 +82,6 @@ class JobRunner:
         journal: where plans, subtask results and results are recorded (None: nowhere).
         max_running: subtasks running at once over all jobs.
         max_attempts: deliveries of one subtask when its agent dies or is unreachable.
-        otel: also export each finished job's trace to OpenTelemetry.
         graphs: graph checkpoints and interrupts.
         children: runs a graph's team or skill node as a child job.
     """
@@ -94,7 +94,6 @@ class JobRunner:
         *,
         max_running: int,
         max_attempts: int,
-        otel: bool = False,
         graphs: GraphDesk,
         children: RunChild,
     ) -> None:
@@ -102,14 +101,29 @@ class JobRunner:
         self._graphs, self._children = graphs, children
         self._provision = provision
         self._journal = journal
-        self.otel = otel
         self._finishing: set[asyncio.Future[None]] = set()
         self._dispatcher = Dispatcher(
             router, max_running=max_running, max_attempts=max_attempts, record=self.record
         )
 
     async def run(self, job: Job) -> None:
-        """Run ``job`` to its result: provision, plan, dispatch, aggregate, finish."""
+        """Run ``job`` to its result: provision, plan, dispatch, aggregate, finish.
+
+        With tracing on, under the job's root span (a child of its caller's span, if it came
+        with one): every span of its work, in every actor, hangs below it.
+        """
+        with job_run(
+            job.id,
+            job.team.name,
+            tenant=job.tenant,
+            submitted_at=job.submitted_at,
+            parent=job.traceparent,
+            request_id=job.request_id,
+        ) as root:
+            await self._run(job)
+            job_finished(root, job.result)
+
+    async def _run(self, job: Job) -> None:
         done = _Progress()
         error = None
         try:
@@ -168,7 +182,9 @@ class JobRunner:
         if job.team.graph is not None:
             return await self._graph(job, job.team.graph, ask, done)
         mark = time.perf_counter()
-        plan = await self._planned(job)
+        with span("plan", attributes={"raytroupe.job.id": job.id}) as planning:
+            plan = await self._planned(job)
+            note(planning, **{"raytroupe.plan.subtasks": len(plan.subtasks)})
         done.plan_s = time.perf_counter() - mark
 
         mark = time.perf_counter()
@@ -180,7 +196,8 @@ class JobRunner:
             mark, aggregating = time.perf_counter(), time.time()
             set_status(job, "aggregating")
             await emit(job, "job_aggregating")
-            done.answer = await self._aggregate(job, done.subtasks)
+            with span("aggregate", attributes={"raytroupe.job.id": job.id}):
+                done.answer = await self._aggregate(job, done.subtasks)
             add_span(job, "aggregate", "aggregate", aggregating, time.time())
             done.aggregate_s = time.perf_counter() - mark
         return error
@@ -235,11 +252,6 @@ class JobRunner:
         if not cancelled:
             await self._reflect(job, result)
         set_status(job, result.status)
-        if self.otel:
-            try:  # tracing must never fail a job
-                export_otel(result.trace)
-            except Exception:
-                log.exception("otel_export_failed", job_id=job.id)
         log.info(
             "job_finished",
             job_id=job.id,
@@ -382,7 +394,14 @@ class JobRunner:
         return await make_plan(job.task, job.team, lambda request: self._ask(job, request))
 
     async def _aggregate(self, job: Job, results: list[SubtaskResult]) -> str:
-        return await aggregate(job.task, results, job.team, functools.partial(self._ask, job))
+        streamed = streams_answer(job)
+
+        async def ask(request: LLMRequest) -> LLMResponse:
+            return await self._ask(
+                job, request.model_copy(update={"stream": True}) if streamed else request
+            )
+
+        return await aggregate(job.task, results, job.team, ask)
 
     async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
         if job.lessons and request.purpose in _TOLD:
@@ -417,6 +436,21 @@ class _Progress:
     plan_s: float = 0.0
     dispatch_s: float = 0.0
     aggregate_s: float = 0.0
+
+
+def streams_answer(job: Job) -> bool:
+    """Whether the job's aggregation streams its tokens: its caller asked, and they are the answer.
+
+    They are when the aggregation's text becomes the answer unchanged: no skill gates or
+    revises it, no output schema or required fields can send it back for another try. (A
+    blank text is replaced by the subtasks' outputs: a streaming reader holds back leading
+    whitespace.) Only this call of the orchestrator's streams, so a job's ``llm_delta`` events
+    from its orchestrator address are the answer's tokens, in order.
+    """
+    team = job.team
+    return (
+        job.stream_answer and job.skill is None and team.output_schema is None and not team.required
+    )
 
 
 def _cancelled() -> ErrorPayload:

@@ -50,6 +50,10 @@ class Admitted:
     """Who submitted it (an API key's name, ``driver``), for jobs lists."""
     forked_from: dict[str, Any] | None = None
     """A fork's origin (job id, checkpoint step, state edit): on its ``job_submitted`` event."""
+    stream_answer: bool = False
+    """Its caller streams the answer: the aggregation streams its tokens (see ``Job``)."""
+    traceparent: str | None = None
+    """The caller's OpenTelemetry span (W3C), which the job's root span is a child of."""
 
 
 class OrchestratorPeers(Protocol):

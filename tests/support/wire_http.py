@@ -23,6 +23,7 @@ from tests.support.wire_model import (
     Conversation,
     Default,
     Drop,
+    Hold,
     HttpError,
     Reply,
     Stall,
@@ -34,6 +35,11 @@ from tests.support.wire_model import (
 
 Protocol = Literal["openai", "anthropic"]
 Sleep = Callable[[float], Awaitable[None]]
+Wait = Callable[[], Awaitable[None]]
+
+
+_HOLD_POLL_S = 0.01
+"""How often a held stream looks at its release event (set from the test's thread)."""
 
 
 class DroppedConnection(Exception):
@@ -59,7 +65,10 @@ if not any(isinstance(f, _QuietDrops) for f in _UVICORN_LOG.filters):
 
 
 class Frames(Response):
-    """A body sent frame by frame: optional pause, per-frame delay, abrupt close after N."""
+    """A body sent frame by frame: optional pause, per-frame delay, abrupt close after N.
+
+    ``pause`` is (frame index, what to wait for before sending it).
+    """
 
     def __init__(
         self,
@@ -68,7 +77,7 @@ class Frames(Response):
         frames: list[bytes],
         *,
         drop_after: int | None = None,
-        pause: tuple[int, float] | None = None,
+        pause: tuple[int, Wait] | None = None,
         frame_delay_s: float = 0.0,
         sleep: Sleep = asyncio.sleep,
     ) -> None:
@@ -89,7 +98,7 @@ class Frames(Response):
             if i == self.drop_after:
                 raise DroppedConnection
             if self.pause and i == self.pause[0]:
-                await self.sleep(self.pause[1])
+                await self.pause[1]()
             elif i and self.frame_delay_s:
                 await self.sleep(self.frame_delay_s)
             await send({"type": "http.response.body", "body": frame, "more_body": True})
@@ -125,20 +134,35 @@ class UvicornServer(uvicorn.Server):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.stopping.wait(), seconds)
 
+    async def hold(self, release: threading.Event, seconds: float) -> None:
+        """Wait until ``release`` is set (from any thread), at most ``seconds``; stop ends it."""
+        deadline = time.monotonic() + seconds
+        while not release.is_set() and time.monotonic() < deadline:
+            if self.stopping is None or self.stopping.is_set():
+                return
+            await self.sleep(_HOLD_POLL_S)
+
 
 class Renderer:
     """Turns an HttpError or a (possibly faulty) reply into the protocol's HTTP response.
 
-    ``new_id(prefix)`` makes unique ids, ``sleep`` is the server's interruptible sleep and
-    ``chunk_delay_s()`` reads the current delay between SSE frames.
+    ``new_id(prefix)`` makes unique ids, ``sleep`` is the server's interruptible sleep,
+    ``chunk_delay_s()`` reads the current delay between SSE frames and ``hold(release,
+    seconds)`` waits for a test's ``threading.Event`` (see ``Hold``).
     """
 
     def __init__(
-        self, new_id: Callable[[str], str], sleep: Sleep, chunk_delay_s: Callable[[], float]
+        self,
+        new_id: Callable[[str], str],
+        sleep: Sleep,
+        chunk_delay_s: Callable[[], float],
+        *,
+        hold: Callable[[threading.Event, float], Awaitable[None]],
     ) -> None:
         self.new_id = new_id
         self.sleep = sleep
         self.chunk_delay_s = chunk_delay_s
+        self.hold = hold
 
     def error(self, err: HttpError, conv: Conversation, protocol: Protocol) -> Response:
         """The provider's error JSON (or ``err.body``) with retry and request-id headers."""
@@ -162,7 +186,7 @@ class Renderer:
     def answer(
         self,
         reply: Reply | Default,
-        fault: Truncate | Drop | StreamError | Stall | None,
+        fault: Truncate | Drop | StreamError | Stall | Hold | None,
         conv: Conversation,
         protocol: Protocol,
     ) -> Response:
@@ -197,7 +221,7 @@ class Renderer:
         return self._stream_answer(body, tail, error, headers, fault)
 
     def _json_answer(
-        self, payload: Any, headers: dict[str, str], fault: Truncate | Drop | Stall | None
+        self, payload: Any, headers: dict[str, str], fault: Truncate | Drop | Stall | Hold | None
     ) -> Response:
         """The JSON body; a fault sends half of it, then drops the connection or pauses."""
         if fault is None:
@@ -205,9 +229,15 @@ class Renderer:
         raw = json.dumps(payload).encode()
         half = [raw[: len(raw) // 2], raw[len(raw) // 2 :]]
         headers |= {"content-type": "application/json", "content-length": str(len(raw))}
-        if isinstance(fault, Stall):
-            return Frames(200, headers, half, pause=(1, fault.seconds), sleep=self.sleep)
+        if isinstance(fault, Stall | Hold):
+            return Frames(200, headers, half, pause=(1, self._wait(fault)), sleep=self.sleep)
         return Frames(200, headers, half, drop_after=1)
+
+    def _wait(self, fault: Stall | Hold) -> Wait:
+        """What a paused body waits for: a stall's seconds, or a hold's release."""
+        if isinstance(fault, Hold):
+            return partial(self.hold, fault.release, fault.seconds)
+        return partial(self.sleep, fault.seconds)
 
     def _stream_answer(
         self,
@@ -215,7 +245,7 @@ class Renderer:
         tail: list[bytes],
         error: bytes,
         headers: dict[str, str],
-        fault: Truncate | Drop | StreamError | Stall | None,
+        fault: Truncate | Drop | StreamError | Stall | Hold | None,
     ) -> Response:
         """SSE frames: body then tail, or cut after ``fault.after_chunks`` body frames."""
         headers |= {"content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache"}
@@ -227,7 +257,7 @@ class Renderer:
             return frames(body, drop_after=cut)
         if isinstance(fault, StreamError):
             return frames([*body[:cut], error])
-        pause = (cut, fault.seconds) if isinstance(fault, Stall) else None
+        pause = (cut, self._wait(fault)) if isinstance(fault, Stall | Hold) else None
         return frames(body + tail, pause=pause)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -129,6 +130,21 @@ class Stall:
     then: Reply | Default | None = None
 
 
+@dataclass(frozen=True)
+class Hold:
+    """Send ``after_chunks`` SSE events, wait until ``release`` is set, then send the rest.
+
+    For a test that looks at what the first events did while the rest does not exist yet:
+    it sets ``release`` (a ``threading.Event``) once it has looked, with no timing bound.
+    ``seconds`` bounds the wait in case it never does (and the server's stop ends it).
+    """
+
+    after_chunks: int
+    release: threading.Event
+    seconds: float = 120.0
+    then: Reply | Default | None = None
+
+
 Behaviour = (
     Reply
     | Default
@@ -138,6 +154,7 @@ Behaviour = (
     | Drop
     | StreamError
     | Stall
+    | Hold
     | Callable[[Any], "Behaviour"]
 )
 

@@ -44,6 +44,7 @@ from tests.support.wire_model import (
     Default,
     Delay,
     Drop,
+    Hold,
     HttpError,
     Reply,
     Stall,
@@ -61,6 +62,7 @@ __all__ = [
     "Default",
     "Delay",
     "Drop",
+    "Hold",
     "HttpError",
     "RecordedRequest",
     "Reply",
@@ -128,7 +130,9 @@ class WireServer:
         self._sock: socket.socket | None = None
         self._failure: BaseException | None = None
         self.port = 0
-        self._renderer = Renderer(self._new_id, self._sleep, lambda: self.chunk_delay_s)
+        self._renderer = Renderer(
+            self._new_id, self._sleep, lambda: self.chunk_delay_s, hold=self._hold
+        )
         self.app = Starlette(
             routes=[
                 Route("/v1/chat/completions", self._openai, methods=["POST"]),
@@ -288,6 +292,10 @@ class WireServer:
         if self._server is not None:
             await self._server.sleep(seconds)
 
+    async def _hold(self, release: threading.Event, seconds: float) -> None:
+        if self._server is not None:
+            await self._server.hold(release, seconds)
+
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):06d}"
 
@@ -340,7 +348,7 @@ class WireServer:
             return self._renderer.error(behaviour, conv, protocol)
         if isinstance(behaviour, Reply | Default):
             return self._renderer.answer(behaviour, None, conv, protocol)
-        if isinstance(behaviour, Truncate | Drop | StreamError | Stall):
+        if isinstance(behaviour, Truncate | Drop | StreamError | Stall | Hold):
             return self._renderer.answer(behaviour.then or Default(), behaviour, conv, protocol)
         raise TypeError(f"not a wire-server behaviour: {behaviour!r}")
 
