@@ -45,6 +45,7 @@ from raytroupe.actors.ray_handles import (
 from raytroupe.actors.router import MessageRouter
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.state import checked_state_url
+from raytroupe.actors.telemetry.tracing import actor_env
 from raytroupe.actors.tools.config import ToolsConfig
 from raytroupe.protocols import (
     AgentSpec,
@@ -147,7 +148,15 @@ def _spread(options: dict[str, Any], replicas: int) -> dict[str, Any]:
 
 
 def _options(name: str, *, num_cpus: float = 0.0, max_restarts: int) -> dict[str, Any]:
-    return {
+    """A named actor's options; from a driver that joined a running Ray, its ``OTEL_*`` too.
+
+    They go in the actor's Ray ``runtime_env`` (which Ray hands down to the actors it makes:
+    an orchestrator's agents), so that the actors trace as the driver that starts them says,
+    whatever their nodes' own environment (see ``actors.telemetry.tracing.actor_env``).
+    Without any, no ``runtime_env`` is given: Ray may then hand the actor a worker it started
+    ahead (a ``runtime_env`` costs each actor a fresh worker process).
+    """
+    options: dict[str, Any] = {
         "name": name,
         "namespace": NAMESPACE,
         "lifetime": "detached",
@@ -158,6 +167,9 @@ def _options(name: str, *, num_cpus: float = 0.0, max_restarts: int) -> dict[str
         # no transparent re-execution: callers see the failure and retry with attempt + 1
         "max_task_retries": 0,
     }
+    if env := actor_env():
+        options["runtime_env"] = {"env_vars": env}
+    return options
 
 
 def least_loaded_node(
@@ -245,10 +257,7 @@ class RayTeamProvisioner:
     async def _ensure(self, team: TeamSpec, spec: AgentSpec, node: str | None) -> None:
         # every sandbox learns the agent's allow-list; the agent only learns the tools' specs
         granted = await asyncio.gather(
-            *(
-                through_restarts(functools.partial(_grant, s, spec, team.peers(spec.name)))
-                for s in self._sandboxes
-            )
+            *(through_restarts(functools.partial(_grant, s, team, spec)) for s in self._sandboxes)
         )
         tools = granted[0]
         roles = [team_role(team.name, spec.role)]
@@ -369,8 +378,9 @@ async def _until_gone(name: str, *, tries: int = 50) -> None:
         await asyncio.sleep(0.1)
 
 
-def _grant(sandbox: Any, spec: AgentSpec, peers: tuple[str, ...]) -> Any:
-    return sandbox.grant.remote(spec.name, spec.tools, peers)
+def _grant(sandbox: Any, team: TeamSpec, spec: AgentSpec) -> Any:
+    functions = {n: d for n, d in team.functions.items() if n in spec.tools}
+    return sandbox.grant.remote(spec.name, spec.tools, team.peers(spec.name), functions)
 
 
 @dataclass(frozen=True)
@@ -415,7 +425,6 @@ def spawn_system(
     state_url: str | None = None,
     system_resources: Mapping[str, float] | None = None,
     actor_resources: Mapping[str, Mapping[str, float]] | None = None,
-    otel: bool = False,
     replace_models: bool = False,
     policies: Mapping[str, TenantPolicy] | None = None,
     router_shards: int = 1,
@@ -438,10 +447,11 @@ def spawn_system(
     ``models``
     are served by the pool as the operator's; an alias a running pool already serves
     differently is a ``ConfigError`` unless ``replace_models`` (other drivers and tenants
-    may be using it). With ``otel`` an orchestrator this call starts exports each job's
-    trace to OpenTelemetry. ``policies`` (by tenant, ``*`` for the default) are set on the
-    orchestrator, started or found. ``router_shards`` router actors (``router/0`` ..) share
-    the envelopes between them; a running router keeps its number of shards.
+    may be using it). The actors this call starts trace as the ``OTEL_*`` variables say
+    (a joining driver's are handed on: see ``_options``). ``policies`` (by tenant, ``*``
+    for the default) are set on the orchestrator, started or found. ``router_shards``
+    router actors (``router/0`` ..) share the envelopes between them; a running router
+    keeps its number of shards.
     ``orchestrator_shards`` orchestrator actors (``orchestrator/0`` ..) run the jobs, shard
     0 admitting each and handing it to a shard in turn (see ``actors.orchestrator.shards``);
     a running orchestrator keeps its number too. ``skills`` says where orchestrator/0 loads
@@ -519,7 +529,6 @@ def spawn_system(
                 routers.client(),
                 RayTeamProvisioner(routers, llm, sandboxes),
                 journal=state_url or journal,
-                otel=otel,
                 shard=k,
                 shards=count,
                 peers=RayOrchestratorPeers() if count > 1 else None,

@@ -11,15 +11,15 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator
 from http import HTTPStatus
-from typing import Annotated, Any, Final
+from typing import Annotated, Final
 
 import structlog
 from fastapi import APIRouter, FastAPI, Header, Path, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from raytroupe import __version__
 from raytroupe.deployments.access import Admin, Caller, NotAdmin, visible_teams
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.console_api import console_app, console_routes, summary_routes
@@ -28,20 +28,18 @@ from raytroupe.deployments.experiments_api import experiment_routes
 from raytroupe.deployments.guard import request_id_of
 from raytroupe.deployments.knowledge_api import knowledge_routes
 from raytroupe.deployments.openai_compat import openai_routes
+from raytroupe.deployments.openapi import DocumentedAPI
 from raytroupe.deployments.problems import problem, troupe_problem
 from raytroupe.deployments.sessions_api import session_routes
 from raytroupe.deployments.skills_api import skill_routes
 from raytroupe.protocols import (
     AgentInfo,
-    AgentSpec,
     ApprovalRequest,
-    Attachment,
-    Budget,
     Conflict,
     Feedback,
+    Forbidden,
     JobEvent,
     JobNotFound,
-    JobResult,
     JobStatus,
     TeamNotFound,
     TeamSpec,
@@ -49,153 +47,37 @@ from raytroupe.protocols import (
     TroupeError,
     UsageRow,
 )
-from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
-from raytroupe.protocols.sessions import SessionId
+from raytroupe.protocols.graph import GraphCheckpoint
+from raytroupe.protocols.http import (
+    AgentPut,
+    Cancelled,
+    Decided,
+    Decision,
+    FeedbackBody,
+    ForkBody,
+    Forked,
+    Health,
+    JobAccepted,
+    JobRequest,
+    JobView,
+    Readiness,
+    ResumeBody,
+    Resumed,
+)
 from raytroupe.runtime.client import SystemClient
 
 __all__ = ["create_api"]
 
 log = structlog.get_logger("raytroupe.http")
 
+_EVENTS: Final = (
+    "The job's events as Server-Sent Events: `id` is the event's seq, `event` its type, "
+    "`data` the JobEvent as JSON; `event: error` (data: code and detail) if the stream fails."
+)
+_TEXT: Final = {"type": "string"}
+EVENT_STREAM: Final = "text/event-stream"
 _SSE_WAIT_S: Final = 15.0
 """Longest quiet spell on an event stream before a keep-alive comment."""
-
-
-class JobRequest(BaseModel):
-    """A job to start: the task, the team (inline, or a registered team's name), inputs."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    team: TeamSpec | Annotated[str, Field(min_length=1, max_length=64)] | None = Field(
-        default=None,
-        description="A team definition, or the name of a registered team; with neither a team "
-        "nor a skill, the job is routed among the skills and teams the key may run.",
-    )
-    skill: Annotated[str, Field(min_length=1, max_length=81)] | None = Field(
-        default=None, description="A registered skill, 'name' or 'name@version'."
-    )
-    input: Any = Field(
-        default=None,
-        description="A skill's structured input (checked by its input_schema), or a graph "
-        "team's first state (an object of its state's fields).",
-    )
-    task: str = Field(
-        default="",
-        max_length=200_000,
-        validate_default=True,
-        description="What is asked (may be empty when a skill's input is given).",
-    )
-    attachments: list[Attachment] = Field(
-        default_factory=list, max_length=32, description="Text files and images for the job."
-    )
-    budget: Budget | None = Field(default=None, description="Overrides the team's budget.")
-    session_id: SessionId | None = Field(
-        default=None,
-        description="A session of the caller's tenant: the job sees its history and becomes "
-        "its next turn.",
-    )
-
-    @field_validator("task")
-    @classmethod
-    def _something_asked(cls, task: str, info: ValidationInfo) -> str:
-        """A task, unless a skill's input says it all (``input`` is validated before it)."""
-        if not task.strip() and info.data.get("input") is None:
-            raise ValueError("a job needs a task (or, for a skill, an input)")
-        return task
-
-
-class JobAccepted(BaseModel):
-    """A job that was accepted and is starting."""
-
-    id: str
-    status: JobStatus
-    events_url: str
-    url: str
-
-
-class JobView(BaseModel):
-    """A job: where it is, and its result once it has one."""
-
-    id: str
-    status: JobStatus
-    result: JobResult | None = None
-
-
-class Decision(BaseModel):
-    """A human's answer to a tool call waiting for approval."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    approved: bool
-    reason: str = Field(default="", max_length=2000)
-
-
-class ResumeBody(BaseModel):
-    """A person's answer to a graph waiting for input: a value for the node, a state edit."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    value: Any = Field(
-        default=None, description="The value the node resumes with ('{resume}', resume_field)."
-    )
-    state: dict[str, Any] | None = Field(
-        default=None, description="Fields of the state to change before it goes on."
-    )
-    interrupt: Annotated[str, Field(min_length=1, max_length=1000)] | None = Field(
-        default=None, description="The interrupt answered (needed only when several wait)."
-    )
-
-
-class Resumed(BaseModel):
-    """The interrupt a resume answered."""
-
-    job_id: str
-    interrupt: GraphInterrupt
-
-
-class ForkBody(BaseModel):
-    """Where a new job starts from: a checkpoint of a graph job, its state edited or not."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step: int = Field(ge=0, description="The checkpoint's superstep (0: before the first).")
-    state: dict[str, Any] | None = Field(
-        default=None, description="Fields of the checkpoint's state to change first."
-    )
-
-
-class Forked(BaseModel):
-    """A job started from a checkpoint of another."""
-
-    job_id: str
-    forked_from: str
-    step: int
-
-
-class AgentPut(BaseModel):
-    """An agent to add to a registered team (or the new configuration of one)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    team: str = Field(min_length=1, max_length=64, description="The registered team it is in.")
-    agent: AgentSpec
-
-
-class FeedbackBody(BaseModel):
-    """A person's verdict on a finished job's answer."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    score: float = Field(ge=0.0, le=1.0, description="0 (useless) to 1 (exactly right).")
-    comment: str = Field(default="", max_length=4000)
-
-
-class Cancelled(BaseModel):
-    """The outcome of a cancel request."""
-
-    id: str
-    cancelled: bool
-    status: JobStatus
 
 
 TenantName = Annotated[str, Path(pattern=r"^(\*|[A-Za-z0-9_.-]{1,64})$")]
@@ -203,9 +85,10 @@ TenantName = Annotated[str, Path(pattern=r"^(\*|[A-Za-z0-9_.-]{1,64})$")]
 
 def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     """The FastAPI application (without the guard; see :mod:`deployments.app`)."""
-    app = FastAPI(
+    app = DocumentedAPI(
+        anonymous=config.anonymous_tenant is not None,
         title="raytroupe",
-        version="0.1.0",
+        version=__version__,
         description="Multi-agent jobs on Ray: submit, watch, approve, resume, cancel; teams.",
     )
     _install_error_handlers(app)
@@ -230,7 +113,12 @@ def _jobs(client: SystemClient) -> APIRouter:
 
     @routes.post("", status_code=202, response_model=JobAccepted)
     async def submit_job(body: JobRequest, request: Request, who: Caller) -> JSONResponse:
-        """Start a job; answers at once with its id (watch it on ``events_url``)."""
+        """Start a job; answers at once with its id (watch it on ``events_url``).
+
+        A W3C ``traceparent`` header is continued: with tracing on, the job's spans are in
+        the caller's trace, below the request's span (an invalid header is ignored).
+        """
+        _no_shipped_code(body.team)
         job_id = await client.submit(
             body.task,
             body.team,
@@ -243,6 +131,7 @@ def _jobs(client: SystemClient) -> APIRouter:
             input=body.input,
             session=body.session_id,
             by=who.name,
+            traceparent=request.headers.get("traceparent"),  # the caller's trace, continued
         )
         url = f"/v1/jobs/{job_id}"
         accepted = JobAccepted(id=job_id, status="pending", url=url, events_url=f"{url}/events")
@@ -263,25 +152,30 @@ def _jobs(client: SystemClient) -> APIRouter:
     @routes.get(
         "/{job_id}/events",
         response_class=StreamingResponse,
-        responses={200: {"content": {"text/event-stream": {}}}},
+        responses={200: {"description": _EVENTS, "content": {EVENT_STREAM: {"schema": _TEXT}}}},
     )
-    async def job_events(
+    async def stream_job_events(
         job_id: str,
         who: Caller,
+        *,
         last_event_id: Annotated[str | None, Header()] = None,
         after: Annotated[int | None, Query(ge=0, description="Resume after this seq.")] = None,
+        follow: Annotated[
+            bool, Query(description="False: the events so far, then the stream ends.")
+        ] = True,
     ) -> StreamingResponse:
         """The job's events as Server-Sent Events, live, until its last one.
 
         Each event's ``id`` is its ``seq``: a client that reconnects with ``Last-Event-ID``
-        (or ``?after=``) gets every event after it, none twice.
+        (or ``?after=``) gets every event after it, none twice. With ``?follow=false`` the
+        stream ends after the events the job has so far.
         """
         start = after if after is not None else _seq(last_event_id)
         # a missing job is a 404 here, not a broken stream
         first = await client.events(job_id, start, 0, tenant=who.tenant)
         return StreamingResponse(
-            _event_stream(client, job_id, who.tenant, start, first),
-            media_type="text/event-stream",
+            _event_stream(client, job_id, who.tenant, start, first, follow=follow),
+            media_type=EVENT_STREAM,
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
@@ -306,12 +200,14 @@ def _jobs(client: SystemClient) -> APIRouter:
         return await client.feedbacks(job_id, tenant=who.tenant)
 
     @routes.get("/{job_id}/approvals", response_model=list[ApprovalRequest])
-    async def pending_approvals(job_id: str, who: Caller) -> list[ApprovalRequest]:
+    async def list_job_approvals(job_id: str, who: Caller) -> list[ApprovalRequest]:
         """The job's tool calls waiting for a human: tool, exact arguments, approval id."""
         return await client.approvals(job_id, tenant=who.tenant)
 
-    @routes.post("/{job_id}/approvals/{approval_id}")
-    async def decide(job_id: str, approval_id: str, body: Decision, who: Caller) -> dict[str, Any]:
+    @routes.post("/{job_id}/approvals/{approval_id}", response_model=Decided)
+    async def decide_approval(
+        job_id: str, approval_id: str, body: Decision, who: Caller
+    ) -> Decided:
         """Approve or reject a held tool call (404 if nothing waits under that id)."""
         done = await client.decide(
             job_id, approval_id, approved=body.approved, reason=body.reason, tenant=who.tenant
@@ -322,15 +218,15 @@ def _jobs(client: SystemClient) -> APIRouter:
                 job_id=job_id,
                 approval_id=approval_id,
             )
-        return {"job_id": job_id, "approval_id": approval_id, "approved": body.approved}
+        return Decided(job_id=job_id, approval_id=approval_id, approved=body.approved)
 
     @routes.get("/{job_id}/checkpoints", response_model=list[GraphCheckpoint])
-    async def graph_checkpoints(job_id: str, who: Caller) -> list[GraphCheckpoint]:
+    async def list_checkpoints(job_id: str, who: Caller) -> list[GraphCheckpoint]:
         """A graph job's checkpoints, by subgraph then superstep (none: not a graph job)."""
         return await client.checkpoints(job_id, tenant=who.tenant)
 
     @routes.post("/{job_id}/resume", response_model=Resumed)
-    async def resume_graph(job_id: str, body: ResumeBody, who: Caller) -> Resumed:
+    async def resume_job(job_id: str, body: ResumeBody, who: Caller) -> Resumed:
         """Let a graph waiting for input go on (409 if it waits for none, or not there)."""
         interrupt = await client.resume(
             job_id, value=body.value, state=body.state, interrupt=body.interrupt,
@@ -339,7 +235,7 @@ def _jobs(client: SystemClient) -> APIRouter:
         return Resumed(job_id=job_id, interrupt=interrupt)
 
     @routes.post("/{job_id}/fork", status_code=202, response_model=Forked)
-    async def fork_graph(job_id: str, body: ForkBody, who: Caller) -> JSONResponse:
+    async def fork_job(job_id: str, body: ForkBody, who: Caller) -> JSONResponse:
         """Start a new job from a checkpoint of a graph job, its state edited or not."""
         new_id = await client.fork(job_id, body.step, state=body.state, tenant=who.tenant)
         forked = Forked(job_id=new_id, forked_from=job_id, step=body.step)
@@ -350,8 +246,31 @@ def _jobs(client: SystemClient) -> APIRouter:
     return routes
 
 
+def _no_shipped_code(team: TeamSpec | str | None) -> None:
+    """Refuse a team that names shipped functions: over HTTP a team is data, never code.
+
+    A driver ships a function's code to the sandboxes and names it by digest in its team;
+    a caller over HTTP (an admin's key too) may not point a team at code a driver shipped.
+
+    Raises:
+        Forbidden: the team has ``functions``.
+    """
+    if isinstance(team, TeamSpec) and team.functions:
+        raise Forbidden(
+            f"a team sent over HTTP may not name shipped functions ({sorted(team.functions)}): "
+            "function tools come with teams a Python driver submits or registers",
+            field="team.functions",
+        )
+
+
 async def _event_stream(
-    client: SystemClient, job_id: str, tenant: str, after: int, first: list[JobEvent]
+    client: SystemClient,
+    job_id: str,
+    tenant: str,
+    after: int,
+    first: list[JobEvent],
+    *,
+    follow: bool,
 ) -> AsyncIterator[str]:
     batch = first
     while True:
@@ -360,6 +279,8 @@ async def _event_stream(
             yield _sse(event)
             if event.terminal:
                 return
+        if not follow:
+            return
         if not batch:
             yield ": waiting\n\n"  # keeps proxies from closing a quiet stream
         try:
@@ -399,6 +320,7 @@ def _teams(client: SystemClient) -> APIRouter:
     @routes.post("/teams", status_code=201, response_model=TeamSpec)
     async def create_team(team: TeamSpec, who: Admin) -> TeamSpec:
         """Register a team (409 if the name is taken); its agents start now."""
+        _no_shipped_code(team)
         await client.put_team(team, create=True)
         log.info("team_created", team=team.name, key=who.name)
         return team
@@ -408,6 +330,7 @@ def _teams(client: SystemClient) -> APIRouter:
         """Register or hot-update a team: agents are reconfigured where they run."""
         if team.name != name:
             raise Conflict(f"the body's team is {team.name!r}, the URL's {name!r}")
+        _no_shipped_code(team)
         created = await client.put_team(team)
         response.status_code = 201 if created else 200
         log.info("team_put", team=name, created=created, key=who.name)
@@ -467,12 +390,12 @@ def _policies(client: SystemClient) -> APIRouter:
     routes = APIRouter(prefix="/v1", tags=["tenants"])
 
     @routes.get("/policy", response_model=TenantPolicy)
-    async def my_policy(who: Caller) -> TenantPolicy:
+    async def get_my_policy(who: Caller) -> TenantPolicy:
         """The policy that binds the caller's tenant: what its jobs may ask for."""
         return await client.policy(who.tenant)
 
     @routes.get("/tenants/policies", response_model=dict[str, TenantPolicy])
-    async def all_policies(_who: Admin) -> dict[str, TenantPolicy]:
+    async def list_policies(_who: Admin) -> dict[str, TenantPolicy]:
         """Every tenant policy set, by tenant (``*``: the default)."""
         return await client.policies()
 
@@ -497,7 +420,7 @@ def _ops(client: SystemClient) -> APIRouter:
     routes = APIRouter(tags=["operations"])
 
     @routes.get("/v1/usage", response_model=list[UsageRow])
-    async def usage(
+    async def get_usage(
         who: Caller, job_id: Annotated[str | None, Query(max_length=64)] = None
     ) -> list[UsageRow]:
         """Model usage (tokens, cost) of the caller's tenant, by job, agent and model."""
@@ -507,20 +430,22 @@ def _ops(client: SystemClient) -> APIRouter:
         rows = await client.usage(job_id)
         return [row for row in rows if row.job_id in mine]
 
-    @routes.get("/healthz")
-    async def healthz() -> dict[str, str]:
+    @routes.get("/healthz", response_model=Health)
+    async def get_health() -> Health:
         """Liveness: this process answers."""
-        return {"status": "ok"}
+        return Health(status="ok")
 
-    @routes.get("/readyz", responses={503: {"description": "a system actor does not answer"}})
-    async def readyz() -> JSONResponse:
+    @routes.get(
+        "/readyz",
+        response_model=Readiness,
+        responses={503: {"model": Readiness, "description": "a system actor does not answer"}},
+    )
+    async def get_readiness() -> JSONResponse:
         """Readiness: the router, orchestrator and LLM pool answer."""
         checks = await client.ready()
         ready = all(checks.values())
-        return JSONResponse(
-            {"status": "ready" if ready else "not ready", "checks": checks},
-            status_code=200 if ready else 503,
-        )
+        readiness = Readiness(status="ready" if ready else "not ready", checks=checks)
+        return JSONResponse(readiness.model_dump(), status_code=200 if ready else 503)
 
     return routes
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from raytroupe.protocols.addresses import Name
 from raytroupe.protocols.envelope import AgentMessage
-from raytroupe.protocols.errors import ErrorCode
+from raytroupe.protocols.errors import ErrorCode, QualityGateFailed
 from raytroupe.protocols.intent import IntentChoice
 from raytroupe.protocols.llm import Usage
 from raytroupe.protocols.payloads import ErrorPayload, WorkDone
@@ -32,7 +32,11 @@ __all__ = [
     "SubtaskResult",
     "Timings",
     "UsageRow",
+    "schema_of",
+    "typed_output",
 ]
+
+M = TypeVar("M", bound=BaseModel)
 
 JobStatus = Literal[
     "pending",
@@ -75,10 +79,54 @@ class PlannedSubtask(_Data):
         default=None, description="JSON Schema (2020-12) the subtask's output must satisfy."
     )
 
+    @field_validator("output_schema", mode="before")
+    @classmethod
+    def _model_class(cls, schema: Any) -> Any:
+        return schema_of(schema)
+
     @field_validator("output_schema")
     @classmethod
     def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
         return check_output_schema(schema)
+
+
+def schema_of(value: Any) -> Any:
+    """A pydantic model class as its JSON Schema (an ``output_type``); anything else as is.
+
+    So that Python code may give ``output_schema=SomeModel`` wherever a schema is asked for.
+    """
+    if isinstance(value, type) and issubclass(value, BaseModel):
+        return value.model_json_schema()
+    return value
+
+
+def typed_output(model: type[M], data: Any, text: str, *, what: str) -> M:
+    """An answer as an instance of ``model``: its JSON ``data`` if any, else ``text`` parsed.
+
+    Raises:
+        QualityGateFailed: the answer is not JSON, or not a valid ``model``
+            (``detail['problems']``: where and why, at most ten).
+    """
+    if data is None:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise QualityGateFailed(
+                f"{what} is not JSON, so not a {model.__name__}: {exc.msg} at {exc.pos}",
+                problems=[{"path": "(answer)", "message": exc.msg}],
+            ) from None
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        problems = [
+            {"path": "/".join(str(p) for p in e["loc"]) or "(answer)", "message": e["msg"]}
+            for e in exc.errors()[:10]
+        ]
+        raise QualityGateFailed(
+            f"{what} is not a valid {model.__name__}: "
+            + "; ".join(f"{p['path']}: {p['message']}" for p in problems),
+            problems=problems,
+        ) from None
 
 
 def check_output_schema(
@@ -196,6 +244,16 @@ class SubtaskResult(WorkDone):
     )
     gate_retries: int = Field(default=0, ge=0, description="Answers sent back by the gate.")
 
+    def output_as(self, model: type[M]) -> M:
+        """The subtask's output as an instance of ``model``.
+
+        Give the planned subtask ``output_schema=model`` so that its agent is held to it.
+
+        Raises:
+            QualityGateFailed: the output is not JSON, or not a valid ``model``.
+        """
+        return typed_output(model, None, self.output, what=f"subtask {self.id}'s output")
+
 
 class Timings(_Data):
     """Where a job's time went, in seconds (``*_at`` are UNIX times)."""
@@ -239,6 +297,18 @@ class JobResult(_Data):
         description="The answer in the standard shape (skill, version, quality, typed data, "
         "text, usage, trace id); every finished job has one.",
     )
+
+    def output_as(self, model: type[M]) -> M:
+        """The answer as an instance of ``model``: the job's ``output_type``.
+
+        Submitting with ``output_type=model`` held the job's answer to the model's schema
+        (the team's quality gate); this reads it back as the model.
+
+        Raises:
+            QualityGateFailed: the answer is not JSON, or not a valid ``model``.
+        """
+        data = self.output.data if self.output is not None else None
+        return typed_output(model, data, self.answer, what=f"job {self.job_id}'s answer")
 
     def trace_json(self) -> str:
         """The trace as a JSON object: ``{"trace_id", "job_id", "spans": [...]}``."""

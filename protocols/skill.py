@@ -30,7 +30,7 @@ from pydantic import (
 
 from raytroupe.protocols.addresses import NAME_PATTERN, Name
 from raytroupe.protocols.intent import IntentHints
-from raytroupe.protocols.jobs import check_output_schema
+from raytroupe.protocols.jobs import check_output_schema, schema_of
 from raytroupe.protocols.memory import EpisodePolicy, MemoryPolicy
 
 __all__ = [
@@ -247,6 +247,11 @@ class SkillSpec(_Config):
         if not _MODE.match(mode):
             raise ValueError(f"{mode!r} is not 'react', 'direct' or 'team:<team name>'")
         return mode
+
+    @field_validator("input_schema", "output_schema", mode="before")
+    @classmethod
+    def _model_class(cls, schema: Any) -> Any:
+        return schema_of(schema)
 
     @field_validator("input_schema", "output_schema")
     @classmethod

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
 
 from raytroupe.protocols.addresses import Name, reserved
 from raytroupe.protocols.graph import GraphSpec
 from raytroupe.protocols.intent import IntentHints
-from raytroupe.protocols.jobs import Plan, PlannedSubtask, check_output_schema
+from raytroupe.protocols.jobs import Plan, PlannedSubtask, check_output_schema, schema_of
 from raytroupe.protocols.llm import Budget
 from raytroupe.protocols.memory import EpisodePolicy, MemoryPolicy
 from raytroupe.protocols.model_specs import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
@@ -26,6 +33,9 @@ __all__ = [
 
 
 _MAX_NAME = 64
+
+FunctionDigest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
+"""A shipped function tool's identity: the SHA-256 of its pickled bytes."""
 
 
 class _Config(BaseModel):
@@ -117,6 +127,12 @@ class TeamSpec(_Config):
     output_schema: dict[str, Any] | None = Field(
         default=None, description="JSON Schema the job's answer must satisfy (its quality gate)."
     )
+    functions: dict[Name, FunctionDigest] = Field(
+        default_factory=dict,
+        description="The team's own function tools: name -> digest of the function a Python "
+        "driver shipped to the sandboxes (raytroupe.tool). Agents name them in 'tools'. Set "
+        "by drivers only: the HTTP API refuses a team with functions.",
+    )
     required: tuple[str, ...] = Field(
         default=(), description="Fields the job's (JSON) answer must have, non-empty."
     )
@@ -164,6 +180,11 @@ class TeamSpec(_Config):
         "to (with the delegate and handoff tools); by default only their teammates.",
     )
 
+    @field_validator("output_schema", mode="before")
+    @classmethod
+    def _model_class(cls, schema: Any) -> Any:
+        return schema_of(schema)
+
     @field_validator("output_schema")
     @classmethod
     def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -181,6 +202,9 @@ class TeamSpec(_Config):
             raise ValueError(f"team name plus role must fit in {_MAX_NAME} characters: {too_long}")
         if self.budget is not None and self.budget.account is not None:
             raise ValueError("budget.account is the orchestrator's to set")
+        unused = sorted(set(self.functions) - {t for a in self.agents for t in a.tools})
+        if unused:
+            raise ValueError(f"function tool(s) {unused} given to no agent: name them in tools")
         if self.plan is not None and self.graph is not None:
             raise ValueError("a team has a plan or a graph, not both")
         if self.plan is not None:

@@ -21,7 +21,10 @@ folders of those names, linked here.
 from __future__ import annotations
 
 import importlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # what __getattr__ gives, as type checkers see it (nothing runs here)
+    from raytroupe.runtime import *  # noqa: F403
 
 __version__ = "0.2.0"
 

@@ -41,6 +41,15 @@ class Portal:
             future.cancel()
             raise TimeoutError(f"no answer within {timeout} s") from None
 
+    async def arun(self, call: Coroutine[Any, Any, T]) -> T:
+        """Await ``call`` from any event loop: it runs on the portal's loop, like :meth:`run`.
+
+        The client's state lives on the portal's loop; a caller's loop only waits for it.
+        """
+        if asyncio.get_running_loop() is self._loop:
+            return await call
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(call, self._loop))
+
     def close(self) -> None:
         """Stop the loop and its thread."""
         if self._loop.is_running():

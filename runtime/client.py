@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import heapq
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final, TypeVar
@@ -28,7 +29,8 @@ from raytroupe.actors.ray_handles import unwrap
 from raytroupe.actors.router import RouterStats
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.spawn import SystemHandles, spawn_system
-from raytroupe.actors.system_config import SystemConfig
+from raytroupe.actors.system_config import OTEL_FLAG_DEPRECATED, SystemConfig
+from raytroupe.actors.telemetry.tracing import checked_traceparent, current_traceparent
 from raytroupe.actors.tools.config import ToolsConfig
 from raytroupe.protocols import (
     AgentInfo,
@@ -116,12 +118,16 @@ class SystemClient:
         """Find the running system actors (namespace ``troupe``) or start them (blocking).
 
         See :func:`actors.spawn.spawn_system` for what each argument configures; ``config``
-        (a ``troupe.yaml``'s) supplies every one that is not given.
+        (a ``troupe.yaml``'s) supplies every one that is not given. ``otel`` is deprecated
+        and does nothing (a ``DeprecationWarning`` says so): the actors trace as the
+        ``OTEL_*`` variables say (see :mod:`actors.telemetry.tracing`).
 
         Raises:
             ConfigError: the pool cannot serve its configuration, or ``models`` would replace
                 an alias without ``replace_models``, or ``config`` names a bad state URL.
         """
+        if otel:
+            warnings.warn(OTEL_FLAG_DEPRECATED, DeprecationWarning, stacklevel=2)
         if config is not None:
             llm = llm if llm is not None else config.llm_config()
             tools = tools or config.tools
@@ -130,7 +136,6 @@ class SystemClient:
             state_url = state_url or config.state.location()
             system_resources = system_resources or config.placement.system_resources or None
             actor_resources = actor_resources or dict(config.placement.actors.items()) or None
-            otel = otel or config.tracing.otel
             routers, orchestrators = config.scale.counts(_alive_nodes)
             router_shards = router_shards or routers
             orchestrator_shards = orchestrator_shards or orchestrators
@@ -144,7 +149,6 @@ class SystemClient:
             state_url=state_url,
             system_resources=system_resources,
             actor_resources=actor_resources,
-            otel=otel,
             replace_models=replace_models,
             policies=policies,
             router_shards=router_shards or 1,
@@ -171,8 +175,17 @@ class SystemClient:
         input: Any = None,  # noqa: A002 - a skill job's structured input, as the API calls it
         session: str | None = None,
         by: str | None = None,
+        output_schema: dict[str, Any] | None = None,
+        stream_answer: bool = False,
+        traceparent: str | None = None,
     ) -> str:
-        """Start a job; its id (see ``Orchestrator.submit``)."""
+        """Start a job; its id (see ``Orchestrator.submit``).
+
+        The job's spans continue a trace: that of the OpenTelemetry span current here (in
+        the HTTP replica, the request's server span, when the application traces), else
+        that of ``traceparent`` (a caller's W3C trace context: an HTTP request's header, a
+        driver's span), which is passed on only if it is a valid one.
+        """
         ref = self._orchestrator.submit.remote(
             task,
             team,
@@ -187,6 +200,9 @@ class SystemClient:
             input=input,
             session=session,
             by=by,
+            output_schema=output_schema,
+            stream_answer=stream_answer,
+            traceparent=current_traceparent() or checked_traceparent(traceparent),
         )
         result: str = await _call(ref)
         return result
@@ -388,6 +404,17 @@ class SystemClient:
         """One registered team (``TeamNotFound`` if none)."""
         result: TeamSpec = await _call(self._orchestrator.team.remote(name))
         return result
+
+    async def ship(self, functions: Sequence[tuple[str, str, bytes]]) -> None:
+        """Give every tool sandbox a driver's function tools: ``(name, digest, bytes)`` each.
+
+        Raises:
+            ConfigError: a sandbox refused one (see ``ToolSandbox.put_functions``).
+        """
+        if functions:
+            sandboxes = self.handles.sandboxes
+            await asyncio.gather(*(_call(s.put_functions.remote(list(functions)))
+                                   for s in sandboxes))  # fmt: skip
 
     async def put_team(self, team: TeamSpec, *, create: bool = False) -> bool:
         """Register or hot-update a team; True if new."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+import warnings
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -17,7 +18,8 @@ from raytroupe.actors.memory.config import MemoryConfig
 from raytroupe.actors.router import RouterStats
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.spawn import NAMESPACE
-from raytroupe.actors.system_config import SystemConfig
+from raytroupe.actors.system_config import OTEL_FLAG_DEPRECATED, SystemConfig
+from raytroupe.actors.telemetry.tracing import current_traceparent, env_inherited
 from raytroupe.actors.tools.config import ToolsConfig
 from raytroupe.protocols import (
     AgentInfo,
@@ -42,6 +44,7 @@ from raytroupe.protocols import (
 from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.protocols.intent import IntentConfig
+from raytroupe.protocols.jobs import schema_of
 from raytroupe.protocols.knowledge import (
     DocumentInfo,
     IngestReport,
@@ -63,6 +66,7 @@ from raytroupe.runtime.tenant import TenantView
 __all__ = ["JobHandle", "Runtime", "connect"]
 
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 
 
 class Runtime:
@@ -101,6 +105,7 @@ class Runtime:
         skill: str | None = None,
         input: Any = None,  # noqa: A002 - a skill's structured input, as the API calls it
         session: str | None = None,
+        output_type: type[BaseModel] | None = None,
     ) -> JobHandle:
         """Start a job; returns at once (a routed job once its team is chosen).
 
@@ -120,8 +125,17 @@ class Runtime:
         team, a skill nor an intent, the job is routed among the registered skills and
         teams. Every result carries its answer in the standard shape (``result.output``).
 
+        ``output_type`` (a pydantic model class) is the answer's type: its JSON Schema
+        replaces the team's (or skill's) ``output_schema`` for this job, so the quality gate
+        holds the answer to it, and ``handle.output()`` returns an instance.
+
         ``session`` (the id of one of ``tenant``'s sessions, see :meth:`session`) shows the
         job the conversation so far and makes it the session's next turn.
+
+        A job submitted where an OpenTelemetry span is current (this process's own set-up)
+        continues its trace: with tracing on in the actors, the job's spans are its children.
+
+        :meth:`asubmit` is the same, awaited.
 
         Raises:
             ConfigError: ``task`` is empty (and there is no ``input``), or nothing is
@@ -130,28 +144,125 @@ class Runtime:
             SkillNotFound: ``skill`` names no registered skill (or version).
             InvalidInput: ``input`` fails the skill's input schema (``detail['fields']``).
         """
+        submitting = self._submitting(
+            task, team, tenant=tenant, budget=budget, teams=teams, intent=intent or routing,
+            attachments=attachments, skill=skill, input=input, session=session,
+            output_type=output_type,
+        )  # fmt: skip
+        return self._handle(self._run(submitting), output_type)
+
+    async def asubmit(
+        self,
+        task: str,
+        team: TeamSpec | str | None = None,
+        *,
+        tenant: str = "default",
+        budget: Budget | None = None,
+        teams: Mapping[str, TeamSpec] | None = None,
+        intent: IntentConfig | None = None,
+        attachments: Sequence[Attachment] = (),
+        skill: str | None = None,
+        input: Any = None,  # noqa: A002 - a skill's structured input, as the API calls it
+        session: str | None = None,
+        output_type: type[BaseModel] | None = None,
+    ) -> JobHandle:
+        """:meth:`submit`, awaited: for drivers that run on an event loop.
+
+        The handle's ``a``-methods (``await job.aresult()``, ``async for e in
+        job.aevents()``) wait without blocking the loop.
+        """
+        submitting = self._submitting(
+            task, team, tenant=tenant, budget=budget, teams=teams, intent=intent,
+            attachments=attachments, skill=skill, input=input, session=session,
+            output_type=output_type,
+        )  # fmt: skip
+        return self._handle(await self._portal.arun(submitting), output_type)
+
+    def run(
+        self,
+        task: str,
+        team: TeamSpec | str | None = None,
+        *,
+        output_type: type[M],
+        tenant: str = "default",
+        skill: str | None = None,
+        input: Any = None,  # noqa: A002 - a skill's structured input, as the API calls it
+        timeout: float | None = 300.0,
+    ) -> M:
+        """Submit a job and return its answer as an instance of ``output_type``.
+
+        Raises:
+            QualityGateFailed: the answer is not a valid ``output_type``.
+            JobFailed, JobTimeout, JobCancelled: as :meth:`JobHandle.result`.
+        """
+        job = self.submit(
+            task, team, tenant=tenant, skill=skill, input=input, output_type=output_type
+        )
+        return job.result(timeout).output_as(output_type)
+
+    async def arun(
+        self,
+        task: str,
+        team: TeamSpec | str | None = None,
+        *,
+        output_type: type[M],
+        tenant: str = "default",
+        skill: str | None = None,
+        input: Any = None,  # noqa: A002 - a skill's structured input, as the API calls it
+        timeout: float | None = 300.0,
+    ) -> M:
+        """:meth:`run`, awaited."""
+        job = await self.asubmit(
+            task, team, tenant=tenant, skill=skill, input=input, output_type=output_type
+        )
+        return (await job.aresult(timeout)).output_as(output_type)
+
+    def _submitting(
+        self,
+        task: str,
+        team: TeamSpec | str | None,
+        *,
+        tenant: str,
+        budget: Budget | None,
+        teams: Mapping[str, TeamSpec] | None,
+        intent: IntentConfig | None,
+        attachments: Sequence[Attachment],
+        skill: str | None,
+        input: Any,  # noqa: A002
+        session: str | None,
+        output_type: type[BaseModel] | None,
+    ) -> Coroutine[Any, Any, str]:
+        """The client call that starts the job (see :meth:`submit`), checked first."""
         if not task.strip() and input is None:
             raise ConfigError("task is empty")
 
         def plain(t: TeamSpec) -> TeamSpec:
             return t.spec() if isinstance(t, Team) else t
 
-        job_id = self._run(
-            self.client.submit(
+        traceparent = current_traceparent()  # the caller's span, if it traces
+
+        async def submitting() -> str:
+            await self.client.ship(_functions(team, *(teams or {}).values()))
+            return await self.client.submit(
                 task,
                 team if team is None or isinstance(team, str) else plain(team),
                 tenant=tenant,
                 budget=budget,
                 teams={k: plain(t) for k, t in (teams or {}).items()} or None,
-                intent=intent or routing,
+                intent=intent,
                 attachments=attachments,
                 skill=skill,
                 input=input,
                 session=session,
                 by="driver",
+                output_schema=None if output_type is None else schema_of(output_type),
+                traceparent=traceparent,
             )
-        )
-        return JobHandle(job_id, self.client, self._portal)
+
+        return submitting()
+
+    def _handle(self, job_id: str, output_type: type[BaseModel] | None = None) -> JobHandle:
+        return JobHandle(job_id, self.client, self._portal, output_type=output_type)
 
     def session(
         self,
@@ -372,7 +483,12 @@ class Runtime:
             ConfigError: the team cannot be provisioned (e.g. a tool no sandbox has).
         """
         spec = team.spec() if isinstance(team, Team) else team
-        return self._run(self.client.put_team(spec, create=create))
+
+        async def putting() -> bool:
+            await self.client.ship(_functions(team))
+            return await self.client.put_team(spec, create=create)
+
+        return self._run(putting())
 
     def delete_team(self, name: str) -> TeamSpec:
         """Unregister a team and stop its agents; return it (raises ``TeamNotFound``)."""
@@ -497,6 +613,16 @@ class Runtime:
             ray.shutdown()
 
 
+def _functions(*teams: TeamSpec | str | None) -> list[tuple[str, str, bytes]]:
+    """The function tools of ``teams`` (those given in Python), as the sandboxes take them."""
+    return [
+        (t.name, t.digest, t.payload)
+        for team in teams
+        if isinstance(team, Team)
+        for t in team.shipped
+    ]
+
+
 def _models(llm: ModelSpec | Mapping[str, ModelSpec] | None) -> dict[str, ModelSpec] | None:
     if llm is None:
         return None
@@ -559,12 +685,16 @@ def connect(
         num_cpus: CPUs of a local Ray this call starts (default: all).
         include_dashboard: start the Ray dashboard with a local Ray (``list_actors`` needs it).
         log_level: structlog level of this process (default ``$TROUPE_LOG_LEVEL`` or info).
-        otel: the orchestrator this call starts exports each job's trace to OpenTelemetry
-            (spans reach a collector only if its process configures an SDK TracerProvider).
+        otel: deprecated, does nothing (a ``DeprecationWarning`` says so). Tracing is set
+            by the standard ``OTEL_*`` variables: the actors this call starts are given this
+            process's (``OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318`` ...), a cluster's
+            read theirs from ``~/.troupe/env``, and each sends its spans as they end.
         skills: a directory of skill files (or a ``SkillsConfig``) the orchestrator this
             call starts loads and watches; default ``config.skills``.
     """
     configure_logging(log_level)
+    if otel:
+        warnings.warn(OTEL_FLAG_DEPRECATED, DeprecationWarning, stacklevel=2)
     # every file is read (and refused) before a Ray is started or joined
     llm_settings = (
         llm_config if isinstance(llm_config, LLMConfig | None) else LLMConfig.from_yaml(llm_config)
@@ -590,6 +720,7 @@ def connect(
                 include_dashboard=include_dashboard,
                 log_to_driver=False,
             )
+            env_inherited()  # its processes have this one's OTEL_* variables: none handed on
         elif target is not None:
             prepare_join(target)
             ray.init(address=target, namespace=NAMESPACE)
@@ -602,7 +733,6 @@ def connect(
         config=system,
         state_url=state_url,
         system_resources=system_resources,
-        otel=otel,
         replace_models=replace_models,
         skills=skills
         if isinstance(skills, SkillsConfig | None)

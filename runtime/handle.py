@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
-from collections.abc import Iterator
-from typing import Any, Final
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, Final, TypeVar
+
+from pydantic import BaseModel
 
 from raytroupe.protocols import (
     ApprovalRequest,
+    ConfigError,
     Feedback,
     JobCancelled,
     JobEvent,
@@ -27,17 +31,30 @@ _EVENT_POLL_S: Final = 5.0
 _GRACE_S: Final = 10.0
 _RESTART_RETRIES: Final = 30
 
+M = TypeVar("M", bound=BaseModel)
+
 
 class JobHandle:
-    """A submitted job. Returned at once by :meth:`Runtime.submit`.
+    """A submitted job. Returned at once by :meth:`Runtime.submit` (and ``asubmit``).
 
-    A handle from a :class:`~runtime.tenant.TenantView` reaches the job only as its tenant.
+    Each blocking method has an ``a``-prefixed coroutine twin (``aresult``, ``aevents``,
+    ``astatus``, ``acancel``, ``aapprove``, ``areject``, ``aoutput``) for code running on
+    an event loop. A handle from a :class:`~runtime.tenant.TenantView` reaches the job only
+    as its tenant.
     """
 
     def __init__(
-        self, job_id: str, client: SystemClient, portal: Portal, *, tenant: str | None = None
+        self,
+        job_id: str,
+        client: SystemClient,
+        portal: Portal,
+        *,
+        tenant: str | None = None,
+        output_type: type[BaseModel] | None = None,
     ) -> None:
         self.job_id = job_id
+        self.output_type = output_type
+        """The model the job's answer was asked to be (``submit(output_type=...)``)."""
         self._client = client
         self._portal = portal
         self._tenant = tenant
@@ -49,6 +66,10 @@ class JobHandle:
         """Where the job is now."""
         return self._portal.run(self._client.status(self.job_id, tenant=self._tenant))
 
+    async def astatus(self) -> JobStatus:
+        """:meth:`status`, awaited."""
+        return await self._portal.arun(self._client.status(self.job_id, tenant=self._tenant))
+
     def result(self, timeout: float | None = 60.0) -> JobResult:
         """Wait for the job's result.
 
@@ -56,14 +77,48 @@ class JobHandle:
             JobTimeout: the job did not finish within ``timeout`` seconds (it keeps running).
             JobFailed: the job ended without an answer; ``detail['result']`` has the
                 ``JobResult`` with every subtask and its error.
+            JobCancelled: it was cancelled.
         """
+        return self._portal.run(self._finished(timeout))
+
+    async def aresult(self, timeout: float | None = 60.0) -> JobResult:
+        """:meth:`result`, awaited."""
+        return await self._portal.arun(self._finished(timeout))
+
+    def output(self, timeout: float | None = 60.0) -> Any:
+        """The answer as an instance of the job's ``output_type``.
+
+        Raises:
+            ConfigError: the job was submitted without an ``output_type``.
+            QualityGateFailed: the answer is not a valid instance of it.
+            JobTimeout, JobFailed, JobCancelled: as :meth:`result`.
+        """
+        model = self._output_type()
+        return self.result(timeout).output_as(model)
+
+    async def aoutput(self, timeout: float | None = 60.0) -> Any:
+        """:meth:`output`, awaited."""
+        model = self._output_type()
+        return (await self.aresult(timeout)).output_as(model)
+
+    def _output_type(self) -> type[BaseModel]:
+        if self.output_type is None:
+            raise ConfigError(
+                f"job {self.job_id} was submitted without an output_type: read result().answer"
+                " or give submit(output_type=...)",
+                field="output_type",
+            )
+        return self.output_type
+
+    async def _finished(self, timeout: float | None) -> JobResult:
+        """The job's result, on the portal's loop (see :meth:`result`)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         result: JobResult | None = None
         for _ in range(_RESTART_RETRIES):  # an orchestrator that died comes back and resumes
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             waiting = self._client.wait(self.job_id, left, tenant=self._tenant)
             try:
-                result = self._portal.run(waiting, None if left is None else left + _GRACE_S)
+                result = await asyncio.wait_for(waiting, None if left is None else left + _GRACE_S)
             except TimeoutError:
                 result = None
             except RecipientUnavailable:
@@ -101,6 +156,24 @@ class JobHandle:
             self.job_id, approval_id, approved=False, reason=reason, tenant=self._tenant
         )
         return self._portal.run(decided)
+
+    async def aapprovals(self) -> list[ApprovalRequest]:
+        """:meth:`approvals`, awaited."""
+        return await self._portal.arun(self._client.approvals(self.job_id, tenant=self._tenant))
+
+    async def aapprove(self, approval_id: str, reason: str = "") -> bool:
+        """:meth:`approve`, awaited."""
+        decided = self._client.decide(
+            self.job_id, approval_id, approved=True, reason=reason, tenant=self._tenant
+        )
+        return await self._portal.arun(decided)
+
+    async def areject(self, approval_id: str, reason: str = "") -> bool:
+        """:meth:`reject`, awaited."""
+        decided = self._client.decide(
+            self.job_id, approval_id, approved=False, reason=reason, tenant=self._tenant
+        )
+        return await self._portal.arun(decided)
 
     def checkpoints(self) -> list[GraphCheckpoint]:
         """A graph job's checkpoints, by subgraph then superstep (none: not a graph job)."""
@@ -145,6 +218,10 @@ class JobHandle:
         """Cancel the job: running subtasks stop at their agents; False if it had finished."""
         return self._portal.run(self._client.cancel(self.job_id, tenant=self._tenant))
 
+    async def acancel(self) -> bool:
+        """:meth:`cancel`, awaited."""
+        return await self._portal.arun(self._client.cancel(self.job_id, tenant=self._tenant))
+
     def feedback(self, score: float, comment: str = "", *, by: str = "driver") -> Feedback:
         """Give a verdict on the finished job's answer (0 useless .. 1 exactly right).
 
@@ -164,22 +241,59 @@ class JobHandle:
         Raises:
             JobTimeout: ``timeout`` seconds passed before the job's last event.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        seen = 0
-        while True:
-            wait = _EVENT_POLL_S
-            if deadline is not None:
-                wait = min(wait, deadline - time.monotonic())
-                if wait <= 0:
-                    raise JobTimeout(
-                        f"job {self.job_id} still running after {timeout} s", job_id=self.job_id
-                    )
+        cursor = _Cursor(self.job_id, timeout)
+        while not cursor.done:
+            wait = cursor.wait_s()
             batch = self._portal.run(
-                self._client.events(self.job_id, seen, wait, tenant=self._tenant),
+                self._client.events(self.job_id, cursor.seen, wait, tenant=self._tenant),
                 wait + _GRACE_S,
             )
-            for event in batch:
-                seen = event.seq
+            yield from cursor.take(batch)
+
+    async def aevents(self, timeout: float | None = None) -> AsyncIterator[JobEvent]:
+        """:meth:`events` for ``async for``."""
+        cursor = _Cursor(self.job_id, timeout)
+        while not cursor.done:
+            wait = cursor.wait_s()
+            batch = self._client.events(self.job_id, cursor.seen, wait, tenant=self._tenant)
+            for event in cursor.take(
+                await asyncio.wait_for(self._portal.arun(batch), wait + _GRACE_S)
+            ):
                 yield event
-                if event.terminal:
-                    return
+
+
+class _Cursor:
+    """Where a reader of a job's events is: the last event seen, the deadline, the end."""
+
+    def __init__(self, job_id: str, timeout: float | None) -> None:
+        self._job_id = job_id
+        self._timeout = timeout
+        self._deadline = None if timeout is None else time.monotonic() + timeout
+        self.seen = 0
+        self.done = False
+
+    def wait_s(self) -> float:
+        """How long the next read may wait for new events.
+
+        Raises:
+            JobTimeout: the deadline has passed.
+        """
+        if self._deadline is None:
+            return _EVENT_POLL_S
+        left = self._deadline - time.monotonic()
+        if left <= 0:
+            raise JobTimeout(
+                f"job {self._job_id} still running after {self._timeout} s", job_id=self._job_id
+            )
+        return min(_EVENT_POLL_S, left)
+
+    def take(self, batch: list[JobEvent]) -> list[JobEvent]:
+        """The events of ``batch`` up to the job's last one; notes where the reader is."""
+        taken = []
+        for event in batch:
+            self.seen = event.seq
+            taken.append(event)
+            if event.terminal:
+                self.done = True
+                break
+        return taken

@@ -64,6 +64,7 @@ from raytroupe.actors.skills.routing import routing_config
 from raytroupe.actors.skills.run import check_input, skill_team
 from raytroupe.actors.state import redact_url
 from raytroupe.actors.telemetry import metrics
+from raytroupe.actors.telemetry.tracing import received
 from raytroupe.protocols import (
     LLM_POOL,
     Ack,
@@ -93,6 +94,7 @@ from raytroupe.protocols import (
     with_files,
 )
 from raytroupe.protocols.intent import IntentChoice, IntentConfig
+from raytroupe.protocols.jobs import check_output_schema
 from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 
 __all__ = ["Orchestrator", "TeamProvisioner"]
@@ -111,8 +113,6 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         keep_jobs: finished jobs remembered for status, result and events queries.
         journal: where jobs, plans and subtask results are recorded; with one, a restarted
             orchestrator resumes every unfinished job (see :mod:`.journal`).
-        otel: also export each finished job's trace to OpenTelemetry (a no-op unless the
-            process has an SDK ``TracerProvider``); every ``JobResult`` carries it anyway.
         shard: which of ``shards`` shards this is (see :mod:`.shards`): shard 0 admits every
             job and keeps teams and policies; each shard runs the jobs whose ids name it.
         peers: how a shard reaches the others (needed with more than one).
@@ -127,7 +127,6 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         max_attempts: int = 3,
         keep_jobs: int = 10_000,
         journal: Journal | str | Path | None = None,
-        otel: bool = False,
         shard: int = 0,
         shards: int = 1,
         peers: OrchestratorPeers | None = None,
@@ -142,7 +141,6 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         self._keep_jobs = keep_jobs
         self._journal_at = journal
         self._limits = (max_running, max_attempts)
-        self._otel = otel
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
         self._chooser = TeamChooser(router)
@@ -187,7 +185,6 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             journal,
             max_running=self._limits[0],
             max_attempts=self._limits[1],
-            otel=self._otel,
             graphs=self._graphs,
             children=self.graph_child,
         )
@@ -279,6 +276,9 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         account: str | None = None,
         session: str | None = None,
         by: str | None = None,
+        output_schema: dict[str, Any] | None = None,
+        stream_answer: bool = False,
+        traceparent: str | None = None,
     ) -> str:
         """Start a job and return its id.
 
@@ -301,6 +301,17 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
 
         ``by`` (an API key's name, ``driver``) is who submitted it, on jobs lists.
 
+        ``traceparent`` (W3C, e.g. an HTTP request's) is the caller's OpenTelemetry span: with
+        tracing on, the job's spans continue its trace, the job's root a child of that span.
+
+        ``output_schema`` (a driver's ``output_type``) is the JSON Schema the job's answer
+        must satisfy, in place of its team's or skill's: the aggregation is held to it by the
+        quality gate, and the answer's data is normalized by it.
+
+        ``stream_answer`` (a caller that streams the answer, e.g. the OpenAI endpoint) has the
+        aggregation stream its tokens as ``llm_delta`` events of the job's orchestrator
+        address, when its text is the answer as it comes (see ``runner.streams_answer``).
+
         ``account`` (the orchestrator's own, for a graph node's child job) is the job whose
         budget account its model calls draw on; a ``budget`` naming one is refused.
 
@@ -314,11 +325,12 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             PlanError: the classifier's answer names no target.
             InvalidInput: the task or a text attachment holds a NUL character; a skill and
                 a team both named; ``input`` failing the skill's input schema
-                (``detail['fields']``).
+                (``detail['fields']``); ``output_schema`` not a valid JSON Schema.
             SkillNotFound: ``skill`` names no registered skill or version.
             SessionNotFound: ``tenant`` has no session ``session``.
         """
         full_task = _checked_task(task, attachments)
+        output_schema = _checked_schema(output_schema)
         _no_account(budget)
         if self._shard != 0:
             raise InvalidInput(f"jobs are submitted to orchestrator/0, not /{self._shard}")
@@ -335,10 +347,11 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             teams = {
                 k: admit_inline(t, tenant, policy_name, policy) for k, t in (teams or {}).items()
             }
-        spec, named, route, arm = await self._skill_for(
-            job_id, full_task, tenant=tenant, admin=admin, skill=skill, input=input,
-            routed=team is None and intent is None and not teams,
-        )  # fmt: skip
+        with received(traceparent):  # a routing model's calls: in the caller's trace
+            spec, named, route, arm = await self._skill_for(
+                job_id, full_task, tenant=tenant, admin=admin, skill=skill, input=input,
+                routed=team is None and intent is None and not teams,
+            )  # fmt: skip
         team = named or team
         registered = isinstance(team, str)
         if isinstance(team, str):
@@ -346,9 +359,11 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
                 admit_registered(team, policy_name, policy)
             team = self._catalog.team(team)
         elif team is None:
-            team, route = await self._chooser.choose(job_id, task, tenant, teams or {}, intent)
+            with received(traceparent):
+                team, route = await self._chooser.choose(job_id, task, tenant, teams or {}, intent)
         elif spec is None:
             self._catalog.check_unregistered(team)
+        team, spec = _shaped(team, spec, output_schema)
         if spec is None and team.graph is not None and input is not None:
             first_checkpoint(job_id, team.graph, _state_input(input))  # the door checks it
         if not admin:
@@ -357,9 +372,10 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             await self._inline.use(
                 tenant, team, policy_name, policy, self._running_teams(), refuse=not admin
             )
-        shown = await self._in_context(
-            job_id, full_task, tenant=tenant, session=session, team=team, skill=spec
-        )
+        with received(traceparent):
+            shown = await self._in_context(
+                job_id, full_task, tenant=tenant, session=session, team=team, skill=spec
+            )
         admitted = Admitted(
             id=job_id,
             task=shown,
@@ -374,6 +390,8 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             skill=spec,
             input=input,
             submitted_by=by,
+            stream_answer=stream_answer,
+            traceparent=traceparent,
         )
         await self._hand_off(owner, admitted, arm, (session, full_task) if session else None)
         log.info(
@@ -467,6 +485,8 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             skill=admitted.skill,
             input=admitted.input,
             submitted_by=admitted.submitted_by,
+            stream_answer=admitted.stream_answer,
+            traceparent=admitted.traceparent,
         )
         if self._journal is not None:
             self._journal.job(
@@ -996,6 +1016,28 @@ def _state_input(given: Any) -> dict[str, Any]:
     if not isinstance(given, dict):
         raise InvalidInput("a graph job's input is an object of its state's fields", field="input")
     return given
+
+
+def _shaped(
+    team: TeamSpec, skill: SkillSpec | None, schema: dict[str, Any] | None
+) -> tuple[TeamSpec, SkillSpec | None]:
+    """The job's team and skill, held to the job's own answer ``schema`` if it has one."""
+    if schema is None:
+        return team, skill
+    update = {"output_schema": schema}
+    return team.model_copy(update=update), skill and skill.model_copy(update=update)
+
+
+def _checked_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A job's ``output_schema``, if it is a usable JSON Schema.
+
+    Raises:
+        InvalidInput: it is not (the problem is named).
+    """
+    try:
+        return check_output_schema(schema)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), field="output_schema") from None
 
 
 def _checked_task(task: str, attachments: Sequence[Attachment]) -> str:

@@ -285,6 +285,11 @@ def _inline_problems(team: TeamSpec, policy: TenantPolicy) -> list[tuple[str, st
         )
         for alias in team.models
     ]
+    problems += [
+        (f"team.functions.{name}", "a tenant's team may not name shipped functions (a driver's "
+         "code); use the tools its policy allows")
+        for name in team.functions
+    ]  # fmt: skip
     if team.planner_model not in policy.models:
         problems.append(("team.planner_model", f"alias not allowed (allowed: {aliases})"))
     if len(team.agents) > policy.max_agents:

@@ -24,6 +24,7 @@ import inspect
 import typing
 from collections.abc import Callable
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
@@ -33,7 +34,13 @@ from raytroupe.actors.tools.builtins import Runner, ToolContext
 from raytroupe.actors.tools.config import FunctionTool
 from raytroupe.protocols import ConfigError, ToolDef, ToolError
 
-__all__ = ["function_schema", "import_target", "load_function_tool"]
+__all__ = [
+    "ShippedFunction",
+    "function_schema",
+    "function_tool",
+    "import_target",
+    "load_function_tool",
+]
 
 _BY_KEYWORD = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
@@ -106,28 +113,97 @@ def load_function_tool(name: str, spec: FunctionTool, executor: Executor) -> tup
         ConfigError: it cannot be imported, has neither docstring nor description, or has
             no usable schema.
     """
-    function = import_target(spec.target)
-    description = spec.description or (inspect.getdoc(function) or "").split("\n\n")[0].strip()
-    if not description:
-        raise ConfigError(
-            f"function tool {name!r}: {spec.target} has no docstring; give a description",
-            tool=name,
-        )
-    model: type[BaseModel] | None = None
-    if spec.parameters is None:
-        parameters, model = function_schema(function, tool=name)
-    else:
-        parameters = spec.parameters
-    definition = ToolDef(
+    return function_tool(
+        import_target(spec.target),
+        executor,
         name=name,
-        description=description,
-        parameters=parameters,
+        description=spec.description,
+        parameters=spec.parameters,
         output_schema=spec.output_schema,
         timeout_s=spec.timeout_s,
         side_effects=spec.side_effects,
         requires_approval=spec.requires_approval,
         tags=spec.tags,
         source=f"function:{spec.target}",
+    )
+
+
+@dataclass(frozen=True)
+class ShippedFunction:
+    """A driver's function tool as it travels to the sandboxes (pickled, by value).
+
+    Made by ``raytroupe.tool``; the sandbox that unpickles it runs it like a function tool
+    of its configuration (trusted code: only a driver, which holds the cluster, ships one).
+    """
+
+    function: Callable[..., Any]
+    name: str
+    description: str
+    timeout_s: float = 30.0
+    side_effects: bool = False
+    requires_approval: bool = False
+    tags: tuple[str, ...] = ()
+
+    def load(self, executor: Executor, digest: str) -> tuple[ToolDef, Runner]:
+        """The tool and its runner (see :func:`function_tool`).
+
+        Raises:
+            ConfigError: the function has no usable schema.
+        """
+        return function_tool(
+            self.function,
+            executor,
+            name=self.name,
+            description=self.description,
+            timeout_s=self.timeout_s,
+            side_effects=self.side_effects,
+            requires_approval=self.requires_approval,
+            tags=self.tags,
+            source=f"shipped:{digest}",
+        )
+
+
+def function_tool(
+    function: Callable[..., Any],
+    executor: Executor,
+    *,
+    name: str,
+    description: str | None = None,
+    parameters: dict[str, Any] | None = None,
+    output_schema: dict[str, Any] | None = None,
+    timeout_s: float = 30.0,
+    side_effects: bool = False,
+    requires_approval: bool = False,
+    tags: tuple[str, ...] = (),
+    source: str,
+) -> tuple[ToolDef, Runner]:
+    """``function`` as the tool ``name``: its definition and runner.
+
+    The description defaults to the docstring's first paragraph, the parameters' schema to
+    the signature's (arguments then converted to the annotated types). Sync functions run in
+    ``executor``'s threads, coroutine functions on the loop.
+
+    Raises:
+        ConfigError: neither docstring nor description, or no usable schema.
+    """
+    description = description or (inspect.getdoc(function) or "").split("\n\n")[0].strip()
+    if not description:
+        raise ConfigError(
+            f"function tool {name!r}: {source} has no docstring; give a description", tool=name
+        )
+    model: type[BaseModel] | None = None
+    if parameters is None:
+        parameters, model = function_schema(function, tool=name)
+    definition = ToolDef(
+        name=name,
+        description=description,
+        parameters=parameters,
+        output_schema=output_schema,
+        timeout_s=timeout_s,
+        side_effects=side_effects,
+        requires_approval=requires_approval,
+        tags=tags,
+        source=source,
     )
     is_async = inspect.iscoroutinefunction(function)
 

@@ -16,7 +16,7 @@ import json
 import os
 import stat
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, assert_never
@@ -34,6 +34,7 @@ from raytroupe.actors.tools.grants import Grants
 from raytroupe.actors.tools.idempotency import AtMostOnce, IdempotencyStore, idempotency_key
 from raytroupe.actors.tools.isolation import Isolation
 from raytroupe.actors.tools.memory_tools import KNOWLEDGE_SEARCH, NOTE, READ_NOTES, MemoryTools
+from raytroupe.actors.tools.shipped import ShippedTools
 from raytroupe.actors.tools.validation import check_schema, validate_arguments
 from raytroupe.protocols import (
     AgentMessage,
@@ -129,13 +130,14 @@ class ToolSandbox(TakesBatches):
     async def on_start(self) -> None:
         """Import the function tools, open the state files, start the MCP servers."""
         config = self._config
+        # threads start on first use: shipped functions may come with any job
+        self._executor = executor = ThreadPoolExecutor(
+            config.function_threads, thread_name_prefix="tool-function"
+        )
         if config.functions:
-            self._executor = ThreadPoolExecutor(
-                config.function_threads, thread_name_prefix="tool-function"
-            )
             for tool, spec in config.functions.items():
                 try:
-                    self.register(*load_function_tool(tool, spec, self._executor))
+                    self.register(*load_function_tool(tool, spec, executor))
                 except ConfigError as exc:  # the other tools still serve; granting it says why
                     log.exception("function_tool_not_loaded", tool=tool, error=exc.message)
                     self._unloaded[tool] = exc.message
@@ -144,6 +146,9 @@ class ToolSandbox(TakesBatches):
         self._store = IdempotencyStore(config.state_url or config.state_dir / "tools.sqlite")
         self._once = AtMostOnce(self._store)
         self._grants = Grants(config.state_url or config.state_dir / "grants.sqlite")
+        self._shipped = ShippedTools(
+            config.state_url or config.state_dir / "shipped.sqlite", executor
+        )
         for source in self._sources:
             await source.start()
             for definition in await source.tools():
@@ -176,24 +181,66 @@ class ToolSandbox(TakesBatches):
             and (not word or word in d.name.lower() or word in d.description.lower())
         ]
 
+    async def put_functions(self, functions: Sequence[tuple[str, str, bytes]]) -> list[str]:
+        """Keep a driver's shipped function tools: ``(name, digest, pickled bytes)`` each.
+
+        Returns their names. Granting one to an agent then takes the team's digest for it
+        (:meth:`grant`); see :mod:`.shipped`.
+
+        Raises:
+            ConfigError: a name is a tool the sandbox has already, the bytes are not the
+                digest's, or the function cannot be loaded here.
+        """
+        for name, digest, payload in functions:
+            if name in self._tools:
+                raise ConfigError(
+                    f"function tool {name!r} takes the name of a tool the sandbox has: rename it",
+                    tool=name,
+                )
+            self._shipped.put(name, digest, payload)
+        return [name for name, _, _ in functions]
+
     async def grant(
-        self, agent: str, tools: Iterable[str], peers: Iterable[str] = ()
+        self,
+        agent: str,
+        tools: Iterable[str],
+        peers: Iterable[str] = (),
+        functions: Mapping[str, str] | None = None,
     ) -> list[ToolSpec]:
         """Allow ``agent`` exactly ``tools`` (replacing its earlier grant); return their specs.
 
         ``peers`` are the agents it may delegate or hand off to (its team's, as
-        ``TeamSpec.peers`` says); nobody else, whatever its model names.
+        ``TeamSpec.peers`` says); nobody else, whatever its model names. ``functions`` (the
+        team's ``TeamSpec.functions``) says which shipped function each of its names is.
 
         Raises:
-            ConfigError: a tool does not exist.
+            ConfigError: a tool does not exist, or a shipped function was not shipped here.
         """
         names = list(dict.fromkeys(tools))
-        unknown = [n for n in names if n not in self._tools]
+        functions = functions or {}
+        unknown = [n for n in names if n not in self._tools and n not in functions]
         if unknown:
             why = "".join(f"; {self._unloaded[n]}" for n in unknown if n in self._unloaded)
             raise ConfigError(f"unknown tool(s) {unknown}; known: {sorted(self._tools)}{why}")
-        self._grants.set(agent, names, sorted(set(peers) - {agent}))
-        return [self._tools[n][0].spec() for n in names]
+        specs, granted = [], []
+        for name in names:
+            if name in functions:
+                if name in self._tools:
+                    raise ConfigError(f"function tool {name!r} takes a sandbox tool's name")
+                found = self._shipped.get(functions[name])
+                if found is None:
+                    raise ConfigError(
+                        f"function tool {name!r} ({functions[name]}) was not shipped: a "
+                        "driver ships a team's functions when it submits or registers it",
+                        tool=name,
+                    )
+                specs.append(found[0].spec())
+                granted.append(f"{name}@{functions[name]}")
+            else:
+                specs.append(self._tools[name][0].spec())
+                granted.append(name)
+        self._grants.set(agent, granted, sorted(set(peers) - {agent}))
+        return specs
 
     # -- calls ----------------------------------------------------------------------------
 
@@ -300,7 +347,14 @@ class ToolSandbox(TakesBatches):
         return self._grants.peers(agent)  # opened in on_start, after the runners were made
 
     def _resolve(self, tool: str, agent: str) -> tuple[ToolDef, Runner]:
-        if tool not in self._grants.get(agent):
+        granted = self._grants.get(agent)
+        shipped = next((g for g in granted if g.startswith(f"{tool}@")), None)
+        if shipped is not None:  # a team's own function, by the digest its team named
+            found = self._shipped.get(shipped.partition("@")[2])
+            if found is None:
+                raise ToolError(f"tool {tool!r} is not available", tool=tool)
+            return found
+        if tool not in granted:
             raise ToolNotAllowed(
                 f"tool {tool!r} is not allowed for agent {agent!r}; allowed: "
                 f"{sorted(self._grants.get(agent))}",
@@ -383,6 +437,7 @@ class ToolSandbox(TakesBatches):
             self._executor.shutdown(wait=False, cancel_futures=True)
         self._store.close()
         self._grants.close()
+        self._shipped.close()
 
 
 def _mcp_runner(source: MCPToolSource, definition: ToolDef) -> Runner:

