@@ -1,0 +1,234 @@
+"""The examples the README links, each run as a user runs it: ``python examples/<name>.py``.
+
+Each one starts an embedded Ray of its own (``connect(address="local")``) beside the session's,
+with its state in a temporary directory, runs its jobs and exits; the assertions read what it
+printed. The examples' models are the offline model and ScriptedModels standing in for a
+model's decisions; ``real_provider.py`` talks to the wire server on 127.0.0.1 through the
+official SDKs, as it would to a real provider.
+
+A second local Ray cannot have the dashboard agent's fixed HTTP port (52365) while the
+session's holds it; none of these examples needs it (they submit no Ray jobs).
+
+The README's quick start and its ``curl`` command that registers a team are run as the README
+writes them, read from README.md itself.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.http_api import ADMIN_KEY
+from tests.support.wire_server import Reply, WireServer
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_TIMEOUT_S = 300.0
+WIRE_KEY = "sk-example-wire-3c9d0e"  # the wire server refuses any other (401)
+
+
+def run_example(name: str, *args: str, env: dict[str, str] | None = None, status: int = 0) -> str:
+    """Run ``examples/<name>.py`` from the repository root; its stdout (and stderr if it failed)."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "LLM_"))}
+    done = subprocess.run(
+        [sys.executable, f"examples/{name}.py", *args],
+        cwd=ROOT,
+        env={**base, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == status, f"{name}: {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout + done.stderr if status else done.stdout
+
+
+def test_custom_tools_team_wide_and_per_agent_functions_run_in_the_sandbox():
+    out = run_example("custom_tools")
+    assert "stock is still a function: stock('A-1') = {'sku': 'A-1', 'on_hand': 12}" in out
+    # team-wide: both agents called stock, in the sandbox, with their own arguments
+    assert 'stock({"sku": "A-1"}) -> {"sku": "A-1", "on_hand": 12}' in out
+    assert 'stock({"sku": "B-2"}) -> {"sku": "B-2", "on_hand": 0}' in out
+    # per agent: the clerk was refused the buyer's tool; the buyer's "20" arrived as an int
+    assert 'reorder({"sku": "A-1", "units": 5}) -> refused, tool_not_allowed' in out
+    assert (
+        'reorder({"sku": "B-2", "units": "20"}) -> '
+        '{"sku": "B-2", "ordered": 20, "status": "purchase order placed"}'
+    ) in out
+    assert "count [clerk -> clerk]: succeeded" in out
+    assert "restock [buyer -> buyer]: succeeded" in out
+
+
+@pytest.mark.timeout(2 * RUN_TIMEOUT_S + 60)
+def test_approvals_the_driver_sees_each_held_call_and_its_decision_is_what_runs():
+    out = run_example("approvals")
+    assert "refund({'order_id': 'A-1001', 'amount_usd': 25.0}) by sam" in out
+    assert "refund({'order_id': 'B-2002', 'amount_usd': 4800.0}) by sam" in out
+    assert "approval_decided: approved, within the $100 limit" in out
+    assert "approval_decided: rejected, over the $100 limit: a manager must decide" in out
+    assert "ran: refunded $25.00 on order A-1001" in out
+    assert "not run (tool): a human rejected 'refund': over the $100 limit" in out
+    assert "refunded $4800.00" not in out
+
+    raised = run_example("approvals", "--limit", "5000")
+    assert "rejected" not in raised
+    assert "ran: refunded $4800.00 on order B-2002" in raised
+
+
+def test_typed_output_gives_pydantic_instances_from_the_blocking_and_the_async_driver():
+    out = run_example("typed_output")
+    first = (
+        "Invoice(invoice_number='INV-2024-117', total=1250.0, due_date=datetime.date(2025, 7, 15))"
+    )
+    assert f"job.output():  {first}" in out
+    assert "due in 14 days from July 1" in out
+    assert "result.output_as(Invoice) == job.output(): True" in out
+    assert "invoice_number='GX-88', total=99.5, due_date=datetime.date(2025, 8, 1)" in out
+    assert "[1] job_submitted" in out
+    assert "job_succeeded" in out
+    assert (
+        "await job.aoutput(): Invoice(invoice_number='IN-7', total=4000.0, "
+        "due_date=datetime.date(2025, 9, 1))"
+    ) in out
+    rows = out.split("asyncio.gather of rt.arun() x 4:\n", 1)[1].splitlines()
+    assert [row.split() for row in rows] == [
+        ["INV-2024-117", "1250.00", "due", "2025-07-15"],
+        ["GX-88", "99.50", "due", "2025-08-01"],
+        ["IN-7", "4000.00", "due", "2025-09-01"],
+        ["HX-301", "12.75", "due", "2025-10-03"],
+    ]
+
+
+def test_mcp_tools_the_servers_tools_are_offered_checked_and_called():
+    out = run_example("mcp_tools")
+    assert (
+        "convert_distance(value: number, to: 'km' | 'mi'): "
+        "Convert a distance between kilometres and miles."
+    ) in out
+    assert "convert_temperature(value: number, to: 'C' | 'F')" in out
+    assert (
+        'convert_distance({"value": 42.195, "to": "miles"}) -> refused, invalid_arguments'
+    ) in out
+    # computed by the MCP server's process: 42.195 km in miles, 18 C in F
+    assert 'convert_distance({"value": 42.195, "to": "mi"}) -> 26.219' in out
+    assert 'convert_temperature({"value": 18, "to": "F"}) -> 64.4' in out
+    assert "status: succeeded" in out
+
+
+def test_real_provider_without_its_variables_says_what_to_set_and_exits_2():
+    out = run_example("real_provider", status=2)
+    assert "LLM_MODEL is not set" in out
+    assert "LLM_BASE_URL is not set" in out
+    named = run_example(
+        "real_provider", env={"LLM_PROVIDER": "anthropic", "LLM_MODEL": "m"}, status=2
+    )
+    assert "ANTHROPIC_API_KEY, the variable with the key, is not set" in named
+
+
+@pytest.mark.timeout(2 * RUN_TIMEOUT_S + 60)
+@pytest.mark.parametrize("provider", ["openai_compatible", "anthropic"])
+def test_real_provider_runs_through_the_official_sdk_against_a_wire_server(provider):
+    with WireServer(api_key=WIRE_KEY) as server:
+        server.script(
+            Reply.tool("calculator", {"expression": "17 * 23 + 4"}),
+            Reply(text="They make 395 changes a year."),
+            Reply(text="395 changes a year."),  # the aggregation of the one subtask
+        )
+        url = server.base_url_openai if provider == "openai_compatible" else server.base_url
+        out = run_example(
+            "real_provider",
+            env={
+                "LLM_PROVIDER": provider,
+                "LLM_BASE_URL": url,
+                "LLM_MODEL": "wire-test-model",
+                "LLM_KEY_ENV": "EXAMPLE_WIRE_KEY",
+                "EXAMPLE_WIRE_KEY": WIRE_KEY,
+            },
+        )
+        requests = server.requests
+    assert f"model: {provider} wire-test-model at {url}, key from EXAMPLE_WIRE_KEY" in out
+    assert "streamed: They make 395 changes a year." in out  # the agent's tokens, as they came
+    assert 'tool: calculator({"expression": "17 * 23 + 4"}) -> 395' in out  # computed here
+    assert "answer: 395 changes a year." in out
+    assert "usage: 3 model calls" in out
+    path = "/v1/chat/completions" if provider == "openai_compatible" else "/v1/messages"
+    calls = [r for r in requests if r.path == path]
+    assert len(calls) == 3
+    assert {r.body["model"] for r in calls} == {"wire-test-model"}
+    assert calls[0].body["stream"] is True  # the agent streams
+    assert WIRE_KEY not in out
+
+
+def _readme() -> str:
+    return (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _block_after(text: str, marker: str, language: str) -> str:
+    """The first fenced ``language`` block after ``marker``."""
+    rest = text.split(marker, 1)[1]
+    found = re.search(rf"^```{language}\n(.*?)^```$", rest, re.MULTILINE | re.DOTALL)
+    assert found, f"no {language} block after {marker!r}"
+    return found.group(1)
+
+
+def test_the_readme_quick_start_runs_as_written_and_prints_what_the_readme_shows(tmp_path):
+    readme = _readme()
+    code = _block_after(readme, "## Quick start in Python", "python")
+    shown = _block_after(readme, code, "text")
+    script = tmp_path / "quickstart.py"
+    script.write_text(code, encoding="utf-8")
+    home = tmp_path / "home"  # its ~/.raytroupe (journal, memory) is this test's alone
+    home.mkdir()
+    done = subprocess.run(
+        [sys.executable, str(script)],
+        cwd=tmp_path,
+        # RAY_ADDRESS=local: connect() starts a Ray of its own instead of joining another
+        env={**os.environ, "HOME": str(home), "RAY_ADDRESS": "local"},
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == shown
+
+
+def test_the_readme_curl_command_registers_the_research_team_over_http(api):
+    readme = _readme()
+    lines = readme.split("$ python -c 'import raytroupe; print(raytroupe.Team.from_yaml", 1)
+    command = "python -c 'import raytroupe; print(raytroupe.Team.from_yaml" + lines[1]
+    command = command.split("\n201\n", 1)[0]  # the command, up to its shown answer
+    assert command.endswith("-w '%{http_code}\\n'"), command
+    with api.client(ADMIN_KEY) as admin:
+        before = admin.get("/v1/teams/research")
+        try:
+            done = subprocess.run(
+                ["/bin/bash", "-c", command],
+                cwd=ROOT,
+                env={
+                    **os.environ,
+                    "URL": api.url,
+                    "KEY": ADMIN_KEY,
+                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+                },
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
+            )
+            registered = admin.get("/v1/teams/research")
+        finally:  # leave the session's catalog as it was
+            if before.status_code == 200:
+                admin.put("/v1/teams/research", json=before.json())
+            else:
+                admin.delete("/v1/teams/research")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == ("200\n" if before.status_code == 200 else "201\n")
+    assert registered.status_code == 200
+    agents = {a["name"]: a for a in registered.json()["agents"]}
+    assert set(agents) == {"ada", "grace", "alan"}
+    assert agents["alan"]["tools"] == ["calculator"]
