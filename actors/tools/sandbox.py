@@ -357,7 +357,7 @@ class ToolSandbox(TakesBatches):
         if tool not in granted:
             raise ToolNotAllowed(
                 f"tool {tool!r} is not allowed for agent {agent!r}; allowed: "
-                f"{sorted(self._grants.get(agent))}",
+                f"{sorted(g.partition('@')[0] for g in granted)}",  # names, not digests
                 tool=tool,
                 agent=agent,
             )

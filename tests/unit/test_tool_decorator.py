@@ -191,6 +191,7 @@ def test_a_granted_agent_calls_its_teams_function_and_no_one_else_does(tmp_path)
     assert bad.error.code is ErrorCode.INVALID_ARGUMENTS  # ge=1, from the signature
     assert refused.error.code is ErrorCode.TOOL_NOT_ALLOWED
     assert buyer_only.error.code is ErrorCode.TOOL_NOT_ALLOWED
+    assert "allowed: ['calculator', 'stock']" in buyer_only.error.message  # names, no digests
 
 
 def test_grants_name_the_digest_so_another_teams_function_of_that_name_stays_its_own(tmp_path):
