@@ -13,13 +13,16 @@ import signal
 import subprocess
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import yaml
+from typer.testing import CliRunner
 
 from raytroupe import runtime
 from raytroupe.protocols import JobEvent, JobResult
 from raytroupe.protocols.evals import EvalRun
+from raytroupe.runtime.cli import app
 from raytroupe.runtime.http_client import Client
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, register, wire_team
 from tests.support.wire_server import Default, Reply, WireServer
@@ -50,19 +53,33 @@ def environment(api, tmp_path):
 
 @pytest.fixture
 def troupe(environment):
-    """Run `troupe ARGS...` against the deployment with ``key``; the finished process."""
+    """Run `troupe ARGS...` against the deployment with ``key``: what it printed, its status.
+
+    In this process, through typer's runner (a process per command cost CI a minute): the
+    commands talk HTTP only. The entry point itself runs as a process in the Ctrl-C tests
+    below, in tests/unit/test_cli_remote.py and in the wheel's clean-venv test.
+    """
 
     def run(*args, key=USER_KEY, timeout=180, env=None):
-        return subprocess.run(
-            [*TROUPE, *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=environment(key, **(env or {})),
-            check=False,
+        del timeout  # a process's bound; the client's own timeouts bound a call here
+        wanted = environment(key, **(env or {}))
+        dropped = {k: None for k in os.environ if k not in wanted}  # as a fresh process's
+        done = CliRunner().invoke(app, list(args), env=dropped | wanted, prog_name="troupe")
+        if done.exception is not None and not isinstance(done.exception, SystemExit):
+            raise done.exception
+        return SimpleNamespace(
+            returncode=done.exit_code, stdout=_own(done.stdout), stderr=_own(done.stderr)
         )
 
     return run
+
+
+_RAY_LINE = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?:raylet|[^)]*pid=\d+[^)]*)\)")
+
+
+def _own(text: str) -> str:
+    """``text`` without the lines Ray forwards from its workers to this process's stdout."""
+    return "".join(line for line in text.splitlines(keepends=True) if not _RAY_LINE.match(line))
 
 
 def _one_agent(name, *, latency_s=0.0):
@@ -166,7 +183,7 @@ def _interrupted(process):
 
 
 def test_ctrl_c_stops_following_and_cancels_a_job_run_in_the_foreground(api, environment, troupe):
-    team = register(api, _one_agent("cli-ctrl-c", latency_s=30))
+    team = register(api, _one_agent("cli-ctrl-c", latency_s=600))  # cancelled long before
     job_id = _ok(troupe("run", team, "Slowly: 1) one 2) two", "--detach")).strip()
     follower = subprocess.Popen(
         [*TROUPE, "events", job_id, "--follow"],

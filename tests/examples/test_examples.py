@@ -11,6 +11,9 @@ session's holds it; none of these examples needs it (they submit no Ray jobs).
 
 The README's quick start and its ``curl`` command that registers a team are run as the README
 writes them, read from README.md itself.
+
+Outside the CI command's test paths, for CI's 30 minutes (~3 min here, one Ray per example):
+``.venv/bin/pytest tests/examples``.
 """
 
 from __future__ import annotations
