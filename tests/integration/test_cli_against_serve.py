@@ -13,16 +13,13 @@ import signal
 import subprocess
 import sys
 import time
-from types import SimpleNamespace
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
 from raytroupe import runtime
 from raytroupe.protocols import JobEvent, JobResult
 from raytroupe.protocols.evals import EvalRun
-from raytroupe.runtime.cli import app
 from raytroupe.runtime.http_client import Client
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, register, wire_team
 from tests.support.wire_server import Default, Reply, WireServer
@@ -53,33 +50,19 @@ def environment(api, tmp_path):
 
 @pytest.fixture
 def troupe(environment):
-    """Run `troupe ARGS...` against the deployment with ``key``: what it printed, its status.
-
-    In this process, through typer's runner (a process per command cost CI a minute): the
-    commands talk HTTP only. The entry point itself runs as a process in the Ctrl-C tests
-    below, in tests/unit/test_cli_remote.py and in the wheel's clean-venv test.
-    """
+    """Run `troupe ARGS...` against the deployment with ``key``; the finished process."""
 
     def run(*args, key=USER_KEY, timeout=180, env=None):
-        del timeout  # a process's bound; the client's own timeouts bound a call here
-        wanted = environment(key, **(env or {}))
-        dropped = {k: None for k in os.environ if k not in wanted}  # as a fresh process's
-        done = CliRunner().invoke(app, list(args), env=dropped | wanted, prog_name="troupe")
-        if done.exception is not None and not isinstance(done.exception, SystemExit):
-            raise done.exception
-        return SimpleNamespace(
-            returncode=done.exit_code, stdout=_own(done.stdout), stderr=_own(done.stderr)
+        return subprocess.run(
+            [*TROUPE, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=environment(key, **(env or {})),
+            check=False,
         )
 
     return run
-
-
-_RAY_LINE = re.compile(r"^(?:\x1b\[[0-9;]*m)?\((?:raylet|[^)]*pid=\d+[^)]*)\)")
-
-
-def _own(text: str) -> str:
-    """``text`` without the lines Ray forwards from its workers to this process's stdout."""
-    return "".join(line for line in text.splitlines(keepends=True) if not _RAY_LINE.match(line))
 
 
 def _one_agent(name, *, latency_s=0.0):
