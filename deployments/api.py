@@ -20,9 +20,11 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raytroupe import __version__
+from raytroupe.actors.offload import Offload
 from raytroupe.deployments.access import Admin, Caller, NotAdmin, visible_teams
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.console_api import console_app, console_routes, summary_routes
+from raytroupe.deployments.documents import body_of, document
 from raytroupe.deployments.evals_api import eval_routes
 from raytroupe.deployments.experiments_api import experiment_routes
 from raytroupe.deployments.guard import request_id_of
@@ -92,6 +94,9 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
         description="Multi-agent jobs on Ray: submit, watch, approve, resume, cancel; teams.",
     )
     _install_error_handlers(app)
+    # tenants' documents are checked off the loop, each tenant within its share
+    app.state.offload = Offload(config.shares, name="http-checks")
+    app.state.request_work_s = config.request_work_s
     app.include_router(summary_routes(client))  # before /v1/jobs/{job_id} takes its path
     app.include_router(_jobs(client))
     app.include_router(_teams(client))
@@ -111,8 +116,10 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
 def _jobs(client: SystemClient) -> APIRouter:
     routes = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-    @routes.post("", status_code=202, response_model=JobAccepted)
-    async def submit_job(body: JobRequest, request: Request, who: Caller) -> JSONResponse:
+    @routes.post("", status_code=202, response_model=JobAccepted, openapi_extra=body_of(JobRequest))
+    async def submit_job(
+        who: Caller, request: Request, body: Annotated[JobRequest, document(JobRequest)]
+    ) -> JSONResponse:
         """Start a job; answers at once with its id (watch it on ``events_url``).
 
         A W3C ``traceparent`` header is continued: with tracing on, the job's spans are in
@@ -237,7 +244,9 @@ def _jobs(client: SystemClient) -> APIRouter:
     @routes.post("/{job_id}/fork", status_code=202, response_model=Forked)
     async def fork_job(job_id: str, body: ForkBody, who: Caller) -> JSONResponse:
         """Start a new job from a checkpoint of a graph job, its state edited or not."""
-        new_id = await client.fork(job_id, body.step, state=body.state, tenant=who.tenant)
+        new_id = await client.fork(
+            job_id, body.step, state=body.state, tenant=who.tenant, admin=who.admin
+        )
         forked = Forked(job_id=new_id, forked_from=job_id, step=body.step)
         return JSONResponse(
             forked.model_dump(), status_code=202, headers={"Location": f"/v1/jobs/{new_id}"}
@@ -317,16 +326,20 @@ def _teams(client: SystemClient) -> APIRouter:
             raise TeamNotFound(f"no team is registered as {name!r}", team=name)
         return visible[name]
 
-    @routes.post("/teams", status_code=201, response_model=TeamSpec)
-    async def create_team(team: TeamSpec, who: Admin) -> TeamSpec:
+    @routes.post(
+        "/teams", status_code=201, response_model=TeamSpec, openapi_extra=body_of(TeamSpec)
+    )
+    async def create_team(who: Admin, team: Annotated[TeamSpec, document(TeamSpec)]) -> TeamSpec:
         """Register a team (409 if the name is taken); its agents start now."""
         _no_shipped_code(team)
         await client.put_team(team, create=True)
         log.info("team_created", team=team.name, key=who.name)
         return team
 
-    @routes.put("/teams/{name}", response_model=TeamSpec)
-    async def put_team(name: str, team: TeamSpec, response: Response, who: Admin) -> TeamSpec:
+    @routes.put("/teams/{name}", response_model=TeamSpec, openapi_extra=body_of(TeamSpec))
+    async def put_team(
+        name: str, who: Admin, response: Response, team: Annotated[TeamSpec, document(TeamSpec)]
+    ) -> TeamSpec:
         """Register or hot-update a team: agents are reconfigured where they run."""
         if team.name != name:
             raise Conflict(f"the body's team is {team.name!r}, the URL's {name!r}")

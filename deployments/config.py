@@ -12,6 +12,7 @@ from limits import parse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from raytroupe.actors.config_files import read_yaml, validated
+from raytroupe.actors.offload import Shares
 from raytroupe.actors.system_config import SystemConfig
 from raytroupe.protocols import ConfigError, TenantPolicy
 
@@ -85,6 +86,19 @@ class APIConfig(BaseModel):
         default=8 * 1024 * 1024, gt=0, le=256 * 1024 * 1024,
         description="Larger request bodies are refused with 413.",
     )  # fmt: skip
+    request_work_s: float = Field(
+        default=0.5,
+        gt=0.0,
+        le=10.0,
+        description="Longest the checks of one request's documents may take (their JSON "
+        "Schema patterns, graph edges, gate rules), off the event loop; past it the request "
+        "is refused (422 work_limit).",
+    )
+    shares: Shares = Field(
+        default_factory=Shares,
+        description="Each tenant's share of the replica's document checks: running at once, "
+        "waiting (one more is a 429 busy), and the threads they all share.",
+    )
     chat_timeout_s: float = Field(
         default=300.0, gt=0.0, description="How long /v1/chat/completions waits for its job."
     )

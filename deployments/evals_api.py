@@ -13,6 +13,7 @@ import structlog
 from fastapi import APIRouter, Path, Query
 
 from raytroupe.deployments.access import Caller
+from raytroupe.deployments.documents import body_of, document
 from raytroupe.protocols.evals import EvalComparison, EvalRun
 from raytroupe.protocols.http import EvalAccepted, EvalRequest
 from raytroupe.runtime.client import SystemClient
@@ -30,8 +31,12 @@ def eval_routes(client: SystemClient) -> APIRouter:
     """The ``/v1/evals`` routes."""
     routes = APIRouter(prefix="/v1/evals", tags=["evaluation"])
 
-    @routes.post("", status_code=202, response_model=EvalAccepted)
-    async def start_eval(body: EvalRequest, who: Caller) -> EvalAccepted:
+    @routes.post(
+        "", status_code=202, response_model=EvalAccepted, openapi_extra=body_of(EvalRequest)
+    )
+    async def start_eval(
+        who: Caller, body: Annotated[EvalRequest, document(EvalRequest)]
+    ) -> EvalAccepted:
         """Start running the suite; follow it at ``url`` (``?wait=`` seconds for its end)."""
         run_id = await client.start_eval(
             body.suite, skill=body.skill, team=body.team, tenant=who.tenant, admin=who.admin,

@@ -12,6 +12,7 @@ import structlog
 from fastapi import APIRouter, Path
 
 from raytroupe.deployments.access import Admin
+from raytroupe.deployments.documents import body_of, document
 from raytroupe.protocols.addresses import NAME_PATTERN
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.runtime.client import SystemClient
@@ -27,8 +28,12 @@ def experiment_routes(client: SystemClient) -> APIRouter:
     """The ``/v1/experiments`` routes."""
     routes = APIRouter(prefix="/v1/experiments", tags=["evaluation"])
 
-    @routes.post("", status_code=201, response_model=ExperimentInfo)
-    async def start_experiment(spec: ExperimentSpec, who: Admin) -> ExperimentInfo:
+    @routes.post(
+        "", status_code=201, response_model=ExperimentInfo, openapi_extra=body_of(ExperimentSpec)
+    )
+    async def start_experiment(
+        who: Admin, spec: Annotated[ExperimentSpec, document(ExperimentSpec)]
+    ) -> ExperimentInfo:
         """Split the skill's live traffic between its versions until the test decides."""
         info = await client.start_experiment(spec)
         log.info("experiment_started", experiment=spec.name, key=who.name)

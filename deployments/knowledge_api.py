@@ -12,6 +12,7 @@ from typing import Annotated
 from fastapi import APIRouter, Path, Query, Response
 
 from raytroupe.deployments.access import Caller
+from raytroupe.deployments.documents import body_of, document
 from raytroupe.protocols import KnowledgeNotFound
 from raytroupe.protocols.http import DocumentsBody, SearchBody
 from raytroupe.protocols.knowledge import (
@@ -37,8 +38,12 @@ def knowledge_routes(client: SystemClient) -> APIRouter:
         """The tenant's knowledge bases."""
         return await client.knowledge_bases(who.tenant)
 
-    @routes.post("/{kb}/documents", response_model=IngestReport)
-    async def ingest_documents(kb: KnowledgeBase, body: DocumentsBody, who: Caller) -> IngestReport:
+    @routes.post(
+        "/{kb}/documents", response_model=IngestReport, openapi_extra=body_of(DocumentsBody)
+    )
+    async def ingest_documents(
+        kb: KnowledgeBase, who: Caller, body: Annotated[DocumentsBody, document(DocumentsBody)]
+    ) -> IngestReport:
         """Chunk, embed and store documents (the knowledge base is made if new).
 
         A document whose source is stored already replaces it; an unchanged one is skipped.

@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raytroupe.deployments.access import Caller, visible_teams
 from raytroupe.deployments.config import APIConfig
+from raytroupe.deployments.documents import body_of, document
 from raytroupe.deployments.guard import request_id_of
 from raytroupe.deployments.problems import problem
 from raytroupe.protocols import (
@@ -144,11 +145,12 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         "/chat/completions",
         response_model=None,
         responses={400: {"description": "a request field the team cannot honour"}},
+        openapi_extra=body_of(ChatRequest),
     )
     async def chat(
-        body: ChatRequest,
-        request: Request,
         who: Caller,
+        request: Request,
+        body: Annotated[ChatRequest, document(ChatRequest)],
         x_session_id: Annotated[str | None, Header(max_length=128)] = None,
     ) -> dict[str, Any] | StreamingResponse | JSONResponse:
         """Run the chat's last user message as a job of the team named by ``model``.
@@ -462,6 +464,8 @@ def _task(
     images: list[Attachment] = []
     for n, message in enumerate(messages):
         role = message.get("role")
+        if not isinstance(role, str | None):  # a list or an object: no role, nor hashable
+            raise InvalidInput(f"messages[{n}]: unknown role (a {type(role).__name__})")
         if role not in {"system", "developer", "user", "assistant", "tool"}:
             raise InvalidInput(f"messages[{n}]: unknown role {role!r}")
         text = _text(message.get("content"), n, images)

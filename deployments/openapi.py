@@ -19,7 +19,10 @@ from raytroupe.deployments.guard import OPEN_PATHS
 from raytroupe.deployments.problems import PROBLEM_TYPE
 from raytroupe.protocols.http import Problem
 
-__all__ = ["DocumentedAPI", "describe", "operation_id"]
+__all__ = ["DOCUMENT_MARK", "DocumentedAPI", "describe", "operation_id"]
+
+DOCUMENT_MARK: Final = "x-raytroupe-document"
+"""Marks a body schema written inline by ``body_of``, to be moved to the components."""
 
 _RENAMED: Final = {
     "models": "list_models",
@@ -55,7 +58,8 @@ _WHY: Final = {
     409: "The change conflicts with what exists (or the job has finished).",
     413: "The body is over the size limit.",
     422: "The request does not match the schema, or cannot be used as it is.",
-    429: "Over the key's rate limit: Retry-After says when to come back.",
+    429: "Over the key's rate limit, or the tenant has as much work waiting as it may: "
+    "Retry-After says when to come back.",
     500: "The server failed: the request id finds the details in its logs.",
     503: "A system actor or the state store is not answering: try again.",
 }
@@ -113,9 +117,22 @@ def describe(document: dict[str, Any], *, anonymous: bool = False) -> dict[str, 
             if keyed:
                 operation["security"] = [*_KEYED, {}] if anonymous else list(_KEYED)
             _problems(operation["responses"], _KEYED_ERRORS if keyed else _OPEN_ERRORS)
+            _hoist_document(operation, schemas)
     for name in _FASTAPI_ERRORS:
         schemas.pop(name, None)
     return document
+
+
+def _hoist_document(operation: dict[str, Any], schemas: dict[str, Any]) -> None:
+    """A document body (:func:`deployments.documents.body_of`) as a reference to its schema."""
+    content = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
+    schema = content.get("schema", {})
+    if not schema.pop(DOCUMENT_MARK, False):
+        return
+    for name, definition in schema.pop("$defs", {}).items():
+        schemas.setdefault(name, definition)
+    schemas.setdefault(schema["title"], schema)
+    content["schema"] = {"$ref": f"#/components/schemas/{schema['title']}"}
 
 
 def _unique(operation: str, seen: set[str]) -> None:

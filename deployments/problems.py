@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 from typing import Any, Final
 
 from starlette.responses import JSONResponse
@@ -37,6 +39,8 @@ _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.UNKNOWN_RECIPIENT: 503,
     ErrorCode.JOB_TIMEOUT: 504,
     ErrorCode.STATE_UNAVAILABLE: 503,
+    ErrorCode.WORK_LIMIT: 422,
+    ErrorCode.BUSY: 429,
 }
 _RETRYABLE_STATUS: Final = 503
 
@@ -46,6 +50,17 @@ def status_of(error: TroupeError) -> int:
     if error.code in _STATUS:
         return _STATUS[error.code]
     return _RETRYABLE_STATUS if error.retryable else 500
+
+
+class _ProblemResponse(JSONResponse):
+    """A problem's JSON, written as ASCII, so that it always renders.
+
+    A message quoting the caller's input may hold any text (a lone surrogate too): the
+    answer to bad input must never turn into a 500 itself.
+    """
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False).encode("ascii")
 
 
 def problem(
@@ -71,7 +86,7 @@ def problem(
     }
     if request_id is not None:
         body["request_id"] = request_id
-    return JSONResponse(body, status_code=status, headers=headers, media_type=PROBLEM_TYPE)
+    return _ProblemResponse(body, status_code=status, headers=headers, media_type=PROBLEM_TYPE)
 
 
 def troupe_problem(error: TroupeError, request_id: str | None) -> JSONResponse:
@@ -82,14 +97,20 @@ def troupe_problem(error: TroupeError, request_id: str | None) -> JSONResponse:
         listed = error.detail.get(name)
         if isinstance(listed, list):
             extra[name] = [str(p) for p in listed]
-    for name in ("field", "policy"):  # a refusal names what it refused, and by which policy
+    for name in ("field", "policy", "limit"):  # what it refused, by which policy or limit
         if isinstance(error.detail.get(name), str):
             extra[name] = error.detail[name]
+    headers = None
+    retry_after = error.detail.get("retry_after_s")
+    if isinstance(retry_after, int | float) and not isinstance(retry_after, bool):
+        extra["retry_after_s"] = max(1, math.ceil(retry_after))
+        headers = {"Retry-After": str(extra["retry_after_s"])}
     return problem(
         status,
         type(error).__name__,
         error.message,
         code=error.code.value,
         request_id=request_id,
+        headers=headers,
         **extra,
     )

@@ -17,6 +17,7 @@ from pydantic import ValidationError
 
 from raytroupe.actors.skills.files import MAX_SKILL_BYTES, parse_skill
 from raytroupe.deployments.access import Admin, Caller
+from raytroupe.deployments.documents import checked
 from raytroupe.protocols import ConfigError, Conflict, InvalidInput, JobNotFound, MemoryHit
 from raytroupe.protocols.http import Rollback, SkillApplied, SkillListing
 from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillSpec
@@ -39,6 +40,11 @@ async def _body_skill(request: Request) -> SkillSpec:
     if len(raw) > MAX_SKILL_BYTES:
         raise InvalidInput(f"a skill is at most {MAX_SKILL_BYTES} bytes", field="body")
     kind = request.headers.get("content-type", "application/json").split(";")[0].strip().lower()
+    return await checked(request, _skill_of, raw, kind)
+
+
+def _skill_of(raw: bytes, kind: str) -> SkillSpec:
+    """The skill in a body's bytes (JSON, YAML or Markdown); run off the loop."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
@@ -46,9 +52,15 @@ async def _body_skill(request: Request) -> SkillSpec:
     if kind in _YAML_TYPES or kind == "text/markdown":
         return parse_skill(text, "<request body>", markdown=kind == "text/markdown")
     try:
-        return SkillSpec.model_validate(json.loads(text))
+        data = json.loads(text)
     except json.JSONDecodeError as e:
         raise InvalidInput(f"the body is not JSON: {e}", field="body") from None
+    except RecursionError:
+        raise InvalidInput("the body's JSON nests too deeply to be read", field="body") from None
+    except ValueError as e:  # an integer of more digits than Python converts (4300)
+        raise InvalidInput(f"the body is not JSON this API reads: {e}", field="body") from None
+    try:
+        return SkillSpec.model_validate(data)
     except ValidationError as e:
         problems = [
             f"{'.'.join(str(p) for p in err['loc']) or '<root>'}: {err['msg']}"

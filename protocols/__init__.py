@@ -24,6 +24,7 @@ from raytroupe.protocols.errors import (
     BadRequest,
     BadResponse,
     BudgetExceeded,
+    Busy,
     ConfigError,
     Conflict,
     ContentFiltered,
@@ -70,6 +71,7 @@ from raytroupe.protocols.errors import (
     UnpricedModel,
     Unreachable,
     UnsupportedSchemaVersion,
+    WorkLimitExceeded,
 )
 from raytroupe.protocols.graph import GraphEdge, GraphNode, GraphSpec
 from raytroupe.protocols.inputs import AgentInfo, Attachment, with_files
@@ -189,6 +191,7 @@ __all__ = [
     "BadResponse",
     "Budget",
     "BudgetExceeded",
+    "Busy",
     "CancelJob",
     "Cancelled",
     "ChatMessage",
@@ -317,6 +320,7 @@ __all__ = [
     "Usage",
     "UsageRow",
     "WorkDone",
+    "WorkLimitExceeded",
     "decode",
     "encode",
     "job_shard",

@@ -16,7 +16,8 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   │   ├── SessionNotFound       the tenant has no session (conversation) of that id
     │   │   └── KnowledgeNotFound     the tenant has no such knowledge base or document
     │   ├── Conflict                  the change clashes with what exists (a name in use)
-    │   └── InvalidRequest            an HTTP request the API's schema refuses
+    │   ├── InvalidRequest            an HTTP request the API's schema refuses
+    │   └── WorkLimitExceeded         checking the input took longer than its limit allows
     ├── DeliveryError                 the router could not deliver an envelope
     │   ├── UnknownRecipient
     │   ├── RecipientUnavailable      the recipient actor died or is restarting (retryable)
@@ -44,6 +45,8 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   ├── SandboxUnavailable        this host cannot isolate untrusted code (fails closed)
     │   └── ToolInfrastructureError   its host failed the tool (scratch directory): fails the job
     ├── StateUnavailable              the state store (PostgreSQL) cannot be reached (retryable)
+    ├── Busy                          the tenant has as much control-plane work waiting as it
+    │                                 may; ``detail['retry_after_s']`` (retryable)
     ├── Unauthorized                  the HTTP API refused the caller's key (401)
     ├── Unreachable                   the HTTP API could not be reached, or did not answer in time
     │                                 (retryable)
@@ -71,6 +74,7 @@ __all__ = [
     "BadRequest",
     "BadResponse",
     "BudgetExceeded",
+    "Busy",
     "ConfigError",
     "Conflict",
     "ContentFiltered",
@@ -117,6 +121,7 @@ __all__ = [
     "UnpricedModel",
     "Unreachable",
     "UnsupportedSchemaVersion",
+    "WorkLimitExceeded",
     "error_class",
 ]
 
@@ -178,6 +183,8 @@ class ErrorCode(StrEnum):
     UNAUTHORIZED = "unauthorized"
     UNREACHABLE = "unreachable"
     BAD_RESPONSE = "bad_response"
+    WORK_LIMIT = "work_limit"
+    BUSY = "busy"
 
 
 class TroupeError(Exception):
@@ -281,6 +288,17 @@ class InvalidRequest(InvalidInput):
     """
 
     code = ErrorCode.INVALID_REQUEST
+
+
+class WorkLimitExceeded(InvalidInput):
+    """Checking or evaluating the caller's input took longer than its limit allows.
+
+    ``detail['limit']`` names the limit (``request_work_s``, ``graph_step_work_s``, ...),
+    ``detail['seconds']`` its value. The patterns a tenant wrote (JSON Schema ``pattern``, a
+    graph edge's ``when``, a gate's or an eval's regex) are the usual cause: nothing was kept.
+    """
+
+    code = ErrorCode.WORK_LIMIT
 
 
 class DeliveryError(TroupeError):
@@ -403,6 +421,17 @@ class QuotaExceeded(Forbidden):
     """
 
     code = ErrorCode.QUOTA_EXCEEDED
+
+
+class Busy(TroupeError):
+    """The tenant has as much control-plane work in hand and waiting as it may: come back later.
+
+    ``detail['retry_after_s']`` says when; ``detail['limit']`` names the limit. Other
+    tenants' work is not held up by it (fair shares), and nothing of the request was kept.
+    """
+
+    code = ErrorCode.BUSY
+    retryable = True
 
 
 class BudgetExceeded(TroupeError):

@@ -12,7 +12,7 @@ expectation does. An :class:`EvalRun` keeps each case's result, the aggregate sc
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -40,6 +40,10 @@ __all__ = [
 ]
 
 
+MAX_EXPECTATIONS: Final = 32
+"""Expectations one eval case may have (each is work per answer: a pattern, a schema)."""
+
+
 class _Config(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -63,7 +67,7 @@ class ContainsExpect(_Expect):
     """The answer holds ``values`` (all of them, or ``any``); the score is the share held."""
 
     kind: Literal["contains"] = "contains"
-    values: tuple[str, ...] = Field(min_length=1)
+    values: tuple[str, ...] = Field(min_length=1, max_length=256)
     any: bool = Field(default=False, description="One of them suffices.")
     case_sensitive: bool = False
 
@@ -132,7 +136,7 @@ class EvalCase(_Config):
     id: str = Field(min_length=1, max_length=128)
     task: str = Field(default="", max_length=200_000, description="The request's text.")
     input: Any = Field(default=None, description="A skill's structured input.")
-    expect: tuple[Expectation, ...] = Field(min_length=1)
+    expect: tuple[Expectation, ...] = Field(min_length=1, max_length=MAX_EXPECTATIONS)
     tags: tuple[str, ...] = ()
 
     @model_validator(mode="after")

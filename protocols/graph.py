@@ -20,6 +20,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from raytroupe.protocols.addresses import Name
+from raytroupe.protocols.bounded import search
 from raytroupe.protocols.expressions import ExpressionError, check_expression
 
 __all__ = [
@@ -42,6 +43,11 @@ EDGE_MATCH_TIMEOUT_S: Final = 0.05
 """Longest a ``when`` pattern may take on one output. Patterns come from team files (a
 tenant's too) and outputs from models: a pattern that backtracks without end must not stall
 the orchestrator, so it is cut off and counts as no match."""
+
+MAX_GRAPH_NODES: Final = 128
+"""Nodes of one graph (each subgraph has as many of its own)."""
+MAX_GRAPH_EDGES: Final = 512
+"""Edges of one graph: each ``when`` is a pattern run on a node's text."""
 
 REDUCERS: Final = ("replace", "append", "merge", "add")
 """Built-in reducers: how an update to a field joins its current value."""
@@ -192,7 +198,7 @@ class GraphEdge(_Frozen):
 
     source: Name
     target: Name | tuple[Name, ...] = Field(description=f"Node ids, or {END!r}.")
-    when: str | None = None
+    when: str | None = Field(default=None, max_length=500)
     condition: str | None = Field(default=None, max_length=1000)
     map: str | None = Field(default=None, max_length=1000)
 
@@ -210,8 +216,8 @@ class GraphEdge(_Frozen):
 class GraphSpec(_Frozen):
     """Nodes, edges (loops allowed), the state, and a limit on supersteps."""
 
-    nodes: tuple[GraphNode, ...] = Field(min_length=1)
-    edges: tuple[GraphEdge, ...] = ()
+    nodes: tuple[GraphNode, ...] = Field(min_length=1, max_length=MAX_GRAPH_NODES)
+    edges: tuple[GraphEdge, ...] = Field(default=(), max_length=MAX_GRAPH_EDGES)
     start: Name | tuple[Name, ...] = Field(description="The first superstep's nodes.")
     max_steps: int = Field(
         default=20, ge=1, le=1000, description="Supersteps, at most (one node each when the "
@@ -227,8 +233,8 @@ class GraphSpec(_Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> GraphSpec:
-        ids = [n.id for n in self.nodes]
-        if len(set(ids)) != len(ids):
+        ids = {n.id: n for n in self.nodes}
+        if len(ids) != len(self.nodes):
             raise ValueError("graph node ids are not unique")
         if END in ids:
             raise ValueError(f"{END!r} is reserved for the end of the graph")
@@ -272,7 +278,7 @@ class GraphSpec(_Frozen):
 
             try:
                 regex.compile(edge.when)
-            except regex.error as e:
+            except (regex.error, RecursionError) as e:  # groups nested hundreds deep recurse
                 raise ValueError(f"edge condition {edge.when!r} is not a regex: {e}") from None
 
     @property
@@ -320,9 +326,10 @@ def _check_state_schema(
     unknown = sorted(set(reducers) - set(schema["properties"]))
     if unknown:
         raise ValueError(f"reducers name fields the state does not have: {', '.join(unknown)}")
-    problems = [e.message for e in safe_validator(schema).iter_errors(initial)]
-    if problems:
-        raise ValueError(f"the state's initial value does not fit its schema: {problems[0]}")
+    # the first problem is enough, and each one may have cost a pattern its time limit
+    problem = next(iter(safe_validator(schema).iter_errors(initial)), None)
+    if problem is not None:
+        raise ValueError(f"the state's initial value does not fit its schema: {problem.message}")
 
 
 def _checked(expression: str, where: str) -> None:
@@ -333,16 +340,16 @@ def _checked(expression: str, where: str) -> None:
 
 
 def edge_text_matches(pattern: str, output: str) -> bool:
-    """Whether ``pattern`` is found in ``output`` (any case); a pattern out of time is not."""
+    """Whether ``pattern`` is found in ``output`` (any case); a pattern out of time is not.
+
+    Raises:
+        WorkLimitExceeded: the graph step this runs in is out of time (see
+            :mod:`protocols.bounded`).
+    """
     import regex  # noqa: PLC0415 - see GraphSpec's check
 
-    try:
-        return (
-            regex.search(pattern, output, regex.IGNORECASE, timeout=EDGE_MATCH_TIMEOUT_S)
-            is not None
-        )
-    except TimeoutError:
-        return False
+    found = search(pattern, output, flags=regex.IGNORECASE, timeout=EDGE_MATCH_TIMEOUT_S)
+    return bool(found)
 
 
 # -- checkpoints ----------------------------------------------------------------------------

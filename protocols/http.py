@@ -15,6 +15,7 @@ from raytroupe.protocols.evals import EvalSuite
 from raytroupe.protocols.graph import GraphInterrupt
 from raytroupe.protocols.inputs import Attachment
 from raytroupe.protocols.jobs import JobResult, JobStatus, JobSummary
+from raytroupe.protocols.json_data import JsonData, JsonObject
 from raytroupe.protocols.knowledge import KnowledgeDocument
 from raytroupe.protocols.llm import Budget
 from raytroupe.protocols.sessions import (
@@ -106,6 +107,9 @@ class Problem(BaseModel):
     field: str | None = Field(default=None, description="The refused field.")
     policy: str | None = Field(default=None, description="The policy that refused it.")
     retry_after_s: int | None = Field(default=None, description="When to come back (429).")
+    limit: str | None = Field(
+        default=None, description="The limit that refused it (work_limit, busy)."
+    )
 
 
 # --- jobs ----------------------------------------------------------------------------------
@@ -201,10 +205,10 @@ class ResumeBody(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    value: Any = Field(
+    value: JsonData = Field(
         default=None, description="The value the node resumes with ('{resume}', resume_field)."
     )
-    state: dict[str, Any] | None = Field(
+    state: JsonObject | None = Field(
         default=None, description="Fields of the state to change before it goes on."
     )
     interrupt: Annotated[str, Field(min_length=1, max_length=1000)] | None = Field(
@@ -225,7 +229,7 @@ class ForkBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     step: int = Field(ge=0, description="The checkpoint's superstep (0: before the first).")
-    state: dict[str, Any] | None = Field(
+    state: JsonObject | None = Field(
         default=None, description="Fields of the checkpoint's state to change first."
     )
 
@@ -407,6 +411,13 @@ class SessionCreate(BaseModel):
         le=MAX_HISTORY_TOKENS,
         description="Tokens of history each of its jobs is shown, at most.",
     )
+
+    @field_validator("title")
+    @classmethod
+    def _no_nul(cls, title: str) -> str:
+        if "\x00" in title:  # PostgreSQL keeps no NUL in text
+            raise ValueError("a title cannot hold a NUL character (U+0000)")
+        return title
 
 
 # --- operations ----------------------------------------------------------------------------

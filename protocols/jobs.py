@@ -17,6 +17,7 @@ from raytroupe.protocols.llm import Usage
 from raytroupe.protocols.payloads import ErrorPayload, WorkDone
 from raytroupe.protocols.quality import StandardOutput
 from raytroupe.protocols.resolution import Resolution, ResolutionStrategy
+from raytroupe.protocols.schema_checks import check_schema_references, check_schema_shape
 from raytroupe.protocols.trace import Span
 
 __all__ = [
@@ -135,13 +136,16 @@ def check_output_schema(
     """``schema``, if it is a valid JSON Schema (2020-12) that refers to nothing outside it.
 
     A ``$ref`` to another document would be resolved while a job runs (or fail there): only
-    references within the schema itself (``#/...``) are taken.
+    references within the schema itself (``#/...``) are taken, and only those that lead
+    somewhere and end (:mod:`protocols.schema_checks`).
 
     Raises:
-        ValueError: not a valid schema, or a reference to another document.
+        ValueError: not a valid schema, a reference to another document, or a schema that
+            could not be evaluated to an end (see :mod:`protocols.schema_checks`).
     """
     if schema is None:
         return None
+    check_schema_shape(schema, field)  # what would crash the metaschema check
     try:
         Draft202012Validator.check_schema(schema)
     except SchemaError as e:
@@ -158,6 +162,7 @@ def check_output_schema(
             f"{field} refers to other documents ({', '.join(outside)}); only references "
             "within the schema ('#/...') are allowed"
         )
+    check_schema_references(schema, field)
     return schema
 
 

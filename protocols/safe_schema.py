@@ -6,7 +6,8 @@ check come from models. ``jsonschema`` matches ``pattern``, ``patternProperties`
 names ``additionalProperties`` looks at with :func:`re.search`, so one catastrophic pattern
 (``^(a|aa)+$``) against a crafted answer would stall the orchestrator's event loop for
 every tenant. :func:`safe_validator` matches them with the ``regex`` module and a time
-limit: a pattern that runs out of time is a validation error (the value fails, closed).
+limit: a pattern that runs out of time is a validation error (the value fails, closed),
+and all the patterns of one unit of work share its deadline (:mod:`protocols.bounded`).
 """
 
 from __future__ import annotations
@@ -16,21 +17,22 @@ from typing import Any, Final, cast
 
 from jsonschema import Draft202012Validator, validators
 from jsonschema.exceptions import ValidationError
+from referencing import Registry
+
+from raytroupe.protocols.bounded import PATTERN_TIMEOUT_S, search
+from raytroupe.protocols.schema_checks import guarded, multiple_of
 
 __all__ = ["PATTERN_TIMEOUT_S", "safe_validator"]
 
-PATTERN_TIMEOUT_S: Final = 0.2
-"""Longest one pattern may take on one value."""
-
 
 def _search(pattern: str, text: str) -> bool | None:
-    """Whether ``pattern`` is found in ``text``; None if it took too long."""
-    import regex  # noqa: PLC0415 - 1.2 MB that only schemas with patterns need
+    """Whether ``pattern`` is found in ``text``; None if it took too long.
 
-    try:
-        return regex.search(pattern, text, timeout=PATTERN_TIMEOUT_S) is not None
-    except TimeoutError:
-        return None
+    Raises:
+        WorkLimitExceeded: the unit of work this runs in is out of time
+            (:func:`protocols.bounded.bounded`).
+    """
+    return search(pattern, text)
 
 
 def _too_slow(pattern: str) -> ValidationError:
@@ -94,12 +96,18 @@ def _additional_properties(
             )
 
 
+_NOTHING_REMOTE: Final = Registry()
+"""No resource but the schema itself (and the drafts' metaschemas): nothing is retrieved."""
+
 _SafeValidator = validators.extend(  # type: ignore[no-untyped-call]
     Draft202012Validator,
     validators={
-        "pattern": _pattern,
-        "patternProperties": _pattern_properties,
-        "additionalProperties": _additional_properties,
+        # no keyword raises on a value it cannot check: the value fails instead
+        **{name: guarded(keyword) for name, keyword in Draft202012Validator.VALIDATORS.items()},
+        "multipleOf": guarded(multiple_of),
+        "pattern": guarded(_pattern),
+        "patternProperties": guarded(_pattern_properties),
+        "additionalProperties": guarded(_additional_properties),
     },
 )
 
@@ -110,5 +118,9 @@ def safe_validator(schema: Mapping[str, Any]) -> Draft202012Validator:
     ``unevaluatedProperties`` still consults ``patternProperties`` with :mod:`re`: schemas
     combining the two are refused where schemas are accepted
     (:func:`protocols.jobs.check_output_schema`).
+
+    No keyword raises on a value (:func:`protocols.schema_checks.guarded`), and a ``$ref``
+    to another document is never fetched (jsonschema's default would, with ``urlopen``):
+    it fails the value.
     """
-    return cast("Draft202012Validator", _SafeValidator(schema))
+    return cast("Draft202012Validator", _SafeValidator(schema, registry=_NOTHING_REMOTE))

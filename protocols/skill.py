@@ -68,6 +68,10 @@ _MAX_AGENT_NAME: Final = 64
 _IMPORT_PATH: Final = re.compile(r"^[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
 
 
+MAX_GATE_RULES: Final = 32
+"""Rules of each kind one quality gate may have (each is work on every answer)."""
+
+
 class _Config(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -124,9 +128,13 @@ class CountRule(_Config):
 
 
 def _compiles(pattern: str) -> str:
+    import regex  # noqa: PLC0415 - what matches it later (protocols.bounded); 1.2 MB
+
     try:
         re.compile(pattern)
-    except re.error as e:
+        regex.compile(pattern)
+    # a count past 2**32 (a{99999999999}) overflows re; groups nested hundreds deep recurse
+    except (re.error, regex.error, OverflowError, RecursionError) as e:
         raise ValueError(f"not a valid regular expression: {e}") from None
     return pattern
 
@@ -166,8 +174,12 @@ class QualityGateSpec(_Config):
     required: tuple[str, ...] = Field(
         default=(), description="Fields of the JSON answer that must be present and not empty."
     )
-    counts: tuple[CountRule, ...] = Field(default=(), description="Word and item counts.")
-    regex: tuple[RegexRule, ...] = Field(default=(), description="Pattern rules.")
+    counts: tuple[CountRule, ...] = Field(
+        default=(), max_length=MAX_GATE_RULES, description="Word and item counts."
+    )
+    regex: tuple[RegexRule, ...] = Field(
+        default=(), max_length=MAX_GATE_RULES, description="Pattern rules."
+    )
     validator: ImportPath | None = Field(
         default=None,
         description="'module:function' called with the answer (its JSON, else its text); "

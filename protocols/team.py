@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from collections import Counter
+from typing import Annotated, Any, Final
 
 from pydantic import (
     BaseModel,
@@ -33,6 +34,8 @@ __all__ = [
 
 
 _MAX_NAME = 64
+MAX_AGENTS: Final = 256
+"""Agents of one team, checked before any of them is (each is an actor to run)."""
 
 FunctionDigest = Annotated[str, StringConstraints(pattern=r"^sha256:[0-9a-f]{64}$")]
 """A shipped function tool's identity: the SHA-256 of its pickled bytes."""
@@ -114,7 +117,9 @@ class TeamSpec(_Config):
         default_factory=IntentHints,
         description="How jobs that name no team or skill find this one (keywords, examples).",
     )
-    agents: tuple[AgentSpec, ...] = Field(min_length=1, description="The team's agents.")
+    agents: tuple[AgentSpec, ...] = Field(
+        min_length=1, max_length=MAX_AGENTS, description="The team's agents."
+    )
     models: dict[Name, ModelSpec] = Field(
         default_factory=dict, description="Model aliases this team adds to the LLM pool."
     )
@@ -193,8 +198,7 @@ class TeamSpec(_Config):
     @model_validator(mode="after")
     def _consistent(self) -> TeamSpec:
         """Everything checkable without running a job is checked here, at the door."""
-        names = [a.name for a in self.agents]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
+        duplicates = sorted(n for n, k in Counter(a.name for a in self.agents).items() if k > 1)
         if duplicates:
             raise ValueError(f"duplicate agent names: {', '.join(duplicates)}")
         too_long = [r for r in self.roles if len(team_role(self.name, r)) > _MAX_NAME]

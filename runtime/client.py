@@ -338,9 +338,16 @@ class SystemClient:
         *,
         state: dict[str, Any] | None = None,
         tenant: str | None = None,
+        admin: bool = False,
     ) -> str:
-        """Start a new job from checkpoint ``step`` of a graph job (``state`` edits it); its id."""
-        ref = self._orchestrators.of(job_id).fork.remote(job_id, step, state=state, tenant=tenant)
+        """Start a new job from checkpoint ``step`` of a graph job (``state`` edits it); its id.
+
+        ``admin``: an admin forks (the fork runs as it is); else the fork is admitted under
+        the tenant's policy of today.
+        """
+        ref = self._orchestrators.of(job_id).fork.remote(
+            job_id, step, state=state, tenant=tenant, admin=admin
+        )
         result: str = await _call(ref)
         return result
 

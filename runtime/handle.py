@@ -210,7 +210,10 @@ class JobHandle:
             InvalidInput: the job is not a graph's, has no checkpoint ``step``, or the edit
                 would leave the state invalid.
         """
-        forked = self._client.fork(self.job_id, step, state=state, tenant=self._tenant)
+        # a driver's own handle forks as the admin it is; a tenant view's, as its tenant
+        forked = self._client.fork(
+            self.job_id, step, state=state, tenant=self._tenant, admin=self._tenant is None
+        )
         job_id = self._portal.run(forked)
         return JobHandle(job_id, self._client, self._portal, tenant=self._tenant)
 

@@ -62,7 +62,7 @@ _BY_STATUS: Final[dict[int, type[TroupeError]]] = {
 }
 """The error for a problem whose code the error tree has no class for (the gate's own codes:
 ``body_too_large``, ``invalid_request_id``, HTTP phrases such as ``not_found``)."""
-_PROBLEM_EXTRAS: Final = ("problems", "fields", "field", "policy", "retry_after_s")
+_PROBLEM_EXTRAS: Final = ("problems", "fields", "field", "policy", "retry_after_s", "limit")
 
 
 @dataclass(frozen=True)
@@ -240,7 +240,7 @@ def error_of(response: httpx.Response) -> TroupeError:
 
     It carries the problem's ``detail`` as message, and in ``detail`` the HTTP ``status``,
     the problem's ``code``, the ``request_id`` and what else the problem names (``problems``,
-    ``field``, ``policy``, ``retry_after_s``). A body that is not a problem is a
+    ``field``, ``policy``, ``retry_after_s``, ``limit``). A body that is not a problem is a
     :class:`BadResponse`.
     """
     status = response.status_code

@@ -243,7 +243,7 @@ class EvalDesk:
                 if progress.stop is None:
                     left = _left(budget, progress.spent)
                     ask = self._asker(progress.run.id, progress.tenant)
-                    result = await self._case(case, submit, wait, left, ask)
+                    result = await self._case(case, submit, wait, left, ask, tenant=progress.tenant)
                     _spend(progress, result, budget)
                 else:
                     result = CaseResult(case_id=case.id, status="skipped", score=0.0,
@@ -269,6 +269,8 @@ class EvalDesk:
         wait: Wait,
         left: Budget | None,
         ask: Ask,
+        *,
+        tenant: str,
     ) -> CaseResult:
         started = time.monotonic()
         try:
@@ -290,7 +292,9 @@ class EvalDesk:
                               result.status, code=error.code.value if error else None,
                               **common)  # fmt: skip
         try:
-            score, passed, scores = await score_answer(case, result.answer, ask, budget=left)
+            score, passed, scores = await score_answer(
+                case, result.answer, ask, tenant=tenant, budget=left
+            )
         except TroupeError as exc:
             return CaseResult(status="error", score=0.0, error=f"scoring: {exc.message}", **common)
         return CaseResult(status="passed" if passed else "failed", score=score,

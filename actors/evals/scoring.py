@@ -5,7 +5,9 @@ its values held (passing when all are, or one with ``any``); ``regex`` 1 or 0 (m
 a 0.2 s limit); ``json_schema`` 1 or 0; ``number`` 1 within the tolerance, else 0; ``judge``
 the model's score (purpose ``grade``), passing at its threshold; ``custom`` what the
 scorer returns (a bool counts as 1 or 0; a number is clipped to 0-1, passing at 0.5). A
-scorer that raises, or a judge whose answer cannot be read, scores 0 with the reason.
+scorer that raises, or a judge whose answer cannot be read, scores 0 with the reason. A
+case's plain expectations share one time limit, ``EVAL_CASE_WORK_S`` (see
+:mod:`protocols.bounded`): past it the case is an error naming the limit.
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+from raytroupe.actors.offload import offloaded
 from raytroupe.actors.orchestrator.resolve import load_json
 from raytroupe.actors.skills.gate import field_at, graded
 from raytroupe.protocols import Budget, LLMRequest, LLMResponse
+from raytroupe.protocols.bounded import EVAL_CASE_WORK_S, PATTERN_TIMEOUT_S, search
 from raytroupe.protocols.evals import (
     ContainsExpect,
     CustomExpect,
@@ -38,20 +42,29 @@ __all__ = ["Ask", "score_answer"]
 
 Ask = Callable[[LLMRequest], Awaitable[LLMResponse]]
 
-REGEX_TIMEOUT_S: Final = 0.2
 _NUMBER: Final = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
 _CUSTOM_PASS: Final = 0.5
 
 
 async def score_answer(
-    case: EvalCase, answer: str, ask: Ask, *, budget: Budget | None = None
+    case: EvalCase, answer: str, ask: Ask, *, tenant: str, budget: Budget | None = None
 ) -> tuple[float, bool, tuple[ExpectationScore, ...]]:
-    """(score, passed, each expectation's score) of ``answer`` to ``case``.
+    """(score, passed, each expectation's score) of ``answer`` to ``tenant``'s ``case``.
+
+    Every expectation but the judges is one unit of work, run off the event loop in the
+    tenant's share within ``EVAL_CASE_WORK_S`` (the patterns and schemas are the tenant's).
 
     Raises:
         TroupeError: a judge's model call failed (budget, provider): not the answer's fault.
+        WorkLimitExceeded: the case's patterns and schemas took over ``EVAL_CASE_WORK_S``.
     """
-    scores = [await _score(e, case, answer, ask, budget) for e in case.expect]
+    plain = await offloaded(
+        tenant, EVAL_CASE_WORK_S, "eval_case_work_s", _score_plain, case, answer
+    )
+    scores = [
+        plain[n] if n in plain else await _judged(e, case, answer, ask, budget)
+        for n, e in enumerate(case.expect)
+    ]
     weights = [e.weight for e in case.expect]
     total = sum(w * s.score for w, s in zip(weights, scores, strict=True)) / sum(weights)
     return round(total, 6), all(s.passed for s in scores), tuple(scores)
@@ -84,8 +97,27 @@ def _fail(expect: Expectation, why: str) -> ExpectationScore:
     return _result(expect, 0.0, passed=False, detail=why)
 
 
-async def _score(  # noqa: PLR0911 - one return per kind of expectation
+def _score_plain(case: EvalCase, answer: str) -> dict[int, ExpectationScore]:
+    """Each expectation's score but the judges', by its place in the case."""
+    return {
+        n: _score(e, case, answer)
+        for n, e in enumerate(case.expect)
+        if not isinstance(e, JudgeExpect)
+    }
+
+
+async def _judged(
     expect: Expectation, case: EvalCase, answer: str, ask: Ask, budget: Budget | None
+) -> ExpectationScore:
+    assert isinstance(expect, JudgeExpect)  # noqa: S101 - the others are scored plainly
+    value, missing = _target(expect, answer)
+    if missing is not None:
+        return _fail(expect, missing)
+    return await _judge(expect, _text(value), case, ask, budget)
+
+
+def _score(  # noqa: PLR0911 - one return per kind of expectation
+    expect: Expectation, case: EvalCase, answer: str
 ) -> ExpectationScore:
     value, missing = _target(expect, answer)
     if missing is not None:
@@ -102,7 +134,7 @@ async def _score(  # noqa: PLR0911 - one return per kind of expectation
         case NumberExpect():
             return _number(expect, value)
         case JudgeExpect():
-            return await _judge(expect, _text(value), case, ask, budget)
+            raise AssertionError("judges are scored by _judged")  # pragma: no cover
         case CustomExpect():
             return _custom(expect, value, case)
 
@@ -130,12 +162,9 @@ def _contains(expect: ContainsExpect, text: str) -> ExpectationScore:
 
 
 def _regex(expect: RegexExpect, text: str) -> ExpectationScore:
-    import regex  # noqa: PLC0415 - loaded by the runs that use patterns
-
-    try:
-        found = regex.search(expect.pattern, text, timeout=REGEX_TIMEOUT_S) is not None
-    except TimeoutError:
-        return _fail(expect, f"pattern took over {REGEX_TIMEOUT_S} s")
+    found = search(expect.pattern, text)
+    if found is None:
+        return _fail(expect, f"pattern took over {PATTERN_TIMEOUT_S} s")
     said = "" if found else f"no match for {expect.pattern!r}"
     return _result(expect, float(found), passed=found, detail=said)
 

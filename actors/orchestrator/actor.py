@@ -23,6 +23,7 @@ from pydantic import ValidationError
 from raytroupe.actors.endpoint import RouterClient, serve_envelope
 from raytroupe.actors.evals.desk import EvalDesk, EvalStore
 from raytroupe.actors.evals.experiments import Assignment, ExperimentDesk, ExperimentStore
+from raytroupe.actors.offload import on_loop
 from raytroupe.actors.orchestrator.admission import (
     InlineTeams,
     PolicyBook,
@@ -30,6 +31,8 @@ from raytroupe.actors.orchestrator.admission import (
     admit_budget,
     admit_inline,
     admit_registered,
+    admit_skill,
+    readmit,
 )
 from raytroupe.actors.orchestrator.approvals import ApprovalDesk
 from raytroupe.actors.orchestrator.catalog import TeamCatalog, TeamProvisioner
@@ -77,6 +80,7 @@ from raytroupe.protocols import (
     CancelJob,
     Conflict,
     Feedback,
+    Forbidden,
     InvalidInput,
     JobEvent,
     JobNotFound,
@@ -93,6 +97,7 @@ from raytroupe.protocols import (
     job_shard,
     with_files,
 )
+from raytroupe.protocols.bounded import ADMISSION_WORK_S
 from raytroupe.protocols.intent import IntentChoice, IntentConfig
 from raytroupe.protocols.jobs import check_output_schema
 from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
@@ -220,8 +225,23 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
                 )
             self._jobs[job.id] = job
             metrics.job_status(None, job.status)
-            log.info("job_resumed", job_id=job.id, finished_subtasks=len(job.done))
-            self._start(job)
+            refused = self._refused(job)
+            if refused is None:
+                log.info("job_resumed", job_id=job.id, finished_subtasks=len(job.done))
+            else:  # its end is a refusal, not a measure of the version it runs
+                log.warning("job_refused_on_resume", job_id=job.id, field=refused.detail["field"])
+                self._measures.forget(job.id)
+            self._start(job, refused)
+
+    def _refused(self, job: Job) -> Forbidden | None:
+        """Why today's policy (as the journal has it) refuses a job resumed after a restart."""
+        if job.admin:  # an admin's job runs as it was admitted
+            return None
+        try:
+            readmit(job, *self._policies.policy(job.tenant))
+        except Forbidden as exc:
+            return exc
+        return None
 
     async def on_stop(self) -> None:
         """Stop running jobs (the journal resumes them in the next process) and close it."""
@@ -232,8 +252,9 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         if self._journal is not None:
             self._journal.close()
 
-    def _start(self, job: Job) -> None:
-        runner = job.runner = asyncio.create_task(self._runner.run(job))
+    def _start(self, job: Job, refused: Forbidden | None = None) -> None:
+        """Run ``job``; ``refused`` (no longer admitted): it ends failed with that, nothing run."""
+        runner = job.runner = asyncio.create_task(self._runner.run(job, refused=refused))
         self._tasks.add(runner)
         runner.add_done_callback(self._tasks.discard)
         if job.skill is not None:
@@ -340,13 +361,11 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         policy_name, policy = self._policies.policy(tenant)
         if skill is not None and (team is not None or intent is not None or teams):
             raise InvalidInput("a job names a skill or a team, not both", field="skill")
-        if not admin:
-            admit_attachments(attachments, policy_name, policy)
-            if isinstance(team, TeamSpec):
-                team = admit_inline(team, tenant, policy_name, policy)
-            teams = {
-                k: admit_inline(t, tenant, policy_name, policy) for k, t in (teams or {}).items()
-            }
+        if not admin:  # the tenant's own documents: off the loop, in its share, within time
+            team, teams = await on_loop().run(
+                tenant, ADMISSION_WORK_S, "admission_work_s", _admitted,
+                tenant, policy_name, policy, attachments, team=team, teams=teams or {},
+            )  # fmt: skip
         with received(traceparent):  # a routing model's calls: in the caller's trace
             spec, named, route, arm = await self._skill_for(
                 job_id, full_task, tenant=tenant, admin=admin, skill=skill, input=input,
@@ -365,7 +384,11 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             self._catalog.check_unregistered(team)
         team, spec = _shaped(team, spec, output_schema)
         if spec is None and team.graph is not None and input is not None:
-            first_checkpoint(job_id, team.graph, _state_input(input))  # the door checks it
+            # the door checks it, against the state's schema: the tenant's patterns
+            await on_loop().run(
+                tenant, ADMISSION_WORK_S, "admission_work_s",
+                first_checkpoint, job_id, team.graph, _state_input(input),
+            )  # fmt: skip
         if not admin:
             budget = admit_budget(budget, team, policy_name, policy)
         if not registered and spec is None:  # an admin's too: its idle teams make room
@@ -390,6 +413,7 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             skill=spec,
             input=input,
             submitted_by=by,
+            admin=admin,
             stream_answer=stream_answer,
             traceparent=traceparent,
         )
@@ -485,6 +509,7 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             skill=admitted.skill,
             input=admitted.input,
             submitted_by=admitted.submitted_by,
+            admin=admitted.admin,
             stream_answer=admitted.stream_answer,
             traceparent=admitted.traceparent,
         )
@@ -500,6 +525,7 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
                 skill=job.skill,
                 input=job.input,
                 submitted_by=job.submitted_by,
+                admin=job.admin,
             )
         if job.team.graph is not None and job.skill is None and job.input is not None:
             self._graphs.start(job.id, job.team.graph, job.input)  # its input, in its state
@@ -719,6 +745,32 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         if self._journal is not None:
             self._journal.put_policy(tenant, policy)
 
+    async def _readmit(self, job: Job, *, by_admin: bool) -> None:
+        """Admit ``job`` again under its tenant's policy of today, before it runs again.
+
+        See :func:`.admission.readmit`; ``by_admin``: an admin asks (taken as it is). The
+        front desk keeps the policies: another shard asks it for them.
+
+        Raises:
+            Forbidden: a field today's policy refuses.
+        """
+        if by_admin:
+            return
+        book = self._policies
+        if self._shard != 0:
+            book = PolicyBook(await self._other().ask(0, "policies"))
+        readmit(job, *book.policy(job.tenant))
+
+    @front_desk
+    async def use_inline(self, tenant: str, team: TeamSpec) -> None:
+        """Count a fork's inline ``team`` among its tenant's live agents, as submit does.
+
+        Raises:
+            Forbidden: the tenant would run more agents than its policy allows.
+        """
+        policy_name, policy = self._policies.policy(tenant)
+        await self._inline.use(tenant, team, policy_name, policy, self._running_teams())
+
     def _running_teams(self) -> set[str]:
         """The teams of unfinished jobs: this shard's, and with others, the journal's."""
         mine = {job.team.name for job in self._jobs.values() if job.result is None}
@@ -928,7 +980,9 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
 
         What ``skill`` names, or, if ``routed`` (the job names nothing), what the intent
         cascade chooses; a skill asked for by name runs the version a running experiment on
-        it chooses for the job (not yet recorded: the job has still to be admitted).
+        it chooses for the job (not yet recorded: the job has still to be admitted), if the
+        tenant's policy admits that version as it does the one asked for; else the one asked
+        for, in no experiment.
         """
         policy_name, policy = self._policies.policy(tenant)
         spec: SkillSpec | None = None
@@ -942,7 +996,15 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         if spec is not None and (skill is None or "@" not in skill):  # a version named stays
             arm = self._experiments.choose(spec.name, tenant, job_id)
             if arm is not None:
-                spec = self._skills.registry.get(spec.name, arm.version)
+                chosen = self._skills.registry.get(spec.name, arm.version)
+                try:  # admitted as the version asked for is (an arm's team may not be)
+                    if not admin:
+                        admit_skill(chosen, policy_name, policy)
+                    spec = chosen
+                except Forbidden as exc:  # the operator's split, not the tenant's ask
+                    log.info("experiment_arm_not_admitted", job_id=job_id, skill=spec.name,
+                             version=arm.version, field=exc.detail["field"])  # fmt: skip
+                    arm = None
         if spec is not None:
             check_input(spec, input)
             team = spec.team or skill_team(spec)
@@ -1016,6 +1078,28 @@ def _state_input(given: Any) -> dict[str, Any]:
     if not isinstance(given, dict):
         raise InvalidInput("a graph job's input is an object of its state's fields", field="input")
     return given
+
+
+def _admitted(
+    tenant: str,
+    policy_name: str,
+    policy: TenantPolicy,
+    attachments: Sequence[Attachment],
+    *,
+    team: TeamSpec | str | None,
+    teams: Mapping[str, TeamSpec],
+) -> tuple[TeamSpec | str | None, dict[str, TeamSpec]]:
+    """A tenant's job's documents, admitted: its attachments, its inline team(s), scoped.
+
+    Raises:
+        Forbidden: a field the policy refuses.
+        ConfigError: names too long once scoped.
+        WorkLimitExceeded: (run within a budget) its schemas' patterns took too long.
+    """
+    admit_attachments(attachments, policy_name, policy)
+    if isinstance(team, TeamSpec):
+        team = admit_inline(team, tenant, policy_name, policy)
+    return team, {k: admit_inline(t, tenant, policy_name, policy) for k, t in teams.items()}
 
 
 def _shaped(

@@ -5,6 +5,10 @@ as it is. A job from a tenant is checked against the tenant's :class:`TenantPoli
 team is data, so it may only name model aliases and tools the policy allows, within its caps,
 and it gets names scoped to the tenant. Every refusal is a ``Forbidden`` naming the field and
 the policy; nothing is provisioned, journaled or started before admission passes.
+
+Work that starts again from a stored job (a fork, a graph's resume, a restarted
+orchestrator's resume) is admitted again, under the tenant's policy of that day
+(:func:`readmit`): what the tenant may no longer ask for does not run because it once could.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from collections.abc import Sequence
 from pydantic import ValidationError
 
 from raytroupe.actors.orchestrator.catalog import TeamProvisioner
+from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.plan_checks import describe_errors
 from raytroupe.protocols import (
@@ -25,9 +30,11 @@ from raytroupe.protocols import (
     TeamSpec,
     TenantPolicy,
     scoped_name,
+    tenant_scope,
 )
 from raytroupe.protocols.evals import CustomExpect, EvalSuite, JudgeExpect
 from raytroupe.protocols.graph import GraphSpec
+from raytroupe.protocols.skill import SkillSpec
 
 __all__ = [
     "InlineTeams",
@@ -36,7 +43,10 @@ __all__ = [
     "admit_budget",
     "admit_inline",
     "admit_registered",
+    "admit_skill",
     "admit_suite",
+    "readmit",
+    "runs_inline",
 ]
 
 DEFAULT_POLICY = "*"
@@ -220,6 +230,81 @@ def admit_registered(name: str, policy_name: str, policy: TenantPolicy) -> None:
     """
     if policy.teams is not None and name not in policy.teams:
         raise _refuse([("team", f"team {name!r} is not one this tenant may run")], policy_name)
+
+
+def admit_skill(skill: SkillSpec, policy_name: str, policy: TenantPolicy) -> None:
+    """Refuse a skill version the policy keeps from the tenant (an experiment's arm).
+
+    Raises:
+        Forbidden: ``policy.skills`` does not list the skill, or ``policy.teams`` the team
+            a ``team:<name>`` version runs.
+    """
+    problems = _skill_problems(skill, policy)
+    if problems:
+        raise _refuse(problems, policy_name)
+
+
+def readmit(job: Job, policy_name: str, policy: TenantPolicy) -> None:
+    """Admit a stored job again, under its tenant's policy of today, before it runs again.
+
+    A fork, a graph's resume and a restarted orchestrator's resume start work from a job
+    admitted earlier, under the policy in force then; each calls this first, so that a
+    model alias, tool, cap, registered team, skill, budget or image URL the tenant may no
+    longer ask for is refused as it would be on a new job. Callers skip what an admin asks
+    (a resume of an admin's job, a fork an admin makes), as submit does.
+
+    What is checked: a skill job's skill (and a ``team:<name>`` skill's team); else a
+    registered team's name, or the tenant's inline team (scoped to it) field by field; the
+    budget the job runs under, which must be within today's ``max_budget`` in every measure
+    it limits (refused, not lowered: the job was planned under the budget it has, and a
+    job without one is unbounded); images by URL.
+
+    Raises:
+        Forbidden: every refused field, in ``detail['problems']``.
+    """
+    problems: list[tuple[str, str]] = []
+    if job.skill is not None:
+        problems += _skill_problems(job.skill, policy)
+    elif runs_inline(job) or (job.admin and not job.registered):
+        # the tenant's inline team, or an admin's (not registered) that a tenant now runs
+        problems += _inline_problems(job.team, policy)
+    elif policy.teams is not None and job.team.name not in policy.teams:
+        problems.append(("team", f"team {job.team.name!r} is not one this tenant may run"))
+    ceiling = policy.max_budget
+    if ceiling is not None and not _within(job.budget, ceiling):
+        had = (
+            "none (unbounded)" if job.budget is None else job.budget.model_dump(exclude={"account"})
+        )
+        limit = ceiling.model_dump(exclude={"account"})
+        problems.append(("budget", f"{had} exceeds the ceiling {limit}"))
+    if not policy.image_urls:
+        problems += [
+            (f"images.{n}.url", "images by URL are not allowed; send them as data_b64")
+            for n, image in enumerate(job.images)
+            if image.url is not None
+        ]
+    if problems:
+        raise _refuse(problems, policy_name)
+
+
+def runs_inline(job: Job) -> bool:
+    """Whether ``job`` runs its tenant's inline team, not a registered team or a skill.
+
+    A tenant's inline teams, and only they, are named in its scope (:func:`admit_inline`);
+    that holds for jobs read back from the journal too, which do not keep ``registered``.
+    """
+    scoped = job.team.name.startswith(f"{tenant_scope(job.tenant)}.")
+    return scoped and job.skill is None and not job.registered
+
+
+def _skill_problems(skill: SkillSpec, policy: TenantPolicy) -> list[tuple[str, str]]:
+    problems = []
+    if policy.skills is not None and skill.name not in policy.skills:
+        problems.append(("skill", f"skill {skill.name!r} is not one this tenant may run"))
+    if skill.team is not None and policy.teams is not None and skill.team not in policy.teams:
+        problems.append(("team", f"team {skill.team!r} (of skill {skill.ref}) is not one this "
+                                 "tenant may run"))  # fmt: skip
+    return problems
 
 
 def admit_suite(suite: EvalSuite, policy_name: str, policy: TenantPolicy) -> None:

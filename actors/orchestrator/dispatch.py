@@ -24,9 +24,9 @@ from raytroupe.actors.orchestrator.jobs import (
 )
 from raytroupe.actors.orchestrator.resolve import (
     Ask,
+    checked_gate,
     confidence_weighted,
     first_valid,
-    gate,
     gate_feedback,
     judge,
     majority,
@@ -192,7 +192,9 @@ class Dispatcher:
             result = result.model_copy(update={"gate_retries": retries})
             if result.status != "succeeded" or (sub.output_schema is None and not sub.required):
                 return result
-            problems = gate(result.output, sub.output_schema, sub.required)
+            problems = await checked_gate(
+                result.output, sub.output_schema, sub.required, tenant=job.tenant
+            )
             if not problems:
                 return result
             log.info("gate_rejected", job_id=job.id, task_id=sub.id, problems=problems[:3])
@@ -231,7 +233,7 @@ class Dispatcher:
             if result.error is not None and result.error.code is ErrorCode.TOOL_INFRASTRUCTURE:
                 return result.model_copy(update={"usage": sum((r.usage for r in results), Usage())})
         resolving = time.time()
-        candidates = [_candidate(r, sub) for r in results]
+        candidates = [await _candidate(r, sub, job.tenant) for r in results]
         model = job.team.planner_model
         match sub.strategy:
             case "majority":
@@ -245,7 +247,7 @@ class Dispatcher:
             case "merge":
                 resolution = await merge(candidates, job.task, ask, model,
                                          schema=sub.output_schema, required=sub.required,
-                                         budget=job.budget)  # fmt: skip
+                                         budget=job.budget, tenant=job.tenant)  # fmt: skip
         log.info("resolved", job_id=job.id, task_id=sub.id, strategy=resolution.strategy,
                  chosen=resolution.chosen_agent)  # fmt: skip
         resolution_span(job, span, sub, resolution, start=resolving, end=time.time())
@@ -317,11 +319,10 @@ def _error(answer: TaskResult | ErrorPayload) -> ErrorPayload | None:
     return answer if isinstance(answer, ErrorPayload) else None
 
 
-def _candidate(result: SubtaskResult, sub: PlannedSubtask) -> Candidate:
+async def _candidate(result: SubtaskResult, sub: PlannedSubtask, tenant: str) -> Candidate:
     """One redundant answer, gated; a failed one is an invalid candidate saying why."""
     if result.status == "succeeded":
-        return make_candidate(
-            result.agent or "", result.output, schema=sub.output_schema, required=sub.required
-        )
+        problems = await checked_gate(result.output, sub.output_schema, sub.required, tenant=tenant)
+        return make_candidate(result.agent or "", result.output, problems=problems)
     why = result.error.message if result.error else result.status
     return Candidate(agent=result.agent or "", valid=False, problems=(why,))

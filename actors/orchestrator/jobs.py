@@ -97,6 +97,9 @@ class Job:
     """The HTTP request (or other caller's id) that submitted the job, for logs and traces."""
     registered: bool = False
     """The job named a registered team: its agents are provisioned as the catalog has them."""
+    admin: bool = False
+    """Admitted as an admin's (an admin key, a driver): no policy was applied, and none is
+    when it starts again (a fork, a resume; see ``admission.readmit``). Journaled."""
     skill: SkillSpec | None = None
     """The skill version the job runs (it keeps it, whatever the registry does meanwhile)."""
     input: Any = None

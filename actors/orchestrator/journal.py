@@ -82,6 +82,10 @@ _MIGRATIONS: tuple[Migration, ...] = (
         "CREATE INDEX IF NOT EXISTS jobs_by_tenant ON jobs (tenant, submitted_at)",
         "CREATE INDEX IF NOT EXISTS jobs_by_time ON jobs (submitted_at)",
     ),
+    # whether a job was admitted as an admin's (1) or a tenant's (0): a tenant's is checked
+    # against its policy of today when it starts again (admission.readmit); NULL (journaled
+    # before this) counts as a tenant's
+    ("ALTER TABLE jobs ADD COLUMN admin INTEGER",),
 )
 _SUMMARY = (
     "SELECT id, status, tenant, team_name, skill_ref, submitted_by, submitted_at, finished_at, "
@@ -106,6 +110,7 @@ class Unfinished:
     images: tuple[ImagePart, ...] = ()
     skill: SkillSpec | None = None
     input: Any = None
+    admin: bool = False
 
 
 def _summary(row: Any) -> JobSummary:
@@ -154,8 +159,12 @@ class Journal:
         skill: SkillSpec | None = None,
         input: Any = None,  # noqa: A002 - the job's field of that name
         submitted_by: str | None = None,
+        admin: bool = False,
     ) -> None:
-        """Record a submitted job (with its images, and a skill job's skill and input)."""
+        """Record a submitted job (with its images, and a skill job's skill and input).
+
+        ``admin``: it was admitted as an admin's (see ``Job.admin``).
+        """
         if skill is not None:
             self._db.execute(
                 "INSERT INTO job_skills VALUES (?, ?, ?) ON CONFLICT DO NOTHING",
@@ -168,11 +177,11 @@ class Journal:
             )
         self._db.execute(
             "INSERT INTO jobs (id, task, team, tenant, budget, submitted_at, result, team_name, "
-            "submitted_by, skill_ref, status) VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, 'pending') "
-            "ON CONFLICT DO NOTHING",
+            "submitted_by, skill_ref, status, admin) "
+            "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, 'pending', ?) ON CONFLICT DO NOTHING",
             (job_id, task, team.model_dump_json(), tenant,
              None if budget is None else budget.model_dump_json(), submitted_at, team.name,
-             submitted_by, None if skill is None else skill.ref),
+             submitted_by, None if skill is None else skill.ref, int(admin)),
         )  # fmt: skip
 
     def plan(self, job_id: str, plan: Plan) -> None:
@@ -295,11 +304,11 @@ class Journal:
         Only those whose id ``owns`` (an orchestrator shard's partition of the journal).
         """
         rows = self._db.execute(
-            "SELECT id, task, team, tenant, budget, submitted_at FROM jobs "
+            "SELECT id, task, team, tenant, budget, submitted_at, admin FROM jobs "
             "WHERE result IS NULL ORDER BY submitted_at"
         )
         found = []
-        for job_id, task, team, tenant, budget, submitted_at in rows:
+        for job_id, task, team, tenant, budget, submitted_at, admin in rows:
             if not owns(job_id):
                 continue
             plan_row = first(self._db.execute("SELECT plan FROM plans WHERE job_id = ?", (job_id,)))
@@ -309,21 +318,12 @@ class Journal:
                     "SELECT subtask_id, result FROM subtasks WHERE job_id = ?", (job_id,)
                 )
             }
-            images_row = first(
-                self._db.execute("SELECT images FROM job_images WHERE job_id = ?", (job_id,))
-            )
-            skill_row = first(
-                self._db.execute("SELECT skill, input FROM job_skills WHERE job_id = ?", (job_id,))
-            )
+            images, skill, given = self._given(job_id)
             found.append(
                 Unfinished(
-                    skill=None
-                    if skill_row is None
-                    else SkillSpec.model_validate_json(skill_row[0]),
-                    input=None
-                    if skill_row is None or skill_row[1] is None
-                    else json.loads(skill_row[1]),
-                    images=() if images_row is None else _IMAGES.validate_json(images_row[0]),
+                    skill=skill,
+                    input=given,
+                    images=images,
                     job_id=job_id,
                     task=task,
                     team=TeamSpec.model_validate_json(team),
@@ -332,9 +332,24 @@ class Journal:
                     submitted_at=submitted_at,
                     plan=None if plan_row is None else Plan.model_validate_json(plan_row[0]),
                     done=done,
+                    admin=bool(admin),
                 )
             )
         return found
+
+    def _given(self, job_id: str) -> tuple[tuple[ImagePart, ...], SkillSpec | None, Any]:
+        """A job's images, and a skill job's skill version and structured input."""
+        images_row = first(
+            self._db.execute("SELECT images FROM job_images WHERE job_id = ?", (job_id,))
+        )
+        skill_row = first(
+            self._db.execute("SELECT skill, input FROM job_skills WHERE job_id = ?", (job_id,))
+        )
+        return (
+            () if images_row is None else _IMAGES.validate_json(images_row[0]),
+            None if skill_row is None else SkillSpec.model_validate_json(skill_row[0]),
+            None if skill_row is None or skill_row[1] is None else json.loads(skill_row[1]),
+        )
 
     def running_teams(self) -> set[str]:
         """The names of the teams of unfinished jobs (of every shard)."""
@@ -361,16 +376,26 @@ class Journal:
                 images=found.images,
                 skill=found.skill,
                 input=found.input,
+                admin=found.admin,
             )
             for found in self.unfinished(owns)
         ]
 
     def finished(self, job_id: str) -> Job | None:
-        """A job that finished before this process started, with its result."""
+        """A job that finished before this process started, with its result.
+
+        With what it ran under (budget, images, skill and input, how it was admitted): a
+        fork of it starts from these, and is admitted again by them.
+        """
         loaded = self.load(job_id)
         if loaded is None:
             return None
         team, tenant, result = loaded
+        row = first(
+            self._db.execute("SELECT budget, submitted_by, admin FROM jobs WHERE id = ?", (job_id,))
+        )
+        budget, submitted_by, admin = row if row is not None else (None, None, None)
+        images, skill, given = self._given(job_id)
         # its events are not journaled; its last one is, in effect: a watcher gets it and stops
         kind, data = last_event(result)
         ended = JobEvent.model_validate(
@@ -386,6 +411,12 @@ class Journal:
             status=result.status,
             result=result,
             events=[ended],
+            budget=None if budget is None else Budget.model_validate_json(budget),
+            images=images,
+            skill=skill,
+            input=given,
+            submitted_by=submitted_by,
+            admin=bool(admin),
         )
 
     def put_team(self, team: TeamSpec) -> None:

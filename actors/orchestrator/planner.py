@@ -21,7 +21,7 @@ from raytroupe.actors.orchestrator.plan_checks import (
     size_problem,
 )
 from raytroupe.actors.orchestrator.plan_repair import repair_plan
-from raytroupe.actors.orchestrator.resolve import gate, gate_feedback
+from raytroupe.actors.orchestrator.resolve import checked_gate, gate_feedback
 from raytroupe.protocols import (
     ChatMessage,
     LLMRequest,
@@ -268,8 +268,10 @@ async def aggregate(
     results: list[SubtaskResult],
     team: TeamSpec,
     ask: Callable[[LLMRequest], Awaitable[LLMResponse]],
+    *,
+    tenant: str,
 ) -> str:
-    """The job's answer; one failing the team's output schema is asked for again.
+    """``tenant``'s job's answer; one failing the team's output schema is asked for again.
 
     A blank answer (a small model's, seen) is replaced by the subtasks' outputs, joined.
 
@@ -282,7 +284,7 @@ async def aggregate(
         answer = (await ask(request)).text
         if team.output_schema is None and not team.required:
             return answer if answer.strip() else joined(results)
-        problems = gate(answer, team.output_schema, team.required)
+        problems = await checked_gate(answer, team.output_schema, team.required, tenant=tenant)
         if not problems:
             return answer
         feedback = gate_feedback(problems, schema=team.output_schema)

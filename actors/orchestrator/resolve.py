@@ -29,7 +29,16 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, Final, Literal
 
-from raytroupe.protocols import Budget, ChatMessage, LLMRequest, LLMResponse, ModelError
+from raytroupe.actors.offload import offloaded
+from raytroupe.protocols import (
+    Budget,
+    ChatMessage,
+    LLMRequest,
+    LLMResponse,
+    ModelError,
+    WorkLimitExceeded,
+)
+from raytroupe.protocols.bounded import ANSWER_WORK_S
 from raytroupe.protocols.resolution import (
     Candidate,
     Resolution,
@@ -44,6 +53,7 @@ __all__ = [
     "Candidate",
     "Resolution",
     "ResolutionStrategy",
+    "checked_gate",
     "confidence_weighted",
     "first_valid",
     "gate",
@@ -216,6 +226,28 @@ def _scalar(kind: Any, node: dict[str, Any]) -> Any:
     return None
 
 
+async def checked_gate(
+    output: str,
+    schema: dict[str, Any] | None = None,
+    required: Sequence[str] = (),
+    *,
+    tenant: str,
+) -> list[str]:
+    """:func:`gate`, off the event loop in ``tenant``'s share, within ``ANSWER_WORK_S``.
+
+    The schema may be the tenant's, its patterns the tenant's choice: an answer whose
+    checks run out of time fails them, with the limit as its problem.
+    """
+    if schema is None:
+        return gate(output, None, required)  # no patterns: nothing worth a thread
+    try:
+        return await offloaded(
+            tenant, ANSWER_WORK_S, "answer_work_s", gate, output, schema, required
+        )
+    except WorkLimitExceeded as e:
+        return [e.message]
+
+
 def make_candidate(
     agent: str,
     output: str,
@@ -223,9 +255,10 @@ def make_candidate(
     *,
     schema: dict[str, Any] | None = None,
     required: Sequence[str] = (),
+    problems: Sequence[str] | None = None,
 ) -> Candidate:
-    """``output`` of ``agent`` as a candidate, gated."""
-    problems = tuple(gate(output, schema, required))
+    """``output`` of ``agent`` as a candidate, gated (``problems``: as gated already)."""
+    problems = tuple(gate(output, schema, required) if problems is None else problems)
     return Candidate(
         agent=agent, output=output, confidence=confidence, valid=not problems, problems=problems
     )
@@ -402,8 +435,9 @@ async def merge(
     schema: dict[str, Any] | None = None,
     required: Sequence[str] = (),
     budget: Budget | None = None,
+    tenant: str,
 ) -> Resolution:
-    """The valid candidates combined by a model (purpose ``merge``).
+    """The valid candidates combined by a model (purpose ``merge``), for ``tenant``'s job.
 
     The merged text must pass :func:`gate` (with ``schema`` and ``required``); when it does
     not, or the call fails with a ``ModelError``, the majority decides.
@@ -417,7 +451,7 @@ async def merge(
         )
     except ModelError as e:
         return _fallback(cs, f"merge failed ({e.code.value}: {e.message})")
-    problems = gate(response.text, schema, required)
+    problems = await checked_gate(response.text, schema, required, tenant=tenant)
     if problems:
         return _fallback(
             cs, f"merged answer rejected ({'; '.join(problems)})", usage=response.usage

@@ -106,11 +106,13 @@ class JobRunner:
             router, max_running=max_running, max_attempts=max_attempts, record=self.record
         )
 
-    async def run(self, job: Job) -> None:
+    async def run(self, job: Job, *, refused: TroupeError | None = None) -> None:
         """Run ``job`` to its result: provision, plan, dispatch, aggregate, finish.
 
         With tracing on, under the job's root span (a child of its caller's span, if it came
-        with one): every span of its work, in every actor, hangs below it.
+        with one): every span of its work, in every actor, hangs below it. A job ``refused``
+        (no longer admitted: see ``admission.readmit``) ends failed with that error at once:
+        nothing of it is provisioned or asked of a model, no lesson written about it.
         """
         with job_run(
             job.id,
@@ -120,14 +122,17 @@ class JobRunner:
             parent=job.traceparent,
             request_id=job.request_id,
         ) as root:
-            await self._run(job)
+            await self._run(job, refused)
             job_finished(root, job.result)
 
-    async def _run(self, job: Job) -> None:
+    async def _run(self, job: Job, refused: TroupeError | None = None) -> None:
         done = _Progress()
         error = None
         try:
-            error = await self._work(job, done)
+            if refused is None:
+                error = await self._work(job, done)
+            else:  # no longer admitted: it ends with the refusal, nothing of it run
+                error = ErrorPayload.from_exception(refused)
         except TroupeError as exc:
             error = ErrorPayload.from_exception(exc)
         except Exception as exc:  # a job must end with a result, whatever broke
@@ -150,7 +155,9 @@ class JobRunner:
             aggregate_s=done.aggregate_s,
         )
         # a cancel arriving now must not cut the result short: the job would never end
-        finishing = asyncio.ensure_future(self._finish(job, subtasks, answer, error, timings))
+        finishing = asyncio.ensure_future(
+            self._finish(job, subtasks, answer, error, timings, reflect=refused is None)
+        )
         self._finishing.add(finishing)  # kept: a cancelled runner no longer holds it
         finishing.add_done_callback(self._finishing.discard)
         await asyncio.shield(finishing)
@@ -229,8 +236,13 @@ class JobRunner:
         answer: str,
         error: ErrorPayload | None,
         timings: Timings,
+        *,
+        reflect: bool = True,
     ) -> None:
-        """Build the job's result, journal it, let memory drop the job, emit the last event."""
+        """Build the job's result, journal it, let memory drop the job, emit the last event.
+
+        ``reflect=False``: no lesson is asked for, whatever the skill's policy (a refused job).
+        """
         cancelled = job.cancel_requested and error is not None and error.code is ErrorCode.CANCELLED
         result = JobResult(
             job_id=job.id,
@@ -249,7 +261,7 @@ class JobRunner:
         schema = job.skill.output_schema if job.skill is not None else job.team.output_schema
         output = standard_output(result, skill=job.skill, quality=job.quality, schema=schema)
         result = result.model_copy(update={"output": output})
-        if not cancelled:
+        if reflect and not cancelled:
             await self._reflect(job, result)
         set_status(job, result.status)
         log.info(
@@ -401,7 +413,7 @@ class JobRunner:
                 job, request.model_copy(update={"stream": True}) if streamed else request
             )
 
-        return await aggregate(job.task, results, job.team, ask)
+        return await aggregate(job.task, results, job.team, ask, tenant=job.tenant)
 
     async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
         if job.lessons and request.purpose in _TOLD:

@@ -48,6 +48,8 @@ class Admitted:
     input: Any = None
     submitted_by: str | None = None
     """Who submitted it (an API key's name, ``driver``), for jobs lists."""
+    admin: bool = False
+    """Admitted as an admin's: no tenant policy applies to it (see ``Job.admin``)."""
     forked_from: dict[str, Any] | None = None
     """A fork's origin (job id, checkpoint step, state edit): on its ``job_submitted`` event."""
     stream_answer: bool = False

@@ -83,6 +83,12 @@ def parse_skill(text: str, source: str, *, markdown: bool = False) -> SkillSpec:
         line = (mark.line + 1 + offset) if mark is not None else 1
         problem = SkillProblem(source, line, "<file>", f"not valid YAML: {_yaml_reason(e)}")
         raise _error(source, [problem]) from None
+    except RecursionError:  # the parser recurses per level: "[[[[..." runs it out of stack
+        said = f"nested deeper than {MAX_DEPTH} levels"
+        raise _error(source, [SkillProblem(source, 1 + offset, "<file>", said)]) from None
+    except (ValueError, OverflowError) as e:  # a scalar its constructor cannot make
+        said = f"not valid YAML: {e}"  # (an integer of 5000 digits, a 13th month)
+        raise _error(source, [SkillProblem(source, 1 + offset, "<file>", said)]) from None
     if not isinstance(data, dict):
         got = type(data).__name__ if data is not None else "nothing"
         problem = SkillProblem(source, 1 + offset, "<file>", f"a skill is a mapping, got {got}")

@@ -28,6 +28,7 @@ import structlog
 
 from raytroupe.actors.orchestrator.resolve import gate, load_json
 from raytroupe.protocols import Budget, ChatMessage, LLMRequest, LLMResponse
+from raytroupe.protocols.bounded import PATTERN_TIMEOUT_S, search
 from raytroupe.protocols.quality import QualityCheck, QualityReport
 from raytroupe.protocols.skill import CountRule, JudgeSpec, RegexRule, SkillSpec
 
@@ -37,8 +38,6 @@ log = structlog.get_logger("raytroupe.skills")
 
 Ask = Callable[[LLMRequest], Awaitable[LLMResponse]]
 
-REGEX_TIMEOUT_S: Final = 0.2
-"""Longest a gate pattern may take on one answer."""
 _WORD: Final = re.compile(r"\S+")
 _GRADER: Final = (
     "You grade answers against a rubric. Read the rubric, the request and the answer; score "
@@ -152,19 +151,16 @@ def _count(rule: CountRule, answer: str, data: Any) -> QualityCheck:
 
 
 def _regex(rule: RegexRule, answer: str, data: Any) -> QualityCheck:
-    import regex  # noqa: PLC0415 - 1.2 MB that only gates with patterns need
-
     what, value, missing = _target(rule.field, answer, data)
     if missing:
         return QualityCheck(name="regex", passed=False, detail=missing)
     text = value if isinstance(value, str) else json.dumps(value)
-    try:
-        found = regex.search(rule.pattern, text, timeout=REGEX_TIMEOUT_S) is not None
-    except TimeoutError:
+    found = search(rule.pattern, text)
+    if found is None:
         return QualityCheck(
             name="regex",
             passed=False,
-            detail=f"pattern {rule.pattern!r} took over {REGEX_TIMEOUT_S} s on {what}",
+            detail=f"pattern {rule.pattern!r} took over {PATTERN_TIMEOUT_S} s on {what}",
         )
     passed = found if rule.must == "match" else not found
     default = f"{what} {'does not match' if rule.must == 'match' else 'matches'} {rule.pattern!r}"

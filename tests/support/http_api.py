@@ -38,6 +38,8 @@ BULK_KEY = "rt-test-user-bulk"
 SKILL_KEY = "rt-test-user-skills"
 SKILL_POLICY = TenantPolicy(skills=("sentiment", "summarize"), teams=())
 """A tenant that may run two skills and no registered team (test_skills_http.py)."""
+REVOKED_KEY = "rt-test-user-revoked"
+"""A tenant whose policy its tests set and then narrow, by an admin key (test_readmission.py)."""
 MAX_BODY = 256 * 1024
 
 
@@ -74,6 +76,7 @@ def config() -> APIConfig:
             APIKey(name="blue-user", hash=hash_key(BLUE_KEY), tenant="blue"),
             APIKey(name="skills-user", hash=hash_key(SKILL_KEY), tenant="skillful"),
             APIKey(name="bulk-user", hash=hash_key(BULK_KEY), tenant="bulk"),
+            APIKey(name="revoked-user", hash=hash_key(REVOKED_KEY), tenant="revoked"),
         ),
         tenant_policies={"red": RED_POLICY, "blue": BLUE_POLICY, "skillful": SKILL_POLICY},
         api_keys_env=None,

@@ -1,4 +1,8 @@
-"""Admission of tenants' jobs: inline teams are data, checked field by field and scoped."""
+"""Admission of tenants' jobs: inline teams are data, checked field by field and scoped.
+
+And admission again: a fork, a graph's resume and a restarted orchestrator's resume run a
+stored job under its tenant's policy of today (``readmit``), whatever it was admitted under.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
+from wiring import build_troupe, run
 
 from raytroupe.actors.orchestrator.admission import (
     InlineTeams,
@@ -16,22 +21,35 @@ from raytroupe.actors.orchestrator.admission import (
     admit_budget,
     admit_inline,
     admit_registered,
+    admit_skill,
+    readmit,
+    runs_inline,
 )
+from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.protocols import (
     AgentSpec,
     Attachment,
     Budget,
+    ErrorCode,
     Forbidden,
     GraphNode,
     GraphSpec,
+    ImagePart,
+    JobResult,
+    LLMRequest,
     OpenAICompatibleModel,
     PlannedSubtask,
+    ScriptedModel,
+    ScriptedTurn,
+    SkillSpec,
     TeamSpec,
     TenantPolicy,
+    Timings,
     scoped_name,
     tenant_scope,
 )
+from tests.support.graph_specs import PAUSED
 
 POLICY = TenantPolicy(
     models=("default", "cheap"),
@@ -302,3 +320,259 @@ def test_no_generated_inline_team_gets_a_model_a_secret_or_a_tool_past_the_polic
     assert admitted.budget is None or (
         admitted.budget.tokens is not None and admitted.budget.tokens <= 10_000
     )
+
+
+# -- admitted again: a fork, a resume, a restart run under the policy of today --------------
+
+THEN = POLICY.model_copy(update={"image_urls": True, "max_budget": None})
+"""The policy a stored job was admitted under."""
+
+
+def stored(spec=None, **fields):
+    """A tenant's job as the orchestrator keeps it: its inline team admitted under ``THEN``."""
+    spec = spec or team(agent(model="cheap", tools=("calculator",)))
+    fields = {"budget": Budget(tokens=5_000, usd=0.5), "tenant": "acme",
+              "team": admit_inline(spec, "acme", NAME, THEN), **fields}  # fmt: skip
+    return Job(id="job-1", task="t", submitted_at=0.0, **fields)
+
+
+def readmitted(job, policy):
+    with pytest.raises(Forbidden) as caught:
+        readmit(job, NAME, policy)
+    assert caught.value.detail["policy"] == NAME
+    return caught.value
+
+
+def skill(name="summarize", version="1", mode="direct"):
+    spec = {"name": name, "version": version, "description": "d", "execution_mode": mode}
+    return SkillSpec.model_validate({**spec, "prompt": {"instructions": "x"}})
+
+
+URL = ImagePart(url="http://169.254.169.254/x.png")
+
+
+@pytest.mark.parametrize(
+    ("job", "today", "field"),
+    [
+        (stored(), POLICY.model_copy(update={"models": ("default",)}), "team.agents.0.model"),
+        (stored(), POLICY.model_copy(update={"tools": ("file_read",)}), "team.agents.0.tools"),
+        (stored(), POLICY.model_copy(update={"max_turns": 2}), "team.agents.0.max_turns"),
+        (stored(), POLICY.model_copy(update={"inline_teams": False}), "team"),
+        (stored(), POLICY.model_copy(update={"max_budget": Budget(tokens=1_000)}), "budget"),
+        (stored(budget=None), POLICY, "budget"),  # unbounded: past any ceiling
+        (stored(images=(URL,)), POLICY, "images.0.url"),
+        (stored(registered=True, team=TeamSpec(name="research", agents=(agent(),))),
+         POLICY.model_copy(update={"teams": ("other",)}), "team"),
+        (stored(skill=skill()), POLICY.model_copy(update={"skills": ("other",)}), "skill"),
+        (stored(skill=skill(mode="team:payroll")), POLICY.model_copy(update={"teams": ()}),
+         "team"),
+    ],
+)  # fmt: skip
+def test_a_stored_job_is_refused_by_name_once_todays_policy_refuses_a_field(job, today, field):
+    readmit(job, NAME, THEN)  # admitted then
+    error = readmitted(job, today)
+    assert error.detail["field"] == field
+    assert field in error.message
+
+
+def test_every_field_todays_policy_refuses_is_listed_and_an_unbounded_budget_is_named():
+    today = POLICY.model_copy(update={"models": ("default",), "tools": ()})
+    error = readmitted(stored(budget=None, images=(URL,)), today)
+    assert error.detail["fields"] == [
+        "team.agents.0.model", "team.agents.0.tools", "budget", "images.0.url"]  # fmt: skip
+    assert "budget: none (unbounded) exceeds the ceiling" in " ".join(error.detail["problems"])
+
+
+def test_what_todays_policy_still_allows_is_readmitted():
+    readmit(stored(), NAME, POLICY)
+    # a registered team is the operator's: its name is checked, not its agents' models
+    theirs = TeamSpec(name="research", agents=(agent(model="gpt-4o", tools=("python",)),))
+    readmit(stored(team=theirs, registered=True), NAME, POLICY)
+    readmit(stored(team=theirs), NAME, POLICY)  # read back from the journal: not scoped
+    readmit(stored(skill=skill(), team=theirs), NAME, POLICY.model_copy(update={"skills": None}))
+
+
+def test_only_a_tenants_scoped_inline_team_runs_inline():
+    assert runs_inline(stored())
+    assert not runs_inline(stored(registered=True))
+    assert not runs_inline(stored(skill=skill()))
+    assert not runs_inline(stored(team=team(name="research")))  # a registered one, or an admin's
+    assert not runs_inline(stored(tenant="globex"))  # scoped to another tenant: not its own
+
+
+def test_an_experiments_arm_is_admitted_as_the_version_asked_for():
+    admit_skill(skill(version="2", mode="team:research"), NAME, POLICY)
+    with pytest.raises(Forbidden) as caught:
+        admit_skill(skill(version="2", mode="team:payroll"), NAME,
+                    POLICY.model_copy(update={"teams": ("research",)}))  # fmt: skip
+    assert caught.value.detail["field"] == "team"
+    assert "summarize@2" in caught.value.message
+    with pytest.raises(Forbidden) as caught:
+        admit_skill(skill(), NAME, POLICY.model_copy(update={"skills": ("other",)}))
+    assert caught.value.detail["field"] == "skill"
+
+
+def test_the_journal_keeps_how_a_job_was_admitted_and_what_a_fork_of_it_runs_under(tmp_path):
+    journal = Journal(tmp_path / "j.sqlite")
+    job = stored(images=(URL,), skill=skill(), input={"x": 1})
+    for job_id, admin in (("job-t", False), ("job-a", True)):
+        journal.job(job_id, task="t", team=job.team, tenant="acme", budget=job.budget,
+                    submitted_at=1.0, images=job.images, skill=job.skill, input=job.input,
+                    submitted_by="key", admin=admin)  # fmt: skip
+    assert {j.id: j.admin for j in journal.resumable()} == {"job-t": False, "job-a": True}
+    journal.finish(JobResult(job_id="job-t", task="t", team=job.team.name, status="succeeded",
+                             timings=Timings(submitted_at=1.0, finished_at=2.0)))  # fmt: skip
+    again = Journal(tmp_path / "j.sqlite").finished("job-t")
+    assert again is not None
+    assert (again.admin, again.budget, again.images, again.skill, again.input) == (
+        False, job.budget, (URL,), job.skill, {"x": 1})  # fmt: skip
+    assert again.submitted_by == "key"
+
+
+# -- on the orchestrator (no Ray): each path that starts a stored job again ------------------
+
+ALLOWED = TenantPolicy(models=("offline", "writer", "editor"))
+REVOKED = TenantPolicy(models=("offline", "writer"))
+"""The editor's model alias, revoked."""
+
+
+def paused_team(name="g"):
+    """A graph that drafts (writer), then waits for a person before publishing (editor)."""
+    agents = tuple(AgentSpec(name=f"{name}-{r}", role=r, model=r) for r in ("writer", "editor"))
+    return TeamSpec(name=name, planner_model="offline", agents=agents,
+                    graph=GraphSpec.model_validate(PAUSED))  # fmt: skip
+
+
+def scripted(*texts):
+    return ScriptedModel(turns=tuple(ScriptedTurn(text=t) for t in texts))
+
+
+async def until(orchestrator, job_id, wanted):
+    for _ in range(500):
+        if await orchestrator.status(job_id) == wanted:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"job {job_id} never {wanted}")
+
+
+def calls_of(troupe, job_id):
+    return [m for m in troupe.llm.seen if m.job_id == job_id and isinstance(m.payload, LLMRequest)]
+
+
+def test_a_graph_resume_and_a_fork_are_refused_after_a_revocation_and_leave_nothing_behind():
+    async def main():
+        troupe = await build_troupe({"writer": scripted("v1"), "editor": scripted("v2")})
+        orchestrator = troupe.orchestrator
+        await orchestrator.put_policy("acme", ALLOWED)
+        job_id = await orchestrator.submit("a poem", paused_team(), tenant="acme", admin=False)
+        await until(orchestrator, job_id, "awaiting_input")
+        points, jobs = await orchestrator.checkpoints(job_id), await orchestrator.jobs()
+        await orchestrator.put_policy("acme", REVOKED)
+        with pytest.raises(Forbidden) as resumed:
+            await orchestrator.resume(job_id, value="hijacked", tenant="acme")
+        with pytest.raises(Forbidden) as forked:
+            await orchestrator.fork(job_id, 1, tenant="acme")
+        unchanged = (await orchestrator.status(job_id), await orchestrator.checkpoints(job_id),
+                     await orchestrator.jobs(), len(calls_of(troupe, job_id)))  # fmt: skip
+        await orchestrator.put_policy("acme", ALLOWED)  # allowed again: it goes on from there
+        await orchestrator.resume(job_id, value="ship it", tenant="acme")
+        return (
+            resumed.value,
+            forked.value,
+            unchanged,
+            (points, jobs),
+            await orchestrator.wait(job_id, 10),
+        )
+
+    resumed, forked, unchanged, before, result = run(main())
+    for refused in (resumed, forked):
+        assert refused.detail["field"] == "team.agents.1.model"
+        assert refused.detail["policy"] == "tenant policy of 'acme'"
+    assert unchanged == ("awaiting_input", before[0], before[1], 1)  # the draft's call only
+    assert result.status == "succeeded", result.error
+    assert result.state == {"text": "v2", "verdict": "ship it"}
+
+
+def test_a_tenants_fork_of_an_admins_job_is_the_tenants_and_an_admins_fork_runs_as_it_is():
+    async def main():
+        troupe = await build_troupe({"writer": scripted("v1"), "editor": scripted("v2")})
+        orchestrator = troupe.orchestrator
+        await orchestrator.put_policy("acme", REVOKED)
+        # a driver's (an admin's) job in the tenant's space, naming what the tenant may not
+        job_id = await orchestrator.submit("a poem", paused_team(), tenant="acme")
+        await until(orchestrator, job_id, "awaiting_input")
+        with pytest.raises(Forbidden) as by_tenant:
+            await orchestrator.fork(job_id, 1, tenant="acme")
+        jobs = await orchestrator.jobs()
+        by_admin = await orchestrator.fork(job_id, 1, tenant="acme", admin=True)
+        await orchestrator.cancel(job_id)
+        await orchestrator.cancel(by_admin)
+        return by_tenant.value, jobs, await orchestrator.jobs(), by_admin
+
+    refused, before, after, forked = run(main())
+    assert refused.detail["field"] == "team.agents.1.model"
+    assert forked not in before
+    assert set(after) == {*before, forked}  # the tenant's refused fork left no job behind
+
+
+def test_a_restarted_orchestrator_fails_a_job_todays_policy_refuses_and_runs_none_of_it(tmp_path):
+    journal = tmp_path / "journal.db"
+
+    async def before():
+        troupe = await build_troupe({"writer": scripted("v1", "v1")}, journal=journal)
+        orchestrator = troupe.orchestrator
+        await orchestrator.put_policy("acme", ALLOWED)
+        tenants = await orchestrator.submit("a", paused_team(), tenant="acme", admin=False)
+        admins = await orchestrator.submit("b", paused_team("ops"), tenant="acme")  # a driver's
+        for job_id in (tenants, admins):
+            await until(orchestrator, job_id, "awaiting_input")
+        await orchestrator.on_stop()  # the process goes away while both wait
+        return tenants, admins
+
+    async def after(tenants, admins):
+        troupe = await build_troupe({"editor": scripted("v2")}, journal=journal)
+        orchestrator = troupe.orchestrator
+        result = await orchestrator.wait(tenants, 10)
+        events = await orchestrator.events(tenants)
+        await until(orchestrator, admins, "awaiting_input")  # an admin's: taken as it was
+        await orchestrator.resume(admins, value="ok")
+        return result, events, calls_of(troupe, tenants), await orchestrator.wait(admins, 10)
+
+    tenants, admins = run(before())
+    Journal(journal).put_policy("acme", REVOKED)  # the operator revokes the editor's alias
+    result, events, calls, admins_result = run(after(tenants, admins))
+    assert result.status == "failed"
+    assert result.error.code is ErrorCode.FORBIDDEN
+    assert result.error.detail["field"] == "team.agents.1.model"
+    assert [e.type for e in events] == ["job_failed"]
+    assert events[-1].data["code"] == "forbidden"
+    assert calls == []  # nothing of it ran: no model was asked
+    assert Journal(journal).known(tenants)[1] == result  # journaled: not resumed again
+    assert admins_result.status == "succeeded", admins_result.error
+
+
+def test_a_team_node_of_an_admins_graph_is_the_tenants_job_under_its_policy_of_today():
+    helper = TeamSpec(name="helpers", planner_model="offline",
+                      agents=(AgentSpec(name="helper-0", role="h", model="h"),),
+                      plan=({"id": "only", "role": "h", "instructions": "{task}"},))  # fmt: skip
+    graph = GraphSpec.model_validate({
+        "start": "ask",
+        "state": {"json_schema": {"type": "object", "properties": {"got": {"type": "string"}}}},
+        "nodes": [{"id": "ask", "team": "helpers", "writes": ["got"], "instructions": "{task}"}],
+    })  # fmt: skip
+    parent = TeamSpec(name="asker", planner_model="offline", graph=graph,
+                      agents=(AgentSpec(name="asker-w", role="w", model="offline"),))  # fmt: skip
+
+    async def main():
+        troupe = await build_troupe({"h": scripted("helped")})
+        await troupe.orchestrator.put_team(helper, create=True)
+        await troupe.orchestrator.put_policy("acme", TenantPolicy(teams=()))
+        job_id = await troupe.orchestrator.submit("this", parent, tenant="acme")  # an admin's
+        result = await troupe.orchestrator.wait(job_id, 10)
+        asked = [m for m in troupe.llm.seen if isinstance(m.payload, LLMRequest)]
+        return result, [m.payload.model for m in asked]
+
+    result, models = run(main())
+    assert result.status == "failed"
+    assert result.error.code is ErrorCode.FORBIDDEN
+    assert "h" not in models

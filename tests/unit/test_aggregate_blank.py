@@ -21,11 +21,12 @@ def _answering(text: str):
 
 
 def test_a_blank_aggregate_becomes_the_subtasks_outputs():
-    answer = asyncio.run(aggregate("job", RESULTS, TEAM, _answering("  \n")))
+    answer = asyncio.run(aggregate("job", RESULTS, TEAM, _answering("  \n"), tenant="t"))
     assert answer == "- What is 2+2?: 4\n- Capital?: Oslo"
 
 
 def test_a_real_aggregate_is_kept():
     assert (
-        asyncio.run(aggregate("job", RESULTS, TEAM, _answering("4, and Oslo."))) == "4, and Oslo."
+        asyncio.run(aggregate("job", RESULTS, TEAM, _answering("4, and Oslo."), tenant="t"))
+        == "4, and Oslo."
     )

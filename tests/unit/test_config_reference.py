@@ -65,7 +65,8 @@ def test_a_section_says_each_fields_type_default_and_description():
         "provider's quota. |"
     )
     assert "| `tools` | [ToolsConfig](#toolsconfig) | its defaults |" in text
-    assert "| `agents` | list of [AgentSpec](#agentspec) (length >= 1) | required |" in text
+    agents = "| `agents` | list of [AgentSpec](#agentspec) (length >= 1, length <= 256) |"
+    assert agents in text
 
 
 def test_defaults_that_depend_on_the_machine_are_written_the_same_everywhere(monkeypatch, tmp_path):

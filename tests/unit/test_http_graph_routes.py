@@ -51,8 +51,8 @@ class FakeControl:
             raise InvalidInput(f"invalid: {problems[0]}", field="state", problems=problems)
         return PAUSED
 
-    async def fork(self, job_id, step, *, state=None, tenant=None):
-        self.calls.append(("fork", job_id, step, state, tenant))
+    async def fork(self, job_id, step, *, state=None, tenant=None, admin=False):
+        self.calls.append(("fork", job_id, step, state, tenant, admin))
         self._find(job_id, tenant)
         if step > 2:
             raise InvalidInput(f"job {job_id} has no checkpoint {step}", field="step")
@@ -143,7 +143,7 @@ def test_fork_starts_a_job_and_says_where_it_is(control):
     assert response.status_code == 202, response.text
     assert response.json() == {"job_id": "job-2", "forked_from": "job-1", "step": 2}
     assert response.headers["location"] == "/v1/jobs/job-2"
-    assert control.calls == [("fork", "job-1", 2, {"n": 5}, "acme")]
+    assert control.calls == [("fork", "job-1", 2, {"n": 5}, "acme", False)]
 
 
 def test_fork_from_no_such_checkpoint_is_422(control):

@@ -11,6 +11,7 @@ from raytroupe.protocols import (
     AgentNotFound,
     Attachment,
     BudgetExceeded,
+    Busy,
     ConfigError,
     Conflict,
     DeadlineExceeded,
@@ -28,6 +29,7 @@ from raytroupe.protocols import (
     ToolNotAllowed,
     TroupeError,
     UnknownRecipient,
+    WorkLimitExceeded,
 )
 
 # problems
@@ -309,3 +311,17 @@ def test_images_of_earlier_turns_are_given_too():
 def test_unusable_messages_are_invalid_input(messages, match):
     with pytest.raises(InvalidInput, match=match):
         _task(messages)
+
+
+def test_a_problem_quoting_any_text_renders_and_a_busy_tenant_is_told_when_to_come_back():
+    quoted = troupe_problem(InvalidInput("no such field 'a\ud800b' ü"), "req-1")
+    body = json.loads(quoted.body)  # a lone surrogate renders escaped, never a 500
+    assert body["detail"] == "no such field 'a\ud800b' ü"
+    busy = troupe_problem(Busy("wait", limit="shares.waiting", retry_after_s=0.2), "req-2")
+    assert busy.status_code == 429
+    assert busy.headers["retry-after"] == "1"
+    assert json.loads(busy.body)["limit"] == "shares.waiting"
+    assert json.loads(busy.body)["retry_after_s"] == 1
+    work = troupe_problem(WorkLimitExceeded("slow", limit="request_work_s", seconds=0.5), None)
+    assert work.status_code == 422
+    assert json.loads(work.body)["code"] == "work_limit"

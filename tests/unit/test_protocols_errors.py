@@ -11,6 +11,7 @@ from raytroupe.protocols.errors import (
     BadRequest,
     BadResponse,
     BudgetExceeded,
+    Busy,
     ConfigError,
     Conflict,
     ContentFiltered,
@@ -57,6 +58,7 @@ from raytroupe.protocols.errors import (
     UnpricedModel,
     Unreachable,
     UnsupportedSchemaVersion,
+    WorkLimitExceeded,
     error_class,
 )
 from raytroupe.protocols.payloads import ErrorPayload
@@ -112,9 +114,12 @@ PARENTS = {
     Unauthorized: TroupeError,
     Unreachable: TroupeError,
     BadResponse: TroupeError,
+    WorkLimitExceeded: InvalidInput,
+    Busy: TroupeError,
 }
 CLASSES = list(PARENTS)
 RETRYABLE = {
+    Busy,
     StateUnavailable,
     Unreachable,
     RecipientUnavailable,

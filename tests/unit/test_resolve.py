@@ -389,7 +389,7 @@ def test_merge_through_the_offline_model():
     async def go():
         ask = Recorder(LLMAdapterPool())
         cs = cands("Paris is in France.", None, "Lyon too", "paris is in france")
-        return ask, await merge(cs, "French cities?", ask, "default")
+        return ask, await merge(cs, "French cities?", ask, "default", tenant="t")
 
     ask, r = run(go())
     assert r.strategy == "merge"
@@ -406,7 +406,7 @@ def test_merge_through_the_offline_model():
 
 def test_merge_output_must_pass_the_gate_or_the_majority_decides():
     cs = cands('{"name": "Ada"}', '{"name": "Bob"}', '{"name": "Bob"}')
-    r = run(merge(cs, "Who?", LLMAdapterPool().complete, "default", schema=PERSON))
+    r = run(merge(cs, "Who?", LLMAdapterPool().complete, "default", schema=PERSON, tenant="t"))
     assert (r.strategy, r.chosen_agent) == ("majority", "b")
     assert r.rationale.startswith("merged answer rejected (output is not JSON")
     assert "fell back to majority" in r.rationale
@@ -419,7 +419,7 @@ def test_merge_with_a_schema_asks_for_it_and_keeps_a_valid_merge():
         )
         ask = Recorder(pool)
         cs = cands('{"name": "Ada"}', '{"name": "Bob"}')
-        r = await merge(cs, "Who?", ask, "judge", schema=PERSON, required=["name"])
+        r = await merge(cs, "Who?", ask, "judge", schema=PERSON, required=["name"], tenant="t")
         await pool.remove("judge")
         return ask, r
 
@@ -433,15 +433,15 @@ def test_merge_with_a_schema_asks_for_it_and_keeps_a_valid_merge():
 
 
 def test_merge_asks_nobody_when_the_valid_candidates_agree_or_none_is_valid():
-    r = run(merge(cands("42", "42.0"), "?", never, "default"))
+    r = run(merge(cands("42", "42.0"), "?", never, "default", tenant="t"))
     assert (r.strategy, r.chosen, r.chosen_agent) == ("majority", "42", "a")
     assert r.rationale.startswith("merge not asked")
-    r = run(merge(cands(None), "?", never, "default"))
+    r = run(merge(cands(None), "?", never, "default", tenant="t"))
     assert (r.strategy, r.resolved) == ("merge", False)
 
 
 def test_a_failed_merge_call_falls_back_to_majority():
     pool = scripted(error=ErrorCode.BAD_REQUEST)
-    r = run(merge(cands("A", "B", "b"), "?", pool.complete, "judge"))
+    r = run(merge(cands("A", "B", "b"), "?", pool.complete, "judge", tenant="t"))
     assert (r.strategy, r.chosen_agent) == ("majority", "b")
     assert r.rationale.startswith("merge failed (bad_request: ")

@@ -15,10 +15,13 @@ from typing import Any, Final, cast
 
 import structlog
 
+from raytroupe.actors.offload import on_loop
+from raytroupe.actors.orchestrator.admission import runs_inline
 from raytroupe.actors.orchestrator.graphs.desk import GraphDesk
 from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.orchestrator.shards import Admitted, new_job_id
 from raytroupe.protocols import InvalidInput, JobResult, TroupeError
+from raytroupe.protocols.bounded import ANSWER_WORK_S
 from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphNode
 
 __all__ = ["MAX_CHILD_DEPTH", "GraphControl"]
@@ -38,6 +41,8 @@ class GraphControl:
     _owner: Callable[..., Awaitable[Any]]
     _job: Callable[..., Job]
     _adopt: Callable[[Admitted], Awaitable[None]]
+    _readmit: Callable[..., Awaitable[None]]
+    use_inline: Callable[..., Awaitable[None]]
     submit: Callable[..., Awaitable[str]]
     wait: Callable[..., Awaitable[JobResult | None]]
     cancel: Callable[..., Awaitable[bool]]
@@ -68,10 +73,13 @@ class GraphControl:
         """Let a paused graph go on: with a ``value`` (for the node), a ``state`` edit, both.
 
         ``interrupt`` names the interrupt (needed only when several wait). The answer is
-        journaled before the graph is woken: a restart finds it.
+        journaled before the graph is woken: a restart finds it. A tenant's job is admitted
+        again first, under its policy of today (see ``admission.readmit``): refused, it stays
+        paused where it is, nothing recorded.
 
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
+            Forbidden: today's policy refuses a field of the job.
             Conflict: the job waits at no interrupt (or not at that one).
             InvalidInput: the edit or value would leave the state invalid.
         """
@@ -89,6 +97,7 @@ class GraphControl:
                 ),
             )
         job = self._job(job_id, tenant)
+        await self._readmit(job, by_admin=job.admin)  # an admin's job goes on as admitted
         return await self._graphs.resume(job, value, state, interrupt)
 
     async def fork(
@@ -98,26 +107,47 @@ class GraphControl:
         *,
         state: dict[str, Any] | None = None,
         tenant: str | None = None,
+        admin: bool = False,
     ) -> str:
         """Start a new job of the same task and team from checkpoint ``step`` of ``job_id``.
 
         ``state`` edits the checkpoint's state first (a "what if"); the new job is recorded
-        as a fork of the original, and runs on the original's shard.
+        as a fork of the original, and runs on the original's shard. The fork is the
+        forker's job: unless an admin forks (``admin``, or a driver's call without a
+        ``tenant``), it is admitted again first, under the tenant's policy of today (see
+        ``admission.readmit``), whoever submitted the original, and an inline team is counted
+        within the tenant's live agents: refused, nothing is recorded or started.
 
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
+            Forbidden: today's policy refuses a field of the job.
             InvalidInput: the job is not a graph's, has no such checkpoint, or the edit
                 leaves the state invalid.
         """
         if not self._owns(job_id):
-            forked = await self._owner(job_id, "fork", job_id, step, state=state, tenant=tenant)
+            forked = await self._owner(
+                job_id, "fork", job_id, step, state=state, tenant=tenant, admin=admin
+            )
             return cast("str", forked)
         source = self._job(job_id, tenant)
         graph = source.team.graph
         if graph is None:
             raise InvalidInput(f"job {job_id} is not a graph's: it has no checkpoints")
+        # a new job, the forker's: an admin's fork runs as it is, a tenant's under today's
+        # policy, whoever submitted the original (unscoped, a driver's call: an admin's)
+        admin = admin or tenant is None
+        await self._readmit(source, by_admin=admin)
         new_id = new_job_id(self._shard)
-        start = self._graphs.fork_point(job_id, graph, step, state, new_id)
+        # the edit against the state's schema (the tenant's patterns): off the loop, in time
+        start = await on_loop().run(
+            source.tenant, ANSWER_WORK_S, "answer_work_s",
+            self._graphs.fork_point, job_id, graph, step, state, new_id,
+        )  # fmt: skip
+        if runs_inline(source):  # its agents run again: within the tenant's live agents
+            if self._shard == 0:
+                await self.use_inline(source.tenant, source.team)
+            else:
+                await self._other().ask(0, "use_inline", source.tenant, source.team)
         await asyncio.to_thread(self._graphs.store.fork, new_id, start, (job_id, step, state))
         await self._adopt(
             Admitted(
@@ -134,6 +164,7 @@ class GraphControl:
                 skill=source.skill,
                 input=source.input if source.skill else None,
                 submitted_by=source.submitted_by,
+                admin=admin,
                 forked_from={"job_id": job_id, "step": step, "state": state},
             )
         )

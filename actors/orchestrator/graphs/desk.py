@@ -15,10 +15,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from raytroupe.actors.offload import on_loop
 from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore, Resume
 from raytroupe.actors.orchestrator.graphs.state import StateKeeper
 from raytroupe.actors.orchestrator.jobs import Job, emit, set_status
 from raytroupe.protocols import Conflict, InvalidInput
+from raytroupe.protocols.bounded import ANSWER_WORK_S
 from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphSpec, GraphTask
 
 __all__ = ["GraphDesk", "Waiting", "first_checkpoint"]
@@ -111,9 +113,15 @@ class GraphDesk:
                 several and none was named.
             InvalidInput: the edit or the value would leave the state invalid
                 (``detail['problems']``); nothing was recorded.
+            WorkLimitExceeded: checking it took over ``ANSWER_WORK_S``; nothing was recorded.
+            Busy: the tenant has as many checks in hand and waiting as it may.
         """
         waiting = self._waiting(job, interrupt_id)
-        _, problems = waiting.keeper.resumed(waiting.state, value, edit, waiting.resume_field)
+        # the edit against the state's schema (the tenant's patterns): off the loop, in time
+        _, problems = await on_loop().run(
+            job.tenant, ANSWER_WORK_S, "answer_work_s",
+            waiting.keeper.resumed, waiting.state, value, edit, waiting.resume_field,
+        )  # fmt: skip
         if problems:
             raise InvalidInput(
                 f"the resume would leave the graph's state invalid: {'; '.join(problems)}",

@@ -14,12 +14,13 @@ import asyncio
 import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, ParamSpec, TypeVar
 
 import structlog
 
+from raytroupe.actors.offload import offloaded
 from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore
 from raytroupe.actors.orchestrator.graphs.desk import GraphDesk, first_checkpoint
 from raytroupe.actors.orchestrator.graphs.routing import Edges, GraphFailed, failed
@@ -34,7 +35,9 @@ from raytroupe.protocols import (
     PlannedSubtask,
     SubtaskResult,
     TroupeError,
+    WorkLimitExceeded,
 )
+from raytroupe.protocols.bounded import ANSWER_WORK_S, EDGES_WORK_S
 from raytroupe.protocols.expressions import ExpressionError, evaluate
 from raytroupe.protocols.graph import (
     DEFAULT_FIELD,
@@ -46,6 +49,9 @@ from raytroupe.protocols.graph import (
 )
 
 __all__ = ["GraphHost", "GraphOutcome", "GraphRun", "graph_answer"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 log = structlog.get_logger("raytroupe.orchestrator")
 
@@ -108,11 +114,17 @@ class GraphRun:
         self._slots = asyncio.Semaphore(job.team.max_parallel)
         self._edges = Edges(graph, job.task, job.team.max_subtasks)
 
-    def first(self, given: Mapping[str, Any] | None = None) -> GraphCheckpoint:
-        """The checkpoint before the first superstep (``given``: a subgraph's inputs)."""
+    async def first(self, given: Mapping[str, Any] | None = None) -> GraphCheckpoint:
+        """The checkpoint before the first superstep (``given``: a subgraph's inputs).
+
+        Its state is checked against the schema off the loop, within ``ANSWER_WORK_S``.
+        """
         try:
-            return first_checkpoint(self._job.id, self._graph, given, self._ns, self._keeper)
-        except InvalidInput as e:
+            return await offloaded(
+                self._job.tenant, ANSWER_WORK_S, "answer_work_s",
+                first_checkpoint, self._job.id, self._graph, given, self._ns, self._keeper,
+            )  # fmt: skip
+        except InvalidInput as e:  # WorkLimitExceeded too
             raise GraphFailed(ErrorPayload.from_exception(e)) from None
 
     async def run(self, given: Mapping[str, Any] | None = None) -> GraphOutcome:
@@ -121,7 +133,7 @@ class GraphRun:
         point = self._host.store.latest(self._job.id, self._ns)
         try:
             if point is None:
-                point = self.first(given)
+                point = await self.first(given)
                 self._host.store.put(point)
             while True:
                 if point.interrupt is not None:
@@ -183,7 +195,9 @@ class GraphRun:
         value, edit = await self._host.desk.wait(
             self._job, interrupt, point.state, self._keeper, node.resume_field
         )
-        state, problems = self._keeper.resumed(point.state, value, edit, node.resume_field)
+        state, problems = await self._checked(
+            self._keeper.resumed, point.state, value, edit, node.resume_field
+        )
         if problems:
             raise failed(
                 ErrorCode.INVALID_INPUT,
@@ -196,7 +210,7 @@ class GraphRun:
             update["resumed"] = {**point.resumed, node.id: value}
         else:
             ran = [(GraphTask(node=n), t) for n, t in point.routes]
-            update["next"], update["joins"] = self._edges.routed(ran, state, point.joins)
+            update["next"], update["joins"] = await self._routed(ran, state, point.joins)
             update["routes"] = ()
         resumed = point.model_copy(update=update)
         self._host.store.put(resumed)
@@ -213,7 +227,9 @@ class GraphRun:
         for ran in runs:
             results.extend(ran.results)
         ran_now = [r for r in runs if not r.cancelled]
-        state, problems = self._keeper.apply(point.state, [r.update for r in ran_now])
+        state, problems = await self._checked(
+            self._keeper.apply, point.state, [r.update for r in ran_now]
+        )
         if problems:
             names = ", ".join(r.task.node for r in ran_now)
             raise failed(
@@ -240,7 +256,7 @@ class GraphRun:
             }
         else:
             texts = [(r.task, r.text) for r in ran_now]
-            update["next"], update["joins"] = self._edges.routed(texts, state, point.joins)
+            update["next"], update["joins"] = await self._routed(texts, state, point.joins)
             same = state == point.state and last == point.last
             if same and update["next"] == point.next and point.step > 0:
                 node = point.next[0].node
@@ -365,7 +381,9 @@ class GraphRun:
                 error = result.error or ErrorPayload(code=ErrorCode.JOB_FAILED, message="failed")
                 raise failed(error.code, f"node {node.id!r} failed: {error.message}", node.id)
             ran.text = result.output
-            ran.update, problems = self._checked_update(node, result.output, point.state)
+            ran.update, problems = await self._checked(
+                self._checked_update, node, result.output, point.state
+            )
             if not problems:
                 return
             log.info(
@@ -388,6 +406,38 @@ class GraphRun:
     def _retry_id(base: str, attempt: int) -> str:
         suffix = f".u{attempt}"
         return base[: _MAX_ID - len(suffix)] + suffix
+
+    async def _checked(
+        self, check: Callable[P, tuple[T, list[str]]], *args: P.args, **kwargs: P.kwargs
+    ) -> tuple[T, list[str]]:
+        """A check of the state against its schema (the tenant's patterns), off the loop.
+
+        Raises:
+            GraphFailed: (``work_limit``) the check ran past ``ANSWER_WORK_S``.
+        """
+        try:
+            return await offloaded(
+                self._job.tenant, ANSWER_WORK_S, "answer_work_s", check, *args, **kwargs
+            )
+        except WorkLimitExceeded as e:
+            raise failed(ErrorCode.WORK_LIMIT, e.message) from None
+
+    async def _routed(
+        self, ran: Sequence[tuple[GraphTask, str]], state: dict[str, Any], joins: Mapping[str, int]
+    ) -> tuple[tuple[GraphTask, ...], dict[str, int]]:
+        """The next superstep's tasks: the ``when`` edges (the tenant's patterns), off the loop.
+
+        Raises:
+            GraphFailed: a condition or map failed, or (``work_limit``) the edges' patterns
+                ran past ``EDGES_WORK_S`` on the texts.
+        """
+        try:
+            return await offloaded(
+                self._job.tenant, EDGES_WORK_S, "edges_work_s", self._edges.routed,
+                ran, state, joins,
+            )  # fmt: skip
+        except WorkLimitExceeded as e:
+            raise failed(ErrorCode.WORK_LIMIT, e.message) from None
 
     def _checked_update(
         self, node: GraphNode, text: str, state: dict[str, Any]
@@ -447,7 +497,7 @@ class GraphRun:
             raise GraphFailed(outcome.error)
         ran.text = outcome.last
         ran.update = {mine: outcome.state.get(theirs) for mine, theirs in node.outputs.items()}
-        _, problems = self._keeper.apply(point.state, [ran.update])
+        _, problems = await self._checked(self._keeper.apply, point.state, [ran.update])
         if problems:
             raise failed(
                 ErrorCode.QUALITY_GATE,

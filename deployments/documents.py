@@ -1,0 +1,81 @@
+"""Request bodies that are documents, checked off the event loop in the caller's share.
+
+FastAPI validates a body on the event loop that serves every request of the replica. A
+team, a graph, an eval suite or a skill carries schemas and patterns whose checking cost
+its sender chooses, so these bodies are read whole and validated on the replica's
+:class:`~actors.offload.Offload` pool instead: within the caller's tenant's share (a
+flood waits for itself, then is refused 429 busy) and within ``APIConfig.request_work_s``
+(past it, 422 work_limit). A body that is not the model is the same 422 ``invalid_request``
+FastAPI gives, with each problem located under ``body``.
+
+Routes take ``body: Annotated[Model, document(Model)]`` and ``openapi_extra=body_of(Model)``
+(the OpenAPI document still names the body's schema; see :mod:`deployments.openapi`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, ParamSpec, TypeVar
+
+from fastapi import Depends, Request
+from fastapi.exceptions import RequestValidationError
+from pydantic import BaseModel, ValidationError
+
+from raytroupe.actors.offload import Offload
+from raytroupe.deployments.guard import principal_of
+from raytroupe.deployments.openapi import DOCUMENT_MARK
+
+__all__ = ["LIMIT", "body_of", "checked", "document"]
+
+M = TypeVar("M", bound=BaseModel)
+P = ParamSpec("P")
+T = TypeVar("T")
+
+LIMIT = "request_work_s"
+"""The name refusals give the per-request limit (``APIConfig.request_work_s``)."""
+
+
+async def checked(request: Request, fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``fn(*args, **kwargs)`` off the loop, in the caller's share, within the request's time.
+
+    Raises:
+        Busy: the caller's tenant has its share in hand and its queue full.
+        WorkLimitExceeded: it ran past ``request_work_s``.
+    """
+    offload: Offload = request.app.state.offload
+    seconds: float = request.app.state.request_work_s
+    tenant = principal_of(request.scope).tenant
+    return await offload.run(tenant, seconds, LIMIT, fn, *args, **kwargs)
+
+
+def _validated(model: type[M], raw: bytes) -> M:
+    try:
+        return model.model_validate_json(raw)
+    except ValidationError as e:
+        errors = e.errors(include_url=False, include_input=False, include_context=False)
+        raise RequestValidationError(
+            [{**err, "loc": ("body", *err["loc"])} for err in errors]
+        ) from None
+
+
+def document(model: type[M]) -> Any:
+    """The dependency that reads a ``model`` body and checks it (see the module)."""
+
+    async def read(request: Request) -> M:
+        raw = await request.body()
+        return await checked(request, _validated, model, raw)
+
+    read.__name__ = f"read_{model.__name__}"
+    return Depends(read)
+
+
+def body_of(model: type[BaseModel]) -> dict[str, Any]:
+    """The ``openapi_extra`` naming ``model`` as a route's JSON body."""
+    schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
+    schema[DOCUMENT_MARK] = True
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {"application/json": {"schema": schema}},
+        }
+    }
