@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, ParamSpec, TypeVar
 
+import pydantic_core
 from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
@@ -49,8 +50,15 @@ async def checked(request: Request, fn: Callable[P, T], *args: P.args, **kwargs:
 
 
 def _validated(model: type[M], raw: bytes) -> M:
+    # parsed first, then validated as Python data: pydantic's JSON mode validates every item
+    # of a list before it looks at the list's length (20,000 agents: 57 ms against 10 ms)
     try:
-        return model.model_validate_json(raw)
+        data = pydantic_core.from_json(raw)  # nesting past 200, bad UTF-8, huge numbers refused
+    except ValueError as e:
+        problem = {"type": "json_invalid", "loc": ("body",), "msg": f"JSON decode error: {e}"}
+        raise RequestValidationError([problem]) from None
+    try:
+        return model.model_validate(data)
     except ValidationError as e:
         errors = e.errors(include_url=False, include_input=False, include_context=False)
         raise RequestValidationError(
