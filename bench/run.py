@@ -34,6 +34,7 @@ SUITE = (
     "state_store",
     "console",
     "tracing",
+    "fairness",
 )
 RESULTS = HERE / "results"
 
