@@ -10,7 +10,6 @@ import importlib.util
 import time
 
 import pytest
-import ray
 
 from raytroupe import runtime
 from raytroupe.protocols import (
@@ -25,7 +24,7 @@ from raytroupe.protocols import (
 from raytroupe.protocols.graph import GraphSpec
 from tests.support.graph_specs import NESTED, PAUSED
 from tests.support.http_api import USER_KEY
-from tests.support.restarts import kill_and_wait_for_restart
+from tests.support.restarts import kill_and_wait_for_restart, until_status
 
 
 def _scripted(*texts: str) -> ScriptedModel:
@@ -51,18 +50,6 @@ def _wait_for(job, kind: str, timeout: float = 60.0, **data):
         if event.type == kind and all(event.data.get(k) == v for k, v in data.items()):
             return event
     raise AssertionError(f"no {kind} event with {data}")
-
-
-def _status(check, wanted: str, within_s: float = 60.0) -> None:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            if check() == wanted:
-                return
-        except ray.exceptions.RayActorError:  # the actor is coming back
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"never {wanted}")
 
 
 def test_the_review_loop_writer_revises_its_own_draft_from_the_reviewers_notes(rt):
@@ -169,9 +156,9 @@ def test_an_interrupt_survives_an_orchestrator_kill_and_is_resumed_over_http(rt,
     team = _team(name, PAUSED, {"writer": _scripted("draft v1"), "editor": _scripted("v2")})
     job = rt.submit("a notice", team=team, tenant="acme")
     handle = rt.job(job.job_id)
-    _status(handle.status, "awaiting_input")
+    until_status(handle.status, "awaiting_input")
     kill_and_wait_for_restart(rt.client.handles.orchestrators.of(job.job_id))
-    _status(handle.status, "awaiting_input")  # resumed from its checkpoint, waiting again
+    until_status(handle.status, "awaiting_input")  # resumed from its checkpoint, waiting again
 
     with api.client(USER_KEY) as client:
         listed = client.get(f"/v1/jobs/{job.job_id}/checkpoints")
@@ -199,7 +186,7 @@ def test_another_tenant_can_neither_see_nor_resume_a_paused_graph(rt, api):
     team = _team("private-graph", PAUSED, {"writer": _scripted("mine"), "editor": _scripted("x")})
     job = rt.submit("secret", team=team, tenant="acme")
     handle = rt.job(job.job_id)
-    _status(handle.status, "awaiting_input")
+    until_status(handle.status, "awaiting_input")
     with api.client(OTHER_KEY) as client:
         assert client.get(f"/v1/jobs/{job.job_id}/checkpoints").status_code == 404
         response = client.post(f"/v1/jobs/{job.job_id}/resume", json={"value": "hijack"})

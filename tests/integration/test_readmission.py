@@ -11,7 +11,6 @@ model alias it revoked, the operator's loopback server speaking the OpenAI wire 
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -25,7 +24,7 @@ from raytroupe.protocols import AgentSpec, TeamSpec, TenantPolicy, job_shard
 from raytroupe.protocols.skill import SkillSpec
 from tests.support.graph_specs import PAUSED
 from tests.support.http_api import ADMIN_KEY, REVOKED_KEY, finished
-from tests.support.restarts import kill_and_wait_for_restart
+from tests.support.restarts import kill_and_wait_for_restart, until_status
 from tests.support.wire_server import WireServer
 
 WIRE = "rv-wire"
@@ -98,18 +97,6 @@ def calls(wire: WireServer) -> int:
     return sum(r.path.endswith("/chat/completions") for r in wire.requests)
 
 
-def status_of(check: Any, wanted: str, within_s: float = 60.0) -> None:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        try:
-            if check() == wanted:
-                return
-        except ray.exceptions.RayActorError:  # the orchestrator is coming back
-            pass
-        time.sleep(0.1)
-    raise AssertionError(f"never {wanted}")
-
-
 def test_a_fork_after_its_model_alias_is_revoked_is_refused_and_runs_nothing(api, wire):
     with api.client(REVOKED_KEY) as tenant, policy(api, ALLOWED) as admin:
         body = {"task": "count", "team": graph_team("rv-fork", CHAIN, ("first", "last"))}
@@ -141,7 +128,7 @@ def test_a_paused_graph_is_not_resumed_after_its_model_alias_is_revoked(api, wir
     with api.client(REVOKED_KEY) as tenant, policy(api, ALLOWED) as admin:
         team = graph_team("rv-resume", PAUSED, ("writer", "editor"))
         job_id = submitted(tenant, {"task": "a notice", "team": team})
-        status_of(lambda: tenant.get(f"/v1/jobs/{job_id}").json()["status"], "awaiting_input")
+        until_status(lambda: tenant.get(f"/v1/jobs/{job_id}").json()["status"], "awaiting_input")
         points, before = tenant.get(f"/v1/jobs/{job_id}/checkpoints").json(), calls(wire)
 
         put(admin, REVOKED)
@@ -170,10 +157,10 @@ def test_a_restarted_orchestrator_fails_an_unfinished_job_todays_policy_refuses(
         admins = [rt.submit("a notice", team=theirs, tenant="revoked") for _ in range(2)]
         (same,) = [j for j in admins if job_shard(j.job_id, 2) == job_shard(job_id, 2)]
         for job in admins:
-            status_of(job.status, "awaiting_input")
+            until_status(job.status, "awaiting_input")
             if job is not same:
                 assert job.cancel()
-        status_of(lambda: tenant.get(f"/v1/jobs/{job_id}").json()["status"], "awaiting_input")
+        until_status(lambda: tenant.get(f"/v1/jobs/{job_id}").json()["status"], "awaiting_input")
         before = calls(wire)
 
         put(admin, REVOKED)
@@ -186,7 +173,7 @@ def test_a_restarted_orchestrator_fails_an_unfinished_job_todays_policy_refuses(
         assert error["detail"]["field"] == "team.agents.0.model"
         events = list(rt.job(job_id).events(timeout=30))
         assert (events[-1].type, events[-1].data["code"]) == ("job_failed", "forbidden")
-        status_of(same.status, "awaiting_input")  # resumed: an admin's job is not checked
+        until_status(same.status, "awaiting_input")  # resumed: an admin's job is not checked
         assert same.cancel()
         assert calls(wire) == before
 

@@ -73,3 +73,20 @@ def wait_started(job: JobHandle, timeout: float = 60.0) -> None:
         if event.type == "subtask_started":
             return
     raise AssertionError(f"{job.job_id} ended before a subtask started")
+
+
+def until_status(check: Callable[[], str], wanted: str, within_s: float = 60.0) -> None:
+    """Ask ``check()`` (a job's status) until it says ``wanted``, through an actor's restart.
+
+    Raises:
+        AssertionError: it never did within ``within_s``.
+    """
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            if check() == wanted:
+                return
+        except RayActorError:  # the actor is coming back
+            pass
+        time.sleep(0.1)
+    raise AssertionError(f"never {wanted}")
