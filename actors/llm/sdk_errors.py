@@ -172,10 +172,22 @@ def stream_broke(exc: BaseException, *, provider: str) -> StreamInterrupted:
     A timeout or dropped connection mid-stream is a broken stream, not a failed call: the
     caller may already have shown part of the answer.
     """
-    what = type(exc).__name__
+    what = type(_transport_fault(exc)).__name__
     return StreamInterrupted(
         f"{provider}: the stream broke ({what})", provider=provider, cause=what
     )
+
+
+def _transport_fault(exc: BaseException) -> BaseException:
+    """The transport fault under ``exc``, whichever SDK version raised it.
+
+    anthropic >= 2.17 wraps a fault mid-stream in its ``APIConnectionError`` (as openai
+    does); earlier versions let the raw one out. The cause named is the fault's either way.
+    """
+    found: BaseException | None = exc
+    while found is not None and not isinstance(found, STREAM_FAULTS):
+        found = found.__cause__
+    return found or exc
 
 
 def map_sdk_error(  # noqa: PLR0911 - one return per kind of failure reads best

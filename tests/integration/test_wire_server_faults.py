@@ -203,15 +203,22 @@ def test_truncated_stream_through_the_sdk_helpers_has_no_stop_reason(server):
     assert (message.stop_reason, message.content[0].text) == (None, "echo:")
 
 
+def _fault(exc: BaseException) -> BaseException:
+    """The transport error itself: ``exc``, or what an SDK's wrapper was raised from."""
+    return exc if isinstance(exc, httpx2.TransportError) else exc.__cause__ or exc
+
+
 def test_dropped_connection_mid_stream(server):
     server.script(Drop(after_chunks=2), Drop(after_chunks=2), Drop(after_chunks=0))
     # OpenAI SDK wraps transport errors during iteration: APIConnectionError.
     with pytest.raises(openai.APIConnectionError) as o_err:
         asyncio.run(openai_stream(server))
     assert isinstance(o_err.value.__cause__, httpx2.RemoteProtocolError)
-    # Anthropic SDK does NOT wrap them once the stream started: the raw httpx2 error escapes.
-    with pytest.raises(httpx2.RemoteProtocolError):
+    # Anthropic SDK < 2.17 does not wrap them once the stream started: the raw httpx2 error
+    # escapes; 2.17 wraps it as OpenAI's does. The providers read either (sdk_errors).
+    with pytest.raises((httpx2.RemoteProtocolError, anthropic.APIConnectionError)) as a_err:
         asyncio.run(anthropic_stream(server))
+    assert isinstance(_fault(a_err.value), httpx2.RemoteProtocolError)
     # Non-streamed: headers then half the body, then the close -> APIConnectionError.
     with pytest.raises(openai.APIConnectionError):
         asyncio.run(openai_chat(server))
@@ -237,6 +244,8 @@ def test_timeouts_on_delay_and_stall(server):
         asyncio.run(openai_chat(server, timeout=0.2))
     with pytest.raises(anthropic.APITimeoutError):
         asyncio.run(anthropic_message(server, timeout=0.2))
-    # mid-stream read timeout: again the raw httpx2 error from the Anthropic SDK
-    with pytest.raises(httpx2.ReadTimeout):
+    # mid-stream read timeout: the raw httpx2 error from the Anthropic SDK (< 2.17), or
+    # wrapped in its APITimeoutError (2.17)
+    with pytest.raises((httpx2.ReadTimeout, anthropic.APITimeoutError)) as a_err:
         asyncio.run(anthropic_stream(server, timeout=0.2))
+    assert isinstance(_fault(a_err.value), httpx2.ReadTimeout)
