@@ -6,11 +6,13 @@
 
 from typing import Any
 
+import ray
 from ray import serve
 from ray.serve import Application
 from starlette.types import ASGIApp
 
-from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.config import LLMConfig, refuse_own_api
+from raytroupe.actors.spawn import NAMESPACE
 from raytroupe.actors.telemetry.logs import configure_worker_logging
 from raytroupe.actors.telemetry.tracing import actor_env, configure_worker_tracing
 from raytroupe.deployments.api import create_api
@@ -77,6 +79,18 @@ app: Application = build({})
 actors' configuration from ``TROUPE_CONFIG``."""
 
 
+def _served_models() -> dict[str, Any]:
+    """What the running LLM pool serves (nothing before a pool is started)."""
+    if not ray.is_initialized():
+        return {}
+    try:
+        pool = ray.get_actor("llm/0", namespace=NAMESPACE)
+    except ValueError:
+        return {}
+    models: dict[str, Any] = ray.get(pool.models.remote())
+    return models
+
+
 def deploy(
     *,
     host: str = "127.0.0.1",
@@ -91,7 +105,13 @@ def deploy(
     ``runtime.connect()``. The application keeps running after this process exits. Its
     replica traces as the actors do: given this process's ``OTEL_*`` variables when it joined
     a running Ray (see :func:`actors.telemetry.tracing.actor_env`).
+
+    Raises:
+        ConfigError: a model the running pool serves has this application's own OpenAI
+            route as its ``base_url`` (``http://127.0.0.1:<port><route_prefix>v1``): the pool
+            would call raytroupe itself (see :func:`actors.llm.config.refuse_own_api`).
     """
+    refuse_own_api(_served_models(), host=host, port=port, route_prefix=route_prefix)
     serve.start(http_options={"host": host, "port": port})
     deployment: Any = TroupeAPI
     if env := actor_env():  # the replica traces as this process's OTEL_* variables say

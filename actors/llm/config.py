@@ -8,17 +8,28 @@ operator's, and trusted: models that teams configure later are checked against i
 
 from __future__ import annotations
 
+import ipaddress
+import socket
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from raytroupe.actors.config_files import read_yaml, validated
 from raytroupe.actors.llm.gateway import RetryPolicy
 from raytroupe.actors.outbound import NetworkPolicy
-from raytroupe.protocols import Budget, ModelSpec, Name
+from raytroupe.protocols import (
+    Budget,
+    ConfigError,
+    ModelSpec,
+    Name,
+    OpenAICompatibleModel,
+    OpenAIModel,
+)
 
-__all__ = ["LLMConfig"]
+__all__ = ["LLMConfig", "refuse_own_api"]
 
 
 class LLMConfig(BaseModel):
@@ -78,3 +89,60 @@ class LLMConfig(BaseModel):
             ConfigError: missing, unreadable, not YAML, or not a valid configuration.
         """
         return cls.from_dict(read_yaml(path, what="llm config"), source=str(path))
+
+
+def _same_machine(host: str, proxy_host: str) -> bool:
+    """Whether ``host`` names the machine of a proxy listening on ``proxy_host``.
+
+    Loopback and unspecified addresses, ``localhost``, the proxy's own host and this
+    machine's name; no DNS is asked (a name that resolves here some other way is not seen).
+    """
+    host = host.lower().rstrip(".")
+    if host in {"localhost", proxy_host.lower(), socket.gethostname().lower()}:
+        return True
+    try:
+        ip = ipaddress.ip_address(host)
+    except ValueError:
+        return host.endswith(".localhost")
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    return ip.is_loopback or ip.is_unspecified
+
+
+def refuse_own_api(
+    models: Mapping[str, ModelSpec], *, host: str, port: int, route_prefix: str = "/"
+) -> None:
+    """Refuse a deployment whose ``base_url`` is raytroupe's own OpenAI-compatible API.
+
+    raytroupe's HTTP app answers ``POST <route_prefix>/v1/chat/completions`` on the Serve
+    proxy at ``host:port``. An ``openai`` or ``openai_compatible`` deployment sent there
+    would make each of the pool's calls a job of raytroupe's, whose agents call the pool
+    again: a loop, not a model. A model server on the same proxy (a Ray Serve LLM app)
+    needs a route prefix of its own, e.g. ``/llm``: ``http://127.0.0.1:8000/llm/v1``.
+
+    Raises:
+        ConfigError: such a deployment; ``detail`` names its ``alias`` and ``base_url``.
+    """
+    api = route_prefix.rstrip("/") + "/v1"
+    for alias, spec in models.items():
+        if not isinstance(spec, OpenAIModel | OpenAICompatibleModel) or not spec.base_url:
+            continue
+        parts = urlsplit(spec.base_url)
+        try:
+            target = parts.port or (443 if parts.scheme == "https" else 80)
+        except ValueError:  # not a port: the SDK refuses it on its own
+            continue
+        if (
+            target == port
+            and parts.path.rstrip("/") == api
+            and _same_machine(parts.hostname or "", host)
+        ):
+            raise ConfigError(
+                f"model alias {alias!r}: base_url {spec.base_url} is raytroupe's own "
+                f"OpenAI-compatible API (route {api} of the Serve proxy at {host}:{port}): "
+                "the pool would call raytroupe itself; serve the model under a route prefix "
+                f"of its own (a Ray Serve LLM app at /llm: .../llm/v1) or on another port",
+                alias=alias,
+                base_url=spec.base_url,
+                field=f"models.{alias}.base_url",
+            )

@@ -213,6 +213,14 @@ def up(
     ] = None,
     dashboard_port: Annotated[int, typer.Option(help="Port of the Ray dashboard.")] = 8265,
     ray_port: Annotated[int, typer.Option(help="Port of Ray's GCS (the Ray address).")] = 6379,
+    resources: Annotated[
+        str | None,
+        typer.Option(
+            help="Custom Ray resources this node offers, as JSON: '{\"models\": 1}' for a "
+            "local model pinned with resources: {models: 1}.",
+            show_default=False,
+        ),
+    ] = None,
     temp_dir: Annotated[
         Path | None,
         typer.Option(
@@ -250,6 +258,7 @@ def up(
     """Start a local Ray on 127.0.0.1 that outlives this command, raytroupe and its HTTP app."""
     from raytroupe.actors.state import checked_state_url
     from raytroupe.deployments import APIKey, hash_key, new_key
+    from raytroupe.protocols import ConfigError
     from raytroupe.runtime.cli import _local
     from raytroupe.runtime.cli._show import show_key
 
@@ -270,7 +279,12 @@ def up(
         config = config.model_copy(update={"journal": journal})
     if state_url is not None:  # refused before Ray starts, like a bad file
         state_url = checked_state_url(state_url, field="state_url", said_as="--state-url")
+    try:
+        offered = None if resources is None else _local.parse_resources(resources)
+    except ConfigError as exc:
+        raise usage_error(exc.message) from None
     system = _system(system_config, state_dir, journal)
+    _refuse_own_api(llm_config, system, http_port)
 
     head = _local.start_head(
         state_dir=state_dir,
@@ -279,6 +293,7 @@ def up(
         dashboard_port=dashboard_port,
         num_cpus=num_cpus,
         owns_temp_dir=temp_dir is None,
+        resources=offered,
     )
     _local.write_state(state_dir, head.state)
     try:
@@ -322,6 +337,15 @@ def _system(path: Path | None, state_dir: Path, journal: Path) -> SystemConfig:
         memory=MemoryConfig(path=state_dir / "memory"),
         state=StateConfig(journal=journal),
     )
+
+
+def _refuse_own_api(llm_config: Path | None, system: SystemConfig, http_port: int) -> None:
+    """Refuse, before Ray starts, a model whose base_url is this HTTP app's own OpenAI API."""
+    from raytroupe.actors.llm.config import LLMConfig, refuse_own_api
+
+    llm = LLMConfig.from_yaml(llm_config) if llm_config is not None else system.llm_config()
+    if llm is not None:
+        refuse_own_api(llm.models, host="127.0.0.1", port=http_port)
 
 
 def _summary(state: UpState, state_dir: Path) -> None:

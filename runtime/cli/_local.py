@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
+import math
 import os
 import secrets
 import signal
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
@@ -44,6 +46,7 @@ __all__ = [
     "default_temp_dir",
     "free_port",
     "is_running",
+    "parse_resources",
     "port_free",
     "process_start",
     "read_state",
@@ -59,6 +62,13 @@ STATE_FILE: Final = "up.json"
 _STOP_GRACE_S: Final = 30.0
 _KILL_WAIT_S: Final = 5.0
 _POLL_S: Final = 0.1
+_MAX_RESOURCE: Final = 10**14  # ray_constants.MAX_RESOURCE_QUANTITY
+_RAY_OWN_RESOURCES: Final = {
+    "CPU": "--num-cpus",
+    "GPU": "--num-gpus",
+    "memory": "--memory",
+    "object_store_memory": "--object-store-memory",
+}
 
 
 class UpState(BaseModel):
@@ -198,6 +208,51 @@ def free_port() -> int:
 # -- the head ---------------------------------------------------------------------------------
 
 
+def parse_resources(text: str, *, option: str = "--resources") -> dict[str, float]:
+    """Custom Ray resources, as ``ray start --resources`` takes them.
+
+    A JSON object of resource name -> amount, e.g. ``{"models": 1}``: a node's amounts are
+    whole numbers from 0 to 10^14 (what Ray's raylet accepts; a task or actor may then ask
+    for a fraction of one).
+
+    Raises:
+        ConfigError: not JSON, not an object, an empty name, one of the resources Ray counts
+            itself (CPU, GPU, memory, object_store_memory: their own options), or an amount
+            that is not a whole number in that range; ``detail['field']`` is ``option``.
+    """
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        raise ConfigError(f"{option}: not JSON ({e}); e.g. '{{\"models\": 1}}'",
+                          field=option) from None  # fmt: skip
+    if not isinstance(data, dict):
+        raise ConfigError(
+            f"{option}: a JSON object of resource name -> amount, e.g. '{{\"models\": 1}}', "
+            f"not {type(data).__name__}",
+            field=option,
+        )
+    resources: dict[str, float] = {}
+    for name, amount in data.items():
+        if not name.strip():
+            raise ConfigError(f"{option}: a resource needs a name", field=option)
+        if name in _RAY_OWN_RESOURCES:
+            raise ConfigError(f"{option}: {name} is Ray's own; use {_RAY_OWN_RESOURCES[name]}",
+                              field=option)  # fmt: skip
+        if (
+            isinstance(amount, bool)
+            or not isinstance(amount, int | float)
+            or not math.isfinite(amount)
+            or not float(amount).is_integer()
+            or not 0 <= amount <= _MAX_RESOURCE
+        ):
+            raise ConfigError(
+                f"{option}: {name!r} must be a whole number from 0 to 10^14, not {amount!r}",
+                field=option,
+            )
+        resources[name] = amount
+    return resources
+
+
 @dataclass(frozen=True)
 class Head:
     """A ``ray start --head`` process just spawned (``--block`` unless ``blocking`` is off)."""
@@ -237,6 +292,7 @@ def start_head(
     dashboard_port: int,
     num_cpus: int | None,
     owns_temp_dir: bool,
+    resources: Mapping[str, float] | None = None,
     extra_args: Sequence[str] = (),
     block: bool = True,
 ) -> Head:
@@ -250,6 +306,9 @@ def start_head(
     the head is up, and the head's processes no longer share one fate (with ``--block``, all
     stop when any one exits, the GCS included; the GCS fault-tolerance drill needs them not
     to). They keep the session, by which :func:`stop_head` still finds them.
+
+    ``resources`` are custom resources the head advertises (see :func:`parse_resources`):
+    e.g. ``{"models": 1}`` for a local model pinned to nodes that hold its file.
     """
     state_dir.mkdir(parents=True, exist_ok=True)
     temp_dir.mkdir(parents=True, exist_ok=True)
@@ -264,6 +323,8 @@ def start_head(
     ]  # fmt: skip
     if num_cpus is not None:
         args.append(f"--num-cpus={num_cpus}")
+    if resources:
+        args.append(f"--resources={json.dumps(dict(resources))}")
     args += extra_args
     env = dict(os.environ)
     env["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # every Ray process on 127.0.0.1 only
