@@ -79,6 +79,13 @@ class PlannedSubtask(_Data):
     output_schema: dict[str, Any] | None = Field(
         default=None, description="JSON Schema (2020-12) the subtask's output must satisfy."
     )
+    context: str | None = Field(
+        default=None,
+        max_length=1_000_000,
+        description="What the agent is given with its instructions as the job (None: the "
+        "job's whole task). A sized plan gives each part the task's shared text, not the "
+        "other parts.",
+    )
 
     @field_validator("output_schema", mode="before")
     @classmethod
@@ -207,6 +214,13 @@ class Plan(_Data):
     fallback: str | None = Field(
         default=None,
         description="Set when the planner gave no usable plan: why; one agent takes the task.",
+    )
+    sizing: Literal["one", "parts"] | None = Field(
+        default=None,
+        description="How the orchestrator sized the task without asking the planner model: "
+        "one part (one agent, its answer the job's), or its listed independent parts (one "
+        "subtask each, answers assembled in order). None: the planner model or the team's "
+        "declared plan made it (answers aggregated by the model).",
     )
 
     @model_validator(mode="after")

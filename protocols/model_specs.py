@@ -125,7 +125,7 @@ class OpenAICompatibleModel(_Remote, _ToolModes):
     """Any server speaking OpenAI chat completions (vLLM, Ollama, llama.cpp, DeepSeek, Qwen)."""
 
     provider: Literal["openai_compatible"] = "openai_compatible"
-    base_url: str = Field(min_length=1, description="The server, e.g. http://127.0.0.1:8000/v1.")
+    base_url: str = Field(min_length=1, description="The server, e.g. http://127.0.0.1:8080/v1.")
 
 
 class LocalModel(_Deployment, _ToolModes):
@@ -163,6 +163,12 @@ class LocalModel(_Deployment, _ToolModes):
         le=1_048_576,
         description="Tokens an answer may run to when its request sets no max_tokens (a small "
         "model that repeats itself stops there; None: until the context is full).",
+    )
+    tool_examples: bool = Field(
+        default=True,
+        description="Show the model one worked tool exchange (a calculator call and its "
+        "result) before the first turn of work that offers it the calculator, in the form of "
+        "its family (Qwen, Llama, ...): small models otherwise answer arithmetic from memory.",
     )
     jinja: bool = Field(default=True, description="Use the GGUF's own Jinja chat template.")
     chat_template: str | None = Field(

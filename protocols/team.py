@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import (
     BaseModel,
@@ -162,6 +162,15 @@ class TeamSpec(_Config):
     )
     max_subtasks: int = Field(
         default=32, ge=1, le=1024, description="Subtasks one plan may have, at most."
+    )
+    planning: Literal["auto", "model"] = Field(
+        default="auto",
+        description="auto: the orchestrator sizes each job before any model call: a task of "
+        "one part goes to one agent, whose answer is the job's (no planner or aggregation "
+        "call); a task listing independent questions gets one subtask per question, each sent "
+        "to a role with the tools it needs, the answers assembled in order. model: the planner "
+        "model plans every job (seeing each role's tools; work needing a tool repaired onto a "
+        "role that has it) and the model aggregates the answers.",
     )
     plan_fallback: bool = Field(
         default=True,

@@ -15,10 +15,11 @@ import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, assert_never
+from typing import Any, Final, Literal, assert_never
 
 import structlog
 
+from raytroupe.actors.agent.checks import arithmetic_correction
 from raytroupe.actors.agent.context import (
     SUMMARY_TOKENS,
     Cut,
@@ -32,6 +33,7 @@ from raytroupe.actors.agent.memory import recall, remember
 from raytroupe.actors.agent.stop import Stop, StopConditions
 from raytroupe.actors.agent.written_calls import (
     Unreadable,
+    WrittenCalls,
     read_written_calls,
     without_schema_words,
 )
@@ -88,10 +90,13 @@ def _past(deadline: float | None, pause: float) -> bool:
 
 
 def render_task(request: TaskRequest) -> str:
-    """The user turn that opens a subtask: instructions, then the job and inputs as context."""
+    """The user turn that opens a subtask: instructions, then the job's text and inputs.
+
+    The job's text is its whole task, or for one part of a sized task what the parts share.
+    """
     parts = [request.instructions.strip()]
     if request.job_task and request.job_task.strip() != parts[0]:  # said once is enough
-        parts.append(f"The whole job:\n{request.job_task.strip()}")
+        parts.append(f"Context:\n{request.job_task.strip()}")
     if request.inputs:
         lines = "\n".join(f"[{k}] {v.strip()}" for k, v in request.inputs.items())
         parts.append(f"Results of earlier subtasks:\n{lines}")
@@ -121,17 +126,21 @@ otherwise call again (often with the result as the argument) until the turns run
 NOT_RUN: Final = "Not run: you asked for this very call before; its result is above."
 
 
-def _wrap_up(loop: _Loop, tools: tuple[ToolSpec, ...], max_turns: int) -> bool:
-    """Whether the next call is the loop's last after tool calls (then :data:`WRAP_UP` is said).
+def _tool_choice(
+    loop: _Loop, tools: tuple[ToolSpec, ...], max_turns: int
+) -> Literal["auto", "none", "required"]:
+    """The next call's ``tool_choice``: ``none`` when the loop wraps up, else ``auto``.
 
-    That is the last allowed turn, or the turn after a repeated call. It is offered no tool:
-    the answer the model has, rather than no answer at all.
+    The loop wraps up (then :data:`WRAP_UP` is said) on the last allowed turn after tool
+    calls, or on the turn after a repeated call: no tool is offered, for the answer the model
+    has rather than no answer at all. (Not ``required`` after the arithmetic check: llama.cpp
+    held to a tool call's grammar was seen writing on to the answer's token limit.)
     """
     last = bool(tools) and loop.tool_calls > 0 and loop.turns == max_turns - 1
-    last = last or loop.wrapping
-    if last:
+    if last or loop.wrapping:
         loop.messages.append(ChatMessage(role="user", content=WRAP_UP))
-    return last
+        return "none"
+    return "auto"
 
 
 def _one_more_turn(loop: _Loop, stop: Stop | None, max_turns: int) -> Stop | None:
@@ -183,6 +192,10 @@ class _Loop:
     """The message standing for the turns cut to fit the window, once some were."""
     calls_cut: int = 0
     """Tool calls of the turns cut: numbering written calls goes on after them."""
+    calculated: list[tuple[str, str | None]] = field(default_factory=list)
+    """The calculator's calls, (expression, result or None if it failed), oldest first."""
+    corrected: bool = False
+    """The one corrective turn of ``actors.agent.checks`` was had."""
 
     def window(self, spec: AgentSpec) -> int | None:
         """The context window to keep within: the spec's or the deployment's, the smaller."""
@@ -431,7 +444,7 @@ class AgentActor(TakesBatches):
             while loop.turns < max_turns:
                 if stop := loop.limits.before_model_call():
                     break
-                last = _wrap_up(loop, tools, max_turns)
+                choice = _tool_choice(loop, tools, max_turns)
                 recalled = await self._recall_and_fit(
                     message, request, loop, spec=spec, bound=bound
                 )
@@ -443,7 +456,7 @@ class AgentActor(TakesBatches):
                             model=spec.model,
                             messages=(*loop.messages[:1], *recalled, *loop.messages[1:]),
                             tools=tools,
-                            tool_choice="none" if last else "auto",
+                            tool_choice=choice,
                             purpose="work",
                             stream=spec.stream,
                             budget=request.budget,
@@ -468,14 +481,14 @@ class AgentActor(TakesBatches):
                         {t.name for t in tools},
                         first_index=loop.calls_cut + sum(len(m.tool_calls) for m in loop.messages),
                     )
-                    if isinstance(written, Unreadable):
-                        bound.info("tool_call_unreadable", problem=written.problem)
+                    told = _told(loop, request, tools, answer.text, written, max_turns, bound)
+                    if told is not None:  # an unreadable call, or an answer to check once
                         loop.messages += [
                             ChatMessage(role="assistant", content=answer.text),
-                            ChatMessage(role="user", content=_write_again(written.problem)),
+                            ChatMessage(role="user", content=told),
                         ]
                         continue
-                    if written is None:
+                    if not isinstance(written, WrittenCalls):  # an answer (Unreadable: told)
                         bound.info("subtask_done", turns=loop.turns)
                         await remember(self._router, message, spec, request, answer.text)
                         return result(status="succeeded", output=answer.text)
@@ -622,6 +635,9 @@ class AgentActor(TakesBatches):
             if outcome.error is not None and outcome.error.code is ErrorCode.TOOL_INFRASTRUCTURE:
                 raise outcome.error.to_exception()  # the host failed, not the tool: not the model's
             text = _tool_text(outcome)
+            if call.tool == "calculator":
+                expression = str(call.arguments.get("expression", ""))
+                loop.calculated.append((expression, text if outcome.ok else None))
             results.append((call.tool, text))
             loop.messages.append(ChatMessage(role="tool", tool_call_id=call.call_id, content=text))
         return loop.limits.after_turn(answer.text, results)
@@ -668,6 +684,35 @@ class AgentActor(TakesBatches):
                 raise error.to_exception()
             case unexpected:
                 assert_never(unexpected)
+
+
+def _told(  # noqa: PLR0917 - private, the loop's state
+    loop: _Loop,
+    request: TaskRequest,
+    tools: tuple[ToolSpec, ...],
+    text: str,
+    written: WrittenCalls | Unreadable | None,
+    turns: int,
+    bound: Any,
+) -> str | None:
+    """What the model is told before its answer is taken (None: it is taken as it is).
+
+    A tool call it wrote that cannot be read: to write it again. A final answer that should
+    show the calculator's result and does not (``actors.agent.checks``): to check it, once,
+    when two turns are left for that (a calculator call and the answer).
+    """
+    if isinstance(written, Unreadable):
+        bound.info("tool_call_unreadable", problem=written.problem)
+        return _write_again(written.problem)
+    if written is not None or loop.corrected or loop.wrapping or turns - loop.turns < 2:  # noqa: PLR2004
+        return None
+    told = arithmetic_correction(
+        request.instructions, {t.name for t in tools}, loop.calculated, text, request.job_task
+    )
+    if told is not None:
+        loop.corrected = True
+        bound.info("answer_corrected", told=told[:80])
+    return told
 
 
 def _handoff_result(handoff: Handoff) -> ToolResult:

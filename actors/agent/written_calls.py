@@ -7,7 +7,8 @@ Taken as the answer, such a call is a wrong answer; :func:`read_written_calls` r
 - ``<tool_call>{...}</tool_call>`` blocks anywhere in the text;
 - fenced code blocks (```json ... ```) holding a call or a list of calls;
 - the whole answer being a call, or a list of calls, as JSON (also inside ``<tools>`` and
-  like tags).
+  like tags), or a call followed by more JSON (the result a small model imagines for it,
+  dropped: the tool's own result follows).
 
 A call is an object ``{"name", "arguments"}`` (also ``parameters``, ``args`` or ``input`` for
 the arguments, ``tool`` for the name, or the OpenAI ``{"function": {...}}`` shape) with no
@@ -114,9 +115,11 @@ def _calls(body: str, tools: Collection[str]) -> list[tuple[str, dict[str, Any]]
     try:
         data: Any = json.loads(body)
     except json.JSONDecodeError as e:
-        if any(f'"{tool}"' in body for tool in tools):  # a call, written wrong
+        data = _leading(body) if e.msg == "Extra data" else None
+        if data is None and any(f'"{tool}"' in body for tool in tools):  # a call, written wrong
             return Unreadable(f"a tool call that is not valid JSON ({e}): {body[:200]!r}")
-        return []
+        if data is None:
+            return []
     items = data if isinstance(data, list) and data else [data]
     calls = []
     for item in items:
@@ -127,6 +130,21 @@ def _calls(body: str, tools: Collection[str]) -> list[tuple[str, dict[str, Any]]
             return call
         calls.append(call)
     return calls
+
+
+def _leading(body: str) -> Any:
+    """The JSON value ``body`` starts with, when what follows it is more JSON (else None).
+
+    A small model writes its call and then the result it imagines (``{"result": 347}``),
+    which is dropped.
+    """
+    decoder = json.JSONDecoder()
+    try:
+        value, end = decoder.raw_decode(body.strip())
+        decoder.raw_decode(body.strip()[end:].strip())
+    except json.JSONDecodeError:
+        return None
+    return value
 
 
 def _call(item: Any, tools: Collection[str]) -> tuple[str, dict[str, Any]] | Unreadable | None:

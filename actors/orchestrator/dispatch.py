@@ -150,7 +150,7 @@ class Dispatcher:
         request = TaskRequest(
             task_id=sub.id,
             instructions=sub.instructions,
-            job_task=job.task,
+            job_task=job.task if sub.context is None else sub.context,
             images=job.images,
             inputs=inputs,
             budget=job.budget,

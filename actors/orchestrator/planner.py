@@ -22,6 +22,7 @@ from raytroupe.actors.orchestrator.plan_checks import (
 )
 from raytroupe.actors.orchestrator.plan_repair import repair_plan
 from raytroupe.actors.orchestrator.resolve import checked_gate, gate_feedback
+from raytroupe.actors.orchestrator.sizing import assembled, sized_plan, tool_repairs
 from raytroupe.protocols import (
     ChatMessage,
     LLMRequest,
@@ -49,20 +50,25 @@ Ask = Callable[[LLMRequest], Awaitable[LLMResponse]]
 """Sends one request to the model and returns its answer (raising ``TroupeError``s)."""
 
 _PLANNER = (
-    "You are the planner of a team of agents. Split the user's task into subtasks that can run "
-    "in parallel where possible. Give each subtask an id, the role of the agent that should do "
-    "it, clear instructions, and the ids it depends on. Give an output_schema (the JSON "
-    "Schema its output must satisfy) only when a program or a later subtask must read the "
-    "output as data; an answer a person or the final summary reads needs none. Use at most "
-    "{max_subtasks} subtasks. Answer with JSON only."
+    "You are the planner of a team of agents. First decide whether the user's task needs "
+    "splitting at all: a task that asks one thing is one subtask, given whole to one agent. "
+    "Otherwise give one subtask per independent part of the task, never more subtasks than "
+    "it has parts; they run in parallel unless one needs another's result. Give work that "
+    "needs a tool (arithmetic needs the calculator) to a role whose agents have that tool. "
+    "Give each subtask an id, the role of the agent that should do it, clear instructions, "
+    "and the ids it depends on. Give an output_schema (the JSON Schema its output must "
+    "satisfy) only when a program or a later subtask must read the output as data; an "
+    "answer a person or the final summary reads needs none. Use at most {max_subtasks} "
+    "subtasks. Answer with JSON only."
 )
 _REASK = (
     "That answer is not a valid plan:\n{errors}\n"
     "Answer again with the whole corrected plan, as JSON only."
 )
 _AGGREGATOR = (
-    "You combine the results of subtasks into one answer to the task. Keep every fact; say "
-    "which subtask it came from when that helps."
+    "You answer the user's task from the results of its subtasks. Answer what the task asks, "
+    "in the order it asks it; do not repeat the task's background text or its questions. "
+    "Keep every fact of the results the answer needs. Where results disagree, say so."
 )
 _ANSWER_IN_DETAIL = 2000
 """Characters of a rejected answer kept in a ``PlanError``'s detail."""
@@ -140,11 +146,16 @@ def parse_plan(text: str, team: TeamSpec) -> Plan:
         plan = check_plan(plan, team)
     except PlanError as e:
         raise PlanError(e.message, **e.detail, answer=answer) from None
+    plan, moved = tool_repairs(plan, team)
+    repairs += moved
     return plan.model_copy(update={"repairs": tuple(repairs)}) if repairs else plan
 
 
 async def make_plan(task: str, team: TeamSpec, ask: Ask) -> Plan:
-    """The plan for ``task``: the team's declarative plan, else the planner model's.
+    """The plan for ``task``: the team's declarative plan, else sized, else the planner model's.
+
+    A team with ``planning: auto`` has the task sized by its text (:mod:`.sizing`): no model
+    is asked. With ``planning: model`` the planner model is.
 
     What can be fixed for certain in an answer is fixed first (:mod:`.plan_repair`; the
     fixes are on ``plan.repairs``). The planner is asked once more, with its rejected answer
@@ -162,6 +173,8 @@ async def make_plan(task: str, team: TeamSpec, ask: Ask) -> Plan:
     declared = declared_plan(task, team)
     if declared is not None:
         return declared
+    if team.planning == "auto":
+        return sized_plan(task, team)
     request = plan_request(task, team)
     response = await ask(request)
     try:
@@ -270,14 +283,25 @@ async def aggregate(
     ask: Callable[[LLMRequest], Awaitable[LLMResponse]],
     *,
     tenant: str,
+    plan: Plan | None = None,
 ) -> str:
     """``tenant``'s job's answer; one failing the team's output schema is asked for again.
 
-    A blank answer (a small model's, seen) is replaced by the subtasks' outputs, joined.
+    A sized ``plan``'s answer is its subtasks' answers assembled (:func:`.sizing.assembled`),
+    with no model call, unless it fails the team's output schema or required fields: then
+    the model aggregates, as for any plan. A blank answer (a small model's, seen) is replaced
+    by the subtasks' outputs, joined.
 
     Raises:
         QualityGateFailed: the answer still fails after ``team.gate_retries`` retries.
     """
+    if plan is not None and plan.sizing is not None:
+        answer = assembled(task, plan, results)
+        checked = team.output_schema is not None or bool(team.required)
+        if answer.strip() and not (
+            checked and await checked_gate(answer, team.output_schema, team.required, tenant=tenant)
+        ):
+            return answer
     request = aggregate_request(task, results, team)
     problems: list[str] = []
     for _ in range(team.gate_retries + 1):

@@ -413,7 +413,7 @@ class JobRunner:
                 job, request.model_copy(update={"stream": True}) if streamed else request
             )
 
-        return await aggregate(job.task, results, job.team, ask, tenant=job.tenant)
+        return await aggregate(job.task, results, job.team, ask, tenant=job.tenant, plan=job.plan)
 
     async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
         if job.lessons and request.purpose in _TOLD:

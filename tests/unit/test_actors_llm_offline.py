@@ -153,7 +153,7 @@ def test_work_answers_with_every_tool_result_of_the_last_turn():
 
 def test_extractive_answer_picks_the_best_overlapping_statement():
     context = (
-        "The whole job:\nIs Berlin the capital of France?\n"
+        "Context:\nIs Berlin the capital of France?\n"
         "Berlin is in Germany. Paris is the capital of France. Lyon is in France."
     )
     response = complete(_work("What is the capital of France?", context))

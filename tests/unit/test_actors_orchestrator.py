@@ -57,8 +57,10 @@ def test_a_four_item_task_runs_on_two_agents_and_succeeds():
         assert result.subtasks[0].output == "The Eiffel Tower stands in Paris."
         for subtask in result.subtasks:
             assert subtask.output
-            assert subtask.output in result.answer
-        assert result.usage.calls == 1 + 4 + 1  # plan, four subtasks, aggregate
+        # the four questions sized by their text, their answers assembled: no planner, no
+        # aggregation call
+        assert result.answer == "\n".join(f"- {s.output}" for s in result.subtasks)
+        assert result.usage.calls == 4
         assert result.timings.total_s >= 0
         events = await troupe.orchestrator.events(result.job_id)
         assert [e.seq for e in events] == list(range(1, len(events) + 1))
@@ -78,17 +80,21 @@ def test_a_four_item_task_runs_on_two_agents_and_succeeds():
     run(main())
 
 
-def test_the_example_team_sends_arithmetic_to_the_calculator_agent():
+@pytest.mark.parametrize("planning", ["auto", "model"])
+def test_the_example_team_sends_arithmetic_to_the_calculator_agent(planning):
     async def main():
         troupe = await build_troupe()
-        task = "Help me:\n- Compute 17 * 23 + 4\n- Describe the tower"
-        result = await troupe.run(task, Team.from_yaml(EXAMPLE_TEAM).spec())
+        task = "Tasks:\n- Compute 17 * 23 + 4\n- Describe the tower"
+        team = Team.from_yaml(EXAMPLE_TEAM).spec().model_copy(update={"planning": planning})
+        result = await troupe.run(task, team)
         assert result.status == "succeeded", result.error
         maths, words = result.subtasks
         assert (maths.role, maths.agent, maths.output) == ("analyst", "alan", "17 * 23 + 4 = 395")
         assert (maths.turns, maths.tool_calls) == (2, 1)
         assert words.role == "researcher"
         assert "395" in result.answer
+        # the analyst's two turns, the researcher's one; planned by the model: plan, aggregate
+        assert result.usage.calls == (3 if planning == "auto" else 5)
 
     run(main())
 
@@ -100,7 +106,9 @@ def test_a_plan_with_an_unknown_role_fails_the_job_with_plan():
     async def main():
         troupe = await build_troupe()
         answer = plan_json({"id": "s1", "role": "ghost", "instructions": "haunt"})
-        team = researchers(planner_model="planner", models={"planner": scripted(answer)})
+        team = researchers(
+            planning="model", planner_model="planner", models={"planner": scripted(answer)}
+        )
         team = team.model_copy(
             update={"agents": (*team.agents, AgentSpec(name="alan", role="analyst"))}
         )
@@ -120,7 +128,9 @@ def test_a_plan_with_an_unknown_role_fails_the_job_with_plan():
 def test_a_planner_answer_that_is_not_a_plan_fails_with_plan(answer):
     async def main():
         troupe = await build_troupe()
-        team = researchers(planner_model="planner", models={"planner": scripted(answer)})
+        team = researchers(
+            planning="model", planner_model="planner", models={"planner": scripted(answer)}
+        )
         result = await troupe.run("anything", team)
         assert (result.status, result.error.code) == ("failed", ErrorCode.PLAN)
 
@@ -152,6 +162,7 @@ def dependent_team(planner: ScriptedModel, writer_model: str = "w") -> TeamSpec:
             AgentSpec(name="rita", role="researcher", model="r"),
             AgentSpec(name="wendy", role="writer", model=writer_model),
         ),
+        planning="model",
         planner_model="planner",
         models={"planner": planner, "r": scripted("fact: 42"), "w": scripted("report on 42")},
     )
@@ -283,10 +294,12 @@ def test_wait_with_a_short_timeout_on_a_blocked_job_returns_none():
         assert await orchestrator.status(job_id) == "planning"
         assert await orchestrator.wait(job_id, timeout=0.01) is None
         assert await orchestrator.events(job_id, after=1, timeout=0.01) == []
-        provisioner.gate.set()  # no llm registered: planning fails, but the job ends
+        provisioner.gate.set()  # no agent registered: the one subtask fails, but the job ends
         result = await orchestrator.wait(job_id)
         assert result is not None
-        assert (result.status, result.error.code) == ("failed", ErrorCode.UNKNOWN_RECIPIENT)
+        assert (result.status, result.error.code) == ("failed", ErrorCode.JOB_FAILED)
+        [subtask] = result.subtasks
+        assert subtask.error.code is ErrorCode.UNKNOWN_RECIPIENT
 
     run(main())
 

@@ -338,4 +338,4 @@ def test_a_subtask_that_is_the_whole_job_is_said_once():
     alone = render_task(task(instructions="Add 2 and 3.", job_task="Add 2 and 3."))
     assert alone == "Add 2 and 3."
     part = render_task(task(instructions="Add 2 and 3.", job_task="Add, then double."))
-    assert part == "Add 2 and 3.\n\nThe whole job:\nAdd, then double."
+    assert part == "Add 2 and 3.\n\nContext:\nAdd, then double."

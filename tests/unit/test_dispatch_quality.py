@@ -1,5 +1,6 @@
 """The quality gate and redundant dispatch with conflict resolution, without Ray."""
 
+import pytest
 from wiring import build_troupe, run
 
 from raytroupe.protocols import (
@@ -98,18 +99,21 @@ def test_a_judge_model_picks_among_disagreeing_agents():
     assert sub.resolution.rationale
 
 
-def test_the_jobs_answer_has_its_own_gate():
-    planner = ScriptedModel(turns=(
-        ScriptedTurn(text='{"subtasks": [{"id": "s1", "role": "w", "instructions": "x"}]}'),
-        ScriptedTurn(text="a prose answer"),
-        ScriptedTurn(text='{"answer": 7}'),
-    ))  # fmt: skip
+@pytest.mark.parametrize("planning", ["model", "auto"])
+def test_the_jobs_answer_has_its_own_gate(planning):
+    """Planned by the model, or sized (the one agent's prose answer fails the team's schema,
+    so the model aggregates after all): the aggregate's prose answer is asked for again."""
+    plan = '{"subtasks": [{"id": "s1", "role": "w", "instructions": "x"}]}'
+    answers = ("a prose answer", '{"answer": 7}')
+    turns = (plan, *answers) if planning == "model" else answers
 
     async def main():
-        troupe = await build_troupe({"planner": planner})
+        troupe = await build_troupe({"planner": scripted(*turns)})
         spec = TeamSpec(name="g", planner_model="planner", output_schema=SCHEMA,
-                        agents=(AgentSpec(name="a", role="w"),))  # fmt: skip
-        return await troupe.run("q", spec)
+                        planning=planning, agents=(AgentSpec(name="a", role="w"),))  # fmt: skip
+        result = await troupe.run("q", spec)
+        await troupe.pool.remove("planner")  # every scripted turn was played
+        return result
 
     result = run(main())
     assert result.status == "succeeded", result.error

@@ -119,7 +119,8 @@ def test_a_teams_next_job_is_shown_its_similar_earlier_success():
     assert second.status == "succeeded"
     assert second.task.startswith(f"{SECOND}\n\n{EXAMPLES_HEADING}\n[1] request: {FIRST}")
     assert all(EXAMPLES_HEADING in p for p in _prompts(troupe, second.job_id))
-    assert [s.instructions for s in second.subtasks] == [SECOND]  # the examples are not planned
+    # sized as one part (the examples are not parts): one agent is given the whole task
+    assert [s.instructions for s in second.subtasks] == [second.task]
     # another tenant's job is shown none of acme's episodes
     assert other.task == SECOND
     assert not any(FIRST in p for p in _prompts(troupe, other.job_id))

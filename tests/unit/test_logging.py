@@ -13,7 +13,7 @@ def test_log_lines_carry_job_and_message_ids():
 
     async def main():
         troupe = await build_troupe()
-        return await troupe.run("- Say hello.\n- What is 2 + 3?", team)
+        return await troupe.run("Tasks:\n- Say hello.\n- What is 2 + 3?", team)
 
     with capture_logs() as logs:
         result = asyncio.run(main())

@@ -8,7 +8,7 @@ from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.protocols import AgentSpec, Attachment, InvalidInput, TeamSpec
 
 TEAM = TeamSpec(name="j", agents=(AgentSpec(name="solo", role="w"),), max_parallel=1)
-TASK = "- first thing.\n- second thing.\n- third thing."
+TASK = "Tasks:\n- first thing.\n- second thing.\n- third thing."
 
 
 async def system(journal, allowed):

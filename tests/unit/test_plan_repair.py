@@ -11,8 +11,9 @@ from raytroupe.protocols import LLMResponse, ModelError, Plan, PlanError, TeamSp
 
 
 def _team(*roles, **fields):
+    """A team of ``roles`` whose jobs the planner model plans (what these tests repair)."""
     agents = [{"name": f"a{k}", "role": role} for k, role in enumerate(roles)]
-    return TeamSpec.model_validate({"name": "t", "agents": agents, **fields})
+    return TeamSpec.model_validate({"name": "t", "agents": agents, "planning": "model", **fields})
 
 
 def _sub(sid, role="writer", deps=(), **fields):

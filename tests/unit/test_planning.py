@@ -52,7 +52,12 @@ def scripted(*texts: str) -> ScriptedModel:
 
 
 def two_roles(planner: ScriptedModel | None = None, **fields) -> TeamSpec:
-    """A researcher (model ``r``) and a writer (model ``w``), planned by ``planner``."""
+    """A researcher (model ``r``) and a writer (model ``w``), planned by ``planner``.
+
+    Planned by the model (``planning="model"``) unless told otherwise: these tests are the
+    planner model's (a declared plan is used whatever ``planning`` says).
+    """
+    fields.setdefault("planning", "model")
     models = {"r": scripted("fact: 42"), "w": scripted("report on 42")}
     if planner is not None:
         models["planner"] = planner

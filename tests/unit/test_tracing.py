@@ -12,15 +12,15 @@ from wiring import build_troupe, run
 from raytroupe.actors.telemetry import tracing
 from raytroupe.protocols import AgentSpec, JobResult, PlannedSubtask, Span, TeamSpec
 
-TASK = "Help me:\n- Compute 17 * 23 + 4\n- Describe the tower"
+TASK = "Tasks:\n- Compute 17 * 23 + 4\n- Describe the tower"
 
 
-def calculating_team() -> TeamSpec:
+def calculating_team(**fields) -> TeamSpec:
     agents = (
         AgentSpec(name="ada", role="researcher"),
         AgentSpec(name="alan", role="analyst", tools=("calculator",)),
     )
-    return TeamSpec(name="research", agents=agents)
+    return TeamSpec(name="research", agents=agents, **fields)
 
 
 @pytest.fixture(scope="module")
@@ -64,6 +64,7 @@ def test_a_job_has_one_root_a_plan_its_subtasks_their_attempts_and_an_aggregate(
 def test_model_and_tool_calls_carry_their_facts(job):
     calls = kinds(job.trace, "model_call")
     assert len(calls) == 3  # two turns for the arithmetic (tool, then answer), one for words
+    assert job.usage.calls == 3  # sized by its text: no planner call, no aggregation call
     for call in calls:
         assert call.attributes["provider"] == "offline"
         assert call.attributes["model_alias"] == "default"
@@ -132,8 +133,8 @@ def live_spans():
 
 def test_live_spans_form_one_tree_with_gen_ai_attributes(live_spans):
     async def main():
-        troupe = await build_troupe()
-        return await troupe.run(TASK, calculating_team())
+        troupe = await build_troupe()  # planned by the model: the job's own model calls traced
+        return await troupe.run(TASK, calculating_team(planning="model"))
 
     result = run(main())
     assert result.status == "succeeded", result.error

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from raytroupe.actors.llm.local.server import LlamaServer, LocalEndpoint
 from raytroupe.actors.llm.provider import DeltaSink
+from raytroupe.actors.llm.tool_examples import family_of, with_tool_examples
 from raytroupe.protocols import (
     AuthFailed,
     LLMRequest,
@@ -90,6 +91,10 @@ class LocalModelProvider:
                 also when the server cannot be started (``ConfigError`` for a missing file).
         """
         client = await self._connected()
+        if self._spec.tool_examples:
+            request = with_tool_examples(
+                request, family_of(Path(self._spec.gguf).name), native_tools=self._spec.native_tools
+            )
         try:
             return await client.complete(request, on_delta=on_delta)
         except _STALE:

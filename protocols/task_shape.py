@@ -1,0 +1,194 @@
+"""What a task's text says about its shape: how many independent parts it has, what they need.
+
+The orchestrator sizes a job from these before it asks any model (``actors.orchestrator.sizing``)
+and an agent checks its arithmetic with them (``actors.agent.checks``). They read text only, and
+are conservative: when a task's parts are not plainly independent, it is one part (one agent
+with the whole task is never worse than a wrong split), and only a question that plainly asks
+for a number needs the calculator.
+
+- :func:`task_parts`: the independent questions of a task that lists them (numbered or
+  bulleted items that are questions, or items under a heading such as ``Questions:``), each
+  with its marker; the rest of the task is their shared context. Items that refer to each
+  other (``the result of 2``, ``the answer above``) are not independent: the task is one part.
+- :func:`needs_arithmetic`: whether a text asks for a computed number (an arithmetic
+  expression, or numbers with a question such as "how many ..." or "what is the total ...").
+- :func:`numbers_in` / :func:`mentions_number`: the numbers an answer states, so an answer can
+  be checked against a calculator's result.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from raytroupe.protocols.prompts import request_of
+
+__all__ = ["Part", "TaskParts", "mentions_number", "needs_arithmetic", "numbers_in", "task_parts"]
+
+_ITEM: Final = re.compile(r"^\s{0,3}((?:\(?\d{1,3}[.)])|[-*\u2022])\s+(\S.*?)\s*$")
+"""A list item: ``1.``, ``1)``, ``(1)``, ``-``, ``*`` or a bullet, then its text."""
+
+_ASKS: Final = re.compile(
+    r"\b(questions?|tasks?|answer|answers|parts?|do the following|the following)\b[^\n]*:\s*$",
+    re.IGNORECASE,
+)
+"""A heading that introduces the items as things to answer or do."""
+
+_REFERS: Final = re.compile(
+    r"\b(above|below|previous(ly)?|preceding|earlier|former|latter|"
+    r"(that|this|the) (answer|result|number|value)|"
+    r"(question|step|part|item|task) \(?#?\d{1,3}\)?|"
+    r"(answer|result)s? (of|to|from) (the )?(first|second|third|last|other|\(?\d))\b",
+    re.IGNORECASE,
+)
+"""Words by which one item leans on another: such items are not independent parts."""
+
+_EXPRESSION: Final = re.compile(
+    r"\d\s*(?:[*/\u00d7\u00f7^]|\*\*)\s*\(?\s*[\d.]"  # 17 * 23, 3/4, 2^10
+    r"|\d\s+[-+xX]\s+\(?\s*\d"  # 17 + 4, 20 - 3, 3 x 4 (spaced: not 2024-25, not 2x)
+    r"|\d\s*%\s*of\b",  # 15% of 80
+)
+"""An arithmetic expression written out."""
+
+_YEAR_RANGE: Final = re.compile(r"\b(1[5-9]|20)\d\d\s*[-\u2013]\s*(1[5-9]|20)?\d\d\b")
+"""A range of years (``2024 - 2025``, ``1990-95``): not a subtraction."""
+
+_ASKS_NUMBER: Final = re.compile(
+    r"\bhow (many|much|long|far|old)\b"
+    r"|\b(calculate|compute|work out|add up)\b"
+    r"|\bby how (many|much)\b"
+    r"|\bwhat (is|was|will be|are|were|would be) (the |their |its |his |her |our )?"
+    r"(new |final |total |combined |overall |average |mean |remaining |net )?"
+    r"(total|sum|average|mean|product|difference|cost|price|amount|bill|balance|value|"
+    r"result|number|percentage|profit|change|speed|rate|area|volume|distance)\b"
+    r"|\b(in total|altogether|in all|combined)\s*\?",
+    re.IGNORECASE,
+)
+"""A question (or instruction) that asks for a computed number."""
+
+_NUMBER: Final = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
+"""A number as written in prose (``1,234.5``, ``-3``, ``12``)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One independent question of a task, with the marker it was listed with (``1.``)."""
+
+    marker: str
+    text: str
+
+
+@dataclass(frozen=True)
+class TaskParts:
+    """A task's independent parts and the context they share.
+
+    One part: the whole request (``context`` empty: the task is its own context).
+    """
+
+    parts: tuple[Part, ...]
+    context: str
+
+    @property
+    def split(self) -> bool:
+        """Whether the task has more than one independent part."""
+        return len(self.parts) > 1
+
+
+def task_parts(task: str) -> TaskParts:
+    """The independent parts of ``task`` (see the module's docstring).
+
+    A task is split only by one list whose items are all questions (end with ``?``) or sit
+    under a heading that asks for them (``Questions:``, ``Tasks:``, ``Answer the following:``),
+    with no item leaning on another. Anything else, a task with two such lists included, is
+    one part. The context of the parts is the task without the list (and its heading), the
+    text after the request (a session's history, examples) kept.
+    """
+    request = request_of(task)
+    whole = TaskParts(parts=(Part(marker="", text=request.strip()),), context="")
+    lines = request.splitlines()
+    blocks = [b for b in _blocks(lines) if _asked(lines, b)]
+    if len(blocks) != 1:
+        return whole
+    start, end, heading = blocks[0]
+    items = [_ITEM.match(lines[i]) for i in range(start, end)]
+    parts = tuple(Part(marker=m.group(1), text=m.group(2)) for m in items if m is not None)
+    if len(parts) < 2 or any(_REFERS.search(p.text) for p in parts):  # noqa: PLR2004
+        return whole
+    kept = lines[: heading if heading is not None else start] + lines[end:]
+    context = "\n".join(kept).strip()
+    rest = task[len(request) :].strip()
+    return TaskParts(parts=parts, context=f"{context}\n\n{rest}".strip())
+
+
+def _blocks(lines: list[str]) -> list[tuple[int, int, int | None]]:
+    """Runs of consecutive list items: (first line, line after the last, heading line or None).
+
+    Blank lines between items do not end a run; the heading is the non-blank line just before
+    the first item, when it ends with a colon.
+    """
+    blocks: list[tuple[int, int, int | None]] = []
+    i = 0
+    while i < len(lines):
+        if not _ITEM.match(lines[i]):
+            i += 1
+            continue
+        start = end = i
+        while end < len(lines) and (_ITEM.match(lines[end]) or not lines[end].strip()):
+            end += 1
+        while end > start and not lines[end - 1].strip():
+            end -= 1
+        before = start - 1
+        while before >= 0 and not lines[before].strip():
+            before -= 1
+        heading = before if before >= 0 and lines[before].rstrip().endswith(":") else None
+        blocks.append((start, end, heading))
+        i = end
+    return blocks
+
+
+def _asked(lines: list[str], block: tuple[int, int, int | None]) -> bool:
+    """Whether a run of items is a list of things to answer: all questions, or so headed."""
+    start, end, heading = block
+    texts = [m.group(2) for i in range(start, end) if (m := _ITEM.match(lines[i]))]
+    if len(texts) < 2:  # noqa: PLR2004 - one item is not a list
+        return False
+    if all(t.endswith("?") for t in texts):
+        return True
+    return heading is not None and bool(_ASKS.search(lines[heading]))
+
+
+def needs_arithmetic(text: str, context: str = "") -> bool:
+    """Whether ``text`` asks for a computed number (see the module's docstring).
+
+    The numbers may be in ``context`` (one part of a task asking "what is the total cost?"
+    of prices given in the text the parts share). Only the request counts: a session's
+    history or examples after it ask nothing now.
+    """
+    text, context = request_of(text), request_of(context)
+    if _EXPRESSION.search(_YEAR_RANGE.sub(" ", text)):
+        return True
+    numbers = len(numbers_in(text)) + len(numbers_in(context))
+    return numbers >= 2 and bool(_ASKS_NUMBER.search(text))  # noqa: PLR2004
+
+
+def numbers_in(text: str) -> list[float]:
+    """The numbers written in ``text``, in order (thousands separators read as such)."""
+    found = []
+    for raw in _NUMBER.findall(text):
+        try:
+            found.append(float(raw.replace(",", "")))
+        except ValueError:
+            continue
+    return found
+
+
+def mentions_number(text: str, value: float) -> bool:
+    """Whether ``text`` states ``value`` (exactly, or rounded to 2 decimal places or fewer)."""
+    for stated in numbers_in(text):
+        if stated == value:
+            return True
+        for places in (0, 1, 2):
+            if round(value, places) == stated and round(stated, places) == stated:
+                return True
+    return False

@@ -1,0 +1,144 @@
+"""An agent's check of its arithmetic: one corrective turn, and only one, before it answers."""
+
+import pytest
+from test_actors_agent import calc, rig, scripted, task
+from wiring import run
+
+from raytroupe.actors.agent.checks import CALCULATE_FIRST, arithmetic_correction
+from raytroupe.protocols import AgentSpec, ScriptedTurn
+
+SUM = "What is 17 * 23 + 4?"
+CALCULATOR = ("calculator",)
+
+
+# -- arithmetic_correction ------------------------------------------------------------------
+
+
+def test_an_agent_without_the_calculator_is_not_corrected():
+    assert arithmetic_correction(SUM, ("search",), [], "It is 400.") is None
+    assert arithmetic_correction(SUM, (), [], "It is 400.") is None
+
+
+def test_work_that_asks_for_no_computed_number_is_not_corrected():
+    assert arithmetic_correction("Describe the tower.", CALCULATOR, [], "It is tall.") is None
+    answer = "Bob, 32"
+    assert (
+        arithmetic_correction("Extract the name and age from: Bob is 32", CALCULATOR, [], answer)
+        is None
+    )
+
+
+def test_an_answer_given_without_calling_the_calculator_is_told_to_calculate_first():
+    assert arithmetic_correction(SUM, CALCULATOR, [], "It is 395.") == CALCULATE_FIRST
+    assert (
+        arithmetic_correction("What is 15% of 80?", ("search", "calculator"), [], "12")
+        == CALCULATE_FIRST
+    )
+
+
+def test_an_answer_after_a_failed_calculator_call_stands():
+    """The model saw why the call failed: what it answers then is its own."""
+    calculated = [("17 * 23 + 4", "395"), ("17 ** 99999", None)]
+    assert arithmetic_correction(SUM, CALCULATOR, calculated, "It is huge.") is None
+
+
+@pytest.mark.parametrize(
+    ("result", "answer"),
+    [
+        ("395", "17 * 23 + 4 = 395."),
+        ("1234", "It comes to 1,234."),
+        ("1234.0", "It comes to 1,234."),
+        ("3.14159", "About 3.14."),
+        ("2.5", "2.50 each"),
+    ],
+)
+def test_an_answer_stating_the_calculators_last_result_stands(result, answer):
+    assert arithmetic_correction(SUM, CALCULATOR, [("e", result)], answer) is None
+
+
+def test_an_answer_stating_another_number_is_told_the_calculators_result():
+    calculated = [("17 * 23", "391"), ("17 * 23 + 4", "395")]  # the last call counts
+    told = arithmetic_correction(SUM, CALCULATOR, calculated, "It is 391.")
+    assert told == (
+        "The calculator returned 395 for 17 * 23 + 4. Give your final answer with that result."
+    )
+    assert arithmetic_correction(SUM, CALCULATOR, [("e", "3.14159")], "About 3.15") is not None
+
+
+def test_a_result_that_is_not_one_number_cannot_be_checked_and_the_answer_stands():
+    assert arithmetic_correction(SUM, CALCULATOR, [("e", "1 2")], "It is 7.") is None
+    assert arithmetic_correction(SUM, CALCULATOR, [("e", "no number")], "It is 7.") is None
+
+
+# -- through the agent's loop ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("final", ["It is 395.", "It is 400."])
+def test_an_answer_without_the_calculator_gets_one_corrective_turn_and_the_next_answer_stands(
+    final,
+):
+    """Corrected once; then the model calls the calculator, and what it answers stands, right
+    (395) or wrong (400: not corrected again)."""
+
+    async def main():
+        turns = (ScriptedTurn(text="It is 400."), calc("17 * 23 + 4"), ScriptedTurn(text=final))
+        r = await rig(m=scripted(*turns))
+        result = (await r.ask(task(SUM))).payload
+        await r.pool.remove("m")  # every scripted turn was played
+        return result, r.requests()
+
+    result, requests = run(main())
+    assert (result.status, result.output, result.stop_reason) == (
+        "succeeded",
+        final,
+        "final_answer",
+    )
+    assert (result.turns, result.tool_calls) == (3, 1)
+    assert len(requests) == 3
+    corrected = requests[1].messages[-2:]
+    assert [(m.role, m.content) for m in corrected] == [
+        ("assistant", "It is 400."),
+        ("user", CALCULATE_FIRST),
+    ]
+    told = [m for m in requests[-1].messages if m.role == "user" and m.content == CALCULATE_FIRST]
+    assert len(told) == 1
+    assert requests[-1].messages[-1].role == "tool"  # the last answer was not sent back
+
+
+def test_an_answer_not_stating_the_calculators_result_is_told_it_once():
+    async def main():
+        turns = (calc("17 * 23 + 4"), ScriptedTurn(text="It is 400."), ScriptedTurn(text="395"))
+        r = await rig(m=scripted(*turns))
+        result = (await r.ask(task(SUM))).payload
+        await r.pool.remove("m")
+        return result, r.requests()
+
+    result, requests = run(main())
+    assert (result.status, result.output, result.turns) == ("succeeded", "395", 3)
+    assert requests[-1].messages[-1].content == (
+        "The calculator returned 395 for 17 * 23 + 4. Give your final answer with that result."
+    )
+
+
+def test_no_correction_without_two_turns_left_for_it():
+    async def main():
+        spec = AgentSpec(name="ada", role="worker", tools=CALCULATOR, model="m", max_turns=2)
+        r = await rig(spec, m=scripted(calc("17 * 23 + 4"), ScriptedTurn(text="It is 400.")))
+        return (await r.ask(task(SUM))).payload
+
+    result = run(main())
+    assert (result.status, result.output, result.turns) == ("succeeded", "It is 400.", 2)
+
+
+def test_work_that_is_not_arithmetic_is_answered_in_one_turn():
+    async def main():
+        r = await rig(m=scripted(ScriptedTurn(text="It is tall.")))
+        return (await r.ask(task("Describe the Eiffel Tower."))).payload
+
+    result = run(main())
+    assert (result.status, result.output, result.turns, result.tool_calls) == (
+        "succeeded",
+        "It is tall.",
+        1,
+        0,
+    )

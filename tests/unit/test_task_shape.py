@@ -1,0 +1,172 @@
+"""What a task's text says about its shape: its independent parts, whether it asks for a number."""
+
+import pytest
+
+from raytroupe.protocols.prompts import EXAMPLES_HEADING, HISTORY_HEADING
+from raytroupe.protocols.task_shape import (
+    Part,
+    TaskParts,
+    mentions_number,
+    needs_arithmetic,
+    numbers_in,
+    task_parts,
+)
+
+# -- task_parts -----------------------------------------------------------------------------
+
+
+def test_numbered_questions_are_parts_with_their_markers_and_the_shared_text_as_context():
+    task = (
+        "Our shop sells apples at 2 dollars each.\n"
+        "1. How many apples do 10 dollars buy?\n"
+        "2) What colour are ripe apples?\n"
+        "(3) Where do apples grow?\n"
+        "Answer briefly."
+    )
+    shape = task_parts(task)
+    assert shape.split
+    assert shape.parts == (
+        Part(marker="1.", text="How many apples do 10 dollars buy?"),
+        Part(marker="2)", text="What colour are ripe apples?"),
+        Part(marker="(3)", text="Where do apples grow?"),
+    )
+    assert shape.context == "Our shop sells apples at 2 dollars each.\nAnswer briefly."
+
+
+def test_bulleted_questions_are_parts_and_blank_lines_between_them_do_not_end_the_list():
+    task = "- What is the capital of France?\n\n* Who wrote Hamlet?\n\u2022 When did Rome fall?"
+    shape = task_parts(task)
+    assert [(p.marker, p.text) for p in shape.parts] == [
+        ("-", "What is the capital of France?"),
+        ("*", "Who wrote Hamlet?"),
+        ("\u2022", "When did Rome fall?"),
+    ]
+    assert shape.context == ""
+
+
+@pytest.mark.parametrize("heading", ["Questions:", "Tasks:", "Answer the following:"])
+def test_items_under_a_heading_that_asks_for_them_are_parts_though_not_questions(heading):
+    task = f"Notes: Ray began at Berkeley in 2016.\n{heading}\n1. Name the city.\n2. Name the year."
+    shape = task_parts(task)
+    assert [p.text for p in shape.parts] == ["Name the city.", "Name the year."]
+    assert shape.context == "Notes: Ray began at Berkeley in 2016."  # the heading is not kept
+
+
+@pytest.mark.parametrize(
+    "task",
+    [
+        "Sort these numbers:\n- 5\n- 3\n- 9",
+        "Summarise the list.\n- apples\n- pears\n- plums",
+        "Help me:\n- Compute 17 * 23 + 4\n- Describe the tower",  # a heading asking for nothing
+        "- Say hello.\n- Say goodbye.",  # instructions, not questions, and no heading
+    ],
+)
+def test_a_list_of_data_or_steps_is_one_part(task):
+    assert task_parts(task) == TaskParts(parts=(Part(marker="", text=task),), context="")
+
+
+def test_two_lists_of_questions_are_one_part():
+    task = "- What is A?\n- What is B?\n\nAnd also:\n- What is C?\n- What is D?"
+    shape = task_parts(task)
+    assert not shape.split
+    assert shape.parts == (Part(marker="", text=task),)
+
+
+@pytest.mark.parametrize(
+    "second",
+    [
+        "Using the answer to question 1, what is it doubled?",
+        "What is the result of 1 times 3?",
+        "Is the number above even?",
+        "What is that result squared?",
+    ],
+)
+def test_items_that_lean_on_each_other_are_one_part(second):
+    task = f"1. What is 2 + 2?\n2. {second}"
+    assert task_parts(task).parts == (Part(marker="", text=task),)
+
+
+def test_one_item_is_not_a_list():
+    assert not task_parts("Questions:\n1. What is the capital of France?").split
+
+
+def test_the_history_after_the_request_is_kept_in_the_context_and_never_split():
+    history = f"{HISTORY_HEADING}\nuser: - What is X?\n- What is Y?\nassistant: both unknown"
+    task = f"Background: X is 1.\n1. What is A?\n2. What is B?\n\n{history}"
+    shape = task_parts(task)
+    assert [p.text for p in shape.parts] == ["What is A?", "What is B?"]
+    assert shape.context == f"Background: X is 1.\n\n{history}"
+    # a request of one part followed by history that lists questions is still one part
+    one = f"Write a haiku.\n\n{history}"
+    assert task_parts(one).parts == (Part(marker="", text="Write a haiku."),)
+
+
+# -- needs_arithmetic -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "17 * 23 + 4",
+        "Compute 17 * 23 + 4",
+        "What is 15% of 80?",
+        "What is 3 x 4?",
+        "What is 2^10?",
+        "What is 120 - 45?",
+        "A box holds 12 eggs. How many eggs are in 7 boxes?",
+        "Pens cost 3 dollars and we buy 14. What is the total cost?",
+        "Tom has 5 apples and Ann has 8. How many do they have altogether?",
+    ],
+)
+def test_expressions_and_word_problems_need_arithmetic(text):
+    assert needs_arithmetic(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Summarise the 2024-2025 season.",
+        "The new build gave a 2x speedup. Describe why.",
+        "Classify this review as positive or negative: 'Paid $40 total for 2 shirts, great!'",
+        "Extract the name and age from: Bob is 32",
+        "Who wrote Hamlet?",
+        "How many moons does Mars have?",  # a count to know, with no numbers to compute from
+        "Describe the 3 laws of motion.",
+    ],
+)
+def test_texts_that_ask_for_no_computed_number_need_no_arithmetic(text):
+    assert not needs_arithmetic(text)
+
+
+def test_arithmetic_in_a_sessions_history_or_examples_is_not_asked_for_now():
+    for heading in (HISTORY_HEADING, EXAMPLES_HEADING):
+        earlier = f"\n\n{heading}\nuser: What is 17 * 23 + 4?\nassistant: 395"
+        assert not needs_arithmetic(f"Write a haiku about autumn.{earlier}")
+        assert needs_arithmetic(f"What is 15% of 80?{earlier}")
+
+
+# -- numbers_in, mentions_number ------------------------------------------------------------
+
+
+def test_numbers_are_read_as_written_in_prose():
+    assert numbers_in("Total: 1,234.5 from -3 and 12 items (v2 aside).") == [1234.5, -3.0, 12.0]
+    assert numbers_in("no numbers here") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "stated"),
+    [
+        ("The answer is 395.", 395.0, True),
+        ("It comes to 1,234.", 1234.0, True),
+        ("It comes to 1234.0", 1234.0, True),
+        ("About 3.14", 3.14159, True),  # rounded to 2 places
+        ("Roughly 3.1", 3.14159, True),  # rounded to 1 place
+        ("That is 0.33", 1 / 3, True),
+        ("The answer is 394.", 395.0, False),
+        ("About 3.15", 3.14159, False),  # not its rounding
+        ("It is 3.142", 3.14159, False),  # 3 places: more than the check reads
+        ("No number at all.", 395.0, False),
+    ],
+)
+def test_mentions_number_accepts_the_value_or_its_rounding_to_two_places(text, value, stated):
+    assert mentions_number(text, value) is stated
