@@ -19,7 +19,7 @@ from typing import Any, Final, Literal, assert_never
 
 import structlog
 
-from raytroupe.actors.agent.checks import arithmetic_correction
+from raytroupe.actors.agent.checks import Calculation, arithmetic_correction
 from raytroupe.actors.agent.context import (
     SUMMARY_TOKENS,
     Cut,
@@ -192,8 +192,8 @@ class _Loop:
     """The message standing for the turns cut to fit the window, once some were."""
     calls_cut: int = 0
     """Tool calls of the turns cut: numbering written calls goes on after them."""
-    calculated: list[tuple[str, str | None]] = field(default_factory=list)
-    """The calculator's calls, (expression, result or None if it failed), oldest first."""
+    calculated: list[Calculation] = field(default_factory=list)
+    """The calculator's calls, oldest first."""
     corrected: bool = False
     """The one corrective turn of ``actors.agent.checks`` was had."""
 
@@ -637,7 +637,7 @@ class AgentActor(TakesBatches):
             text = _tool_text(outcome)
             if call.tool == "calculator":
                 expression = str(call.arguments.get("expression", ""))
-                loop.calculated.append((expression, text if outcome.ok else None))
+                loop.calculated.append(Calculation(expression, text, outcome.ok))
             results.append((call.tool, text))
             loop.messages.append(ChatMessage(role="tool", tool_call_id=call.call_id, content=text))
         return loop.limits.after_turn(answer.text, results)

@@ -37,6 +37,10 @@ _UNARY: Final[dict[type[ast.unaryop], Callable[[Any], Any]]] = {
     ast.UAdd: operator.pos,
     ast.USub: operator.neg,
 }
+_CURRENCY: Final = re.compile(r"[$\u20ac\u00a3\u00a5](?=\s*[\d.(])")
+"""A currency sign before a number."""
+_THOUSANDS: Final = re.compile(r"(\d),(\d{3})(?!\d)")
+"""A thousands separator (``1,200``; ``1,234,567`` takes two passes)."""
 _MAX_EXPONENT: Final = 1000
 _MAX_MAGNITUDE: Final = 10**100
 
@@ -44,11 +48,18 @@ _MAX_MAGNITUDE: Final = 10**100
 def evaluate(expression: str) -> int | float:
     """The value of ``expression``; ``^`` is read as ``**``, `` x `` and the times sign as ``*``.
 
+    Written as people (and small models) write prices, it is read as meant: currency signs
+    are dropped (``$12.50 * 3``) and thousands separators joined (``1,200 * 3``); a comma
+    that is not one between digits is still an error.
+
     Raises:
         ToolError: not arithmetic, division by zero, or a result too large to be useful.
     """
     text = expression.replace("^", "**").replace("\u00d7", "*").replace("\u00f7", "/")
     text = re.sub(r"\s[xX]\s", " * ", text)
+    text = _CURRENCY.sub("", text)
+    while _THOUSANDS.search(text):
+        text = _THOUSANDS.sub(r"\1\2", text)
     try:
         tree = ast.parse(text, mode="eval")
     except (SyntaxError, RecursionError, MemoryError):

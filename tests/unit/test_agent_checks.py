@@ -4,7 +4,7 @@ import pytest
 from test_actors_agent import calc, rig, scripted, task
 from wiring import run
 
-from raytroupe.actors.agent.checks import CALCULATE_FIRST, arithmetic_correction
+from raytroupe.actors.agent.checks import CALCULATE_FIRST, Calculation, arithmetic_correction
 from raytroupe.protocols import AgentSpec, ScriptedTurn
 
 SUM = "What is 17 * 23 + 4?"
@@ -36,10 +36,25 @@ def test_an_answer_given_without_calling_the_calculator_is_told_to_calculate_fir
     )
 
 
-def test_an_answer_after_a_failed_calculator_call_stands():
-    """The model saw why the call failed: what it answers then is its own."""
-    calculated = [("17 * 23 + 4", "395"), ("17 ** 99999", None)]
+def test_an_answer_after_a_call_that_failed_on_its_numbers_stands():
+    """Division by zero, an overflow: the model saw why, and can only report it."""
+    calculated = [
+        Calculation("17 * 23 + 4", "395"),
+        Calculation("17 ** 99999", "ERROR: exponent 99999 is larger than 1000", ok=False),
+    ]
     assert arithmetic_correction(SUM, CALCULATOR, calculated, "It is huge.") is None
+    zero = [Calculation("1 / 0", "ERROR: division by zero in '1 / 0'", ok=False)]
+    assert arithmetic_correction(SUM, CALCULATOR, zero, "It cannot be divided.") is None
+
+
+def test_a_call_the_calculator_could_not_read_is_asked_for_again_in_numbers():
+    unread = "ERROR: not an arithmetic expression: '15 percent of 80'"
+    told = arithmetic_correction(
+        SUM, CALCULATOR, [Calculation("15 percent of 80", unread, ok=False)], "Sorry."
+    )
+    assert told is not None
+    assert "'15 percent of 80'" in told
+    assert "numbers and" in told
 
 
 @pytest.mark.parametrize(
@@ -53,21 +68,29 @@ def test_an_answer_after_a_failed_calculator_call_stands():
     ],
 )
 def test_an_answer_stating_the_calculators_last_result_stands(result, answer):
-    assert arithmetic_correction(SUM, CALCULATOR, [("e", result)], answer) is None
+    assert arithmetic_correction(SUM, CALCULATOR, [Calculation("e", result)], answer) is None
 
 
 def test_an_answer_stating_another_number_is_told_the_calculators_result():
-    calculated = [("17 * 23", "391"), ("17 * 23 + 4", "395")]  # the last call counts
+    calculated = [
+        Calculation("17 * 23", "391"),
+        Calculation("17 * 23 + 4", "395"),
+    ]  # the last call counts
     told = arithmetic_correction(SUM, CALCULATOR, calculated, "It is 391.")
     assert told == (
         "The calculator returned 395 for 17 * 23 + 4. Give your final answer with that result."
     )
-    assert arithmetic_correction(SUM, CALCULATOR, [("e", "3.14159")], "About 3.15") is not None
+    assert (
+        arithmetic_correction(SUM, CALCULATOR, [Calculation("e", "3.14159")], "About 3.15")
+        is not None
+    )
 
 
 def test_a_result_that_is_not_one_number_cannot_be_checked_and_the_answer_stands():
-    assert arithmetic_correction(SUM, CALCULATOR, [("e", "1 2")], "It is 7.") is None
-    assert arithmetic_correction(SUM, CALCULATOR, [("e", "no number")], "It is 7.") is None
+    assert arithmetic_correction(SUM, CALCULATOR, [Calculation("e", "1 2")], "It is 7.") is None
+    assert (
+        arithmetic_correction(SUM, CALCULATOR, [Calculation("e", "no number")], "It is 7.") is None
+    )
 
 
 # -- through the agent's loop ---------------------------------------------------------------

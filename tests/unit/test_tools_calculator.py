@@ -26,6 +26,10 @@ from raytroupe.protocols import ErrorCode, ToolError
         ("1.5 * 2", 3),
         ("0.1 + 0.2", 0.1 + 0.2),
         ("10 ** -2", 0.01),
+        ("$12.50 * 3", 37.5),  # prices as written: the currency sign dropped
+        ("\u20ac3 + \u00a32", 5),
+        ("1,200 * 3", 3600),  # thousands separators joined
+        ("1,234,567 + 1", 1234568),
     ],
 )
 def test_evaluate_arithmetic(expression, value):
@@ -54,6 +58,8 @@ def test_evaluate_arithmetic(expression, value):
         ("'ab' * 3", "unsupported element"),
         ("True + 1", "unsupported element"),
         ("[1, 2]", "unsupported element"),
+        ("1,2", "unsupported element"),  # not a thousands separator: still a tuple
+        ("$", "not an arithmetic expression"),
         ("1 < 2", "unsupported element"),
         ("lambda: 1", "unsupported element"),
         ("2 +", "not an arithmetic expression"),
