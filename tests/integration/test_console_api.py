@@ -25,6 +25,8 @@ from tests.support.http_api import (
 from tests.support.wire_server import Default, Reply, WireServer
 
 PROBLEM = "application/problem+json"
+TASK = "Tasks:\n- Name red.\n- Name blue."
+"""Two subtasks (the listed tasks): the jobs list counts them."""
 
 
 @pytest.fixture(scope="module")
@@ -47,12 +49,12 @@ def _problem(response, status, code):
 def test_the_jobs_list_says_who_ran_what_for_how_much_and_only_to_its_tenant(api):
     team = register(api, _one_agent("console-list"))
     with api.client(USER_KEY) as acme, api.client(OTHER_KEY) as globex:
-        submitted = acme.post("/v1/jobs", json={"team": team, "task": "List: - red. - blue."})
+        submitted = acme.post("/v1/jobs", json={"team": team, "task": TASK})
         job_id = submitted.json()["id"]
         live = acme.get(f"/v1/jobs/{job_id}/summary").json()
         finished(acme, job_id)
         page = acme.get("/v1/jobs/summaries", params={"limit": 1000}).json()
-        found = acme.get("/v1/jobs/summaries", params={"q": "LIST: - RED", "limit": 5}).json()
+        found = acme.get("/v1/jobs/summaries", params={"q": "- NAME RED", "limit": 5}).json()
         done = acme.get("/v1/jobs/summaries", params={"status": "succeeded"}).json()
         one = acme.get(f"/v1/jobs/{job_id}/summary").json()
         theirs = globex.get("/v1/jobs/summaries", params={"limit": 1000}).json()
@@ -71,7 +73,7 @@ def test_the_jobs_list_says_who_ran_what_for_how_much_and_only_to_its_tenant(api
     assert line["subtasks"] == 2
     assert line["tokens"] > 0
     assert line["finished_at"] >= line["submitted_at"]
-    assert line["task"] == "List: - red. - blue."
+    assert line["task"] == TASK
     assert one == line
     times = [j["submitted_at"] for j in page["jobs"]]
     assert times == sorted(times, reverse=True)

@@ -123,7 +123,7 @@ def test_a_person_signs_in_submits_a_job_and_watches_its_subtasks_turn_green(api
     assert page.locator("nav a", has_text="Dead letters").count() == 0  # not an admin
     page.evaluate("window.__sameDocument = true")  # gone if the page reloads
     page.select_option("#submit-target", f"team:{team}")
-    page.fill("#submit-task", "- alpha.\n- beta.\n- gamma.")
+    page.fill("#submit-task", "Tasks:\n- alpha.\n- beta.\n- gamma.")
     _shot(page, shots, "console-submit")
     page.click("#submit-job button[type=submit]")
     page.wait_for_url("**#/jobs/job-*")

@@ -38,7 +38,7 @@ def _wait_for(job, kind: str, count: int, timeout: float = 60.0) -> list:
 
 
 def test_a_killed_orchestrator_resumes_its_job_without_rerunning_finished_subtasks(rt):
-    job = rt.submit("- alpha.\n- beta.\n- gamma.\n- delta.", team=_slow_team("phoenix"))
+    job = rt.submit("Tasks:\n- alpha.\n- beta.\n- gamma.\n- delta.", team=_slow_team("phoenix"))
     finished = _wait_for(job, "subtask_finished", 2)
     done_before = {e.subtask_id for e in finished}
     killed_at = time.time()

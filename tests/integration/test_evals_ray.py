@@ -232,7 +232,7 @@ def test_a_team_skills_lessons_reach_its_planner(rt):
         model = runtime.OpenAICompatibleModel(base_url=wire.base_url_openai, model="wire-p")
         ray.get(rt.actor("llm/0").configure.remote({"sk-team-plan": model}))
         rt.put_team(TeamSpec.model_validate({
-            "name": "sk-lessons-team", "planner_model": "sk-team-plan",
+            "name": "sk-lessons-team", "planning": "model", "planner_model": "sk-team-plan",
             "agents": [{"name": "sk-lessons-writer", "role": "writer"}],
         }))  # fmt: skip
         rt.put_skill(SkillSpec.model_validate({

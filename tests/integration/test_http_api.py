@@ -93,7 +93,8 @@ def test_a_job_is_submitted_followed_live_over_sse_and_read_back(api, rt):
     with api.client(**{"X-Request-ID": "req-http-1"}) as client:
         response = client.post(
             "/v1/jobs",
-            json={"task": "Summarize:\n- Ray actors\n- Ray tasks\n- Ray Serve",
+            json={"task": "Tasks:\n- Summarize Ray actors\n- Summarize Ray tasks\n"
+                          "- Summarize Ray Serve",
                   "team": _team("http-basic")},
         )  # fmt: skip
         assert response.status_code == 202

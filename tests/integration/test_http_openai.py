@@ -88,7 +88,7 @@ def test_a_chat_completion_runs_a_job_of_the_team(api, team, rt):
         model=team,
         messages=[
             {"role": "system", "content": "Be brief."},
-            {"role": "user", "content": "Explain:\n- Ray actors\n- Ray tasks"},
+            {"role": "user", "content": "Tasks:\n- Explain Ray actors\n- Explain Ray tasks"},
         ],
     )
     (choice,) = completion.choices

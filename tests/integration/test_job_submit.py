@@ -30,14 +30,15 @@ EXCLUDES = [".venv", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache", "**/
 SUBMIT_TIMEOUT_S = 240.0
 AGENT_WAIT_S = 30.0
 
-# The example's real answer (offline model: deterministic).
+# The example's real answer (offline model: deterministic): its four questions sized by their
+# text, the answers assembled in the order asked, with no planner or aggregation call.
 EXPECTED = [
     "status: succeeded",
-    "- What are Ray actors?: Actors in Ray are stateful workers, each living in its own process.",
-    "- What does Ray Serve do?: Ray Serve exposes Python code over HTTP with autoscaling replicas.",
-    "- Where are embeddings stored?: Chroma is an embedding database that stores vectors for "
-    "retrieval.",
-    "- How many requests are 17 * 23 + 4 requests?: 17 * 23 + 4 = 395",
+    "tokens in 5 model calls",
+    "1. Actors in Ray are stateful workers, each living in its own process.",
+    "2. Ray Serve exposes Python code over HTTP with autoscaling replicas.",
+    "3. Chroma is an embedding database that stores vectors for retrieval.",
+    "4. 17 * 23 + 4 = 395",
 ]
 
 

@@ -43,7 +43,7 @@ def test_a_budget_stops_the_job_before_it_is_exceeded(rt):
     )
     # each call costs ~$0.0001 and reserves ~$0.0011: thirty calls cannot all fit in $0.0025
     budget = runtime.Budget(usd=0.0025)
-    task = "\n".join(f"- item number {i}." for i in range(30))
+    task = "Tasks:\n" + "\n".join(f"- item number {i}." for i in range(30))
     job = rt.submit(task, team=team, budget=budget)
     with pytest.raises(runtime.JobFailed) as info:
         job.result(timeout=60)
@@ -60,6 +60,7 @@ def test_a_budget_stops_the_job_before_it_is_exceeded(rt):
 def test_usage_report_by_job_agent_and_model(rt):
     team = runtime.Team(
         name="accounted",
+        planning="model",  # the planner's and the aggregation's calls are the job's shard's
         agents=[
             runtime.AgentSpec(name="acct-a", role="worker", model="offline"),
             runtime.AgentSpec(name="acct-b", role="worker", model="offline"),

@@ -18,6 +18,9 @@ from tests.support.restarts import after_restart, kill_and_wait_for_restart
 def _frugal_team() -> runtime.Team:
     return runtime.Team(
         name="frugal-team",
+        # planned and aggregated by the model, as the spend below was sized for: a job of the
+        # tenant's costs some 300 tokens, so a dozen jobs meet the 3,000-token budget
+        planning="model",
         planner_model="offline",
         max_parallel=1,
         models={"frugal-slow": runtime.OfflineModel(latency_s=0.4)},

@@ -52,6 +52,7 @@ def test_an_invalid_plan_is_asked_again_with_its_errors(rt):
     planner = _name("planner")
     team = runtime.Team(
         name=_name("reask"),
+        planning="model",  # the planner model's plan, asked for again
         planner_model=planner,
         models={planner: _says("not json at all", good, "all done")},
         agents=[_agent(_name("w"), "worker", "offline")],

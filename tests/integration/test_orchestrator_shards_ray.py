@@ -108,7 +108,10 @@ def test_approvals_and_streamed_tokens_reach_the_shard_of_their_job(rt):
 
 
 def test_a_restarted_shard_resumes_its_own_jobs_and_the_other_runs_on(rt):
-    jobs = [rt.submit("- a.\n- b.\n- c.\n- d.", team=_slow_team(f"shardres{n}")) for n in range(2)]
+    jobs = [
+        rt.submit("Tasks:\n- a.\n- b.\n- c.\n- d.", team=_slow_team(f"shardres{n}"))
+        for n in range(2)
+    ]
     by_shard = {job_shard(j.job_id, SHARDS): j for j in jobs}
     assert set(by_shard) == {0, 1}
     for job in jobs:

@@ -127,7 +127,7 @@ def test_a_shard_that_dies_mid_job_loses_no_subtask_and_finds_the_registry_again
             for i in range(3)
         ],
     )
-    task = "\n".join(f"- part {n}." for n in range(6))
+    task = "Tasks:\n" + "\n".join(f"- Say word {n}." for n in range(6))
     job = rt.submit(task, team=team)
     wait_started(job)
     shard = _shards(rt).handles[1]

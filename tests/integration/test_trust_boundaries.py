@@ -284,7 +284,7 @@ def test_only_an_admin_changes_policies_and_a_change_applies_at_once(api):
 def test_a_tenant_job_runs_under_its_ceiling_when_it_names_no_budget(api, registered):
     """blue's ceiling is 1,500 tokens: its job gets that budget, and stops at it."""
     with _client(api, BLUE_KEY) as blue:
-        task = "\n".join(f"- Question {n}: what is item {n}?" for n in range(12))
+        task = "\n".join(f"- What does note {n} say?" for n in range(12))
         response = _submit(blue, REGISTERED, task=task)
         assert response.status_code == 202, response.text
         job = _finish(blue, response.json()["id"])

@@ -152,7 +152,7 @@ def test_jobs_complete_while_the_gcs_is_down_and_a_restarted_gcs_takes_the_clust
         team = _team("gcsft", 2)
         warm = rt.submit("- warm up one.\n- warm up two.", team=team).result(timeout=120)
         assert warm.status == "succeeded", warm.error
-        tasks = [f"- part {n} one.\n- part {n} two.\n- part {n} three." for n in range(3)]
+        tasks = [f"Tasks:\n- note {n} one.\n- note {n} two.\n- note {n} three." for n in range(3)]
         jobs = [rt.submit(task, team=team) for task in tasks]
         for event in jobs[0].events(timeout=60):
             if event.type == "subtask_started":

@@ -70,7 +70,7 @@ def test_jobs_complete_within_their_budgets_through_5xx_429s_and_cut_streams(rt,
         model = f"mf-{run}-{i}"
         _faults(llmock, provider, model)
         team = _team(f"faults-{run}-{i}", model, _deployment(llmock, provider, model))
-        task = f"- Summarise fault report {i}.\n- List the retries of report {i}."
+        task = f"Tasks:\n- Summarise fault report {i}.\n- List the retries of report {i}."
         jobs[model] = rt.submit(task, team=team, budget=BUDGET)
 
     results = {m: job.result(timeout=TIME_BUDGET_S) for m, job in jobs.items()}
@@ -135,7 +135,7 @@ def test_a_tight_budget_under_faults_stops_the_job_and_is_never_exceeded(rt, llm
     _faults(llmock, "openai", model)
     budget = runtime.Budget(tokens=1_500)  # one reservation (prompt + 1024) fits, two do not
     team = _team(f"tight-{model}", model, _deployment(llmock, "openai", model))
-    task = "\n".join(f"- Summarise fault report {i}." for i in range(6))
+    task = "Tasks:\n" + "\n".join(f"- Summarise fault report {i}." for i in range(6))
     job = rt.submit(task, team=team, budget=budget)
     with pytest.raises(runtime.JobFailed) as info:
         job.result(timeout=TIME_BUDGET_S)

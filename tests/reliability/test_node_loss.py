@@ -92,7 +92,8 @@ def test_jobs_complete_when_the_node_of_their_agents_is_removed(cluster, tmp_pat
     worker_b = cluster.add_node(**NODE, num_cpus=2)
     cluster.wait_for_nodes()
     tasks = [
-        f"- part {n} one.\n- part {n} two.\n- part {n} three.\n- part {n} four." for n in range(3)
+        f"Tasks:\n- note {n} one.\n- note {n} two.\n- note {n} three.\n- note {n} four."
+        for n in range(3)
     ]
     jobs = [rt.submit(task, team=team) for task in tasks]
     for job in jobs:

@@ -63,7 +63,7 @@ NODE = {"node_ip_address": "127.0.0.1", "include_dashboard": False}
 KINDS = ("orchestrator", "llm", "tools", "memory")
 ACTORS = {"orchestrator": ("orchestrator/0",), "llm": ("llm/0",), "tools": ("tools/0", "tools/1"),
           "memory": ("memory",)}  # fmt: skip
-TASKS = tuple(f"- part {n} one.\n- part {n} two.\n- part {n} three." for n in range(3))
+TASKS = tuple(f"Tasks:\n- note {n} one.\n- note {n} two.\n- note {n} three." for n in range(3))
 NOTE = (
     "head + agents node + a node per system actor kind, 127.0.0.1, health check 500 ms x 3; "
     "state in PostgreSQL, memory in a Chroma server; 3 jobs x 3 subtasks (1 s model) + 1 "
