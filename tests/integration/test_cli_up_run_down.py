@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from raytroupe.deployments.keys import hash_key
+from tests.support.sessions import live_in_session
 
 TROUPE = Path(sys.executable).parent / "troupe"
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,19 +50,6 @@ def _troupe(*args, env, timeout):
     )
 
 
-def _live_in_session(sid):
-    """PIDs of session ``sid`` that are not zombies (``ps``, independently of the CLI)."""
-    out = subprocess.run(
-        ["ps", "-e", "-o", "pid=,sid=,stat="],  # noqa: S607 - procps from PATH
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout
-    rows = (line.split() for line in out.splitlines())
-    return {int(pid) for pid, s, stat in rows if int(s) == sid and not stat.startswith("Z")}
-
-
 def _env(state_dir):
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["TROUPE_STATE_DIR"] = str(state_dir)
@@ -84,7 +72,7 @@ def troupe_up(tmp_path):
     state = json.loads(state_file.read_text()) if state_file.exists() else None
     yield up, state, state_dir, ports
     if state is not None:
-        for pid in _live_in_session(state["pid"]):
+        for pid in live_in_session(state["pid"]):
             os.kill(pid, signal.SIGKILL)
 
 
@@ -181,7 +169,7 @@ def test_up_run_jobs_agents_http_down(troupe_up, rt, tmp_path):
     _check_up(up, state, state_dir, ports)
     env = _env(state_dir)
     head = state["pid"]
-    session = _live_in_session(head)
+    session = live_in_session(head)
     assert head in session
     assert len(session) > 5  # GCS, raylet, dashboard, the system actors, Serve ...
 
@@ -212,7 +200,7 @@ def test_up_run_jobs_agents_http_down(troupe_up, rt, tmp_path):
     down = _troupe("down", "--state-dir", str(state_dir), env=env, timeout=120)
     assert down.returncode == 0, down.stdout + down.stderr
     assert "stopped Ray" in down.stdout
-    assert _live_in_session(head) == set()  # every PID of the session: exited (or a zombie)
+    assert live_in_session(head) == set()  # every PID of the session: exited (or a zombie)
     assert not (state_dir / "up.json").exists()
     assert not Path(state["temp_dir"]).exists()
     assert rt.router_stats().registered  # the suite's own Ray was not touched

@@ -50,6 +50,7 @@ from raytroupe.protocols import (
 )
 from raytroupe.runtime.cli._local import parse_resources
 from tests.support.local_models import alive, llama_server, poll, smollm2
+from tests.support.sessions import live_in_session
 from tests.support.weights import QWEN_05B, QWEN_15B, SMOLLM2, fetch
 from tests.support.wire_server import Reply, WireServer
 
@@ -126,19 +127,6 @@ def _troupe(
     )
 
 
-def _live_in_session(sid: int) -> set[int]:
-    """PIDs of session ``sid`` that are not zombies (``ps``, independently of the CLI)."""
-    out = subprocess.run(
-        ["ps", "-e", "-o", "pid=,sid=,stat="],  # noqa: S607 - procps from PATH
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    ).stdout
-    rows = (line.split() for line in out.splitlines())
-    return {int(pid) for pid, s, stat in rows if int(s) == sid and not stat.startswith("Z")}
-
-
 @contextmanager
 def _up(state_dir: Path, *args: str, env: dict[str, str]) -> Iterator[dict[str, Any]]:
     """`troupe up ARGS` on free ports with 2 CPUs; its recorded state. Always stopped after."""
@@ -158,7 +146,7 @@ def _up(state_dir: Path, *args: str, env: dict[str, str]) -> Iterator[dict[str, 
     finally:
         if state is not None:
             _troupe("down", "--state-dir", str(state_dir), env=env, timeout=300)
-            for pid in _live_in_session(state["pid"]):
+            for pid in live_in_session(state["pid"]):
                 os.kill(pid, signal.SIGKILL)
 
 
@@ -166,7 +154,7 @@ def _down(state_dir: Path, env: dict[str, str], state: dict[str, Any]) -> None:
     down = _troupe("down", "--state-dir", str(state_dir), env=env, timeout=300)
     assert down.returncode == 0, down.stdout + down.stderr
     assert "stopped Ray" in down.stdout
-    assert _live_in_session(state["pid"]) == set()
+    assert live_in_session(state["pid"]) == set()
 
 
 def _ask(
