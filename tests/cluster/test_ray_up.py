@@ -366,7 +366,9 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
 
     # a job over HTTP with the shipped key, on the shipped LLM config and provider key
     wire.script(*(Reply(text=f"answer {i}") for i in range(3)))
-    job = _job(url, SOLVERS, "Summarize:\n- Ray actors\n- Ray tasks\n- Ray Serve")  # 3 subtasks
+    job = _job(
+        url, SOLVERS, "Tasks:\n- Summarize Ray actors\n- Summarize Ray tasks\n- Summarize Ray Serve"
+    )  # 3 subtasks
     assert job["status"] == "succeeded", job
     # the server answers 401 to any other key: these calls carried the shipped one
     assert len([r for r in wire.requests if r.path.endswith("/chat/completions")]) >= 3

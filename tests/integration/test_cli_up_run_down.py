@@ -3,7 +3,6 @@
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -12,7 +11,7 @@ import httpx
 import pytest
 
 from raytroupe.deployments.keys import hash_key
-from tests.support.sessions import live_in_session
+from tests.support.sessions import free_ports, live_in_session
 
 TROUPE = Path(sys.executable).parent / "troupe"
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,17 +24,6 @@ Questions:
 2. What does Ray Serve do?
 3. How many requests are 17 * 23 + 4 requests?
 """
-
-
-def _free_ports(n):
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
 
 
 def _troupe(*args, env, timeout):
@@ -62,7 +50,7 @@ def troupe_up(tmp_path):
     """`troupe up` on free ports; whatever `down` leaves behind is killed by PID afterwards."""
     state_dir = tmp_path / "state"
     env = _env(state_dir)
-    ports = dict(zip(("http", "dashboard", "ray"), _free_ports(3), strict=True))
+    ports = dict(zip(("http", "dashboard", "ray"), free_ports(3), strict=True))
     up = _troupe(
         "up", "--http-port", str(ports["http"]), "--dashboard-port", str(ports["dashboard"]),
         "--ray-port", str(ports["ray"]), "--num-cpus", "2", "--state-dir", str(state_dir),

@@ -50,7 +50,7 @@ from raytroupe.protocols import (
 )
 from raytroupe.runtime.cli._local import parse_resources
 from tests.support.local_models import alive, llama_server, poll, smollm2
-from tests.support.sessions import live_in_session
+from tests.support.sessions import free_ports, live_in_session
 from tests.support.weights import QWEN_05B, QWEN_15B, SMOLLM2, fetch
 from tests.support.wire_server import Reply, WireServer
 
@@ -85,20 +85,9 @@ def test_every_example_config_is_started_here():
 # -- helpers -------------------------------------------------------------------------------
 
 
-def _free_ports(n: int) -> list[int]:
-    sockets = [socket.socket() for _ in range(n)]
-    try:
-        for s in sockets:
-            s.bind(("127.0.0.1", 0))
-        return [s.getsockname()[1] for s in sockets]
-    finally:
-        for s in sockets:
-            s.close()
-
-
 def _ports() -> list[str]:
     """Free ports for each of `up`'s (its defaults may be taken by another Ray here)."""
-    http, dashboard, ray_port = _free_ports(3)
+    http, dashboard, ray_port = free_ports(3)
     return ["--http-port", str(http), "--dashboard-port", str(dashboard),
             "--ray-port", str(ray_port)]  # fmt: skip
 
@@ -130,7 +119,7 @@ def _troupe(
 @contextmanager
 def _up(state_dir: Path, *args: str, env: dict[str, str]) -> Iterator[dict[str, Any]]:
     """`troupe up ARGS` on free ports with 2 CPUs; its recorded state. Always stopped after."""
-    http, dashboard, ray_port = _free_ports(3)
+    http, dashboard, ray_port = free_ports(3)
     up = _troupe(
         "up", "--http-port", str(http), "--dashboard-port", str(dashboard),
         "--ray-port", str(ray_port), "--num-cpus", "2", "--state-dir", str(state_dir), *args,
@@ -391,7 +380,7 @@ def _looping(tmp_path: Path, port: int) -> Path:
 
 
 def test_a_base_url_at_raytroupes_own_api_is_refused(tmp_path):
-    (port,) = _free_ports(1)
+    (port,) = free_ports(1)
     looping = LLMConfig.from_yaml(_looping(tmp_path, port))
     with pytest.raises(ConfigError, match="raytroupe's own OpenAI-compatible API") as caught:
         refuse_own_api(looping.models, host="127.0.0.1", port=port)
@@ -448,7 +437,7 @@ def test_troupe_up_refuses_a_looping_base_url_before_ray_starts(tmp_path):
 def test_deploy_refuses_a_pool_that_would_call_the_app_itself(rt):
     from raytroupe.deployments.app import deploy  # noqa: PLC0415 - imports Serve
 
-    (port,) = _free_ports(1)
+    (port,) = free_ports(1)
     looping = OpenAICompatibleModel(base_url=f"http://127.0.0.1:{port}/v1", model="m")
     pool = rt.actor("llm/0")
     ray.get(pool.configure.remote({"looping": looping}, operator=True))
