@@ -8,10 +8,14 @@ Streaming (``stream: true``) sends ``chat.completion.chunk`` events whose conten
 exactly the non-streamed answer:
 
 - The answer's tokens as the model writes them, when the answer is one model call's text as
-  it comes: a team job's aggregation (the orchestrator streams it for this caller; see
-  ``runner.streams_answer``), with no skill, output schema or required fields to gate or
-  redo it, and no JSON ``response_format`` (whose content is the standard output envelope).
-- Otherwise (a skill, a graph, a gated answer, JSON) the answer once the job has it.
+  it comes: a team job's aggregation by the model (the orchestrator streams it for this
+  caller; see ``runner.streams_answer``), with no skill, output schema or required fields to
+  gate or redo it, and no JSON ``response_format`` (whose content is the standard output
+  envelope).
+- Otherwise the answer once the job has it: a skill, a graph, a gated answer, JSON, and a
+  plan sized from the task (one subtask, or one per listed question), whose answer is put
+  together from its subtasks' outputs without a model call. (An agent's turn cannot be sent
+  as it comes: a check or a tool result may make the agent answer again.)
 - Never the agents' own tokens: their subtasks' outputs are work towards the answer, not it.
   Progress (plan ready, subtasks started and finished, aggregating) goes as SSE comments,
   which OpenAI clients skip.

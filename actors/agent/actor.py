@@ -30,6 +30,7 @@ from raytroupe.actors.agent.context import (
     summary_prompt,
 )
 from raytroupe.actors.agent.memory import recall, remember
+from raytroupe.actors.agent.slots import Slots
 from raytroupe.actors.agent.stop import Stop, StopConditions
 from raytroupe.actors.agent.written_calls import (
     Unreadable,
@@ -246,7 +247,7 @@ class AgentActor(TakesBatches):
         self._cancelled: deque[str] = deque(maxlen=1000)
         self._spec = spec
         self._tools = tuple(tools)
-        self._slots = asyncio.Semaphore(spec.max_concurrency)
+        self._slots = Slots(spec.max_concurrency)
 
     def __repr__(self) -> str:
         """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
@@ -267,7 +268,7 @@ class AgentActor(TakesBatches):
         if state is not None and state[0].name == self._spec.name:
             spec, tools, self._roles = state
             self._spec, self._tools = spec, tuple(tools)
-            self._slots = asyncio.Semaphore(spec.max_concurrency)
+            await self._slots.resize(spec.max_concurrency)
 
     async def on_stop(self) -> None:
         """Stop every subtask running here."""
@@ -294,8 +295,7 @@ class AgentActor(TakesBatches):
             raise InvalidInput(f"agent {self._spec.name!r} cannot become {spec.name!r}")
         self._tools = tuple(tools)
         self._roles = tuple(roles)
-        if spec.max_concurrency != self._spec.max_concurrency:
-            self._slots = asyncio.Semaphore(spec.max_concurrency)
+        await self._slots.resize(spec.max_concurrency)  # counting the subtasks running now
         self._spec = spec
         if self._restart_store is not None:
             self._restart_store.save((spec, self._tools, self._roles))
