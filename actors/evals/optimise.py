@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from raytroupe.actors.orchestrator.resolve import load_json
+from raytroupe.actors.answer_gate import load_json
 from raytroupe.protocols import ChatMessage, LLMRequest
 from raytroupe.protocols.evals import CaseResult, EvalRun
 from raytroupe.protocols.skill import SkillSpec

@@ -18,8 +18,8 @@ import re
 from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
+from raytroupe.actors.answer_gate import load_json
 from raytroupe.actors.offload import offloaded
-from raytroupe.actors.orchestrator.resolve import load_json
 from raytroupe.actors.skills.gate import field_at, graded
 from raytroupe.protocols import Budget, LLMRequest, LLMResponse
 from raytroupe.protocols.bounded import EVAL_CASE_WORK_S, PATTERN_TIMEOUT_S, search

@@ -13,6 +13,7 @@ from typing import assert_never
 
 import structlog
 
+from raytroupe.actors.answer_gate import checked_gate, gate_feedback
 from raytroupe.actors.endpoint import RouterClient, expected
 from raytroupe.actors.orchestrator.jobs import (
     Job,
@@ -24,10 +25,8 @@ from raytroupe.actors.orchestrator.jobs import (
 )
 from raytroupe.actors.orchestrator.resolve import (
     Ask,
-    checked_gate,
     confidence_weighted,
     first_valid,
-    gate_feedback,
     judge,
     majority,
     make_candidate,

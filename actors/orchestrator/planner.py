@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from raytroupe.actors.answer_gate import checked_gate, gate_feedback
 from raytroupe.actors.orchestrator.plan_checks import (
     check_plan,
     declared_plan,
@@ -21,7 +22,6 @@ from raytroupe.actors.orchestrator.plan_checks import (
     size_problem,
 )
 from raytroupe.actors.orchestrator.plan_repair import repair_plan
-from raytroupe.actors.orchestrator.resolve import checked_gate, gate_feedback
 from raytroupe.actors.orchestrator.sizing import assembled, sized_plan, tool_repairs
 from raytroupe.protocols import (
     ChatMessage,

@@ -3,7 +3,7 @@
 Checks, in order (each a :class:`QualityCheck` in the report, passed or not):
 
 - ``not_empty``; with an output schema or required fields, ``schema`` and ``required``
-  (:func:`actors.orchestrator.resolve.gate`: the answer must be JSON, a fenced block counts);
+  (:func:`raytroupe.actors.answer_gate.gate`: the answer must be JSON, a fenced block counts);
 - ``count``: words of the text or of a field, items of a list field, within bounds;
 - ``regex``: a pattern that must (or must not) match the text or a field, matched with a
   timeout (the pattern is the operator's, the text a model's: no catastrophic backtracking
@@ -26,7 +26,7 @@ from typing import Any, Final
 
 import structlog
 
-from raytroupe.actors.orchestrator.resolve import gate, load_json
+from raytroupe.actors.answer_gate import gate, load_json
 from raytroupe.protocols import Budget, ChatMessage, LLMRequest, LLMResponse
 from raytroupe.protocols.bounded import PATTERN_TIMEOUT_S, search
 from raytroupe.protocols.quality import QualityCheck, QualityReport

@@ -26,7 +26,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from raytroupe.actors.orchestrator.resolve import gate_feedback
+from raytroupe.actors.answer_gate import gate_feedback
 from raytroupe.actors.skills.gate import Ask, check_answer
 from raytroupe.actors.skills.reflect import LESSONS_HEADING
 from raytroupe.protocols import (

@@ -18,7 +18,7 @@ import datetime as dt
 import re
 from typing import Any, Final
 
-from raytroupe.actors.orchestrator.resolve import load_json
+from raytroupe.actors.answer_gate import load_json
 from raytroupe.protocols import JobResult
 from raytroupe.protocols.jobs import local_ref
 from raytroupe.protocols.quality import QualityReport, StandardOutput

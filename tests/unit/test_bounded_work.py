@@ -12,10 +12,10 @@ import pytest
 from pydantic import ValidationError
 from wiring import run  # first: it imports the actors in an order without cycles
 
+from raytroupe.actors.answer_gate import checked_gate
 from raytroupe.actors.evals.scoring import score_answer
 from raytroupe.actors.offload import NICE, Offload, Shares
 from raytroupe.actors.orchestrator.graphs.routing import Edges
-from raytroupe.actors.orchestrator.resolve import checked_gate
 from raytroupe.protocols import Busy, TeamSpec, WorkLimitExceeded
 from raytroupe.protocols.bounded import ANSWER_WORK_S, bounded, search, spend
 from raytroupe.protocols.evals import MAX_EXPECTATIONS, EvalCase

@@ -144,7 +144,7 @@ def test_two_unusable_answers_end_in_one_agent_taking_the_whole_task():
 def test_a_rejected_output_is_shown_the_exact_shape_wanted(schema, example):
     """A small model answered prose where a number was wanted (the issue's arithmetic case):
     the gate's feedback now carries an answer of the wanted shape, checked against the schema."""
-    from raytroupe.actors.orchestrator.resolve import gate_feedback, schema_example  # noqa: PLC0415
+    from raytroupe.actors.answer_gate import gate_feedback, schema_example  # noqa: PLC0415
 
     assert schema_example(schema) == example
     feedback = gate_feedback(["not JSON"], schema=schema)

@@ -4,13 +4,12 @@ import pytest
 from pydantic import ValidationError
 from wiring import llm_request, run
 
+from raytroupe.actors.answer_gate import gate, gate_feedback
 from raytroupe.actors.llm import LLMAdapterPool, OfflineProvider
 from raytroupe.actors.orchestrator.resolve import (
     Candidate,
     confidence_weighted,
     first_valid,
-    gate,
-    gate_feedback,
     judge,
     majority,
     make_candidate,

@@ -4,7 +4,7 @@ write the values)."""
 import pytest
 from jsonschema import Draft202012Validator
 
-from raytroupe.actors.orchestrator.resolve import gate
+from raytroupe.actors.answer_gate import gate
 from raytroupe.protocols.jobs import check_output_schema
 from raytroupe.protocols.safe_schema import safe_validator
 

@@ -20,13 +20,13 @@ from typing import Any, Final, ParamSpec, TypeVar
 
 import structlog
 
+from raytroupe.actors.answer_gate import gate_feedback
 from raytroupe.actors.offload import offloaded
 from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore
 from raytroupe.actors.orchestrator.graphs.desk import GraphDesk, first_checkpoint
 from raytroupe.actors.orchestrator.graphs.routing import Edges, GraphFailed, failed
 from raytroupe.actors.orchestrator.graphs.state import StateKeeper, render, uses_state
 from raytroupe.actors.orchestrator.jobs import Job, emit, skipped
-from raytroupe.actors.orchestrator.resolve import gate_feedback
 from raytroupe.protocols import (
     ErrorCode,
     ErrorPayload,

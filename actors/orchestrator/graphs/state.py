@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from raytroupe.actors.orchestrator.resolve import gate, load_json, schema_example
+from raytroupe.actors.answer_gate import gate, load_json, schema_example
 from raytroupe.protocols import ConfigError
 from raytroupe.protocols.graph import DEFAULT_FIELD, GraphNode, GraphSpec
 from raytroupe.protocols.safe_schema import safe_validator

@@ -1,0 +1,77 @@
+"""Every product module imports on its own, first, in an interpreter that has loaded none of
+raytroupe: no import cycle hides behind the order the other tests happen to import in.
+
+One child per module, forked from a process that has loaded the heavy third-party packages
+(Ray, pydantic, httpx, ...) and nothing of raytroupe, so each child starts as a fresh
+interpreter would as far as raytroupe's modules go, at a fraction of the cost.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("actors", "deployments", "protocols", "runtime")
+
+_CHECK = r"""
+import importlib, os, sys, traceback
+for heavy in ("ray", "pydantic", "httpx", "structlog", "jsonschema", "msgpack", "openai",
+              "anthropic", "typer", "rich", "starlette", "fastapi", "yaml"):
+    try:
+        importlib.import_module(heavy)
+    except ImportError:
+        pass
+assert not any(m == "raytroupe" or m.startswith("raytroupe.") for m in sys.modules)
+failed = []
+for module in sys.argv[1:]:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            importlib.import_module(module)
+        except BaseException:
+            traceback.print_exc(limit=-3)
+            os._exit(1)
+        os._exit(0)
+    _, status = os.waitpid(pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        failed.append(module)
+print("FAILED:", " ".join(failed))
+"""
+
+
+def product_modules() -> list[str]:
+    """Every ``raytroupe.*`` module of the product folders (``__main__`` runs, so not it)."""
+    found = []
+    for package in PACKAGES:
+        for path in sorted((ROOT / package).rglob("*.py")):
+            parts = path.relative_to(ROOT).with_suffix("").parts
+            if parts[-1] == "__main__":
+                continue
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            found.append(".".join(("raytroupe", *parts)))
+    return found
+
+
+def test_the_module_list_covers_the_product():
+    modules = product_modules()
+    assert len(modules) > 150
+    assert "raytroupe.actors.answer_gate" in modules
+    assert "raytroupe.actors.evals.scoring" in modules
+    assert "raytroupe.runtime.cli" in modules
+
+
+def test_every_product_module_imports_first_on_its_own():
+    done = subprocess.run(
+        [sys.executable, "-c", _CHECK, *product_modules()],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    failed = done.stdout.rsplit("FAILED:", 1)[-1].split()
+    assert failed == [], done.stderr[-6000:]
