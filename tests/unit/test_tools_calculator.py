@@ -24,15 +24,37 @@ from raytroupe.protocols import ErrorCode, ToolError
         ("+4", 4),
         ("-(2 + 3)", -5),
         ("1.5 * 2", 3),
-        ("0.1 + 0.2", 0.1 + 0.2),
+        ("0.1 + 0.2", 0.3),  # to 10 places: what a person reads, and a model copies
         ("10 ** -2", 0.01),
         ("$12.50 * 3", 37.5),  # prices as written: the currency sign dropped
         ("\u20ac3 + \u00a32", 5),
         ("1,200 * 3", 3600),  # thousands separators joined
         ("1,234,567 + 1", 1234568),
+        ("15% of 80", 12),  # percentages as written
+        ("80 * 15%", 12),
+        ("200 * (1 + 7.5%)", 215),
+        ("12.5% of 80", 10),
+        ("17 % 5", 2),  # followed by a number: the remainder
+        ("1375 km * 0.074 L/km", 101.75),  # units after numbers dropped
+        ("45 minutes * 39 pages/minute", 1755),
+        ("3 dollars per hour * 4 hours", 12),
+        ("17 * 23 + 4 requests", 395),
+        ("1e3 * 2", 2000),  # an exponent is not a unit
+        ("3 * 4.50 + 2 * 3.25 = ?", 20),  # an equation: its arithmetic side
+        ("x = 17 * 23 + 4", 395),
+        ("12 * 3 = 35", 36),  # the model's guess on the right is not taken
+        ("round(10 / 3, 2)", 3.33),
+        ("sqrt(2.25)", 1.5),
+        ("abs(-1)", 1),
+        ("max(3, 9, 4) - min(3, 9)", 6),
+        ("2 sqrt(9)", None),
     ],
 )
 def test_evaluate_arithmetic(expression, value):
+    if value is None:  # "2 sqrt(9)": a function after a number is not its unit
+        with pytest.raises(ToolError, match="not an arithmetic expression"):
+            evaluate(expression)
+        return
     result = evaluate(expression)
     assert result == value
     assert type(result) is type(value)
@@ -53,7 +75,14 @@ def test_evaluate_arithmetic(expression, value):
         ("(-8) ** 0.5", "out of range"),
         ("__import__('os')", "unsupported element"),
         ("a + 1", "unsupported element"),
-        ("abs(-1)", "unsupported element"),
+        ("exp(1)", "unknown function 'exp'"),
+        ("sqrt(-1)", "math domain error"),
+        ("round(2.5, 1.5)", "places must be a whole number"),
+        ("round(10, -10 ** 9)", "from -20 to 20"),  # would take minutes
+        ("min(1)", r"min\(\) takes 2 to 20 numbers, not 1"),
+        ("sqrt(x=4)", "not an arithmetic expression"),
+        ("hello", "unsupported element"),
+        ("1 +* 2 apples", "not an arithmetic expression"),
         ("(1).real", "unsupported element"),
         ("'ab' * 3", "unsupported element"),
         ("True + 1", "unsupported element"),
