@@ -83,8 +83,8 @@ class PlannedSubtask(_Data):
         default=None,
         max_length=1_000_000,
         description="What the agent is given with its instructions as the job (None: the "
-        "job's whole task). A sized plan gives each part the task's shared text, not the "
-        "other parts.",
+        "job's whole task; empty: nothing). A sized plan gives each part the task's shared "
+        "text, not the other parts, and a part that is arithmetic written out in full nothing.",
     )
 
     @field_validator("output_schema", mode="before")

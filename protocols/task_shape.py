@@ -12,6 +12,8 @@ for a number needs the calculator.
   other (``the result of 2``, ``the answer above``) are not independent: the task is one part.
 - :func:`needs_arithmetic`: whether a text asks for a computed number (an arithmetic
   expression, or numbers with a question such as "how many ..." or "what is the total ...").
+- :func:`stands_alone`: whether a part is arithmetic written out in full (``17 * 23 + 4``),
+  so the text the parts share is not given with it.
 - :func:`numbers_in` / :func:`mentions_number`: the numbers an answer states, so an answer can
   be checked against a calculator's result.
 """
@@ -24,7 +26,15 @@ from typing import Final
 
 from raytroupe.protocols.prompts import request_of
 
-__all__ = ["Part", "TaskParts", "mentions_number", "needs_arithmetic", "numbers_in", "task_parts"]
+__all__ = [
+    "Part",
+    "TaskParts",
+    "mentions_number",
+    "needs_arithmetic",
+    "numbers_in",
+    "stands_alone",
+    "task_parts",
+]
 
 _ITEM: Final = re.compile(r"^\s{0,3}((?:\(?\d{1,3}[.)])|[-*\u2022])\s+(\S.*?)\s*$")
 """A list item: ``1.``, ``1)``, ``(1)``, ``-``, ``*`` or a bullet, then its text."""
@@ -51,17 +61,32 @@ _EXPRESSION: Final = re.compile(
 )
 """An arithmetic expression written out."""
 
+_CLOSED: Final = re.compile(r"\d\s*(?:[*/\u00d7\u00f7^]|\*\*)\s*\(?\s*[\d.]|\d\s+[-+xX]\s+\(?\s*\d")
+"""An expression of numbers only (``17 * 23 + 4``): no ``15% of`` something else."""
+
+_POINTS_AWAY: Final = re.compile(
+    r"\b(given|listed|stated|mentioned|these|those|the (text|passage|context|list|table))\b",
+    re.IGNORECASE,
+)
+"""Words by which a question points at text outside it."""
+
 _YEAR_RANGE: Final = re.compile(r"\b(1[5-9]|20)\d\d\s*[-\u2013]\s*(1[5-9]|20)?\d\d\b")
 """A range of years (``2024 - 2025``, ``1990-95``): not a subtraction."""
 
-_ASKS_NUMBER: Final = re.compile(
-    r"\bhow (many|much|long|far|old)\b"
-    r"|\b(calculate|compute|work out|add up)\b"
-    r"|\bby how (many|much)\b"
-    r"|\bwhat (is|was|will be|are|were|would be) (the |their |its |his |her |our )?"
+_QUANTITY: Final = (
+    r"(the |their |its |his |her |our |my |your )?"
     r"(new |final |total |combined |overall |average |mean |remaining |net )?"
     r"(total|sum|average|mean|product|difference|cost|price|amount|bill|balance|value|"
     r"result|number|percentage|profit|change|speed|rate|area|volume|distance)\b"
+)
+_ASKS_NUMBER: Final = re.compile(
+    r"\bhow (many|much|long|far|old|fast|heavy)\b"
+    r"|\b(calculate|compute|work out|add up|figure out)\b"
+    r"|\bby how (many|much)\b"
+    rf"|\bwhat (is|was|will be|are|were|would be) {_QUANTITY}"
+    rf"|\b(find|determine|give|tell me|state) (me )?{_QUANTITY}"
+    r"|\bwhat (does|do|did|will|would)\b[^?.!]{0,80}\b(cost|weigh|earn|pay|charge|come to)\b"
+    r"|\b(by |at )?what (percent|percentage|fraction|speed|rate|price)\b"
     r"|\b(in total|altogether|in all|combined)\s*\?",
     re.IGNORECASE,
 )
@@ -170,6 +195,18 @@ def needs_arithmetic(text: str, context: str = "") -> bool:
         return True
     numbers = len(numbers_in(text)) + len(numbers_in(context))
     return numbers >= 2 and bool(_ASKS_NUMBER.search(text))  # noqa: PLR2004
+
+
+def stands_alone(text: str) -> bool:
+    """Whether ``text`` is arithmetic written out in full, needing no other text to answer.
+
+    "How many requests are 17 * 23 + 4 requests?" does; "What is 15% of the total above?"
+    and "Multiply 3 * 4 by the price given" do not. Given a passage it does not need, a
+    small model was seen reading the passage for numbers instead of computing.
+    """
+    text = request_of(text)
+    closed = _CLOSED.search(_YEAR_RANGE.sub(" ", text))
+    return bool(closed) and not _REFERS.search(text) and not _POINTS_AWAY.search(text)
 
 
 def numbers_in(text: str) -> list[float]:

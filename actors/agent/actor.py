@@ -35,6 +35,7 @@ from raytroupe.actors.agent.stop import Stop, StopConditions
 from raytroupe.actors.agent.written_calls import (
     Unreadable,
     WrittenCalls,
+    answer_of,
     read_written_calls,
     without_schema_words,
 )
@@ -490,8 +491,8 @@ class AgentActor(TakesBatches):
                         continue
                     if not isinstance(written, WrittenCalls):  # an answer (Unreadable: told)
                         bound.info("subtask_done", turns=loop.turns)
-                        await remember(self._router, message, spec, request, answer.text)
-                        return result(status="succeeded", output=answer.text)
+                        output = answer_of(answer.text)  # what the agent answers, kept and sent
+                        return await self._answered(message, spec, request, output, result)
                     bound.info("tool_calls_in_text", calls=len(written.calls))
                     answer = answer.model_copy(
                         update={"text": written.text, "tool_calls": written.calls}
@@ -523,6 +524,18 @@ class AgentActor(TakesBatches):
                 code=ErrorCode.MAX_TURNS, message=f"no final answer within {max_turns} turns"
             ),
         )
+
+    async def _answered(
+        self,
+        message: AgentMessage,
+        spec: AgentSpec,
+        request: TaskRequest,
+        output: str,
+        result: Callable[..., TaskResult],
+    ) -> TaskResult:
+        """The subtask's answer, kept in memory as the spec says, as a succeeded result."""
+        await remember(self._router, message, spec, request, output)
+        return result(status="succeeded", output=output)
 
     async def _recall_and_fit(
         self, cause: AgentMessage, request: TaskRequest, loop: _Loop, *, spec: AgentSpec, bound: Any

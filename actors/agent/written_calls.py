@@ -33,6 +33,7 @@ __all__ = [
     "SCHEMA_WORDS",
     "Unreadable",
     "WrittenCalls",
+    "answer_of",
     "read_written_calls",
     "without_schema_words",
 ]
@@ -188,6 +189,21 @@ def _numbered(calls: list[tuple[str, dict[str, Any]]], first_index: int) -> tupl
 
 def _tidy(text: str) -> str:
     return _BLANK_LINES.sub("\n\n", text).strip()
+
+
+_RESULT_TAGS: Final = re.compile(r"</?tool_response>")
+
+
+def answer_of(text: str) -> str:
+    """A final answer without the tool-result tags a model copied from its chat template.
+
+    Qwen2.5 on llama.cpp was seen answering with the calculator's 395 between
+    ``<tool_response>`` tags, as if the tool spoke: the answer is 395. Nothing else of the text
+    is touched.
+    """
+    if "tool_response>" not in text:
+        return text
+    return _tidy(_RESULT_TAGS.sub("", text)) or text
 
 
 def without_schema_words(call: ToolCall, parameters: dict[str, Any]) -> ToolCall:

@@ -12,9 +12,11 @@ shows it what a call looks like in its own family's form:
   same way only in text mode, where raytroupe itself writes the calls; with native tools the
   exchange would reach the model as turns its template drops, so none is added.
 
-The exchange goes right after the system prompt of the first model call of a subtask whose
-tools include the calculator; later turns are left alone (the model has the task's own
-calls to look at by then).
+The exchange goes right after the system prompt of every model call of a subtask whose tools
+include the calculator, its later turns included: shown it only before its first turn, Qwen
+2.5 Coder 1.5B answered a calculator result with the call again (with doubled braces) or an
+apology ("I cannot assist with that request") in 3 of 4 word problems; the same text every
+turn also keeps the server's prompt cache warm across turns.
 """
 
 from __future__ import annotations
@@ -56,14 +58,12 @@ def with_tool_examples(
 ) -> LLMRequest:
     """``request`` with the worked calculator exchange after its system prompt, where it helps.
 
-    Only a work call offering the calculator whose conversation has no tool turn yet, of a
-    family the exchange can be written for (see the module's docstring).
+    Only a work call offering the calculator, of a family the exchange can be written for
+    (see the module's docstring).
     """
     if request.purpose != "work" or request.tool_choice == "none":
         return request
     if not any(t.name == "calculator" for t in request.tools):
-        return request
-    if any(m.role == "tool" or m.tool_calls for m in request.messages):
         return request
     if native_tools and family not in _TOOL_TEMPLATES:
         return request

@@ -4,7 +4,8 @@ A team with ``planning: auto`` (the default) has its jobs sized here before any 
 (:func:`sized_plan`): a task of one part is one subtask, and the agent's answer is the job's
 (no planner call, no aggregation call: a job costs what a single agent's loop costs); a task
 listing independent questions is one subtask per question, each given the text the questions
-share rather than the whole task, their answers assembled in the order asked
+share rather than the whole task (not an arithmetic question written out in full, which needs
+none of it), their answers assembled in the order asked
 (:func:`assembled`). What a part is is ``protocols.task_shape``'s reading of the text.
 
 Each subtask goes to a role whose agents have the tools its text needs (:func:`role_for`); the
@@ -15,7 +16,7 @@ same rule repairs a planner model's plan that gives such work to a role without 
 from __future__ import annotations
 
 from raytroupe.protocols import Plan, PlannedSubtask, SubtaskResult, TeamSpec
-from raytroupe.protocols.task_shape import needs_arithmetic, task_parts
+from raytroupe.protocols.task_shape import needs_arithmetic, stands_alone, task_parts
 
 __all__ = ["CALCULATOR", "assembled", "needed_tools", "role_for", "sized_plan", "tool_repairs"]
 
@@ -62,7 +63,7 @@ def sized_plan(task: str, team: TeamSpec) -> Plan:
             id=f"s{n}",
             role=role_for(part.text, team, shape.context),
             instructions=part.text,
-            context=shape.context,
+            context="" if stands_alone(part.text) else shape.context,
         )
         for n, part in enumerate(shape.parts, start=1)
     )

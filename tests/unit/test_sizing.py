@@ -101,7 +101,9 @@ def test_listed_questions_are_one_subtask_each_routed_by_what_each_needs():
         ("s3", "analyst", "What is the total cost of 5 pens at 3 dollars each?"),
     ]
     shared = "Notes: a pen costs 3 dollars. Ray began at Berkeley."
-    assert all(s.context == shared for s in plan.subtasks)
+    # written out in full, the first needs none of the notes (a small model read them for
+    # numbers instead of computing); the others get them
+    assert [s.context for s in plan.subtasks] == ["", shared, shared]
     assert all(s.depends_on == () for s in plan.subtasks)
 
 

@@ -9,6 +9,7 @@ from raytroupe.protocols.task_shape import (
     mentions_number,
     needs_arithmetic,
     numbers_in,
+    stands_alone,
     task_parts,
 )
 
@@ -116,6 +117,12 @@ def test_the_history_after_the_request_is_kept_in_the_context_and_never_split():
         "A box holds 12 eggs. How many eggs are in 7 boxes?",
         "Pens cost 3 dollars and we buy 14. What is the total cost?",
         "Tom has 5 apples and Ann has 8. How many do they have altogether?",
+        "A car uses 6.4 litres per 100 km and fuel costs 1.85 a litre. What does a 950 km "
+        "trip cost?",
+        "Sales went from 4,200 to 4,830 units. By what percentage did they grow?",
+        "A runner covers 21 km in 105 minutes. At what speed, in km/h, does she run?",
+        "Rent is 950 a month and parking 75. Find the total for 12 months.",
+        "Each crate holds 24 jars and 17 crates ship. Figure out the jars shipped.",
     ],
 )
 def test_expressions_and_word_problems_need_arithmetic(text):
@@ -132,6 +139,8 @@ def test_expressions_and_word_problems_need_arithmetic(text):
         "Who wrote Hamlet?",
         "How many moons does Mars have?",  # a count to know, with no numbers to compute from
         "Describe the 3 laws of motion.",
+        "What does the 2019 report say about its 4 regions?",  # asks for words, not a sum
+        "Find the 2 typos in: 'Teh cat sat on teh mat.'",
     ],
 )
 def test_texts_that_ask_for_no_computed_number_need_no_arithmetic(text):
@@ -143,6 +152,25 @@ def test_arithmetic_in_a_sessions_history_or_examples_is_not_asked_for_now():
         earlier = f"\n\n{heading}\nuser: What is 17 * 23 + 4?\nassistant: 395"
         assert not needs_arithmetic(f"Write a haiku about autumn.{earlier}")
         assert needs_arithmetic(f"What is 15% of 80?{earlier}")
+
+
+@pytest.mark.parametrize(
+    ("text", "alone"),
+    [
+        ("How many requests are 17 * 23 + 4 requests?", True),
+        ("What is 14 * 3?", True),
+        ("What is (120 - 45) / 5?", True),
+        ("What is 15% of 80?", False),  # of what, may be elsewhere: kept with its text
+        ("What is 15% of the total above?", False),
+        ("Multiply 3 * 4 by the price given.", False),
+        ("What is 3 * 4 plus the result of question 2?", False),
+        ("What is the total cost of 5 pens?", False),
+        ("Where did Ray begin?", False),
+        ("Summarise the 2024 - 2025 season.", False),
+    ],
+)
+def test_only_arithmetic_written_out_in_full_stands_alone(text, alone):
+    assert stands_alone(text) is alone
 
 
 # -- numbers_in, mentions_number ------------------------------------------------------------

@@ -7,6 +7,7 @@ from wiring import run
 from raytroupe.actors.agent.written_calls import (
     Unreadable,
     WrittenCalls,
+    answer_of,
     read_written_calls,
     without_schema_words,
 )
@@ -150,3 +151,16 @@ def test_a_call_wrapped_in_the_tags_a_template_lists_tools_in_is_a_call():
     assert read_written_calls(text, TOOLS) == WrittenCalls("", (_call(0, expression="1+2"),))
     assert read_written_calls("<tools>none needed</tools>", TOOLS) is None
     assert read_written_calls("See <tool>x</tool> and more", TOOLS) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "answer"),
+    [
+        ("<tool_response>\n395\n</tool_response>", "395"),
+        ("The answer is:\n<tool_response>\n395\n</tool_response>", "The answer is:\n\n395"),
+        ("395 requests.", "395 requests."),
+        ("<tool_response></tool_response>", "<tool_response></tool_response>"),  # nothing else
+    ],
+)
+def test_a_final_answer_loses_the_tool_result_tags_it_copied(text, answer):
+    assert answer_of(text) == answer
