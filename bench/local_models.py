@@ -17,8 +17,10 @@ raytroupe's supervisor, with 2 threads.
    calculator) and the README's research example (planned by the model itself): answers
    right, jobs ended succeeded or typed, none hung, latency per job.
 5. ``compare``: each task (``--tasks old``: ``bench/local_tasks.py``'s 32; ``heldout``:
-   ``bench/local_tasks_heldout.py``'s 27, written apart from any tuning; ``all``) three ways,
-   on the same llama-server, interleaved task by task (plain, loop, raytroupe; then the next):
+   ``bench/local_tasks_heldout.py``'s 27, written apart from any tuning; ``heldout2``:
+   ``bench/local_tasks_heldout2.py``'s 25, written after the first tuning round, blind to the
+   heuristics; ``all``) three ways, on the same llama-server, interleaved task by task (plain,
+   loop, raytroupe; then the next):
 
    - ``plain``: one chat call, no tools, system prompt "Answer briefly." (``openai`` client);
    - ``loop``: a plain tool loop with the ``openai`` client: the calculator (``{"expression":
@@ -41,7 +43,7 @@ raytroupe's supervisor, with 2 threads.
 
 Usage: python bench/local_models.py [--models smol,qwen-0.5b,qwen-1.5b]
        [--parts speed,formats,overhead,tasks,compare] [--rounds N] [--json PATH]
-       [--tasks old|heldout|all] [--limit N] [--timeout S]
+       [--tasks old|heldout|heldout2|all] [--limit N] [--timeout S]
 
 e.g. python bench/local_models.py --parts compare --models qwen-1.5b --tasks heldout --json out.json
 (``--limit N``: N tasks only, taken in turn from each kind: a quick check of the bench.)
@@ -71,6 +73,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 
 from local_tasks import TASKS, Task
 from local_tasks_heldout import HELDOUT
+from local_tasks_heldout2 import HELDOUT2
 
 from raytroupe import runtime
 from raytroupe.actors.agent.written_calls import Unreadable, WrittenCalls, read_written_calls
@@ -341,7 +344,7 @@ def _research(rt: Any, alias: str) -> dict[str, Any]:
 # -- 5. compare: plain call, plain tool loop, raytroupe ----------------------------------
 
 WAYS = ("plain", "loop", "raytroupe")
-TASK_SETS: dict[str, tuple[Task, ...]] = {"old": TASKS, "heldout": HELDOUT}
+TASK_SETS: dict[str, tuple[Task, ...]] = {"old": TASKS, "heldout": HELDOUT, "heldout2": HELDOUT2}
 PLAIN_SYSTEM = "Answer briefly."
 LOOP_SYSTEM = "Answer briefly. Use the calculator tool for arithmetic."
 LOOP_TURNS = 4  # as the raytroupe agents' max_turns
@@ -657,7 +660,7 @@ def _print_summary(name: str, summary: dict[str, Any], research: dict[str, Any] 
 def _run_compare(rt: Any, names: list[str], args: argparse.Namespace,
                  report: dict[str, Any], save: Any) -> None:  # fmt: skip
     """Part 5 for each model: the rows, their summary, the README example; saved as it goes."""
-    sets = ["old", "heldout"] if args.tasks == "all" else [args.tasks]
+    sets = list(TASK_SETS) if args.tasks == "all" else [args.tasks]
     tasks = _chosen(sets, args.limit)
     print(f"5. compare: {len(tasks)} tasks ({args.tasks}), each as a plain call, a tool loop "
           "and a raytroupe job (research team); then the README's research example")  # fmt: skip
@@ -686,8 +689,8 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument(
         "--tasks",
         default="all",
-        choices=["old", "heldout", "all"],
-        help="compare: bench/local_tasks.py's, the held-out ones, or both",
+        choices=[*TASK_SETS, "all"],
+        help="compare: bench/local_tasks.py's, the first or second held-out set, or all",
     )
     parser.add_argument(
         "--limit",
