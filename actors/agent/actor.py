@@ -36,6 +36,7 @@ from raytroupe.actors.agent.written_calls import (
     Unreadable,
     WrittenCalls,
     answer_of,
+    described_calculation,
     read_written_calls,
     without_schema_words,
 )
@@ -153,6 +154,12 @@ def _one_more_turn(loop: _Loop, stop: Stop | None, max_turns: int) -> Stop | Non
         return stop
     loop.wrapping = True
     return None
+
+
+def _system_prompt(spec: AgentSpec) -> str:
+    """Who the agent is and what it was told: "You are alan, an analyst. <instructions>"."""
+    article = "an" if spec.role[:1].lower() in "aeiou" else "a"
+    return f"You are {spec.name}, {article} {spec.role}. {spec.instructions}".strip()
 
 
 def _task_content(request: TaskRequest) -> str | tuple[ContentPart, ...]:
@@ -410,10 +417,9 @@ class AgentActor(TakesBatches):
         """
         spec, tools = self._spec, self._tools
         started = self._clock()
-        system = f"You are {spec.name}, a {spec.role}. {spec.instructions}".strip()
         loop = _Loop(
             [
-                ChatMessage(role="system", content=system),
+                ChatMessage(role="system", content=_system_prompt(spec)),
                 ChatMessage(role="user", content=_task_content(request)),
             ],
             StopConditions(spec, self._clock, message.deadline),
@@ -477,11 +483,7 @@ class AgentActor(TakesBatches):
                 loop.spans.append(model_span(spec.model, answer, asked, self._clock()))
                 loop.providers.append(answer.provider)
                 if not answer.tool_calls:
-                    written = read_written_calls(
-                        answer.text,
-                        {t.name for t in tools},
-                        first_index=loop.calls_cut + sum(len(m.tool_calls) for m in loop.messages),
-                    )
+                    written = _written(loop, tools, answer.text)
                     told = _told(loop, request, tools, answer.text, written, max_turns, bound)
                     if told is not None:  # an unreadable call, or an answer to check once
                         loop.messages += [
@@ -697,6 +699,23 @@ class AgentActor(TakesBatches):
                 raise error.to_exception()
             case unexpected:
                 assert_never(unexpected)
+
+
+def _written(
+    loop: _Loop, tools: tuple[ToolSpec, ...], text: str
+) -> WrittenCalls | Unreadable | None:
+    """The calls ``text`` writes instead of making them (None: it is an answer).
+
+    Before the subtask's first calculator call, also one it describes in prose
+    (``written_calls.described_calculation``).
+    """
+    index = loop.calls_cut + sum(len(m.tool_calls) for m in loop.messages)
+    names = {t.name for t in tools}
+    written = read_written_calls(text, names, first_index=index)
+    if written is not None or "calculator" not in names or loop.calculated:
+        return written
+    described = described_calculation(text, call_id=f"call_{index}")
+    return None if described is None else WrittenCalls(text="", calls=(described,))
 
 
 def _told(  # noqa: PLR0917 - private, the loop's state

@@ -34,6 +34,7 @@ __all__ = [
     "Unreadable",
     "WrittenCalls",
     "answer_of",
+    "described_calculation",
     "read_written_calls",
     "without_schema_words",
 ]
@@ -189,6 +190,32 @@ def _numbered(calls: list[tuple[str, dict[str, Any]]], first_index: int) -> tupl
 
 def _tidy(text: str) -> str:
     return _BLANK_LINES.sub("\n\n", text).strip()
+
+
+_QUOTED: Final = re.compile(r"`([^`\n]{3,200})`|\"([^\"\n]{3,200})\"")
+"""A span in backticks or double quotes, on one line."""
+_ARITHMETIC: Final = re.compile(r"^[\d\s.,+\-*/()^%\u00d7\u00f7$\u20ac\u00a3]+$")
+"""Only numbers, operators and parentheses (and currency signs)."""
+_OPERATOR: Final = re.compile(r"\d\s*[-+*/^\u00d7\u00f7]\s*\(?\s*\d")
+
+
+def described_calculation(text: str, *, call_id: str) -> ToolCall | None:
+    """The calculator call an answer describes instead of making (None: it describes none).
+
+    Told to check its arithmetic with the calculator, Qwen2.5-Coder 1.5B answered "we can use
+    the calculator tool with the expression `3 * 2.4 * 6.2 + 2 * 3.75 * 6.2`" and then did
+    the sum itself. An answer that names the calculator and quotes an expression of numbers
+    and operators only (in backticks or double quotes) is read as the call of its first such
+    expression; the caller reads it only before any calculator call of the subtask, so an
+    answer quoting the expression it was given a result for is an answer.
+    """
+    if "calculator" not in text.lower():
+        return None
+    for match in _QUOTED.finditer(text):
+        span = (match.group(1) or match.group(2)).strip()
+        if _ARITHMETIC.match(span) and _OPERATOR.search(span):
+            return ToolCall(call_id=call_id, tool="calculator", arguments={"expression": span})
+    return None
 
 
 _RESULT_TAGS: Final = re.compile(r"</?tool_response>")

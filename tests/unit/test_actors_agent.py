@@ -75,6 +75,17 @@ def task(instructions: str = "Compute 17 * 23 + 4", **fields) -> TaskRequest:
     return TaskRequest(task_id="s1", instructions=instructions, **fields)
 
 
+def test_the_system_prompt_names_the_agent_and_its_role_in_english():
+    async def main():
+        spec = AgentSpec(name="alan", role="analyst", instructions="Use the calculator.", model="m")
+        r = await rig(spec, m=scripted(ScriptedTurn(text="395")))
+        await r.ask(task(), recipient="role:analyst")
+        (first,) = r.requests()
+        assert first.messages[0].content == "You are alan, an analyst. Use the calculator."
+
+    run(main())
+
+
 def test_tool_call_then_answer_succeeds():
     async def main():
         r = await rig(m=scripted(calc("17 * 23 + 4"), ScriptedTurn(text="It is 395.")))

@@ -8,6 +8,7 @@ from raytroupe.actors.agent.written_calls import (
     Unreadable,
     WrittenCalls,
     answer_of,
+    described_calculation,
     read_written_calls,
     without_schema_words,
 )
@@ -164,3 +165,54 @@ def test_a_call_wrapped_in_the_tags_a_template_lists_tools_in_is_a_call():
 )
 def test_a_final_answer_loses_the_tool_result_tags_it_copied(text, answer):
     assert answer_of(text) == answer
+
+
+@pytest.mark.parametrize(
+    ("text", "expression"),
+    [
+        (
+            "To check the calculation, we can use the calculator tool with the expression "
+            "`3 * 2.4 * 6.2 + 2 * 3.75 * 6.2`. Let's do this step by step.",
+            "3 * 2.4 * 6.2 + 2 * 3.75 * 6.2",
+        ),
+        ('Use the calculator with "5360 + 7840". It returns 13200.', "5360 + 7840"),
+        ("The calculator: `$12.50 * 3`", "$12.50 * 3"),
+        ("The Calculator says `(1 - 0.25) * 80`.", "(1 - 0.25) * 80"),
+    ],
+)
+def test_a_calculation_described_instead_of_made_is_read_as_the_call(text, expression):
+    call = described_calculation(text, call_id="call_0")
+    assert call is not None
+    assert (call.call_id, call.tool, call.arguments) == (
+        "call_0",
+        "calculator",
+        {"expression": expression},
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The answer is `17 * 23 + 4` = 395.",  # no calculator named: an answer
+        "The calculator gave 395.",  # no expression quoted
+        "Use the calculator with `total_price * 3`.",  # words: not an expression to run
+        'The calculator: "2024"',  # a number, no operator
+        "The calculator `1,340` per month",
+    ],
+)
+def test_answers_that_describe_no_calculation_stay_answers(text):
+    assert described_calculation(text, call_id="call_0") is None
+
+
+def test_a_described_calculation_is_run_only_before_the_subtasks_first_calculator_call():
+    described = "We can use the calculator tool with the expression `17 * 23 + 4`."
+    again = "The calculator returned 395 for `17 * 23 + 4`, so 395 requests."
+
+    async def main():
+        r = await rig(m=scripted(ScriptedTurn(text=described), ScriptedTurn(text=again)))
+        reply = await r.ask(task("How many requests are 17 * 23 + 4 requests?"))
+        return reply.payload, r.requests()
+
+    result, requests = run(main())
+    assert (result.status, result.output, result.tool_calls) == ("succeeded", again, 1)
+    assert requests[1].messages[-1].text == "395"  # the tool's result, then the answer stands
