@@ -26,6 +26,15 @@ from tests.support.wire_server import Default, Reply, WireServer
 
 WRONG_KEY = "rt-not-a-key-of-this-deployment"
 TROUPE = [sys.executable, "-m", "raytroupe.runtime.cli"]
+AT_A_TERMINAL = [
+    sys.executable,
+    "-c",
+    "import runpy, signal; signal.signal(signal.SIGINT, signal.default_int_handler); "
+    "runpy.run_module('raytroupe.runtime.cli', run_name='__main__', alter_sys=True)",
+]
+"""`troupe` as a terminal's foreground job starts it: Ctrl-C interrupts it. A process started
+in the background by a shell without job control (``cmd &`` in a script, as CI runners may
+start the suite) inherits SIGINT ignored, and Python then installs no handler for it."""
 
 
 @pytest.fixture(scope="module")
@@ -169,7 +178,7 @@ def test_ctrl_c_stops_following_and_cancels_a_job_run_in_the_foreground(api, env
     team = register(api, _one_agent("cli-ctrl-c", latency_s=600))  # cancelled long before
     job_id = _ok(troupe("run", team, "Slowly: 1) one 2) two", "--detach")).strip()
     follower = subprocess.Popen(
-        [*TROUPE, "events", job_id, "--follow"],
+        [*AT_A_TERMINAL, "events", job_id, "--follow"],
         env=environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -182,7 +191,7 @@ def test_ctrl_c_stops_following_and_cancels_a_job_run_in_the_foreground(api, env
 
     task = f"Slowly, in the foreground {os.getpid()}: 1) one 2) two"
     runner = subprocess.Popen(
-        [*TROUPE, "run", team, task],
+        [*AT_A_TERMINAL, "run", team, task],
         env=environment(),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
