@@ -19,8 +19,10 @@ raytroupe's supervisor, with 2 threads.
 5. ``compare``: each task (``--tasks old``: ``bench/local_tasks.py``'s 32; ``heldout``:
    ``bench/local_tasks_heldout.py``'s 27, written apart from any tuning; ``heldout2``:
    ``bench/local_tasks_heldout2.py``'s 25, written after the first tuning round, blind to the
-   heuristics; ``all``) three ways, on the same llama-server, interleaved task by task (plain,
-   loop, raytroupe; then the next):
+   heuristics; ``heldout3``: ``bench/local_tasks_heldout3.py``'s 25, written after the second
+   tuning round, blind to the heuristics; ``heldout4``: ``bench/local_tasks_heldout4.py``'s
+   25, written after the third tuning round, blind to the heuristics; ``all``) three ways, on
+   the same llama-server, interleaved task by task (plain, loop, raytroupe; then the next):
 
    - ``plain``: one chat call, no tools, system prompt "Answer briefly." (``openai`` client);
    - ``loop``: a plain tool loop with the ``openai`` client: the calculator (``{"expression":
@@ -43,7 +45,7 @@ raytroupe's supervisor, with 2 threads.
 
 Usage: python bench/local_models.py [--models smol,qwen-0.5b,qwen-1.5b]
        [--parts speed,formats,overhead,tasks,compare] [--rounds N] [--json PATH]
-       [--tasks old|heldout|heldout2|all] [--limit N] [--timeout S]
+       [--tasks old|heldout|heldout2|heldout3|heldout4|all] [--limit N] [--timeout S]
 
 e.g. python bench/local_models.py --parts compare --models qwen-1.5b --tasks heldout --json out.json
 (``--limit N``: N tasks only, taken in turn from each kind: a quick check of the bench.)
@@ -74,6 +76,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "examples"))
 from local_tasks import TASKS, Task
 from local_tasks_heldout import HELDOUT
 from local_tasks_heldout2 import HELDOUT2
+from local_tasks_heldout3 import HELDOUT3
+from local_tasks_heldout4 import HELDOUT4
 
 from raytroupe import runtime
 from raytroupe.actors.agent.written_calls import Unreadable, WrittenCalls, read_written_calls
@@ -344,7 +348,13 @@ def _research(rt: Any, alias: str) -> dict[str, Any]:
 # -- 5. compare: plain call, plain tool loop, raytroupe ----------------------------------
 
 WAYS = ("plain", "loop", "raytroupe")
-TASK_SETS: dict[str, tuple[Task, ...]] = {"old": TASKS, "heldout": HELDOUT, "heldout2": HELDOUT2}
+TASK_SETS: dict[str, tuple[Task, ...]] = {
+    "old": TASKS,
+    "heldout": HELDOUT,
+    "heldout2": HELDOUT2,
+    "heldout3": HELDOUT3,
+    "heldout4": HELDOUT4,
+}
 PLAIN_SYSTEM = "Answer briefly."
 LOOP_SYSTEM = "Answer briefly. Use the calculator tool for arithmetic."
 LOOP_TURNS = 4  # as the raytroupe agents' max_turns
@@ -690,7 +700,7 @@ def _arguments() -> argparse.Namespace:
         "--tasks",
         default="all",
         choices=[*TASK_SETS, "all"],
-        help="compare: bench/local_tasks.py's, the first or second held-out set, or all",
+        help="compare: bench/local_tasks.py's, one of the four held-out sets, or all",
     )
     parser.add_argument(
         "--limit",
