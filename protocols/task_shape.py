@@ -47,7 +47,7 @@ _ASKS: Final = re.compile(
 
 _REFERS: Final = re.compile(
     r"\b(above|below|previous(ly)?|preceding|earlier|former|latter|"
-    r"(that|this|the) (answer|result|number|value)|"
+    r"(that|this) (answer|result|number|value)|the (answer|result|number|value)\b(?!\s+of\b)|"
     r"(question|step|part|item|task) \(?#?\d{1,3}\)?|"
     r"(answer|result)s? (of|to|from) (the )?(first|second|third|last|other|\(?\d))\b",
     re.IGNORECASE,
@@ -85,12 +85,19 @@ _ASKS_NUMBER: Final = re.compile(
     r"|\bby how (many|much)\b"
     rf"|\bwhat (is|was|will be|are|were|would be) {_QUANTITY}"
     rf"|\b(find|determine|give|tell me|state) (me )?{_QUANTITY}"
-    r"|\bwhat (does|do|did|will|would)\b[^?.!]{0,80}\b(cost|weigh|earn|pay|charge|come to)\b"
+    r"|\bwhat\b[^?.!]{0,80}\b(cost|weigh|earn|pay|owe|spend|save|charge|come to)s?\b"
     r"|\b(by |at )?what (percent|percentage|fraction|speed|rate|price)\b"
     r"|\b(in total|altogether|in all|combined)\s*\?",
     re.IGNORECASE,
 )
 """A question (or instruction) that asks for a computed number."""
+
+_NUMBER_WORD: Final = re.compile(
+    r"\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
+    r"fifty|hundred|thousand|dozen|half|twice|double|triple)\b",
+    re.IGNORECASE,
+)
+"""A number written as a word ("the six of us"), counted when a question may need arithmetic."""
 
 _NUMBER: Final = re.compile(r"(?<![\w.])-?\d[\d,]*(?:\.\d+)?")
 """A number as written in prose (``1,234.5``, ``-3``, ``12``)."""
@@ -193,7 +200,7 @@ def needs_arithmetic(text: str, context: str = "") -> bool:
     text, context = request_of(text), request_of(context)
     if _EXPRESSION.search(_YEAR_RANGE.sub(" ", text)):
         return True
-    numbers = len(numbers_in(text)) + len(numbers_in(context))
+    numbers = sum(len(numbers_in(t)) + len(_NUMBER_WORD.findall(t)) for t in (text, context))
     return numbers >= 2 and bool(_ASKS_NUMBER.search(text))  # noqa: PLR2004
 
 

@@ -19,7 +19,7 @@ from typing import Any, Final, Literal, assert_never
 
 import structlog
 
-from raytroupe.actors.agent.checks import Calculation, arithmetic_correction
+from raytroupe.actors.agent.checks import Calculation, kept_answer, next_correction
 from raytroupe.actors.agent.context import (
     SUMMARY_TOKENS,
     Cut,
@@ -203,8 +203,10 @@ class _Loop:
     """Tool calls of the turns cut: numbering written calls goes on after them."""
     calculated: list[Calculation] = field(default_factory=list)
     """The calculator's calls, oldest first."""
-    corrected: bool = False
-    """The one corrective turn of ``actors.agent.checks`` was had."""
+    corrections: int = 0
+    """Corrective turns of ``actors.agent.checks`` had."""
+    corrected: str | None = None
+    """The answer the last corrective turn was about."""
 
     def window(self, spec: AgentSpec) -> int | None:
         """The context window to keep within: the spec's or the deployment's, the smaller."""
@@ -493,7 +495,7 @@ class AgentActor(TakesBatches):
                         continue
                     if not isinstance(written, WrittenCalls):  # an answer (Unreadable: told)
                         bound.info("subtask_done", turns=loop.turns)
-                        output = answer_of(answer.text)  # what the agent answers, kept and sent
+                        output = answer_of(kept_answer(answer.text, loop.corrected))
                         return await self._answered(message, spec, request, output, result)
                     bound.info("tool_calls_in_text", calls=len(written.calls))
                     answer = answer.model_copy(
@@ -730,19 +732,22 @@ def _told(  # noqa: PLR0917 - private, the loop's state
     """What the model is told before its answer is taken (None: it is taken as it is).
 
     A tool call it wrote that cannot be read: to write it again. A final answer that should
-    show the calculator's result and does not (``actors.agent.checks``): to check it, once,
-    when two turns are left for that (a calculator call and the answer).
+    show the calculator's result and does not, or whose written working has a wrong step
+    (``actors.agent.checks.next_correction``): to check it, when two turns are left for that
+    (a calculator call and the answer); after the first, only for slips in new working.
     """
     if isinstance(written, Unreadable):
         bound.info("tool_call_unreadable", problem=written.problem)
         return _write_again(written.problem)
-    if written is not None or loop.corrected or loop.wrapping or turns - loop.turns < 2:  # noqa: PLR2004
+    if written is not None or loop.wrapping or turns - loop.turns < 2:  # noqa: PLR2004
         return None
-    told = arithmetic_correction(
-        request.instructions, {t.name for t in tools}, loop.calculated, text, request.job_task
+    names = {t.name for t in tools}
+    told = next_correction(
+        request.instructions, names, loop.calculated, text, request.job_task, loop.corrections
     )
     if told is not None:
-        loop.corrected = True
+        loop.corrected = text
+        loop.corrections += 1
         bound.info("answer_corrected", told=told[:80])
     return told
 

@@ -6,6 +6,12 @@ without calling it, or one that does not state the value the calculator last ret
 one corrective turn (:func:`arithmetic_correction`), and only one; whatever the model answers
 then is the answer. Small models answer arithmetic from memory, and wrongly, even with the
 tool at hand; a program can see that they did, and say so once.
+
+An answer written without the calculator but with its working shown (``48 * 2.35 = 112.80``)
+has each step recomputed by the calculator's evaluator (``actors.agent.working``): working
+whose every step is right stands, and a step that is wrong is named in the corrective turn
+with its value (asked instead to call the tool, Qwen 1.5B called it on one step of a
+three-step sum and answered with that step's result).
 """
 
 from __future__ import annotations
@@ -13,9 +19,18 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Final, NamedTuple
 
+from raytroupe.actors.agent.working import written_steps
 from raytroupe.protocols.task_shape import mentions_number, needs_arithmetic, numbers_in
 
-__all__ = ["CALCULATE_FIRST", "Calculation", "arithmetic_correction"]
+__all__ = [
+    "CALCULATE_FIRST",
+    "MAX_CORRECTIONS",
+    "Calculation",
+    "arithmetic_correction",
+    "kept_answer",
+    "next_correction",
+    "working_slips",
+]
 
 CALCULATE_FIRST: Final = (
     "Check that with the calculator before you answer: call the calculator tool with the "
@@ -51,9 +66,9 @@ def arithmetic_correction(
     again, in numbers and operators; one that failed otherwise (division by zero) stands.
     """
     if "calculator" not in tools or not needs_arithmetic(instructions, context):
-        return None
+        return working_slips(answer)
     if not calculated:
-        return CALCULATE_FIRST
+        return _working_checked(answer)
     expression, result, ok = calculated[-1]
     if not ok:
         if not any(why in result for why in _UNREAD):
@@ -70,3 +85,70 @@ def arithmetic_correction(
         f"The calculator returned {result} for {expression}. Give your final answer with that "
         "result."
     )
+
+
+_NAMED: Final = 3
+"""Wrong steps named in one corrective turn."""
+
+
+def _working_checked(answer: str) -> str | None:
+    """For an answer made without the calculator: what it is told, if anything.
+
+    None when its written working is all right, the wrong steps when some are,
+    :data:`CALCULATE_FIRST` when it shows no working.
+    """
+    if not written_steps(answer):
+        return CALCULATE_FIRST
+    return working_slips(answer)
+
+
+def working_slips(answer: str) -> str | None:
+    """The wrong steps of the working ``answer`` writes out, named with their values.
+
+    None: every step is right, or it writes none. Any agent's answer is checked so, with the
+    calculator tool or without it.
+    """
+    wrong = [s for s in written_steps(answer) if not s.right]
+    if not wrong:
+        return None
+    named = "; ".join(f"{s.expression} is {s.shown}, not {s.stated}" for s in wrong[:_NAMED])
+    return (
+        f"The calculator disagrees with your working: {named}. Redo the working from there "
+        "with the right values, then give your final answer."
+    )
+
+
+MAX_CORRECTIONS: Final = 3
+"""Corrective turns a subtask may have: the first of any kind, the others for slips only."""
+
+
+def next_correction(  # noqa: PLR0917 - the check's whole input
+    instructions: str,
+    tools: Collection[str],
+    calculated: Sequence[Calculation],
+    answer: str,
+    context: str,
+    corrections: int,
+) -> str | None:
+    """What the model is told before ``answer`` is taken, its ``corrections``-th time.
+
+    The first time: :func:`arithmetic_correction`. After it, only a slip in the working the
+    new answer writes out (fixing one step, Qwen 1.5B carried the old value into the next:
+    ``54 * 372`` corrected to 20088, then ``20088 * 0.28 = 5725.44``), up to
+    :data:`MAX_CORRECTIONS` in all.
+    """
+    if corrections == 0:
+        return arithmetic_correction(instructions, tools, calculated, answer, context)
+    return working_slips(answer) if corrections < MAX_CORRECTIONS else None
+
+
+def kept_answer(answer: str, corrected: str | None) -> str:
+    """The answer a subtask keeps after a corrective turn: ``answer``, or the ``corrected`` one.
+
+    The corrected one when ``answer`` states no number and it did: told to check with the
+    calculator, Qwen 1.5B answered "To check the result, we can use the calculator tool..."
+    and nothing more.
+    """
+    if corrected is not None and not numbers_in(answer) and numbers_in(corrected):
+        return corrected
+    return answer

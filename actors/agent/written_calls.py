@@ -46,6 +46,9 @@ _WRAPPED: Final = re.compile(
 """A whole answer that is a call in other tags: Qwen2.5 writes ``<tools>{...}</tools>``, the
 tag its template lists the tools in."""
 _FENCED: Final = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.S)
+_STRAY_FENCES: Final = re.compile(r"\A\s*```[A-Za-z0-9_-]*[ \t]*\n|\n?\s*```\s*\Z")
+"""A code fence opened and not closed, or closed and not opened, around a whole call
+(Qwen2.5-Coder 1.5B wrote ``{"name": "calculator", ...}`` and then a closing fence)."""
 _NAME_KEYS: Final = ("name", "tool")
 _ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "input")
 _EXTRA_KEYS: Final = frozenset({"id", "type"})
@@ -114,6 +117,7 @@ def _tagged(text: str, tools: Collection[str], first_index: int) -> WrittenCalls
 
 def _calls(body: str, tools: Collection[str]) -> list[tuple[str, dict[str, Any]]] | Unreadable:
     """The calls ``body`` is (a call, or a list of calls), [] if it is not calls at all."""
+    body = _STRAY_FENCES.sub("", body)
     try:
         data: Any = json.loads(body)
     except json.JSONDecodeError as e:

@@ -4,7 +4,14 @@ import pytest
 from test_actors_agent import calc, rig, scripted, task
 from wiring import run
 
-from raytroupe.actors.agent.checks import CALCULATE_FIRST, Calculation, arithmetic_correction
+from raytroupe.actors.agent.checks import (
+    CALCULATE_FIRST,
+    MAX_CORRECTIONS,
+    Calculation,
+    arithmetic_correction,
+    kept_answer,
+    next_correction,
+)
 from raytroupe.protocols import AgentSpec, ScriptedTurn
 
 SUM = "What is 17 * 23 + 4?"
@@ -34,6 +41,52 @@ def test_an_answer_given_without_calling_the_calculator_is_told_to_calculate_fir
         arithmetic_correction("What is 15% of 80?", ("search", "calculator"), [], "12")
         == CALCULATE_FIRST
     )
+
+
+def test_working_written_out_and_right_in_every_step_stands_without_the_calculator():
+    answer = "17 * 23 = 391, and 391 + 4 = 395. It is 395."
+    assert arithmetic_correction(SUM, CALCULATOR, [], answer) is None
+
+
+def test_a_wrong_step_of_written_working_is_named_with_its_value():
+    answer = "17 * 23 = 381, and 381 + 4 = 385. It is 385."
+    assert arithmetic_correction(SUM, CALCULATOR, [], answer) == (
+        "The calculator disagrees with your working: 17 * 23 is 391, not 381. Redo the working "
+        "from there with the right values, then give your final answer."
+    )
+    many = " ".join(f"{i} * 2 = {i}." for i in range(3, 8))
+    told = arithmetic_correction(SUM, CALCULATOR, [], many)
+    assert told is not None
+    assert told.count(" is ") == 3  # at most three named
+
+
+def test_any_agents_written_slip_is_named_tool_or_not():
+    """A researcher without the calculator, on work not read as arithmetic, writes a slip."""
+    answer = "Each of the six owes 291.20 / 6 = 48.50 pounds."
+    for tools in ((), ("search",), CALCULATOR):
+        told = arithmetic_correction("Split the bill of 291.20 six ways.", tools, [], answer)
+        assert told is not None
+        assert "291.20 / 6 is 48.5333333333, not 48.50" in told
+    assert arithmetic_correction("Describe it.", (), [], "It is 291.20 / 6 = 48.5333.") is None
+
+
+def test_after_the_first_correction_only_new_slips_are_named_up_to_the_limit():
+    slip = "54 * 372 = 20088 and 20088 * 0.28 = 5725.44"
+    first = next_correction(SUM, CALCULATOR, [], "It is 400.", "", 0)
+    assert first == CALCULATE_FIRST
+    assert next_correction(SUM, CALCULATOR, [], "It is 400.", "", 1) is None  # told once
+    again = next_correction(SUM, CALCULATOR, [], slip, "", 1)
+    assert again is not None
+    assert "20088 * 0.28 is 5624.64, not 5725.44" in again
+    assert next_correction(SUM, CALCULATOR, [], slip, "", MAX_CORRECTIONS) is None
+
+
+def test_an_answer_after_a_correction_that_states_no_number_loses_to_the_corrected_one():
+    before = "The total is 1,372.50 pounds."
+    assert kept_answer("To check the result, I will use the calculator.", before) == before
+    assert kept_answer("It is 1,380 pounds.", before) == "It is 1,380 pounds."
+    assert kept_answer("No number here.", None) == "No number here."
+    assert kept_answer("No number here.", "Nor here.") == "No number here."
 
 
 def test_an_answer_after_a_call_that_failed_on_its_numbers_stands():
@@ -126,6 +179,56 @@ def test_an_answer_without_the_calculator_gets_one_corrective_turn_and_the_next_
     told = [m for m in requests[-1].messages if m.role == "user" and m.content == CALCULATE_FIRST]
     assert len(told) == 1
     assert requests[-1].messages[-1].role == "tool"  # the last answer was not sent back
+
+
+def test_a_slip_in_written_working_is_corrected_once_through_the_loop():
+    """The wrong step named, the model redoes its working: the next answer stands."""
+    slip = "17 * 23 = 381 and 381 + 4 = 385, so 385."
+
+    async def main():
+        turns = (ScriptedTurn(text=slip), ScriptedTurn(text="17 * 23 = 391, 391 + 4 = 395."))
+        r = await rig(m=scripted(*turns))
+        result = (await r.ask(task(SUM))).payload
+        await r.pool.remove("m")
+        return result, r.requests()
+
+    result, requests = run(main())
+    assert (result.status, result.output, result.turns, result.tool_calls) == (
+        "succeeded",
+        "17 * 23 = 391, 391 + 4 = 395.",
+        2,
+        0,
+    )
+    assert (
+        requests[1]
+        .messages[-1]
+        .content.startswith("The calculator disagrees with your working: 17 * 23 is 391, not 381.")
+    )
+
+
+def test_a_slip_carried_into_the_next_step_is_named_again_and_a_numberless_answer_loses():
+    """Through the loop: a slip named, the next one named, then an answer with no number:
+    the answer the last correction was about stands, not the empty words."""
+    first = "17 * 23 = 381 and 381 + 4 = 385."
+    second = "17 * 23 = 391 and 391 + 4 = 396."
+
+    async def main():
+        spec = AgentSpec(name="ada", role="worker", tools=CALCULATOR, model="m", max_turns=4)
+        turns = (first, second, "I will check that with the calculator tool.")
+        r = await rig(spec, m=scripted(*(ScriptedTurn(text=t) for t in turns)))
+        result = (await r.ask(task(SUM))).payload
+        await r.pool.remove("m")
+        return result, r.requests()
+
+    result, requests = run(main())
+    assert (result.status, result.output, result.turns, result.tool_calls) == (
+        "succeeded",
+        second,
+        3,
+        0,
+    )
+    assert "17 * 23 is 391, not 381" in requests[1].messages[-1].content
+    assert "391 + 4 is 395, not 396" in requests[2].messages[-1].content
 
 
 def test_an_answer_not_stating_the_calculators_result_is_told_it_once():

@@ -87,6 +87,21 @@ def test_items_that_lean_on_each_other_are_one_part(second):
     assert task_parts(task).parts == (Part(marker="", text=task),)
 
 
+def test_the_number_of_something_is_a_quantity_not_a_reference_to_another_item():
+    task = (
+        "In 2023 the club had 1,480 members and in 2024 it had 2,035.\nAnswer these:\n"
+        "1. Who founded the club?\n2. By what percentage did the number of members grow?"
+    )
+    shape = task_parts(task)
+    assert [p.text for p in shape.parts] == [
+        "Who founded the club?",
+        "By what percentage did the number of members grow?",
+    ]
+    # the number (or the result, the value) on its own still points at another item
+    assert not task_parts("1. What is 2 + 2?\n2. Is the number even?").split
+    assert not task_parts("1. What is 2 + 2?\n2. What is the value doubled?").split
+
+
 def test_one_item_is_not_a_list():
     assert not task_parts("Questions:\n1. What is the capital of France?").split
 
@@ -123,6 +138,9 @@ def test_the_history_after_the_request_is_kept_in_the_context_and_never_split():
         "A runner covers 21 km in 105 minutes. At what speed, in km/h, does she run?",
         "Rent is 950 a month and parking 75. Find the total for 12 months.",
         "Each crate holds 24 jars and 17 crates ship. Figure out the jars shipped.",
+        "Four of us spent 86.40 on lunch. Split evenly, what does each of us owe?",
+        "A bulb uses 9 W instead of 60 W for 5 hours a day. What does it save in a year?",
+        "4 nights at 85 euros a night: can you tell me what the stay will cost me?",
     ],
 )
 def test_expressions_and_word_problems_need_arithmetic(text):

@@ -32,8 +32,20 @@ def _call(k, tool="calculator", **arguments):
         '```json\n{"name": "calculator", "arguments": {"expression": "2 + 2"}}\n```',
         '<tool_call>{"name": "calculator", "arguments": {"expression": "2 + 2"}}</tool_call>',
         '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2 + 2"}}\n',  # cut off
+        '{"name": "calculator", "arguments": {"expression": "2 + 2"}}\n```',  # closed, not opened
+        '```json\n{"name": "calculator", "arguments": {"expression": "2 + 2"}}',  # opened only
     ],
-    ids=["bare", "parameters", "tool-args-string", "openai-shape", "fenced", "hermes", "unclosed"],
+    ids=[
+        "bare",
+        "parameters",
+        "tool-args-string",
+        "openai-shape",
+        "fenced",
+        "hermes",
+        "unclosed",
+        "stray-closing-fence",
+        "unclosed-fence",
+    ],
 )
 def test_a_call_written_in_any_common_form_is_read(text):
     assert read_written_calls(text, TOOLS) == WrittenCalls("", (_call(0, expression="2 + 2"),))
