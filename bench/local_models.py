@@ -21,8 +21,10 @@ raytroupe's supervisor, with 2 threads.
    ``bench/local_tasks_heldout2.py``'s 25, written after the first tuning round, blind to the
    heuristics; ``heldout3``: ``bench/local_tasks_heldout3.py``'s 25, written after the second
    tuning round, blind to the heuristics; ``heldout4``: ``bench/local_tasks_heldout4.py``'s
-   25, written after the third tuning round, blind to the heuristics; ``all``) three ways, on
-   the same llama-server, interleaved task by task (plain, loop, raytroupe; then the next):
+   25, written after the third tuning round, blind to the heuristics; ``heldout5``:
+   ``bench/local_tasks_heldout5.py``'s 25, written after the fourth tuning round, blind to the
+   heuristics; ``all``) three ways, on the same llama-server, interleaved task by task (plain,
+   loop, raytroupe; then the next):
 
    - ``plain``: one chat call, no tools, system prompt "Answer briefly." (``openai`` client);
    - ``loop``: a plain tool loop with the ``openai`` client: the calculator (``{"expression":
@@ -45,7 +47,8 @@ raytroupe's supervisor, with 2 threads.
 
 Usage: python bench/local_models.py [--models smol,qwen-0.5b,qwen-1.5b]
        [--parts speed,formats,overhead,tasks,compare] [--rounds N] [--json PATH]
-       [--tasks old|heldout|heldout2|heldout3|heldout4|all] [--limit N] [--timeout S]
+       [--tasks old|heldout|heldout2|heldout3|heldout4|heldout5|all] [--limit N]
+       [--timeout S]
 
 e.g. python bench/local_models.py --parts compare --models qwen-1.5b --tasks heldout --json out.json
 (``--limit N``: N tasks only, taken in turn from each kind: a quick check of the bench.)
@@ -78,6 +81,7 @@ from local_tasks_heldout import HELDOUT
 from local_tasks_heldout2 import HELDOUT2
 from local_tasks_heldout3 import HELDOUT3
 from local_tasks_heldout4 import HELDOUT4
+from local_tasks_heldout5 import HELDOUT5
 
 from raytroupe import runtime
 from raytroupe.actors.agent.written_calls import Unreadable, WrittenCalls, read_written_calls
@@ -354,6 +358,7 @@ TASK_SETS: dict[str, tuple[Task, ...]] = {
     "heldout2": HELDOUT2,
     "heldout3": HELDOUT3,
     "heldout4": HELDOUT4,
+    "heldout5": HELDOUT5,
 }
 PLAIN_SYSTEM = "Answer briefly."
 LOOP_SYSTEM = "Answer briefly. Use the calculator tool for arithmetic."
@@ -700,7 +705,7 @@ def _arguments() -> argparse.Namespace:
         "--tasks",
         default="all",
         choices=[*TASK_SETS, "all"],
-        help="compare: bench/local_tasks.py's, one of the four held-out sets, or all",
+        help="compare: bench/local_tasks.py's, one of the five held-out sets, or all",
     )
     parser.add_argument(
         "--limit",
