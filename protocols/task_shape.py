@@ -15,7 +15,8 @@ for a number needs the calculator.
 - :func:`stands_alone`: whether a part is arithmetic written out in full (``17 * 23 + 4``),
   so the text the parts share is not given with it.
 - :func:`numbers_in` / :func:`mentions_number`: the numbers an answer states, so an answer can
-  be checked against a calculator's result.
+  be checked against a calculator's result; :func:`restates_numbers`: whether it only restates
+  numbers of the text it was given (a lookup, not a computation).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ __all__ = [
     "mentions_number",
     "needs_arithmetic",
     "numbers_in",
+    "restates_numbers",
     "stands_alone",
     "task_parts",
 ]
@@ -236,3 +238,28 @@ def mentions_number(text: str, value: float) -> bool:
             if round(value, places) == stated and round(stated, places) == stated:
                 return True
     return False
+
+
+def restates_numbers(answer: str, source: str) -> bool:
+    """Whether ``answer`` states numbers, and only numbers ``source`` states too.
+
+    Such an answer looked a number up ("each wheel is aged for six weeks") and computed none:
+    a question read as arithmetic ("how long ...?" of a passage with numbers) may be a
+    question of fact. A number written as a word is its value (``six`` is ``6``).
+    """
+    stated = _all_numbers(answer)
+    return bool(stated) and stated <= _all_numbers(source)
+
+
+_WORD_VALUES: Final = {
+    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40,
+    "fifty": 50, "hundred": 100, "thousand": 1000, "dozen": 12,
+}  # fmt: skip
+"""The values of number words; ``half``, ``twice`` and the like state no number by themselves."""
+
+
+def _all_numbers(text: str) -> set[float]:
+    """The numbers ``text`` states, in digits or as words (``six`` and ``6`` are one)."""
+    words = (_WORD_VALUES.get(w.lower()) for w in _NUMBER_WORD.findall(text))
+    return {*numbers_in(text), *(float(v) for v in words if v is not None)}

@@ -7,6 +7,10 @@ one corrective turn (:func:`arithmetic_correction`), and only one; whatever the 
 then is the answer. Small models answer arithmetic from memory, and wrongly, even with the
 tool at hand; a program can see that they did, and say so once.
 
+An answer that states only numbers the task's text states too looked them up: it stands
+(asked "which breed ... and how long is each wheel aged?" of a passage holding the age and two
+other numbers, Qwen 1.5B answered it right, was told to calculate, and answered "552 weeks").
+
 An answer written without the calculator but with its working shown (``48 * 2.35 = 112.80``)
 has each step recomputed by the calculator's evaluator (``actors.agent.working``): working
 whose every step is right stands, and a step that is wrong is named in the corrective turn
@@ -20,15 +24,23 @@ from collections.abc import Collection, Sequence
 from typing import Final, NamedTuple
 
 from raytroupe.actors.agent.working import written_steps
-from raytroupe.protocols.task_shape import mentions_number, needs_arithmetic, numbers_in
+from raytroupe.protocols.task_shape import (
+    mentions_number,
+    needs_arithmetic,
+    numbers_in,
+    restates_numbers,
+    stands_alone,
+)
 
 __all__ = [
     "CALCULATE_FIRST",
     "MAX_CORRECTIONS",
+    "SHOW_WORKING",
     "Calculation",
     "arithmetic_correction",
     "kept_answer",
     "next_correction",
+    "thinks_first",
     "working_slips",
 ]
 
@@ -44,6 +56,25 @@ class Calculation(NamedTuple):
     expression: str
     result: str
     ok: bool = True
+
+
+SHOW_WORKING: Final = "Work it out step by step, writing each calculation as: expression = result."
+
+
+def thinks_first(instructions: str, tools: Collection[str], context: str = "") -> bool:
+    """Whether a subtask's first turn is for its working, with no tool offered.
+
+    So for a word problem (a question asking for a computed number, not arithmetic written out
+    in full) given to an agent with the calculator: offered the tool at once, Qwen 1.5B called
+    it with one expression that modelled the problem wrongly (a group's booking fee taken off
+    instead of added), where written step by step it was right; each step written is then
+    recomputed (:func:`working_slips`), and an answer with no working is told to calculate.
+    """
+    return (
+        "calculator" in tools
+        and needs_arithmetic(instructions, context)
+        and not stands_alone(instructions)
+    )
 
 
 _UNREAD: Final = ("not an arithmetic expression", "unsupported element")
@@ -68,7 +99,7 @@ def arithmetic_correction(
     if "calculator" not in tools or not needs_arithmetic(instructions, context):
         return working_slips(answer)
     if not calculated:
-        return _working_checked(answer)
+        return _working_checked(answer, f"{instructions}\n{context}")
     expression, result, ok = calculated[-1]
     if not ok:
         if not any(why in result for why in _UNREAD):
@@ -91,12 +122,15 @@ _NAMED: Final = 3
 """Wrong steps named in one corrective turn."""
 
 
-def _working_checked(answer: str) -> str | None:
+def _working_checked(answer: str, source: str) -> str | None:
     """For an answer made without the calculator: what it is told, if anything.
 
-    None when its written working is all right, the wrong steps when some are,
-    :data:`CALCULATE_FIRST` when it shows no working.
+    None when it only restates numbers of the ``source`` text (a lookup) or when its written
+    working is all right, the wrong steps when some are, :data:`CALCULATE_FIRST` when it
+    shows no working.
     """
+    if restates_numbers(answer, source):
+        return None
     if not written_steps(answer):
         return CALCULATE_FIRST
     return working_slips(answer)

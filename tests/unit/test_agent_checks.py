@@ -7,10 +7,12 @@ from wiring import run
 from raytroupe.actors.agent.checks import (
     CALCULATE_FIRST,
     MAX_CORRECTIONS,
+    SHOW_WORKING,
     Calculation,
     arithmetic_correction,
     kept_answer,
     next_correction,
+    thinks_first,
 )
 from raytroupe.protocols import AgentSpec, ScriptedTurn
 
@@ -40,6 +42,20 @@ def test_an_answer_given_without_calling_the_calculator_is_told_to_calculate_fir
     assert (
         arithmetic_correction("What is 15% of 80?", ("search", "calculator"), [], "12")
         == CALCULATE_FIRST
+    )
+
+
+def test_an_answer_restating_the_texts_numbers_is_a_lookup_and_stands():
+    passage = "The dairy has 92 cows. Each wheel is aged for six weeks; it won gold in 1997."
+    question = "How long is each wheel aged, and how many cows are there?"
+    looked_up = "Each wheel is aged for six weeks, and there are 92 cows."
+    assert arithmetic_correction(question, CALCULATOR, [], looked_up, passage) is None
+    # a number the text does not state was computed (or made up): checked as before
+    assert arithmetic_correction(question, CALCULATOR, [], "It is 552 weeks.", passage) == (
+        CALCULATE_FIRST
+    )
+    assert arithmetic_correction(question, CALCULATOR, [], "Aged, long.", passage) == (
+        CALCULATE_FIRST
     )
 
 
@@ -268,3 +284,51 @@ def test_work_that_is_not_arithmetic_is_answered_in_one_turn():
         1,
         0,
     )
+
+
+WORD_PROBLEM = (
+    "Pens cost 3 dollars each and we buy 14, plus 5 dollars postage. What is the total cost?"
+)
+
+
+def test_a_word_problem_is_worked_first_and_arithmetic_written_out_goes_to_the_tool():
+    assert thinks_first(WORD_PROBLEM, CALCULATOR)
+    assert not thinks_first(SUM, CALCULATOR)  # written out in full: the calculator at once
+    assert not thinks_first(WORD_PROBLEM, ("search",))  # no calculator to check with later
+    assert not thinks_first("Describe the tower.", CALCULATOR)
+
+
+def test_a_word_problems_first_turn_offers_no_tool_and_asks_for_the_working():
+    """Turn 1: no tool, the working asked for; right working stands with no tool call."""
+
+    async def main():
+        r = await rig(m=scripted(ScriptedTurn(text="14 * 3 = 42 and 42 + 5 = 47. It is 47.")))
+        result = (await r.ask(task(WORD_PROBLEM))).payload
+        return result, r.requests()
+
+    result, requests = run(main())
+    assert (result.status, result.turns, result.tool_calls) == ("succeeded", 1, 0)
+    (first,) = requests
+    assert (first.tools, first.tool_choice) == ((), "none")
+    assert first.messages[1].content.endswith(f"\n\n{SHOW_WORKING}")
+
+
+def test_a_word_problem_answered_without_working_is_told_to_calculate_with_the_tool_offered():
+    async def main():
+        turns = (ScriptedTurn(text="It is 50."), calc("14 * 3 + 5"), ScriptedTurn(text="47"))
+        r = await rig(m=scripted(*turns))
+        result = (await r.ask(task(WORD_PROBLEM))).payload
+        await r.pool.remove("m")
+        return result, r.requests()
+
+    result, requests = run(main())
+    assert (result.status, result.output, result.turns, result.tool_calls) == (
+        "succeeded",
+        "47",
+        3,
+        1,
+    )
+    assert requests[0].tools == ()
+    assert [t.name for t in requests[1].tools] == ["calculator"]
+    assert requests[1].tool_choice == "auto"
+    assert requests[1].messages[-1].content == CALCULATE_FIRST

@@ -9,6 +9,7 @@ from raytroupe.protocols.task_shape import (
     mentions_number,
     needs_arithmetic,
     numbers_in,
+    restates_numbers,
     stands_alone,
     task_parts,
 )
@@ -216,3 +217,22 @@ def test_numbers_are_read_as_written_in_prose():
 )
 def test_mentions_number_accepts_the_value_or_its_rounding_to_two_places(text, value, stated):
     assert mentions_number(text, value) is stated
+
+
+@pytest.mark.parametrize(
+    ("answer", "restates"),
+    [
+        ("Aged for six weeks, from 92 cows.", True),
+        ("It won gold in 1,997.", True),  # as written or with separators
+        ("Six.", True),
+        ("Aged for 6 weeks.", True),  # six in the text, 6 in the answer: one number
+        ("Ninety-two cows.", False),  # compound number words are not read
+        ("552 weeks.", False),
+        ("Six weeks and 93 cows.", False),
+        ("Seven weeks.", False),
+        ("No number at all.", False),
+    ],
+)
+def test_an_answer_restates_numbers_only_when_the_text_states_each(answer, restates):
+    source = "The dairy has 92 cows. Each wheel is aged for six weeks; gold in 1997."
+    assert restates_numbers(answer, source) is restates
