@@ -23,8 +23,9 @@ raytroupe's supervisor, with 2 threads.
    tuning round, blind to the heuristics; ``heldout4``: ``bench/local_tasks_heldout4.py``'s
    25, written after the third tuning round, blind to the heuristics; ``heldout5``:
    ``bench/local_tasks_heldout5.py``'s 25, written after the fourth tuning round, blind to the
-   heuristics; ``all``) three ways, on the same llama-server, interleaved task by task (plain,
-   loop, raytroupe; then the next):
+   heuristics; ``heldout6``: ``bench/local_tasks_heldout6.py``'s 25, written after the fifth
+   tuning round, blind to the heuristics; ``all``) three ways, on the same llama-server,
+   interleaved task by task (plain, loop, raytroupe; then the next):
 
    - ``plain``: one chat call, no tools, system prompt "Answer briefly." (``openai`` client);
    - ``loop``: a plain tool loop with the ``openai`` client: the calculator (``{"expression":
@@ -47,8 +48,8 @@ raytroupe's supervisor, with 2 threads.
 
 Usage: python bench/local_models.py [--models smol,qwen-0.5b,qwen-1.5b]
        [--parts speed,formats,overhead,tasks,compare] [--rounds N] [--json PATH]
-       [--tasks old|heldout|heldout2|heldout3|heldout4|heldout5|all] [--limit N]
-       [--timeout S]
+       [--tasks old|heldout|heldout2|heldout3|heldout4|heldout5|heldout6|all]
+       [--limit N] [--timeout S]
 
 e.g. python bench/local_models.py --parts compare --models qwen-1.5b --tasks heldout --json out.json
 (``--limit N``: N tasks only, taken in turn from each kind: a quick check of the bench.)
@@ -82,6 +83,7 @@ from local_tasks_heldout2 import HELDOUT2
 from local_tasks_heldout3 import HELDOUT3
 from local_tasks_heldout4 import HELDOUT4
 from local_tasks_heldout5 import HELDOUT5
+from local_tasks_heldout6 import HELDOUT6
 
 from raytroupe import runtime
 from raytroupe.actors.agent.written_calls import Unreadable, WrittenCalls, read_written_calls
@@ -359,6 +361,7 @@ TASK_SETS: dict[str, tuple[Task, ...]] = {
     "heldout3": HELDOUT3,
     "heldout4": HELDOUT4,
     "heldout5": HELDOUT5,
+    "heldout6": HELDOUT6,
 }
 PLAIN_SYSTEM = "Answer briefly."
 LOOP_SYSTEM = "Answer briefly. Use the calculator tool for arithmetic."
@@ -705,7 +708,7 @@ def _arguments() -> argparse.Namespace:
         "--tasks",
         default="all",
         choices=[*TASK_SETS, "all"],
-        help="compare: bench/local_tasks.py's, one of the five held-out sets, or all",
+        help="compare: bench/local_tasks.py's, one of the six held-out sets, or all",
     )
     parser.add_argument(
         "--limit",
