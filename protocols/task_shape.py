@@ -259,7 +259,12 @@ _WORD_VALUES: Final = {
 """The values of number words; ``half``, ``twice`` and the like state no number by themselves."""
 
 
+_MARKER: Final = re.compile(r"^\s*(?:\(?\d{1,2}[.)]|[-*\u2022])\s", re.MULTILINE)
+"""A list item's marker (``1.``, ``2)``): the answer's layout, not a number it states."""
+
+
 def _all_numbers(text: str) -> set[float]:
     """The numbers ``text`` states, in digits or as words (``six`` and ``6`` are one)."""
+    text = _MARKER.sub(" ", text)
     words = (_WORD_VALUES.get(w.lower()) for w in _NUMBER_WORD.findall(text))
     return {*numbers_in(text), *(float(v) for v in words if v is not None)}

@@ -19,13 +19,7 @@ from typing import Any, Final, Literal, assert_never
 
 import structlog
 
-from raytroupe.actors.agent.checks import (
-    SHOW_WORKING,
-    Calculation,
-    kept_answer,
-    next_correction,
-    thinks_first,
-)
+from raytroupe.actors.agent.checks import Calculation, kept_answer, next_correction
 from raytroupe.actors.agent.context import (
     SUMMARY_TOKENS,
     Cut,
@@ -168,13 +162,11 @@ def _system_prompt(spec: AgentSpec) -> str:
     return f"You are {spec.name}, {article} {spec.role}. {spec.instructions}".strip()
 
 
-def _task_content(request: TaskRequest, working: bool) -> str | tuple[ContentPart, ...]:
-    """The opening user turn: text, or text and the job's images.
-
-    With ``working``, it asks for the working shown (``checks.thinks_first``).
-    """
-    text = f"{render_task(request)}\n\n{SHOW_WORKING}" if working else render_task(request)
-    return (TextPart(text=text), *request.images) if request.images else text
+def _task_content(request: TaskRequest) -> str | tuple[ContentPart, ...]:
+    """The opening user turn: text, or text and the job's images."""
+    if not request.images:
+        return render_task(request)
+    return (TextPart(text=render_task(request)), *request.images)
 
 
 @dataclass
@@ -427,11 +419,10 @@ class AgentActor(TakesBatches):
         """
         spec, tools = self._spec, self._tools
         started = self._clock()
-        working = thinks_first(request.instructions, {t.name for t in tools}, request.job_task)
         loop = _Loop(
             [
                 ChatMessage(role="system", content=_system_prompt(spec)),
-                ChatMessage(role="user", content=_task_content(request, working)),
+                ChatMessage(role="user", content=_task_content(request)),
             ],
             StopConditions(spec, self._clock, message.deadline),
             tools_tokens=tools_tokens(tools),
@@ -473,8 +464,8 @@ class AgentActor(TakesBatches):
                         LLMRequest(
                             model=spec.model,
                             messages=(*loop.messages[:1], *recalled, *loop.messages[1:]),
-                            tools=() if working and loop.turns == 0 else tools,
-                            tool_choice="none" if working and loop.turns == 0 else choice,
+                            tools=tools,
+                            tool_choice=choice,
                             purpose="work",
                             stream=spec.stream,
                             budget=request.budget,

@@ -24,23 +24,22 @@ from collections.abc import Collection, Sequence
 from typing import Final, NamedTuple
 
 from raytroupe.actors.agent.working import written_steps
+from raytroupe.actors.llm.tool_examples import EXAMPLE_RESULT
 from raytroupe.protocols.task_shape import (
     mentions_number,
     needs_arithmetic,
     numbers_in,
     restates_numbers,
-    stands_alone,
 )
 
 __all__ = [
     "CALCULATE_FIRST",
     "MAX_CORRECTIONS",
-    "SHOW_WORKING",
     "Calculation",
     "arithmetic_correction",
+    "copied_example",
     "kept_answer",
     "next_correction",
-    "thinks_first",
     "working_slips",
 ]
 
@@ -56,25 +55,6 @@ class Calculation(NamedTuple):
     expression: str
     result: str
     ok: bool = True
-
-
-SHOW_WORKING: Final = "Work it out step by step, writing each calculation as: expression = result."
-
-
-def thinks_first(instructions: str, tools: Collection[str], context: str = "") -> bool:
-    """Whether a subtask's first turn is for its working, with no tool offered.
-
-    So for a word problem (a question asking for a computed number, not arithmetic written out
-    in full) given to an agent with the calculator: offered the tool at once, Qwen 1.5B called
-    it with one expression that modelled the problem wrongly (a group's booking fee taken off
-    instead of added), where written step by step it was right; each step written is then
-    recomputed (:func:`working_slips`), and an answer with no working is told to calculate.
-    """
-    return (
-        "calculator" in tools
-        and needs_arithmetic(instructions, context)
-        and not stands_alone(instructions)
-    )
 
 
 _UNREAD: Final = ("not an arithmetic expression", "unsupported element")
@@ -166,14 +146,36 @@ def next_correction(  # noqa: PLR0917 - the check's whole input
 ) -> str | None:
     """What the model is told before ``answer`` is taken, its ``corrections``-th time.
 
-    The first time: :func:`arithmetic_correction`. After it, only a slip in the working the
-    new answer writes out (fixing one step, Qwen 1.5B carried the old value into the next:
-    ``54 * 372`` corrected to 20088, then ``20088 * 0.28 = 5725.44``), up to
-    :data:`MAX_CORRECTIONS` in all.
+    An answer stating the worked example's result (:func:`copied_example`) is told so, as
+    long as corrections are left. The first time: :func:`arithmetic_correction`. After it,
+    only a slip in the working the new answer writes out (fixing one step, Qwen 1.5B carried
+    the old value into the next: ``54 * 372`` corrected to 20088, then ``20088 * 0.28 =
+    5725.44``), up to :data:`MAX_CORRECTIONS` in all.
     """
+    copied = copied_example(answer, f"{instructions}\n{context}", calculated)
+    if copied is not None and corrections < MAX_CORRECTIONS:
+        return copied
     if corrections == 0:
         return arithmetic_correction(instructions, tools, calculated, answer, context)
     return working_slips(answer) if corrections < MAX_CORRECTIONS else None
+
+
+def copied_example(answer: str, source: str, calculated: Sequence[Calculation]) -> str | None:
+    """What a model is told when ``answer`` states the worked calculator example's result.
+
+    Local models are shown a worked exchange (``actors.llm.tool_examples``) whose answer is
+    903; asked how long a show lasts, Qwen 1.5B answered "903 minutes". None when the answer
+    does not state 903, or the task's ``source`` text does, or a calculator call of this
+    subtask returned it.
+    """
+    if not mentions_number(answer, EXAMPLE_RESULT) or mentions_number(source, EXAMPLE_RESULT):
+        return None
+    if any(mentions_number(c.result, EXAMPLE_RESULT) for c in calculated):
+        return None
+    return (
+        f"{EXAMPLE_RESULT} is the result of the worked example shown before this task, not of "
+        "this task. Answer the task you were given."
+    )
 
 
 def kept_answer(answer: str, corrected: str | None) -> str:

@@ -26,7 +26,7 @@ from typing import Final
 
 from raytroupe.protocols import ChatMessage, LLMRequest, ToolCall
 
-__all__ = ["FAMILIES", "family_of", "with_tool_examples"]
+__all__ = ["EXAMPLE_RESULT", "FAMILIES", "family_of", "with_tool_examples"]
 
 FAMILIES: Final[dict[str, re.Pattern[str]]] = {
     "qwen": re.compile(r"qwen", re.IGNORECASE),
@@ -45,6 +45,8 @@ _QUESTION: Final = (
 )
 _EXPRESSION: Final = "24 * 37 + 15"
 _RESULT: Final = "903"
+EXAMPLE_RESULT: Final = 903
+"""The worked exchange's result: a small model was seen answering it to other tasks."""
 _ANSWER: Final = "903 pens."
 
 

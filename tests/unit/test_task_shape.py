@@ -226,6 +226,7 @@ def test_mentions_number_accepts_the_value_or_its_rounding_to_two_places(text, v
         ("It won gold in 1,997.", True),  # as written or with separators
         ("Six.", True),
         ("Aged for 6 weeks.", True),  # six in the text, 6 in the answer: one number
+        ("1. Jersey cows.\n2. Six weeks, from 92 cows.", True),  # list markers are layout
         ("Ninety-two cows.", False),  # compound number words are not read
         ("552 weeks.", False),
         ("Six weeks and 93 cows.", False),
