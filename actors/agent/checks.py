@@ -3,9 +3,11 @@
 A subtask that asks for a computed number (``protocols.task_shape.needs_arithmetic``), given
 to an agent with the calculator, must show the calculator's result: a final answer written
 without calling it, or one that does not state the value the calculator last returned, gets
-one corrective turn (:func:`arithmetic_correction`), and only one; whatever the model answers
-then is the answer. Small models answer arithmetic from memory, and wrongly, even with the
-tool at hand; a program can see that they did, and say so once.
+one corrective turn (:func:`arithmetic_correction`), and only one of that kind; later turns
+are corrected only for slips in new working or the worked example's result copied, up to
+:data:`MAX_CORRECTIONS` in all (:func:`next_correction`), and then the answer stands. Small
+models answer arithmetic from memory, and wrongly, even with the tool at hand; a program can
+see that they did, and say so.
 
 An answer that states only numbers the task's text states too looked them up: it stands
 (asked "which breed ... and how long is each wheel aged?" of a passage holding the age and two
@@ -133,7 +135,8 @@ def working_slips(answer: str) -> str | None:
 
 
 MAX_CORRECTIONS: Final = 3
-"""Corrective turns a subtask may have: the first of any kind, the others for slips only."""
+"""Corrective turns a subtask may have: the first of any kind, the others for slips in new
+working or the worked example's result copied."""
 
 
 def next_correction(  # noqa: PLR0917 - the check's whole input
