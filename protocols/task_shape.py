@@ -94,10 +94,15 @@ _ASKS_NUMBER: Final = re.compile(
 )
 """A question (or instruction) that asks for a computed number."""
 
+_WORD_VALUES: Final = {
+    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
+    "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40,
+    "fifty": 50, "hundred": 100, "thousand": 1000, "dozen": 12,
+}  # fmt: skip
+"""The values of number words; ``half``, ``twice`` and the like state no number by themselves."""
+
 _NUMBER_WORD: Final = re.compile(
-    r"\b(two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|"
-    r"fifty|hundred|thousand|dozen|half|twice|double|triple)\b",
-    re.IGNORECASE,
+    rf"\b({'|'.join(_WORD_VALUES)}|half|twice|double|triple)\b", re.IGNORECASE
 )
 """A number written as a word ("the six of us"), counted when a question may need arithmetic."""
 
@@ -249,14 +254,6 @@ def restates_numbers(answer: str, source: str) -> bool:
     """
     stated = _all_numbers(answer)
     return bool(stated) and stated <= _all_numbers(source)
-
-
-_WORD_VALUES: Final = {
-    "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9,
-    "ten": 10, "eleven": 11, "twelve": 12, "twenty": 20, "thirty": 30, "forty": 40,
-    "fifty": 50, "hundred": 100, "thousand": 1000, "dozen": 12,
-}  # fmt: skip
-"""The values of number words; ``half``, ``twice`` and the like state no number by themselves."""
 
 
 _MARKER: Final = re.compile(r"^\s*(?:\(?\d{1,2}[.)]|[-*\u2022])\s", re.MULTILINE)

@@ -98,8 +98,13 @@ def _plain(text: str) -> str:
     return text
 
 
+_REACH: Final = 200
+"""Characters before a relation that a step's expression may take: bounds the scan of a
+long line a model wrote (or was made to write) to a fixed cost per step."""
+
+
 def _step(left: str, right: str) -> Step | None:
-    run = _RUN.search(left)
+    run = _RUN.search(left[-_REACH:])
     stated = _STATED.match(right)
     if run is None or stated is None:
         return None

@@ -44,9 +44,9 @@ _QUESTION: Final = (
     "A box holds 24 pens and a shop orders 37 boxes plus 15 loose pens. How many pens?"
 )
 _EXPRESSION: Final = "24 * 37 + 15"
-_RESULT: Final = "903"
 EXAMPLE_RESULT: Final = 903
 """The worked exchange's result: a small model was seen answering it to other tasks."""
+_RESULT: Final = str(EXAMPLE_RESULT)
 _ANSWER: Final = "903 pens."
 
 

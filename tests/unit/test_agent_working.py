@@ -90,8 +90,14 @@ def test_hostile_text_is_read_without_error():
         "\\frac{" * 50 + "1" + "}{2}" * 50 + " = 1",
         "1 / 0 = 1",
         "= = =",
+        "1+" * 8000 + "1x = 2",  # a long run ending in a letter: no step, a bounded scan
     ):
         written_steps(text)  # no exception: steps the calculator cannot read are not steps
+
+
+def test_a_step_at_the_end_of_a_long_line_is_found_and_a_run_ending_in_a_word_is_none():
+    assert [s.expression for s in written_steps("so " * 3000 + "17 * 23 = 391")] == ["17 * 23"]
+    assert written_steps("1+" * 8000 + "1x = 2") == []
 
 
 def test_a_step_starts_after_the_sentence_or_clause_before_it():
