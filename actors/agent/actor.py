@@ -19,7 +19,7 @@ from typing import Any, Final, Literal, assert_never
 
 import structlog
 
-from raytroupe.actors.agent.checks import Calculation, kept_answer, next_correction
+from raytroupe.actors.agent.checks import Calculation, next_correction, taken_answer
 from raytroupe.actors.agent.context import (
     SUMMARY_TOKENS,
     Cut,
@@ -495,7 +495,7 @@ class AgentActor(TakesBatches):
                         continue
                     if not isinstance(written, WrittenCalls):  # an answer (Unreadable: told)
                         bound.info("subtask_done", turns=loop.turns)
-                        output = answer_of(kept_answer(answer.text, loop.corrected))
+                        output = _taken(loop, request, answer.text, bound)
                         return await self._answered(message, spec, request, output, result)
                     bound.info("tool_calls_in_text", calls=len(written.calls))
                     answer = answer.model_copy(
@@ -720,6 +720,15 @@ def _written(
     return None if described is None else WrittenCalls(text="", calls=(described,))
 
 
+def _taken(loop: _Loop, request: TaskRequest, text: str, bound: Any) -> str:
+    """The final answer ``text`` as the subtask keeps it (``checks.taken_answer``)."""
+    source = f"{request.instructions}\n{request.job_task}"
+    output, fixed = taken_answer(text, loop.corrected, source)
+    if fixed:
+        bound.info("working_recomputed", steps=[s.expression for s in fixed])
+    return answer_of(output)
+
+
 def _told(  # noqa: PLR0917 - private, the loop's state
     loop: _Loop,
     request: TaskRequest,
@@ -743,7 +752,13 @@ def _told(  # noqa: PLR0917 - private, the loop's state
         return None
     names = {t.name for t in tools}
     told = next_correction(
-        request.instructions, names, loop.calculated, text, request.job_task, loop.corrections
+        request.instructions,
+        names,
+        loop.calculated,
+        text,
+        request.job_task,
+        loop.corrections,
+        loop.corrected,
     )
     if told is not None:
         loop.corrected = text

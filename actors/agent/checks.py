@@ -25,8 +25,8 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Final, NamedTuple
 
-from raytroupe.actors.agent.working import written_steps
-from raytroupe.actors.llm.tool_examples import EXAMPLE_RESULT
+from raytroupe.actors.agent.working import Step, recomputed, written_steps, wrong_steps
+from raytroupe.actors.llm.tool_examples import EXAMPLE_EXPRESSION, EXAMPLE_RESULT
 from raytroupe.protocols.task_shape import (
     mentions_number,
     needs_arithmetic,
@@ -42,6 +42,7 @@ __all__ = [
     "copied_example",
     "kept_answer",
     "next_correction",
+    "taken_answer",
     "working_slips",
 ]
 
@@ -146,6 +147,7 @@ def next_correction(  # noqa: PLR0917 - the check's whole input
     answer: str,
     context: str,
     corrections: int,
+    before: str | None = None,
 ) -> str | None:
     """What the model is told before ``answer`` is taken, its ``corrections``-th time.
 
@@ -153,28 +155,54 @@ def next_correction(  # noqa: PLR0917 - the check's whole input
     long as corrections are left. The first time: :func:`arithmetic_correction`. After it,
     only a slip in the working the new answer writes out (fixing one step, Qwen 1.5B carried
     the old value into the next: ``54 * 372`` corrected to 20088, then ``20088 * 0.28 =
-    5725.44``), up to :data:`MAX_CORRECTIONS` in all.
+    5725.44``), up to :data:`MAX_CORRECTIONS` in all, and not a slip the answer told before
+    (``before``) writes again: told it, Qwen 1.5B wrote the same step twice more. The
+    working is then recomputed as the answer is taken (``working.recomputed``).
     """
     copied = copied_example(answer, f"{instructions}\n{context}", calculated)
     if copied is not None and corrections < MAX_CORRECTIONS:
         return copied
     if corrections == 0:
         return arithmetic_correction(instructions, tools, calculated, answer, context)
-    return working_slips(answer) if corrections < MAX_CORRECTIONS else None
+    if corrections >= MAX_CORRECTIONS or _repeated(answer, before):
+        return None
+    return working_slips(answer)
+
+
+def _repeated(answer: str, before: str | None) -> bool:
+    """Whether ``answer`` writes a wrong step that the answer ``before`` it wrote too."""
+    if before is None:
+        return False
+    told = {(s.expression, s.stated) for s in wrong_steps(before)}
+    return any((s.expression, s.stated) in told for s in wrong_steps(answer))
 
 
 def copied_example(answer: str, source: str, calculated: Sequence[Calculation]) -> str | None:
     """What a model is told when ``answer`` states the worked calculator example's result.
 
     Local models are shown a worked exchange (``actors.llm.tool_examples``) whose answer is
-    903; asked how long a show lasts, Qwen 1.5B answered "903 minutes". None when the answer
-    does not state 903, or the task's ``source`` text does, or a calculator call of this
-    subtask returned it.
+    903; asked how long a show lasts, Qwen 1.5B answered "903 minutes", and asked for litres
+    of paint it called the calculator with the example's own ``24 * 37 + 15``. None when the
+    answer does not state 903, or the task's ``source`` text does, or states all the
+    example's numbers (24, 37, 15), or a calculator call of this subtask returned 903 for an
+    expression other than the example's.
     """
     if not mentions_number(answer, EXAMPLE_RESULT) or mentions_number(source, EXAMPLE_RESULT):
         return None
-    if any(mentions_number(c.result, EXAMPLE_RESULT) for c in calculated):
+    example = "".join(EXAMPLE_EXPRESSION.split())
+    ran = [
+        "".join(c.expression.split())
+        for c in calculated
+        if mentions_number(c.result, EXAMPLE_RESULT)
+    ]
+    own = set(numbers_in(EXAMPLE_EXPRESSION)) <= set(numbers_in(source))
+    if own or any(expression != example for expression in ran):
         return None
+    if ran:
+        return (
+            f"{EXAMPLE_EXPRESSION} is the worked example shown before this task, not this "
+            "task. Call the calculator with the numbers of this task, then give your answer."
+        )
     return (
         f"{EXAMPLE_RESULT} is the result of the worked example shown before this task, not of "
         "this task. Answer the task you were given."
@@ -191,3 +219,17 @@ def kept_answer(answer: str, corrected: str | None) -> str:
     if corrected is not None and not numbers_in(answer) and numbers_in(corrected):
         return corrected
     return answer
+
+
+def taken_answer(answer: str, corrected: str | None, source: str) -> tuple[str, list[Step]]:
+    """The answer a subtask ends with (:func:`kept_answer`), its working recomputed.
+
+    Corrective turns are spent (or the model wrote a slip it was told again): the wrong
+    numbers of its written working are replaced by the calculator's values
+    (``working.recomputed``; ``source`` is the task's text, whose numbers are left alone).
+    An answer that writes again a slip the ``corrected`` one was told loses to it: told to
+    redo ``£215 * 58 + £140 * 7``, Qwen 1.5B wrote that step again and dropped the two
+    other answers of the task. Returns the answer and the steps whose numbers were replaced.
+    """
+    kept = corrected if corrected is not None and _repeated(answer, corrected) else answer
+    return recomputed(kept_answer(kept, corrected), source)

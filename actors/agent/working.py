@@ -7,7 +7,9 @@ written as ``expression = number`` (or ``≈``), in plain text or LaTeX, and rec
 expression with the calculator's own evaluator; :func:`wrong_steps` keeps the steps whose
 stated number is not the value, to the places it was written with. The agent's arithmetic check
 (``actors.agent.checks``) names those steps to the model in a corrective turn, and accepts
-working whose every step is right.
+working whose every step is right. Working that is still wrong when the answer is taken is
+recomputed (:func:`recomputed`): each wrong number is replaced by the calculator's value,
+wherever the answer carries it on.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from typing import Final
 from raytroupe.actors.tools.calculator import evaluate
 from raytroupe.protocols import ToolError
 
-__all__ = ["Step", "written_steps", "wrong_steps"]
+__all__ = ["Step", "recomputed", "written_steps", "wrong_steps"]
 
 _LATEX: Final = (
     (re.compile(r"\\([$%])"), r"\1"),  # \$19.50, 12.5\%
@@ -59,6 +61,7 @@ class Step:
     stated: str
     value: int | float
     right: bool
+    percent: bool = False
 
     @property
     def shown(self) -> str:
@@ -121,10 +124,57 @@ def _step(left: str, right: str) -> Step | None:
     close = _close(value, number, places)
     if stated.group(3) == "%" and not close:
         close = _close(value * 100, number, places)
-    return Step(expression=expression, stated=stated.group(1), value=value, right=close)
+    percent = stated.group(3) == "%" and not _close(value, number, places)
+    return Step(expression, stated.group(1), value, right=close, percent=percent)
 
 
 def _close(value: float, number: float, places: int) -> bool:
     """Whether ``number``, written with ``places`` decimals, is ``value`` rounded (or exact)."""
     half_unit = 0.5 / 10.0**places
     return abs(value - number) <= half_unit * (1 + 1e-9) + 1e-12 * abs(value)
+
+
+_FIXES: Final = 8
+"""Wrong numbers one answer may have replaced: each fix can make a later step wrong (the
+value it carried on changed), which the next fix mends."""
+
+
+def recomputed(text: str, source: str) -> tuple[str, list[Step]]:
+    """``text`` with the numbers its wrong steps state replaced by their values, and the steps.
+
+    A model told its slip and writing the same working again (Qwen 1.5B: ``£215 * 58 + £140
+    * 7 = £12,070`` twice) has set up the sum and cannot do it: the calculator does. A wrong
+    number is replaced wherever the text states it, so a total carried into the next step
+    and the final sentence changes with it, and the steps are recomputed, until none is
+    wrong. A number the ``source`` text (the task) states too is left alone, and so is the
+    whole text (no steps) when a step cannot be mended that way: it may be a fact, not a slip.
+    """
+    fixed: list[Step] = []
+    mended = text
+    for _ in range(_FIXES):
+        wrong = wrong_steps(mended)
+        if not wrong:
+            return mended, fixed
+        step = wrong[0]
+        mention = _mention(step.stated)
+        if mention.search(source):
+            break
+        mended = mention.sub(_written(step), mended)
+        fixed.append(step)
+    return text, []
+
+
+def _mention(stated: str) -> re.Pattern[str]:
+    """``stated`` as a whole number of a text (not inside a longer one, commas or not)."""
+    digits = re.escape(stated).replace(",", ",?")
+    return re.compile(rf"(?<![\d.,]){digits}(?![\d]|[.,]\d)")
+
+
+def _written(step: Step) -> str:
+    """A step's value, written as its wrong number was (thousands commas, decimal places)."""
+    value = step.value * 100 if step.percent else step.value
+    places = len(step.stated.partition(".")[2])
+    shown = f"{value:,.{max(places, 2)}f}" if value != round(value) or places else f"{value:,.0f}"
+    if not places and "." in shown:
+        shown = shown.rstrip("0").rstrip(".")
+    return shown if "," in step.stated else shown.replace(",", "")

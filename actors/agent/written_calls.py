@@ -41,14 +41,15 @@ __all__ = [
 
 _TAGGED: Final = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.S)
 _WRAPPED: Final = re.compile(
-    r"\A\s*<(tools|tool|function_call|function|call)>\s*(.*?)\s*</\1>\s*\Z", re.S
+    r"\A\s*<(tools|tool|tool_response|function_call|function|call)>\s*(.*?)\s*</\1>\s*\Z", re.S
 )
 """A whole answer that is a call in other tags: Qwen2.5 writes ``<tools>{...}</tools>``, the
-tag its template lists the tools in."""
+tag its template lists the tools in, and ``<tool_response>{...}</tool_response>``, the tag
+its template puts results in."""
 _FENCED: Final = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n(.*?)```", re.S)
-_STRAY_FENCES: Final = re.compile(r"\A\s*```[A-Za-z0-9_-]*[ \t]*\n|\n?\s*```\s*\Z")
-"""A code fence opened and not closed, or closed and not opened, around a whole call
-(Qwen2.5-Coder 1.5B wrote ``{"name": "calculator", ...}`` and then a closing fence)."""
+_STRAY_FENCES: Final = re.compile(r"\A\s*```[A-Za-z0-9_-]*[ \t]*\n|(?:\s*```)+\s*\Z")
+"""A code fence opened and not closed, or fences closed and not opened, around a whole call
+(Qwen2.5-Coder 1.5B wrote ``{"name": "calculator", ...}`` and then a closing fence, or two)."""
 _NAME_KEYS: Final = ("name", "tool")
 _ARGUMENT_KEYS: Final = ("arguments", "parameters", "args", "input")
 _EXTRA_KEYS: Final = frozenset({"id", "type"})

@@ -26,7 +26,7 @@ from typing import Final
 
 from raytroupe.protocols import ChatMessage, LLMRequest, ToolCall
 
-__all__ = ["EXAMPLE_RESULT", "FAMILIES", "family_of", "with_tool_examples"]
+__all__ = ["EXAMPLE_EXPRESSION", "EXAMPLE_RESULT", "FAMILIES", "family_of", "with_tool_examples"]
 
 FAMILIES: Final[dict[str, re.Pattern[str]]] = {
     "qwen": re.compile(r"qwen", re.IGNORECASE),
@@ -43,7 +43,8 @@ _TOOL_TEMPLATES: Final = frozenset({"qwen", "llama", "mistral", "hermes"})
 _QUESTION: Final = (
     "A box holds 24 pens and a shop orders 37 boxes plus 15 loose pens. How many pens?"
 )
-_EXPRESSION: Final = "24 * 37 + 15"
+EXAMPLE_EXPRESSION: Final = "24 * 37 + 15"
+"""The worked exchange's calculator call: a small model was seen making it for other tasks."""
 EXAMPLE_RESULT: Final = 903
 """The worked exchange's result: a small model was seen answering it to other tasks."""
 _RESULT: Final = str(EXAMPLE_RESULT)
@@ -69,7 +70,9 @@ def with_tool_examples(
         return request
     if native_tools and family not in _TOOL_TEMPLATES:
         return request
-    call = ToolCall(call_id="example-1", tool="calculator", arguments={"expression": _EXPRESSION})
+    call = ToolCall(
+        call_id="example-1", tool="calculator", arguments={"expression": EXAMPLE_EXPRESSION}
+    )
     exchange = (
         ChatMessage(role="user", content=_QUESTION),
         ChatMessage(role="assistant", content="", tool_calls=(call,)),

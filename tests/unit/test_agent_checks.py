@@ -12,6 +12,7 @@ from raytroupe.actors.agent.checks import (
     copied_example,
     kept_answer,
     next_correction,
+    taken_answer,
 )
 from raytroupe.protocols import AgentSpec, ScriptedTurn
 
@@ -223,7 +224,8 @@ def test_a_slip_in_written_working_is_corrected_once_through_the_loop():
 
 def test_a_slip_carried_into_the_next_step_is_named_again_and_a_numberless_answer_loses():
     """Through the loop: a slip named, the next one named, then an answer with no number:
-    the answer the last correction was about stands, not the empty words."""
+    the answer the last correction was about stands, not the empty words, its slip
+    recomputed."""
     first = "17 * 23 = 381 and 381 + 4 = 385."
     second = "17 * 23 = 391 and 391 + 4 = 396."
 
@@ -238,7 +240,7 @@ def test_a_slip_carried_into_the_next_step_is_named_again_and_a_numberless_answe
     result, requests = run(main())
     assert (result.status, result.output, result.turns, result.tool_calls) == (
         "succeeded",
-        second,
+        "17 * 23 = 391 and 391 + 4 = 395.",
         3,
         0,
     )
@@ -299,3 +301,68 @@ def test_the_worked_examples_result_given_as_an_answer_is_told_as_copied():
     assert copied_example("904 pens.", "", []) is None
     # only while corrections are left
     assert next_correction(question, (), [], "903 minutes.", "", MAX_CORRECTIONS) is None
+
+
+def test_a_slip_written_again_after_it_was_named_is_not_named_again():
+    """Qwen 1.5B, told ``£215 * 58 + £140 * 7 is 13450, not 12,070``, wrote it twice more."""
+    slip = "The bill is £215 * 58 + £140 * 7 = £12,070."
+    told = next_correction(SUM, CALCULATOR, [], slip, "", 1, before=slip)
+    assert told is None
+    other = "The bill is £215 * 58 + £140 * 7 = £13,450 and 13,450 * 2 = 26,000."
+    again = next_correction(SUM, CALCULATOR, [], other, "", 1, before=slip)
+    assert again is not None
+    assert "13,450 * 2 is 26900, not 26,000" in again
+
+
+def test_the_answer_taken_has_its_wrong_working_recomputed_and_the_tasks_numbers_kept():
+    answer, fixed = taken_answer("£215 * 58 + £140 * 7 = £12,070.", None, "58 pupils at £215")
+    assert answer == "£215 * 58 + £140 * 7 = £13,450."
+    assert [(s.expression, s.stated) for s in fixed] == [("£215 * 58 + £140 * 7", "12,070")]
+    # a wrong number the task states is a fact the model may have used: nothing changes
+    kept = "It holds 12 * 3 = 35 crates."
+    assert taken_answer(kept, None, "The barn holds 35 crates.") == (kept, [])
+    # a numberless answer after a correction loses to the corrected one, which is recomputed
+    answer, fixed = taken_answer("I will check.", "17 * 23 = 381.", SUM)
+    assert (answer, [s.stated for s in fixed]) == ("17 * 23 = 391.", ["381"])
+
+
+def test_the_worked_examples_own_call_is_told_as_copied_unless_the_task_has_its_numbers():
+    """Asked for litres of paint, Qwen 1.5B called the calculator with ``24 * 37 + 15``."""
+    example = [Calculation("24*37 + 15", "903")]
+    paint = "Walls of 5.1 m and 3.3 m, 2.5 m high, two coats: how many litres?"
+    told = copied_example("903 litres of paint are needed.", paint, example)
+    assert told is not None
+    assert told.startswith("24 * 37 + 15 is the worked example shown before this task")
+    assert copied_example("903 pens.", "Order 37 boxes of 24 pens and 15 more.", example) is None
+    assert copied_example("903 m.", paint, [Calculation("21 * 43", "903")]) is None
+
+
+def test_a_repeated_slip_is_recomputed_through_the_loop():
+    """The slip named once, written again: no more turns spent, the calculator's value taken."""
+    slip = "58 * 215 = 12,070 pounds."
+
+    async def main():
+        turns = (ScriptedTurn(text=slip), ScriptedTurn(text=slip))
+        spec = AgentSpec(name="ada", role="worker", tools=CALCULATOR, model="m", max_turns=6)
+        r = await rig(spec, m=scripted(*turns))
+        result = (await r.ask(task("What do 58 pupils pay at £215 each?"))).payload
+        await r.pool.remove("m")
+        return result
+
+    result = run(main())
+    assert (result.status, result.output, result.turns) == (
+        "succeeded",
+        "58 * 215 = 12,470 pounds.",
+        2,
+    )
+
+
+def test_an_answer_writing_a_named_slip_again_loses_to_the_answer_it_was_told_about():
+    first = "* Mr Nakashima leads it.\n* Three nights.\n* £215 * 58 + £140 * 7 = £12,070."
+    again = "The correct calculation is £215 * 58 + £140 * 7 = £12,070."
+    answer, fixed = taken_answer(again, first, "58 pupils and 7 staff, £215 and £140 each")
+    assert answer == "* Mr Nakashima leads it.\n* Three nights.\n* £215 * 58 + £140 * 7 = £13,450."
+    assert len(fixed) == 1
+    # a new answer with other working is the one kept
+    other = "£215 * 58 = £12,470 and £140 * 7 = £980, so £13,450."
+    assert taken_answer(other, first, "")[0] == other

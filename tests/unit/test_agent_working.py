@@ -2,7 +2,7 @@
 
 import pytest
 
-from raytroupe.actors.agent.working import written_steps, wrong_steps
+from raytroupe.actors.agent.working import recomputed, written_steps, wrong_steps
 
 
 def _steps(text):
@@ -107,3 +107,36 @@ def test_a_step_starts_after_the_sentence_or_clause_before_it():
         ("391 + 4", True),
         ("1480 + 555", True),
     ]
+
+
+@pytest.mark.parametrize(
+    ("text", "mended"),
+    [
+        ("£215 * 58 + £140 * 7 = £12,070.", "£215 * 58 + £140 * 7 = £13,450."),
+        (  # the slip carried on: the next step and the total change with it
+            "53 * 19.50 = 1048.50, less 20%: 1048.50 * 0.8 = 838.80. Total $838.80.",
+            "53 * 19.50 = 1033.50, less 20%: 1033.50 * 0.8 = 826.80. Total $826.80.",
+        ),
+        ("54 / 18 + 33 / 22 + 25 / 60 = 4.5 hours", "54 / 18 + 33 / 22 + 25 / 60 = 4.92 hours"),
+        ("The share is 555 / 1480 = 36%.", "The share is 555 / 1480 = 37.5%."),
+        (
+            r"\(48 \times 2.35 = 112.90\), so 112.90 in all",
+            r"\(48 \times 2.35 = 112.80\), so 112.80 in all",
+        ),
+        ("17 * 23 = 391 and 391 + 4 = 395.", "17 * 23 = 391 and 391 + 4 = 395."),  # right
+        ("3 * 4 = 12, 10 + 3 = 12", "3 * 4 = 12, 10 + 3 = 12"),  # no value fits both: as written
+        ("It holds 12 * 3 = 35 crates.", "It holds 12 * 3 = 35 crates."),  # 35 is the task's
+    ],
+)
+def test_wrong_working_is_recomputed_where_it_can_be(text, mended):
+    answer, fixed = recomputed(text, "The barn holds 35 crates.")
+    assert answer == mended
+    assert bool(fixed) == (answer != text)
+    assert wrong_steps(answer) == [] or answer == text
+
+
+def test_recomputing_hostile_working_is_bounded():
+    text = " ".join(f"{i} + 1 = {i + 2}," for i in range(500))  # every step wrong, chained
+    answer, fixed = recomputed(text, "")
+    assert len(fixed) <= 8
+    assert answer == text or not wrong_steps(answer)

@@ -34,6 +34,9 @@ def _call(k, tool="calculator", **arguments):
         '<tool_call>\n{"name": "calculator", "arguments": {"expression": "2 + 2"}}\n',  # cut off
         '{"name": "calculator", "arguments": {"expression": "2 + 2"}}\n```',  # closed, not opened
         '```json\n{"name": "calculator", "arguments": {"expression": "2 + 2"}}',  # opened only
+        '{"name": "calculator", "arguments": {"expression": "2 + 2"}}\n```\n```',  # two closed
+        "<tool_response>\n"  # the tag Qwen's template gives results, around a call
+        '{"name": "calculator", "arguments": {"expression": "2 + 2"}}\n</tool_response>',
     ],
     ids=[
         "bare",
@@ -45,6 +48,8 @@ def _call(k, tool="calculator", **arguments):
         "unclosed",
         "stray-closing-fence",
         "unclosed-fence",
+        "two-closing-fences",
+        "tool-response-tags",
     ],
 )
 def test_a_call_written_in_any_common_form_is_read(text):
