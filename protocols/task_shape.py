@@ -38,11 +38,22 @@ __all__ = [
     "task_parts",
 ]
 
-_ITEM: Final = re.compile(r"^\s{0,3}((?:\(?\d{1,3}[.)])|[-*\u2022])\s+(\S.*?)\s*$")
-"""A list item: ``1.``, ``1)``, ``(1)``, ``-``, ``*`` or a bullet, then its text."""
+_MARKS: Final = r"\(?\d{1,3}[.)]|\[\d{1,3}\]|\(?[a-hA-H]\)|[a-h]\.|[-*\u2022]"
+"""List markers: ``1.``, ``1)``, ``(1)``, ``[1]``, ``a)``, ``(a)``, ``a.``, ``-``, ``*``,
+bullets."""
+_ITEM: Final = re.compile(rf"^\s{{0,3}}({_MARKS})\s+(\S.*?)\s*$")
+"""A list item: its marker, then its text."""
+_WH: Final = re.compile(
+    r"^(?:(?:and|or|also)\s+)?(?:(?:by|in|on|at|for|from|to|with|of)\s+)?"
+    r"(?:who|whom|whose|what|when|where|which|why|how)\b",
+    re.IGNORECASE,
+)
+"""An item that is a question without its question mark: "• who chooses the films,", "• and
+by what percentage admissions went up."."""
 
 _ASKS: Final = re.compile(
-    r"\b(questions?|tasks?|answer|answers|parts?|do the following|the following)\b[^\n]*:\s*$",
+    r"\b(questions?|tasks?|answer|answers|parts?|do the following|the following|tell me|"
+    r"(?:want|need|like) to know|find out)\b[^\n]*:\s*$",
     re.IGNORECASE,
 )
 """A heading that introduces the items as things to answer or do."""
@@ -137,8 +148,9 @@ class TaskParts:
 def task_parts(task: str) -> TaskParts:
     """The independent parts of ``task`` (see the module's docstring).
 
-    A task is split only by one list whose items are all questions (end with ``?``) or sit
-    under a heading that asks for them (``Questions:``, ``Tasks:``, ``Answer the following:``),
+    A task is split only by one list whose items are all questions (end with ``?``, or open
+    with who, what, how ...: "• who chooses the films,") or sit under a heading that asks for
+    them (``Questions:``, ``Tasks:``, ``Answer the following:``, ``Tell me:``),
     with no item leaning on another. Anything else, a task with two such lists included, is
     one part. The context of the parts is the task without the list (and its heading), the
     text after the request (a session's history, examples) kept.
@@ -192,7 +204,7 @@ def _asked(lines: list[str], block: tuple[int, int, int | None]) -> bool:
     texts = [m.group(2) for i in range(start, end) if (m := _ITEM.match(lines[i]))]
     if len(texts) < 2:  # noqa: PLR2004 - one item is not a list
         return False
-    if all(t.endswith("?") for t in texts):
+    if all(t.endswith("?") or _WH.match(t) for t in texts):
         return True
     return heading is not None and bool(_ASKS.search(lines[heading]))
 
@@ -256,7 +268,7 @@ def restates_numbers(answer: str, source: str) -> bool:
     return bool(stated) and stated <= _all_numbers(source)
 
 
-_MARKER: Final = re.compile(r"^\s*(?:\(?\d{1,2}[.)]|[-*\u2022])\s", re.MULTILINE)
+_MARKER: Final = re.compile(rf"^\s*(?:{_MARKS})\s", re.MULTILINE)
 """A list item's marker (``1.``, ``2)``): the answer's layout, not a number it states."""
 
 

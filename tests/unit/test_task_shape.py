@@ -46,6 +46,39 @@ def test_bulleted_questions_are_parts_and_blank_lines_between_them_do_not_end_th
     assert shape.context == ""
 
 
+@pytest.mark.parametrize(
+    ("lines", "markers"),
+    [
+        (("[1] Who is the commodore?", "[2] When do they race?"), ["[1]", "[2]"]),
+        (("a) Who set it up?", "b) What does it sell?"), ["a)", "b)"]),
+        (("(a) Who set it up?", "(b) What does it sell?"), ["(a)", "(b)"]),
+        (("a. Who set it up?", "b. What does it sell?"), ["a.", "b."]),
+        (("B) Who set it up?", "C) What does it sell?"), ["B)", "C)"]),
+    ],
+)
+def test_lettered_and_bracketed_questions_are_parts(lines, markers):
+    shape = task_parts("The club sails on the loch.\nPlease answer:\n" + "\n".join(lines))
+    assert [p.marker for p in shape.parts] == markers
+    assert shape.context == "The club sails on the loch."
+
+
+def test_items_opening_with_a_question_word_are_questions_without_their_question_marks():
+    task = (
+        "The cinema opened in 1931.\nI need to know\n\u2022 who chooses the films,\n"
+        "\u2022 what happens on Thursdays,\n\u2022 and by what percentage admissions went up."
+    )
+    assert [p.text for p in task_parts(task).parts] == [
+        "who chooses the films,",
+        "what happens on Thursdays,",
+        "and by what percentage admissions went up.",
+    ]
+    # one item that is not a question keeps the list whole, without a heading asking for it
+    assert not task_parts("Notes:\n- who we are\n- our prices in 2024").split
+    # under a heading that asks, like "tell me:", the items are parts
+    told = task_parts("The farm has 1,380 hens.\nTell me:\n- the owner's name\n- the price")
+    assert [p.text for p in told.parts] == ["the owner's name", "the price"]
+
+
 @pytest.mark.parametrize("heading", ["Questions:", "Tasks:", "Answer the following:"])
 def test_items_under_a_heading_that_asks_for_them_are_parts_though_not_questions(heading):
     task = f"Notes: Ray began at Berkeley in 2016.\n{heading}\n1. Name the city.\n2. Name the year."
