@@ -4,22 +4,22 @@ Each subtask's loop state (messages, usage, turn count) lives in its own corouti
 the actor, so concurrent subtasks of one agent cannot see each other's state. The number of
 subtasks worked on at once is bounded by ``AgentSpec.max_concurrency``. Before each model
 call the conversation is kept within the model's context window: the oldest turns are
-summarized by the agent's own model (``actors.agent.context``).
+summarized by the agent's own model (``actors.agent.context``). What the loop decides from a
+turn's text (calls written in it, corrective turns, the answer kept) is ``actors.agent.turns``.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Final, Literal, assert_never
+from dataclasses import dataclass
+from typing import Any, assert_never
 
 import structlog
 
-from raytroupe.actors.agent.checks import Calculation, next_correction, taken_answer
+from raytroupe.actors.agent.checks import Calculation
 from raytroupe.actors.agent.context import (
     SUMMARY_TOKENS,
     Cut,
@@ -32,12 +32,23 @@ from raytroupe.actors.agent.context import (
 from raytroupe.actors.agent.memory import recall, remember
 from raytroupe.actors.agent.slots import Slots
 from raytroupe.actors.agent.stop import Stop, StopConditions
+from raytroupe.actors.agent.turns import (
+    NOT_RUN,
+    UNREADABLE_CALL,
+    Loop,
+    calls_in_text,
+    final_answer,
+    handoff_result,
+    next_tool_choice,
+    one_more_turn,
+    system_prompt,
+    task_content,
+    tool_text,
+    what_to_tell,
+    write_again,
+)
 from raytroupe.actors.agent.written_calls import (
-    Unreadable,
     WrittenCalls,
-    answer_of,
-    described_calculation,
-    read_written_calls,
     without_schema_words,
 )
 from raytroupe.actors.endpoint import (
@@ -63,7 +74,6 @@ from raytroupe.protocols import (
     CancelJob,
     Cancelled,
     ChatMessage,
-    ContentPart,
     ErrorCode,
     ErrorPayload,
     Handoff,
@@ -71,19 +81,16 @@ from raytroupe.protocols import (
     LLMRequest,
     LLMResponse,
     ModelError,
-    Span,
     TaskRequest,
     TaskResult,
-    TextPart,
     ToolCall,
     ToolError,
     ToolResult,
     ToolSpec,
     TroupeError,
-    Usage,
 )
 
-__all__ = ["AgentActor", "render_task"]
+__all__ = ["AgentActor"]
 
 log = structlog.get_logger("raytroupe.agent")
 
@@ -92,132 +99,12 @@ def _past(deadline: float | None, pause: float) -> bool:
     return deadline is not None and time.time() + pause >= deadline
 
 
-def render_task(request: TaskRequest) -> str:
-    """The user turn that opens a subtask: instructions, then the job's text and inputs.
-
-    The job's text is its whole task, or for one part of a sized task what the parts share.
-    """
-    parts = [request.instructions.strip()]
-    if request.job_task and request.job_task.strip() != parts[0]:  # said once is enough
-        parts.append(f"Context:\n{request.job_task.strip()}")
-    if request.inputs:
-        lines = "\n".join(f"[{k}] {v.strip()}" for k, v in request.inputs.items())
-        parts.append(f"Results of earlier subtasks:\n{lines}")
-    return "\n\n".join(parts)
-
-
-_UNREADABLE_CALL: Final = frozenset({"tool_format", "tool_arguments"})
-"""``ModelError`` reasons of a tool call the provider could not read (the model may fix it)."""
-
-
-def _write_again(problem: str) -> str:
-    """What a model that wrote an unreadable tool call is told."""
-    return (
-        f"Your tool call could not be read: {problem}\nCall the tool again with valid JSON "
-        'arguments, e.g. {"name": "<tool>", "arguments": {...}}, or answer without a tool.'
-    )
-
-
-WRAP_UP: Final = (
-    "This is your last turn: give your final answer now, from what the tools returned above, "
-    "without calling a tool."
-)
-"""Said before an agent's last allowed model call, once it has called tools: small models
-otherwise call again (often with the result as the argument) until the turns run out."""
-
-
-NOT_RUN: Final = "Not run: you asked for this very call before; its result is above."
-
-
-def _tool_choice(
-    loop: _Loop, tools: tuple[ToolSpec, ...], max_turns: int
-) -> Literal["auto", "none", "required"]:
-    """The next call's ``tool_choice``: ``none`` when the loop wraps up, else ``auto``.
-
-    The loop wraps up (then :data:`WRAP_UP` is said) on the last allowed turn after tool
-    calls, or on the turn after a repeated call: no tool is offered, for the answer the model
-    has rather than no answer at all. (Not ``required`` after the arithmetic check: llama.cpp
-    held to a tool call's grammar was seen writing on to the answer's token limit.)
-    """
-    last = bool(tools) and loop.tool_calls > 0 and loop.turns == max_turns - 1
-    if last or loop.wrapping:
-        loop.messages.append(ChatMessage(role="user", content=WRAP_UP))
-        return "none"
-    return "auto"
-
-
-def _one_more_turn(loop: _Loop, stop: Stop | None, max_turns: int) -> Stop | None:
-    """``stop``, unless it is a first repeated call with a turn left: then a wrap-up turn."""
-    if stop is None or stop.reason != "repeated_tool_call" or loop.wrapping:
-        return stop
-    if loop.turns >= max_turns:
-        return stop
-    loop.wrapping = True
-    return None
-
-
-def _system_prompt(spec: AgentSpec) -> str:
-    """Who the agent is and what it was told: "You are alan, an analyst. <instructions>"."""
-    article = "an" if spec.role[:1].lower() in "aeiou" else "a"
-    return f"You are {spec.name}, {article} {spec.role}. {spec.instructions}".strip()
-
-
-def _task_content(request: TaskRequest) -> str | tuple[ContentPart, ...]:
-    """The opening user turn: text, or text and the job's images."""
-    if not request.images:
-        return render_task(request)
-    return (TextPart(text=render_task(request)), *request.images)
-
-
 @dataclass
 class _Joined:
     """A subtask under way, and how many callers wait for it."""
 
     run: asyncio.Future[TaskResult]
     waiting: int = 0
-
-
-@dataclass
-class _Loop:
-    """The state of one subtask's loop."""
-
-    messages: list[ChatMessage]
-    limits: StopConditions
-    usage: Usage = field(default_factory=Usage)
-    turns: int = 0
-    tool_calls: int = 0
-    providers: list[str] = field(default_factory=list)
-    spans: list[Span] = field(default_factory=list)
-    """One per model and tool call, unparented (the orchestrator places them)."""
-    handed_off: str | None = None
-    """The answer of the agent this one handed the subtask to, once it has."""
-    wrapping: bool = False
-    """The model repeated a call: its next turn asks for the answer, with no tool offered."""
-    tools_tokens: int = 0
-    """What the schemas of the tools offered take of the context window."""
-    served_window: int | None = None
-    """The context window of the deployment that answered last (None: not known)."""
-    summary: ChatMessage | None = None
-    """The message standing for the turns cut to fit the window, once some were."""
-    calls_cut: int = 0
-    """Tool calls of the turns cut: numbering written calls goes on after them."""
-    calculated: list[Calculation] = field(default_factory=list)
-    """The calculator's calls, oldest first."""
-    corrections: int = 0
-    """Corrective turns of ``actors.agent.checks`` had."""
-    corrected: str | None = None
-    """The answer the last corrective turn was about."""
-
-    def window(self, spec: AgentSpec) -> int | None:
-        """The context window to keep within: the spec's or the deployment's, the smaller."""
-        known = [w for w in (spec.context_window, self.served_window) if w is not None]
-        return min(known, default=None)
-
-    def answered(self, answer: LLMResponse) -> None:
-        """Book a model call's usage and the window of the deployment that made it."""
-        self.usage += answer.usage
-        if answer.context_window is not None:
-            self.served_window = answer.context_window
 
 
 class AgentActor(TakesBatches):
@@ -419,10 +306,10 @@ class AgentActor(TakesBatches):
         """
         spec, tools = self._spec, self._tools
         started = self._clock()
-        loop = _Loop(
+        loop = Loop(
             [
-                ChatMessage(role="system", content=_system_prompt(spec)),
-                ChatMessage(role="user", content=_task_content(request)),
+                ChatMessage(role="system", content=system_prompt(spec)),
+                ChatMessage(role="user", content=task_content(request)),
             ],
             StopConditions(spec, self._clock, message.deadline),
             tools_tokens=tools_tokens(tools),
@@ -453,7 +340,7 @@ class AgentActor(TakesBatches):
             while loop.turns < max_turns:
                 if stop := loop.limits.before_model_call():
                     break
-                choice = _tool_choice(loop, tools, max_turns)
+                choice = next_tool_choice(loop, tools, max_turns)
                 recalled = await self._recall_and_fit(
                     message, request, loop, spec=spec, bound=bound
                 )
@@ -472,21 +359,21 @@ class AgentActor(TakesBatches):
                         ),
                     )
                 except ModelError as exc:  # a call the provider could not read: written again
-                    if exc.detail.get("reason") not in _UNREADABLE_CALL:
+                    if exc.detail.get("reason") not in UNREADABLE_CALL:
                         raise
                     loop.turns += 1
                     bound.info("tool_call_unreadable", problem=exc.message)
-                    loop.messages.append(
-                        ChatMessage(role="user", content=_write_again(exc.message))
-                    )
+                    loop.messages.append(ChatMessage(role="user", content=write_again(exc.message)))
                     continue
                 loop.turns += 1
                 loop.answered(answer)
                 loop.spans.append(model_span(spec.model, answer, asked, self._clock()))
                 loop.providers.append(answer.provider)
                 if not answer.tool_calls:
-                    written = _written(loop, tools, answer.text)
-                    told = _told(loop, request, tools, answer.text, written, max_turns, bound)
+                    written = calls_in_text(loop, tools, answer.text)
+                    told = what_to_tell(
+                        loop, request, tools, answer.text, written, max_turns, bound
+                    )
                     if told is not None:  # an unreadable call, or an answer to check once
                         loop.messages += [
                             ChatMessage(role="assistant", content=answer.text),
@@ -495,13 +382,13 @@ class AgentActor(TakesBatches):
                         continue
                     if not isinstance(written, WrittenCalls):  # an answer (Unreadable: told)
                         bound.info("subtask_done", turns=loop.turns)
-                        output = _taken(loop, request, answer.text, bound)
+                        output = final_answer(loop, request, answer.text, bound)
                         return await self._answered(message, spec, request, output, result)
                     bound.info("tool_calls_in_text", calls=len(written.calls))
                     answer = answer.model_copy(
                         update={"text": written.text, "tool_calls": written.calls}
                     )
-                stop = _one_more_turn(
+                stop = one_more_turn(
                     loop,
                     loop.limits.after_model_call(loop.usage)
                     or await self._act(message, request, loop, answer, bound),
@@ -542,7 +429,7 @@ class AgentActor(TakesBatches):
         return result(status="succeeded", output=output)
 
     async def _recall_and_fit(
-        self, cause: AgentMessage, request: TaskRequest, loop: _Loop, *, spec: AgentSpec, bound: Any
+        self, cause: AgentMessage, request: TaskRequest, loop: Loop, *, spec: AgentSpec, bound: Any
     ) -> tuple[ChatMessage, ...]:
         """The memories recalled for the next model call, the conversation cut to fit with them.
 
@@ -582,7 +469,7 @@ class AgentActor(TakesBatches):
         self,
         cause: AgentMessage,
         request: TaskRequest,
-        loop: _Loop,
+        loop: Loop,
         cut: Cut,
         *,
         spec: AgentSpec,
@@ -613,7 +500,7 @@ class AgentActor(TakesBatches):
         self,
         cause: AgentMessage,
         request: TaskRequest,
-        loop: _Loop,
+        loop: Loop,
         answer: LLMResponse,
         bound: Any,
     ) -> Stop | None:
@@ -642,7 +529,7 @@ class AgentActor(TakesBatches):
                 outcome = await self._tool(cause, request, step, call)
                 tool_finished(made, outcome)
             if isinstance(outcome, Handoff):  # control passed on: its answer is the answer
-                shown = _handoff_result(outcome)
+                shown = handoff_result(outcome)
                 loop.spans.append(tool_span(shown, called, self._clock(), call.arguments))
                 bound.info("tool_called", tool=call.tool, ok=True, handed_off_to=outcome.to_agent)
                 loop.handed_off = outcome.output
@@ -651,7 +538,7 @@ class AgentActor(TakesBatches):
             bound.info("tool_called", tool=call.tool, ok=outcome.ok)
             if outcome.error is not None and outcome.error.code is ErrorCode.TOOL_INFRASTRUCTURE:
                 raise outcome.error.to_exception()  # the host failed, not the tool: not the model's
-            text = _tool_text(outcome)
+            text = tool_text(outcome)
             if call.tool == "calculator":
                 expression = str(call.arguments.get("expression", ""))
                 loop.calculated.append(Calculation(expression, text, outcome.ok))
@@ -701,83 +588,3 @@ class AgentActor(TakesBatches):
                 raise error.to_exception()
             case unexpected:
                 assert_never(unexpected)
-
-
-def _written(
-    loop: _Loop, tools: tuple[ToolSpec, ...], text: str
-) -> WrittenCalls | Unreadable | None:
-    """The calls ``text`` writes instead of making them (None: it is an answer).
-
-    Before the subtask's first calculator call, also one it describes in prose
-    (``written_calls.described_calculation``).
-    """
-    index = loop.calls_cut + sum(len(m.tool_calls) for m in loop.messages)
-    names = {t.name for t in tools}
-    written = read_written_calls(text, names, first_index=index)
-    if written is not None or "calculator" not in names or loop.calculated:
-        return written
-    described = described_calculation(text, call_id=f"call_{index}")
-    return None if described is None else WrittenCalls(text="", calls=(described,))
-
-
-def _taken(loop: _Loop, request: TaskRequest, text: str, bound: Any) -> str:
-    """The final answer ``text`` as the subtask keeps it (``checks.taken_answer``)."""
-    source = f"{request.instructions}\n{request.job_task}"
-    output, fixed = taken_answer(text, loop.corrected, source)
-    if fixed:
-        bound.info("working_recomputed", steps=[s.expression for s in fixed])
-    return answer_of(output)
-
-
-def _told(  # noqa: PLR0917 - private, the loop's state
-    loop: _Loop,
-    request: TaskRequest,
-    tools: tuple[ToolSpec, ...],
-    text: str,
-    written: WrittenCalls | Unreadable | None,
-    turns: int,
-    bound: Any,
-) -> str | None:
-    """What the model is told before its answer is taken (None: it is taken as it is).
-
-    A tool call it wrote that cannot be read: to write it again. A final answer that should
-    show the calculator's result and does not, or whose written working has a wrong step
-    (``actors.agent.checks.next_correction``): to check it, when two turns are left for that
-    (a calculator call and the answer); after the first, only for slips in new working.
-    """
-    if isinstance(written, Unreadable):
-        bound.info("tool_call_unreadable", problem=written.problem)
-        return _write_again(written.problem)
-    if written is not None or loop.wrapping or turns - loop.turns < 2:  # noqa: PLR2004
-        return None
-    names = {t.name for t in tools}
-    told = next_correction(
-        request.instructions,
-        names,
-        loop.calculated,
-        text,
-        request.job_task,
-        loop.corrections,
-        loop.corrected,
-    )
-    if told is not None:
-        loop.corrected = text
-        loop.corrections += 1
-        bound.info("answer_corrected", told=told[:80])
-    return told
-
-
-def _handoff_result(handoff: Handoff) -> ToolResult:
-    return ToolResult(
-        call_id=handoff.call_id,
-        tool="handoff",
-        ok=True,
-        data={"agent": handoff.to_agent, "output": handoff.output},
-    )
-
-
-def _tool_text(result: ToolResult) -> str:
-    if result.ok:
-        return result.data if isinstance(result.data, str) else json.dumps(result.data)
-    message = result.error.message if result.error else "failed"
-    return f"ERROR: {message}"

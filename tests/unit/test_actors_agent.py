@@ -5,7 +5,7 @@ import pytest
 from wiring import Tap, envelope, in_process_sandbox, run
 
 from raytroupe.actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
-from raytroupe.actors.agent.actor import render_task
+from raytroupe.actors.agent.turns import render_task
 from raytroupe.actors.endpoint import all_answers
 from raytroupe.actors.llm import OfflineProvider
 from raytroupe.protocols import (

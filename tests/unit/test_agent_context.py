@@ -17,6 +17,7 @@ from wiring import Tap, envelope, run, started
 
 from raytroupe.actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
 from raytroupe.actors.agent import actor as agent_actor
+from raytroupe.actors.agent import turns as agent_turns
 from raytroupe.actors.agent.context import (
     ANSWER_TOKENS,
     SUMMARY_PREFIX,
@@ -434,7 +435,7 @@ def test_a_40_turn_tool_loop_on_a_4k_window_completes_summarizing_what_it_cuts(t
     last = work[-1].messages
     assert last[2].text == SUMMARY_PREFIX + f"Summary {len(summarize) - 1}: pages read."
     assert last[-2].tool_call_id == f"c{LOOP - 1}"  # the newest result is there,
-    assert last[-1].text == agent_actor.WRAP_UP  # before the last turn's wrap-up
+    assert last[-1].text == agent_turns.WRAP_UP  # before the last turn's wrap-up
     # a later summary folds the one before it
     assert summarize[1].messages[1].text.startswith("summary: Summary 0: pages read.")
     for request in summarize:
@@ -530,7 +531,7 @@ def test_calls_written_in_text_are_numbered_on_after_cut_turns(tmp_path):
 
 @pytest.mark.parametrize("served", [None, 8192, 2048])
 def test_the_window_is_the_smaller_of_the_agents_and_the_models(served):
-    loop = agent_actor._Loop([SYSTEM, TASK], limits=None)
+    loop = agent_turns.Loop([SYSTEM, TASK], limits=None)
     spec = AgentSpec(name="ada", role="worker", context_window=WINDOW)
     loop.served_window = served
     assert loop.window(spec) == min(w for w in (WINDOW, served) if w)

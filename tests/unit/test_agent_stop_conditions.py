@@ -14,7 +14,7 @@ from pydantic import ValidationError
 from wiring import Tap, envelope, in_process_sandbox, run
 
 from raytroupe.actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
-from raytroupe.actors.agent.actor import NOT_RUN, WRAP_UP
+from raytroupe.actors.agent.turns import NOT_RUN, WRAP_UP
 from raytroupe.protocols import (
     AgentSpec,
     ErrorCode,
@@ -333,7 +333,7 @@ def test_a_model_that_calls_on_its_last_turn_anyway_still_runs_out_of_turns():
 
 
 def test_a_subtask_that_is_the_whole_job_is_said_once():
-    from raytroupe.actors.agent.actor import render_task  # noqa: PLC0415
+    from raytroupe.actors.agent.turns import render_task  # noqa: PLC0415
 
     alone = render_task(task(instructions="Add 2 and 3.", job_task="Add 2 and 3."))
     assert alone == "Add 2 and 3."

@@ -1,0 +1,262 @@
+"""Between the agent's model calls: what opens a subtask, what the model is told, what is kept.
+
+The agent actor (``actors.agent.actor``) runs the loop; this module holds its state
+(:class:`Loop`) and the decisions it makes on each turn's text, none of which needs the actor:
+
+- the opening turns (:func:`system_prompt`, :func:`task_content`, :func:`render_task`);
+- the next call's ``tool_choice`` and the wrap-up turn (:func:`next_tool_choice`,
+  :func:`one_more_turn`, :data:`WRAP_UP`);
+- an answer's text read for calls written in it (:func:`calls_in_text`), checked before it is
+  taken (:func:`what_to_tell`: an unreadable call, the arithmetic check of
+  ``actors.agent.checks``), and the answer kept (:func:`final_answer`);
+- how tool results are shown to the model (:func:`tool_text`, :func:`handoff_result`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Final, Literal
+
+from raytroupe.actors.agent.checks import Calculation, next_correction, taken_answer
+from raytroupe.actors.agent.stop import Stop, StopConditions
+from raytroupe.actors.agent.written_calls import (
+    Unreadable,
+    WrittenCalls,
+    answer_of,
+    described_calculation,
+    read_written_calls,
+)
+from raytroupe.protocols import (
+    AgentSpec,
+    ChatMessage,
+    ContentPart,
+    Handoff,
+    LLMResponse,
+    Span,
+    TaskRequest,
+    TextPart,
+    ToolResult,
+    ToolSpec,
+    Usage,
+)
+
+__all__ = [
+    "NOT_RUN",
+    "UNREADABLE_CALL",
+    "WRAP_UP",
+    "Loop",
+    "calls_in_text",
+    "final_answer",
+    "handoff_result",
+    "next_tool_choice",
+    "one_more_turn",
+    "render_task",
+    "system_prompt",
+    "task_content",
+    "tool_text",
+    "what_to_tell",
+    "write_again",
+]
+
+
+def render_task(request: TaskRequest) -> str:
+    """The user turn that opens a subtask: instructions, then the job's text and inputs.
+
+    The job's text is its whole task, or for one part of a sized task what the parts share.
+    """
+    parts = [request.instructions.strip()]
+    if request.job_task and request.job_task.strip() != parts[0]:  # said once is enough
+        parts.append(f"Context:\n{request.job_task.strip()}")
+    if request.inputs:
+        lines = "\n".join(f"[{k}] {v.strip()}" for k, v in request.inputs.items())
+        parts.append(f"Results of earlier subtasks:\n{lines}")
+    return "\n\n".join(parts)
+
+
+UNREADABLE_CALL: Final = frozenset({"tool_format", "tool_arguments"})
+"""``ModelError`` reasons of a tool call the provider could not read (the model may fix it)."""
+
+
+def write_again(problem: str) -> str:
+    """What a model that wrote an unreadable tool call is told."""
+    return (
+        f"Your tool call could not be read: {problem}\nCall the tool again with valid JSON "
+        'arguments, e.g. {"name": "<tool>", "arguments": {...}}, or answer without a tool.'
+    )
+
+
+WRAP_UP: Final = (
+    "This is your last turn: give your final answer now, from what the tools returned above, "
+    "without calling a tool."
+)
+"""Said before an agent's last allowed model call, once it has called tools: small models
+otherwise call again (often with the result as the argument) until the turns run out."""
+
+
+NOT_RUN: Final = "Not run: you asked for this very call before; its result is above."
+
+
+def next_tool_choice(
+    loop: Loop, tools: tuple[ToolSpec, ...], max_turns: int
+) -> Literal["auto", "none", "required"]:
+    """The next call's ``tool_choice``: ``none`` when the loop wraps up, else ``auto``.
+
+    The loop wraps up (then :data:`WRAP_UP` is said) on the last allowed turn after tool
+    calls, or on the turn after a repeated call: no tool is offered, for the answer the model
+    has rather than no answer at all. (Not ``required`` after the arithmetic check: llama.cpp
+    held to a tool call's grammar was seen writing on to the answer's token limit.)
+    """
+    last = bool(tools) and loop.tool_calls > 0 and loop.turns == max_turns - 1
+    if last or loop.wrapping:
+        loop.messages.append(ChatMessage(role="user", content=WRAP_UP))
+        return "none"
+    return "auto"
+
+
+def one_more_turn(loop: Loop, stop: Stop | None, max_turns: int) -> Stop | None:
+    """``stop``, unless it is a first repeated call with a turn left: then a wrap-up turn."""
+    if stop is None or stop.reason != "repeated_tool_call" or loop.wrapping:
+        return stop
+    if loop.turns >= max_turns:
+        return stop
+    loop.wrapping = True
+    return None
+
+
+def system_prompt(spec: AgentSpec) -> str:
+    """Who the agent is and what it was told: "You are alan, an analyst. <instructions>"."""
+    article = "an" if spec.role[:1].lower() in "aeiou" else "a"
+    return f"You are {spec.name}, {article} {spec.role}. {spec.instructions}".strip()
+
+
+def task_content(request: TaskRequest) -> str | tuple[ContentPart, ...]:
+    """The opening user turn: text, or text and the job's images."""
+    if not request.images:
+        return render_task(request)
+    return (TextPart(text=render_task(request)), *request.images)
+
+
+@dataclass
+class Loop:
+    """The state of one subtask's loop."""
+
+    messages: list[ChatMessage]
+    limits: StopConditions
+    usage: Usage = field(default_factory=Usage)
+    turns: int = 0
+    tool_calls: int = 0
+    providers: list[str] = field(default_factory=list)
+    spans: list[Span] = field(default_factory=list)
+    """One per model and tool call, unparented (the orchestrator places them)."""
+    handed_off: str | None = None
+    """The answer of the agent this one handed the subtask to, once it has."""
+    wrapping: bool = False
+    """The model repeated a call: its next turn asks for the answer, with no tool offered."""
+    tools_tokens: int = 0
+    """What the schemas of the tools offered take of the context window."""
+    served_window: int | None = None
+    """The context window of the deployment that answered last (None: not known)."""
+    summary: ChatMessage | None = None
+    """The message standing for the turns cut to fit the window, once some were."""
+    calls_cut: int = 0
+    """Tool calls of the turns cut: numbering written calls goes on after them."""
+    calculated: list[Calculation] = field(default_factory=list)
+    """The calculator's calls, oldest first."""
+    corrections: int = 0
+    """Corrective turns of ``actors.agent.checks`` had."""
+    corrected: str | None = None
+    """The answer the last corrective turn was about."""
+
+    def window(self, spec: AgentSpec) -> int | None:
+        """The context window to keep within: the spec's or the deployment's, the smaller."""
+        known = [w for w in (spec.context_window, self.served_window) if w is not None]
+        return min(known, default=None)
+
+    def answered(self, answer: LLMResponse) -> None:
+        """Book a model call's usage and the window of the deployment that made it."""
+        self.usage += answer.usage
+        if answer.context_window is not None:
+            self.served_window = answer.context_window
+
+
+def calls_in_text(
+    loop: Loop, tools: tuple[ToolSpec, ...], text: str
+) -> WrittenCalls | Unreadable | None:
+    """The calls ``text`` writes instead of making them (None: it is an answer).
+
+    Before the subtask's first calculator call, also one it describes in prose
+    (``written_calls.described_calculation``).
+    """
+    index = loop.calls_cut + sum(len(m.tool_calls) for m in loop.messages)
+    names = {t.name for t in tools}
+    written = read_written_calls(text, names, first_index=index)
+    if written is not None or "calculator" not in names or loop.calculated:
+        return written
+    described = described_calculation(text, call_id=f"call_{index}")
+    return None if described is None else WrittenCalls(text="", calls=(described,))
+
+
+def final_answer(loop: Loop, request: TaskRequest, text: str, bound: Any) -> str:
+    """The final answer ``text`` as the subtask keeps it (``checks.taken_answer``)."""
+    source = f"{request.instructions}\n{request.job_task}"
+    output, fixed = taken_answer(text, loop.corrected, source)
+    if fixed:
+        bound.info("working_recomputed", steps=[s.expression for s in fixed])
+    return answer_of(output)
+
+
+def what_to_tell(  # noqa: PLR0917 - private, the loop's state
+    loop: Loop,
+    request: TaskRequest,
+    tools: tuple[ToolSpec, ...],
+    text: str,
+    written: WrittenCalls | Unreadable | None,
+    turns: int,
+    bound: Any,
+) -> str | None:
+    """What the model is told before its answer is taken (None: it is taken as it is).
+
+    A tool call it wrote that cannot be read: to write it again. A final answer that should
+    show the calculator's result and does not, or whose written working has a wrong step
+    (``actors.agent.checks.next_correction``): to check it, when two turns are left for that
+    (a calculator call and the answer); after the first, only for slips in new working.
+    """
+    if isinstance(written, Unreadable):
+        bound.info("tool_call_unreadable", problem=written.problem)
+        return write_again(written.problem)
+    if written is not None or loop.wrapping or turns - loop.turns < 2:  # noqa: PLR2004
+        return None
+    names = {t.name for t in tools}
+    told = next_correction(
+        request.instructions,
+        names,
+        loop.calculated,
+        text,
+        request.job_task,
+        loop.corrections,
+        loop.corrected,
+    )
+    if told is not None:
+        loop.corrected = text
+        loop.corrections += 1
+        bound.info("answer_corrected", told=told[:80])
+    return told
+
+
+def handoff_result(handoff: Handoff) -> ToolResult:
+    """What the model is shown of a subtask it handed off: the other agent's answer."""
+    return ToolResult(
+        call_id=handoff.call_id,
+        tool="handoff",
+        ok=True,
+        data={"agent": handoff.to_agent, "output": handoff.output},
+    )
+
+
+def tool_text(result: ToolResult) -> str:
+    """What the model is shown of a tool's result: its data, or ``ERROR:`` and why."""
+    if result.ok:
+        return result.data if isinstance(result.data, str) else json.dumps(result.data)
+    message = result.error.message if result.error else "failed"
+    return f"ERROR: {message}"
