@@ -24,8 +24,9 @@ raytroupe's supervisor, with 2 threads.
    25, written after the third tuning round, blind to the heuristics; ``heldout5``:
    ``bench/local_tasks_heldout5.py``'s 25, written after the fourth tuning round, blind to the
    heuristics; ``heldout6``: ``bench/local_tasks_heldout6.py``'s 25, written after the fifth
-   tuning round, blind to the heuristics; ``all``) three ways, on the same llama-server,
-   interleaved task by task (plain, loop, raytroupe; then the next):
+   tuning round, blind to the heuristics; ``heldout7``: ``bench/local_tasks_heldout7.py``'s 25,
+   written after the sixth tuning round, blind to the heuristics; ``all``) three ways, on the
+   same llama-server, interleaved task by task (plain, loop, raytroupe; then the next):
 
    - ``plain``: one chat call, no tools, system prompt "Answer briefly." (``openai`` client);
    - ``loop``: a plain tool loop with the ``openai`` client: the calculator (``{"expression":
@@ -48,7 +49,7 @@ raytroupe's supervisor, with 2 threads.
 
 Usage: python bench/local_models.py [--models smol,qwen-0.5b,qwen-1.5b]
        [--parts speed,formats,overhead,tasks,compare] [--rounds N] [--json PATH]
-       [--tasks old|heldout|heldout2|heldout3|heldout4|heldout5|heldout6|all]
+       [--tasks old|heldout|heldout2|heldout3|heldout4|heldout5|heldout6|heldout7|all]
        [--limit N] [--timeout S]
 
 e.g. python bench/local_models.py --parts compare --models qwen-1.5b --tasks heldout --json out.json
@@ -84,6 +85,7 @@ from local_tasks_heldout3 import HELDOUT3
 from local_tasks_heldout4 import HELDOUT4
 from local_tasks_heldout5 import HELDOUT5
 from local_tasks_heldout6 import HELDOUT6
+from local_tasks_heldout7 import HELDOUT7
 
 from raytroupe import runtime
 from raytroupe.actors.agent.written_calls import Unreadable, WrittenCalls, read_written_calls
@@ -362,6 +364,7 @@ TASK_SETS: dict[str, tuple[Task, ...]] = {
     "heldout4": HELDOUT4,
     "heldout5": HELDOUT5,
     "heldout6": HELDOUT6,
+    "heldout7": HELDOUT7,
 }
 PLAIN_SYSTEM = "Answer briefly."
 LOOP_SYSTEM = "Answer briefly. Use the calculator tool for arithmetic."
