@@ -107,6 +107,7 @@ from raytroupe.protocols.llm import (
     LLMDelta,
     LLMRequest,
     LLMResponse,
+    Spend,
     TextPart,
     ToolCall,
     ToolSpec,
@@ -152,6 +153,7 @@ from raytroupe.protocols.payloads import (
 )
 from raytroupe.protocols.policy import TenantPolicy, scoped_name, tenant_scope, unscoped
 from raytroupe.protocols.quality import QualityCheck, QualityReport, StandardOutput
+from raytroupe.protocols.router import RouterStats
 from raytroupe.protocols.skill import (
     QualityGateSpec,
     SkillEvent,
@@ -280,6 +282,7 @@ __all__ = [
     "RecipientUnavailable",
     "RouteSpec",
     "RouteStrategy",
+    "RouterStats",
     "SandboxUnavailable",
     "ScriptError",
     "ScriptedModel",
@@ -292,6 +295,7 @@ __all__ = [
     "SkillSpec",
     "Span",
     "SpanKind",
+    "Spend",
     "StandardOutput",
     "StateUnavailable",
     "StreamInterrupted",

@@ -15,7 +15,7 @@ field ``output`` and the last node's text is the answer.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Any, Final, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
@@ -33,6 +33,7 @@ __all__ = [
     "GraphSpec",
     "GraphTask",
     "ImportPath",
+    "Interrupted",
     "StateSpec",
 ]
 
@@ -370,6 +371,14 @@ class GraphInterrupt(_Frozen):
     node: Name
     when: Literal["before", "after"]
     namespace: str = Field(default="", description="The subgraph path ('' for the graph).")
+
+
+class Interrupted(NamedTuple):
+    """A graph waiting for a person: its job's id, the interrupt, the state it waits with."""
+
+    job_id: str
+    interrupt: GraphInterrupt
+    state: dict[str, Any]
 
 
 class GraphCheckpoint(_Frozen):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -18,6 +19,7 @@ __all__ = [
     "LLMRequest",
     "LLMResponse",
     "Purpose",
+    "Spend",
     "TextPart",
     "ToolCall",
     "ToolSpec",
@@ -138,6 +140,14 @@ class ChatMessage(_Frozen):
         if isinstance(self.content, str):
             return self.content
         return "\n\n".join(p.text for p in self.content if isinstance(p, TextPart))
+
+
+@dataclass
+class Spend:
+    """Tokens and dollars, spent or held (what the pool's ``spent`` remote method returns)."""
+
+    tokens: int = 0
+    usd: float = 0.0
 
 
 class Usage(_Frozen):

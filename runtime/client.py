@@ -20,13 +20,10 @@ from typing import Any, Final, TypeVar
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from raytroupe.actors.llm.budget import Spend
 from raytroupe.actors.llm.config import LLMConfig
 from raytroupe.actors.memory.config import MemoryConfig
 from raytroupe.actors.orchestrator.catalog import with_load
-from raytroupe.actors.orchestrator.views import Interrupted
 from raytroupe.actors.ray_handles import unwrap
-from raytroupe.actors.router import RouterStats
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.spawn import SystemHandles, spawn_system
 from raytroupe.actors.system_config import OTEL_FLAG_DEPRECATED, SystemConfig
@@ -51,18 +48,20 @@ from raytroupe.protocols import (
     MemoryWrite,
     ModelSpec,
     RecipientUnavailable,
+    RouterStats,
     SkillEvent,
     SkillInfo,
     SkillProblemInfo,
     SkillSpec,
     Span,
+    Spend,
     TeamSpec,
     TenantPolicy,
     UsageRow,
 )
 from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
-from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
+from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, Interrupted
 from raytroupe.protocols.intent import IntentConfig
 from raytroupe.protocols.knowledge import (
     DocumentInfo,

@@ -15,7 +15,6 @@ from pydantic import BaseModel
 
 from raytroupe.actors.llm.config import LLMConfig
 from raytroupe.actors.memory.config import MemoryConfig
-from raytroupe.actors.router import RouterStats
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.spawn import NAMESPACE
 from raytroupe.actors.system_config import OTEL_FLAG_DEPRECATED, SystemConfig
@@ -33,6 +32,7 @@ from raytroupe.protocols import (
     MemoryQuery,
     MemoryWrite,
     ModelSpec,
+    RouterStats,
     SkillEvent,
     SkillInfo,
     SkillProblemInfo,

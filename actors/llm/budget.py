@@ -20,17 +20,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from raytroupe.protocols import Budget, BudgetExceeded, Usage
+from raytroupe.protocols import Budget, BudgetExceeded, Spend, Usage
 
 __all__ = ["Ledger", "LedgerStore", "Reservation", "Spend", "over_limit"]
-
-
-@dataclass
-class Spend:
-    """Tokens and dollars, spent or held."""
-
-    tokens: int = 0
-    usd: float = 0.0
 
 
 @dataclass(frozen=True)

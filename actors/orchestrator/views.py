@@ -8,16 +8,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable
-from typing import Any
 
 from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.telemetry.jobs import job_trace
 from raytroupe.protocols import ApprovalRequest, JobsQuery, JobSummary, Span, Timings
-from raytroupe.protocols.graph import GraphInterrupt
+from raytroupe.protocols.graph import Interrupted
 from raytroupe.protocols.jobs import TERMINAL
-
-Interrupted = tuple[str, GraphInterrupt, dict[str, Any]]
-"""A graph waiting for a person: its job's id, the interrupt, the state it waits with."""
 
 __all__ = [
     "Interrupted",
@@ -82,9 +78,9 @@ def waiting_approvals(jobs: Iterable[Job], tenant: str | None) -> list[tuple[str
 
 
 def waiting_interrupts(jobs: Iterable[Job], tenant: str | None) -> list[Interrupted]:
-    """``(job id, interrupt, state)`` of every graph waiting for a person, of ``tenant``'s."""
+    """Every graph waiting for a person, of ``tenant``'s (all: ``None``)."""
     return [
-        (job.id, waiting.interrupt, waiting.state)
+        Interrupted(job.id, waiting.interrupt, waiting.state)
         for job in jobs
         if tenant is None or job.tenant == tenant
         for waiting in job.waiting.values()

@@ -14,13 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections import Counter, OrderedDict, deque
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections import OrderedDict, deque
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from pydantic import BaseModel, ConfigDict
 
 from raytroupe.actors.endpoint import Batches, BatchMailbox, BatchProgress, Mailbox, Outcome
 from raytroupe.actors.router.registry import Discover, Entry, Registry, rebuild
@@ -42,47 +41,11 @@ from raytroupe.protocols import (
     parse_address,
 )
 from raytroupe.protocols.codec import Routed, decode_routed
+from raytroupe.protocols.router import RouterStats
 
 __all__ = ["LocalRouterClient", "MessageRouter", "RouterStats"]
 
 log = structlog.get_logger("raytroupe.router")
-
-
-class RouterStats(BaseModel):
-    """Counters, for people and dashboards."""
-
-    model_config = ConfigDict(frozen=True)
-
-    routed: int
-    delivered: int
-    dead_lettered: int
-    duplicates: int
-    batches: int = 0
-    """Batches taken by ``request_many`` (``routed / batches``: envelopes per batch)."""
-    registered: dict[str, list[str]]
-    in_flight: dict[str, int]
-    shards: int = 1
-
-    @classmethod
-    def combined(cls, parts: Sequence[RouterStats]) -> RouterStats:
-        """The router's counters: its shards' added up (every shard holds the registry)."""
-        in_flight: Counter[str] = Counter()
-        for part in parts:
-            in_flight.update(part.in_flight)
-        registered: dict[str, list[str]] = {}
-        for part in parts:
-            for name, roles in part.registered.items():
-                registered.setdefault(name, roles)
-        return cls(
-            routed=sum(p.routed for p in parts),
-            delivered=sum(p.delivered for p in parts),
-            dead_lettered=sum(p.dead_lettered for p in parts),
-            duplicates=sum(p.duplicates for p in parts),
-            batches=sum(p.batches for p in parts),
-            registered=registered,
-            in_flight=dict(in_flight),
-            shards=sum(p.shards for p in parts),
-        )
 
 
 @dataclass
