@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 import warnings
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -57,7 +56,7 @@ from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.config import Team
 from raytroupe.runtime.handle import JobHandle
-from raytroupe.runtime.joining import prepare_join, stay_on_loopback
+from raytroupe.runtime.joining import env_address, prepare_join, stay_on_loopback
 from raytroupe.runtime.knowledge import documents_from
 from raytroupe.runtime.logging import configure_logging
 from raytroupe.runtime.sessions import Session
@@ -705,7 +704,7 @@ def connect(
     )  # fmt: skip
     owns_connection = not ray.is_initialized()
     if owns_connection:
-        target = address or os.environ.get("RAY_ADDRESS")
+        target = address or env_address()
         if target is None:
             try:
                 ray.init(address="auto", namespace=NAMESPACE)

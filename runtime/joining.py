@@ -13,7 +13,21 @@ from pathlib import Path
 from ray._private import ray_constants
 from ray._private.authentication import authentication_token_setup
 
-__all__ = ["on_loopback", "prepare_join", "ray_auth", "stay_on_loopback"]
+__all__ = ["env_address", "on_loopback", "prepare_join", "ray_auth", "stay_on_loopback"]
+
+
+def env_address() -> str | None:
+    """``$RAY_ADDRESS``, or None when it is unset or blank.
+
+    A blank one (``RAY_ADDRESS= python job.py``, as people clear a variable) is dropped from
+    this process's environment too: Ray reads the variable itself, for ``address="auto"`` and
+    in the processes it starts, and refuses an empty one ("Invalid address format").
+    """
+    value = os.environ.get("RAY_ADDRESS")
+    if value is not None and not value.strip():
+        del os.environ["RAY_ADDRESS"]
+        return None
+    return value
 
 
 def stay_on_loopback() -> None:

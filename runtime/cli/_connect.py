@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -24,13 +23,14 @@ def resolve_address(explicit: str | None, state_dir: Path) -> str | None:
     the address to the external interface and retries for minutes.
     """
     from raytroupe.runtime.cli._local import is_running, read_state
+    from raytroupe.runtime.joining import env_address
 
     if explicit:
         return explicit
     state = read_state(state_dir)
     if state is not None and is_running(state.pid, state.pid_start):
         return state.address
-    return os.environ.get("RAY_ADDRESS") or None
+    return env_address()
 
 
 def _probe(address: str) -> None:
