@@ -15,7 +15,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, assert_never, cast
+from typing import Any, assert_never
 
 import structlog
 from pydantic import ValidationError
@@ -51,7 +51,13 @@ from raytroupe.actors.orchestrator.jobs import (
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.runner import JobRunner
 from raytroupe.actors.orchestrator.sessions import SessionControl, SessionDesk, SessionStore
-from raytroupe.actors.orchestrator.shards import Admitted, OrchestratorPeers, front_desk, new_job_id
+from raytroupe.actors.orchestrator.shards import (
+    Admitted,
+    OrchestratorPeers,
+    front_desk,
+    job_owner,
+    new_job_id,
+)
 from raytroupe.actors.orchestrator.views import (
     Interrupted,
     listed,
@@ -544,18 +550,16 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             await emit(job, "job_routed", data=job.route.model_dump(mode="json"))
         self._start(job)
 
+    @job_owner
     async def status(self, job_id: str, *, tenant: str | None = None) -> JobStatus:
         """Where the job is.
-
-        Any shard answers: a job of another shard is asked of it.
 
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        if not self._owns(job_id):
-            return cast("JobStatus", await self._owner(job_id, "status", job_id, tenant=tenant))
         return self._job(job_id, tenant).status
 
+    @job_owner
     async def wait(
         self, job_id: str, timeout: float | None = None, *, tenant: str | None = None
     ) -> JobResult | None:
@@ -566,15 +570,11 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        if not self._owns(job_id):
-            return cast(
-                "JobResult | None",
-                await self._owner(job_id, "wait", job_id, timeout, tenant=tenant),
-            )
         job = self._job(job_id, tenant)
         await wait_until(job, lambda: job.result is not None, timeout)
         return job.result
 
+    @job_owner
     async def events(
         self,
         job_id: str,
@@ -590,11 +590,6 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        if not self._owns(job_id):
-            return cast(
-                "list[JobEvent]",
-                await self._owner(job_id, "events", job_id, after, timeout, tenant=tenant),
-            )
         job = self._job(job_id, tenant)
         await wait_until(job, lambda: len(job.events) > after, timeout)
         return job.events[after:]
@@ -621,15 +616,12 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             case _:
                 assert_never(payload)
 
+    @job_owner
     async def approvals(self, job_id: str, *, tenant: str | None = None) -> list[ApprovalRequest]:
         """The job's tool calls waiting for a human."""
-        if not self._owns(job_id):
-            return cast(
-                "list[ApprovalRequest]",
-                await self._owner(job_id, "approvals", job_id, tenant=tenant),
-            )
         return self._desk.pending(self._job(job_id, tenant))
 
+    @job_owner
     async def decide(
         self,
         job_id: str,
@@ -644,15 +636,10 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        if not self._owns(job_id):
-            decided = await self._owner(
-                job_id, "decide", job_id, approval_id, approved=approved, reason=reason,
-                tenant=tenant,
-            )  # fmt: skip
-            return cast("bool", decided)
         job = self._job(job_id, tenant)
         return await self._desk.decide(job, approval_id, approved, reason)
 
+    @job_owner
     async def cancel(self, job_id: str, *, tenant: str | None = None) -> bool:
         """Cancel a job: its running subtasks are stopped at their agents, none starts again.
 
@@ -661,8 +648,6 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        if not self._owns(job_id):
-            return cast("bool", await self._owner(job_id, "cancel", job_id, tenant=tenant))
         job = self._job(job_id, tenant)
         if job.result is not None or job.runner is None:
             return False
@@ -679,6 +664,7 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         # still winding down after 30 s: cancelled all the same, it ends as soon as it can
         return job.result is None or job.result.status == "cancelled"
 
+    @job_owner
     async def feedback(
         self, job_id: str, score: float, comment: str = "", *, by: str = "",
         tenant: str | None = None,
@@ -690,11 +676,6 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
             Conflict: the job has not finished.
             InvalidInput: ``score`` outside 0-1.
         """
-        if not self._owns(job_id):
-            return cast(
-                "Feedback",
-                await self._owner(job_id, "feedback", job_id, score, comment, by=by, tenant=tenant),
-            )
         job = self._job(job_id, tenant)
         if job.result is None:
             raise Conflict(f"job {job_id} has not finished: feedback is on its answer",
@@ -711,16 +692,13 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         log.info("job_feedback", job_id=job_id, score=score, by=by)
         return given
 
+    @job_owner
     async def feedbacks(self, job_id: str, *, tenant: str | None = None) -> list[Feedback]:
         """People's verdicts on a job, oldest first.
 
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        if not self._owns(job_id):
-            return cast(
-                "list[Feedback]", await self._owner(job_id, "feedbacks", job_id, tenant=tenant)
-            )
         job = self._job(job_id, tenant)
         if self._journal is not None:
             return self._journal.feedbacks(job_id)
@@ -817,11 +795,9 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         ]
         return found[: query.limit]
 
+    @job_owner
     async def summary(self, job_id: str, *, tenant: str | None = None) -> JobSummary:
         """The job's jobs-list line, with its live status (raises ``JobNotFound``)."""
-        if not self._owns(job_id):
-            found = await self._owner(job_id, "summary", job_id, tenant=tenant)
-            return cast("JobSummary", found)
         job = self._job(job_id, tenant)
         kept = None
         if self._journal is not None:
@@ -829,12 +805,9 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         line = kept or summary_of(job)
         return line.model_copy(update={"status": job.status})
 
+    @job_owner
     async def trace(self, job_id: str, *, tenant: str | None = None) -> tuple[Span, ...]:
         """The job's trace so far: the root first (ending now, while the job runs)."""
-        if not self._owns(job_id):
-            return cast(
-                "tuple[Span, ...]", await self._owner(job_id, "trace", job_id, tenant=tenant)
-            )
         return live_trace(self._job(job_id, tenant))
 
     async def waiting(
@@ -960,10 +933,6 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
     def _other(self) -> OrchestratorPeers:
         assert self._peers is not None  # noqa: S101 - required with shards > 1 (__init__)
         return self._peers
-
-    async def _owner(self, job_id: str, method: str, *args: object, **kwargs: object) -> Any:
-        """The answer of the shard that owns ``job_id`` to ``method``."""
-        return await self._other().ask(job_shard(job_id, self._shards), method, *args, **kwargs)
 
     async def _skill_for(
         self,

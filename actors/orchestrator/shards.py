@@ -5,7 +5,8 @@ teams, intent routing: state that must have one keeper) and hands it to a shard 
 itself included, under an id that names that shard (:func:`protocols.job_shard`). The
 owner journals the job in its partition of the journal (the jobs whose ids name it), runs
 it, streams its events and answers for it; after a restart it resumes its own partition
-only. Clients ask a job's owner directly; any other shard passes the question on.
+only. Clients ask a job's owner directly (``SystemClient`` finds it from the id); another
+shard answers that it has no such job, and where it is (:func:`job_owner`).
 """
 
 from __future__ import annotations
@@ -15,11 +16,19 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from raytroupe.protocols import Budget, ImagePart, InvalidInput, TeamSpec, new_id
+from raytroupe.protocols import (
+    Budget,
+    ImagePart,
+    InvalidInput,
+    JobNotFound,
+    TeamSpec,
+    job_shard,
+    new_id,
+)
 from raytroupe.protocols.intent import IntentChoice
 from raytroupe.protocols.skill import SkillSpec
 
-__all__ = ["Admitted", "OrchestratorPeers", "front_desk", "new_job_id"]
+__all__ = ["Admitted", "OrchestratorPeers", "front_desk", "job_owner", "new_job_id"]
 
 T = TypeVar("T")
 
@@ -83,3 +92,24 @@ def front_desk(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T
         return await method(self, *args, **kwargs)
 
     return only_there
+
+
+def job_owner(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
+    """A method about one job (its id first): only the shard that owns the job answers.
+
+    Asked on another shard, it raises ``JobNotFound`` naming the owner: a shard holds its
+    own partition only, and nothing is passed on from one shard to another.
+    """
+
+    @functools.wraps(method)
+    async def only_owner(self: Any, job_id: str, *args: Any, **kwargs: Any) -> T:
+        if not self._owns(job_id):
+            owner = job_shard(job_id, self._shards)
+            raise JobNotFound(
+                f"no job {job_id!r} on orchestrator/{self._shard}: its owner is "
+                f"orchestrator/{owner}",
+                job_id=job_id,
+            )
+        return await method(self, job_id, *args, **kwargs)
+
+    return only_owner

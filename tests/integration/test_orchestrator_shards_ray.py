@@ -2,7 +2,7 @@
 
 Every integration test runs on them (tests/conftest.py sets ``scale.orchestrator_shards=2``):
 shard 0 admits each job and hands it to the shards in turn. These check what sharding adds:
-jobs partitioned by id, any shard answering for any job, envelopes about a job (streamed
+jobs partitioned by id, each answered for by its owner alone, envelopes about a job (streamed
 tokens, approvals) reaching its shard, a shard's restart resuming its own jobs only, and
 teams and policies kept by shard 0 alone.
 """
@@ -56,19 +56,27 @@ def test_jobs_take_turns_over_the_shards_and_the_driver_sees_them_all(rt):
     assert [j.job_id for j in jobs] == [i for i in listed if i in {j.job_id for j in jobs}]
 
 
-def test_any_shard_answers_for_any_job_and_a_made_up_id_is_not_found(rt):
+def test_the_owner_answers_for_its_job_another_shard_names_it_and_a_made_up_id_is_not_found(rt):
     team = runtime.Team(name="anyshard", agents=[runtime.AgentSpec(name="anyshard-0", role="w")])
     jobs = [rt.submit(f"- item {n}.", team=team) for n in range(2)]
     for job in jobs:
         job.result(timeout=60)
     assert {job_shard(j.job_id, SHARDS) for j in jobs} == {0, 1}
     for job in jobs:
-        for handle in _handles(rt):  # the owner, and the other, which asks the owner
+        owner = job_shard(job.job_id, SHARDS)
+        for shard, handle in enumerate(_handles(rt)):
+            if shard != owner:  # nothing is passed on between shards: it says where to ask
+                with pytest.raises(JobNotFound, match=f"its owner is orchestrator/{owner}"):
+                    ray.get(handle.status.remote(job.job_id))
+                with pytest.raises(JobNotFound):
+                    ray.get(handle.events.remote(job.job_id, 0, 0.0))
+                continue
             assert ray.get(handle.status.remote(job.job_id)) == "succeeded"
             events = ray.get(handle.events.remote(job.job_id, 0, 0.0))
             assert events[-1].type == "job_succeeded"
             with pytest.raises(JobNotFound):  # another tenant's job is not there either
                 ray.get(handle.status.remote(job.job_id, tenant="somebody-else"))
+        assert rt.job(job.job_id).status() == "succeeded"  # the driver asks the owner
     for made_up in ("job-0123456789abcdef-1", "job-0123456789abcdef-7", "job-x-99999"):
         for handle in _handles(rt):
             with pytest.raises(JobNotFound):

@@ -49,22 +49,30 @@ async def shards(path, allowed=99, count=2):
     return peers, pool
 
 
-def test_the_front_desk_hands_jobs_out_in_turn_and_any_shard_answers(tmp_path):
+def test_the_front_desk_hands_jobs_out_in_turn_and_only_the_owner_answers(tmp_path):
     async def scenario():
         peers, _ = await shards(tmp_path / "journal.sqlite")
         front, other = peers.shards[0], peers.shards[1]
         ids = [await front.submit(TASK, TEAM) for _ in range(4)]
         results = [await peers.shards[job_shard(i, 2)].wait(i, 10) for i in ids]
-        statuses = [(await front.status(i), await other.status(i)) for i in ids]
-        return ids, results, statuses, peers.asked, await other.jobs()
+        statuses = [await peers.shards[job_shard(i, 2)].status(i) for i in ids]
+        refused = []
+        for i in ids:
+            stranger = front if job_shard(i, 2) == 1 else other
+            with pytest.raises(JobNotFound) as caught:
+                await stranger.status(i)
+            refused.append(caught.value.message)
+        return ids, results, statuses, refused, peers.asked, await other.jobs()
 
-    ids, results, statuses, asked, others = run(scenario())
+    ids, results, statuses, refused, asked, others = run(scenario())
     assert [job_shard(i, 2) for i in ids] == [0, 1, 0, 1]
     assert all(r.status == "succeeded" for r in results)
-    assert statuses == [("succeeded", "succeeded")] * 4
+    assert statuses == ["succeeded"] * 4
     assert asked.count((1, "adopt")) == 2  # shard 1 got its two jobs from the front desk
-    assert (0, "status") in asked  # shard 1 asked shard 0 about shard 0's jobs
-    assert (1, "status") in asked
+    assert [m.rsplit(" ", 1)[-1] for m in refused] == [
+        f"orchestrator/{job_shard(i, 2)}" for i in ids
+    ]  # the other shard names the owner
+    assert not [call for call in asked if call[1] != "adopt"]  # nothing passed on
     assert set(others) == {ids[1], ids[3]}  # a shard lists its own jobs
 
 

@@ -19,7 +19,7 @@ from raytroupe.actors.offload import on_loop
 from raytroupe.actors.orchestrator.admission import runs_inline
 from raytroupe.actors.orchestrator.graphs.desk import GraphDesk
 from raytroupe.actors.orchestrator.jobs import Job
-from raytroupe.actors.orchestrator.shards import Admitted, new_job_id
+from raytroupe.actors.orchestrator.shards import Admitted, job_owner, new_job_id
 from raytroupe.protocols import InvalidInput, JobResult, TroupeError
 from raytroupe.protocols.bounded import ANSWER_WORK_S
 from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphNode
@@ -38,7 +38,6 @@ class GraphControl:
     _shard: int
     _graphs: GraphDesk
     _owns: Callable[[str], bool]
-    _owner: Callable[..., Awaitable[Any]]
     _job: Callable[..., Job]
     _adopt: Callable[[Admitted], Awaitable[None]]
     _readmit: Callable[..., Awaitable[None]]
@@ -47,20 +46,17 @@ class GraphControl:
     wait: Callable[..., Awaitable[JobResult | None]]
     cancel: Callable[..., Awaitable[bool]]
 
+    @job_owner
     async def checkpoints(self, job_id: str, *, tenant: str | None = None) -> list[GraphCheckpoint]:
         """The job's checkpoints, by subgraph then superstep (none: not a graph job).
 
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        if not self._owns(job_id):
-            return cast(
-                "list[GraphCheckpoint]",
-                await self._owner(job_id, "checkpoints", job_id, tenant=tenant),
-            )
         self._job(job_id, tenant)
         return await asyncio.to_thread(self._graphs.checkpoints, job_id)
 
+    @job_owner
     async def resume(
         self,
         job_id: str,
@@ -83,23 +79,11 @@ class GraphControl:
             Conflict: the job waits at no interrupt (or not at that one).
             InvalidInput: the edit or value would leave the state invalid.
         """
-        if not self._owns(job_id):
-            return cast(
-                "GraphInterrupt",
-                await self._owner(
-                    job_id,
-                    "resume",
-                    job_id,
-                    value=value,
-                    state=state,
-                    interrupt=interrupt,
-                    tenant=tenant,
-                ),
-            )
         job = self._job(job_id, tenant)
         await self._readmit(job, by_admin=job.admin)  # an admin's job goes on as admitted
         return await self._graphs.resume(job, value, state, interrupt)
 
+    @job_owner
     async def fork(
         self,
         job_id: str,
@@ -124,11 +108,6 @@ class GraphControl:
             InvalidInput: the job is not a graph's, has no such checkpoint, or the edit
                 leaves the state invalid.
         """
-        if not self._owns(job_id):
-            forked = await self._owner(
-                job_id, "fork", job_id, step, state=state, tenant=tenant, admin=admin
-            )
-            return cast("str", forked)
         source = self._job(job_id, tenant)
         graph = source.team.graph
         if graph is None:
