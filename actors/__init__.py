@@ -1,11 +1,12 @@
 """The actors of raytroupe, as plain classes; Ray makes them remote when they are spawned.
 
 ``MessageRouter`` delivers envelopes; ``Orchestrator`` runs jobs; ``AgentActor`` runs one
-agent's loop; ``LLMAdapterPool`` serves model aliases. ``actors.spawn`` holds the Ray glue.
+agent's loop; ``LLMAdapterPool`` serves model aliases. ``raytroupe.actors.spawn`` holds the Ray
+glue.
 
 The names below are imported on first use (PEP 562): an agent's worker process imports
-``actors.agent``, which runs this file, and must not pay for the orchestrator (Chroma, numpy,
-OpenTelemetry) or the LLM pool (provider SDKs) that it never uses.
+``raytroupe.actors.agent``, which runs this file, and must not pay for the orchestrator (Chroma,
+numpy, OpenTelemetry) or the LLM pool (provider SDKs) that it never uses.
 """
 
 from __future__ import annotations

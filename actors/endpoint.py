@@ -99,7 +99,7 @@ class BatchMailbox(Mailbox, Protocol):
 class RestartStore(Protocol):
     """Where an actor keeps its configuration across its restarts.
 
-    Under Ray: :class:`actors.ray_handles.GcsRestartStore`, in the GCS's key-value store.
+    Under Ray: :class:`raytroupe.actors.ray_handles.GcsRestartStore`, in the GCS's key-value store.
     """
 
     def save(self, value: Any) -> None:

@@ -4,10 +4,10 @@ The HTTP replica and the orchestrator serve every tenant on one event loop each.
 tenant's documents (schemas, patterns, graphs, admission) and evaluating what tenants wrote
 against what models said (a graph's ``when`` edges, gates, eval expectations) is CPU work
 whose cost the tenant chooses. :class:`Offload` runs each such unit in a small thread pool
-under its deadline (:func:`protocols.bounded.bounded`: past it, ``WorkLimitExceeded``), and
-lets each tenant have at most ``per_tenant`` units running and ``waiting`` more queued: one
-more is refused with :class:`~protocols.errors.Busy` (HTTP 429, ``Retry-After``). A tenant
-that floods waits for itself; the loop, and other tenants' turns in the pool, stay free.
+under its deadline (:func:`raytroupe.protocols.bounded.bounded`: past it, ``WorkLimitExceeded``),
+and lets each tenant have at most ``per_tenant`` units running and ``waiting`` more queued: one more
+is refused with :class:`~raytroupe.protocols.errors.Busy` (HTTP 429, ``Retry-After``). A tenant that
+floods waits for itself; the loop, and other tenants' turns in the pool, stay free.
 
 The HTTP replica makes its own (its shares are ``APIConfig.shares``); an actor uses the one
 of its event loop (:func:`on_loop`, made on first use with the default :class:`Shares`), as

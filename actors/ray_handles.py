@@ -1,6 +1,6 @@
 """Ray handles as mailboxes and router clients: the Ray glue every actor process needs.
 
-Kept apart from :mod:`actors.spawn` (which spawns the system) so that an agent process,
+Kept apart from :mod:`raytroupe.actors.spawn` (which spawns the system) so that an agent process,
 unpickling its router client, imports nothing but Ray and the protocols.
 """
 
@@ -96,7 +96,7 @@ def unwrap(exc: BaseException) -> BaseException:
 
 
 class RayMailbox:
-    """A router-side :class:`~actors.Mailbox` over a Ray actor handle.
+    """A router-side :class:`~raytroupe.actors.Mailbox` over a Ray actor handle.
 
     Use :func:`ray_mailbox`, which gives a :class:`RayBatchMailbox` for actors that take
     batches.
@@ -112,7 +112,7 @@ class RayMailbox:
 
 
 class RayBatchMailbox(RayMailbox):
-    """A :class:`~actors.BatchMailbox` over the handle of an actor that takes batches."""
+    """A :class:`~raytroupe.actors.BatchMailbox` over the handle of an actor that takes batches."""
 
     async def receive_many(self, data: list[bytes], /) -> BatchProgress:
         """Hand a batch to the actor in one call; the first answers and a ticket."""
@@ -164,7 +164,7 @@ async def through_restarts(call: Callable[[], Awaitable[T]], *, within_s: float 
 class RayPoolPeers:
     """The other replicas of the LLM pool (actors ``llm/<n>``), reached by name.
 
-    See :class:`actors.llm.pool.PoolPeers`. A configuration is passed on through a peer's
+    See :class:`raytroupe.actors.llm.pool.PoolPeers`. A configuration is passed on through a peer's
     restart (it also reads the configuration back from the shared restart store when it
     starts); a cancel or a cooldown a dead peer misses does not matter: its calls died with
     it.
@@ -249,9 +249,9 @@ class RayPoolPeers:
 
 
 class RayRouterClient:
-    """An actor-side :class:`~actors.RouterClient` over the router shards' Ray handles.
+    """An actor-side :class:`~raytroupe.actors.RouterClient` over the router shards' Ray handles.
 
-    Each envelope goes to the shard :func:`~protocols.router_shard` names for its sender
+    Each envelope goes to the shard :func:`~raytroupe.protocols.router_shard` names for its sender
     (one shard for all an actor sends). Requests made in the same turn of the event loop (up
     to ``max_batch`` per shard) go to their shard as one batch (one Ray call,
     :meth:`MessageRouter.request_many`), batches pipelined. Each request keeps its own reply
@@ -421,8 +421,8 @@ class RouterShards:
 class RayOrchestratorPeers:
     """The other orchestrator shards (actors ``orchestrator/<k>``), reached by name.
 
-    See :class:`actors.orchestrator.shards.OrchestratorPeers`. Calls wait through a shard's
-    restart (:func:`through_restarts`); a shard gone for good is ``RecipientUnavailable``.
+    See :class:`raytroupe.actors.orchestrator.shards.OrchestratorPeers`. Calls wait through a
+    shard's restart (:func:`through_restarts`); a shard gone for good is ``RecipientUnavailable``.
     """
 
     def __init__(self) -> None:
@@ -462,7 +462,7 @@ class OrchestratorShards:
     """The orchestrator's shards, ``orchestrator/0`` .. ``/<K-1>``, for the control plane.
 
     Jobs are submitted to the front desk (shard 0), which also keeps teams and policies; a
-    job's questions go to the shard its id names (:func:`protocols.job_shard`).
+    job's questions go to the shard its id names (:func:`raytroupe.protocols.job_shard`).
     """
 
     def __init__(self, handles: Sequence[Any]) -> None:

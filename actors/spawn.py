@@ -95,7 +95,7 @@ def agent_actor_name(name: str) -> str:
 def _remote(cls: type) -> Any:
     """``cls`` as a Ray actor class whose ``on_start`` runs before it serves.
 
-    Also after Ray restarts it (see :mod:`actors.lifecycle`).
+    Also after Ray restarts it (see :mod:`raytroupe.actors.lifecycle`).
     """
     return ray.remote(with_lifecycle(cls))
 
@@ -152,7 +152,7 @@ def _options(name: str, *, num_cpus: float = 0.0, max_restarts: int) -> dict[str
 
     They go in the actor's Ray ``runtime_env`` (which Ray hands down to the actors it makes:
     an orchestrator's agents), so that the actors trace as the driver that starts them says,
-    whatever their nodes' own environment (see ``actors.telemetry.tracing.actor_env``).
+    whatever their nodes' own environment (see ``raytroupe.actors.telemetry.tracing.actor_env``).
     Without any, no ``runtime_env`` is given: Ray may then hand the actor a worker it started
     ahead (a ``runtime_env`` costs each actor a fresh worker process).
     """
@@ -453,9 +453,10 @@ def spawn_system(
     router actors (``router/0`` ..) share the envelopes between them; a running router
     keeps its number of shards.
     ``orchestrator_shards`` orchestrator actors (``orchestrator/0`` ..) run the jobs, shard
-    0 admitting each and handing it to a shard in turn (see ``actors.orchestrator.shards``);
-    a running orchestrator keeps its number too. ``skills`` says where orchestrator/0 loads
-    skill files from (and whether it watches them) and how unnamed jobs are routed.
+    0 admitting each and handing it to a shard in turn (see
+    ``raytroupe.actors.orchestrator.shards``); a running orchestrator keeps its number too.
+    ``skills`` says where orchestrator/0 loads skill files from (and whether it watches them) and
+    how unnamed jobs are routed.
 
     Raises:
         ConfigError: the pool cannot serve its configuration, or ``models`` would replace

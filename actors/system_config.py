@@ -3,7 +3,7 @@
 A ``troupe.yaml`` holds the sections the system actors start with: ``llm`` (the pool),
 ``tools`` (the sandboxes), ``memory`` (the memory store), ``state`` (where durable records
 live), ``tracing``, ``placement`` and ``scale`` (how many router and orchestrator shards).
-The Python driver (``runtime.connect(config=...)``), ``troupe up --config``, the Serve
+The Python driver (``raytroupe.runtime.connect(config=...)``), ``troupe up --config``, the Serve
 application (``system_config`` in its args) and the cluster configs all take the same file;
 ``troupe config schema`` exports its JSON Schema for editors.
 

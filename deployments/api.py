@@ -2,7 +2,7 @@
 
 Every job route is scoped to the caller's tenant: another tenant's job is 404, as if it did
 not exist. A tenant's job passes its policy (inline teams are data: model aliases and tools
-the operator allows, within caps; see ``actors.orchestrator.admission``). Teams and agents
+the operator allows, within caps; see ``raytroupe.actors.orchestrator.admission``). Teams and agents
 are shared by the deployment; changing them, and tenants' policies, takes an admin key.
 """
 
@@ -86,7 +86,7 @@ TenantName = Annotated[str, Path(pattern=r"^(\*|[A-Za-z0-9_.-]{1,64})$")]
 
 
 def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
-    """The FastAPI application (without the guard; see :mod:`deployments.app`)."""
+    """The FastAPI application (without the guard; see :mod:`raytroupe.deployments.app`)."""
     app = DocumentedAPI(
         anonymous=config.anonymous_tenant is not None,
         title="raytroupe",

@@ -1,7 +1,8 @@
 """The Ray Serve application: the HTTP entry point of raytroupe.
 
 ``serve run deployments/serve_config.yaml`` / ``serve deploy`` use :func:`build` (its
-``args`` are an :class:`~deployments.config.APIConfig`); Python callers use :func:`deploy`.
+``args`` are an :class:`~raytroupe.deployments.config.APIConfig`); Python callers use
+:func:`deploy`.
 """
 
 from typing import Any
@@ -102,14 +103,14 @@ def deploy(
     """Deploy the HTTP application on the Ray this process is connected to; its base URL.
 
     Serve's proxy listens on ``host:port`` (loopback by default). Call after
-    ``runtime.connect()``. The application keeps running after this process exits. Its
+    ``raytroupe.runtime.connect()``. The application keeps running after this process exits. Its
     replica traces as the actors do: given this process's ``OTEL_*`` variables when it joined
-    a running Ray (see :func:`actors.telemetry.tracing.actor_env`).
+    a running Ray (see :func:`raytroupe.actors.telemetry.tracing.actor_env`).
 
     Raises:
         ConfigError: a model the running pool serves has this application's own OpenAI
             route as its ``base_url`` (``http://127.0.0.1:<port><route_prefix>v1``): the pool
-            would call raytroupe itself (see :func:`actors.llm.config.refuse_own_api`).
+            would call raytroupe itself (see :func:`raytroupe.actors.llm.config.refuse_own_api`).
     """
     refuse_own_api(_served_models(), host=host, port=port, route_prefix=route_prefix)
     serve.start(http_options={"host": host, "port": port})

@@ -3,13 +3,13 @@
 FastAPI validates a body on the event loop that serves every request of the replica. A
 team, a graph, an eval suite or a skill carries schemas and patterns whose checking cost
 its sender chooses, so these bodies are read whole and validated on the replica's
-:class:`~actors.offload.Offload` pool instead: within the caller's tenant's share (a
+:class:`~raytroupe.actors.offload.Offload` pool instead: within the caller's tenant's share (a
 flood waits for itself, then is refused 429 busy) and within ``APIConfig.request_work_s``
 (past it, 422 work_limit). A body that is not the model is the same 422 ``invalid_request``
 FastAPI gives, with each problem located under ``body``.
 
 Routes take ``body: Annotated[Model, document(Model)]`` and ``openapi_extra=body_of(Model)``
-(the OpenAPI document still names the body's schema; see :mod:`deployments.openapi`).
+(the OpenAPI document still names the body's schema; see :mod:`raytroupe.deployments.openapi`).
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 FastAPI writes the routes, bodies and answers; this adds what the gate does around them:
 the API-key security schemes on every path the gate keeps behind a key (not on its
-:data:`~deployments.guard.OPEN_PATHS`), the problem answers every operation can give, each
-with the :class:`~protocols.http.Problem` schema (``application/problem+json``, in place of
-FastAPI's own validation error), and readable, unique operation ids (the handlers' names),
-so that generated clients read well and work.
+:data:`~raytroupe.deployments.guard.OPEN_PATHS`), the problem answers every operation can
+give, each with the :class:`~raytroupe.protocols.http.Problem` schema
+(``application/problem+json``, in place of FastAPI's own validation error), and readable,
+unique operation ids (the handlers' names), so that generated clients read well and work.
 """
 
 from __future__ import annotations
@@ -124,7 +124,10 @@ def describe(document: dict[str, Any], *, anonymous: bool = False) -> dict[str, 
 
 
 def _hoist_document(operation: dict[str, Any], schemas: dict[str, Any]) -> None:
-    """A document body (:func:`deployments.documents.body_of`) as a reference to its schema."""
+    """A document body (``raytroupe.deployments.documents.body_of``) as a reference to its schema.
+
+    The body's schema is moved to the document's components and referred to from there.
+    """
     content = operation.get("requestBody", {}).get("content", {}).get("application/json", {})
     schema = content.get("schema", {})
     if not schema.pop(DOCUMENT_MARK, False):

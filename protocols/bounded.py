@@ -11,8 +11,8 @@ pattern out of time fails closed: the text does not match, or the value is refus
 deadline of the unit of work it runs in (:func:`bounded`: one request's documents, one
 answer's gate, one eval case, one graph step), past which :class:`WorkLimitExceeded` names
 the unit's limit. Matching releases the GIL, and the actors and the HTTP replica run these
-units off their event loop, in fair shares per tenant (:mod:`actors.offload`): a slow pattern
-costs its own tenant time, not every tenant's latency.
+units off their event loop, in fair shares per tenant (:mod:`raytroupe.actors.offload`): a slow
+pattern costs its own tenant time, not every tenant's latency.
 """
 
 from __future__ import annotations

@@ -193,7 +193,7 @@ class GraphEdge(_Frozen):
     The edges of a node are tried in order; the first that holds is taken, to all of its
     targets at once (a fan-out). No edge holding ends that branch. ``when`` is a regex
     (any case) found in the node's text; ``condition`` an expression over the state
-    (:mod:`protocols.expressions`); ``map`` an expression giving a list: the target runs
+    (:mod:`raytroupe.protocols.expressions`); ``map`` an expression giving a list: the target runs
     once per item, all at once (``{item}`` in its template).
     """
 
@@ -345,7 +345,7 @@ def edge_text_matches(pattern: str, output: str) -> bool:
 
     Raises:
         WorkLimitExceeded: the graph step this runs in is out of time (see
-            :mod:`protocols.bounded`).
+            :mod:`raytroupe.protocols.bounded`).
     """
     import regex  # noqa: PLC0415 - see GraphSpec's check
 

@@ -144,11 +144,11 @@ def check_output_schema(
 
     A ``$ref`` to another document would be resolved while a job runs (or fail there): only
     references within the schema itself (``#/...``) are taken, and only those that lead
-    somewhere and end (:mod:`protocols.schema_checks`).
+    somewhere and end (:mod:`raytroupe.protocols.schema_checks`).
 
     Raises:
         ValueError: not a valid schema, a reference to another document, or a schema that
-            could not be evaluated to an end (see :mod:`protocols.schema_checks`).
+            could not be evaluated to an end (see :mod:`raytroupe.protocols.schema_checks`).
     """
     if schema is None:
         return None

@@ -7,7 +7,7 @@ names ``additionalProperties`` looks at with :func:`re.search`, so one catastrop
 (``^(a|aa)+$``) against a crafted answer would stall the orchestrator's event loop for
 every tenant. :func:`safe_validator` matches them with the ``regex`` module and a time
 limit: a pattern that runs out of time is a validation error (the value fails, closed),
-and all the patterns of one unit of work share its deadline (:mod:`protocols.bounded`).
+and all the patterns of one unit of work share its deadline (:mod:`raytroupe.protocols.bounded`).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def _search(pattern: str, text: str) -> bool | None:
 
     Raises:
         WorkLimitExceeded: the unit of work this runs in is out of time
-            (:func:`protocols.bounded.bounded`).
+            (:func:`raytroupe.protocols.bounded.bounded`).
     """
     return search(pattern, text)
 
@@ -117,9 +117,9 @@ def safe_validator(schema: Mapping[str, Any]) -> Draft202012Validator:
 
     ``unevaluatedProperties`` still consults ``patternProperties`` with :mod:`re`: schemas
     combining the two are refused where schemas are accepted
-    (:func:`protocols.jobs.check_output_schema`).
+    (:func:`raytroupe.protocols.jobs.check_output_schema`).
 
-    No keyword raises on a value (:func:`protocols.schema_checks.guarded`), and a ``$ref``
+    No keyword raises on a value (:func:`raytroupe.protocols.schema_checks.guarded`), and a ``$ref``
     to another document is never fetched (jsonschema's default would, with ``urlopen``):
     it fails the value.
     """

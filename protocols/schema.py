@@ -1,6 +1,6 @@
 """JSON Schema export of the public models, for clients in other languages.
 
-Usage: ``python -m protocols.schema DIR`` writes one ``<Model>.json`` per public model.
+Usage: ``python -m raytroupe.protocols.schema DIR`` writes one ``<Model>.json`` per public model.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     """Command-line entry point; returns the exit status."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m protocols.schema DIR", file=sys.stderr)
+        print("usage: python -m raytroupe.protocols.schema DIR", file=sys.stderr)
         return 2
     for path in export(Path(args[0])):
         print(path)

@@ -8,12 +8,12 @@ error that is no validation error:
   refer to each other through ``allOf``) recurses until Python's stack runs out;
 - a ``$ref`` to a pointer or anchor that leads nowhere raises a referencing error, and one
   to another document has jsonschema fetch it over the network (refused in
-  :func:`protocols.jobs.check_output_schema`);
+  :func:`raytroupe.protocols.jobs.check_output_schema`);
 - ``$dynamicRef`` resolves through the dynamic scope, and ``$id`` in a subschema moves where
   ``#/...`` points: neither is needed by a schema that describes one answer;
 - ``$schema`` naming another draft in a subschema switches the validator to that draft's,
   whose ``pattern`` is matched with :mod:`re`, without the time limit of
-  :mod:`protocols.safe_schema`;
+  :mod:`raytroupe.protocols.safe_schema`;
 - nesting a hundred deep exhausts the stack of the metaschema check itself, and a pattern
   such as ``a{99999999999}`` makes :func:`re.compile` raise ``OverflowError``.
 

@@ -7,7 +7,7 @@ execution modes: ``react`` (one agent's tool loop), ``direct`` (one model call) 
 ``team:<name>`` (a registered team, its answer gated by the skill).
 
 Skill files (YAML, or Markdown whose front matter is the YAML and whose body is the
-instructions) are read by :mod:`actors.skills.files`; the registry keeps every version.
+instructions) are read by :mod:`raytroupe.actors.skills.files`; the registry keeps every version.
 Pure data here: no I/O.
 """
 

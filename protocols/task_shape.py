@@ -1,10 +1,10 @@
 """What a task's text says about its shape: how many independent parts it has, what they need.
 
-The orchestrator sizes a job from these before it asks any model (``actors.orchestrator.sizing``)
-and an agent checks its arithmetic with them (``actors.agent.checks``). They read text only, and
-are conservative: when a task's parts are not plainly independent, it is one part (one agent
-with the whole task is never worse than a wrong split), and only a question that plainly asks
-for a number needs the calculator.
+The orchestrator sizes a job from these before it asks any model
+(``raytroupe.actors.orchestrator.sizing``) and an agent checks its arithmetic with them
+(``raytroupe.actors.agent.checks``). They read text only, and are conservative: when a task's parts
+are not plainly independent, it is one part (one agent with the whole task is never worse than a
+wrong split), and only a question that plainly asks for a number needs the calculator.
 
 - :func:`task_parts`: the independent questions of a task that lists them (numbered or
   bulleted items that are questions, or items under a heading such as ``Questions:``), each

@@ -1,11 +1,11 @@
 """The control plane: one typed, async client of the system actors.
 
-Drivers (through the blocking :class:`~runtime.driver.Runtime`), the HTTP application and the
-command line all reach the orchestrator, router, LLM pool and memory store through
+Drivers (through the blocking :class:`~raytroupe.runtime.driver.Runtime`), the HTTP application and
+the command line all reach the orchestrator, router, LLM pool and memory store through
 :class:`SystemClient`. It is the one place where a Ray failure becomes a raytroupe error: a
 ``TroupeError`` raised in an actor comes back as itself, a dead or restarting actor as
-``RecipientUnavailable`` (retryable), a call that takes too long as ``TimeoutError``. Work
-itself travels as ``AgentMessage`` envelopes through the router (the data plane).
+``RecipientUnavailable`` (retryable), a call that takes too long as ``TimeoutError``. Work itself
+travels as ``AgentMessage`` envelopes through the router (the data plane).
 """
 
 from __future__ import annotations
@@ -116,10 +116,10 @@ class SystemClient:
     ) -> SystemClient:
         """Find the running system actors (namespace ``troupe``) or start them (blocking).
 
-        See :func:`actors.spawn.spawn_system` for what each argument configures; ``config``
-        (a ``troupe.yaml``'s) supplies every one that is not given. ``otel`` is deprecated
-        and does nothing (a ``DeprecationWarning`` says so): the actors trace as the
-        ``OTEL_*`` variables say (see :mod:`actors.telemetry.tracing`).
+        See :func:`raytroupe.actors.spawn.spawn_system` for what each argument configures;
+        ``config`` (a ``troupe.yaml``'s) supplies every one that is not given. ``otel`` is
+        deprecated and does nothing (a ``DeprecationWarning`` says so): the actors trace as the
+        ``OTEL_*`` variables say (see :mod:`raytroupe.actors.telemetry.tracing`).
 
         Raises:
             ConfigError: the pool cannot serve its configuration, or ``models`` would replace

@@ -16,7 +16,7 @@ __all__ = ["Team"]
 
 
 class Team(TeamSpec):
-    """A team of agents; see :class:`protocols.TeamSpec` for the fields.
+    """A team of agents; see :class:`raytroupe.protocols.TeamSpec` for the fields.
 
     In Python a team also takes its own function tools (``@raytroupe.tool`` or plain
     functions): ``functions=[f, g]`` gives them to every agent of the team; a function in

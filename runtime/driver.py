@@ -71,9 +71,9 @@ M = TypeVar("M", bound=BaseModel)
 class Runtime:
     """A connection to raytroupe's actors on a Ray cluster (local or remote).
 
-    Blocking calls over :class:`~runtime.client.SystemClient` (``rt.client``, for code that
-    prefers to await), run on a loop of its own, so a notebook's or a server's running loop
-    is no obstacle.
+    Blocking calls over :class:`~raytroupe.runtime.client.SystemClient` (``rt.client``, for code
+    that prefers to await), run on a loop of its own, so a notebook's or a server's running loop is
+    no obstacle.
     """
 
     def __init__(self, client: SystemClient, *, owns_connection: bool) -> None:
@@ -374,7 +374,7 @@ class Runtime:
         """Split a skill's live traffic between versions until the stated test decides.
 
         Jobs asking for the skill by name go to an arm by a hash of their id (see
-        :mod:`actors.evals.experiments`); ``name@version`` jobs are left as they are.
+        :mod:`raytroupe.actors.evals.experiments`); ``name@version`` jobs are left as they are.
 
         Raises:
             SkillNotFound: the skill or an arm's version is not registered.

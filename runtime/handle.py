@@ -39,8 +39,8 @@ class JobHandle:
 
     Each blocking method has an ``a``-prefixed coroutine twin (``aresult``, ``aevents``,
     ``astatus``, ``acancel``, ``aapprove``, ``areject``, ``aoutput``) for code running on
-    an event loop. A handle from a :class:`~runtime.tenant.TenantView` reaches the job only
-    as its tenant.
+    an event loop. A handle from a :class:`~raytroupe.runtime.tenant.TenantView` reaches the job
+    only as its tenant.
     """
 
     def __init__(

@@ -1,10 +1,10 @@
-"""A call to the HTTP API as data, for the sync and async clients of :mod:`runtime.http_client`.
+"""A call to the HTTP API as data, for the clients of :mod:`raytroupe.runtime.http_client`.
 
 A :class:`Call` is a request (method, path, query, body) and how its answer is read;
-:mod:`runtime.http_routes` builds one per route, and the clients only send them, so the two
-clients cannot differ in what they ask. Also here: checking the base URL and key, turning a
-problem answer into the :class:`~protocols.errors.TroupeError` its code names, and reading
-job events from Server-Sent Events.
+:mod:`raytroupe.runtime.http_routes` builds one per route, and the clients only send them, so the
+two clients cannot differ in what they ask. Also here: checking the base URL and key, turning a
+problem answer into the :class:`~raytroupe.protocols.errors.TroupeError` its code names, and
+reading job events from Server-Sent Events.
 
 Nothing here does I/O; nothing imports Ray, FastAPI or the deployments.
 """

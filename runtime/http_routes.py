@@ -1,4 +1,4 @@
-"""Every route of the HTTP API as a :class:`~runtime.http_calls.Call` builder.
+"""Every route of the HTTP API as a :class:`~raytroupe.runtime.http_calls.Call` builder.
 
 One function per route (``GET /v1/jobs/{id}`` is :func:`job`), named as the clients' methods
 are; paths take quoted segments, bodies JSON-ready data. The OpenAI-compatible

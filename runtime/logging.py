@@ -1,4 +1,4 @@
-"""Structured logging, configured once per process (see :mod:`actors.telemetry.logs`)."""
+"""Structured logging, configured once per process (see :mod:`raytroupe.actors.telemetry.logs`)."""
 
 from __future__ import annotations
 

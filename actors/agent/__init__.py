@@ -2,7 +2,7 @@
 
 ``actor`` holds :class:`AgentActor`; ``stop`` the conditions that end a subtask's loop;
 ``memory`` recall before model calls and writing results. Its spans are built by
-``actors.telemetry.calls``.
+``raytroupe.actors.telemetry.calls``.
 """
 
 from raytroupe.actors.agent.actor import AgentActor

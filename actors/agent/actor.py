@@ -4,8 +4,9 @@ Each subtask's loop state (messages, usage, turn count) lives in its own corouti
 the actor, so concurrent subtasks of one agent cannot see each other's state. The number of
 subtasks worked on at once is bounded by ``AgentSpec.max_concurrency``. Before each model
 call the conversation is kept within the model's context window: the oldest turns are
-summarized by the agent's own model (``actors.agent.context``). What the loop decides from a
-turn's text (calls written in it, corrective turns, the answer kept) is ``actors.agent.turns``.
+summarized by the agent's own model (``raytroupe.actors.agent.context``). What the loop decides from
+a turn's text (calls written in it, corrective turns, the answer kept) is
+``raytroupe.actors.agent.turns``.
 """
 
 from __future__ import annotations
@@ -302,7 +303,7 @@ class AgentActor(TakesBatches):
 
         Besides a final answer, an error and ``max_turns``, the loop stops when one of the
         agent's limits is reached (budget, deadline, repeated tool call, stagnation: see
-        ``actors.agent.stop``); ``TaskResult.stop_reason`` says which.
+        ``raytroupe.actors.agent.stop``); ``TaskResult.stop_reason`` says which.
         """
         spec, tools = self._spec, self._tools
         started = self._clock()
@@ -434,7 +435,7 @@ class AgentActor(TakesBatches):
         """The memories recalled for the next model call, the conversation cut to fit with them.
 
         The oldest turns that keep the call from fitting the context window are replaced by
-        their summary in ``loop.messages`` (see ``actors.agent.context``). A summary that
+        their summary in ``loop.messages`` (see ``raytroupe.actors.agent.context``). A summary that
         fails or does not fit gives way to a note of how many turns went: the subtask goes
         on either way.
         """

@@ -1,20 +1,20 @@
 """An agent's check of its own arithmetic before a final answer is accepted.
 
-A subtask that asks for a computed number (``protocols.task_shape.needs_arithmetic``), given
-to an agent with the calculator, must show the calculator's result: a final answer written
-without calling it, or one that does not state the value the calculator last returned, gets
-one corrective turn (:func:`arithmetic_correction`), and only one of that kind; later turns
-are corrected only for slips in new working or the worked example's result copied, up to
-:data:`MAX_CORRECTIONS` in all (:func:`next_correction`), and then the answer stands. Small
-models answer arithmetic from memory, and wrongly, even with the tool at hand; a program can
-see that they did, and say so.
+A subtask that asks for a computed number (``raytroupe.protocols.task_shape.needs_arithmetic``),
+given to an agent with the calculator, must show the calculator's result: a final answer written
+without calling it, or one that does not state the value the calculator last returned, gets one
+corrective turn (:func:`arithmetic_correction`), and only one of that kind; later turns are
+corrected only for slips in new working or the worked example's result copied, up to
+:data:`MAX_CORRECTIONS` in all (:func:`next_correction`), and then the answer stands. Small models
+answer arithmetic from memory, and wrongly, even with the tool at hand; a program can see that they
+did, and say so.
 
 An answer that states only numbers the task's text states too looked them up: it stands
 (asked "which breed ... and how long is each wheel aged?" of a passage holding the age and two
 other numbers, Qwen 1.5B answered it right, was told to calculate, and answered "552 weeks").
 
 An answer written without the calculator but with its working shown (``48 * 2.35 = 112.80``)
-has each step recomputed by the calculator's evaluator (``actors.agent.working``): working
+has each step recomputed by the calculator's evaluator (``raytroupe.actors.agent.working``): working
 whose every step is right stands, and a step that is wrong is named in the corrective turn
 with its value (asked instead to call the tool, Qwen 1.5B called it on one step of a
 three-step sum and answered with that step's result).
@@ -180,12 +180,12 @@ def _repeated(answer: str, before: str | None) -> bool:
 def copied_example(answer: str, source: str, calculated: Sequence[Calculation]) -> str | None:
     """What a model is told when ``answer`` states the worked calculator example's result.
 
-    Local models are shown a worked exchange (``actors.llm.tool_examples``) whose answer is
-    903; asked how long a show lasts, Qwen 1.5B answered "903 minutes", and asked for litres
-    of paint it called the calculator with the example's own ``24 * 37 + 15``. None when the
-    answer does not state 903, or the task's ``source`` text does, or states all the
-    example's numbers (24, 37, 15), or a calculator call of this subtask returned 903 for an
-    expression other than the example's.
+    Local models are shown a worked exchange (``raytroupe.actors.llm.tool_examples``) whose answer
+    is 903; asked how long a show lasts, Qwen 1.5B answered "903 minutes", and asked for litres of
+    paint it called the calculator with the example's own ``24 * 37 + 15``. None when the answer
+    does not state 903, or the task's ``source`` text does, or states all the example's numbers (24,
+    37, 15), or a calculator call of this subtask returned 903 for an expression other than the
+    example's.
     """
     if not mentions_number(answer, EXAMPLE_RESULT) or mentions_number(source, EXAMPLE_RESULT):
         return None

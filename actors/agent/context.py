@@ -19,8 +19,8 @@ message after the task (:func:`summary_message`); a later cut folds that summary
 own, so a conversation holds one summary however long it runs. When no summary can be made,
 or it does not fit, :func:`dropped_note` says how many turns were left out instead.
 
-Every count is an upper bound of the provider's (:func:`actors.llm.tokens.upper_bound`): a
-conversation that fits here fits there.
+Every count is an upper bound of the provider's
+(:func:`raytroupe.actors.llm.tokens.upper_bound`): a conversation that fits here fits there.
 """
 
 from __future__ import annotations
@@ -104,7 +104,8 @@ def reserved_tokens(
         window: the model's context window.
         answer: the request's ``max_tokens``; None: :data:`ANSWER_TOKENS`, or a quarter of a
             window too small for that to leave room.
-        tools: the tokens of the tool schemas offered (``actors.llm.tokens.tools_tokens``).
+        tools: the tokens of the tool schemas offered
+            (``raytroupe.actors.llm.tokens.tools_tokens``).
         recalled: the memories recalled into the prompt.
     """
     answer = answer or min(ANSWER_TOKENS, window // 4)

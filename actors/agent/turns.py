@@ -1,6 +1,6 @@
 """Between the agent's model calls: what opens a subtask, what the model is told, what is kept.
 
-The agent actor (``actors.agent.actor``) runs the loop; this module holds its state
+The agent actor (``raytroupe.actors.agent.actor``) runs the loop; this module holds its state
 (:class:`Loop`) and the decisions it makes on each turn's text, none of which needs the actor:
 
 - the opening turns (:func:`system_prompt`, :func:`task_content`, :func:`render_task`);
@@ -8,7 +8,7 @@ The agent actor (``actors.agent.actor``) runs the loop; this module holds its st
   :func:`one_more_turn`, :data:`WRAP_UP`);
 - an answer's text read for calls written in it (:func:`calls_in_text`), checked before it is
   taken (:func:`what_to_tell`: an unreadable call, the arithmetic check of
-  ``actors.agent.checks``), and the answer kept (:func:`final_answer`);
+  ``raytroupe.actors.agent.checks``), and the answer kept (:func:`final_answer`);
 - how tool results are shown to the model (:func:`tool_text`, :func:`handoff_result`).
 """
 
@@ -164,7 +164,7 @@ class Loop:
     calculated: list[Calculation] = field(default_factory=list)
     """The calculator's calls, oldest first."""
     corrections: int = 0
-    """Corrective turns of ``actors.agent.checks`` had."""
+    """Corrective turns of ``raytroupe.actors.agent.checks`` had."""
     corrected: str | None = None
     """The answer the last corrective turn was about."""
 
@@ -219,8 +219,8 @@ def what_to_tell(  # noqa: PLR0917 - private, the loop's state
 
     A tool call it wrote that cannot be read: to write it again. A final answer that should
     show the calculator's result and does not, or whose written working has a wrong step
-    (``actors.agent.checks.next_correction``): to check it, when two turns are left for that
-    (a calculator call and the answer); after the first, only for slips in new working.
+    (``raytroupe.actors.agent.checks.next_correction``): to check it, when two turns are left for
+    that (a calculator call and the answer); after the first, only for slips in new working.
     """
     if isinstance(written, Unreadable):
         bound.info("tool_call_unreadable", problem=written.problem)

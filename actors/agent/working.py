@@ -6,7 +6,7 @@ modelling is right and a product or quotient is not. :func:`written_steps` finds
 written as ``expression = number`` (or ``≈``), in plain text or LaTeX, and recomputes its
 expression with the calculator's own evaluator; :func:`wrong_steps` keeps the steps whose
 stated number is not the value, to the places it was written with. The agent's arithmetic check
-(``actors.agent.checks``) names those steps to the model in a corrective turn, and accepts
+(``raytroupe.actors.agent.checks``) names those steps to the model in a corrective turn, and accepts
 working whose every step is right. Working that is still wrong when the answer is taken is
 recomputed (:func:`recomputed`): each wrong number is replaced by the calculator's value,
 wherever the answer carries it on.

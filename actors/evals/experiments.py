@@ -17,7 +17,7 @@ the order the jobs were assigned (so a fast arm does not fill its sample with it
 jobs): cancelled jobs are left out, as are, for the ``feedback`` metric, jobs nobody scored.
 When every arm has its sample, each challenger is compared with the control once, by the
 two-sided permutation test of the difference of means
-(:func:`actors.evals.stats.permutation_test`), at ``alpha / challengers``. The winner is
+(:func:`raytroupe.actors.evals.stats.permutation_test`), at ``alpha / challengers``. The winner is
 the significant challenger with the largest gain. With ``auto_promote`` it becomes the
 skill's current version unless it costs more per job than the control by more than
 ``max_cost_increase`` (the guard). Either way the experiment is then ``decided`` and the

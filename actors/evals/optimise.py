@@ -4,7 +4,7 @@ From a suite run's failures and the skill's lessons, an optimiser model (purpose
 ``optimize``, answering :data:`VARIANTS_SCHEMA`) proposes up to ``n`` variants of the
 skill's ``instructions`` and ``constraints``. Each becomes a *proposed* version of the skill
 (registered, not current: ``<version>.o<run><k>``), is run on the same suite, and is
-compared with the current version case by case (:func:`actors.evals.desk.compare_runs`).
+compared with the current version case by case (:func:`raytroupe.actors.evals.desk.compare_runs`).
 A variant *beats* the current version when its mean is higher and the paired test says
 p < 0.05. Nothing is promoted unless the caller asks (``promote=True``), and then only the
 best variant that beats it.

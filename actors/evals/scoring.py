@@ -1,4 +1,4 @@
-"""Scoring one answer against a case's expectations (see :mod:`protocols.evals`).
+"""Scoring one answer against a case's expectations (see :mod:`raytroupe.protocols.evals`).
 
 Each expectation scores 0-1 and passes or not: ``exact`` 1 or 0; ``contains`` the share of
 its values held (passing when all are, or one with ``any``); ``regex`` 1 or 0 (matched with
@@ -7,7 +7,7 @@ the model's score (purpose ``grade``), passing at its threshold; ``custom`` what
 scorer returns (a bool counts as 1 or 0; a number is clipped to 0-1, passing at 0.5). A
 scorer that raises, or a judge whose answer cannot be read, scores 0 with the reason. A
 case's plain expectations share one time limit, ``EVAL_CASE_WORK_S`` (see
-:mod:`protocols.bounded`): past it the case is an error naming the limit.
+:mod:`raytroupe.protocols.bounded`): past it the case is an error naming the limit.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Eval suite files: JSONL (one case per line) or YAML (a suite with its cases).
 
 A JSONL suite is named after its file (``invoices.jsonl`` -> ``invoices``); its lines are
-:class:`~protocols.evals.EvalCase` objects (blank lines and lines starting with ``//`` are
+:class:`~raytroupe.protocols.evals.EvalCase` objects (blank lines and lines starting with ``//`` are
 skipped). A YAML suite is a mapping: ``name``, ``description``, ``skill``, ``cases``. Every
 problem names the file, the line and the field.
 """

@@ -2,8 +2,8 @@
 
 The pool's names (``LLMAdapterPool``, ``DEFAULT_MODELS``, ``build_provider``) are imported on
 first use (PEP 562): the pool brings the gateway, its retries and rate limiters, which a
-process that imports ``actors.llm.config`` or only the offline or scripted provider should not
-load.
+process that imports ``raytroupe.actors.llm.config`` or only the offline or scripted provider should
+not load.
 """
 
 from __future__ import annotations

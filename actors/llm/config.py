@@ -3,7 +3,7 @@
 API keys never appear here: deployments name the environment variable holding theirs
 (``api_key_env``), which is read only inside the pool actor. This configuration is the
 operator's, and trusted: models that teams configure later are checked against it (see
-:mod:`actors.llm.trust`).
+:mod:`raytroupe.actors.llm.trust`).
 """
 
 from __future__ import annotations

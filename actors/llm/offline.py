@@ -26,21 +26,21 @@ What it does, by ``LLMRequest.purpose``:
   ``target`` property's ``enum`` in the ``response_format`` schema, the one whose name or
   description shares the most words with the last user message (the first on a tie, or
   when none shares any). Descriptions are read from ``- <name>: <description>`` lines of
-  the system messages, as :func:`actors.orchestrator.intent.classify_request` writes them.
+  the system messages, as :func:`raytroupe.actors.orchestrator.intent.classify_request` writes them.
 - ``judge``: reads the candidates of the last user message (lines ``[<index>] "<answer as a
-  JSON string>"`` under ``Candidates:``, as :func:`protocols.resolution.format_candidates`
-  writes them for :func:`actors.orchestrator.resolve.judge`) and answers JSON
+  JSON string>"`` under ``Candidates:``, as :func:`raytroupe.protocols.resolution.format_candidates`
+  writes them for :func:`raytroupe.actors.orchestrator.resolve.judge`) and answers JSON
   ``{"choice": <index>, "rationale": ...}``: the index of the first candidate whose
-  normalized answer (:func:`protocols.resolution.normalize`) is the most common one.
+  normalized answer (:func:`raytroupe.protocols.resolution.normalize`) is the most common one.
 - ``merge``: the same candidates' answers, each normalized answer once (its first text, in
   order), joined with newlines.
-- ``grade``: scores an answer against a rubric (:func:`actors.llm.offline_shaped.grade`).
+- ``grade``: scores an answer against a rubric (:func:`raytroupe.actors.llm.offline_shaped.grade`).
 - ``optimize``: variants of the skill's instructions, each adding one failed case's problem.
 - ``reflect``: a lesson naming the request, its outcome and its first problems (or error).
 - ``skill`` (a direct skill's one call): the (at most two) sentences of the first user
   message (the request; later ones are a gate's feedback) that share the most words with
   the system prompt (its first two when none shares any), shaped to the
-  ``response_format`` schema when there is one (:func:`actors.llm.offline_shaped.shaped`,
+  ``response_format`` schema when there is one (:func:`raytroupe.actors.llm.offline_shaped.shaped`,
   from the whole request), as constrained decoding would.
 
 ``latency_s`` sleeps before each answer (asynchronously), to simulate a model's latency.

@@ -10,7 +10,7 @@
   answer ("total" -> the number after "total"): a ``date`` is the first date there, in ISO
   form; a property named like an identifier (``..._number``, ``id``, ``code``) the first
   token there with a digit.
-- :func:`grade` answers a ``grade`` request (:func:`actors.skills.gate.grade_request`):
+- :func:`grade` answers a ``grade`` request (:func:`raytroupe.actors.skills.gate.grade_request`):
   the score is the share of the rubric's content words that the answer holds, the
   rationale names them. Deterministic, and moved by what the answer says.
 """

@@ -78,7 +78,7 @@ class OpenAIProvider:
     Keys come from the environment variable ``spec.api_key_env`` when the provider is built;
     a compatible server with ``api_key_env=None`` gets a placeholder key, as does OpenAI
     behind a ``base_url`` of its own. With ``native_tools=False`` tools are described in the
-    system prompt and calls parsed from the answer (see :mod:`actors.llm.textmode`), and
+    system prompt and calls parsed from the answer (see :mod:`raytroupe.actors.llm.textmode`), and
     with ``constrained_tools`` too the answer is held to a JSON Schema by the server.
     ``api_key`` and ``name`` are for a server raytroupe runs itself (its key is made for it,
     not read from the environment).

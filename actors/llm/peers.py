@@ -19,7 +19,7 @@ class PoolPeers(Protocol):
     async def configure(
         self, models: Mapping[str, ModelSpec], *, replace: bool, operator: bool
     ) -> None:
-        """Serve ``models`` on each (see :meth:`actors.llm.pool.LLMAdapterPool.configure`)."""
+        """Serve ``models`` on each (see ``raytroupe.actors.llm.pool.LLMAdapterPool``)."""
         ...
 
     async def remove(self, alias: str) -> None:

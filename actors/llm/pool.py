@@ -116,10 +116,10 @@ class LLMAdapterPool(TakesBatches):
             so that a restarted pool neither forgets a spend nor lets a budget be overspent.
         own_addresses: the cluster's node addresses, which no provider may connect to.
         replica: which of the ``config.replicas`` replicas this is (its name: ``llm-<n>``).
-        peers: the other replicas (under Ray: :class:`actors.ray_handles.RayPoolPeers`):
+        peers: the other replicas (under Ray: :class:`raytroupe.actors.ray_handles.RayPoolPeers`):
             aliases configured or removed here, cancels and cooldowns are passed on to them.
         local_servers: where the servers of local models run (under Ray:
-            :class:`actors.llm.local.ray_servers.RayLocalServers`, the actors
+            :class:`raytroupe.actors.llm.local.ray_servers.RayLocalServers`, the actors
             ``model/<alias>``); by default, supervised in this process.
     """
 
@@ -248,9 +248,9 @@ class LLMAdapterPool(TakesBatches):
         ``ConfigError``; with ``replace=True`` the old provider is replaced, then closed.
 
         Models from a team (``operator=False``) are checked against the operator's trust
-        (:mod:`actors.llm.trust`): a key variable it did not allow for that host, or a
+        (:mod:`raytroupe.actors.llm.trust`): a key variable it did not allow for that host, or a
         ``base_url`` the network policy refuses, is a ``ConfigError``. ``operator=True`` (a
-        driver's ``runtime.connect(llm=...)``) extends that trust instead.
+        driver's ``raytroupe.runtime.connect(llm=...)``) extends that trust instead.
 
         Raises:
             ConfigError: a conflicting alias without ``replace``, a key that is not set, a

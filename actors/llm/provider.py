@@ -50,7 +50,7 @@ def word_tokens(messages: tuple[ChatMessage, ...] | str) -> int:
     """Words, one token each: the usage offline and scripted providers report.
 
     Cheap on every call of the shared pool. It is not a count to fit a context window by:
-    that is :func:`actors.llm.tokens.count_tokens`, a real tokenizer's.
+    that is :func:`raytroupe.actors.llm.tokens.count_tokens`, a real tokenizer's.
     """
     if isinstance(messages, str):
         return _words_in(messages)

@@ -1,7 +1,7 @@
 """A provider for tests: plays given turns in order, and refuses to be left half-used.
 
 With a ``context_window`` it refuses a prompt that does not fit, as a real provider does:
-its tokenizer is the offline one of :mod:`actors.llm.tokens`, so its counts are exact.
+its tokenizer is the offline one of :mod:`raytroupe.actors.llm.tokens`, so its counts are exact.
 """
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ the journal, or the cluster's PostgreSQL, which a replica restarted on another n
 back): each account's spend and what its open holds keep back are one row, so a reservation
 checks a limit and takes its hold in one statement, atomically across replicas (see
 :meth:`PoolState.reserve`). Holds a dead replica left open are booked as spent by the
-replica that takes its place (see :mod:`actors.llm.budget`).
+replica that takes its place (see :mod:`raytroupe.actors.llm.budget`).
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ shows it what a call looks like in its own family's form:
 
 - families whose chat template renders tool calls (Qwen's ``<tool_call>`` blocks, Llama 3's
   JSON, Mistral's, Hermes') get the exchange as structured turns, which the template (or, in
-  text mode, ``actors.llm.textmode``) writes as that family writes calls;
+  text mode, ``raytroupe.actors.llm.textmode``) writes as that family writes calls;
 - families whose template knows no tools (SmolLM2's, and any unrecognised one) get it the
   same way only in text mode, where raytroupe itself writes the calls; with native tools the
   exchange would reach the model as turns its template drops, so none is added.

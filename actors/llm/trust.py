@@ -1,12 +1,12 @@
 """What a model configured at run time may point at, and which key it may take along.
 
-The operator's own configuration (the pool's ``LLMConfig``, ``runtime.connect(llm=...)``) is
-trusted: the hosts of its deployments may be reached, and each key variable it names may be
-sent to the host it names it with. A model configured later by a team (over HTTP with an admin
-key, or in a driver's team) is data checked against that: its ``base_url`` must pass the
-outbound network policy, and its ``api_key_env`` must be a variable the operator allowed for
-that very host. So no team can make the pool read an arbitrary environment variable, or send
-a configured key anywhere but to the endpoint it was configured for.
+The operator's own configuration (the pool's ``LLMConfig``, ``raytroupe.runtime.connect(llm=...)``)
+is trusted: the hosts of its deployments may be reached, and each key variable it names may be sent
+to the host it names it with. A model configured later by a team (over HTTP with an admin key, or in
+a driver's team) is data checked against that: its ``base_url`` must pass the outbound network
+policy, and its ``api_key_env`` must be a variable the operator allowed for that very host. So no
+team can make the pool read an arbitrary environment variable, or send a configured key anywhere but
+to the endpoint it was configured for.
 """
 
 from __future__ import annotations

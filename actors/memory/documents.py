@@ -1,7 +1,7 @@
 """Documents to passages: decode, parse by structure, cut into overlapping chunks.
 
 ``chunk_document(document, config)`` is the one entry point: it checks the document's size,
-decodes it (UTF-8 text, or PDF bytes), parses its structure (:mod:`actors.memory.parsing`)
+decodes it (UTF-8 text, or PDF bytes), parses its structure (:mod:`raytroupe.actors.memory.parsing`)
 and packs each section's sentences into chunks of about ``target_words`` words; consecutive
 chunks of one section share about ``overlap_words`` words (whole sentences where they fit),
 so that a fact cut at a boundary is still whole in one of them. Code blocks and small JSON

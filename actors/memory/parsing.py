@@ -1,7 +1,7 @@
 """Documents to sections: the structure of text, Markdown, HTML, PDF and JSON.
 
 Each parser turns a document into ``Section`` s (a heading path, JSON path or page, and its
-blocks: paragraphs, lists, code) for :mod:`actors.memory.documents` to cut into passages.
+blocks: paragraphs, lists, code) for :mod:`raytroupe.actors.memory.documents` to cut into passages.
 Pure functions, no I/O. Every limit is enforced here or by the caller, so that hostile input
 (deep nesting, a decompression bomb, scripts in HTML) is refused or neutralized with an
 ``InvalidInput`` naming the source, never a crash.

@@ -305,7 +305,7 @@ class MemoryStore(TakesBatches):
     # -- working memory: a job's scratchpad -------------------------------------------------
 
     async def note(self, tenant: str, job_id: str, text: str, *, agent: str = "") -> Note:
-        """Add a note to the job's scratchpad (see :mod:`actors.memory.notes`).
+        """Add a note to the job's scratchpad (see :mod:`raytroupe.actors.memory.notes`).
 
         Raises:
             InvalidInput: the scratchpad is full.

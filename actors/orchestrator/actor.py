@@ -1,6 +1,6 @@
 """The orchestrator: job lifecycle, planning, parallel dispatch, aggregation, job events.
 
-A job runs as one asyncio task (:class:`~actors.orchestrator.runner.JobRunner`): provision
+A job runs as one asyncio task (:class:`~raytroupe.actors.orchestrator.runner.JobRunner`): provision
 the team, ask the planner for a plan, dispatch every ready subtask through the router (in
 parallel up to ``TeamSpec.max_parallel`` per job and ``max_running`` overall), then ask the
 planner model to aggregate. Subtasks whose agent died (a retryable delivery error) are
@@ -313,7 +313,7 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         (or that one), kept by the job whatever happens to the registry meanwhile; ``input``
         is its structured input, checked against its ``input_schema``. A job that names no
         skill, no team and no ``intent`` is routed among the tenant's skills and registered
-        teams (see :mod:`actors.skills.routing`); the route is on the result.
+        teams (see :mod:`raytroupe.actors.skills.routing`); the route is on the result.
 
         ``team`` is a team, or the name of a registered one. ``budget`` (default: the
         team's) bounds every model call made for the job; once a call is refused for it, no

@@ -3,9 +3,9 @@
 An episode is what a job that succeeded did: its request, its plan (each subtask's role and
 instructions), the tools its agents called, its answer and its quality score. It is kept as
 a long-term memory of the job's tenant, tagged ``episode`` and ``team:<name>`` (or
-``skill:<name>``), when the team's or skill's :class:`~protocols.EpisodePolicy` says so. A
+``skill:<name>``), when the team's or skill's :class:`~raytroupe.protocols.EpisodePolicy` says so. A
 new job of that team or skill is shown the episodes closest to its request after its task,
-under :data:`~protocols.prompts.EXAMPLES_HEADING`; the front desk adds them when it admits
+under :data:`~raytroupe.protocols.prompts.EXAMPLES_HEADING`; the front desk adds them when it admits
 the job, so they are journaled with it and a resumed job sees the same ones.
 """
 

@@ -1,12 +1,12 @@
 """The front desk's evaluation and evolution: eval runs, prompt optimisation, A/B experiments.
 
-:class:`Evolution` is a part of :class:`~actors.orchestrator.actor.Orchestrator` (a mixin:
+:class:`Evolution` is a part of :class:`~raytroupe.actors.orchestrator.actor.Orchestrator` (a mixin:
 its methods are the actor's), kept apart so the job lifecycle reads on its own. Everything
 here runs on orchestrator/0, where skills are kept and jobs admitted:
 
-- eval runs (:mod:`actors.evals.desk`): a suite's cases as ordinary jobs, scored;
-- optimisation (:mod:`actors.evals.optimise`): proposed prompts proven on a suite;
-- A/B experiments (:mod:`actors.evals.experiments`): live traffic split between versions,
+- eval runs (:mod:`raytroupe.actors.evals.desk`): a suite's cases as ordinary jobs, scored;
+- optimisation (:mod:`raytroupe.actors.evals.optimise`): proposed prompts proven on a suite;
+- A/B experiments (:mod:`raytroupe.actors.evals.experiments`): live traffic split between versions,
   decided by a stated test at a fixed horizon.
 """
 
@@ -132,7 +132,7 @@ class Evolution:
         Runs the current version on the suite, asks the optimiser model for ``variants``
         (from the failures and the skill's lessons), registers each as a proposed version,
         runs each on the suite and compares it with the current one (see
-        :mod:`actors.evals.optimise`). With ``promote``, the best variant that beats the
+        :mod:`raytroupe.actors.evals.optimise`). With ``promote``, the best variant that beats the
         current version becomes current. Waits for every run.
 
         Raises:

@@ -2,8 +2,8 @@
 
 :class:`IntentClassifier` tries three methods, in order:
 
-1. **keyword**: the first :class:`~protocols.intent.IntentRule` one of whose keywords occurs
-   in the task as a whole word (or phrase), in any case;
+1. **keyword**: the first :class:`~raytroupe.protocols.intent.IntentRule` one of whose keywords
+   occurs in the task as a whole word (or phrase), in any case;
 2. **similarity**: the cosine similarity of the task's embedding to each target's
    description; the best target wins when it reaches ``similarity_threshold`` *and* leads
    the second by at least ``margin``;

@@ -123,9 +123,10 @@ def _summary(row: Any) -> JobSummary:
 
 
 class Journal:
-    """Jobs, plans and subtask results, at a state location (:func:`actors.state.open_database`).
+    """Jobs, plans and subtask results, at a state location.
 
-    ``:memory:`` serves tests; a ``postgresql://`` URL survives the orchestrator moving node.
+    The location is opened by ``raytroupe.actors.state.open_database``. ``:memory:`` serves
+    tests; a ``postgresql://`` URL survives the orchestrator moving node.
     """
 
     def __init__(self, location: str | Path) -> None:

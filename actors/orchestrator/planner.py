@@ -2,7 +2,7 @@
 
 :func:`make_plan` asks the planner model for a plan and, if its answer is not a plan the team
 may run, asks once more with the validation errors; a team with a declarative ``plan`` is not
-asked at all (see :mod:`actors.orchestrator.plan_checks`).
+asked at all (see :mod:`raytroupe.actors.orchestrator.plan_checks`).
 """
 
 from __future__ import annotations

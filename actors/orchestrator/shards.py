@@ -2,7 +2,7 @@
 
 Shard 0 is the front desk: it admits every job (tenant policies, the team catalog, inline
 teams, intent routing: state that must have one keeper) and hands it to a shard in turn,
-itself included, under an id that names that shard (:func:`protocols.job_shard`). The
+itself included, under an id that names that shard (:func:`raytroupe.protocols.job_shard`). The
 owner journals the job in its partition of the journal (the jobs whose ids name it), runs
 it, streams its events and answers for it; after a restart it resumes its own partition
 only. Clients ask a job's owner directly (``SystemClient`` finds it from the id); another
@@ -68,7 +68,7 @@ class Admitted:
 
 
 class OrchestratorPeers(Protocol):
-    """The other shards of the orchestrator (under Ray: ``actors.ray_handles``)."""
+    """The other shards of the orchestrator (under Ray: ``raytroupe.actors.ray_handles``)."""
 
     async def adopt(self, shard: int, job: Admitted) -> None:
         """Have ``shard`` journal and run ``job``."""

@@ -6,7 +6,7 @@ A team with ``planning: auto`` (the default) has its jobs sized here before any 
 listing independent questions is one subtask per question, each given the text the questions
 share rather than the whole task (not an arithmetic question written out in full, which needs
 none of it), their answers assembled in the order asked
-(:func:`assembled`). What a part is is ``protocols.task_shape``'s reading of the text.
+(:func:`assembled`). What a part is is ``raytroupe.protocols.task_shape``'s reading of the text.
 
 Each subtask goes to a role whose agents have the tools its text needs (:func:`role_for`); the
 same rule repairs a planner model's plan that gives such work to a role without the tool

@@ -77,7 +77,7 @@ class MessageRouter:
             keeps looking, for a while, for actors that were restarting with it: a router
             that starts fresh has nothing to catch up with.
         shard: which shard of the router this is, of ``shards`` (the clients pick a shard
-            per envelope: :func:`~protocols.router_shard`). Each holds the whole registry.
+            per envelope: :func:`~raytroupe.protocols.router_shard`). Each holds the whole registry.
     """
 
     def __init__(

@@ -1,6 +1,6 @@
 """Reflection: lessons a model writes after a skill's jobs, recalled by the skill's next jobs.
 
-After a job of a skill whose :class:`~protocols.skill.ReflectionPolicy` says so (on
+After a job of a skill whose :class:`~raytroupe.protocols.skill.ReflectionPolicy` says so (on
 failure, on a low quality score, always; sampled by a hash of the job id), a reflector
 model (purpose ``reflect``) reads the request, the answer, the gate's problems and the
 error, and writes one short lesson. It is stored in long-term memory for the job's tenant,

@@ -1,7 +1,7 @@
 """The skill registry: immutable versions, the current one per skill, history and rollback.
 
 A version, once registered, never changes: applying the same name and version with other
-content is a :class:`~protocols.Conflict` (bump the version), and applying it again as it
+content is a :class:`~raytroupe.protocols.Conflict` (bump the version), and applying it again as it
 was makes it current again. Jobs take the current version when they start and keep it;
 they hold the :class:`SkillSpec` itself, so nothing the registry does later reaches them.
 

@@ -13,7 +13,7 @@ with the skill's quality gate and sends a failing one back with its problems, at
 - ``team:<name>``: the registered team's plan or graph, aggregated as usual; a retry asks
   the team's planner model to revise the answer (the team does not run again).
 
-Recalled lessons (:mod:`actors.skills.reflect`) go before the request in a react agent's
+Recalled lessons (:mod:`raytroupe.actors.skills.reflect`) go before the request in a react agent's
 subtask, and in a system message after the prompt of a direct skill's call and, for a team
 skill, of its planner's, aggregator's and reviser's calls (the planner writes the agents'
 instructions).

@@ -5,7 +5,7 @@ outside :meth:`PostgresDatabase.transaction` commits on its own (autocommit). A 
 connection idle for more than :data:`CHECK_IDLE_S` is checked before use (one round trip), so
 a server restart costs a reconnect, not an error; a busy one is not, and a server that goes
 away under it fails that call with ``StateUnavailable``.
-Failures to reach the server become :class:`~protocols.StateUnavailable`, naming the
+Failures to reach the server become :class:`~raytroupe.protocols.StateUnavailable`, naming the
 server without its password.
 """
 

@@ -1,4 +1,4 @@
-"""Spans of a job, collected on the job as things happen (see ``protocols.trace``).
+"""Spans of a job, collected on the job as things happen (see ``raytroupe.protocols.trace``).
 
 The job's root span has the job's trace ids (``job.trace``); every other span hangs below it:
 plan, subtasks (with their delivery attempts, the agents' model and tool calls under each

@@ -1,10 +1,10 @@
 """Structured logging, configured once per process.
 
-A driver configures it (``runtime.connect``, the CLI) for people to read; every raytroupe
-actor configures it as it starts (see :func:`actors.lifecycle.with_lifecycle`), as JSON lines
-on stderr, which Ray keeps in the worker's log file. Not a Ray ``worker_process_setup_hook``:
-a job-wide ``runtime_env`` keeps Ray from handing the job the workers it started ahead, which
-cost a cold start about a second on two cores.
+A driver configures it (``raytroupe.runtime.connect``, the CLI) for people to read; every raytroupe
+actor configures it as it starts (see :func:`raytroupe.actors.lifecycle.with_lifecycle`), as JSON
+lines on stderr, which Ray keeps in the worker's log file. Not a Ray ``worker_process_setup_hook``:
+a job-wide ``runtime_env`` keeps Ray from handing the job the workers it started ahead, which cost a
+cold start about a second on two cores.
 """
 
 from __future__ import annotations

@@ -22,7 +22,7 @@ in their ``runtime_env`` (:func:`actor_env`), which Ray hands down to the actors
 
 Context crosses processes in the envelope: a router client stamps each envelope it sends with
 the W3C ``traceparent`` of the span current where it is sent (:func:`stamp`), and
-:func:`actors.endpoint.serve_envelope` makes the sender's span current while the recipient
+:func:`raytroupe.actors.endpoint.serve_envelope` makes the sender's span current while the recipient
 handles it (:func:`received`), so an agent's span is a child of its subtask's, a model call's
 of the agent's. Only the W3C trace-context propagator is used, never hand-written parsing.
 """
@@ -191,10 +191,10 @@ def _exporter(name: str) -> SpanExporter | None:
 def configure_worker_tracing(process: str = "") -> bool:
     """Turn tracing on in this process if its ``OTEL_*`` variables ask; whether it is on.
 
-    Called by every actor as it starts (see :func:`actors.lifecycle.with_lifecycle`) and by
-    the Serve replica. The provider becomes the global one too when none is set yet (tools
-    and libraries in the process then trace into the same pipeline). A variable the SDK
-    refuses is logged, and the actor runs untraced: tracing never stops an actor.
+    Called by every actor as it starts (see :func:`raytroupe.actors.lifecycle.with_lifecycle`) and
+    by the Serve replica. The provider becomes the global one too when none is set yet (tools and
+    libraries in the process then trace into the same pipeline). A variable the SDK refuses is
+    logged, and the actor runs untraced: tracing never stops an actor.
     """
     env_inherited()  # what this actor starts inherits its runtime_env and its node's variables
     if _tracer is not None:

@@ -1,7 +1,7 @@
 """Start one untrusted program inside fresh namespaces, with no privileges.
 
 A standalone script (standard library only, no project imports), started by
-``actors.tools.isolation`` as ``python -I -S _launcher.py CONFIG_JSON`` in a fresh
+``raytroupe.actors.tools.isolation`` as ``python -I -S _launcher.py CONFIG_JSON`` in a fresh
 single-threaded process, with a status pipe open on the descriptor ``config["status_fd"]``.
 
 As root, the launcher has the rights to build namespaces, and the target drops to

@@ -1,7 +1,7 @@
 """The tool sandboxes' configuration (cheap to import: no MCP, no isolation code).
 
 Function tools are named here by import path; nothing is imported until a sandbox loads them
-(``actors.tools.functions``), so a driver need not have the functions' modules.
+(``raytroupe.actors.tools.functions``), so a driver need not have the functions' modules.
 """
 
 from __future__ import annotations

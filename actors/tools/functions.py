@@ -1,12 +1,12 @@
 """Function tools: plain Python functions, imported by path and offered with a JSON Schema.
 
-:func:`load_function_tool` imports a :class:`~actors.tools.config.FunctionTool`'s target and
-returns its ``ToolDef`` and runner. The schema comes from the signature (a pydantic model of the
+:func:`load_function_tool` imports a :class:`~raytroupe.actors.tools.config.FunctionTool`'s target
+and returns its ``ToolDef`` and runner. The schema comes from the signature (a pydantic model of the
 parameters, so ``Annotated[int, Field(ge=0, description=...)]`` works) unless one is given;
 validated arguments are then converted to the annotated types before the call. A synchronous
-function runs in the sandbox's worker threads, so the sandbox's event loop keeps serving other
-calls while it computes; a coroutine function is awaited on the loop. The return value is made
-JSON-ready (pydantic models, dataclasses, sets, paths...).
+function runs in the sandbox's worker threads, so the sandbox's event loop keeps serving other calls
+while it computes; a coroutine function is awaited on the loop. The return value is made JSON-ready
+(pydantic models, dataclasses, sets, paths...).
 
 Timeouts: the sandbox stops waiting after the tool's ``timeout_s`` (which counts time queued
 for a free worker) and reports a timeout, but Python cannot stop a thread: the function runs

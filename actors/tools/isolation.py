@@ -10,7 +10,7 @@ multi-threaded.
 The wall timeout (or a cancelled call) kills the namespace's init, which the launcher reaps
 (then the whole process group, if still needed): the kernel ends everything in the pid
 namespace, so nothing the program started survives a run, even after ``setsid()``. Hosts
-that cannot isolate fail closed with :class:`~protocols.errors.SandboxUnavailable` unless
+that cannot isolate fail closed with :class:`~raytroupe.protocols.errors.SandboxUnavailable` unless
 ``allow_unisolated=True``.
 """
 

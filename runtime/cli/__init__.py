@@ -22,7 +22,7 @@ troupe key new [--tenant T] [--admin]              a new API key and its hash
 Where a command runs: with ``--url`` (``$TROUPE_URL``) and ``--key`` (``$TROUPE_API_KEY``),
 or ``--profile NAME`` (``~/.config/troupe/profiles.toml``), on that deployment over HTTP;
 otherwise on this machine's Ray (``--address``, the Ray `troupe up` started, ``$RAY_ADDRESS``).
-See :mod:`runtime.cli._remote`. ``troupe --install-completion`` adds shell completion.
+See :mod:`raytroupe.runtime.cli._remote`. ``troupe --install-completion`` adds shell completion.
 
 Exit status: 0 on success, 1 when something failed (a raytroupe error, printed as one red
 line), 2 on a usage error (a missing or invalid file among them).

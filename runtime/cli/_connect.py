@@ -51,7 +51,7 @@ def connect(address: str | None, *, start_local: bool = False, **options: Any) -
 
     Without ``address``, start a local Ray for this command if ``start_local``. Worker output
     stays in Ray's log files instead of this terminal. ``options`` go to
-    :func:`runtime.connect` (they configure system actors this call starts).
+    :func:`raytroupe.runtime.connect` (they configure system actors this call starts).
 
     Raises:
         ConfigError: nothing answers at ``address``, or there is no address and not

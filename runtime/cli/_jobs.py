@@ -1,7 +1,7 @@
 """``troupe run|result|events|cancel|jobs|approvals|approve|reject|agents|usage|dead-letters``.
 
 Each command acts on a deployment over HTTP when one is named (``--url``, ``--profile``), else
-on the Ray of this machine through the driver API (see :mod:`runtime.cli._remote`).
+on the Ray of this machine through the driver API (see :mod:`raytroupe.runtime.cli._remote`).
 """
 
 from __future__ import annotations

@@ -266,8 +266,8 @@ def _auth_env(env: dict[str, str]) -> None:
     """Turn on Ray's token auth for the head unless the caller chose a mode.
 
     A head started with a token refuses drivers without it; drivers of this machine read the
-    same token file (see ``runtime.cli._connect``). A missing token is made, readable by its
-    owner only.
+    same token file (see ``raytroupe.runtime.cli._connect``). A missing token is made, readable by
+    its owner only.
     """
     env.setdefault("RAY_AUTH_MODE", "token")
     if env["RAY_AUTH_MODE"] != "token" or env.get("RAY_AUTH_TOKEN"):

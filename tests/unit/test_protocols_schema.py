@@ -122,7 +122,7 @@ def test_files_are_stable_sorted_json(exported, model):
 def test_cli_usage_errors(args, tmp_path):
     result = run_module("-m", "raytroupe.protocols.schema", *args, cwd=tmp_path)
     assert result.returncode == 2
-    assert "usage: python -m protocols.schema DIR" in result.stderr
+    assert "usage: python -m raytroupe.protocols.schema DIR" in result.stderr
     assert list(tmp_path.iterdir()) == []
 
 

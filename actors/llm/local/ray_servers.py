@@ -66,7 +66,7 @@ class RayLocalServers:
         return handle
 
     async def endpoint(self, alias: str, spec: LocalModel) -> LocalEndpoint:
-        """See :class:`actors.llm.local.provider.LocalServers`.
+        """See :class:`raytroupe.actors.llm.local.provider.LocalServers`.
 
         Raises:
             ConfigError, ProviderUnavailable: as :meth:`LlamaServer.endpoint`.

@@ -1,6 +1,6 @@
 """The orchestrator's graph methods: checkpoints, resume, fork, and child jobs of nodes.
 
-:class:`GraphControl` is a part of :class:`~actors.orchestrator.actor.Orchestrator` (a
+:class:`GraphControl` is a part of :class:`~raytroupe.actors.orchestrator.actor.Orchestrator` (a
 mixin: its methods are the actor's). Each method is answered by the shard that owns the
 job, as the other job methods are.
 """
