@@ -934,6 +934,18 @@ class Orchestrator(Evolution, GraphControl, SessionControl):
         assert self._peers is not None  # noqa: S101 - required with shards > 1 (__init__)
         return self._peers
 
+    async def _at_owner(self, job_id: str, method: str, *args: Any, **kwargs: Any) -> Any:
+        """``method`` about ``job_id`` (its id first), of the shard that owns the job.
+
+        For this shard's own callers (a session's turns, an eval's cases, a graph's child
+        jobs: jobs the front desk handed to any shard); a shard asked from outside about
+        another's job refuses (``shards.job_owner``).
+        """
+        if self._owns(job_id):
+            return await getattr(self, method)(job_id, *args, **kwargs)
+        owner = job_shard(job_id, self._shards)
+        return await self._other().ask(owner, method, job_id, *args, **kwargs)
+
     async def _skill_for(
         self,
         job_id: str,

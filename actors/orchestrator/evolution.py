@@ -13,6 +13,7 @@ here runs on orchestrator/0, where skills are kept and jobs admitted:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from typing import Any
 
 import structlog
 
@@ -62,7 +63,7 @@ class Evolution:
     _evals: EvalDesk
     _experiments: ExperimentDesk
     submit: Callable[..., Awaitable[str]]
-    wait: Callable[..., Awaitable[JobResult | None]]
+    _at_owner: Callable[..., Awaitable[Any]]
 
     # -- evaluation (the front desk runs suites) -------------------------------------------
 
@@ -106,7 +107,7 @@ class Evolution:
                                      input=case.input, budget=left, by="eval")  # fmt: skip
 
         async def wait(job_id: str) -> JobResult:
-            result = await self.wait(job_id, None)
+            result: JobResult | None = await self._at_owner(job_id, "wait", None)
             if result is None:  # pragma: no cover - wait(None) returns only with a result
                 raise JobNotFound(f"job {job_id} has no result", job_id=job_id)
             return result

@@ -366,7 +366,7 @@ class SessionControl:
 
     _shard: int
     _sessions: SessionDesk
-    wait: Callable[..., Awaitable[JobResult | None]]
+    _at_owner: Callable[..., Awaitable[Any]]
 
     def _front_desk(self) -> None:
         if self._shard != 0:
@@ -374,7 +374,8 @@ class SessionControl:
 
     def _result_of(self, tenant: str) -> ResultOf:
         async def result_of(job_id: str) -> JobResult | None:
-            return await self.wait(job_id, 0.0, tenant=tenant)
+            result: JobResult | None = await self._at_owner(job_id, "wait", 0.0, tenant=tenant)
+            return result
 
         return result_of
 

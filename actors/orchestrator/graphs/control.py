@@ -43,8 +43,7 @@ class GraphControl:
     _readmit: Callable[..., Awaitable[None]]
     use_inline: Callable[..., Awaitable[None]]
     submit: Callable[..., Awaitable[str]]
-    wait: Callable[..., Awaitable[JobResult | None]]
-    cancel: Callable[..., Awaitable[bool]]
+    _at_owner: Callable[..., Awaitable[Any]]
 
     @job_owner
     async def checkpoints(self, job_id: str, *, tenant: str | None = None) -> list[GraphCheckpoint]:
@@ -187,11 +186,11 @@ class GraphControl:
             await asyncio.to_thread(store.child, parent.id, key, child_id)
             log.info("graph_child_started", job_id=parent.id, node=node.id, child=child_id)
         try:
-            result = await self.wait(child_id, None)
+            result: JobResult | None = await self._at_owner(child_id, "wait", None)
         except asyncio.CancelledError:
             if parent.cancel_requested:
                 with contextlib.suppress(TroupeError):
-                    await self.cancel(child_id)
+                    await self._at_owner(child_id, "cancel")
             raise
         assert result is not None  # noqa: S101 - waited without a timeout
         return result
