@@ -122,9 +122,10 @@ def _step(left: str, right: str) -> Step | None:
     number = float(stated.group(1).replace(",", ""))
     places = len(stated.group(2) or "")
     close = _close(value, number, places)
-    if stated.group(3) == "%" and not close:
+    # a stated percentage is of the value itself or of a hundredth of it, whichever is nearer
+    percent = stated.group(3) == "%" and abs(value * 100 - number) < abs(value - number)
+    if percent and not close:
         close = _close(value * 100, number, places)
-    percent = stated.group(3) == "%" and not _close(value, number, places)
     return Step(expression, stated.group(1), value, right=close, percent=percent)
 
 

@@ -119,6 +119,7 @@ def test_a_step_starts_after_the_sentence_or_clause_before_it():
         ),
         ("54 / 18 + 33 / 22 + 25 / 60 = 4.5 hours", "54 / 18 + 33 / 22 + 25 / 60 = 4.92 hours"),
         ("The share is 555 / 1480 = 36%.", "The share is 555 / 1480 = 37.5%."),
+        ("The rise is 12 + 3 = 16%.", "The rise is 12 + 3 = 15%."),  # a percentage as it is
         (
             r"\(48 \times 2.35 = 112.90\), so 112.90 in all",
             r"\(48 \times 2.35 = 112.80\), so 112.80 in all",
