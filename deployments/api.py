@@ -24,6 +24,7 @@ from raytroupe.actors.offload import Offload
 from raytroupe.deployments.access import Admin, Caller, NotAdmin, visible_teams
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.console_api import console_app, console_routes, summary_routes
+from raytroupe.deployments.declared import declared_routes
 from raytroupe.deployments.documents import body_of, document
 from raytroupe.deployments.evals_api import eval_routes
 from raytroupe.deployments.experiments_api import experiment_routes
@@ -67,6 +68,7 @@ from raytroupe.protocols.http import (
     Resumed,
 )
 from raytroupe.runtime.client import SystemClient
+from raytroupe.runtime.operations import declared
 
 __all__ = ["create_api"]
 
@@ -101,6 +103,7 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app.include_router(_jobs(client))
     app.include_router(_teams(client))
     app.include_router(skill_routes(client))
+    app.include_router(declared_routes(declared().values(), client))
     app.include_router(session_routes(client))
     app.include_router(knowledge_routes(client))
     app.include_router(eval_routes(client))

@@ -1,4 +1,8 @@
-"""``/v1/skills``: list, read, register, hot-update, roll back and delete skills; lessons.
+"""``/v1/skills``: list and register skills, hot-update them; lessons.
+
+Reading one, its history, rolling back, optimising, promoting and deleting are declared
+operations (:mod:`raytroupe.runtime.operations.skills`), served by
+:mod:`raytroupe.deployments.declared`.
 
 Reading is for every key (a tenant's key sees the skills its policy lets it run); changing
 is for admin keys, as for teams. A skill is sent as JSON (the :class:`SkillSpec` fields) or
@@ -12,16 +16,18 @@ import json
 from typing import Annotated
 
 import structlog
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Path, Request, Response
 from pydantic import ValidationError
 
 from raytroupe.actors.skills.files import MAX_SKILL_BYTES, parse_skill
 from raytroupe.deployments.access import Admin, Caller
+from raytroupe.deployments.declared import at_of
 from raytroupe.deployments.documents import checked
 from raytroupe.protocols import ConfigError, Conflict, InvalidInput, JobNotFound, MemoryHit
-from raytroupe.protocols.http import Rollback, SkillApplied, SkillListing
-from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillSpec
+from raytroupe.protocols.http import SkillApplied, SkillListing
+from raytroupe.protocols.skill import SkillEvent, SkillSpec
 from raytroupe.runtime.client import SystemClient
+from raytroupe.runtime.operations import skills as skill_ops
 
 __all__ = ["skill_routes"]
 
@@ -92,19 +98,10 @@ def skill_routes(client: SystemClient) -> APIRouter:
         problems = await client.skill_problems() if who.admin else []
         return SkillListing(skills=skills, problems=problems)
 
-    @routes.get("/{name}", response_model=SkillSpec)
-    async def get_skill(
-        name: str,
-        who: Caller,
-        version: Annotated[str | None, Query(max_length=16)] = None,
-    ) -> SkillSpec:
-        """A skill's current version, or ``?version=`` of it."""
-        return await client.skill(name, version, tenant=None if who.admin else who.tenant)
-
-    @routes.get("/{name}/history", response_model=list[SkillEvent])
-    async def get_skill_history(name: str, who: Admin) -> list[SkillEvent]:  # noqa: ARG001 - admins only
-        """What happened to the skill: versions applied, rolled back to, files rejected."""
-        return await client.skill_history(name)
+    @routes.get("/{name}/history", response_model=list[SkillEvent], deprecated=True)
+    async def get_skill_history(name: str, who: Admin) -> list[SkillEvent]:
+        """Deprecated for ``GET /v1/skill-history?name=``: what happened to the skill."""
+        return await skill_ops.skill_history.invoke(at_of(who, client), {"name": name})
 
     @routes.post("", status_code=201, response_model=SkillApplied, openapi_extra=_SKILL_BODY)
     async def create_skill(request: Request, response: Response, who: Admin) -> SkillApplied:
@@ -128,13 +125,6 @@ def skill_routes(client: SystemClient) -> APIRouter:
         log.info("skill_applied", skill=name, version=spec.version, key=who.name)
         return SkillApplied(name=name, version=spec.version, created=created)
 
-    @routes.post("/{name}/rollback", response_model=SkillApplied)
-    async def rollback_skill(name: str, body: Rollback, who: Admin) -> SkillApplied:
-        """Make an earlier version current again: new jobs get it, running jobs keep theirs."""
-        spec = await client.rollback_skill(name, body.version, source=f"api:{who.name}")
-        log.info("skill_rolled_back", skill=name, version=spec.version, key=who.name)
-        return SkillApplied(name=name, version=spec.version, created=False)
-
     @routes.get("/{name}/lessons", response_model=list[MemoryHit])
     async def list_skill_lessons(name: str, who: Caller) -> list[MemoryHit]:
         """What reflection learned from the caller's tenant's jobs of the skill, newest first."""
@@ -149,12 +139,5 @@ def skill_routes(client: SystemClient) -> APIRouter:
         if not await client.delete_lesson(name, lesson_id, tenant=who.tenant):
             raise JobNotFound(f"skill {name!r} has no lesson {lesson_id!r}", lesson=lesson_id)
         return Response(status_code=204)
-
-    @routes.delete("/{name}", response_model=SkillInfo)
-    async def delete_skill(name: str, who: Admin) -> SkillInfo:
-        """Unregister the skill and every version of it (running jobs keep theirs)."""
-        info = await client.delete_skill(name, source=f"api:{who.name}")
-        log.info("skill_deleted", skill=name, key=who.name)
-        return info
 
     return routes

@@ -35,6 +35,7 @@ __all__ = [
     "JudgeExpect",
     "NumberExpect",
     "OptimisationReport",
+    "ProposedVersion",
     "RegexExpect",
     "SchemaExpect",
 ]
@@ -226,7 +227,7 @@ class EvalComparison(_Config):
     )
 
 
-class Candidate(_Config):
+class ProposedVersion(_Config):
     """One proposed version of a skill, run on the suite and compared with the current one."""
 
     version: str
@@ -239,6 +240,10 @@ class Candidate(_Config):
     rationale: str = ""
 
 
+Candidate = ProposedVersion
+"""The name before 0.3 (two models of the API were named ``Candidate``)."""
+
+
 class OptimisationReport(_Config):
     """What an optimisation run proposed, how each proposal did, and what happened."""
 
@@ -247,6 +252,6 @@ class OptimisationReport(_Config):
     suite: str
     baseline_run: str
     baseline_score: float
-    candidates: tuple[Candidate, ...] = ()
+    candidates: tuple[ProposedVersion, ...] = ()
     best: str | None = Field(default=None, description="The best version that beats it.")
     promoted: bool = Field(default=False, description="Whether ``best`` became current.")

@@ -57,7 +57,6 @@ __all__ = [
     "Readiness",
     "ResumeBody",
     "Resumed",
-    "Rollback",
     "SearchBody",
     "SessionCreate",
     "SkillApplied",
@@ -349,14 +348,6 @@ class SkillApplied(BaseModel):
     name: str
     version: str
     created: bool = Field(description="True if this version is new to the registry.")
-
-
-class Rollback(BaseModel):
-    """Which version to make current again (default: the one before the current)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    version: str | None = None
 
 
 # --- evals, knowledge, sessions ------------------------------------------------------------

@@ -32,7 +32,6 @@ from raytroupe.protocols import (
     MemoryWrite,
     ModelSpec,
     RouterStats,
-    SkillEvent,
     SkillInfo,
     SkillProblemInfo,
     SkillSpec,
@@ -40,7 +39,7 @@ from raytroupe.protocols import (
     TenantPolicy,
     UsageRow,
 )
-from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
+from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.protocols.intent import IntentConfig
 from raytroupe.protocols.jobs import schema_of
@@ -59,10 +58,28 @@ from raytroupe.runtime.handle import JobHandle
 from raytroupe.runtime.joining import env_address, prepare_join, stay_on_loopback
 from raytroupe.runtime.knowledge import documents_from
 from raytroupe.runtime.logging import configure_logging
+from raytroupe.runtime.operations import At, in_process
+from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.sessions import Session
 from raytroupe.runtime.tenant import TenantView
 
 __all__ = ["JobHandle", "Runtime", "connect"]
+
+
+def _suite_read(arguments: dict[str, Any]) -> dict[str, Any]:
+    """``optimise_skill`` took the suite's file before 0.3: read it (deprecated)."""
+    suite = arguments.get("suite")
+    if isinstance(suite, str | Path):
+        from raytroupe.actors.evals.suites import read_suite  # noqa: PLC0415 - files only
+
+        warnings.warn(
+            "optimise_skill(name, <path>) is deprecated: pass read_suite(path), an EvalSuite",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        arguments["suite"] = read_suite(suite)
+    return arguments
+
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -89,6 +106,10 @@ class Runtime:
 
     def _run(self, call: Coroutine[Any, Any, T]) -> T:
         return self._portal.run(call)
+
+    def _at(self) -> At:
+        """Who the driver's declared operations run for: an admin, as the driver."""
+        return At(self.client, tenant="default", admin=True, source="driver")
 
     def submit(
         self,
@@ -339,36 +360,8 @@ class Runtime:
             if run.status != "running" or (deadline is not None and time.monotonic() > deadline):
                 return run
 
-    def optimise_skill(
-        self,
-        name: str,
-        suite: EvalSuite | str | Path,
-        *,
-        variants: int = 3,
-        model: str = "default",
-        concurrency: int = 4,
-        budget: Budget | None = None,
-        promote: bool = False,
-    ) -> OptimisationReport:
-        """Have a model propose better prompts for skill ``name``; prove each on ``suite``.
-
-        Each proposal is registered as a version of the skill (not current), run on the
-        suite and compared with the current version; ``report.best`` is the best one that
-        beats it (higher mean, paired test p < 0.05). ``promote`` makes it current; else
-        :meth:`promote_skill` does, when a person decides.
-        """
-        if not isinstance(suite, EvalSuite):
-            from raytroupe.actors.evals.suites import read_suite  # noqa: PLC0415 - files only
-
-            suite = read_suite(suite)
-        return self._run(self.client.optimise_skill(
-            name, suite, variants=variants, model=model, concurrency=concurrency,
-            budget=budget, promote=promote,
-        ))  # fmt: skip
-
-    def promote_skill(self, name: str, version: str) -> SkillSpec:
-        """Make a registered version (an optimiser's proposal) the current one."""
-        return self._run(self.client.promote_skill(name, version, source="driver"))
+    optimise_skill = in_process(skill_ops.optimise_skill, legacy=_suite_read)
+    promote_skill = in_process(skill_ops.promote_skill)
 
     def start_experiment(self, spec: ExperimentSpec | Mapping[str, Any]) -> ExperimentInfo:
         """Split a skill's live traffic between versions until the stated test decides.
@@ -412,9 +405,7 @@ class Runtime:
         """Every registered skill: current version, versions, where it came from."""
         return self._run(self.client.skills())
 
-    def skill(self, name: str, version: str | None = None) -> SkillSpec:
-        """A skill's current version (or ``version`` of it)."""
-        return self._run(self.client.skill(name, version))
+    skill = in_process(skill_ops.skill)
 
     def put_skill(self, skill: SkillSpec | str | Path, *, source: str = "driver") -> bool:
         """Register a skill version (a spec, or a skill file's path) and make it current.
@@ -434,17 +425,9 @@ class Runtime:
             skill = read_skill(skill)
         return self._run(self.client.put_skill(skill, source=source))
 
-    def rollback_skill(self, name: str, version: str | None = None) -> SkillSpec:
-        """Make an earlier version current again (default: the one before); that version."""
-        return self._run(self.client.rollback_skill(name, version, source="driver"))
-
-    def delete_skill(self, name: str) -> SkillInfo:
-        """Unregister a skill and every version of it (running jobs keep theirs)."""
-        return self._run(self.client.delete_skill(name, source="driver"))
-
-    def skill_history(self, name: str | None = None) -> list[SkillEvent]:
-        """What happened to skills (one, or all), oldest first."""
-        return self._run(self.client.skill_history(name))
+    rollback_skill = in_process(skill_ops.rollback_skill)
+    delete_skill = in_process(skill_ops.delete_skill)
+    skill_history = in_process(skill_ops.skill_history)
 
     def lessons(self, skill: str, *, tenant: str = "default") -> list[MemoryHit]:
         """The lessons reflection wrote for ``skill`` (in ``tenant``'s memory), newest first."""

@@ -83,10 +83,12 @@ from raytroupe.protocols.knowledge import (
     Passages,
 )
 from raytroupe.protocols.sessions import SessionInfo
-from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillSpec
+from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime import http_routes as routes
 from raytroupe.runtime.http_calls import EVENT_STREAM, Call, base_url, checked_key, event_of
 from raytroupe.runtime.http_routes import TeamLike
+from raytroupe.runtime.operations import over_http, over_http_async
+from raytroupe.runtime.operations import skills as skill_ops
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -116,6 +118,11 @@ def _checked_timeout(timeout: float) -> float:
     if not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0:
         raise InvalidInput(f"timeout must be a positive number of seconds, not {timeout!r}")
     return float(timeout)
+
+
+def _op_timeout(default: float, *, long_running: bool) -> httpx.Timeout | None:
+    """The timeouts of a declared operation's call: no read timeout for one that runs long."""
+    return httpx.Timeout(default, read=None) if long_running else None
 
 
 def _unreachable(url: httpx.URL, error: httpx.HTTPError) -> Unreachable:
@@ -254,13 +261,16 @@ class Client:
         """Close the connections."""
         self._http.close()
 
-    def _send(self, call: Call[T]) -> T:
-        request = call.request(self._http)
+    def _send(self, call: Call[T], timeout: httpx.Timeout | None = None) -> T:
+        request = call.request(self._http, timeout)
         try:
             response = self._http.send(request)
         except httpx.HTTPError as e:
             raise _unreachable(request.url, e) from e
         return call.answer(response)
+
+    def _send_op(self, call: Call[T], long_running: bool) -> T:
+        return self._send(call, _op_timeout(self.timeout, long_running=long_running))
 
     @contextmanager
     def _stream(self, call: Call[None], timeout: httpx.Timeout) -> Iterator[httpx.Response]:
@@ -548,13 +558,12 @@ class Client:
         """Skills the key may run (an admin key: and skill files that failed to load)."""
         return self._send(routes.skills())
 
-    def skill(self, name: str, version: str | None = None) -> SkillSpec:
-        """A skill's current version, or ``version`` of it."""
-        return self._send(routes.skill(name, version))
-
-    def skill_history(self, name: str) -> list[SkillEvent]:
-        """What happened to the skill (admin keys)."""
-        return self._send(routes.skill_history(name))
+    skill = over_http(skill_ops.skill)
+    skill_history = over_http(skill_ops.skill_history)
+    rollback_skill = over_http(skill_ops.rollback_skill)
+    promote_skill = over_http(skill_ops.promote_skill)
+    optimise_skill = over_http(skill_ops.optimise_skill)
+    delete_skill = over_http(skill_ops.delete_skill)
 
     def apply_skill(self, spec: SkillSpec | Mapping[str, Any]) -> SkillApplied:
         """Register a skill version and make it current (admin keys)."""
@@ -568,10 +577,6 @@ class Client:
         """
         return self._send(routes.apply_skill_file(text, kind))
 
-    def rollback_skill(self, name: str, version: str | None = None) -> SkillApplied:
-        """Make an earlier version current again (the one before, by default; admin keys)."""
-        return self._send(routes.rollback_skill(name, version))
-
     def lessons(self, name: str) -> list[MemoryHit]:
         """What reflection learned from the tenant's jobs of the skill, newest first."""
         return self._send(routes.lessons(name))
@@ -579,10 +584,6 @@ class Client:
     def delete_lesson(self, name: str, lesson_id: str) -> None:
         """Forget one lesson of the tenant's."""
         self._send(routes.delete_lesson(name, lesson_id))
-
-    def delete_skill(self, name: str) -> SkillInfo:
-        """Unregister the skill and every version of it (admin keys)."""
-        return self._send(routes.delete_skill(name))
 
     # --- evals and experiments -------------------------------------------------------------
 
@@ -727,13 +728,16 @@ class AsyncClient:
         """Close the connections."""
         await self._http.aclose()
 
-    async def _send(self, call: Call[T]) -> T:
-        request = call.request(self._http)
+    async def _send(self, call: Call[T], timeout: httpx.Timeout | None = None) -> T:
+        request = call.request(self._http, timeout)
         try:
             response = await self._http.send(request)
         except httpx.HTTPError as e:
             raise _unreachable(request.url, e) from e
         return call.answer(response)
+
+    async def _send_op(self, call: Call[T], long_running: bool) -> T:
+        return await self._send(call, _op_timeout(self.timeout, long_running=long_running))
 
     @asynccontextmanager
     async def _stream(
@@ -1029,13 +1033,12 @@ class AsyncClient:
         """Skills the key may run (an admin key: and skill files that failed to load)."""
         return await self._send(routes.skills())
 
-    async def skill(self, name: str, version: str | None = None) -> SkillSpec:
-        """A skill's current version, or ``version`` of it."""
-        return await self._send(routes.skill(name, version))
-
-    async def skill_history(self, name: str) -> list[SkillEvent]:
-        """What happened to the skill (admin keys)."""
-        return await self._send(routes.skill_history(name))
+    skill = over_http_async(skill_ops.skill)
+    skill_history = over_http_async(skill_ops.skill_history)
+    rollback_skill = over_http_async(skill_ops.rollback_skill)
+    promote_skill = over_http_async(skill_ops.promote_skill)
+    optimise_skill = over_http_async(skill_ops.optimise_skill)
+    delete_skill = over_http_async(skill_ops.delete_skill)
 
     async def apply_skill(self, spec: SkillSpec | Mapping[str, Any]) -> SkillApplied:
         """Register a skill version and make it current (admin keys)."""
@@ -1049,10 +1052,6 @@ class AsyncClient:
         """
         return await self._send(routes.apply_skill_file(text, kind))
 
-    async def rollback_skill(self, name: str, version: str | None = None) -> SkillApplied:
-        """Make an earlier version current again (the one before, by default; admin keys)."""
-        return await self._send(routes.rollback_skill(name, version))
-
     async def lessons(self, name: str) -> list[MemoryHit]:
         """What reflection learned from the tenant's jobs of the skill, newest first."""
         return await self._send(routes.lessons(name))
@@ -1060,10 +1059,6 @@ class AsyncClient:
     async def delete_lesson(self, name: str, lesson_id: str) -> None:
         """Forget one lesson of the tenant's."""
         await self._send(routes.delete_lesson(name, lesson_id))
-
-    async def delete_skill(self, name: str) -> SkillInfo:
-        """Unregister the skill and every version of it (admin keys)."""
-        return await self._send(routes.delete_skill(name))
 
     # --- evals and experiments -------------------------------------------------------------
 

@@ -58,7 +58,7 @@ from raytroupe.protocols.knowledge import (
 )
 from raytroupe.protocols.payloads import ApprovalRequest
 from raytroupe.protocols.sessions import SessionInfo
-from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillSpec
+from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
 
 TeamLike = TeamSpec | Mapping[str, Any]
@@ -344,16 +344,6 @@ def skills() -> Call[SkillListing]:
     return Call("GET", _SKILLS, read(SkillListing))
 
 
-def skill(name: str, version: str | None) -> Call[SkillSpec]:
-    """``GET /v1/skills/{name}``."""
-    return Call("GET", _skill(name), read(SkillSpec), params=_params(version=version))
-
-
-def skill_history(name: str) -> Call[list[SkillEvent]]:
-    """``GET /v1/skills/{name}/history``."""
-    return Call("GET", _skill(name, "history"), read(list[SkillEvent]))
-
-
 def apply_skill(spec: SkillSpec | Mapping[str, Any]) -> Call[SkillApplied]:
     """``PUT /v1/skills/{name}``."""
     path = _skill(_name_of(spec, "skill"))
@@ -373,11 +363,6 @@ def apply_skill_file(text: str, kind: str) -> Call[SkillApplied]:
     )
 
 
-def rollback_skill(name: str, version: str | None) -> Call[SkillApplied]:
-    """``POST /v1/skills/{name}/rollback``."""
-    return Call("POST", _skill(name, "rollback"), read(SkillApplied), body={"version": version})
-
-
 def lessons(name: str) -> Call[list[MemoryHit]]:
     """``GET /v1/skills/{name}/lessons``."""
     return Call("GET", _skill(name, "lessons"), read(list[MemoryHit]))
@@ -386,11 +371,6 @@ def lessons(name: str) -> Call[list[MemoryHit]]:
 def delete_lesson(name: str, lesson_id: str) -> Call[None]:
     """``DELETE /v1/skills/{name}/lessons/{lesson_id}``."""
     return Call("DELETE", _skill(name, "lessons", segment(lesson_id, "lesson_id")), nothing)
-
-
-def delete_skill(name: str) -> Call[SkillInfo]:
-    """``DELETE /v1/skills/{name}``."""
-    return Call("DELETE", _skill(name), read(SkillInfo))
 
 
 # --- evals and experiments -----------------------------------------------------------------

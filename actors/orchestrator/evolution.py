@@ -38,12 +38,12 @@ from raytroupe.protocols import (
     TroupeError,
 )
 from raytroupe.protocols.evals import (
-    Candidate,
     EvalCase,
     EvalComparison,
     EvalRun,
     EvalSuite,
     OptimisationReport,
+    ProposedVersion,
 )
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.protocols.skill import SkillSpec
@@ -160,7 +160,7 @@ class Evolution:
                 await self.start_eval(suite, skill=spec.ref, concurrency=concurrency, budget=budget)
             )
             compared = compare_runs(base, run)
-            found.append(Candidate(
+            found.append(ProposedVersion(
                 version=spec.version, run=run.id, score=run.score,
                 mean_diff=compared.mean_diff, p_value=compared.p_value,
                 beats=compared.mean_diff > 0 and compared.significant,

@@ -27,6 +27,8 @@ import ipaddress
 import os
 import stat
 import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,6 +37,7 @@ from typing import TYPE_CHECKING, Final
 from raytroupe.runtime.cli._show import ERR, usage
 
 if TYPE_CHECKING:
+    from raytroupe.runtime.driver import Runtime
     from raytroupe.runtime.http_client import Client
 
 __all__ = [
@@ -49,6 +52,7 @@ __all__ = [
     "remote",
     "remote_client",
     "target",
+    "transport",
 ]
 
 PROFILES_FILE: Final = "profiles.toml"
@@ -244,3 +248,27 @@ def no_tenant(tenant: str | None, default: str | None = None) -> None:
     """Refuse ``--tenant`` over HTTP: there the key decides the tenant."""
     if tenant is not None and tenant != default:
         raise usage("--tenant: over HTTP the API key decides the tenant; use that tenant's key")
+
+
+@contextmanager
+def transport(address: str | None, state_dir: Path | None) -> Iterator[Client | Runtime]:
+    """Where a command's operations go, chosen once for the command.
+
+    The deployment the options name (its HTTP client), else the Ray at ``address`` or the
+    one `troupe up` started (the driver).
+
+    Both have every declared operation (:mod:`raytroupe.runtime.operations`), with the same
+    arguments and answers, so a command calls it without asking which it has.
+    """
+    from raytroupe.runtime.cli._connect import close, connect_from
+
+    client = remote(address)
+    if client is not None:
+        with client:
+            yield client
+        return
+    rt = connect_from(address, state_dir)
+    try:
+        yield rt
+    finally:
+        close(rt)

@@ -13,7 +13,7 @@ from rich.table import Table
 from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._jobs import Detach, RemoteJob, connect_for_job, watch
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._remote import no_tenant, remote, target
+from raytroupe.runtime.cli._remote import no_tenant, remote, transport
 from raytroupe.runtime.cli._show import OUT, error, plain_row, usage
 
 if TYPE_CHECKING:
@@ -25,13 +25,6 @@ __all__ = ["ask", "skills_app"]
 
 skills_app = typer.Typer(help="Skills: list, show, apply files, roll back.", no_args_is_help=True)
 SkillName = Annotated[str, typer.Argument(help="The skill's name.")]
-
-
-def _no_route(command: str) -> None:
-    """Refuse a deployment for a command the HTTP API has no route for."""
-    if target() is not None:
-        raise usage(f"`troupe skills {command}` has no HTTP route: run it where the cluster's "
-                    "Ray is (--address, or on its head), without --url/--profile")  # fmt: skip
 
 
 @skills_app.command("list")
@@ -68,16 +61,8 @@ def show_skill(
     state_dir: StateDir = None,
 ) -> None:
     """A skill version as JSON."""
-    client = remote(address)
-    if client is not None:
-        with client:
-            typer.echo(client.skill(name, version).model_dump_json(indent=2))
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        typer.echo(rt.skill(name, version).model_dump_json(indent=2))
-    finally:
-        close(rt)
+    with transport(address, state_dir) as api:
+        typer.echo(api.skill(name, version).model_dump_json(indent=2))
 
 
 @skills_app.command("apply")
@@ -146,16 +131,8 @@ def rollback_skill(
     state_dir: StateDir = None,
 ) -> None:
     """Make an earlier version current: new jobs get it, running jobs keep theirs."""
-    client = remote(address)
-    if client is not None:
-        with client:
-            current = client.rollback_skill(name, version).version
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            current = rt.rollback_skill(name, version).version
-        finally:
-            close(rt)
+    with transport(address, state_dir) as api:
+        current = api.rollback_skill(name, version).version
     OUT.print(f"{name}: version {current} is current", markup=False)
 
 
@@ -171,12 +148,11 @@ def optimise_skill(
     state_dir: StateDir = None,
 ) -> None:
     """Propose better prompts, run each on the suite, and say which beat the current one."""
-    _no_route("optimise")
-    rt = connect_from(address, state_dir)
-    try:
-        report = rt.optimise_skill(name, suite, variants=variants, model=model, promote=promote)
-    finally:
-        close(rt)
+    from raytroupe.actors.evals.suites import read_suite
+
+    checked = read_suite(suite)
+    with transport(address, state_dir) as api:
+        report = api.optimise_skill(name, checked, variants=variants, model=model, promote=promote)
     table = Table("version", "score", "vs current", "p", "beats", "instructions")
     for c in report.candidates:
         plain_row(table, c.version, f"{c.score:.3f}", f"{c.mean_diff:+.3f}", f"{c.p_value:.4f}",
@@ -200,13 +176,9 @@ def promote_skill(
     state_dir: StateDir = None,
 ) -> None:
     """Make a version (an optimiser's proposal) current: new jobs get it."""
-    _no_route("promote")
-    rt = connect_from(address, state_dir)
-    try:
-        spec = rt.promote_skill(name, version)
-        OUT.print(f"{spec.name}: version {spec.version} is current", markup=False)
-    finally:
-        close(rt)
+    with transport(address, state_dir) as api:
+        spec = api.promote_skill(name, version)
+    OUT.print(f"{spec.name}: version {spec.version} is current", markup=False)
 
 
 @skills_app.command("history")
@@ -217,18 +189,8 @@ def skill_history(
     state_dir: StateDir = None,
 ) -> None:
     """What happened to skills: versions applied, rolled back to, files rejected."""
-    client = remote(address)
-    if client is not None:
-        if name is None:
-            raise usage("over HTTP, name the skill: `troupe skills history NAME`")
-        with client:
-            events = client.skill_history(name)
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            events = rt.skill_history(name)
-        finally:
-            close(rt)
+    with transport(address, state_dir) as api:
+        events = api.skill_history(name)
     table = Table("skill", "version", "action", "source", "problems")
     for e in events:
         plain_row(table, e.name, e.version or "", e.action, e.source, "; ".join(e.problems))
@@ -243,16 +205,8 @@ def delete_skill(
     state_dir: StateDir = None,
 ) -> None:
     """Unregister a skill and every version of it (running jobs keep theirs)."""
-    client = remote(address)
-    if client is not None:
-        with client:
-            info = client.delete_skill(name)
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            info = rt.delete_skill(name)
-        finally:
-            close(rt)
+    with transport(address, state_dir) as api:
+        info = api.delete_skill(name)
     OUT.print(f"{info.name}: deleted ({len(info.versions)} versions)", markup=False)
 
 

@@ -7,6 +7,7 @@ by anything but the deployment.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -18,7 +19,7 @@ import pytest
 import yaml
 
 from raytroupe import runtime
-from raytroupe.protocols import JobEvent, JobResult
+from raytroupe.protocols import JobEvent, JobResult, SkillSpec
 from raytroupe.protocols.evals import EvalRun
 from raytroupe.runtime.http_client import Client
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, register, wire_team
@@ -375,3 +376,28 @@ def test_an_eval_suite_runs_over_http_and_its_runs_are_listed(api, troupe, tmp_p
     assert f"{run.id} · suite cli-suite" in shown
     assert "experiment" in experiments
     assert "admin" in _one_error_line(refused).lower()
+
+
+def test_every_skill_command_runs_over_http_as_on_ray(rt, troupe, tmp_path):
+    """promote and history had no HTTP route: the CLI refused them with --url."""
+    for version, words in (("1", "Say one."), ("2", "Say two.")):
+        rt.put_skill(SkillSpec.model_validate({
+            "name": "cli-sk", "version": version, "description": "CLI over HTTP.",
+            "execution_mode": "direct", "prompt": {"instructions": words},
+        }))  # fmt: skip
+
+    refused = troupe("skills", "promote", "cli-sk", "1")  # a tenant's key
+    back = _ok(troupe("skills", "rollback", "cli-sk", key=ADMIN_KEY))
+    promoted = _ok(troupe("skills", "promote", "cli-sk", "2", key=ADMIN_KEY))
+    shown = json.loads(_ok(troupe("skills", "show", "cli-sk", key=ADMIN_KEY)))
+    history = _ok(troupe("skills", "history", key=ADMIN_KEY))  # every skill's
+    missing = troupe("skills", "promote", "cli-sk", "9", key=ADMIN_KEY)
+    deleted = _ok(troupe("skills", "delete", "cli-sk", key=ADMIN_KEY))
+
+    assert "admin" in _one_error_line(refused).lower()
+    assert back.strip() == "cli-sk: version 1 is current"
+    assert promoted.strip() == "cli-sk: version 2 is current"
+    assert (shown["version"], shown["prompt"]["instructions"]) == ("2", "Say two.")
+    assert re.search(r"cli-sk\W+2\W+promoted\W+api:acme-admin", history), history
+    assert "9" in _one_error_line(missing)
+    assert deleted.strip() == "cli-sk: deleted (2 versions)"

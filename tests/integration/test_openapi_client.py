@@ -108,6 +108,8 @@ def test_the_document_declares_keys_problems_ids_and_answers(document):
     spec = document.json()
     schemes = spec["components"]["securitySchemes"]
     ids = []
+    # two models of one class name get module-qualified schema names, which generators drop
+    assert [n for n in spec["components"]["schemas"] if "__" in n] == []
 
     assert schemes["bearer"] == {**schemes["bearer"], "type": "http", "scheme": "bearer"}
     assert schemes["apiKey"]["name"] == "X-API-Key"

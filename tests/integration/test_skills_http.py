@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from raytroupe import runtime
+from raytroupe.protocols import Forbidden, InvalidInput, SkillNotFound, SkillSpec
+from raytroupe.runtime.http_client import Client
 from tests.support.http_api import ADMIN_KEY, BLUE_KEY, SKILL_KEY, USER_KEY, finished
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -168,3 +170,67 @@ def test_the_openai_compatible_endpoint_returns_the_standard_envelope_as_json(ap
         assert json.loads(text) == content["data"]  # the answer itself, without the envelope
         routed = tenant.post("/v1/chat/completions", json={**body, "model": "auto"})
         assert json.loads(routed.json()["choices"][0]["message"]["content"])["skill"] == "sentiment"
+
+
+def _two_versions(rt, name: str) -> None:
+    for version, instructions in (("1", "Say one."), ("2", "Say two.")):
+        rt.put_skill(SkillSpec.model_validate({
+            "name": name, "version": version, "description": "Declared operations.",
+            "execution_mode": "direct", "prompt": {"instructions": instructions},
+        }))  # fmt: skip
+
+
+def test_declared_skill_operations_answer_alike_over_http_and_in_the_driver(rt, api):
+    """One declaration per operation: the HTTP client's method, the route it calls and the
+    driver's method take the same arguments and give the same answer."""
+    _two_versions(rt, "sk-decl")
+    with Client(api.url, ADMIN_KEY) as client:
+        back = client.rollback_skill("sk-decl")
+        assert isinstance(back, SkillSpec)
+        assert (back.version, back.prompt.instructions) == ("1", "Say one.")
+        assert rt.skill("sk-decl") == back == client.skill("sk-decl")
+        promoted = client.promote_skill("sk-decl", "2")
+        assert (promoted.version, rt.skill("sk-decl").version) == ("2", "2")
+        events = client.skill_history("sk-decl")
+        assert events == rt.skill_history("sk-decl")
+        assert [e.action for e in events] == ["applied", "applied", "rolled_back", "promoted"]
+        assert {e.source for e in events[-2:]} == {"api:acme-admin"}
+        everyone = client.skill_history()  # every skill's: a route the CLI lacked over HTTP
+        assert {e.name for e in everyone} >= {"sk-decl"}
+        assert client.skill("sk-decl", "1").version == "1"
+        with pytest.raises(SkillNotFound):
+            client.promote_skill("sk-decl", "9")
+        with pytest.raises(SkillNotFound):
+            rt.promote_skill("sk-decl", "9")
+        with pytest.raises(InvalidInput):  # checked on the driver's side too: same types
+            rt.rollback_skill("sk-decl", "v" * 17)
+        gone = client.delete_skill("sk-decl")
+        assert list(gone.versions) == ["1", "2"]
+    with api.client(ADMIN_KEY) as admin:
+        extra = admin.post("/v1/skills/sk-decl/rollback", json={"version": "1", "force": True})
+        assert extra.status_code == 422  # a field the operation does not take is refused
+        long = admin.post("/v1/skills/sk-decl/promote", json={"version": "v" * 17})
+        assert long.status_code == 422
+        assert (
+            admin.get("/v1/skill-history", params={"name": "sk-decl"}).json()[-1]["action"]
+            == "deleted"
+        )
+
+
+def test_a_tenant_key_reaches_no_admin_skill_operation(rt, api, examples):
+    _two_versions(rt, "sk-decl-t")
+    suite = {"name": "s", "cases": [{"id": "c", "task": "t", "expect": []}]}
+    with api.client(USER_KEY) as user:
+        for method, path, body in (
+            ("POST", "/v1/skills/sk-decl-t/promote", {"version": "1"}),
+            ("POST", "/v1/skills/sk-decl-t/optimise", {"suite": suite}),
+            ("GET", "/v1/skill-history", None),
+            ("DELETE", "/v1/skills/sk-decl-t", None),
+        ):
+            refused = user.request(method, path, json=body)
+            assert refused.status_code == 403, (path, refused.text)
+    assert rt.skill("sk-decl-t").version == "2"  # nothing changed
+    with Client(api.url, USER_KEY) as user_client, pytest.raises(Forbidden):
+        user_client.promote_skill("sk-decl-t", "1")
+    view = rt.as_tenant("acme")
+    assert not hasattr(view, "promote_skill")  # a tenant's view has no admin operation

@@ -269,8 +269,6 @@ def test_a_missing_profiles_file_is_named(tmp_path):
         (["--url", "http://127.0.0.1:1", "up"], "`troupe up` acts on this machine's Ray"),
         (["--url", "http://127.0.0.1:1", "down"], "takes no --url/--profile"),
         (["--url", "http://127.0.0.1:1", "serve"], "takes no --url/--profile"),
-        (["--url", "http://127.0.0.1:1", "skills", "promote", "s", "2"], "has no HTTP route"),
-        (["--url", "http://127.0.0.1:1", "skills", "history"], "name the skill"),
         (["--url", "http://127.0.0.1:1", "--key", "rt-a b", "jobs"], "visible ASCII"),
         (["models", "list"], "give --url or --profile"),
         (["usage", "--daily", "--job", "j"], "drop --job"),

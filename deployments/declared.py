@@ -1,0 +1,115 @@
+"""The HTTP routes of the declared operations, made from their declarations.
+
+Each :class:`~raytroupe.runtime.operations.Operation` becomes one route by the rule its
+clients follow (:mod:`raytroupe.runtime.operations.declare`): ``{names}`` of the path are
+path parameters, the other parameters the query of a GET or DELETE, else the JSON body (the
+model itself when it is the only parameter there, else an object of them). They are checked
+against the declaration's types before anything runs (a 422 problem); a body is checked as a
+document is (:mod:`raytroupe.deployments.documents`: off the event loop, in the caller's share
+and time). An admin operation answers 403 to another key, as every admin route does.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterable
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Path, Query, Response
+from pydantic import BaseModel, ConfigDict, create_model
+
+from raytroupe.deployments.access import Admin, Caller
+from raytroupe.deployments.documents import body_of, document
+from raytroupe.deployments.guard import Principal
+from raytroupe.runtime.client import SystemClient
+from raytroupe.runtime.operations import At, Operation
+
+__all__ = ["at_of", "declared_routes"]
+
+
+def at_of(who: Principal, system: SystemClient) -> At:
+    """Who a request's operation runs for: its key's tenant, an admin's or not."""
+    return At(system, tenant=who.tenant, admin=who.admin, source=f"api:{who.name}")
+
+
+def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) -> APIRouter:
+    """A route for each of ``ops``."""
+    router = APIRouter()
+    for op in ops:
+        body, _ = _body_of(op)
+        nothing = op.answer is type(None)
+        shape: dict[str, Any] = (
+            {"response_model": None, "status_code": 204, "response_class": Response}
+            if nothing
+            else {"response_model": op.answer, "status_code": op.status}
+        )
+        router.add_api_route(
+            op.path,
+            _endpoint(op, system),
+            methods=[op.method],
+            **shape,
+            name=op.name,
+            openapi_extra=None if body is None else body_of(body),
+            summary=op.doc.partition("\n")[0],
+            description=op.doc,
+            tags=[op.path.split("/")[2]],
+        )
+    return router
+
+
+def _body_of(op: Operation[..., Any]) -> tuple[type[BaseModel] | None, bool]:
+    """The model of the JSON body, and whether it is the one model parameter itself."""
+    names = op.body_names()
+    if not names:
+        return None, False
+    alone = op.body_model()
+    if alone is not None:
+        return alone, True
+    fields: dict[str, Any] = {}
+    for name in names:
+        default = op.signature.parameters[name].default
+        fields[name] = (op.hints[name], ... if default is inspect.Parameter.empty else default)
+    title = "".join(part.capitalize() for part in op.name.split("_")) + "Request"
+    return create_model(
+        title, __config__=ConfigDict(extra="forbid"), __module__=__name__, **fields
+    ), False
+
+
+def _endpoint(op: Operation[..., Any], system: SystemClient) -> Any:
+    """The route's function: its parameters as FastAPI reads them, the operation its body."""
+    body, alone = _body_of(op)
+    params = [
+        inspect.Parameter(
+            "who", inspect.Parameter.KEYWORD_ONLY, annotation=Admin if op.admin else Caller
+        )
+    ]
+    for name, param in op.signature.parameters.items():
+        tp = op.hints[name]
+        if name in op.path_names:
+            params.append(inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[tp, Path()]
+            ))  # fmt: skip
+        elif body is None:
+            params.append(inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[tp, Query()],
+                default=param.default,
+            ))  # fmt: skip
+    if body is not None:
+        params.append(inspect.Parameter(
+            "body_", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[body, document(body)]
+        ))  # fmt: skip
+
+    async def endpoint(who: Principal, body_: BaseModel | None = None, **values: Any) -> Any:
+        arguments = dict(values)
+        if body_ is not None:
+            if alone:
+                arguments[op.body_names()[0]] = body_
+            else:
+                arguments.update({name: getattr(body_, name) for name in op.body_names()})
+        answer = await op.invoke(at_of(who, system), arguments)
+        return Response(status_code=204) if answer is None else answer
+
+    endpoint.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    endpoint.__name__ = op.name
+    endpoint.__doc__ = op.doc
+    return endpoint

@@ -1,0 +1,368 @@
+"""An operation of the API, declared once: what it takes, what it answers, who may run it.
+
+A declaration is an async function of ``(at, ...)`` decorated with :func:`operation`, which
+names its HTTP method and path::
+
+    @operation("POST", "/v1/skills/{name}/rollback", cli="skills rollback", admin=True)
+    async def rollback_skill(at: At, name: str, version: str | None = None) -> SkillSpec:
+        \"\"\"Make an earlier version current again (default: the one before).\"\"\"
+        return await at.system.rollback_skill(name, version, source=at.source)
+
+Its signature (after ``at``) is the operation's, on every surface; its return annotation is
+its answer; its docstring its documentation; its body its implementation, run where the
+cluster is. Each surface is derived from it and never restates it:
+
+- the driver's :class:`~raytroupe.runtime.driver.Runtime` and a tenant's view of it run the
+  body in-process (:func:`in_process`), acting as an admin or as the tenant;
+- the HTTP clients send it (:func:`over_http`, :func:`over_http_async`), by one rule: the
+  path's ``{names}`` are path segments; the other arguments are the query of a GET or DELETE,
+  else the JSON body (the model itself when that is the only one, else an object of them);
+- the HTTP API serves it by the same rule (:mod:`raytroupe.deployments.declared`);
+- the CLI calls it on whichever of the two a command was pointed at.
+
+Nothing here imports Ray, FastAPI or the deployments: the HTTP clients import it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+import typing
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Concatenate, Final, Generic, ParamSpec, TypeVar, overload
+
+from pydantic import BaseModel, TypeAdapter, ValidationError
+
+from raytroupe.protocols import Forbidden, InvalidInput
+from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
+
+if TYPE_CHECKING:
+    from raytroupe.runtime.client import SystemClient
+
+__all__ = ["At", "Operation", "in_process", "operation", "over_http", "over_http_async"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+_QUERY_METHODS: Final = frozenset({"GET", "DELETE"})
+_METHODS: Final = _QUERY_METHODS | {"POST", "PUT", "PATCH"}
+_PATH_NAME: Final = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+_SCALARS: Final = (str, int, float, bool, type(None))
+
+
+@dataclass(frozen=True)
+class At:
+    """Who an operation runs for, and the cluster it runs on.
+
+    ``tenant`` is the caller's tenant; ``admin`` callers (admin keys, the driver) reach every
+    tenant's teams, skills and jobs. ``source`` is what change logs record as its author
+    (``driver``, ``api:<key name>``).
+    """
+
+    system: SystemClient
+    tenant: str
+    admin: bool
+    source: str
+
+    @property
+    def scope(self) -> str | None:
+        """The tenant whose view the caller has: None for an admin (every tenant's)."""
+        return None if self.admin else self.tenant
+
+
+class Operation(Generic[P, T]):
+    """One declared operation (see the module's documentation); made by :func:`operation`."""
+
+    def __init__(
+        self,
+        run: Callable[Concatenate[At, P], Awaitable[T]],
+        method: str,
+        path: str,
+        *,
+        admin: bool,
+        status: int,
+        long_running: bool,
+        cli: str,
+    ) -> None:
+        if method not in _METHODS:
+            raise ValueError(f"{run.__name__}: {method} is not an HTTP method of the API")
+        self.run = run
+        self.name: str = run.__name__
+        self.doc: str = inspect.cleandoc(run.__doc__ or "")
+        self.method = method
+        self.path = path
+        self.admin = admin
+        self.status = status
+        self.long_running = long_running
+        """An HTTP client waits for its answer as long as it takes (no read timeout)."""
+        self.cli = cli
+        """The ``troupe`` command that runs it (``skills rollback``)."""
+        self.path_names = tuple(_PATH_NAME.findall(path))
+        self._hints: dict[str, Any] | None = None
+
+    def __repr__(self) -> str:
+        return f"<operation {self.name}: {self.method} {self.path}>"
+
+    @property
+    def signature(self) -> inspect.Signature:
+        """The operation's parameters (without ``at``) and its answer."""
+        full = inspect.signature(self.run)
+        return full.replace(parameters=list(full.parameters.values())[1:])
+
+    @property
+    def hints(self) -> dict[str, Any]:
+        """Each parameter's type, and ``return`` the answer's, resolved."""
+        if self._hints is None:
+            hints = typing.get_type_hints(self.run, include_extras=True)
+            hints.pop("at", None)
+            for name in self.path_names:
+                if hints.get(name) is not str:
+                    raise TypeError(f"{self.name}: path parameter {name!r} must be a str")
+            if self.method in _QUERY_METHODS:
+                for name, tp in hints.items():
+                    if name != "return" and name not in self.path_names and not _scalar(tp):
+                        raise TypeError(f"{self.name}: {name!r} cannot travel in a query")
+            self._hints = hints
+        return self._hints
+
+    @property
+    def answer(self) -> Any:
+        """The type of the answer (None: the operation answers nothing)."""
+        return self.hints["return"]
+
+    def body_names(self) -> tuple[str, ...]:
+        """The parameters that travel in the JSON body (none for a GET or DELETE)."""
+        if self.method in _QUERY_METHODS:
+            return ()
+        return tuple(n for n in self.signature.parameters if n not in self.path_names)
+
+    def body_model(self) -> type[BaseModel] | None:
+        """The one model the body is, when the body carries exactly one model parameter."""
+        names = self.body_names()
+        if len(names) == 1:
+            tp = self.hints[names[0]]
+            if isinstance(tp, type) and issubclass(tp, BaseModel):
+                return tp
+        return None
+
+    def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+        """The arguments by name, defaults filled in.
+
+        Raises:
+            InvalidInput: they do not fit the operation's parameters.
+        """
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as e:
+            raise InvalidInput(f"{self.name}: {e}") from None
+        bound.apply_defaults()
+        return dict(bound.arguments)
+
+    def checked(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+        """``arguments`` validated against the parameters' types (mappings become models).
+
+        Raises:
+            InvalidInput: one does not fit (``detail['field']`` names it).
+        """
+        out: dict[str, Any] = {}
+        for name, value in arguments.items():
+            try:
+                out[name] = _adapter(self.hints[name]).validate_python(value)
+            except ValidationError as e:
+                first = e.errors(include_url=False, include_input=False)[0]
+                where = ".".join((name, *(str(p) for p in first["loc"])))
+                raise InvalidInput(f"{self.name}: {where}: {first['msg']}", field=where) from None
+        return out
+
+    async def invoke(self, at: At, arguments: Mapping[str, Any]) -> T:
+        """Run the operation for ``at`` (the implementation: where the cluster is).
+
+        Raises:
+            Forbidden: it is for admins, and ``at`` is not one.
+        """
+        if self.admin and not at.admin:
+            raise Forbidden(f"{self.name} is for admin keys only", operation=self.name)
+        call: Callable[..., Awaitable[T]] = self.run
+        return await call(at, **arguments)
+
+    def call(self, *args: Any, **kwargs: Any) -> Call[T]:
+        """The HTTP request that asks for the operation with these arguments."""
+        arguments = self.bind(*args, **kwargs)
+        path = self.path
+        for name in self.path_names:
+            path = path.replace(f"{{{name}}}", segment(arguments.pop(name), name))
+        reader: Callable[[Any], T] = nothing if self.answer is type(None) else read(self.answer)  # type: ignore[assignment]
+        if self.method in _QUERY_METHODS:
+            params = {n: v for n, v in arguments.items() if v is not None}
+            return Call(self.method, path, reader, params=params)
+        if self.body_model() is not None:
+            (value,) = arguments.values()
+            return Call(self.method, path, reader, body=json_body(value, next(iter(arguments))))
+        return Call(self.method, path, reader, body=json_body(arguments, "body"))
+
+
+def operation(
+    method: str,
+    path: str,
+    *,
+    cli: str,
+    admin: bool = False,
+    status: int = 200,
+    long_running: bool = False,
+) -> Callable[[Callable[Concatenate[At, P], Awaitable[T]]], Operation[P, T]]:
+    """Declare the decorated function an operation at ``method`` ``path`` (see the module).
+
+    ``cli``: the ``troupe`` command that runs it. ``admin``: for admin keys and the driver
+    only. ``status``: of a successful answer. ``long_running``: it may take minutes, and HTTP
+    clients wait for it without a read timeout.
+    """
+
+    def declare(run: Callable[Concatenate[At, P], Awaitable[T]]) -> Operation[P, T]:
+        return Operation(
+            run, method, path, admin=admin, status=status, long_running=long_running, cli=cli
+        )
+
+    return declare
+
+
+def _scalar(tp: Any) -> bool:
+    if typing.get_origin(tp) in {typing.Union, types.UnionType}:
+        return all(_scalar(arg) for arg in typing.get_args(tp))
+    if typing.get_origin(tp) is typing.Annotated:
+        return _scalar(typing.get_args(tp)[0])
+    return tp in _SCALARS
+
+
+_ADAPTERS: dict[Any, TypeAdapter[Any]] = {}
+
+
+def _adapter(tp: Any) -> TypeAdapter[Any]:
+    found = _ADAPTERS.get(tp)
+    if found is None:
+        found = _ADAPTERS[tp] = TypeAdapter(tp)
+    return found
+
+
+# --- the surfaces, derived ------------------------------------------------------------------
+
+
+class _Surface(Generic[P, T]):
+    """A method of a surface class, made from an operation (a descriptor)."""
+
+    def __init__(self, op: Operation[P, T]) -> None:
+        self.op = op
+        self.__doc__ = op.doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if name != self.op.name:
+            raise TypeError(f"{owner.__name__}.{name} is operation {self.op.name!r}: same name")
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return self.op.signature
+
+    def _unbound(self, owner: type | None) -> Any:
+        """What the class gives for the name: a function of ``(self, ...)``, as a method is."""
+
+        def function(obj: object, *args: Any, **kwargs: Any) -> Any:
+            return self.__get__(obj, owner)(*args, **kwargs)  # type: ignore[attr-defined]
+
+        named = self._named(function)
+        this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        named.__signature__ = self.op.signature.replace(
+            parameters=[this, *self.op.signature.parameters.values()]
+        )
+        return named
+
+    def _named(self, method: Callable[..., Any]) -> Any:
+        method.__name__ = method.__qualname__ = self.op.name
+        method.__doc__ = self.op.doc
+        method.__signature__ = self.op.signature  # type: ignore[attr-defined]
+        return method
+
+
+class _InProcess(_Surface[P, T]):
+    def __init__(
+        self, op: Operation[P, T], legacy: Callable[[dict[str, Any]], dict[str, Any]] | None
+    ) -> None:
+        super().__init__(op)
+        self.legacy = legacy
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Callable[Concatenate[Any, P], T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> Callable[P, T]: ...
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            return self._unbound(owner)
+        op = self.op
+        at: Callable[[], At] = obj._at  # type: ignore[attr-defined]
+        run: Callable[[Coroutine[Any, Any, T]], T] = obj._run  # type: ignore[attr-defined]
+        legacy = self.legacy
+
+        def method(*args: Any, **kwargs: Any) -> T:
+            arguments = op.bind(*args, **kwargs)
+            if legacy is not None:
+                arguments = legacy(arguments)
+            return run(op.invoke(at(), op.checked(arguments)))
+
+        return self._named(method)
+
+
+class _OverHttp(_Surface[P, T]):
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Callable[Concatenate[Any, P], T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> Callable[P, T]: ...
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            return self._unbound(owner)
+        op = self.op
+        send: Callable[[Call[T], bool], T] = obj._send_op  # type: ignore[attr-defined]
+
+        def method(*args: Any, **kwargs: Any) -> T:
+            return send(op.call(*args, **kwargs), op.long_running)
+
+        return self._named(method)
+
+
+class _OverHttpAsync(_Surface[P, T]):
+    @overload
+    def __get__(
+        self, obj: None, owner: type | None = None
+    ) -> Callable[Concatenate[Any, P], Awaitable[T]]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> Callable[P, Awaitable[T]]: ...
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            return self._unbound(owner)
+        op = self.op
+        send: Callable[[Call[T], bool], Awaitable[T]] = obj._send_op  # type: ignore[attr-defined]
+
+        async def method(*args: Any, **kwargs: Any) -> T:
+            return await send(op.call(*args, **kwargs), op.long_running)
+
+        return self._named(method)
+
+
+def in_process(
+    op: Operation[P, T], *, legacy: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+) -> _InProcess[P, T]:
+    """``op`` as a method of a class with ``_at()`` (who calls) and ``_run(coroutine)``.
+
+    ``legacy`` turns arguments of a form the method took before (and warns that it is
+    deprecated) into the operation's.
+    """
+    return _InProcess(op, legacy)
+
+
+def over_http(op: Operation[P, T]) -> _OverHttp[P, T]:
+    """``op`` as a method of a blocking client with ``_send_op(call, long_running)``."""
+    return _OverHttp(op)
+
+
+def over_http_async(op: Operation[P, T]) -> _OverHttpAsync[P, T]:
+    """``op`` as a coroutine method of a client whose ``_send_op(call, long_running)`` is async."""
+    return _OverHttpAsync(op)

@@ -1,0 +1,305 @@
+"""Operations declared once (raytroupe.runtime.operations): every surface has each, alike.
+
+The HTTP side is the real app behind the real guard, reached by the real async client over
+httpx's ASGI transport; the control plane behind it records what it was asked. The same
+operations against a real cluster are tested in tests/integration/test_skills_http.py.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import httpx
+import pytest
+import typer.main
+from wiring import run
+
+from raytroupe.deployments.api import create_api
+from raytroupe.deployments.config import APIConfig, APIKey
+from raytroupe.deployments.guard import Guard
+from raytroupe.deployments.keys import hash_key
+from raytroupe.protocols import Forbidden, InvalidInput, SkillEvent, SkillInfo, SkillSpec
+from raytroupe.protocols.evals import EvalSuite, OptimisationReport
+from raytroupe.runtime.cli import app as cli_app
+from raytroupe.runtime.driver import Runtime
+from raytroupe.runtime.http_client import AsyncClient, Client
+from raytroupe.runtime.operations import At, Operation, declared, in_process, operation
+from raytroupe.runtime.operations.declare import _InProcess, _OverHttp, _OverHttpAsync
+from raytroupe.runtime.tenant import TenantView
+
+ADMIN, USER = "rt-admin-key", "rt-user-key"
+SUITE_CASE = {"id": "c", "task": "t", "expect": [{"kind": "contains", "values": ["t"]}]}
+SPEC = SkillSpec(name="s", version="2", description="d", prompt={"instructions": "x"})
+
+NOT_YET_DECLARED = frozenset({
+    "agents", "apply_skill", "apply_skill_file", "apply_team", "approvals", "approve",
+    "cancel", "checkpoints", "close", "compare_evals", "create_agent", "create_session",
+    "create_team", "daily_usage", "dead_letters", "delete_agent", "delete_document",
+    "delete_lesson",
+    "delete_policy", "delete_session", "delete_team", "documents", "drop_knowledge_base",
+    "eval_run", "evals", "events", "experiment", "experiments", "feedback", "feedbacks",
+    "fork", "health", "ingest", "interrupts", "job", "jobs", "knowledge_bases", "lessons",
+    "me", "model", "models", "policies", "policy", "put_agent", "put_policy", "ready",
+    "reject", "result", "resume", "search", "session", "sessions", "skills", "start_eval",
+    "start_experiment", "statuses", "stop_experiment", "submit", "summaries", "summary",
+    "team", "teams", "trace", "usage",
+})  # fmt: skip
+"""The HTTP client's methods still written by hand: each is declared in its turn, and a new
+one is declared, not added here."""
+
+
+class Recorded:
+    """The control plane's skill calls, recorded; each answers as the registry would."""
+
+    def __init__(self):
+        self.calls = []
+
+    async def skill(self, name, version=None, *, tenant=None):
+        self.calls.append(("skill", name, version, tenant))
+        return SPEC
+
+    async def skill_history(self, name=None):
+        self.calls.append(("skill_history", name))
+        return [SkillEvent(name="s", version="2", action="applied", source="x", at=1.0)]
+
+    async def rollback_skill(self, name, version=None, *, source):
+        self.calls.append(("rollback_skill", name, version, source))
+        return SPEC
+
+    async def promote_skill(self, name, version, *, source):
+        self.calls.append(("promote_skill", name, version, source))
+        return SPEC
+
+    async def optimise_skill(self, name, suite, **options):
+        self.calls.append(("optimise_skill", name, suite.name, options))
+        return OptimisationReport(
+            skill=name, version="1", suite=suite.name, baseline_run="r", baseline_score=0.5,
+            candidates=(), best=None, promoted=False,
+        )  # fmt: skip
+
+    async def delete_skill(self, name, *, source):
+        self.calls.append(("delete_skill", name, source))
+        return SkillInfo(name=name, version="2", versions=("1", "2"), description="d",
+                         execution_mode="react", source="x", updated_at=1.0)  # fmt: skip
+
+
+def _over_http(system, key, call):
+    """``call(client)`` on an AsyncClient of the real app (``system`` behind it)."""
+    config = APIConfig()
+    keys = [
+        APIKey(name="boss", hash=hash_key(ADMIN), tenant="acme", admin=True),
+        APIKey(name="user", hash=hash_key(USER), tenant="acme"),
+    ]
+    app = Guard(create_api(system, config), config, keys)
+
+    async def main():
+        transport = httpx.ASGITransport(app=app)
+        async with AsyncClient("http://test", key, transport=transport) as client:
+            return await call(client)
+
+    return run(main())
+
+
+class _Driver:
+    """What a surface made by in_process needs: who calls, and how a coroutine runs."""
+
+    def __init__(self, system, *, admin):
+        self.at = At(system, tenant="acme", admin=admin, source="driver")
+
+    def _at(self):
+        return self.at
+
+    def _run(self, coroutine):
+        return run(coroutine)
+
+
+for _name, _op in declared().items():
+    setattr(_Driver, _name, in_process(_op))
+
+
+def _commands(group, prefix=""):
+    """Every command of the ``troupe`` CLI, as typed (``skills rollback``)."""
+    found = set()
+    for name, command in group.commands.items():
+        found.add(f"{prefix}{name}")
+        if getattr(command, "commands", None):
+            found |= _commands(command, f"{prefix}{name} ")
+    return found
+
+
+# --- every surface has every operation ------------------------------------------------------
+
+
+def test_every_declared_operation_is_on_every_surface():
+    ops = declared()
+    assert {"rollback_skill", "promote_skill", "optimise_skill", "skill_history"} <= set(ops)
+    paths = create_api(Recorded(), APIConfig()).openapi()["paths"]
+    routes = {(method.upper(), path) for path, item in paths.items() for method in item}
+    commands = _commands(typer.main.get_command(cli_app))
+    for name, op in ops.items():
+        assert isinstance(vars(Client).get(name), _OverHttp), f"Client.{name}"
+        assert vars(Client)[name].op is op
+        assert isinstance(vars(AsyncClient).get(name), _OverHttpAsync), f"AsyncClient.{name}"
+        assert vars(AsyncClient)[name].op is op
+        assert isinstance(vars(Runtime).get(name), _InProcess), f"Runtime.{name}"
+        assert vars(Runtime)[name].op is op
+        assert (op.method, op.path) in routes, f"{name}: no route {op.method} {op.path}"
+        assert op.cli in commands, f"{name}: no command `troupe {op.cli}`"
+        assert op.doc, f"{name} has no documentation"
+    assert not any(hasattr(TenantView, name) for name, op in ops.items() if op.admin)
+
+
+def test_a_new_http_client_method_is_declared_not_written_by_hand():
+    public = {n for n in vars(Client) if not n.startswith("_")} - {"url", "timeout"}
+    by_hand = {n for n in public if not isinstance(vars(Client)[n], _OverHttp)}
+    assert by_hand == NOT_YET_DECLARED
+    asynchronous = {n for n in vars(AsyncClient) if not n.startswith("_")} - {"url", "timeout"}
+    assert public - {"close"} == asynchronous - {"aclose"}
+
+
+def test_a_derived_method_keeps_the_declarations_name_signature_and_documentation():
+    op = declared()["optimise_skill"]
+    rt_method = Runtime.__dict__["optimise_skill"].__get__(_Driver(Recorded(), admin=True))
+    for method in (rt_method, Client(url="http://test").optimise_skill):
+        assert inspect.signature(method) == op.signature
+        assert method.__doc__ == op.doc
+    for method in (Runtime.optimise_skill, Client.optimise_skill, AsyncClient.optimise_skill):
+        assert list(inspect.signature(method).parameters)[:2] == ["self", "name"]
+        assert (method.__name__, method.__doc__) == ("optimise_skill", op.doc)
+    assert list(op.signature.parameters) == [
+        "name", "suite", "variants", "model", "concurrency", "budget", "promote"
+    ]  # fmt: skip
+
+
+# --- the one rule, both ways ------------------------------------------------------------------
+
+
+def test_over_http_and_in_process_reach_the_control_plane_with_the_same_arguments():
+    suite = EvalSuite.model_validate({"name": "suite-a", "cases": [SUITE_CASE]})
+
+    async def calls(client):
+        await client.skill("s", "1")
+        await client.rollback_skill("s")
+        await client.promote_skill("s", "2")
+        await client.skill_history()
+        await client.skill_history("s")
+        await client.optimise_skill("s", suite, variants=2, promote=True)
+        return await client.delete_skill("s")
+
+    remote = Recorded()
+    gone = _over_http(remote, ADMIN, calls)
+    local = Recorded()
+    driver = _Driver(local, admin=True)
+    driver.skill("s", "1")
+    driver.rollback_skill("s")
+    driver.promote_skill("s", "2")
+    driver.skill_history()
+    driver.skill_history("s")
+    driver.optimise_skill("s", suite.model_dump(), variants=2, promote=True)  # a mapping: checked
+    assert driver.delete_skill("s") == gone
+    sources = {"api:boss": "driver"}
+    said = [tuple(sources.get(x, x) if isinstance(x, str) else x for x in c) for c in remote.calls]
+    assert said == local.calls
+    assert local.calls[0] == ("skill", "s", "1", None)  # an admin sees every tenant's skill
+    assert local.calls[5] == ("optimise_skill", "s", "suite-a", {
+        "variants": 2, "model": "default", "concurrency": 4, "budget": None, "promote": True,
+    })  # fmt: skip
+
+
+def test_a_tenant_reads_within_its_tenant_and_reaches_no_admin_operation():
+    system = Recorded()
+
+    async def reads(client):
+        await client.skill("s")
+        refused = []
+        for call in (
+            client.rollback_skill("s"), client.promote_skill("s", "1"), client.skill_history(),
+            client.delete_skill("s"),
+        ):  # fmt: skip
+            with pytest.raises(Forbidden):
+                await call
+            refused.append(True)
+        return refused
+
+    assert _over_http(system, USER, reads) == [True] * 4
+    assert system.calls == [("skill", "s", None, "acme")]
+    tenant = _Driver(Recorded(), admin=False)
+    with pytest.raises(Forbidden):
+        tenant.promote_skill("s", "1")
+    assert tenant.at.system.calls == []
+
+
+def test_path_segments_cannot_reach_another_route():
+    op = declared()["delete_skill"]
+    assert op.call("../teams/x").path == "/v1/skills/..%2Fteams%2Fx"
+    with pytest.raises(InvalidInput):
+        op.call("..")
+
+
+def test_bad_arguments_are_typed_errors_before_anything_is_sent_or_run():
+    op = declared()["promote_skill"]
+    with pytest.raises(InvalidInput, match="promote_skill"):
+        op.call("s")  # no version
+    system = Recorded()
+    driver = _Driver(system, admin=True)
+    with pytest.raises(InvalidInput) as caught:
+        driver.promote_skill("s", "v" * 17)
+    assert caught.value.detail["field"] == "version"
+    with pytest.raises(InvalidInput) as caught:
+        driver.optimise_skill("s", {"name": "x", "cases": [SUITE_CASE]}, variants=9)
+    assert caught.value.detail["field"] == "variants"
+    with pytest.raises(InvalidInput, match="suite"):
+        driver.optimise_skill("s", 7)
+    assert system.calls == []
+
+
+def test_over_http_a_bad_body_is_refused_before_the_control_plane_hears_of_it():
+    system = Recorded()
+
+    async def bad(client):
+        http = client._http
+        answers = [
+            await http.post("/v1/skills/s/rollback", json={"version": "1", "force": True}),
+            await http.post("/v1/skills/s/promote", json={}),
+            await http.post(
+                "/v1/skills/s/optimise",
+                json={"suite": {"name": "x", "cases": [SUITE_CASE]}, "variants": 6},
+            ),
+            await http.get("/v1/skills/s", params={"version": "v" * 17}),
+        ]
+        return [(a.status_code, a.headers["content-type"]) for a in answers]
+
+    answers = _over_http(system, ADMIN, bad)
+    assert answers == [(422, "application/problem+json")] * 4
+    assert system.calls == []
+
+
+def test_a_declaration_that_cannot_travel_is_refused():
+    @operation("GET", "/v1/x/{n}", cli="x")
+    async def by_number(at: At, n: int) -> None:
+        """A path segment must be text."""
+
+    @operation("GET", "/v1/y", cli="y")
+    async def with_model(at: At, spec: SkillSpec) -> None:
+        """A model cannot be a query."""
+
+    for op in (by_number, with_model):
+        assert isinstance(op, Operation)
+        with pytest.raises(TypeError):
+            _ = op.hints
+    with pytest.raises(ValueError, match="not an HTTP method"):
+        operation("TRACE", "/v1/z", cli="z")(with_model.run)
+
+
+def test_the_drivers_old_way_of_giving_a_suite_still_works_and_warns(tmp_path):
+    from raytroupe.runtime.driver import _suite_read  # noqa: PLC0415
+
+    path = tmp_path / "suite.yaml"
+    path.write_text(
+        "name: from-file\ncases:\n  - {id: c, task: t, expect: [{kind: contains, values: [t]}]}\n"
+    )
+    with pytest.warns(DeprecationWarning, match="EvalSuite"):
+        arguments = _suite_read({"name": "s", "suite": str(path)})
+    assert arguments["suite"].name == "from-file"
+    given = EvalSuite.model_validate({"name": "x", "cases": [SUITE_CASE]})
+    assert _suite_read({"suite": given}) == {"suite": given}  # no warning: the new way
