@@ -27,7 +27,6 @@ from raytroupe.deployments.console_api import console_app, console_routes, summa
 from raytroupe.deployments.declared import declared_routes
 from raytroupe.deployments.documents import body_of, document
 from raytroupe.deployments.evals_api import eval_routes
-from raytroupe.deployments.experiments_api import experiment_routes
 from raytroupe.deployments.guard import request_id_of
 from raytroupe.deployments.knowledge_api import knowledge_routes
 from raytroupe.deployments.openai_compat import openai_routes
@@ -107,7 +106,6 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app.include_router(session_routes(client))
     app.include_router(knowledge_routes(client))
     app.include_router(eval_routes(client))
-    app.include_router(experiment_routes(client))
     app.include_router(_policies(client))
     app.include_router(_ops(client))
     app.include_router(openai_routes(client, config))

@@ -52,7 +52,7 @@ def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) ->
             openapi_extra=None if body is None else body_of(body),
             summary=op.doc.partition("\n")[0],
             description=op.doc,
-            tags=[op.path.split("/")[2]],
+            tags=[op.tag],
         )
     return router
 

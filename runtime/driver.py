@@ -40,7 +40,6 @@ from raytroupe.protocols import (
     UsageRow,
 )
 from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite
-from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.protocols.intent import IntentConfig
 from raytroupe.protocols.jobs import schema_of
 from raytroupe.protocols.knowledge import (
@@ -59,6 +58,7 @@ from raytroupe.runtime.joining import env_address, prepare_join, stay_on_loopbac
 from raytroupe.runtime.knowledge import documents_from
 from raytroupe.runtime.logging import configure_logging
 from raytroupe.runtime.operations import At, in_process
+from raytroupe.runtime.operations import experiments as experiment_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.sessions import Session
 from raytroupe.runtime.tenant import TenantView
@@ -363,31 +363,10 @@ class Runtime:
     optimise_skill = in_process(skill_ops.optimise_skill, legacy=_suite_read)
     promote_skill = in_process(skill_ops.promote_skill)
 
-    def start_experiment(self, spec: ExperimentSpec | Mapping[str, Any]) -> ExperimentInfo:
-        """Split a skill's live traffic between versions until the stated test decides.
-
-        Jobs asking for the skill by name go to an arm by a hash of their id (see
-        :mod:`raytroupe.actors.evals.experiments`); ``name@version`` jobs are left as they are.
-
-        Raises:
-            SkillNotFound: the skill or an arm's version is not registered.
-            Conflict: the name is taken, or the skill has a running experiment.
-        """
-        if not isinstance(spec, ExperimentSpec):
-            spec = ExperimentSpec.model_validate(spec)
-        return self._run(self.client.start_experiment(spec))
-
-    def experiment(self, name: str) -> ExperimentInfo:
-        """An experiment with each arm's figures (and the decision, once made)."""
-        return self._run(self.client.experiment(name))
-
-    def experiments(self) -> list[ExperimentInfo]:
-        """Every experiment, oldest first."""
-        return self._run(self.client.experiments())
-
-    def stop_experiment(self, name: str) -> ExperimentInfo:
-        """End a running experiment without a verdict; new jobs run the current version."""
-        return self._run(self.client.stop_experiment(name, by="driver"))
+    start_experiment = in_process(experiment_ops.start_experiment)
+    experiments = in_process(experiment_ops.experiments)
+    experiment = in_process(experiment_ops.experiment)
+    stop_experiment = in_process(experiment_ops.stop_experiment)
 
     def eval_run(self, run_id: str) -> EvalRun:
         """An eval run, with every case's result."""

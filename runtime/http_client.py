@@ -53,7 +53,6 @@ from raytroupe.protocols import (
     UsageRow,
 )
 from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite
-from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.protocols.graph import GraphCheckpoint
 from raytroupe.protocols.http import (
     Cancelled,
@@ -87,6 +86,7 @@ from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime import http_routes as routes
 from raytroupe.runtime.http_calls import EVENT_STREAM, Call, base_url, checked_key, event_of
 from raytroupe.runtime.http_routes import TeamLike
+from raytroupe.runtime.operations import experiments as experiment_ops
 from raytroupe.runtime.operations import over_http, over_http_async
 from raytroupe.runtime.operations import skills as skill_ops
 
@@ -614,21 +614,10 @@ class Client:
         """Two runs of one suite, case by case, with a paired permutation test."""
         return self._send(routes.compare_evals(base, other))
 
-    def start_experiment(self, spec: ExperimentSpec | Mapping[str, Any]) -> ExperimentInfo:
-        """Split a skill's live traffic between its versions (admin keys)."""
-        return self._send(routes.start_experiment(spec))
-
-    def experiments(self) -> list[ExperimentInfo]:
-        """Every experiment with each arm's figures (admin keys)."""
-        return self._send(routes.experiments())
-
-    def experiment(self, name: str) -> ExperimentInfo:
-        """One experiment (admin keys)."""
-        return self._send(routes.experiment(name))
-
-    def stop_experiment(self, name: str) -> ExperimentInfo:
-        """End a running experiment without a verdict (admin keys)."""
-        return self._send(routes.stop_experiment(name))
+    start_experiment = over_http(experiment_ops.start_experiment)
+    experiments = over_http(experiment_ops.experiments)
+    experiment = over_http(experiment_ops.experiment)
+    stop_experiment = over_http(experiment_ops.stop_experiment)
 
     # --- knowledge bases -------------------------------------------------------------------
 
@@ -1089,21 +1078,10 @@ class AsyncClient:
         """Two runs of one suite, case by case, with a paired permutation test."""
         return await self._send(routes.compare_evals(base, other))
 
-    async def start_experiment(self, spec: ExperimentSpec | Mapping[str, Any]) -> ExperimentInfo:
-        """Split a skill's live traffic between its versions (admin keys)."""
-        return await self._send(routes.start_experiment(spec))
-
-    async def experiments(self) -> list[ExperimentInfo]:
-        """Every experiment with each arm's figures (admin keys)."""
-        return await self._send(routes.experiments())
-
-    async def experiment(self, name: str) -> ExperimentInfo:
-        """One experiment (admin keys)."""
-        return await self._send(routes.experiment(name))
-
-    async def stop_experiment(self, name: str) -> ExperimentInfo:
-        """End a running experiment without a verdict (admin keys)."""
-        return await self._send(routes.stop_experiment(name))
+    start_experiment = over_http_async(experiment_ops.start_experiment)
+    experiments = over_http_async(experiment_ops.experiments)
+    experiment = over_http_async(experiment_ops.experiment)
+    stop_experiment = over_http_async(experiment_ops.stop_experiment)
 
     # --- knowledge bases -------------------------------------------------------------------
 

@@ -27,7 +27,6 @@ from raytroupe.protocols import (
     UsageRow,
 )
 from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite
-from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.protocols.graph import GraphCheckpoint
 from raytroupe.protocols.http import (
     Cancelled,
@@ -410,28 +409,6 @@ def compare_evals(base: str, other: str) -> Call[EvalComparison]:
     """``GET /v1/evals/compare``."""
     params = {"base": base, "other": other}
     return Call("GET", "/v1/evals/compare", read(EvalComparison), params=params)
-
-
-def start_experiment(spec: ExperimentSpec | Mapping[str, Any]) -> Call[ExperimentInfo]:
-    """``POST /v1/experiments``."""
-    body = json_body(spec, "experiment")
-    return Call("POST", "/v1/experiments", read(ExperimentInfo), body=body)
-
-
-def experiments() -> Call[list[ExperimentInfo]]:
-    """``GET /v1/experiments``."""
-    return Call("GET", "/v1/experiments", read(list[ExperimentInfo]))
-
-
-def experiment(name: str) -> Call[ExperimentInfo]:
-    """``GET /v1/experiments/{name}``."""
-    return Call("GET", f"/v1/experiments/{segment(name, 'experiment')}", read(ExperimentInfo))
-
-
-def stop_experiment(name: str) -> Call[ExperimentInfo]:
-    """``POST /v1/experiments/{name}/stop``."""
-    path = f"/v1/experiments/{segment(name, 'experiment')}/stop"
-    return Call("POST", path, read(ExperimentInfo))
 
 
 # --- knowledge bases -----------------------------------------------------------------------

@@ -7,9 +7,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._remote import remote
+from raytroupe.runtime.cli._remote import transport
 from raytroupe.runtime.cli._show import OUT, plain_row
 
 if TYPE_CHECKING:
@@ -118,31 +117,15 @@ def start(
             for e in exc.errors(include_url=False, include_input=False)
         ]
         raise ConfigError("; ".join(problems), problems=problems) from None
-    client = remote(address)
-    if client is not None:
-        with client:
-            _show(client.start_experiment(spec), as_json=as_json)
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        _show(rt.start_experiment(spec), as_json=as_json)
-    finally:
-        close(rt)
+    with transport(address, state_dir) as api:
+        _show(api.start_experiment(spec), as_json=as_json)
 
 
 @experiments_app.command("list")
 def list_experiments(*, address: Address = None, state_dir: StateDir = None) -> None:
     """Every experiment, oldest first."""
-    client = remote(address)
-    if client is not None:
-        with client:
-            found = client.experiments()
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            found = rt.experiments()
-        finally:
-            close(rt)
+    with transport(address, state_dir) as api:
+        found = api.experiments()
     table = Table("experiment", "skill", "status", "arms", "jobs", "winner", "promoted")
     for e in found:
         winner = e.decision.winner if e.decision is not None else None
@@ -162,16 +145,8 @@ def show(
     state_dir: StateDir = None,
 ) -> None:
     """One experiment: each arm's figures, and the decision once made."""
-    client = remote(address)
-    if client is not None:
-        with client:
-            _show(client.experiment(name), as_json=as_json)
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        _show(rt.experiment(name), as_json=as_json)
-    finally:
-        close(rt)
+    with transport(address, state_dir) as api:
+        _show(api.experiment(name), as_json=as_json)
 
 
 @experiments_app.command("stop")
@@ -182,13 +157,5 @@ def stop(
     state_dir: StateDir = None,
 ) -> None:
     """End a running experiment without a verdict (new jobs run the current version)."""
-    client = remote(address)
-    if client is not None:
-        with client:
-            _show(client.stop_experiment(name), as_json=False)
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        _show(rt.stop_experiment(name), as_json=False)
-    finally:
-        close(rt)
+    with transport(address, state_dir) as api:
+        _show(api.stop_experiment(name), as_json=False)

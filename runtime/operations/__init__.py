@@ -28,10 +28,13 @@ __all__ = [
 
 def declared() -> dict[str, Operation[..., object]]:
     """Every declared operation by name."""
-    from raytroupe.runtime.operations import skills  # noqa: PLC0415 - the families import us
+    from raytroupe.runtime.operations import (  # noqa: PLC0415 - the families import us
+        experiments,
+        skills,
+    )
 
     found: dict[str, Operation[..., object]] = {}
-    for family in (skills,):
+    for family in (skills, experiments):
         for name in family.__all__:
             op = getattr(family, name)
             if name in found:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import sys
 import types
 import typing
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
@@ -41,7 +42,7 @@ from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
 if TYPE_CHECKING:
     from raytroupe.runtime.client import SystemClient
 
-__all__ = ["At", "Operation", "in_process", "operation", "over_http", "over_http_async"]
+__all__ = ["At", "Operation", "given", "in_process", "operation", "over_http", "over_http_async"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -113,12 +114,17 @@ class Operation(Generic[P, T]):
 
     @property
     def hints(self) -> dict[str, Any]:
-        """Each parameter's type, and ``return`` the answer's, resolved."""
+        """Each parameter's type on the wire, and ``return`` the answer's, resolved.
+
+        A parameter declared ``Model | Mapping[str, Any]`` (callers may give the model's
+        fields) is a ``Model`` on the wire: checked into one before it runs.
+        """
         if self._hints is None:
             hints = typing.get_type_hints(self.run, include_extras=True)
             hints.pop("at", None)
+            hints = {name: _wire(tp) for name, tp in hints.items()}
             for name in self.path_names:
-                if hints.get(name) is not str:
+                if _bare(hints.get(name)) is not str:
                     raise TypeError(f"{self.name}: path parameter {name!r} must be a str")
             if self.method in _QUERY_METHODS:
                 for name, tp in hints.items():
@@ -126,6 +132,12 @@ class Operation(Generic[P, T]):
                         raise TypeError(f"{self.name}: {name!r} cannot travel in a query")
             self._hints = hints
         return self._hints
+
+    @property
+    def tag(self) -> str:
+        """The family it belongs to (its module's ``TAG``): the OpenAPI document's group."""
+        module = sys.modules.get(self.run.__module__)
+        return str(getattr(module, "TAG", self.path.split("/")[2]))
 
     @property
     def answer(self) -> Any:
@@ -225,6 +237,30 @@ def operation(
         )
 
     return declare
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def given(model: type[M], value: M | Mapping[str, Any]) -> M:
+    """A ``Model | Mapping`` parameter as the model it was checked into on every surface."""
+    return value if isinstance(value, model) else model.model_validate(value)
+
+
+def _wire(tp: Any) -> Any:
+    """``tp`` as it travels: ``Model | Mapping[...]`` is ``Model``."""
+    if typing.get_origin(tp) in {typing.Union, types.UnionType}:
+        args = typing.get_args(tp)
+        models = [a for a in args if isinstance(a, type) and issubclass(a, BaseModel)]
+        mappings = [a for a in args if typing.get_origin(a) is Mapping]
+        if len(models) == 1 and mappings and len(models) + len(mappings) == len(args):
+            return models[0]
+    return tp
+
+
+def _bare(tp: Any) -> Any:
+    """``tp`` without its ``Annotated`` constraints."""
+    return typing.get_args(tp)[0] if typing.get_origin(tp) is typing.Annotated else tp
 
 
 def _scalar(tp: Any) -> bool:

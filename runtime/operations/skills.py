@@ -6,7 +6,7 @@ changing skills is for admins, as for teams.
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Final
 
 from pydantic import Field
 
@@ -22,6 +22,8 @@ __all__ = [
     "skill",
     "skill_history",
 ]
+
+TAG: Final = "skills"
 
 Version = Annotated[str, Field(min_length=1, max_length=16)]
 

@@ -20,6 +20,7 @@ from raytroupe.deployments.guard import Guard
 from raytroupe.deployments.keys import hash_key
 from raytroupe.protocols import Forbidden, InvalidInput, SkillEvent, SkillInfo, SkillSpec
 from raytroupe.protocols.evals import EvalSuite, OptimisationReport
+from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.runtime.cli import app as cli_app
 from raytroupe.runtime.driver import Runtime
 from raytroupe.runtime.http_client import AsyncClient, Client
@@ -37,11 +38,11 @@ NOT_YET_DECLARED = frozenset({
     "create_team", "daily_usage", "dead_letters", "delete_agent", "delete_document",
     "delete_lesson",
     "delete_policy", "delete_session", "delete_team", "documents", "drop_knowledge_base",
-    "eval_run", "evals", "events", "experiment", "experiments", "feedback", "feedbacks",
+    "eval_run", "evals", "events", "feedback", "feedbacks",
     "fork", "health", "ingest", "interrupts", "job", "jobs", "knowledge_bases", "lessons",
     "me", "model", "models", "policies", "policy", "put_agent", "put_policy", "ready",
     "reject", "result", "resume", "search", "session", "sessions", "skills", "start_eval",
-    "start_experiment", "statuses", "stop_experiment", "submit", "summaries", "summary",
+    "statuses", "submit", "summaries", "summary",
     "team", "teams", "trace", "usage",
 })  # fmt: skip
 """The HTTP client's methods still written by hand: each is declared in its turn, and a new
@@ -303,3 +304,69 @@ def test_the_drivers_old_way_of_giving_a_suite_still_works_and_warns(tmp_path):
     assert arguments["suite"].name == "from-file"
     given = EvalSuite.model_validate({"name": "x", "cases": [SUITE_CASE]})
     assert _suite_read({"suite": given}) == {"suite": given}  # no warning: the new way
+
+
+class RecordedExperiments:
+    """The control plane's experiment calls, recorded."""
+
+    def __init__(self):
+        self.calls = []
+
+    def _info(self, spec):
+        return ExperimentInfo(
+            spec=spec, status="running", started_at=1.0, arms=(), samples_per_arm=10
+        )
+
+    async def start_experiment(self, spec):
+        self.calls.append(("start_experiment", spec))
+        return self._info(spec)
+
+    async def experiments(self):
+        self.calls.append(("experiments",))
+        return []
+
+    async def experiment(self, name):
+        self.calls.append(("experiment", name))
+        return self._info(EXPERIMENT)
+
+    async def stop_experiment(self, name, *, by):
+        self.calls.append(("stop_experiment", name, by))
+        return self._info(EXPERIMENT)
+
+
+EXPERIMENT = ExperimentSpec.model_validate({
+    "name": "ab-1", "skill": "s", "arms": [{"version": "1"}, {"version": "2"}],
+})  # fmt: skip
+
+
+def test_experiments_take_a_spec_or_its_fields_and_names_that_are_names():
+    fields = EXPERIMENT.model_dump(mode="json")
+
+    async def calls(client):
+        await client.start_experiment(fields)
+        await client.experiments()
+        await client.experiment("ab-1")
+        await client.stop_experiment("ab-1")
+        bad = await client._http.get("/v1/experiments/a%20b")  # not a name
+        return bad.status_code
+
+    remote = RecordedExperiments()
+    assert _over_http(remote, ADMIN, calls) == 422
+    local = RecordedExperiments()
+    driver = _Driver(local, admin=True)
+    driver.start_experiment(fields)
+    driver.experiments()
+    driver.experiment("ab-1")
+    driver.stop_experiment("ab-1")
+    with pytest.raises(InvalidInput):
+        driver.experiment("a b")
+    assert remote.calls[:3] == local.calls[:3] == [
+        ("start_experiment", EXPERIMENT), ("experiments",), ("experiment", "ab-1")
+    ]  # fmt: skip
+    assert (remote.calls[3][2], local.calls[3][2]) == ("api:boss", "driver")
+
+    async def refused(client):
+        with pytest.raises(Forbidden):
+            await client.experiments()
+
+    _over_http(RecordedExperiments(), USER, refused)
