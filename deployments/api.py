@@ -14,7 +14,7 @@ from http import HTTPStatus
 from typing import Annotated, Final
 
 import structlog
-from fastapi import APIRouter, FastAPI, Header, Path, Query, Request, Response
+from fastapi import APIRouter, FastAPI, Header, Query, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -26,7 +26,6 @@ from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.console_api import console_app, console_routes, summary_routes
 from raytroupe.deployments.declared import declared_routes
 from raytroupe.deployments.documents import body_of, document
-from raytroupe.deployments.evals_api import eval_routes
 from raytroupe.deployments.guard import request_id_of
 from raytroupe.deployments.knowledge_api import knowledge_routes
 from raytroupe.deployments.openai_compat import openai_routes
@@ -45,7 +44,6 @@ from raytroupe.protocols import (
     JobStatus,
     TeamNotFound,
     TeamSpec,
-    TenantPolicy,
     TroupeError,
     UsageRow,
 )
@@ -83,9 +81,6 @@ _SSE_WAIT_S: Final = 15.0
 """Longest quiet spell on an event stream before a keep-alive comment."""
 
 
-TenantName = Annotated[str, Path(pattern=r"^(\*|[A-Za-z0-9_.-]{1,64})$")]
-
-
 def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     """The FastAPI application (without the guard; see :mod:`raytroupe.deployments.app`)."""
     app = DocumentedAPI(
@@ -105,8 +100,6 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app.include_router(declared_routes(declared().values(), client))
     app.include_router(session_routes(client))
     app.include_router(knowledge_routes(client))
-    app.include_router(eval_routes(client))
-    app.include_router(_policies(client))
     app.include_router(_ops(client))
     app.include_router(openai_routes(client, config))
     app.include_router(console_routes(client))
@@ -398,36 +391,6 @@ def _info(body: AgentPut) -> AgentInfo:
     return AgentInfo(
         name=agent.name, team=body.team, role=agent.role, model=agent.model, tools=agent.tools
     )
-
-
-def _policies(client: SystemClient) -> APIRouter:
-    routes = APIRouter(prefix="/v1", tags=["tenants"])
-
-    @routes.get("/policy", response_model=TenantPolicy)
-    async def get_my_policy(who: Caller) -> TenantPolicy:
-        """The policy that binds the caller's tenant: what its jobs may ask for."""
-        return await client.policy(who.tenant)
-
-    @routes.get("/tenants/policies", response_model=dict[str, TenantPolicy])
-    async def list_policies(_who: Admin) -> dict[str, TenantPolicy]:
-        """Every tenant policy set, by tenant (``*``: the default)."""
-        return await client.policies()
-
-    @routes.put("/tenants/{tenant}/policy", response_model=TenantPolicy)
-    async def put_policy(tenant: TenantName, policy: TenantPolicy, who: Admin) -> TenantPolicy:
-        """Set a tenant's policy (``*``: the default for tenants without one)."""
-        await client.put_policy(tenant, policy)
-        log.info("policy_put", tenant=tenant, key=who.name)
-        return policy
-
-    @routes.delete("/tenants/{tenant}/policy", status_code=204)
-    async def delete_policy(tenant: TenantName, who: Admin) -> Response:
-        """Drop a tenant's own policy: the default binds it again."""
-        await client.put_policy(tenant, None)
-        log.info("policy_deleted", tenant=tenant, key=who.name)
-        return Response(status_code=204)
-
-    return routes
 
 
 def _ops(client: SystemClient) -> APIRouter:

@@ -15,6 +15,7 @@ import inspect
 from collections.abc import Iterable
 from typing import Annotated, Any
 
+import structlog
 from fastapi import APIRouter, Path, Query, Response
 from pydantic import BaseModel, ConfigDict, create_model
 
@@ -25,6 +26,8 @@ from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.operations import At, Operation
 
 __all__ = ["at_of", "declared_routes"]
+
+log = structlog.get_logger("raytroupe.api")
 
 
 def at_of(who: Principal, system: SystemClient) -> At:
@@ -107,6 +110,9 @@ def _endpoint(op: Operation[..., Any], system: SystemClient) -> Any:
             else:
                 arguments.update({name: getattr(body_, name) for name in op.body_names()})
         answer = await op.invoke(at_of(who, system), arguments)
+        if op.method != "GET":  # a change: who made it, as every change is logged
+            said = {n: v for n, v in values.items() if isinstance(v, str | int | float | bool)}
+            log.info(op.name, key=who.name, tenant=who.tenant, arguments=said)
         return Response(status_code=204) if answer is None else answer
 
     endpoint.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

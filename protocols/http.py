@@ -11,7 +11,6 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from raytroupe.protocols.errors import ErrorCode
-from raytroupe.protocols.evals import EvalSuite
 from raytroupe.protocols.graph import GraphInterrupt
 from raytroupe.protocols.inputs import Attachment
 from raytroupe.protocols.jobs import JobResult, JobStatus, JobSummary
@@ -39,7 +38,6 @@ __all__ = [
     "Decision",
     "DocumentsBody",
     "EvalAccepted",
-    "EvalRequest",
     "FeedbackBody",
     "ForkBody",
     "Forked",
@@ -351,18 +349,6 @@ class SkillApplied(BaseModel):
 
 
 # --- evals, knowledge, sessions ------------------------------------------------------------
-
-
-class EvalRequest(BaseModel):
-    """A suite to run, and against what."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    suite: EvalSuite
-    skill: str | None = Field(default=None, max_length=81, description="'name[@version]'.")
-    team: str | None = Field(default=None, max_length=64)
-    concurrency: int = Field(default=4, ge=1, le=64, description="Cases running at once.")
-    budget: Budget | None = Field(default=None, description="No case starts once it is spent.")
 
 
 class EvalAccepted(BaseModel):

@@ -39,7 +39,7 @@ from raytroupe.protocols import (
     TenantPolicy,
     UsageRow,
 )
-from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite
+from raytroupe.protocols.evals import EvalRun, EvalSuite
 from raytroupe.protocols.intent import IntentConfig
 from raytroupe.protocols.jobs import schema_of
 from raytroupe.protocols.knowledge import (
@@ -58,7 +58,9 @@ from raytroupe.runtime.joining import env_address, prepare_join, stay_on_loopbac
 from raytroupe.runtime.knowledge import documents_from
 from raytroupe.runtime.logging import configure_logging
 from raytroupe.runtime.operations import At, in_process
+from raytroupe.runtime.operations import evals as eval_ops
 from raytroupe.runtime.operations import experiments as experiment_ops
+from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.sessions import Session
 from raytroupe.runtime.tenant import TenantView
@@ -347,14 +349,12 @@ class Runtime:
             from raytroupe.actors.evals.suites import read_suite  # noqa: PLC0415 - files only
 
             suite = read_suite(suite)
-        run_id = self._run(
-            self.client.start_eval(
-                suite, skill=skill, team=team, concurrency=concurrency, budget=budget
-            )
+        started = self.start_eval(
+            suite, skill=skill, team=team, concurrency=concurrency, budget=budget
         )
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            run = self._run(self.client.eval_run(run_id, 0.5))
+            run = self.eval_run(started.id, wait=0.5)
             if on_progress is not None:
                 on_progress(run)
             if run.status != "running" or (deadline is not None and time.monotonic() > deadline):
@@ -368,17 +368,15 @@ class Runtime:
     experiment = in_process(experiment_ops.experiment)
     stop_experiment = in_process(experiment_ops.stop_experiment)
 
-    def eval_run(self, run_id: str) -> EvalRun:
-        """An eval run, with every case's result."""
-        return self._run(self.client.eval_run(run_id))
+    start_eval = in_process(eval_ops.start_eval)
+    evals = in_process(eval_ops.evals)
+    eval_run = in_process(eval_ops.eval_run)
+    compare_evals = in_process(eval_ops.compare_evals)
 
     def eval_runs(self) -> list[EvalRun]:
-        """Every eval run, oldest first, without their cases."""
-        return self._run(self.client.eval_runs())
-
-    def compare_evals(self, base: str, other: str) -> EvalComparison:
-        """Two runs of one suite, case by case, with a paired significance test."""
-        return self._run(self.client.compare_evals(base, other))
+        """Deprecated: :meth:`evals`."""
+        warnings.warn("eval_runs() is deprecated: evals()", DeprecationWarning, stacklevel=2)
+        return self.evals()
 
     def skills(self) -> list[SkillInfo]:
         """Every registered skill: current version, versions, where it came from."""
@@ -551,13 +549,31 @@ class Runtime:
         """
         return TenantView(tenant, self.client, self._portal)
 
+    policy = in_process(policy_ops.policy)
+    policies = in_process(policy_ops.policies)
+    put_policy = in_process(policy_ops.put_policy)
+    delete_policy = in_process(policy_ops.delete_policy)
+
     def tenant_policy(self, tenant: str) -> TenantPolicy:
-        """The policy that binds ``tenant`` (its own, else the default)."""
-        return self._run(self.client.policy(tenant))
+        """Deprecated: ``rt.as_tenant(tenant).policy()``."""
+        warnings.warn(
+            "tenant_policy(t) is deprecated: rt.as_tenant(t).policy()",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.as_tenant(tenant).policy()
 
     def set_tenant_policy(self, tenant: str, policy: TenantPolicy | None) -> None:
-        """Set the policy of ``tenant`` (``"*"``: every tenant without one); None drops it."""
-        self._run(self.client.put_policy(tenant, policy))
+        """Deprecated: :meth:`put_policy`, or :meth:`delete_policy` for None."""
+        warnings.warn(
+            "set_tenant_policy is deprecated: put_policy(t, policy), delete_policy(t)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if policy is None:
+            self.delete_policy(tenant)
+        else:
+            self.put_policy(tenant, policy)
 
     def actor(self, name: str) -> Any:
         """The Ray handle of a named actor (``router``, ``llm``, ``agent/<name>`` ...)."""

@@ -36,7 +36,6 @@ from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
     BadResponse,
-    Budget,
     Feedback,
     InvalidInput,
     JobCancelled,
@@ -48,18 +47,15 @@ from raytroupe.protocols import (
     JobTimeout,
     MemoryHit,
     TeamSpec,
-    TenantPolicy,
     Unreachable,
     UsageRow,
 )
-from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite
 from raytroupe.protocols.graph import GraphCheckpoint
 from raytroupe.protocols.http import (
     Cancelled,
     DailyUsage,
     DeadLetterView,
     Decided,
-    EvalAccepted,
     Forked,
     Health,
     JobAccepted,
@@ -86,8 +82,10 @@ from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime import http_routes as routes
 from raytroupe.runtime.http_calls import EVENT_STREAM, Call, base_url, checked_key, event_of
 from raytroupe.runtime.http_routes import TeamLike
+from raytroupe.runtime.operations import evals as eval_ops
 from raytroupe.runtime.operations import experiments as experiment_ops
 from raytroupe.runtime.operations import over_http, over_http_async
+from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import skills as skill_ops
 
 __all__ = ["AsyncClient", "Client"]
@@ -485,21 +483,10 @@ class Client:
         """Remove an agent from its team and stop it (admin keys)."""
         return self._send(routes.delete_agent(name))
 
-    def policy(self) -> TenantPolicy:
-        """The policy that binds the key's tenant."""
-        return self._send(routes.policy())
-
-    def policies(self) -> dict[str, TenantPolicy]:
-        """Every tenant policy by tenant, ``*`` the default (admin keys)."""
-        return self._send(routes.policies())
-
-    def put_policy(self, tenant: str, policy: TenantPolicy | Mapping[str, Any]) -> TenantPolicy:
-        """Set a tenant's policy, ``*`` the default (admin keys)."""
-        return self._send(routes.put_policy(tenant, policy))
-
-    def delete_policy(self, tenant: str) -> None:
-        """Drop a tenant's own policy: the default binds it again (admin keys)."""
-        self._send(routes.delete_policy(tenant))
+    policy = over_http(policy_ops.policy)
+    policies = over_http(policy_ops.policies)
+    put_policy = over_http(policy_ops.put_policy)
+    delete_policy = over_http(policy_ops.delete_policy)
 
     # --- operations ------------------------------------------------------------------------
 
@@ -587,32 +574,10 @@ class Client:
 
     # --- evals and experiments -------------------------------------------------------------
 
-    def start_eval(
-        self,
-        suite: EvalSuite | Mapping[str, Any],
-        *,
-        skill: str | None = None,
-        team: str | None = None,
-        concurrency: int = 4,
-        budget: Budget | None = None,
-    ) -> EvalAccepted:
-        """Start running an eval suite against a skill or team, as the key's tenant."""
-        call = routes.start_eval(
-            suite, skill=skill, team=team, concurrency=concurrency, budget=budget
-        )
-        return self._send(call)
-
-    def evals(self) -> list[EvalRun]:
-        """The tenant's eval runs (an admin key: all), without their cases."""
-        return self._send(routes.evals())
-
-    def eval_run(self, run_id: str, *, wait: float = 0.0) -> EvalRun:
-        """An eval run with its cases; ``wait`` seconds (at most 60) for it to finish."""
-        return self._send(routes.eval_run(run_id, wait))
-
-    def compare_evals(self, base: str, other: str) -> EvalComparison:
-        """Two runs of one suite, case by case, with a paired permutation test."""
-        return self._send(routes.compare_evals(base, other))
+    start_eval = over_http(eval_ops.start_eval)
+    evals = over_http(eval_ops.evals)
+    eval_run = over_http(eval_ops.eval_run)
+    compare_evals = over_http(eval_ops.compare_evals)
 
     start_experiment = over_http(experiment_ops.start_experiment)
     experiments = over_http(experiment_ops.experiments)
@@ -947,23 +912,10 @@ class AsyncClient:
         """Remove an agent from its team and stop it (admin keys)."""
         return await self._send(routes.delete_agent(name))
 
-    async def policy(self) -> TenantPolicy:
-        """The policy that binds the key's tenant."""
-        return await self._send(routes.policy())
-
-    async def policies(self) -> dict[str, TenantPolicy]:
-        """Every tenant policy by tenant, ``*`` the default (admin keys)."""
-        return await self._send(routes.policies())
-
-    async def put_policy(
-        self, tenant: str, policy: TenantPolicy | Mapping[str, Any]
-    ) -> TenantPolicy:
-        """Set a tenant's policy, ``*`` the default (admin keys)."""
-        return await self._send(routes.put_policy(tenant, policy))
-
-    async def delete_policy(self, tenant: str) -> None:
-        """Drop a tenant's own policy: the default binds it again (admin keys)."""
-        await self._send(routes.delete_policy(tenant))
+    policy = over_http_async(policy_ops.policy)
+    policies = over_http_async(policy_ops.policies)
+    put_policy = over_http_async(policy_ops.put_policy)
+    delete_policy = over_http_async(policy_ops.delete_policy)
 
     # --- operations ------------------------------------------------------------------------
 
@@ -1051,32 +1003,10 @@ class AsyncClient:
 
     # --- evals and experiments -------------------------------------------------------------
 
-    async def start_eval(
-        self,
-        suite: EvalSuite | Mapping[str, Any],
-        *,
-        skill: str | None = None,
-        team: str | None = None,
-        concurrency: int = 4,
-        budget: Budget | None = None,
-    ) -> EvalAccepted:
-        """Start running an eval suite against a skill or team, as the key's tenant."""
-        call = routes.start_eval(
-            suite, skill=skill, team=team, concurrency=concurrency, budget=budget
-        )
-        return await self._send(call)
-
-    async def evals(self) -> list[EvalRun]:
-        """The tenant's eval runs (an admin key: all), without their cases."""
-        return await self._send(routes.evals())
-
-    async def eval_run(self, run_id: str, *, wait: float = 0.0) -> EvalRun:
-        """An eval run with its cases; ``wait`` seconds (at most 60) for it to finish."""
-        return await self._send(routes.eval_run(run_id, wait))
-
-    async def compare_evals(self, base: str, other: str) -> EvalComparison:
-        """Two runs of one suite, case by case, with a paired permutation test."""
-        return await self._send(routes.compare_evals(base, other))
+    start_eval = over_http_async(eval_ops.start_eval)
+    evals = over_http_async(eval_ops.evals)
+    eval_run = over_http_async(eval_ops.eval_run)
+    compare_evals = over_http_async(eval_ops.compare_evals)
 
     start_experiment = over_http_async(experiment_ops.start_experiment)
     experiments = over_http_async(experiment_ops.experiments)

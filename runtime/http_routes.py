@@ -16,24 +16,20 @@ from pydantic import BaseModel
 from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
-    Budget,
     Feedback,
     InvalidInput,
     JobStatus,
     JobSummary,
     MemoryHit,
     TeamSpec,
-    TenantPolicy,
     UsageRow,
 )
-from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite
 from raytroupe.protocols.graph import GraphCheckpoint
 from raytroupe.protocols.http import (
     Cancelled,
     DailyUsage,
     DeadLetterView,
     Decided,
-    EvalAccepted,
     Forked,
     Health,
     JobAccepted,
@@ -251,27 +247,6 @@ def delete_agent(name: str) -> Call[AgentInfo]:
 # --- tenants' policies ---------------------------------------------------------------------
 
 
-def policy() -> Call[TenantPolicy]:
-    """``GET /v1/policy``."""
-    return Call("GET", "/v1/policy", read(TenantPolicy))
-
-
-def policies() -> Call[dict[str, TenantPolicy]]:
-    """``GET /v1/tenants/policies``."""
-    return Call("GET", "/v1/tenants/policies", read(dict[str, TenantPolicy]))
-
-
-def put_policy(tenant: str, spec: TenantPolicy | Mapping[str, Any]) -> Call[TenantPolicy]:
-    """``PUT /v1/tenants/{tenant}/policy``."""
-    path = f"/v1/tenants/{segment(tenant, 'tenant')}/policy"
-    return Call("PUT", path, read(TenantPolicy), body=json_body(spec, "policy"))
-
-
-def delete_policy(tenant: str) -> Call[None]:
-    """``DELETE /v1/tenants/{tenant}/policy``."""
-    return Call("DELETE", f"/v1/tenants/{segment(tenant, 'tenant')}/policy", nothing)
-
-
 # --- operations and the console ------------------------------------------------------------
 
 
@@ -373,42 +348,6 @@ def delete_lesson(name: str, lesson_id: str) -> Call[None]:
 
 
 # --- evals and experiments -----------------------------------------------------------------
-
-
-def start_eval(
-    suite: EvalSuite | Mapping[str, Any],
-    *,
-    skill: str | None,
-    team: str | None,
-    concurrency: int,
-    budget: Budget | None,
-) -> Call[EvalAccepted]:
-    """``POST /v1/evals``."""
-    body = {
-        "suite": json_body(suite, "suite"),
-        "skill": skill,
-        "team": team,
-        "concurrency": concurrency,
-        "budget": json_body(budget, "budget"),
-    }
-    return Call("POST", "/v1/evals", read(EvalAccepted), body=body)
-
-
-def evals() -> Call[list[EvalRun]]:
-    """``GET /v1/evals``."""
-    return Call("GET", "/v1/evals", read(list[EvalRun]))
-
-
-def eval_run(run_id: str, wait: float) -> Call[EvalRun]:
-    """``GET /v1/evals/{run_id}?wait=``."""
-    path = f"/v1/evals/{segment(run_id, 'run_id')}"
-    return Call("GET", path, read(EvalRun), params={"wait": wait})
-
-
-def compare_evals(base: str, other: str) -> Call[EvalComparison]:
-    """``GET /v1/evals/compare``."""
-    params = {"base": base, "other": other}
-    return Call("GET", "/v1/evals/compare", read(EvalComparison), params=params)
 
 
 # --- knowledge bases -----------------------------------------------------------------------

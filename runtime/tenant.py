@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
 from raytroupe.protocols import (
     Attachment,
@@ -12,7 +12,6 @@ from raytroupe.protocols import (
     JobStatus,
     SkillInfo,
     TeamSpec,
-    TenantPolicy,
     UsageRow,
 )
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
@@ -20,9 +19,13 @@ from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.config import Team
 from raytroupe.runtime.handle import JobHandle
+from raytroupe.runtime.operations import At, in_process
+from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.sessions import Session
 
 __all__ = ["TenantView"]
+
+T = TypeVar("T")
 
 
 class TenantView:
@@ -113,6 +116,11 @@ class TenantView:
         rows = self._portal.run(self._client.usage(job_id))
         return [row for row in rows if row.job_id in mine]
 
-    def policy(self) -> TenantPolicy:
-        """The policy that binds this tenant."""
-        return self._portal.run(self._client.policy(self.tenant))
+    policy = in_process(policy_ops.policy)
+
+    def _at(self) -> At:
+        """Who the view's declared operations run for: the tenant, as its key would."""
+        return At(self._client, tenant=self.tenant, admin=False, source=f"tenant:{self.tenant}")
+
+    def _run(self, call: Coroutine[Any, Any, T]) -> T:
+        return self._portal.run(call)

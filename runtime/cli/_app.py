@@ -38,6 +38,7 @@ from raytroupe.runtime.cli._jobs import (
 from raytroupe.runtime.cli._knowledge import kb_app, sessions_app
 from raytroupe.runtime.cli._models import models_app
 from raytroupe.runtime.cli._options import Address, StateDir, state_dir_of
+from raytroupe.runtime.cli._policies import policies_app
 from raytroupe.runtime.cli._show import ERR, OUT, error, reported
 from raytroupe.runtime.cli._show import usage as usage_error
 from raytroupe.runtime.cli._skills import ask, skills_app
@@ -75,6 +76,7 @@ for _group, _name, _panel in (
     (skills_app, "skills", _RESOURCES),
     (evals_app, "evals", _RESOURCES),
     (experiments_app, "experiments", _RESOURCES),
+    (policies_app, "policies", _RESOURCES),
     (kb_app, "kb", _RESOURCES),
     (sessions_app, "sessions", _RESOURCES),
     (key_app, "key", _LOCAL),
@@ -183,7 +185,8 @@ _COMMANDS: Final[dict[str, dict[str, Callable[..., None]]]] = {
 for _panel, _commands in _COMMANDS.items():
     for _name, _command in _commands.items():
         app.command(_name, rich_help_panel=_panel)(reported(_command))
-for _sub in (teams_app, skills_app, evals_app, experiments_app, models_app, kb_app, sessions_app):
+for _sub in (teams_app, skills_app, evals_app, experiments_app, policies_app, models_app, kb_app,
+             sessions_app):  # fmt: skip
     for _info in _sub.registered_commands:
         _info.callback = reported(_info.callback) if _info.callback else None
 

@@ -10,21 +10,21 @@ from typing import TYPE_CHECKING, Annotated, Final
 import typer
 from rich.table import Table
 
-from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._remote import remote
+from raytroupe.runtime.cli._remote import transport
 from raytroupe.runtime.cli._show import OUT, error, plain_row
 
 if TYPE_CHECKING:
     from raytroupe.protocols import Budget
     from raytroupe.protocols.evals import EvalComparison, EvalRun
+    from raytroupe.runtime.driver import Runtime
     from raytroupe.runtime.http_client import Client
 
 __all__ = ["evals_app", "evaluate"]
 
 evals_app = typer.Typer(help="Eval runs: list, show, compare.", no_args_is_help=True)
-_POLL_S: Final = 5.0
-"""How long one read of a remote run waits for it to finish (the server caps it at 60 s)."""
+_POLL_S: Final = 2.0
+"""How long one read of a run waits for it to finish (the server caps it at 60 s)."""
 
 
 def _summary(run: EvalRun) -> str:
@@ -68,26 +68,18 @@ def evaluate(
     from raytroupe.protocols import Budget
 
     budget = Budget(tokens=budget_tokens, usd=budget_usd) if budget_tokens or budget_usd else None
-    client = remote(address)
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                  console=OUT, transient=True, disable=as_json) as bar:  # fmt: skip
+    with (
+        Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                 console=OUT, transient=True, disable=as_json) as bar,
+        transport(address, state_dir, start_local=True) as api,
+    ):  # fmt: skip
         task = bar.add_task(f"eval {suite.name}", total=None)
 
         def progress(run: EvalRun) -> None:
             bar.update(task, total=run.total, completed=len(run.cases))
 
-        if client is not None:
-            with client:
-                run = _remote_eval(client, suite, skill=skill, team=team,
-                                   concurrency=concurrency, budget=budget,
-                                   progress=progress)  # fmt: skip
-        else:
-            rt = connect_from(address, state_dir, start_local=True)
-            try:
-                run = rt.evaluate(suite, skill=skill, team=team, concurrency=concurrency,
-                                  budget=budget, on_progress=progress)  # fmt: skip
-            finally:
-                close(rt)
+        run = _run_suite(api, suite, skill=skill, team=team, concurrency=concurrency,
+                         budget=budget, progress=progress)  # fmt: skip
     if as_json:
         typer.echo(run.model_dump_json(indent=2))
     else:
@@ -98,8 +90,8 @@ def evaluate(
         raise typer.Exit(1)
 
 
-def _remote_eval(
-    client: Client,
+def _run_suite(
+    api: Client | Runtime,
     suite: Path,
     *,
     skill: str | None,
@@ -108,14 +100,14 @@ def _remote_eval(
     budget: Budget | None,
     progress: Callable[[EvalRun], None],
 ) -> EvalRun:
-    """Run the suite file on a deployment; the run once it has ended."""
+    """Run the suite file; the run once it has ended."""
     from raytroupe.actors.evals.suites import read_suite
 
     spec = read_suite(suite)
-    started = client.start_eval(spec, skill=skill, team=team, concurrency=concurrency,
-                                budget=budget)  # fmt: skip
+    started = api.start_eval(spec, skill=skill, team=team, concurrency=concurrency,
+                             budget=budget)  # fmt: skip
     while True:  # the run ends by itself: every case is a job with its own timeout
-        run = client.eval_run(started.id, wait=_POLL_S)
+        run = api.eval_run(started.id, wait=_POLL_S)
         progress(run)
         if run.status != "running":
             return run
@@ -125,16 +117,8 @@ def _remote_eval(
 @evals_app.command("list")
 def list_runs(*, address: Address = None, state_dir: StateDir = None) -> None:
     """Eval runs, oldest first."""
-    client = remote(address)
-    if client is not None:
-        with client:
-            runs = client.evals()
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            runs = rt.eval_runs()
-        finally:
-            close(rt)
+    with transport(address, state_dir) as api:
+        runs = api.evals()
     table = Table("suite", "target", "status", "score", "cases")
     table.add_column("run", no_wrap=True, min_width=21)  # an id to copy: never cut
     for r in runs:
@@ -150,16 +134,8 @@ def show_run(
     state_dir: StateDir = None,
 ) -> None:
     """One run: each case and the summary."""
-    client = remote(address)
-    if client is not None:
-        with client:
-            run = client.eval_run(run_id)
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            run = rt.eval_run(run_id)
-        finally:
-            close(rt)
+    with transport(address, state_dir) as api:
+        run = api.eval_run(run_id)
     OUT.print(_cases(run))
     OUT.print(_summary(run), markup=False)
 
@@ -182,16 +158,8 @@ def compare_runs(
     state_dir: StateDir = None,
 ) -> None:
     """Two runs of one suite side by side, case by case."""
-    client = remote(address)
-    if client is not None:
-        with client:
-            c = client.compare_evals(base, other)
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            c = rt.compare_evals(base, other)
-        finally:
-            close(rt)
+    with transport(address, state_dir) as api:
+        c = api.compare_evals(base, other)
     table = Table("case", "base", "other")
     for case_id, before, after in c.diffs:
         plain_row(table, case_id, f"{before:.2f}", f"{after:.2f}")

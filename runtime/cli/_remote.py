@@ -251,11 +251,14 @@ def no_tenant(tenant: str | None, default: str | None = None) -> None:
 
 
 @contextmanager
-def transport(address: str | None, state_dir: Path | None) -> Iterator[Client | Runtime]:
+def transport(
+    address: str | None, state_dir: Path | None, *, start_local: bool = False
+) -> Iterator[Client | Runtime]:
     """Where a command's operations go, chosen once for the command.
 
     The deployment the options name (its HTTP client), else the Ray at ``address`` or the
-    one `troupe up` started (the driver).
+    one `troupe up` started (the driver); with ``start_local``, a Ray of its own when there
+    is none.
 
     Both have every declared operation (:mod:`raytroupe.runtime.operations`), with the same
     arguments and answers, so a command calls it without asking which it has.
@@ -267,7 +270,7 @@ def transport(address: str | None, state_dir: Path | None) -> Iterator[Client | 
         with client:
             yield client
         return
-    rt = connect_from(address, state_dir)
+    rt = connect_from(address, state_dir, start_local=start_local)
     try:
         yield rt
     finally:

@@ -6,6 +6,9 @@ from these declarations.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
+
 from raytroupe.runtime.operations.declare import (
     At,
     Operation,
@@ -27,17 +30,15 @@ __all__ = [
 
 
 def declared() -> dict[str, Operation[..., object]]:
-    """Every declared operation by name."""
-    from raytroupe.runtime.operations import (  # noqa: PLC0415 - the families import us
-        experiments,
-        skills,
-    )
-
+    """Every declared operation by name: those of each module of this package."""
     found: dict[str, Operation[..., object]] = {}
-    for family in (skills, experiments):
-        for name in family.__all__:
-            op = getattr(family, name)
-            if name in found:
+    for module in pkgutil.iter_modules(__path__):
+        family = importlib.import_module(f"{__name__}.{module.name}")
+        for name, op in vars(family).items():
+            if not isinstance(op, Operation):
+                continue
+            if name != op.name or name not in getattr(family, "__all__", ()):
+                raise TypeError(f"{family.__name__}.{name}: declare it under its name, in __all__")
+            if found.setdefault(name, op) is not op:
                 raise TypeError(f"operation {name!r} is declared twice")
-            found[name] = op
     return found

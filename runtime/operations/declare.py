@@ -25,6 +25,7 @@ Nothing here imports Ray, FastAPI or the deployments: the HTTP clients import it
 
 from __future__ import annotations
 
+import functools
 import inspect
 import re
 import sys
@@ -106,7 +107,7 @@ class Operation(Generic[P, T]):
     def __repr__(self) -> str:
         return f"<operation {self.name}: {self.method} {self.path}>"
 
-    @property
+    @functools.cached_property
     def signature(self) -> inspect.Signature:
         """The operation's parameters (without ``at``) and its answer."""
         full = inspect.signature(self.run)

@@ -401,3 +401,25 @@ def test_every_skill_command_runs_over_http_as_on_ray(rt, troupe, tmp_path):
     assert re.search(r"cli-sk\W+2\W+promoted\W+api:acme-admin", history), history
     assert "9" in _one_error_line(missing)
     assert deleted.strip() == "cli-sk: deleted (2 versions)"
+
+
+def test_policies_are_set_listed_read_and_dropped_over_http(rt, troupe, tmp_path):
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text("inline_teams: false\ntools: []\n")
+
+    refused = troupe("policies", "set", "cli-pol", str(policy_file))  # a tenant's key
+    put = _ok(troupe("policies", "set", "cli-pol", str(policy_file), key=ADMIN_KEY))
+    listed = _ok(troupe("policies", "list", key=ADMIN_KEY))
+    mine = yaml.safe_load(_ok(troupe("policies", "mine")))  # acme-user's own: the default
+    in_driver = rt.as_tenant("cli-pol").policy()
+    dropped = _ok(troupe("policies", "delete", "cli-pol", key=ADMIN_KEY))
+    with pytest.warns(DeprecationWarning, match="as_tenant"):
+        after = rt.tenant_policy("cli-pol")  # the name before 0.3, still answering
+
+    assert "admin" in _one_error_line(refused).lower()
+    assert put.strip() == "policy of cli-pol: set"
+    assert "# cli-pol\ninline_teams: false\ntools: []\n" in listed
+    assert isinstance(mine, dict)
+    assert (in_driver.inline_teams, in_driver.tools) == (False, ())
+    assert dropped.strip() == "policy of cli-pol: dropped (the default binds it)"
+    assert after == rt.as_tenant("nobody-set-this").policy()

@@ -30,10 +30,10 @@ def wire(rt):
         policy = TenantPolicy(inline_teams=True, models=(WIRE, "offline"),
                               tools=("delegate", "slow"))  # fmt: skip
         for tenant in ("deleg-a", "deleg-b"):
-            rt.set_tenant_policy(tenant, policy)
+            rt.put_policy(tenant, policy)
         yield server
         for tenant in ("deleg-a", "deleg-b"):
-            rt.set_tenant_policy(tenant, None)
+            rt.delete_policy(tenant)
 
 
 def _agent(name, model=WIRE, **fields):

@@ -45,7 +45,7 @@ def test_a_suite_runs_as_jobs_with_the_scores_it_should_have(rt, skills):
     assert run.ci_low < run.score <= run.ci_high
     assert seen  # progress was reported while it ran
     assert rt.eval_run(run.id).cases == run.cases  # stored, every case
-    assert run.id in [r.id for r in rt.eval_runs()]
+    assert run.id in [r.id for r in rt.evals()]
 
 
 def test_two_versions_compare_case_by_case(rt, skills):

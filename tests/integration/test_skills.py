@@ -149,7 +149,7 @@ def test_a_gate_that_keeps_failing_fails_the_job_with_every_check(rt):
 
 
 def test_a_job_naming_nothing_is_routed_to_the_right_skill(rt, examples):
-    rt.set_tenant_policy("sk-router", runtime.TenantPolicy(
+    rt.put_policy("sk-router", runtime.TenantPolicy(
         skills=("summarize", "sentiment", "invoice-fields", "arithmetic", "incident-report"),
         teams=()))  # fmt: skip
     tenant = rt.as_tenant("sk-router")

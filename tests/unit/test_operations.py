@@ -18,7 +18,15 @@ from raytroupe.deployments.api import create_api
 from raytroupe.deployments.config import APIConfig, APIKey
 from raytroupe.deployments.guard import Guard
 from raytroupe.deployments.keys import hash_key
-from raytroupe.protocols import Forbidden, InvalidInput, SkillEvent, SkillInfo, SkillSpec
+from raytroupe.protocols import (
+    Forbidden,
+    InvalidInput,
+    JobNotFound,
+    SkillEvent,
+    SkillInfo,
+    SkillSpec,
+    TenantPolicy,
+)
 from raytroupe.protocols.evals import EvalSuite, OptimisationReport
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.runtime.cli import app as cli_app
@@ -33,17 +41,14 @@ SUITE_CASE = {"id": "c", "task": "t", "expect": [{"kind": "contains", "values": 
 SPEC = SkillSpec(name="s", version="2", description="d", prompt={"instructions": "x"})
 
 NOT_YET_DECLARED = frozenset({
-    "agents", "apply_skill", "apply_skill_file", "apply_team", "approvals", "approve",
-    "cancel", "checkpoints", "close", "compare_evals", "create_agent", "create_session",
-    "create_team", "daily_usage", "dead_letters", "delete_agent", "delete_document",
-    "delete_lesson",
-    "delete_policy", "delete_session", "delete_team", "documents", "drop_knowledge_base",
-    "eval_run", "evals", "events", "feedback", "feedbacks",
-    "fork", "health", "ingest", "interrupts", "job", "jobs", "knowledge_bases", "lessons",
-    "me", "model", "models", "policies", "policy", "put_agent", "put_policy", "ready",
-    "reject", "result", "resume", "search", "session", "sessions", "skills", "start_eval",
-    "statuses", "submit", "summaries", "summary",
-    "team", "teams", "trace", "usage",
+    "agents", "apply_skill", "apply_skill_file", "apply_team", "approvals", "approve", "cancel",
+    "checkpoints", "close", "create_agent", "create_session", "create_team", "daily_usage",
+    "dead_letters", "delete_agent", "delete_document", "delete_lesson", "delete_session",
+    "delete_team", "documents", "drop_knowledge_base", "events", "feedback", "feedbacks",
+    "fork", "health", "ingest", "interrupts", "job", "jobs", "knowledge_bases", "lessons", "me",
+    "model", "models", "put_agent", "ready", "reject", "result", "resume", "search", "session",
+    "sessions", "skills", "statuses", "submit", "summaries", "summary", "team", "teams",
+    "trace", "usage",
 })  # fmt: skip
 """The HTTP client's methods still written by hand: each is declared in its turn, and a new
 one is declared, not added here."""
@@ -370,3 +375,130 @@ def test_experiments_take_a_spec_or_its_fields_and_names_that_are_names():
             await client.experiments()
 
     _over_http(RecordedExperiments(), USER, refused)
+
+
+class RecordedPolicies:
+    """The control plane's policy calls, recorded: ``acme`` has a policy of its own."""
+
+    def __init__(self):
+        self.calls = []
+        self.set = {"*": TenantPolicy(), "acme": TenantPolicy(inline_teams=False)}
+
+    async def policy(self, tenant):
+        self.calls.append(("policy", tenant))
+        return self.set.get(tenant, self.set["*"])
+
+    async def policies(self):
+        self.calls.append(("policies",))
+        return dict(self.set)
+
+    async def put_policy(self, tenant, policy):
+        self.calls.append(("put_policy", tenant, policy))
+        if policy is None:
+            self.set.pop(tenant, None)
+        else:
+            self.set[tenant] = policy
+
+
+def test_policies_are_set_read_and_dropped_alike_and_a_tenant_reads_only_its_own():
+    strict = {"inline_teams": False, "tools": ["calculator"]}
+
+    async def admin(client):
+        put = await client.put_policy("globex", strict)
+        everyone = await client.policies()
+        await client.delete_policy("globex")
+        bad = await client._http.put("/v1/tenants/a%20b/policy", json=strict)
+        return put, everyone, bad.status_code
+
+    remote = RecordedPolicies()
+    put, everyone, bad = _over_http(remote, ADMIN, admin)
+    assert put == TenantPolicy.model_validate(strict)
+    assert set(everyone) == {"*", "acme", "globex"}
+    assert "globex" not in remote.set
+    assert bad == 422
+    local = RecordedPolicies()
+    driver = _Driver(local, admin=True)
+    assert driver.put_policy("globex", strict) == put
+    driver.policies()
+    driver.delete_policy("globex")
+    assert local.calls == remote.calls
+
+    async def tenant(client):
+        mine = await client.policy()
+        with pytest.raises(Forbidden):
+            await client.put_policy("acme", {})
+        with pytest.raises(Forbidden):
+            await client.policies()
+        return mine
+
+    system = RecordedPolicies()
+    assert _over_http(system, USER, tenant) == system.set["acme"]
+    assert system.calls == [("policy", "acme")]
+    view = _Driver(RecordedPolicies(), admin=False)
+    assert view.policy() == view.at.system.set["acme"]
+    with pytest.raises(Forbidden):
+        view.put_policy("acme", {})
+
+
+class RecordedEvals:
+    """The control plane's eval calls, recorded."""
+
+    RUN = "eval-0123456789abcdef"
+
+    def __init__(self):
+        self.calls = []
+
+    async def start_eval(self, suite, **options):
+        self.calls.append(("start_eval", suite.name, options))
+        return self.RUN
+
+    async def eval_runs(self, *, tenant=None):
+        self.calls.append(("eval_runs", tenant))
+        return []
+
+    async def eval_run(self, run_id, timeout=0.0, *, tenant=None):
+        self.calls.append(("eval_run", run_id, timeout, tenant))
+        raise JobNotFound(f"no eval run {run_id!r}", job_id=run_id)
+
+    async def compare_evals(self, base, other, *, tenant=None):
+        self.calls.append(("compare_evals", base, other, tenant))
+        raise JobNotFound(f"no eval run {base!r}", job_id=base)
+
+
+def test_eval_runs_start_as_the_callers_tenant_and_are_read_within_it():
+    suite = {"name": "suite-e", "cases": [SUITE_CASE]}
+    run = RecordedEvals.RUN
+
+    async def calls(client):
+        accepted = await client.start_eval(suite, skill="s", concurrency=2)
+        await client.evals()
+        with pytest.raises(JobNotFound):
+            await client.eval_run(run, wait=1.5)
+        with pytest.raises(JobNotFound):
+            await client.compare_evals(run, run)
+        bad = [
+            (await client._http.get("/v1/evals/not-a-run")).status_code,
+            (await client._http.get(f"/v1/evals/{run}", params={"wait": 61})).status_code,
+            (
+                await client._http.post("/v1/evals", json={"suite": suite, "concurrency": 65})
+            ).status_code,
+        ]
+        return accepted, bad
+
+    tenant = RecordedEvals()
+    accepted, bad = _over_http(tenant, USER, calls)
+    assert (accepted.id, accepted.url) == (run, f"/v1/evals/{run}")
+    assert bad == [422, 422, 422]
+    options = {"skill": "s", "team": None, "tenant": "acme", "admin": False,
+               "concurrency": 2, "budget": None}  # fmt: skip
+    assert tenant.calls == [
+        ("start_eval", "suite-e", options), ("eval_runs", "acme"),
+        ("eval_run", run, 1.5, "acme"), ("compare_evals", run, run, "acme"),
+    ]  # fmt: skip
+    admin = RecordedEvals()
+    driver = _Driver(admin, admin=True)
+    assert driver.start_eval(suite, skill="s", concurrency=2) == accepted
+    driver.evals()
+    assert admin.calls == [
+        ("start_eval", "suite-e", {**options, "admin": True}), ("eval_runs", None),
+    ]  # fmt: skip
