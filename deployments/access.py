@@ -1,4 +1,4 @@
-"""Who is calling: FastAPI dependencies for the caller and for admins, and what they may see."""
+"""Who is calling: FastAPI dependencies for the caller and for admins."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from raytroupe.deployments.guard import Principal, principal_of
-from raytroupe.protocols import TeamSpec
-from raytroupe.runtime.client import SystemClient
 
-__all__ = ["Admin", "Caller", "NotAdmin", "admin", "caller", "visible_teams"]
+__all__ = ["Admin", "Caller", "NotAdmin", "admin", "caller"]
 
 
 async def caller(request: Request) -> Principal:
@@ -36,21 +34,3 @@ class NotAdmin(Exception):
 
 Caller = Annotated[Principal, Depends(caller)]
 Admin = Annotated[Principal, Depends(admin)]
-
-
-async def visible_teams(
-    client: SystemClient, who: Principal, teams: dict[str, TeamSpec]
-) -> dict[str, TeamSpec]:
-    """``teams`` as ``who`` may see them.
-
-    All of them for an admin; for a tenant, those its policy lets it run, without their
-    model definitions (endpoints and key variables are the operator's business).
-    """
-    if who.admin:
-        return teams
-    policy = await client.policy(who.tenant)
-    return {
-        name: team.model_copy(update={"models": {}})
-        for name, team in teams.items()
-        if policy.teams is None or name in policy.teams
-    }

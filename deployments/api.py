@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raytroupe import __version__
 from raytroupe.actors.offload import Offload
-from raytroupe.deployments.access import Admin, Caller, NotAdmin, visible_teams
+from raytroupe.deployments.access import Admin, Caller, NotAdmin
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.console_api import console_app, console_routes, summary_routes
 from raytroupe.deployments.declared import declared_routes
@@ -42,7 +42,6 @@ from raytroupe.protocols import (
     JobEvent,
     JobNotFound,
     JobStatus,
-    TeamNotFound,
     TeamSpec,
     TroupeError,
     UsageRow,
@@ -307,19 +306,6 @@ def _seq(last_event_id: str | None) -> int:
 def _teams(client: SystemClient) -> APIRouter:
     routes = APIRouter(prefix="/v1", tags=["teams and agents"])
 
-    @routes.get("/teams", response_model=dict[str, TeamSpec])
-    async def list_teams(who: Caller) -> dict[str, TeamSpec]:
-        """Teams registered at run time, by name (a tenant's key: those it may run)."""
-        return await visible_teams(client, who, await client.teams())
-
-    @routes.get("/teams/{name}", response_model=TeamSpec)
-    async def get_team(name: str, who: Caller) -> TeamSpec:
-        """One registered team (404 for a tenant that may not run it)."""
-        visible = await visible_teams(client, who, {name: await client.team(name)})
-        if name not in visible:
-            raise TeamNotFound(f"no team is registered as {name!r}", team=name)
-        return visible[name]
-
     @routes.post(
         "/teams", status_code=201, response_model=TeamSpec, openapi_extra=body_of(TeamSpec)
     )
@@ -343,22 +329,6 @@ def _teams(client: SystemClient) -> APIRouter:
         log.info("team_put", team=name, created=created, key=who.name)
         return team
 
-    @routes.delete("/teams/{name}", response_model=TeamSpec)
-    async def delete_team(name: str, who: Admin) -> TeamSpec:
-        """Unregister a team and stop its agents; nothing else restarts."""
-        team = await client.delete_team(name)
-        log.info("team_deleted", team=name, key=who.name)
-        return team
-
-    @routes.get("/agents", response_model=list[AgentInfo])
-    async def list_agents(who: Caller) -> list[AgentInfo]:
-        """Agents of registered teams (a tenant's key: of those it may run), with load."""
-        agents = await client.agents()
-        if not who.admin:
-            policy = await client.policy(who.tenant)
-            agents = [a for a in agents if policy.teams is None or a.team in policy.teams]
-        return agents
-
     @routes.post("/agents", status_code=201, response_model=AgentInfo)
     async def create_agent(body: AgentPut, who: Admin) -> AgentInfo:
         """Add an agent to a registered team; it starts now, the others keep running."""
@@ -375,13 +345,6 @@ def _teams(client: SystemClient) -> APIRouter:
         response.status_code = 201 if created else 200
         log.info("agent_put", agent=name, team=body.team, created=created, key=who.name)
         return _info(body)
-
-    @routes.delete("/agents/{name}", response_model=AgentInfo)
-    async def delete_agent(name: str, who: Admin) -> AgentInfo:
-        """Remove an agent from its team and stop it."""
-        info = await client.delete_agent(name)
-        log.info("agent_deleted", agent=name, key=who.name)
-        return info
 
     return routes
 

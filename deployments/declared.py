@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Iterable
-from typing import Annotated, Any
+from typing import Annotated, Any, Final
 
 import structlog
 from fastapi import APIRouter, Path, Query, Response
@@ -28,6 +28,21 @@ from raytroupe.runtime.operations import At, Operation
 __all__ = ["at_of", "declared_routes"]
 
 log = structlog.get_logger("raytroupe.api")
+
+_KEPT_IDS: Final = {
+    "teams": "list_teams",
+    "team": "get_team",
+    "agents": "list_agents",
+    "skill": "get_skill",
+    "evals": "list_evals",
+    "eval_run": "get_eval",
+    "experiments": "list_experiments",
+    "experiment": "get_experiment",
+    "policy": "get_my_policy",
+    "policies": "list_policies",
+}
+"""The OpenAPI operation ids the routes had before they were declared (generated clients name
+their functions by them); every other declared route's id is its operation's name."""
 
 
 def at_of(who: Principal, system: SystemClient) -> At:
@@ -52,6 +67,7 @@ def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) ->
             methods=[op.method],
             **shape,
             name=op.name,
+            operation_id=_KEPT_IDS.get(op.name, op.name),
             openapi_extra=None if body is None else body_of(body),
             summary=op.doc.partition("\n")[0],
             description=op.doc,

@@ -41,8 +41,9 @@ from fastapi import APIRouter, Header, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from raytroupe.deployments.access import Caller, visible_teams
+from raytroupe.deployments.access import Caller
 from raytroupe.deployments.config import APIConfig
+from raytroupe.deployments.declared import at_of
 from raytroupe.deployments.documents import body_of, document
 from raytroupe.deployments.guard import request_id_of
 from raytroupe.deployments.problems import problem
@@ -59,6 +60,7 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.sessions import checked_session_id
 from raytroupe.runtime.client import SystemClient
+from raytroupe.runtime.operations.teams import visible
 
 __all__ = ["openai_routes"]
 
@@ -135,7 +137,7 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         """Registered teams and skills (``skill:<name>``) the caller may run, and ``auto``."""
         teams = await client.teams()
         skills = await client.skills(tenant=None if who.admin else who.tenant)
-        names = [*await visible_teams(client, who, teams), *(f"skill:{s.name}" for s in skills)]
+        names = [*await visible(at_of(who, client), teams), *(f"skill:{s.name}" for s in skills)]
         return ModelList(data=[ModelCard(id=name) for name in [*names, AUTO]])
 
     @routes.get("/models/{model_id}", response_model=ModelCard)

@@ -20,7 +20,6 @@ from raytroupe.actors.system_config import OTEL_FLAG_DEPRECATED, SystemConfig
 from raytroupe.actors.telemetry.tracing import current_traceparent, env_inherited
 from raytroupe.actors.tools.config import ToolsConfig
 from raytroupe.protocols import (
-    AgentInfo,
     AgentSpec,
     Attachment,
     Budget,
@@ -62,6 +61,7 @@ from raytroupe.runtime.operations import evals as eval_ops
 from raytroupe.runtime.operations import experiments as experiment_ops
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import skills as skill_ops
+from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.sessions import Session
 from raytroupe.runtime.tenant import TenantView
 
@@ -427,9 +427,11 @@ class Runtime:
         """Known jobs (of ``tenant``, when given) and their status, oldest first."""
         return self._run(self.client.jobs(tenant=tenant))
 
-    def teams(self) -> dict[str, TeamSpec]:
-        """Teams registered at run time, by name."""
-        return self._run(self.client.teams())
+    teams = in_process(team_ops.teams)
+    team = in_process(team_ops.team)
+    delete_team = in_process(team_ops.delete_team)
+    agents = in_process(team_ops.agents)
+    delete_agent = in_process(team_ops.delete_agent)
 
     def put_team(self, team: TeamSpec, *, create: bool = False) -> bool:
         """Register ``team`` under its name, or hot-update the team of that name; True if new.
@@ -449,14 +451,6 @@ class Runtime:
 
         return self._run(putting())
 
-    def delete_team(self, name: str) -> TeamSpec:
-        """Unregister a team and stop its agents; return it (raises ``TeamNotFound``)."""
-        return self._run(self.client.delete_team(name))
-
-    def agents(self) -> list[AgentInfo]:
-        """Every agent of every registered team, with the envelopes it is handling now."""
-        return self._run(self.client.agents())
-
     def put_agent(self, team: str, agent: AgentSpec, *, create: bool = False) -> bool:
         """Add an agent to a registered team, or hot-update it in place; True if new.
 
@@ -465,10 +459,6 @@ class Runtime:
             Conflict: ``create`` and the agent exists, or another team has that name.
         """
         return self._run(self.client.put_agent(team, agent, create=create))
-
-    def delete_agent(self, name: str) -> AgentInfo:
-        """Remove an agent from its team and stop it (raises ``AgentNotFound``)."""
-        return self._run(self.client.delete_agent(name))
 
     def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """The router's newest dead letters, oldest first."""

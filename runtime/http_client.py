@@ -87,6 +87,7 @@ from raytroupe.runtime.operations import experiments as experiment_ops
 from raytroupe.runtime.operations import over_http, over_http_async
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import skills as skill_ops
+from raytroupe.runtime.operations import teams as team_ops
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -447,13 +448,11 @@ class Client:
 
     # --- teams, agents, policies -----------------------------------------------------------
 
-    def teams(self) -> dict[str, TeamSpec]:
-        """Registered teams by name (a tenant's key: those it may run)."""
-        return self._send(routes.teams())
-
-    def team(self, name: str) -> TeamSpec:
-        """One registered team (``TeamNotFound``: none, or not for this key)."""
-        return self._send(routes.team(name))
+    teams = over_http(team_ops.teams)
+    team = over_http(team_ops.team)
+    delete_team = over_http(team_ops.delete_team)
+    agents = over_http(team_ops.agents)
+    delete_agent = over_http(team_ops.delete_agent)
 
     def create_team(self, spec: TeamLike) -> TeamSpec:
         """Register a new team (``Conflict`` if the name is taken; admin keys)."""
@@ -463,14 +462,6 @@ class Client:
         """Register a team, or hot-update the one of its name (admin keys)."""
         return self._send(routes.apply_team(spec))
 
-    def delete_team(self, name: str) -> TeamSpec:
-        """Unregister a team and stop its agents (admin keys); the team it was."""
-        return self._send(routes.delete_team(name))
-
-    def agents(self) -> list[AgentInfo]:
-        """Agents of registered teams, with their load."""
-        return self._send(routes.agents())
-
     def create_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
         """Add an agent to a registered team (admin keys)."""
         return self._send(routes.create_agent(team, agent))
@@ -478,10 +469,6 @@ class Client:
     def put_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
         """Add an agent, or reconfigure the one of its name in place (admin keys)."""
         return self._send(routes.put_agent(team, agent))
-
-    def delete_agent(self, name: str) -> AgentInfo:
-        """Remove an agent from its team and stop it (admin keys)."""
-        return self._send(routes.delete_agent(name))
 
     policy = over_http(policy_ops.policy)
     policies = over_http(policy_ops.policies)
@@ -876,13 +863,11 @@ class AsyncClient:
 
     # --- teams, agents, policies -----------------------------------------------------------
 
-    async def teams(self) -> dict[str, TeamSpec]:
-        """Registered teams by name (a tenant's key: those it may run)."""
-        return await self._send(routes.teams())
-
-    async def team(self, name: str) -> TeamSpec:
-        """One registered team (``TeamNotFound``: none, or not for this key)."""
-        return await self._send(routes.team(name))
+    teams = over_http_async(team_ops.teams)
+    team = over_http_async(team_ops.team)
+    delete_team = over_http_async(team_ops.delete_team)
+    agents = over_http_async(team_ops.agents)
+    delete_agent = over_http_async(team_ops.delete_agent)
 
     async def create_team(self, spec: TeamLike) -> TeamSpec:
         """Register a new team (``Conflict`` if the name is taken; admin keys)."""
@@ -892,14 +877,6 @@ class AsyncClient:
         """Register a team, or hot-update the one of its name (admin keys)."""
         return await self._send(routes.apply_team(spec))
 
-    async def delete_team(self, name: str) -> TeamSpec:
-        """Unregister a team and stop its agents (admin keys); the team it was."""
-        return await self._send(routes.delete_team(name))
-
-    async def agents(self) -> list[AgentInfo]:
-        """Agents of registered teams, with their load."""
-        return await self._send(routes.agents())
-
     async def create_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
         """Add an agent to a registered team (admin keys)."""
         return await self._send(routes.create_agent(team, agent))
@@ -907,10 +884,6 @@ class AsyncClient:
     async def put_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
         """Add an agent, or reconfigure the one of its name in place (admin keys)."""
         return await self._send(routes.put_agent(team, agent))
-
-    async def delete_agent(self, name: str) -> AgentInfo:
-        """Remove an agent from its team and stop it (admin keys)."""
-        return await self._send(routes.delete_agent(name))
 
     policy = over_http_async(policy_ops.policy)
     policies = over_http_async(policy_ops.policies)

@@ -195,16 +195,6 @@ def feedbacks(job_id: str) -> Call[list[Feedback]]:
 # --- teams and agents ----------------------------------------------------------------------
 
 
-def teams() -> Call[dict[str, TeamSpec]]:
-    """``GET /v1/teams``."""
-    return Call("GET", "/v1/teams", read(dict[str, TeamSpec]))
-
-
-def team(name: str) -> Call[TeamSpec]:
-    """``GET /v1/teams/{name}``."""
-    return Call("GET", f"/v1/teams/{segment(name, 'team')}", read(TeamSpec))
-
-
 def create_team(spec: TeamLike) -> Call[TeamSpec]:
     """``POST /v1/teams``."""
     return Call("POST", "/v1/teams", read(TeamSpec), body=_team_body(spec))
@@ -214,16 +204,6 @@ def apply_team(spec: TeamLike) -> Call[TeamSpec]:
     """``PUT /v1/teams/{name}``."""
     path = f"/v1/teams/{segment(_name_of(spec, 'team'), 'team')}"
     return Call("PUT", path, read(TeamSpec), body=_team_body(spec))
-
-
-def delete_team(name: str) -> Call[TeamSpec]:
-    """``DELETE /v1/teams/{name}``."""
-    return Call("DELETE", f"/v1/teams/{segment(name, 'team')}", read(TeamSpec))
-
-
-def agents() -> Call[list[AgentInfo]]:
-    """``GET /v1/agents``."""
-    return Call("GET", "/v1/agents", read(list[AgentInfo]))
 
 
 def create_agent(team_name: str, agent: AgentSpec | Mapping[str, Any]) -> Call[AgentInfo]:
@@ -237,11 +217,6 @@ def put_agent(team_name: str, agent: AgentSpec | Mapping[str, Any]) -> Call[Agen
     path = f"/v1/agents/{segment(_name_of(agent, 'agent'), 'agent')}"
     body = {"team": team_name, "agent": json_body(agent, "agent")}
     return Call("PUT", path, read(AgentInfo), body=body)
-
-
-def delete_agent(name: str) -> Call[AgentInfo]:
-    """``DELETE /v1/agents/{name}``."""
-    return Call("DELETE", f"/v1/agents/{segment(name, 'agent')}", read(AgentInfo))
 
 
 # --- tenants' policies ---------------------------------------------------------------------

@@ -21,6 +21,7 @@ from raytroupe.runtime.config import Team
 from raytroupe.runtime.handle import JobHandle
 from raytroupe.runtime.operations import At, in_process
 from raytroupe.runtime.operations import policies as policy_ops
+from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.sessions import Session
 
 __all__ = ["TenantView"]
@@ -117,6 +118,9 @@ class TenantView:
         return [row for row in rows if row.job_id in mine]
 
     policy = in_process(policy_ops.policy)
+    teams = in_process(team_ops.teams)
+    team = in_process(team_ops.team)
+    agents = in_process(team_ops.agents)
 
     def _at(self) -> At:
         """Who the view's declared operations run for: the tenant, as its key would."""

@@ -19,7 +19,7 @@ from rich.text import Text
 
 from raytroupe.runtime.cli._connect import close, connect, connect_from, resolve_address
 from raytroupe.runtime.cli._options import Address, StateDir, state_dir_of
-from raytroupe.runtime.cli._remote import no_tenant, remote
+from raytroupe.runtime.cli._remote import no_tenant, remote, transport
 from raytroupe.runtime.cli._show import (
     ERR,
     OUT,
@@ -567,27 +567,22 @@ def _decide(
 def agents(*, address: Address = None, state_dir: StateDir = None) -> None:
     """List agents: those of registered teams, and others running (from teams given inline)."""
     from raytroupe.runtime.cli._show import agents_table
+    from raytroupe.runtime.driver import Runtime
 
-    client = remote(address)
-    if client is not None:
-        with client:
-            OUT.print(agents_table(client.agents(), {}))
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        infos = rt.agents()
-        known = {info.name for info in infos}
-        stats = rt.router_stats()
-        # an agent's router roles are scoped by its team ("research.researcher"); the system
-        # actors' are not ("tools") or absent
-        running = {
-            name: (", ".join(roles), stats.in_flight.get(name, 0))
-            for name, roles in stats.registered.items()
-            if name not in known and any("." in role for role in roles)
-        }
-        OUT.print(agents_table(infos, running))
-    finally:
-        close(rt)
+    with transport(address, state_dir) as api:
+        infos = api.agents()
+        running: dict[str, tuple[str, int]] = {}
+        if isinstance(api, Runtime):  # on Ray: agents of inline teams too, from the router
+            known = {info.name for info in infos}
+            stats = api.router_stats()
+            # an agent's router roles are scoped by its team ("research.researcher"); the
+            # system actors' are not ("tools") or absent
+            running = {
+                name: (", ".join(roles), stats.in_flight.get(name, 0))
+                for name, roles in stats.registered.items()
+                if name not in known and any("." in role for role in roles)
+            }
+    OUT.print(agents_table(infos, running))
 
 
 def usage_command(

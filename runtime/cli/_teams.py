@@ -1,4 +1,4 @@
-"""``troupe teams list|show|apply|delete``: teams registered at run time (admins, over HTTP)."""
+"""``troupe teams list|show|apply|delete|delete-agent``: teams registered at run time."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from rich.table import Table
 
 from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._remote import remote
+from raytroupe.runtime.cli._remote import remote, transport
 from raytroupe.runtime.cli._show import OUT, error, plain_row, usage
 
 if TYPE_CHECKING:
@@ -42,16 +42,8 @@ def teams_table(teams: Mapping[str, TeamSpec]) -> Table:
 @teams_app.command("list")
 def list_teams(*, address: Address = None, state_dir: StateDir = None) -> None:
     """Registered teams (a tenant's key: those it may run)."""
-    client = remote(address)
-    if client is not None:
-        with client:
-            OUT.print(teams_table(client.teams()))
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        OUT.print(teams_table(rt.teams()))
-    finally:
-        close(rt)
+    with transport(address, state_dir) as api:
+        OUT.print(teams_table(api.teams()))
 
 
 @teams_app.command("show")
@@ -59,21 +51,8 @@ def show_team(name: TeamName, *, address: Address = None, state_dir: StateDir = 
     """A registered team's definition, as YAML (a team file `teams apply` takes back)."""
     import yaml
 
-    from raytroupe.protocols import TeamNotFound
-
-    client = remote(address)
-    if client is not None:
-        with client:
-            spec = client.team(name)
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            found = rt.teams().get(name)
-        finally:
-            close(rt)
-        if found is None:
-            raise TeamNotFound(f"no team is registered as {name!r}", team=name)
-        spec = found
+    with transport(address, state_dir) as api:
+        spec = api.team(name)
     document = spec.model_dump(mode="json", exclude_defaults=True)
     typer.echo(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), nl=False)
 
@@ -137,14 +116,19 @@ def _apply_local(rt: Runtime, team: Team) -> str:
 @teams_app.command("delete")
 def delete_team(name: TeamName, *, address: Address = None, state_dir: StateDir = None) -> None:
     """Unregister a team and stop its agents (admins)."""
-    client = remote(address)
-    if client is not None:
-        with client:
-            spec = client.delete_team(name)
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            spec = rt.delete_team(name)
-        finally:
-            close(rt)
+    with transport(address, state_dir) as api:
+        spec = api.delete_team(name)
     OUT.print(f"team {spec.name}: deleted ({len(spec.agents)} agent(s) stopped)", markup=False)
+
+
+@teams_app.command("delete-agent")
+def delete_agent(
+    name: Annotated[str, typer.Argument(help="The agent's name.")],
+    *,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Remove an agent from its team and stop it; the team's other agents keep running."""
+    with transport(address, state_dir) as api:
+        info = api.delete_agent(name)
+    OUT.print(f"agent {info.name}: removed from team {info.team} and stopped", markup=False)

@@ -423,3 +423,19 @@ def test_policies_are_set_listed_read_and_dropped_over_http(rt, troupe, tmp_path
     assert (in_driver.inline_teams, in_driver.tools) == (False, ())
     assert dropped.strip() == "policy of cli-pol: dropped (the default binds it)"
     assert after == rt.as_tenant("nobody-set-this").policy()
+
+
+def test_an_agent_is_removed_from_its_team_by_an_admin_only(rt, troupe):
+    agents = [runtime.AgentSpec(name=f"cli-del-{n}", role="worker") for n in ("a", "b")]
+    rt.put_team(runtime.Team(name="cli-del", planner_model="offline", agents=agents))
+
+    refused = troupe("teams", "delete-agent", "cli-del-b")  # a tenant's key
+    removed = _ok(troupe("teams", "delete-agent", "cli-del-b", key=ADMIN_KEY))
+    missing = troupe("teams", "delete-agent", "cli-del-b", key=ADMIN_KEY)
+    left = [a.name for a in rt.team("cli-del").agents]
+    rt.delete_team("cli-del")
+
+    assert "admin" in _one_error_line(refused).lower()
+    assert removed.strip() == "agent cli-del-b: removed from team cli-del and stopped"
+    assert "cli-del-b" in _one_error_line(missing)
+    assert left == ["cli-del-a"]

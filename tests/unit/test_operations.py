@@ -19,12 +19,15 @@ from raytroupe.deployments.config import APIConfig, APIKey
 from raytroupe.deployments.guard import Guard
 from raytroupe.deployments.keys import hash_key
 from raytroupe.protocols import (
+    AgentInfo,
     Forbidden,
     InvalidInput,
     JobNotFound,
     SkillEvent,
     SkillInfo,
     SkillSpec,
+    TeamNotFound,
+    TeamSpec,
     TenantPolicy,
 )
 from raytroupe.protocols.evals import EvalSuite, OptimisationReport
@@ -41,14 +44,13 @@ SUITE_CASE = {"id": "c", "task": "t", "expect": [{"kind": "contains", "values": 
 SPEC = SkillSpec(name="s", version="2", description="d", prompt={"instructions": "x"})
 
 NOT_YET_DECLARED = frozenset({
-    "agents", "apply_skill", "apply_skill_file", "apply_team", "approvals", "approve", "cancel",
+    "apply_skill", "apply_skill_file", "apply_team", "approvals", "approve", "cancel",
     "checkpoints", "close", "create_agent", "create_session", "create_team", "daily_usage",
-    "dead_letters", "delete_agent", "delete_document", "delete_lesson", "delete_session",
-    "delete_team", "documents", "drop_knowledge_base", "events", "feedback", "feedbacks",
-    "fork", "health", "ingest", "interrupts", "job", "jobs", "knowledge_bases", "lessons", "me",
-    "model", "models", "put_agent", "ready", "reject", "result", "resume", "search", "session",
-    "sessions", "skills", "statuses", "submit", "summaries", "summary", "team", "teams",
-    "trace", "usage",
+    "dead_letters", "delete_document", "delete_lesson", "delete_session", "documents",
+    "drop_knowledge_base", "events", "feedback", "feedbacks", "fork", "health", "ingest",
+    "interrupts", "job", "jobs", "knowledge_bases", "lessons", "me", "model", "models",
+    "put_agent", "ready", "reject", "result", "resume", "search", "session", "sessions",
+    "skills", "statuses", "submit", "summaries", "summary", "trace", "usage",
 })  # fmt: skip
 """The HTTP client's methods still written by hand: each is declared in its turn, and a new
 one is declared, not added here."""
@@ -502,3 +504,62 @@ def test_eval_runs_start_as_the_callers_tenant_and_are_read_within_it():
     assert admin.calls == [
         ("start_eval", "suite-e", {**options, "admin": True}), ("eval_runs", None),
     ]  # fmt: skip
+
+
+class RecordedTeams:
+    """Two registered teams, ``open`` and ``closed``; the user's tenant may run ``open`` only."""
+
+    def __init__(self):
+        self.calls = []
+        model = {"provider": "offline", "latency_s": 0.0}
+        self.found = {
+            name: TeamSpec.model_validate(
+                {
+                    "name": name,
+                    "agents": [{"name": f"{name}-a", "role": "r"}],
+                    "models": {"private": model},
+                }
+            )
+            for name in ("open", "closed")
+        }
+
+    async def teams(self):
+        return dict(self.found)
+
+    async def team(self, name):
+        return self.found[name]
+
+    async def policy(self, tenant):
+        return TenantPolicy(teams=("open",)) if tenant == "acme" else TenantPolicy()
+
+    async def agents(self):
+        return [AgentInfo(name=f"{n}-a", team=n, role="r", model="default") for n in self.found]
+
+    async def delete_team(self, name):
+        self.calls.append(("delete_team", name))
+        return self.found.pop(name)
+
+
+def test_a_tenant_sees_only_the_teams_it_may_run_without_their_models():
+    async def tenant(client):
+        listed = await client.teams()
+        with pytest.raises(TeamNotFound):
+            await client.team("closed")
+        with pytest.raises(Forbidden):
+            await client.delete_team("open")
+        return listed, await client.team("open"), await client.agents()
+
+    system = RecordedTeams()
+    listed, shown, agents = _over_http(system, USER, tenant)
+    assert list(listed) == ["open"]
+    assert listed["open"].models == {} == shown.models  # the operator's endpoints stay hidden
+    assert [a.team for a in agents] == ["open"]
+    assert system.calls == []
+    view = _Driver(RecordedTeams(), admin=False)
+    assert list(view.teams()) == ["open"]
+    with pytest.raises(TeamNotFound):
+        view.team("closed")
+    driver = _Driver(RecordedTeams(), admin=True)
+    assert set(driver.teams()) == {"open", "closed"}
+    assert driver.team("closed").models  # an admin sees a team whole
+    assert driver.delete_team("closed").name == "closed"
