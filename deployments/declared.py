@@ -24,6 +24,7 @@ from raytroupe.deployments.documents import body_of, document
 from raytroupe.deployments.guard import Principal
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.operations import At, Operation
+from raytroupe.runtime.operations.declare import Arguments
 
 __all__ = ["at_of", "declared_routes"]
 
@@ -56,7 +57,7 @@ def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) ->
     for op in ops:
         body, _ = _body_of(op)
         nothing = op.answer is type(None)
-        shape: dict[str, Any] = (
+        shape: Arguments = (  # add_api_route's keyword arguments
             {"response_model": None, "status_code": 204, "response_class": Response}
             if nothing
             else {"response_model": op.answer, "status_code": op.status}
@@ -84,7 +85,7 @@ def _body_of(op: Operation[..., Any]) -> tuple[type[BaseModel] | None, bool]:
     alone = op.body_model()
     if alone is not None:
         return alone, True
-    fields: dict[str, Any] = {}
+    fields: Arguments = {}  # create_model's: name -> (type, default)
     for name in names:
         default = op.signature.parameters[name].default
         fields[name] = (op.hints[name], ... if default is inspect.Parameter.empty else default)

@@ -62,13 +62,14 @@ from raytroupe.runtime.operations import experiments as experiment_ops
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import teams as team_ops
+from raytroupe.runtime.operations.declare import Arguments
 from raytroupe.runtime.sessions import Session
 from raytroupe.runtime.tenant import TenantView
 
 __all__ = ["JobHandle", "Runtime", "connect"]
 
 
-def _suite_read(arguments: dict[str, Any]) -> dict[str, Any]:
+def _suite_read(arguments: Arguments) -> Arguments:
     """``optimise_skill`` took the suite's file before 0.3: read it (deprecated)."""
     suite = arguments.get("suite")
     if isinstance(suite, str | Path):

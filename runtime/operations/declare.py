@@ -33,7 +33,17 @@ import types
 import typing
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Concatenate, Final, Generic, ParamSpec, TypeVar, overload
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    Concatenate,
+    Final,
+    Generic,
+    ParamSpec,
+    TypeAlias,
+    TypeVar,
+    overload,
+)
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -43,10 +53,24 @@ from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
 if TYPE_CHECKING:
     from raytroupe.runtime.client import SystemClient
 
-__all__ = ["At", "Operation", "given", "in_process", "operation", "over_http", "over_http_async"]
+__all__ = [
+    "Arguments",
+    "At",
+    "Operation",
+    "given",
+    "in_process",
+    "operation",
+    "over_http",
+    "over_http_async",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+Arguments: TypeAlias = dict[str, Any]
+"""An operation's arguments by parameter name: each of its own type (the declaration's)."""
+Types: TypeAlias = dict[str, Any]
+"""Each parameter's type (and ``return``'s) by name, as ``typing.get_type_hints`` gives."""
 
 _QUERY_METHODS: Final = frozenset({"GET", "DELETE"})
 _METHODS: Final = _QUERY_METHODS | {"POST", "PUT", "PATCH"}
@@ -102,7 +126,7 @@ class Operation(Generic[P, T]):
         self.cli = cli
         """The ``troupe`` command that runs it (``skills rollback``)."""
         self.path_names = tuple(_PATH_NAME.findall(path))
-        self._hints: dict[str, Any] | None = None
+        self._hints: Types | None = None
 
     def __repr__(self) -> str:
         return f"<operation {self.name}: {self.method} {self.path}>"
@@ -114,7 +138,7 @@ class Operation(Generic[P, T]):
         return full.replace(parameters=list(full.parameters.values())[1:])
 
     @property
-    def hints(self) -> dict[str, Any]:
+    def hints(self) -> Types:
         """Each parameter's type on the wire, and ``return`` the answer's, resolved.
 
         A parameter declared ``Model | Mapping[str, Any]`` (callers may give the model's
@@ -160,7 +184,7 @@ class Operation(Generic[P, T]):
                 return tp
         return None
 
-    def bind(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def bind(self, *args: Any, **kwargs: Any) -> Arguments:
         """The arguments by name, defaults filled in.
 
         Raises:
@@ -173,13 +197,13 @@ class Operation(Generic[P, T]):
         bound.apply_defaults()
         return dict(bound.arguments)
 
-    def checked(self, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    def checked(self, arguments: Mapping[str, Any]) -> Arguments:
         """``arguments`` validated against the parameters' types (mappings become models).
 
         Raises:
             InvalidInput: one does not fit (``detail['field']`` names it).
         """
-        out: dict[str, Any] = {}
+        out: Arguments = {}
         for name, value in arguments.items():
             try:
                 out[name] = _adapter(self.hints[name]).validate_python(value)
@@ -322,7 +346,7 @@ class _Surface(Generic[P, T]):
 
 class _InProcess(_Surface[P, T]):
     def __init__(
-        self, op: Operation[P, T], legacy: Callable[[dict[str, Any]], dict[str, Any]] | None
+        self, op: Operation[P, T], legacy: Callable[[Arguments], Arguments] | None
     ) -> None:
         super().__init__(op)
         self.legacy = legacy
@@ -385,7 +409,7 @@ class _OverHttpAsync(_Surface[P, T]):
 
 
 def in_process(
-    op: Operation[P, T], *, legacy: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    op: Operation[P, T], *, legacy: Callable[[Arguments], Arguments] | None = None
 ) -> _InProcess[P, T]:
     """``op`` as a method of a class with ``_at()`` (who calls) and ``_run(coroutine)``.
 
