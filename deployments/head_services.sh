@@ -12,7 +12,7 @@
 # `start` listens on IP (PostgreSQL 5432, Chroma 8001) and writes ~/.troupe/services.env
 # (mode 600), which deployments/node_env.sh exports on every node before `ray start` (the head
 # passes ~/.troupe on to each worker it sets up):
-#   TROUPE_CONFIG        ~/raytroupe/deployments/troupe.cluster.yaml (the Serve app reads it)
+#   TROUPE_CONFIG        ~/troupe-src/deployments/troupe.cluster.yaml (the Serve app reads it)
 #   TROUPE_STATE_URL     postgresql://troupe@IP:5432/troupe
 #   PGPASSWORD           generated once, on the first start; never printed
 #   TROUPE_MEMORY_SERVER IP:8001
@@ -101,7 +101,7 @@ import os, yaml
 with open(os.path.expanduser("~/ray_bootstrap_config.yaml")) as f:
     print(int(yaml.safe_load(f).get("max_workers") or 0) + 1)' 2>/dev/null) || nodes=1
     cat >"$services.tmp" <<EOF
-TROUPE_CONFIG=$HOME/raytroupe/deployments/troupe.cluster.yaml
+TROUPE_CONFIG=$HOME/troupe-src/deployments/troupe.cluster.yaml
 TROUPE_NODES=$nodes
 TROUPE_STATE_URL=postgresql://troupe@$ip:$pg_port/troupe
 PGPASSWORD=$password

@@ -2,7 +2,7 @@
 
 The cluster configs run it on every node before anything else::
 
-    python3 ~/raytroupe/deployments/install_uv.py --version 0.9.9
+    python3 ~/troupe-src/deployments/install_uv.py --version 0.9.9
 
 It reads the index's simple API (PEP 691 JSON, or PEP 503 HTML from mirrors that serve only
 that), picks the wheel built for this machine, checks the SHA-256 the index publishes, and

@@ -1,7 +1,7 @@
 # Sourced by the cluster configs' start commands on every node, before `ray start` and
 # `serve deploy` (cluster.yaml, deployments/cluster.local.yaml):
 #
-#   . ~/raytroupe/deployments/node_env.sh && ~/troupe-venv/bin/ray start ...
+#   . ~/troupe-src/deployments/node_env.sh && ~/troupe-venv/bin/ray start ...
 #
 # 1. The open-files limit: 65536 (one Ray worker process per actor, each with its sockets),
 #    else as high as the node's hard limit allows, said on stderr, which `ray up` prints; below

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # (Re)start this worker node's Ray, and stop all of it when its raylet exits.
 #
-#   ~/raytroupe/deployments/ray_worker.sh --address=$RAY_HEAD_IP:6379 [more `ray start` flags]
+#   ~/troupe-src/deployments/ray_worker.sh --address=$RAY_HEAD_IP:6379 [more `ray start` flags]
 #
 # Used by deployments/cluster.local.yaml. `ray down` of a local-provider cluster runs `ray stop`
 # on the head only. A worker's raylet exits within 60 s of losing the head's GCS, but the rest of

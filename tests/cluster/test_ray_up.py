@@ -6,7 +6,10 @@ config is deployments/cluster.local.yaml with what a user edits (addresses, key,
 --node-ip-address) changed; every command is the README's, run with this project's `ray`:
 
 1. `ray up -y` installs uv from PyPI, a venv and raytroupe on both nodes, starts Ray, deploys
-   the HTTP application; `/readyz` answers 200.
+   the HTTP application; `/readyz` answers 200. On each node the venv's Python, started in the
+   home folder (where Ray's workers start, with it on sys.path), imports `raytroupe.runtime`
+   from the mounted copy (~/troupe-src) and none of the checkout's top-level folders under a
+   name of its own (`protocols`, `runtime`, ...).
 2. The secrets file (an API key, a model provider key, the LLM config's path, a Redis for the
    GCS) and the LLM config go to every node with `ray rsync-up -A ... '~/.troupe/env'`;
    `ray up -y` again restarts Ray, which reads them: the GCS now keeps its tables in Redis.
@@ -153,6 +156,36 @@ def _wait_shipped(node: Node, local: Path) -> None:
         assert time.monotonic() < deadline, f"~/.troupe/env never reached {node.address}"
         time.sleep(1.0)
     _assert_shipped(node, local)
+
+
+# Run by each node's venv Python from its home folder: what it imports, by name
+IMPORTS = """
+import importlib, json, os
+found = {"home": os.path.expanduser("~")}
+for name in ("raytroupe.runtime", "protocols", "runtime", "deployments", "actors", "examples"):
+    try:
+        found[name] = importlib.import_module(name).__file__
+    except ModuleNotFoundError as exc:
+        found[name] = f"ModuleNotFoundError: {exc.name}"
+print(json.dumps(found))
+"""
+NOT_IMPORTABLE = ("protocols", "runtime", "deployments", "actors", "examples")
+
+
+def _assert_set_up(nodes: Nodes) -> None:
+    """What setup left on every node: the secrets folder, private to the account; the package
+    importable as raytroupe.* alone: the checkout's folder is on no sys.path (editable_mode=compat
+    would put it there) and no folder in ~ is named `raytroupe`."""
+    for node in nodes.nodes:
+        assert (node.home / ".troupe").stat().st_mode & 0o777 == 0o700
+        # `python -` from ~: sys.path[0] is the home folder, as for Ray's workers
+        ran = nodes.ssh(node, "cd && exec ~/troupe-venv/bin/python -", stdin=IMPORTS)
+        assert ran.returncode == 0, f"{node.address}: {ran.stderr[-3000:]}"
+        found = json.loads(ran.stdout.strip().splitlines()[-1])
+        package = f"{found['home']}/troupe-src/raytroupe/runtime/__init__.py"
+        assert found["raytroupe.runtime"] == package, (node.address, found)
+        for name in NOT_IMPORTABLE:
+            assert found[name] == f"ModuleNotFoundError: {name}", (node.address, name, found)
 
 
 def _launcher_env(folder: Path) -> dict[str, str]:
@@ -350,8 +383,7 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
     up_s = _ray(["up", "-y", str(config)], env, log)
     ready_s = _wait_ready(url)
     workers_s = _wait_nodes(dashboard, len(nodes.nodes))  # the head's autoscaler adds them
-    for node in nodes.nodes:  # setup made the secrets folder, private to the account
-        assert (node.home / ".troupe").stat().st_mode & 0o777 == 0o700
+    _assert_set_up(nodes)
 
     # the documented way to ship secrets, then the restart that makes Ray read them
     assert gcs_redis.keys() == 0

@@ -76,6 +76,20 @@ class Nodes:
     def workers(self) -> tuple[Node, ...]:
         return self.nodes[1:]
 
+    def ssh(
+        self, node: Node, command: str, *, stdin: str = "", timeout: float = 120.0
+    ) -> subprocess.CompletedProcess[str]:
+        """``command`` run on ``node`` over SSH as ``ssh_user``, logged in as the launcher is
+        (on a worker, that is its own account, home and files), with ``stdin`` as its input."""
+        options = ["-o", "BatchMode=yes", "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR",
+                   "-o", "StrictHostKeyChecking=no",
+                   "-o", "UserKnownHostsFile=/dev/null"]  # fmt: skip
+        return subprocess.run(
+            [_program("ssh"), "-i", str(self.key), *options, f"{self.ssh_user}@{node.address}",
+             command],
+            input=stdin, capture_output=True, text=True, timeout=timeout, check=False,
+        )  # fmt: skip
+
 
 @contextmanager
 def ssh_nodes(root: Path, ssh_user: str, count: int = 2) -> Iterator[Nodes]:

@@ -109,7 +109,7 @@ def _ray_starts(commands: list[str]) -> list[list[str]]:
     through_script = [
         ["ray", "start", *w[1:]]
         for w in _words(commands)
-        if w and w[0] == "~/raytroupe/deployments/ray_worker.sh"
+        if w and w[0] == "~/troupe-src/deployments/ray_worker.sh"
     ]
     return _runs(commands, "ray", "start") + through_script
 
@@ -176,6 +176,10 @@ def test_every_node_type_gets_the_project_mounted_and_installed(path):
             if "install" in w and any(a == "-e" and b == mount for a, b in itertools.pairwise(w))
         ]
         assert installs, f"{node_type} does not `pip install -e {mount}`: {commands}"
+    # the copy's folder is no import name, and no install puts it on sys.path (compat mode
+    # would make `protocols`, `runtime`, ... importable on the node)
+    assert not Path(mount).name.isidentifier(), mount
+    assert "editable_mode=compat" not in str(cfg)
 
 
 @pytest.mark.parametrize("path", CONFIGS)
@@ -331,7 +335,7 @@ def test_every_start_command_loads_the_node_environment(path):
         starting = [c for c in prepared[key] if _ray_starts([c]) or _serve_deploys([c])]
         assert starting
         for command in starting:
-            assert command.startswith(". ~/raytroupe/deployments/node_env.sh || exit 1;"), command
+            assert command.startswith(". ~/troupe-src/deployments/node_env.sh || exit 1;"), command
     [worker_start] = _ray_starts(prepared["worker_start_ray_commands"])
     assert '--temp-dir="${RAY_TMPDIR:-/tmp}/ray"' in " ".join(worker_start) or any(
         w == "--temp-dir=${RAY_TMPDIR:-/tmp}/ray" for w in worker_start
