@@ -55,7 +55,7 @@ def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) ->
     """A route for each of ``ops``."""
     router = APIRouter()
     for op in ops:
-        body, _ = _body_of(op)
+        body, alone = _body_of(op)
         nothing = op.answer is type(None)
         shape: Arguments = (  # add_api_route's keyword arguments
             {"response_model": None, "status_code": 204, "response_class": Response}
@@ -64,7 +64,7 @@ def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) ->
         )
         router.add_api_route(
             op.path,
-            _endpoint(op, system),
+            _endpoint(op, system, body, alone=alone),
             methods=[op.method],
             **shape,
             name=op.name,
@@ -95,9 +95,14 @@ def _body_of(op: Operation[..., Any]) -> tuple[type[BaseModel] | None, bool]:
     ), False
 
 
-def _endpoint(op: Operation[..., Any], system: SystemClient) -> Any:
-    """The route's function: its parameters as FastAPI reads them, the operation its body."""
-    body, alone = _body_of(op)
+def _endpoint(
+    op: Operation[..., Any], system: SystemClient, body: type[BaseModel] | None, *, alone: bool
+) -> Any:
+    """The route's function: its parameters as FastAPI reads them, the operation its body.
+
+    ``body`` is the model of its JSON body, if it has one; ``alone``: the operation's one model
+    parameter itself, else an object of its parameters.
+    """
     params = [
         inspect.Parameter(
             "who", inspect.Parameter.KEYWORD_ONLY, annotation=Admin if op.admin else Caller
