@@ -344,12 +344,8 @@ class _Surface(Generic[P, T]):
         return method
 
 
-class _InProcess(_Surface[P, T]):
-    def __init__(
-        self, op: Operation[P, T], legacy: Callable[[Arguments], Arguments] | None
-    ) -> None:
-        super().__init__(op)
-        self.legacy = legacy
+class _Blocking(_Surface[P, T]):
+    """A method that answers when the operation has: ``self._bound(obj)`` is the call."""
 
     @overload
     def __get__(self, obj: None, owner: type | None = None) -> Callable[Concatenate[Any, P], T]: ...
@@ -358,10 +354,23 @@ class _InProcess(_Surface[P, T]):
     def __get__(self, obj: object, owner: type | None = None) -> Any:
         if obj is None:
             return self._unbound(owner)
-        op = self.op
+        return self._named(self._bound(obj))
+
+    def _bound(self, obj: object) -> Callable[..., T]:
+        raise NotImplementedError
+
+
+class _InProcess(_Blocking[P, T]):
+    def __init__(
+        self, op: Operation[P, T], legacy: Callable[[Arguments], Arguments] | None
+    ) -> None:
+        super().__init__(op)
+        self.legacy = legacy
+
+    def _bound(self, obj: object) -> Callable[..., T]:
+        op, legacy = self.op, self.legacy
         at: Callable[[], At] = obj._at  # type: ignore[attr-defined]
         run: Callable[[Coroutine[Any, Any, T]], T] = obj._run  # type: ignore[attr-defined]
-        legacy = self.legacy
 
         def method(*args: Any, **kwargs: Any) -> T:
             arguments = op.bind(*args, **kwargs)
@@ -369,24 +378,18 @@ class _InProcess(_Surface[P, T]):
                 arguments = legacy(arguments)
             return run(op.invoke(at(), op.checked(arguments)))
 
-        return self._named(method)
+        return method
 
 
-class _OverHttp(_Surface[P, T]):
-    @overload
-    def __get__(self, obj: None, owner: type | None = None) -> Callable[Concatenate[Any, P], T]: ...
-    @overload
-    def __get__(self, obj: object, owner: type | None = None) -> Callable[P, T]: ...
-    def __get__(self, obj: object, owner: type | None = None) -> Any:
-        if obj is None:
-            return self._unbound(owner)
+class _OverHttp(_Blocking[P, T]):
+    def _bound(self, obj: object) -> Callable[..., T]:
         op = self.op
         send: Callable[[Call[T], bool], T] = obj._send_op  # type: ignore[attr-defined]
 
         def method(*args: Any, **kwargs: Any) -> T:
             return send(op.call(*args, **kwargs), op.long_running)
 
-        return self._named(method)
+        return method
 
 
 class _OverHttpAsync(_Surface[P, T]):
