@@ -567,12 +567,12 @@ def _decide(
 def agents(*, address: Address = None, state_dir: StateDir = None) -> None:
     """List agents: those of registered teams, and others running (from teams given inline)."""
     from raytroupe.runtime.cli._show import agents_table
-    from raytroupe.runtime.driver import Runtime
+    from raytroupe.runtime.http_client import Client  # not the driver: it would load Ray
 
     with transport(address, state_dir) as api:
         infos = api.agents()
         running: dict[str, tuple[str, int]] = {}
-        if isinstance(api, Runtime):  # on Ray: agents of inline teams too, from the router
+        if not isinstance(api, Client):  # on Ray: agents of inline teams too, from the router
             known = {info.name for info in infos}
             stats = api.router_stats()
             # an agent's router roles are scoped by its team ("research.researcher"); the

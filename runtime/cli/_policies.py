@@ -3,16 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from raytroupe.runtime.cli._options import Address, StateDir
 from raytroupe.runtime.cli._remote import transport
-from raytroupe.runtime.cli._show import OUT
-
-if TYPE_CHECKING:
-    from raytroupe.protocols import TenantPolicy
+from raytroupe.runtime.cli._show import OUT, show_yaml
 
 __all__ = ["policies_app"]
 
@@ -22,19 +19,11 @@ policies_app = typer.Typer(
 Tenant = Annotated[str, typer.Argument(help="The tenant ('*': the default policy).")]
 
 
-def _yaml(policy: TenantPolicy) -> None:
-    import yaml
-
-    document = policy.model_dump(mode="json", exclude_defaults=True)
-    said = yaml.safe_dump(document, sort_keys=False, allow_unicode=True) if document else "{}\n"
-    typer.echo(said, nl=False)
-
-
 @policies_app.command("mine")
 def mine(*, address: Address = None, state_dir: StateDir = None) -> None:
     """The policy that binds your tenant, as YAML (`policies set` takes it back)."""
     with transport(address, state_dir) as api:
-        _yaml(api.policy())
+        show_yaml(api.policy())
 
 
 @policies_app.command("list")
@@ -44,7 +33,7 @@ def list_policies(*, address: Address = None, state_dir: StateDir = None) -> Non
         found = api.policies()
     for tenant, policy in sorted(found.items()):
         OUT.print(f"# {tenant}", markup=False)
-        _yaml(policy)
+        show_yaml(policy)
     OUT.print(f"{len(found)} polic{'y' if len(found) == 1 else 'ies'}", markup=False)
 
 

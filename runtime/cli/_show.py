@@ -17,6 +17,8 @@ from rich.table import Table
 from rich.text import Text
 
 if TYPE_CHECKING:  # pydantic's models: imported by the commands that print them, not by --help
+    from pydantic import BaseModel
+
     from raytroupe.protocols import AgentInfo, JobEvent, JobResult, JobStatus
 
 __all__ = [
@@ -34,6 +36,7 @@ __all__ = [
     "show_failures",
     "show_key",
     "show_result",
+    "show_yaml",
     "status_text",
     "usage",
 ]
@@ -87,6 +90,15 @@ def usage(message: str) -> typer.Exit:
     """Print ``message`` as an error; the exit (status 2: a usage error) to raise."""
     error(message)
     return typer.Exit(2)
+
+
+def show_yaml(model: BaseModel) -> None:
+    """``model`` as YAML, its defaults left out: the file a command takes back."""
+    import yaml
+
+    document = model.model_dump(mode="json", exclude_defaults=True)
+    said = yaml.safe_dump(document, sort_keys=False, allow_unicode=True) if document else "{}\n"
+    typer.echo(said, nl=False)
 
 
 def plain_row(table: Table, *cells: str | Text) -> None:

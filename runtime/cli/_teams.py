@@ -13,7 +13,7 @@ from rich.table import Table
 from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._options import Address, StateDir
 from raytroupe.runtime.cli._remote import remote, transport
-from raytroupe.runtime.cli._show import OUT, error, plain_row, usage
+from raytroupe.runtime.cli._show import OUT, error, plain_row, show_yaml, usage
 
 if TYPE_CHECKING:
     from raytroupe.protocols import TeamSpec
@@ -49,12 +49,8 @@ def list_teams(*, address: Address = None, state_dir: StateDir = None) -> None:
 @teams_app.command("show")
 def show_team(name: TeamName, *, address: Address = None, state_dir: StateDir = None) -> None:
     """A registered team's definition, as YAML (a team file `teams apply` takes back)."""
-    import yaml
-
     with transport(address, state_dir) as api:
-        spec = api.team(name)
-    document = spec.model_dump(mode="json", exclude_defaults=True)
-    typer.echo(yaml.safe_dump(document, sort_keys=False, allow_unicode=True), nl=False)
+        show_yaml(api.team(name))
 
 
 def _read(path: Path) -> Team:

@@ -31,6 +31,7 @@ import re
 import sys
 import types
 import typing
+from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import (
@@ -344,7 +345,7 @@ class _Surface(Generic[P, T]):
         return method
 
 
-class _Blocking(_Surface[P, T]):
+class _Blocking(_Surface[P, T], ABC):
     """A method that answers when the operation has: ``self._bound(obj)`` is the call."""
 
     @overload
@@ -356,8 +357,9 @@ class _Blocking(_Surface[P, T]):
             return self._unbound(owner)
         return self._named(self._bound(obj))
 
+    @abstractmethod
     def _bound(self, obj: object) -> Callable[..., T]:
-        raise NotImplementedError
+        """The call of the operation for ``obj`` (a client, a driver)."""
 
 
 class _InProcess(_Blocking[P, T]):

@@ -90,6 +90,14 @@ def test_help_and_version_load_neither_ray_nor_pydantic(args):
     assert done.stdout.strip()
 
 
+@pytest.mark.parametrize("command", ["agents", "teams list", "policies mine"])
+def test_a_command_over_http_loads_no_ray(command, closed_port):
+    done, loaded = _run_probe("--url", f"http://127.0.0.1:{closed_port}", *command.split())
+    assert done.returncode == 1, done.stderr  # nothing answers: one error line, no Ray
+    assert "cannot reach" in done.stderr
+    assert "'ray'" not in loaded, loaded
+
+
 def test_shell_completion_completes_commands_without_loading_ray():
     env = {"_TROUPE_COMPLETE": "complete_bash", "COMP_WORDS": "troupe ap", "COMP_CWORD": "1"}
     done, loaded = _run_probe(env=env)
