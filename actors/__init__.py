@@ -1,6 +1,7 @@
 """The actors of raytroupe, as plain classes; Ray makes them remote when they are spawned.
 
-``MessageRouter`` delivers envelopes; ``Orchestrator`` runs jobs; ``AgentActor`` runs one
+``MessageRouter`` delivers envelopes; ``FrontDesk`` admits jobs; ``Orchestrator`` (a job
+shard) runs them; ``AgentActor`` runs one
 agent's loop; ``LLMAdapterPool`` serves model aliases. ``raytroupe.actors.spawn`` holds the Ray
 glue.
 
@@ -17,13 +18,16 @@ from raytroupe.actors.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from raytroupe.actors.agent import AgentActor
+    from raytroupe.actors.desk import FrontDesk
     from raytroupe.actors.endpoint import Mailbox, RouterClient, serve_envelope
     from raytroupe.actors.llm import LLMAdapterPool
-    from raytroupe.actors.orchestrator import Orchestrator, TeamProvisioner
+    from raytroupe.actors.orchestrator import Orchestrator
+    from raytroupe.actors.orchestrator.shards import TeamProvisioner
     from raytroupe.actors.router import LocalRouterClient, MessageRouter, RouterStats
 
 __all__ = [
     "AgentActor",
+    "FrontDesk",
     "LLMAdapterPool",
     "LocalRouterClient",
     "Mailbox",
@@ -37,6 +41,7 @@ __all__ = [
 
 _HOMES = {
     "AgentActor": "raytroupe.actors.agent",
+    "FrontDesk": "raytroupe.actors.desk",
     "LLMAdapterPool": "raytroupe.actors.llm",
     "LocalRouterClient": "raytroupe.actors.router",
     "Mailbox": "raytroupe.actors.endpoint",
@@ -44,7 +49,7 @@ _HOMES = {
     "Orchestrator": "raytroupe.actors.orchestrator",
     "RouterClient": "raytroupe.actors.endpoint",
     "RouterStats": "raytroupe.actors.router",
-    "TeamProvisioner": "raytroupe.actors.orchestrator",
+    "TeamProvisioner": "raytroupe.actors.orchestrator.shards",
     "serve_envelope": "raytroupe.actors.endpoint",
 }
 

@@ -21,6 +21,7 @@ from ray.exceptions import RayActorError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raytroupe.actors.agent import AgentActor
+from raytroupe.actors.desk import FrontDesk
 from raytroupe.actors.lifecycle import with_lifecycle
 from raytroupe.actors.llm import LLMAdapterPool
 from raytroupe.actors.llm.config import LLMConfig
@@ -28,11 +29,13 @@ from raytroupe.actors.llm.local.ray_servers import RayLocalServers
 from raytroupe.actors.memory.config import MemoryConfig
 from raytroupe.actors.orchestrator import Orchestrator
 from raytroupe.actors.ray_handles import (
+    DESK,
     NAMESPACE,
     GcsRestartStore,
     OrchestratorShards,
-    RayOrchestratorPeers,
+    RayDesk,
     RayPoolPeers,
+    RayShards,
     RouterShards,
     discover_troupe,
     orchestrator_shard_name,
@@ -116,7 +119,7 @@ def _placed(
     A system actor whose state lives elsewhere (PostgreSQL, a Chroma server) may run, and
     be restarted, on any node; ``system_resources`` (e.g. ``{"troupe_system": 0.001}``)
     confine it to nodes that advertise them, and ``actor_resources`` by kind of actor
-    (``router``, ``orchestrator``, ``llm``, ``memory``, ``tools``) do so for one kind.
+    (``router``, ``desk``, ``orchestrator``, ``llm``, ``memory``, ``tools``) do so for one kind.
 
     Raises:
         ConfigError: resources are given for a kind whose files pin it to the head.
@@ -389,6 +392,7 @@ class SystemHandles:
 
     routers: RouterShards
     llm: Any
+    desk: Any
     orchestrators: OrchestratorShards
     sandboxes: list[Any]
     memory: Any
@@ -449,13 +453,13 @@ def spawn_system(
     differently is a ``ConfigError`` unless ``replace_models`` (other drivers and tenants
     may be using it). The actors this call starts trace as the ``OTEL_*`` variables say
     (a joining driver's are handed on: see ``_options``). ``policies`` (by tenant, ``*``
-    for the default) are set on the orchestrator, started or found. ``router_shards``
+    for the default) are set on the front desk, started or found. ``router_shards``
     router actors (``router/0`` ..) share the envelopes between them; a running router
     keeps its number of shards.
-    ``orchestrator_shards`` orchestrator actors (``orchestrator/0`` ..) run the jobs, shard
-    0 admitting each and handing it to a shard in turn (see
+    ``orchestrator_shards`` job shards (``orchestrator/0`` ..) run the jobs, the front desk
+    (``desk``) admitting each and handing it to a shard in turn (see
     ``raytroupe.actors.orchestrator.shards``); a running orchestrator keeps its number too.
-    ``skills`` says where orchestrator/0 loads skill files from (and whether it watches them) and
+    ``skills`` says where the desk loads skill files from (and whether it watches them) and
     how unnamed jobs are routed.
 
     Raises:
@@ -522,24 +526,34 @@ def spawn_system(
         for n in range(tools.sandboxes)
     ]
     count = _shard_count(orchestrator_shard_name(0), orchestrator_shards)
+    provisioner = RayTeamProvisioner(routers, llm, sandboxes)
     orchestrators = OrchestratorShards(
         [
             _remote(Orchestrator)
             .options(**_spread(placed(orchestrator_shard_name(k), local_files=local_state), count))
             .remote(
                 routers.client(),
-                RayTeamProvisioner(routers, llm, sandboxes),
+                provisioner,
+                RayDesk(),
+                RayShards(count),
                 journal=state_url or journal,
                 shard=k,
-                shards=count,
-                peers=RayOrchestratorPeers() if count > 1 else None,
-                skills=skills,
             )
             for k in range(count)
         ]
     )
-    orchestrator = orchestrators.front
-    everyone = [*routers.handles, *pools, memory_actor, *orchestrators.handles, *sandboxes]
+    desk = (
+        _remote(FrontDesk)
+        .options(**placed(DESK, local_files=local_state))
+        .remote(
+            routers.client(),
+            provisioner,
+            RayShards(count),
+            journal=state_url or journal,
+            skills=skills,
+        )
+    )
+    everyone = [*routers.handles, *pools, memory_actor, desk, *orchestrators.handles, *sandboxes]
     registrations = [
         *((f"llm-{n}", pool, ["llm"]) for n, pool in enumerate(pools)),
         *(
@@ -553,7 +567,7 @@ def spawn_system(
         *(actor.started.remote() for actor in everyone),  # a start-up failure shows here
         *(r.register.remote(*entry) for r in routers.handles for entry in registrations),
     ]
-    pending += [orchestrator.put_policy.remote(t, p) for t, p in (policies or {}).items()]
+    pending += [desk.put_policy.remote(t, p) for t, p in (policies or {}).items()]
     if models:  # a pool that was running already: its aliases are others' too
         pending.append(llm.configure.remote(dict(models), replace=replace_models, operator=True))
     try:
@@ -570,6 +584,7 @@ def spawn_system(
     return SystemHandles(
         routers=routers,
         llm=llm,
+        desk=desk,
         orchestrators=orchestrators,
         sandboxes=sandboxes,
         memory=memory_actor,

@@ -132,9 +132,9 @@ class ScaleConfig(BaseModel):
     )
     orchestrator_shards: Count = Field(
         default=1,
-        description="Orchestrator shards (actors orchestrator/0, orchestrator/1, ...): shard 0 "
-        "admits every job and keeps teams and policies, and hands each job to a shard in turn, "
-        "which journals, runs and answers for it. per_node: one per node. A running "
+        description="Job shards (actors orchestrator/0, orchestrator/1, ...): the front desk "
+        "(actor desk) admits every job and keeps teams and policies, and hands each job to a "
+        "shard in turn, which journals, runs and answers for it. per_node: one per node. A running "
         "orchestrator keeps its number.",
     )
     nodes_env: str | None = Field(
@@ -172,7 +172,7 @@ class ScaleConfig(BaseModel):
         return router, orchestrator
 
 
-SystemActor = Literal["router", "orchestrator", "llm", "memory", "tools"]
+SystemActor = Literal["router", "desk", "orchestrator", "llm", "memory", "tools"]
 
 
 class PlacementConfig(BaseModel):
@@ -187,9 +187,9 @@ class PlacementConfig(BaseModel):
     )
     actors: dict[SystemActor, dict[str, float]] = Field(
         default_factory=dict,
-        description="Ray resources of one kind of system actor (router, orchestrator, llm, "
-        "memory, tools: every sandbox), instead of system_resources: e.g. the LLM pool on the "
-        "nodes that advertise {troupe_llm: 1}.",
+        description="Ray resources of one kind of system actor (router, desk, orchestrator: "
+        "every job shard, llm, memory, tools: every sandbox), instead of system_resources: "
+        "e.g. the LLM pool on the nodes that advertise {troupe_llm: 1}.",
     )
 
 

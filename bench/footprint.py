@@ -5,7 +5,7 @@
    driver that imports nothing of raytroupe) on the same Ray. Goal <= 1.2x.
 2. Cold start: ``runtime.connect()`` in a fresh process until it returns and every system
    actor answers, against ``ray.init`` plus as many empty actors (router, llm, memory,
-   tools-0, tools-1, orchestrator) in a fresh process. Goal <= 1.3x.
+   tools-0, tools-1, desk, orchestrator) in a fresh process. Goal <= 1.3x.
 
 The notes list the heavy libraries found in the agent process (``sys.modules`` read from
 inside the actor).
@@ -29,7 +29,7 @@ from _common import Figure, Section, main, median
 
 ROOT = Path(__file__).resolve().parents[1]
 AGENTS = ("fp-ada", "fp-grace", "fp-alan")
-SYSTEM_ACTORS = ("router/0", "llm/0", "memory", "tools/0", "tools/1", "orchestrator/0")
+SYSTEM_ACTORS = ("router/0", "llm/0", "memory", "tools/0", "tools/1", "desk", "orchestrator/0")
 HEAVY = (
     "anthropic",
     "chromadb",

@@ -20,9 +20,9 @@ from typing import Any, Final, TypeVar
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
+from raytroupe.actors.desk.catalog import with_load
 from raytroupe.actors.llm.config import LLMConfig
 from raytroupe.actors.memory.config import MemoryConfig
-from raytroupe.actors.orchestrator.catalog import with_load
 from raytroupe.actors.ray_handles import unwrap
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.spawn import SystemHandles, spawn_system
@@ -89,7 +89,7 @@ class SystemClient:
     def __init__(self, handles: SystemHandles) -> None:
         self.handles = handles
         self._orchestrators = handles.orchestrators
-        self._orchestrator: Any = handles.orchestrators.front if handles.orchestrators else None
+        self._desk: Any = handles.desk
         self._routers = handles.routers
         self._llm = handles.llm
         self._memory = handles.memory
@@ -178,14 +178,14 @@ class SystemClient:
         stream_answer: bool = False,
         traceparent: str | None = None,
     ) -> str:
-        """Start a job; its id (see ``Orchestrator.submit``).
+        """Start a job; its id (see ``FrontDesk.submit``).
 
         The job's spans continue a trace: that of the OpenTelemetry span current here (in
         the HTTP replica, the request's server span, when the application traces), else
         that of ``traceparent`` (a caller's W3C trace context: an HTTP request's header, a
         driver's span), which is passed on only if it is a valid one.
         """
-        ref = self._orchestrator.submit.remote(
+        ref = self._desk.submit.remote(
             task,
             team,
             tenant=tenant,
@@ -215,7 +215,7 @@ class SystemClient:
         history_tokens: int = HISTORY_TOKENS,
     ) -> SessionInfo:
         """The tenant's session ``session_id``, made now if new (a fresh id if None)."""
-        ref = self._orchestrator.create_session.remote(
+        ref = self._desk.create_session.remote(
             tenant, session_id, title=title, history_tokens=history_tokens
         )
         result: SessionInfo = await _call(ref)
@@ -223,21 +223,19 @@ class SystemClient:
 
     async def session(self, session_id: str, *, tenant: str) -> SessionInfo:
         """The tenant's session, with its turns."""
-        result: SessionInfo = await _call(
-            self._orchestrator.session.remote(session_id, tenant=tenant)
-        )
+        result: SessionInfo = await _call(self._desk.session.remote(session_id, tenant=tenant))
         return result
 
     async def sessions(self, *, tenant: str, limit: int = 100) -> list[SessionInfo]:
         """The tenant's sessions, the most recently used first."""
         result: list[SessionInfo] = await _call(
-            self._orchestrator.sessions.remote(tenant=tenant, limit=limit)
+            self._desk.sessions.remote(tenant=tenant, limit=limit)
         )
         return result
 
     async def delete_session(self, session_id: str, *, tenant: str) -> None:
         """Forget the tenant's session (its jobs stay)."""
-        await _call(self._orchestrator.delete_session.remote(session_id, tenant=tenant))
+        await _call(self._desk.delete_session.remote(session_id, tenant=tenant))
 
     async def status(self, job_id: str, *, tenant: str | None = None) -> JobStatus:
         """Where the job is."""
@@ -363,7 +361,7 @@ class SystemClient:
         """Jobs newest first (of ``tenant``), each with its live status (see ``JobsQuery``)."""
         query = query or JobsQuery()
         kept, live = await asyncio.gather(
-            _call(self._orchestrator.summaries.remote(tenant, query)), self.jobs(tenant=tenant)
+            _call(self._desk.summaries.remote(tenant, query)), self.jobs(tenant=tenant)
         )
         lines: list[JobSummary] = []
         for line in kept:
@@ -403,12 +401,12 @@ class SystemClient:
 
     async def teams(self) -> dict[str, TeamSpec]:
         """Registered teams, by name."""
-        result: dict[str, TeamSpec] = await _call(self._orchestrator.teams.remote())
+        result: dict[str, TeamSpec] = await _call(self._desk.teams.remote())
         return result
 
     async def team(self, name: str) -> TeamSpec:
         """One registered team (``TeamNotFound`` if none)."""
-        result: TeamSpec = await _call(self._orchestrator.team.remote(name))
+        result: TeamSpec = await _call(self._desk.team.remote(name))
         return result
 
     async def ship(self, functions: Sequence[tuple[str, str, bytes]]) -> None:
@@ -424,12 +422,12 @@ class SystemClient:
 
     async def put_team(self, team: TeamSpec, *, create: bool = False) -> bool:
         """Register or hot-update a team; True if new."""
-        result: bool = await _call(self._orchestrator.put_team.remote(team, create=create))
+        result: bool = await _call(self._desk.put_team.remote(team, create=create))
         return result
 
     async def delete_team(self, name: str) -> TeamSpec:
         """Unregister a team and stop its agents; what it was."""
-        result: TeamSpec = await _call(self._orchestrator.delete_team.remote(name))
+        result: TeamSpec = await _call(self._desk.delete_team.remote(name))
         return result
 
     async def start_eval(
@@ -444,7 +442,7 @@ class SystemClient:
         budget: Budget | None = None,
     ) -> str:
         """Start running an eval suite on the cluster; the run's id."""
-        ref = self._orchestrator.start_eval.remote(
+        ref = self._desk.start_eval.remote(
             suite, skill=skill, team=team, tenant=tenant, admin=admin,
             concurrency=concurrency, budget=budget,
         )  # fmt: skip
@@ -455,20 +453,20 @@ class SystemClient:
         self, run_id: str, timeout: float | None = 0.0, *, tenant: str | None = None
     ) -> EvalRun:
         """An eval run as it stands (with ``timeout``: once finished, or after that long)."""
-        ref = self._orchestrator.eval_run.remote(run_id, timeout, tenant=tenant)
+        ref = self._desk.eval_run.remote(run_id, timeout, tenant=tenant)
         result: EvalRun = await _call(ref)
         return result
 
     async def eval_runs(self, *, tenant: str | None = None) -> list[EvalRun]:
         """Eval runs (of ``tenant``, or all), oldest first, without their cases."""
-        result: list[EvalRun] = await _call(self._orchestrator.eval_runs.remote(tenant=tenant))
+        result: list[EvalRun] = await _call(self._desk.eval_runs.remote(tenant=tenant))
         return result
 
     async def compare_evals(
         self, base: str, other: str, *, tenant: str | None = None
     ) -> EvalComparison:
         """Two runs of one suite compared case by case."""
-        ref = self._orchestrator.compare_evals.remote(base, other, tenant=tenant)
+        ref = self._desk.compare_evals.remote(base, other, tenant=tenant)
         result: EvalComparison = await _call(ref)
         return result
 
@@ -484,7 +482,7 @@ class SystemClient:
         promote: bool = False,
     ) -> OptimisationReport:
         """Propose better prompts for a skill and prove them on a suite (waits for it)."""
-        ref = self._orchestrator.optimise_skill.remote(
+        ref = self._desk.optimise_skill.remote(
             name, suite, variants=variants, model=model, concurrency=concurrency,
             budget=budget, promote=promote,
         )  # fmt: skip
@@ -493,104 +491,104 @@ class SystemClient:
 
     async def start_experiment(self, spec: ExperimentSpec) -> ExperimentInfo:
         """Start an A/B experiment on a skill's live traffic."""
-        result: ExperimentInfo = await _call(self._orchestrator.start_experiment.remote(spec))
+        result: ExperimentInfo = await _call(self._desk.start_experiment.remote(spec))
         return result
 
     async def experiment(self, name: str) -> ExperimentInfo:
         """An experiment with each arm's figures (and the decision, once made)."""
-        result: ExperimentInfo = await _call(self._orchestrator.experiment.remote(name))
+        result: ExperimentInfo = await _call(self._desk.experiment.remote(name))
         return result
 
     async def experiments(self) -> list[ExperimentInfo]:
         """Every experiment, oldest first."""
-        result: list[ExperimentInfo] = await _call(self._orchestrator.experiments.remote())
+        result: list[ExperimentInfo] = await _call(self._desk.experiments.remote())
         return result
 
     async def stop_experiment(self, name: str, *, by: str = "api") -> ExperimentInfo:
         """End a running experiment without a verdict."""
-        ref = self._orchestrator.stop_experiment.remote(name, by=by)
+        ref = self._desk.stop_experiment.remote(name, by=by)
         result: ExperimentInfo = await _call(ref)
         return result
 
     async def promote_skill(self, name: str, version: str, *, source: str = "api") -> SkillSpec:
         """Make a registered version (a proposal) of a skill the current one."""
-        ref = self._orchestrator.promote_skill.remote(name, version, source=source)
+        ref = self._desk.promote_skill.remote(name, version, source=source)
         result: SkillSpec = await _call(ref)
         return result
 
     async def skills(self, *, tenant: str | None = None) -> list[SkillInfo]:
         """Registered skills (for ``tenant``: those its policy lets it run)."""
-        result: list[SkillInfo] = await _call(self._orchestrator.skills.remote(tenant=tenant))
+        result: list[SkillInfo] = await _call(self._desk.skills.remote(tenant=tenant))
         return result
 
     async def skill(
         self, name: str, version: str | None = None, *, tenant: str | None = None
     ) -> SkillSpec:
         """A skill's current version (or ``version`` of it)."""
-        ref = self._orchestrator.skill.remote(name, version, tenant=tenant)
+        ref = self._desk.skill.remote(name, version, tenant=tenant)
         result: SkillSpec = await _call(ref)
         return result
 
     async def skill_history(self, name: str | None = None) -> list[SkillEvent]:
         """What happened to skills (one, or all), oldest first."""
-        result: list[SkillEvent] = await _call(self._orchestrator.skill_history.remote(name))
+        result: list[SkillEvent] = await _call(self._desk.skill_history.remote(name))
         return result
 
     async def skill_problems(self) -> list[SkillProblemInfo]:
         """Skill files of the watched directory that could not be loaded."""
-        result: list[SkillProblemInfo] = await _call(self._orchestrator.skill_problems.remote())
+        result: list[SkillProblemInfo] = await _call(self._desk.skill_problems.remote())
         return result
 
     async def put_skill(self, spec: SkillSpec, *, source: str = "api") -> bool:
         """Register a skill version and make it current; True if the version is new."""
-        result: bool = await _call(self._orchestrator.put_skill.remote(spec, source=source))
+        result: bool = await _call(self._desk.put_skill.remote(spec, source=source))
         return result
 
     async def rollback_skill(
         self, name: str, version: str | None = None, *, source: str = "api"
     ) -> SkillSpec:
         """Make an earlier version current (default: the one before); that version."""
-        ref = self._orchestrator.rollback_skill.remote(name, version, source=source)
+        ref = self._desk.rollback_skill.remote(name, version, source=source)
         result: SkillSpec = await _call(ref)
         return result
 
     async def delete_skill(self, name: str, *, source: str = "api") -> SkillInfo:
         """Unregister a skill and every version of it; what it was."""
-        result: SkillInfo = await _call(self._orchestrator.delete_skill.remote(name, source=source))
+        result: SkillInfo = await _call(self._desk.delete_skill.remote(name, source=source))
         return result
 
     async def agents(self) -> list[AgentInfo]:
         """Agents of registered teams, with the envelopes each is handling now."""
-        agents: list[AgentInfo] = await _call(self._orchestrator.agents.remote())
+        agents: list[AgentInfo] = await _call(self._desk.agents.remote())
         stats = await self.router_stats()
         return with_load(agents, stats.in_flight, stats.registered)
 
     async def put_agent(self, team: str, agent: AgentSpec, *, create: bool = False) -> bool:
         """Add an agent to a registered team, or update it in place; True if new."""
-        ref = self._orchestrator.put_agent.remote(team, agent, create=create)
+        ref = self._desk.put_agent.remote(team, agent, create=create)
         result: bool = await _call(ref)
         return result
 
     async def delete_agent(self, name: str) -> AgentInfo:
         """Remove an agent from its team and stop it; what it was."""
-        result: AgentInfo = await _call(self._orchestrator.delete_agent.remote(name))
+        result: AgentInfo = await _call(self._desk.delete_agent.remote(name))
         return result
 
     # -- tenants ---------------------------------------------------------------------------
 
     async def policy(self, tenant: str) -> TenantPolicy:
         """The policy that binds ``tenant``."""
-        result: TenantPolicy = await _call(self._orchestrator.policy.remote(tenant))
+        result: TenantPolicy = await _call(self._desk.policy.remote(tenant))
         return result
 
     async def policies(self) -> dict[str, TenantPolicy]:
         """Every tenant policy set (``*``: the default)."""
-        result: dict[str, TenantPolicy] = await _call(self._orchestrator.policies.remote())
+        result: dict[str, TenantPolicy] = await _call(self._desk.policies.remote())
         return result
 
     async def put_policy(self, tenant: str, policy: TenantPolicy | None) -> None:
         """Set (None: drop) a tenant's policy."""
-        await _call(self._orchestrator.put_policy.remote(tenant, policy))
+        await _call(self._desk.put_policy.remote(tenant, policy))
 
     # -- models, router, memory -------------------------------------------------------------
 
@@ -681,10 +679,13 @@ class SystemClient:
         return deleted > 0
 
     async def ready(self) -> dict[str, bool]:
-        """Whether the router's and the orchestrator's shards and the LLM pool answer."""
+        """Whether the router's shards, the front desk and job shards, and the LLM pool answer."""
         checks = {
             "router": [router.stats.remote() for router in self._routers.handles],
-            "orchestrator": [o.jobs.remote(tenant="-") for o in self._orchestrators.handles],
+            "orchestrator": [
+                self._desk.policy.remote("-"),
+                *(o.jobs.remote(tenant="-") for o in self._orchestrators.handles),
+            ],
             "llm": [self._llm.unservable.remote()],
         }
         answers = await asyncio.gather(*(_answers(refs) for refs in checks.values()))

@@ -1,11 +1,11 @@
 """Running eval suites on the cluster: bounded concurrency, a budget cap, stored runs.
 
-:class:`EvalDesk` (kept by orchestrator/0) runs a suite's cases as ordinary jobs of the
+:class:`EvalDesk` (kept by the front desk) runs a suite's cases as ordinary jobs of the
 skill (or team) under test, at most ``concurrency`` at once, each scored as it finishes
 (:func:`raytroupe.actors.evals.scoring.score_answer`). With a ``budget``, no case starts once the
 run has spent it (each job is also given what is left), and the run ends ``stopped``
 with the cases it did not reach ``skipped``. Runs, with every case result, live in the
-state store: a finished run is read back after any restart; a run whose orchestrator
+state store: a finished run is read back after any restart; a run whose desk
 stopped mid-way is read back ``stopped`` with the cases it finished.
 """
 

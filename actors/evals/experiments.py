@@ -1,6 +1,6 @@
 """A/B experiments on live traffic: the split, the measurements, the test and the guard.
 
-:class:`ExperimentDesk` (kept by orchestrator/0, where jobs are admitted) holds the running
+:class:`ExperimentDesk` (kept by the front desk, where jobs are admitted) holds the running
 experiments. A job that asks for a skill by name while one runs gets the version
 :func:`arm_for` picks from a hash of the experiment's name and the job id, weighted: the
 same job id always lands on the same arm, and nothing a caller sends can choose it (a job id
@@ -336,7 +336,7 @@ def decide(
 
 
 class ExperimentDesk:
-    """The running experiments, as orchestrator/0 keeps them (see the module docstring).
+    """The running experiments, as the front desk keeps them (see the module docstring).
 
     Args:
         store: where experiments and their jobs are kept.

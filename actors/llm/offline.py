@@ -26,7 +26,7 @@ What it does, by ``LLMRequest.purpose``:
   ``target`` property's ``enum`` in the ``response_format`` schema, the one whose name or
   description shares the most words with the last user message (the first on a tie, or
   when none shares any). Descriptions are read from ``- <name>: <description>`` lines of
-  the system messages, as :func:`raytroupe.actors.orchestrator.intent.classify_request` writes them.
+  the system messages, as :func:`raytroupe.actors.desk.intent.classify_request` writes them.
 - ``judge``: reads the candidates of the last user message (lines ``[<index>] "<answer as a
   JSON string>"`` under ``Candidates:``, as :func:`raytroupe.protocols.resolution.format_candidates`
   writes them for :func:`raytroupe.actors.orchestrator.resolve.judge`) and answers JSON

@@ -1,6 +1,6 @@
-"""The orchestrator actor and its planning helpers."""
+"""The job shards (``orchestrator/<k>``) and their planning helpers."""
 
-from raytroupe.actors.orchestrator.actor import Orchestrator, TeamProvisioner
+from raytroupe.actors.orchestrator.actor import Orchestrator
 from raytroupe.actors.orchestrator.planner import aggregate_request, parse_plan, plan_request
 
-__all__ = ["Orchestrator", "TeamProvisioner", "aggregate_request", "parse_plan", "plan_request"]
+__all__ = ["Orchestrator", "aggregate_request", "parse_plan", "plan_request"]

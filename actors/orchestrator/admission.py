@@ -7,20 +7,20 @@ and it gets names scoped to the tenant. Every refusal is a ``Forbidden`` naming 
 the policy; nothing is provisioned, journaled or started before admission passes.
 
 Work that starts again from a stored job (a fork, a graph's resume, a restarted
-orchestrator's resume) is admitted again, under the tenant's policy of that day
+shard's resume) is admitted again, under the tenant's policy of that day
 (:func:`readmit`): what the tenant may no longer ask for does not run because it once could.
+
+The rules are applied by the front desk (:mod:`raytroupe.actors.desk`) when a job is
+submitted, and by a job shard when a stored job runs again: they live here, beneath both.
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 
 from pydantic import ValidationError
 
-from raytroupe.actors.orchestrator.catalog import TeamProvisioner
 from raytroupe.actors.orchestrator.jobs import Job
-from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.plan_checks import describe_errors
 from raytroupe.protocols import (
     Attachment,
@@ -37,7 +37,6 @@ from raytroupe.protocols.graph import GraphSpec
 from raytroupe.protocols.skill import SkillSpec
 
 __all__ = [
-    "InlineTeams",
     "PolicyBook",
     "admit_attachments",
     "admit_budget",
@@ -46,6 +45,7 @@ __all__ = [
     "admit_skill",
     "admit_suite",
     "readmit",
+    "refusal",
     "runs_inline",
 ]
 
@@ -77,83 +77,8 @@ class PolicyBook:
         return dict(sorted(self._policies.items()))
 
 
-class InlineTeams:
-    """Tenants' inline teams whose agents may be running, kept within each tenant's cap.
-
-    Agents outlive their jobs (the next job of the same team reuses them), so a tenant
-    sending ever new inline teams would otherwise start actors without end. Each tenant keeps
-    at most ``TenantPolicy.max_live_agents`` of them: when a job needs more, the least
-    recently used teams that no unfinished job uses are stopped. Recorded in the journal, so
-    a restarted orchestrator still knows which actors are whose.
-    """
-
-    def __init__(self, journal: Journal | None, provisioner: TeamProvisioner) -> None:
-        self._journal = journal
-        self._provisioner = provisioner
-        self._teams: dict[str, tuple[str, TeamSpec, float]] = {
-            team.name: (tenant, team, at)
-            for tenant, team, at in (journal.inline_teams() if journal else [])
-        }
-
-    async def use(
-        self,
-        tenant: str,
-        team: TeamSpec,
-        policy_name: str,
-        policy: TenantPolicy,
-        running: set[str],
-        *,
-        refuse: bool = True,
-    ) -> None:
-        """Record that a job of ``tenant`` needs ``team``; stop idle teams to make room.
-
-        ``refuse=False`` (an admin's job, a driver script's) stops idle teams the same way,
-        but runs the job even if the teams in use leave no room.
-
-        Raises:
-            Forbidden: (``refuse``) the tenant's teams in use by unfinished jobs
-                (``running``) and this one would run more agents than its policy allows.
-        """
-        new = team.name not in self._teams
-        self._teams[team.name] = (tenant, team, time.time())
-        mine = sorted(
-            (at, name, spec)
-            for name, (owner, spec, at) in self._teams.items()
-            if owner == tenant and name != team.name
-        )
-        live = len(team.agents) + sum(len(spec.agents) for _, _, spec in mine)
-        for _, name, spec in mine:
-            if live <= policy.max_live_agents:
-                break
-            if name in running:
-                continue
-            await self._provisioner.retire([a.name for a in spec.agents])
-            self._forget(name)
-            live -= len(spec.agents)
-        if live > policy.max_live_agents and refuse:
-            if new:
-                self._teams.pop(team.name, None)
-            raise _refuse(
-                [
-                    (
-                        "team.agents",
-                        f"the tenant's unfinished jobs already run {live - len(team.agents)} "
-                        f"agents; with these {len(team.agents)} that is over max_live_agents "
-                        f"({policy.max_live_agents})",
-                    )
-                ],
-                policy_name,
-            )
-        if self._journal is not None:
-            self._journal.use_inline(tenant, team, self._teams[team.name][2])
-
-    def _forget(self, name: str) -> None:
-        self._teams.pop(name, None)
-        if self._journal is not None:
-            self._journal.drop_inline(name)
-
-
-def _refuse(problems: Sequence[tuple[str, str]], policy_name: str) -> Forbidden:
+def refusal(problems: Sequence[tuple[str, str]], policy_name: str) -> Forbidden:
+    """The ``Forbidden`` for ``problems`` (``(field, why)`` each) under ``policy_name``."""
     field, first = problems[0]
     lines = [f"{f}: {why}" for f, why in problems]
     return Forbidden(
@@ -196,7 +121,7 @@ def admit_budget(
     if ceiling is None:
         return requested or team.budget
     if requested is not None and not _within(requested, ceiling):
-        raise _refuse(
+        raise refusal(
             [("budget", f"{requested.model_dump()} exceeds the ceiling {ceiling.model_dump()}")],
             policy_name,
         )
@@ -219,7 +144,7 @@ def admit_attachments(
         if attachment.url is not None
     ]
     if refused:
-        raise _refuse(refused, policy_name)
+        raise refusal(refused, policy_name)
 
 
 def admit_registered(name: str, policy_name: str, policy: TenantPolicy) -> None:
@@ -229,7 +154,7 @@ def admit_registered(name: str, policy_name: str, policy: TenantPolicy) -> None:
         Forbidden: ``policy.teams`` is set and ``name`` is not in it.
     """
     if policy.teams is not None and name not in policy.teams:
-        raise _refuse([("team", f"team {name!r} is not one this tenant may run")], policy_name)
+        raise refusal([("team", f"team {name!r} is not one this tenant may run")], policy_name)
 
 
 def admit_skill(skill: SkillSpec, policy_name: str, policy: TenantPolicy) -> None:
@@ -241,7 +166,7 @@ def admit_skill(skill: SkillSpec, policy_name: str, policy: TenantPolicy) -> Non
     """
     problems = _skill_problems(skill, policy)
     if problems:
-        raise _refuse(problems, policy_name)
+        raise refusal(problems, policy_name)
 
 
 def readmit(job: Job, policy_name: str, policy: TenantPolicy) -> None:
@@ -284,7 +209,7 @@ def readmit(job: Job, policy_name: str, policy: TenantPolicy) -> None:
             if image.url is not None
         ]
     if problems:
-        raise _refuse(problems, policy_name)
+        raise refusal(problems, policy_name)
 
 
 def runs_inline(job: Job) -> bool:
@@ -327,7 +252,7 @@ def admit_suite(suite: EvalSuite, policy_name: str, policy: TenantPolicy) -> Non
                 problems.append((where, f"judge model {expect.model!r} is not allowed "
                                         f"({', '.join(policy.models)})"))  # fmt: skip
     if problems:
-        raise _refuse(problems, policy_name)
+        raise refusal(problems, policy_name)
 
 
 def admit_inline(team: TeamSpec, tenant: str, policy_name: str, policy: TenantPolicy) -> TeamSpec:
@@ -339,7 +264,7 @@ def admit_inline(team: TeamSpec, tenant: str, policy_name: str, policy: TenantPo
     """
     problems = _inline_problems(team, policy)
     if problems:
-        raise _refuse(problems, policy_name)
+        raise refusal(problems, policy_name)
     data = team.model_dump()
     data["name"] = scoped_name(tenant, team.name)
     for agent in data["agents"]:

@@ -1,34 +1,37 @@
-"""Orchestrator shards: jobs partitioned by id over ``orchestrator/0`` .. ``orchestrator/<K-1>``.
+"""Job shards: jobs partitioned by id over ``orchestrator/0`` .. ``orchestrator/<K-1>``.
 
-Shard 0 is the front desk: it admits every job (tenant policies, the team catalog, inline
-teams, intent routing: state that must have one keeper) and hands it to a shard in turn,
-itself included, under an id that names that shard (:func:`raytroupe.protocols.job_shard`). The
-owner journals the job in its partition of the journal (the jobs whose ids name it), runs
-it, streams its events and answers for it; after a restart it resumes its own partition
-only. Clients ask a job's owner directly (``SystemClient`` finds it from the id); another
+The front desk (:mod:`raytroupe.actors.desk`) admits every job (tenant policies, the team
+catalog, inline teams, intent routing: state that must have one keeper) and hands it to a
+shard in turn, under an id that names that shard (:func:`raytroupe.protocols.job_shard`).
+The owner journals the job in its partition of the journal (the jobs whose ids name it),
+runs it, streams its events and answers for it; after a restart it resumes its own
+partition only. Callers ask a job's owner directly (``SystemClient``, :class:`Shards`); another
 shard answers that it has no such job, and where it is (:func:`job_owner`).
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from raytroupe.protocols import (
     Budget,
     ImagePart,
-    InvalidInput,
     JobNotFound,
+    JobResult,
+    JobsQuery,
+    JobSummary,
     TeamSpec,
+    TenantPolicy,
     job_shard,
     new_id,
 )
 from raytroupe.protocols.intent import IntentChoice
 from raytroupe.protocols.skill import SkillSpec
 
-__all__ = ["Admitted", "OrchestratorPeers", "front_desk", "job_owner", "new_job_id"]
+__all__ = ["Admitted", "Desk", "Shards", "TeamProvisioner", "job_owner", "new_job_id"]
 
 T = TypeVar("T")
 
@@ -41,7 +44,7 @@ def new_job_id(shard: int) -> str:
 
 @dataclass(frozen=True)
 class Admitted:
-    """A job the front desk admitted, as its owner starts it."""
+    """A job the front desk admitted (or a shard forked), as its owner starts it."""
 
     id: str
     task: str
@@ -67,31 +70,82 @@ class Admitted:
     """The caller's OpenTelemetry span (W3C), which the job's root span is a child of."""
 
 
-class OrchestratorPeers(Protocol):
-    """The other shards of the orchestrator (under Ray: ``raytroupe.actors.ray_handles``)."""
+class TeamProvisioner(Protocol):
+    """Makes teams' agents ready, and stops agents no team needs any more."""
 
-    async def adopt(self, shard: int, job: Admitted) -> None:
-        """Have ``shard`` journal and run ``job``."""
+    async def provision(self, team: TeamSpec) -> None:
+        """Ensure every agent of ``team`` is running and reachable, and its models served."""
         ...
 
-    async def ask(self, shard: int, method: str, *args: Any, **kwargs: Any) -> Any:
-        """``shard``'s answer to a call of its ``method`` (its errors raised as they are)."""
+    async def retire(self, agents: Sequence[str]) -> None:
+        """Unregister and stop the named agents (unknown names are ignored)."""
+        ...
+
+    async def tool_names(self) -> set[str]:
+        """Every tool the sandboxes offer (what agents may be given)."""
         ...
 
 
-def front_desk(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:
-    """A method of the front desk (shard 0): teams, policies, skills and evals have one keeper."""
+class Desk(Protocol):
+    """The front desk, as a job shard reaches it (under Ray: ``ray_handles.RayDesk``)."""
 
-    @functools.wraps(method)
-    async def only_there(self: Any, *args: Any, **kwargs: Any) -> T:
-        if self._shard != 0:
-            raise InvalidInput(
-                f"teams and policies are kept by orchestrator/0, not /{self._shard}",
-                method=method.__name__,
-            )
-        return await method(self, *args, **kwargs)
+    async def submit(
+        self,
+        task: str,
+        team: TeamSpec | str | None,
+        *,
+        tenant: str,
+        budget: Budget | None,
+        admin: bool,
+        skill: str | None,
+        input: Any,  # noqa: A002 - as submit names it
+        account: str | None,
+    ) -> str:
+        """Admit a graph node's child job (see ``FrontDesk.submit``); its id."""
+        ...
 
-    return only_there
+    async def team(self, name: str) -> TeamSpec:
+        """The team registered as ``name`` now (raises ``TeamNotFound``)."""
+        ...
+
+    async def policies(self) -> dict[str, TenantPolicy]:
+        """Every tenant policy set, by tenant (``*``: the default)."""
+        ...
+
+    async def use_inline(self, tenant: str, team: TeamSpec) -> None:
+        """Count an inline ``team`` among its tenant's live agents (raises ``Forbidden``)."""
+        ...
+
+
+class Shards(Protocol):
+    """The job shards, as the desk and each shard reach them (under Ray: ``RayShards``).
+
+    A call about one job goes to the shard its id names (:func:`raytroupe.protocols.job_shard`).
+    """
+
+    def __len__(self) -> int: ...
+
+    async def adopt(self, job: Admitted) -> None:
+        """Have the job's shard journal and run ``job``."""
+        ...
+
+    async def wait(
+        self, job_id: str, timeout: float | None, *, tenant: str | None = None
+    ) -> JobResult | None:
+        """The job's result once it has one, or None after ``timeout`` seconds."""
+        ...
+
+    async def cancel(self, job_id: str) -> bool:
+        """Cancel the job (see ``Orchestrator.cancel``)."""
+        ...
+
+    async def running_teams(self) -> set[str]:
+        """The teams of every shard's unfinished jobs."""
+        ...
+
+    async def summaries(self, tenant: str | None, query: JobsQuery) -> list[JobSummary]:
+        """Every shard's jobs-list lines from memory, newest first, ``query.limit`` at most."""
+        ...
 
 
 def job_owner(method: Callable[..., Awaitable[T]]) -> Callable[..., Awaitable[T]]:

@@ -1,6 +1,6 @@
-"""The orchestrator's skill desk: the registry, its directory, and what a skill job runs.
+"""The front desk's skills: the registry, its directory, and what a skill job runs.
 
-:class:`SkillDesk` is what orchestrator/0 (the front desk) keeps of skills:
+:class:`SkillDesk` is what the front desk (actor ``desk``) keeps of skills:
 
 - **applying** a skill checks it can work before anything is stored: a ``team:<name>``
   skill's team must be registered; a react skill's required tools must exist (optional
@@ -48,7 +48,7 @@ class SkillProvisioner(Protocol):
 
 
 class SkillDesk:
-    """Skills as orchestrator/0 keeps them (see the module docstring).
+    """Skills as the front desk keeps them (see the module docstring).
 
     Args:
         config: the directory and routing settings.

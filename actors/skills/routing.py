@@ -2,7 +2,7 @@
 
 The targets are the skills and registered teams the tenant may run, each described by its
 ``intent`` (keywords, description, examples; a team without one by its ``description``).
-The cascade is :class:`~raytroupe.actors.orchestrator.intent.IntentClassifier`'s: keyword rules,
+The cascade is :class:`~raytroupe.actors.desk.intent.IntentClassifier`'s: keyword rules,
 then embedding similarity to each target's description and examples, then a model classifier, with
 the thresholds of :class:`RoutingConfig`. A skill and a team of the same name: the skill is the
 target (the team can still be named).

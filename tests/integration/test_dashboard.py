@@ -56,6 +56,7 @@ def test_every_troupe_actor_describes_itself_through_rays_state_api(dashboard):
     )
     assert reprs["router/0"].startswith("Router(shard 0 of 2, hop limit 16")
     assert reprs["router/1"].startswith("Router(shard 1 of 2, hop limit 16")
+    assert reprs["desk"].startswith("FrontDesk(2 job shards, journal ")
     assert reprs["orchestrator/0"].startswith("Orchestrator(shard 0 of 2, journal ")
     assert reprs["orchestrator/1"].startswith("Orchestrator(shard 1 of 2, journal ")
     assert reprs["llm/0"].startswith("LLMAdapterPool(replica 0 of 2, ")

@@ -320,7 +320,7 @@ def test_troupe_yaml_and_llm_yaml_start_under_troupe_up_as_shipped(tmp_path):
     ]
     # troupe.yaml: two sandboxes, one shard of each, one pool replica (llm.yaml), its files
     actors = set(report["actors"])
-    assert {"tools/0", "tools/1", "router/0", "orchestrator/0", "llm/0", "memory"} <= actors
+    assert {"tools/0", "tools/1", "router/0", "desk", "orchestrator/0", "llm/0", "memory"} <= actors
     assert not {"tools/2", "router/1", "orchestrator/1", "llm/1"} & actors
     assert report["unservable"] == {}
     assert (home / ".raytroupe" / "journal.sqlite").is_file()

@@ -36,7 +36,9 @@ def _operations():
     from raytroupe.deployments.config import APIConfig  # noqa: PLC0415
     from raytroupe.runtime.client import SystemClient  # noqa: PLC0415
 
-    nothing = SystemHandles(routers=None, llm=None, orchestrators=None, sandboxes=[], memory=None)
+    nothing = SystemHandles(
+        routers=None, llm=None, desk=None, orchestrators=None, sandboxes=[], memory=None
+    )
     unwired = SystemClient(nothing)
     paths = create_api(unwired, APIConfig()).openapi()["paths"]
     return [(method.upper(), path) for path, methods in paths.items() for method in methods]

@@ -1,10 +1,11 @@
-"""Orchestrator shards on a real Ray: the session's orchestrator has two.
+"""Job shards and the front desk on a real Ray: the session's deployment has two shards.
 
 Every integration test runs on them (tests/conftest.py sets ``scale.orchestrator_shards=2``):
-shard 0 admits each job and hands it to the shards in turn. These check what sharding adds:
-jobs partitioned by id, each answered for by its owner alone, envelopes about a job (streamed
-tokens, approvals) reaching its shard, a shard's restart resuming its own jobs only, and
-teams and policies kept by shard 0 alone.
+the front desk (actor ``desk``) admits each job and hands it to the shards in turn. These
+check what the split adds: jobs partitioned by id, each answered for by its owner alone,
+envelopes about a job (streamed tokens, approvals) reaching its shard, a shard's restart
+resuming its own jobs only, teams and policies kept by the desk alone, and a desk restart
+leaving running jobs alone.
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ import pytest
 import ray
 
 from raytroupe import runtime
-from raytroupe.protocols import InvalidInput, JobNotFound, job_shard
+from raytroupe.protocols import JobNotFound, job_shard
+from tests.support.restarts import kill_and_wait_for_restart
 from tests.support.wire_server import Default, Reply, WireServer
 
 SHARDS = 2
@@ -140,12 +142,26 @@ def test_a_restarted_shard_resumes_its_own_jobs_and_the_other_runs_on(rt):
     assert len(resumed.subtasks) == 4
 
 
-def test_teams_and_policies_are_kept_by_shard_zero_alone(rt):
-    front, other = _handles(rt)
-    assert isinstance(ray.get(front.teams.remote()), dict)
-    with pytest.raises(InvalidInput, match="orchestrator/0"):
-        ray.get(other.teams.remote())
-    with pytest.raises(InvalidInput, match="orchestrator/0"):
-        ray.get(other.put_policy.remote("anyone", None))
-    with pytest.raises(InvalidInput, match="submitted to orchestrator/0"):
-        ray.get(other.submit.remote("- a."))
+def test_teams_and_policies_are_kept_by_the_desk_alone(rt):
+    desk = rt.client.handles.desk
+    assert isinstance(ray.get(desk.teams.remote()), dict)
+    for handle in _handles(rt):  # a shard has no such methods: nothing to keep in step
+        for method in ("teams", "put_policy", "submit", "put_skill", "create_session"):
+            with pytest.raises(AttributeError):
+                getattr(handle, method)
+
+
+def test_a_desk_restart_leaves_running_jobs_alone_and_keeps_the_catalog(rt):
+    rt.put_team(_slow_team("deskkept"))
+    jobs = [rt.submit("Tasks:\n- a.\n- b.\n- c.", team="deskkept") for _ in range(2)]
+    for job in jobs:
+        for event in job.events(timeout=60):
+            if event.type == "subtask_started":
+                break
+    kill_and_wait_for_restart(rt.client.handles.desk)
+    results = [job.result(timeout=120) for job in jobs]
+    assert all(r.status == "succeeded" for r in results), [r.error for r in results]
+    assert all(s.attempt == 1 for r in results for s in r.subtasks)  # nothing ran again
+    assert "deskkept" in rt.teams()  # the restarted desk read its catalog back
+    after = rt.submit("- one more.", team="deskkept").result(timeout=60)
+    assert after.status == "succeeded", after.error

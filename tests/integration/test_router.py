@@ -52,6 +52,7 @@ def test_named_actors_are_listed_in_the_troupe_namespace(rt):
         "router/0",
         "router/1",
         "llm/0",
+        "desk",
         "orchestrator/0",
         "orchestrator/1",
         "agent/lister",

@@ -112,7 +112,7 @@ def test_the_openai_endpoint_keeps_a_conversation_by_user_or_header(api, team):
 def test_a_session_outlives_its_orchestrator(rt, team):
     session = rt.session("ray-kept", tenant="ray-sessions-kill")
     session.ask(FACT, team, timeout=120)
-    kill_and_wait_for_restart(rt.client.handles.orchestrators.front)  # it keeps the sessions
+    kill_and_wait_for_restart(rt.client.handles.desk)  # it keeps the sessions
     again = rt.session("ray-kept", tenant="ray-sessions-kill")
     assert "Lyon" in again.ask(QUESTION, team, timeout=120)
     assert [t.task for t in again.turns()] == [FACT, QUESTION]

@@ -29,7 +29,7 @@ WARMUP_JOBS = 40
 DEADLINE_S = 300.0
 GROWTH_LIMIT_MB = 80.0
 """Allowed USS growth of all system actors together, from after warm-up to after the load."""
-SYSTEM = ("router/0", "orchestrator/0", "llm/0", "memory")
+SYSTEM = ("router/0", "desk", "orchestrator/0", "llm/0", "memory")
 
 
 def _team(name):

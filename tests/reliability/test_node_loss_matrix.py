@@ -61,8 +61,8 @@ RESERVED = 1024
 """Tokens the pool reserves for a budgeted call's answer (its default max_tokens)."""
 NODE = {"node_ip_address": "127.0.0.1", "include_dashboard": False}
 KINDS = ("orchestrator", "llm", "tools", "memory")
-ACTORS = {"orchestrator": ("orchestrator/0",), "llm": ("llm/0",), "tools": ("tools/0", "tools/1"),
-          "memory": ("memory",)}  # fmt: skip
+ACTORS = {"orchestrator": ("desk", "orchestrator/0"), "llm": ("llm/0",),
+          "tools": ("tools/0", "tools/1"), "memory": ("memory",)}  # fmt: skip
 TASKS = tuple(f"Tasks:\n- note {n} one.\n- note {n} two.\n- note {n} three." for n in range(3))
 NOTE = (
     "head + agents node + a node per system actor kind, 127.0.0.1, health check 500 ms x 3; "

@@ -62,7 +62,7 @@ SYSTEM_ACTORS: Final = {
     "router": ("router/0",),
     "memory": ("memory",),
     "llm": ("llm/0",),
-    "orchestrator": ("orchestrator/0",),
+    "orchestrator": ("desk", "orchestrator/0"),
 }
 Status = Literal["completed", "failed_typed", "wrong_answer", "hung", "untyped_error"]
 
@@ -393,7 +393,7 @@ class _Killer:
                 a["name"]
                 for a in named
                 if a["namespace"] == NAMESPACE and a["name"].startswith(f"{kind}/")
-            )
+            ) + (["desk"] if kind == "orchestrator" else [])  # the desk admits the jobs
         else:
             names = list(SYSTEM_ACTORS[kind])
         return [n for n in names if self._per_actor[n] < self._plan.max_kills_per_actor]
@@ -437,6 +437,7 @@ def wait_healthy(
 
     probes: list[tuple[str, str, tuple[Any, ...]]] = [
         ("router/0", "stats", ()),
+        ("desk", "policies", ()),
         ("orchestrator/0", "jobs", ()),
         ("llm/0", "unservable", ()),
         ("memory", "count", ("default",)),

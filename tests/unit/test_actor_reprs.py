@@ -1,11 +1,12 @@
 """What the Ray dashboard's Repr column shows of each actor: who it is and how it is set up."""
 
-from raytroupe.actors import AgentActor, LLMAdapterPool, MessageRouter, Orchestrator
+from raytroupe.actors import AgentActor, FrontDesk, LLMAdapterPool, MessageRouter, Orchestrator
 from raytroupe.actors.memory.config import MemoryConfig
 from raytroupe.actors.memory.store import MemoryStore
 from raytroupe.actors.tools.config import FunctionTool
 from raytroupe.actors.tools.sandbox import ToolSandbox, ToolsConfig
 from raytroupe.protocols import AgentSpec, MCPServerSpec, OfflineModel
+from tests.unit.wiring import LocalDesk, LocalShards
 
 
 def test_an_agent_says_its_team_role_model_and_capacity():
@@ -42,7 +43,11 @@ def test_the_system_actors_say_what_they_serve(tmp_path):
     assert repr(memory) == f"MemoryStore(Chroma at {tmp_path}, embedding hashing)"
     served = MemoryStore(MemoryConfig(server="http://10.0.0.5:8000"))
     assert repr(served) == "MemoryStore(Chroma server http://10.0.0.5:8000, embedding minilm)"
-    orchestrator = Orchestrator(router=None, provisioner=None, journal=tmp_path / "j.sqlite")
+    shards = LocalShards(2)
+    orchestrator = Orchestrator(None, None, LocalDesk(), shards, journal=tmp_path / "j.sqlite",
+                                shard=1)  # fmt: skip
     assert repr(orchestrator) == (
-        f"Orchestrator(shard 0 of 1, journal {tmp_path / 'j.sqlite'}, up to 256 subtasks running)"
+        f"Orchestrator(shard 1 of 2, journal {tmp_path / 'j.sqlite'}, up to 256 subtasks running)"
     )
+    desk = FrontDesk(None, None, shards, journal="postgresql://troupe:secret@db:5432/troupe")
+    assert repr(desk) == "FrontDesk(2 job shards, journal postgresql://troupe:***@db:5432/troupe)"

@@ -3,9 +3,9 @@ import json
 from pathlib import Path
 
 import pytest
-from wiring import FlakyMailbox, Tap, build_troupe, run, started
+from wiring import FlakyMailbox, Tap, build_troupe, control_plane, run
 
-from raytroupe.actors import LocalRouterClient, MessageRouter, Orchestrator
+from raytroupe.actors import LocalRouterClient, MessageRouter
 from raytroupe.protocols import (
     AgentSpec,
     ConfigError,
@@ -288,8 +288,8 @@ def test_wait_with_a_short_timeout_on_a_blocked_job_returns_none():
     async def main():
         router = MessageRouter()
         provisioner = GateProvisioner()
-        orchestrator = await started(Orchestrator(LocalRouterClient(router), provisioner))
-        job_id = await orchestrator.submit("Find the answer.", researchers())
+        desk, (orchestrator,) = await control_plane(LocalRouterClient(router), provisioner)
+        job_id = await desk.submit("Find the answer.", researchers())
         await provisioner.entered.wait()
         assert await orchestrator.status(job_id) == "planning"
         assert await orchestrator.wait(job_id, timeout=0.01) is None
@@ -310,8 +310,8 @@ def test_a_provisioning_failure_fails_the_job():
             raise ConfigError("no capacity for this team")
 
     async def main():
-        orchestrator = await started(Orchestrator(LocalRouterClient(MessageRouter()), Broken()))
-        job_id = await orchestrator.submit("x", researchers())
+        desk, (orchestrator,) = await control_plane(LocalRouterClient(MessageRouter()), Broken())
+        job_id = await desk.submit("x", researchers())
         result = await orchestrator.wait(job_id)
         assert (result.status, result.error.code) == ("failed", ErrorCode.CONFIG)
         assert result.error.message == "no capacity for this team"
@@ -321,8 +321,8 @@ def test_a_provisioning_failure_fails_the_job():
 
 def test_unknown_job_ids_raise_job_not_found():
     async def main():
-        orchestrator = await started(
-            Orchestrator(LocalRouterClient(MessageRouter()), GateProvisioner())
+        _, (orchestrator,) = await control_plane(
+            LocalRouterClient(MessageRouter()), GateProvisioner()
         )
         for call in (
             orchestrator.status("job-nope"),

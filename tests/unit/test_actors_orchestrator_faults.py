@@ -1,8 +1,14 @@
 """The orchestrator when the router itself fails under it."""
 
-from wiring import InProcessProvisioner, run, started
+from wiring import InProcessProvisioner, control_plane, run
 
-from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
+from raytroupe.actors import (
+    FrontDesk,
+    LLMAdapterPool,
+    LocalRouterClient,
+    MessageRouter,
+    Orchestrator,
+)
 from raytroupe.protocols import (
     LLM_POOL,
     AgentMessage,
@@ -33,14 +39,15 @@ class RouterDownForRoles:
         return await self.inner.send(message)
 
 
-async def troupe_with(failures: int) -> tuple[Orchestrator, RouterDownForRoles]:
+async def troupe_with(failures: int) -> tuple[FrontDesk, Orchestrator, RouterDownForRoles]:
     router = MessageRouter()
     inner = LocalRouterClient(router)
     pool = LLMAdapterPool()
     await router.register("llm-0", pool, ["llm"])
     flaky = RouterDownForRoles(inner, failures)
     provisioner = InProcessProvisioner(router, pool, inner)
-    return (await started(Orchestrator(flaky, provisioner, max_attempts=3))), flaky
+    desk, (orchestrator,) = await control_plane(flaky, provisioner, max_attempts=3)
+    return desk, orchestrator, flaky
 
 
 TEAM = TeamSpec(agents=[AgentSpec(name="solo", role="worker")])
@@ -48,8 +55,8 @@ TEAM = TeamSpec(agents=[AgentSpec(name="solo", role="worker")])
 
 def test_an_unreachable_router_is_retried_with_the_next_attempt():
     async def main():
-        orchestrator, flaky = await troupe_with(failures=2)
-        job_id = await orchestrator.submit("Say hello.", TEAM)
+        desk, orchestrator, flaky = await troupe_with(failures=2)
+        job_id = await desk.submit("Say hello.", TEAM)
         result = await orchestrator.wait(job_id, 5)
         assert result is not None
         assert result.status == "succeeded", result.error
@@ -62,8 +69,8 @@ def test_an_unreachable_router_is_retried_with_the_next_attempt():
 
 def test_a_router_down_for_every_attempt_fails_the_job_without_hanging():
     async def main():
-        orchestrator, flaky = await troupe_with(failures=10)
-        job_id = await orchestrator.submit("Tasks:\n- Say hello.\n- Say goodbye.", TEAM)
+        desk, orchestrator, flaky = await troupe_with(failures=10)
+        job_id = await desk.submit("Tasks:\n- Say hello.\n- Say goodbye.", TEAM)
         result = await orchestrator.wait(job_id, 5)
         assert result is not None
         assert result.status == "failed"

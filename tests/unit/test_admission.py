@@ -14,8 +14,8 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 from wiring import build_troupe, run
 
+from raytroupe.actors.desk.inline import InlineTeams
 from raytroupe.actors.orchestrator.admission import (
-    InlineTeams,
     PolicyBook,
     admit_attachments,
     admit_budget,
@@ -463,18 +463,18 @@ def test_a_graph_resume_and_a_fork_are_refused_after_a_revocation_and_leave_noth
     async def main():
         troupe = await build_troupe({"writer": scripted("v1"), "editor": scripted("v2")})
         orchestrator = troupe.orchestrator
-        await orchestrator.put_policy("acme", ALLOWED)
-        job_id = await orchestrator.submit("a poem", paused_team(), tenant="acme", admin=False)
+        await troupe.desk.put_policy("acme", ALLOWED)
+        job_id = await troupe.desk.submit("a poem", paused_team(), tenant="acme", admin=False)
         await until(orchestrator, job_id, "awaiting_input")
         points, jobs = await orchestrator.checkpoints(job_id), await orchestrator.jobs()
-        await orchestrator.put_policy("acme", REVOKED)
+        await troupe.desk.put_policy("acme", REVOKED)
         with pytest.raises(Forbidden) as resumed:
             await orchestrator.resume(job_id, value="hijacked", tenant="acme")
         with pytest.raises(Forbidden) as forked:
             await orchestrator.fork(job_id, 1, tenant="acme")
         unchanged = (await orchestrator.status(job_id), await orchestrator.checkpoints(job_id),
                      await orchestrator.jobs(), len(calls_of(troupe, job_id)))  # fmt: skip
-        await orchestrator.put_policy("acme", ALLOWED)  # allowed again: it goes on from there
+        await troupe.desk.put_policy("acme", ALLOWED)  # allowed again: it goes on from there
         await orchestrator.resume(job_id, value="ship it", tenant="acme")
         return (
             resumed.value,
@@ -497,9 +497,9 @@ def test_a_tenants_fork_of_an_admins_job_is_the_tenants_and_an_admins_fork_runs_
     async def main():
         troupe = await build_troupe({"writer": scripted("v1"), "editor": scripted("v2")})
         orchestrator = troupe.orchestrator
-        await orchestrator.put_policy("acme", REVOKED)
+        await troupe.desk.put_policy("acme", REVOKED)
         # a driver's (an admin's) job in the tenant's space, naming what the tenant may not
-        job_id = await orchestrator.submit("a poem", paused_team(), tenant="acme")
+        job_id = await troupe.desk.submit("a poem", paused_team(), tenant="acme")
         await until(orchestrator, job_id, "awaiting_input")
         with pytest.raises(Forbidden) as by_tenant:
             await orchestrator.fork(job_id, 1, tenant="acme")
@@ -521,12 +521,13 @@ def test_a_restarted_orchestrator_fails_a_job_todays_policy_refuses_and_runs_non
     async def before():
         troupe = await build_troupe({"writer": scripted("v1", "v1")}, journal=journal)
         orchestrator = troupe.orchestrator
-        await orchestrator.put_policy("acme", ALLOWED)
-        tenants = await orchestrator.submit("a", paused_team(), tenant="acme", admin=False)
-        admins = await orchestrator.submit("b", paused_team("ops"), tenant="acme")  # a driver's
+        await troupe.desk.put_policy("acme", ALLOWED)
+        tenants = await troupe.desk.submit("a", paused_team(), tenant="acme", admin=False)
+        admins = await troupe.desk.submit("b", paused_team("ops"), tenant="acme")  # a driver's
         for job_id in (tenants, admins):
             await until(orchestrator, job_id, "awaiting_input")
-        await orchestrator.on_stop()  # the process goes away while both wait
+        await troupe.desk.on_stop()  # the processes go away while both wait
+        await orchestrator.on_stop()
         return tenants, admins
 
     async def after(tenants, admins):
@@ -565,9 +566,9 @@ def test_a_team_node_of_an_admins_graph_is_the_tenants_job_under_its_policy_of_t
 
     async def main():
         troupe = await build_troupe({"h": scripted("helped")})
-        await troupe.orchestrator.put_team(helper, create=True)
-        await troupe.orchestrator.put_policy("acme", TenantPolicy(teams=()))
-        job_id = await troupe.orchestrator.submit("this", parent, tenant="acme")  # an admin's
+        await troupe.desk.put_team(helper, create=True)
+        await troupe.desk.put_policy("acme", TenantPolicy(teams=()))
+        job_id = await troupe.desk.submit("this", parent, tenant="acme")  # an admin's
         result = await troupe.orchestrator.wait(job_id, 10)
         asked = [m for m in troupe.llm.seen if isinstance(m.payload, LLMRequest)]
         return result, [m.payload.model for m in asked]

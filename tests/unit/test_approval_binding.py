@@ -6,9 +6,9 @@ import asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_approvals import PAY
-from wiring import GatedPool, InProcessProvisioner, in_process_sandbox, run, started
+from wiring import GatedPool, InProcessProvisioner, control_plane, in_process_sandbox, run, started
 
-from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
+from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.tools.idempotency import idempotency_key
 from raytroupe.protocols import (
@@ -53,9 +53,9 @@ async def life(root, turns, paid, allowed):
     await router.register("tools-0", sandbox, ["tools"])
     provisioner = InProcessProvisioner(router, pool.pool, client, sandbox=sandbox)
     journal = Journal(root / "journal.sqlite")
-    orchestrator = await started(Orchestrator(client, provisioner, journal=journal))
+    desk, (orchestrator,) = await control_plane(client, provisioner, journal=journal)
     await router.register("orchestrator", orchestrator)
-    return orchestrator, sandbox, pool, client
+    return desk, orchestrator, sandbox, pool, client
 
 
 async def asked(orchestrator, job_id, amount):
@@ -72,8 +72,8 @@ def test_an_approval_covers_its_arguments_only_before_and_after_a_restart(tmp_pa
 
     async def first_life():
         turns = (ScriptedTurn(tool_calls=(pay_call(120),)), ScriptedTurn(text="never played"))
-        orchestrator, sandbox, pool, _ = await life(tmp_path, turns, paid, allowed=1)
-        job_id = await orchestrator.submit("Pay the invoice.", TEAM)
+        desk, orchestrator, sandbox, pool, _ = await life(tmp_path, turns, paid, allowed=1)
+        job_id = await desk.submit("Pay the invoice.", TEAM)
         approved = await asked(orchestrator, job_id, 120)
         await orchestrator.decide(job_id, approved.approval_id, approved=True)
         await pool.held.wait()  # the tool ran; the model's next turn is held: the process dies
@@ -94,7 +94,7 @@ def test_an_approval_covers_its_arguments_only_before_and_after_a_restart(tmp_pa
 
     async def second_life(job_id, task_id):
         turns = (ScriptedTurn(tool_calls=(pay_call(5000),)), ScriptedTurn(text="done"))
-        orchestrator, sandbox, _, client = await life(tmp_path, turns, paid, allowed=99)
+        _, orchestrator, sandbox, _, client = await life(tmp_path, turns, paid, allowed=99)
         # the resumed subtask's model now asks for 5000 at the step that was approved for 120
         pending = await asked(orchestrator, job_id, 5000)
         status = await orchestrator.status(job_id)

@@ -12,10 +12,10 @@ def test_a_held_job_is_listed_traced_and_waited_on_for_its_tenant_only():
         orchestrator = troupe.orchestrator
         job_id, asked = await held_job(troupe, [])
         seen = {"job_id": job_id}
-        seen["lines"] = await orchestrator.summaries("default", JobsQuery())
-        seen["others"] = await orchestrator.summaries("globex", JobsQuery())
+        seen["lines"] = await troupe.desk.summaries("default", JobsQuery())
+        seen["others"] = await troupe.desk.summaries("globex", JobsQuery())
         seen["filtered"] = [
-            [x.id for x in await orchestrator.summaries("default", JobsQuery(**f))]
+            [x.id for x in await troupe.desk.summaries("default", JobsQuery(**f))]
             for f in ({"status": "live"}, {"status": "succeeded"}, {"text": "INVOICE"},
                       {"text": "nothing like it"})
         ]  # fmt: skip

@@ -105,10 +105,10 @@ def test_a_teams_next_job_is_shown_its_similar_earlier_success():
     async def main():
         troupe = await build_troupe(MODELS)
         orch = troupe.orchestrator
-        first = await orch.wait(await orch.submit(FIRST, TEAM, tenant="acme"), 30)
+        first = await orch.wait(await troupe.desk.submit(FIRST, TEAM, tenant="acme"), 30)
         kept = await _episodes(troupe.memory, "acme", 1)
-        second = await orch.wait(await orch.submit(SECOND, TEAM, tenant="acme"), 30)
-        other = await orch.wait(await orch.submit(SECOND, TEAM, tenant="globex"), 30)
+        second = await orch.wait(await troupe.desk.submit(SECOND, TEAM, tenant="acme"), 30)
+        other = await orch.wait(await troupe.desk.submit(SECOND, TEAM, tenant="globex"), 30)
         return troupe, first, kept, second, other
 
     troupe, first, kept, second, other = run(main(), 60)

@@ -7,10 +7,10 @@ import json
 import pytest
 from pydantic import ValidationError
 
+from raytroupe.actors.desk.intent import IntentClassifier, classify_request
 from raytroupe.actors.llm import LLMAdapterPool
 from raytroupe.actors.llm.offline import OfflineProvider
 from raytroupe.actors.memory.embeddings import HashingEmbedding, MiniLMEmbedding
-from raytroupe.actors.orchestrator.intent import IntentClassifier, classify_request
 from raytroupe.protocols import LLMRequest, LLMResponse, PlanError, ScriptedModel, ScriptedTurn
 from raytroupe.protocols.intent import IntentChoice, IntentConfig, IntentRule
 from tests.unit.wiring import run

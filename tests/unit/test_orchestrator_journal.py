@@ -1,9 +1,9 @@
 """The journal and resuming: a new orchestrator picks up where a dead one stopped."""
 
 import pytest
-from wiring import GatedPool, InProcessProvisioner, in_process_sandbox, run, started
+from wiring import GatedPool, InProcessProvisioner, control_plane, in_process_sandbox, run
 
-from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
+from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.protocols import AgentSpec, Attachment, InvalidInput, TeamSpec
 
@@ -20,22 +20,23 @@ async def system(journal, allowed):
         router, pool.pool, client, sandbox=await in_process_sandbox()
     )
     await router.register("tools-0", provisioner.sandbox, ["tools"])
-    return (await started(Orchestrator(client, provisioner, journal=journal))), pool
+    desk, (orchestrator,) = await control_plane(client, provisioner, journal=journal)
+    return desk, orchestrator, pool
 
 
 def test_a_new_orchestrator_resumes_without_rerunning_finished_subtasks(tmp_path):
     path = tmp_path / "journal.sqlite"
 
     async def first_life():
-        orchestrator, pool = await system(Journal(path), allowed=1)
-        job_id = await orchestrator.submit(TASK, TEAM)
+        desk, orchestrator, pool = await system(Journal(path), allowed=1)
+        job_id = await desk.submit(TASK, TEAM)
         await pool.held.wait()  # s1 done, s2 held at the gate
         for task in list(orchestrator._tasks):  # the process dies here
             task.cancel()
         return job_id, list(pool.work)
 
     async def second_life(job_id):
-        orchestrator, pool = await system(Journal(path), allowed=99)
+        _, orchestrator, pool = await system(Journal(path), allowed=99)
         result = await orchestrator.wait(job_id, 10)
         return result, pool.work
 
@@ -52,12 +53,12 @@ def test_a_finished_job_is_known_after_a_restart(tmp_path):
     path = tmp_path / "journal.sqlite"
 
     async def life():
-        orchestrator, _ = await system(Journal(path), allowed=99)
-        job_id = await orchestrator.submit("- only thing.", TEAM)
+        desk, orchestrator, _ = await system(Journal(path), allowed=99)
+        job_id = await desk.submit("- only thing.", TEAM)
         return job_id, await orchestrator.wait(job_id, 10)
 
     async def later(job_id):
-        orchestrator, _ = await system(Journal(path), allowed=99)
+        _, orchestrator, _ = await system(Journal(path), allowed=99)
         return await orchestrator.status(job_id), await orchestrator.wait(job_id, 0)
 
     job_id, result = run(life())
@@ -69,11 +70,11 @@ def test_a_task_holding_a_nul_is_refused_before_anything_starts(tmp_path):
     """PostgreSQL keeps no NUL in text; the journal would fail half way: refused at once."""
 
     async def main():
-        orchestrator, pool = await system(Journal(tmp_path / "journal.sqlite"), allowed=99)
+        desk, orchestrator, pool = await system(Journal(tmp_path / "journal.sqlite"), allowed=99)
         text = Attachment(name="a.txt", media_type="text/plain", data_b64="YQBi")  # "a\0b"
         for task, attachments in (("say\x00hi", ()), ("Summarize a.txt.", (text,))):
             with pytest.raises(InvalidInput, match="NUL character"):
-                await orchestrator.submit(task, TEAM, attachments=attachments)
+                await desk.submit(task, TEAM, attachments=attachments)
         assert not await orchestrator.jobs()
         assert pool.work == []
 

@@ -1,11 +1,24 @@
-"""Orchestrator shards in one process: a front desk, jobs by id, one journal in partitions."""
+"""Job shards in one process: a front desk, jobs by id, one journal in partitions."""
 
-from typing import Any
+import inspect
 
 import pytest
-from wiring import GatedPool, InProcessProvisioner, in_process_sandbox, run, started
+from wiring import (
+    GatedPool,
+    InProcessProvisioner,
+    LocalShards,
+    control_plane,
+    in_process_sandbox,
+    run,
+)
 
-from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
+from raytroupe.actors import (
+    FrontDesk,
+    LLMAdapterPool,
+    LocalRouterClient,
+    MessageRouter,
+    Orchestrator,
+)
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.shards import Admitted
 from raytroupe.protocols import AgentSpec, InvalidInput, JobNotFound, TeamSpec, job_shard
@@ -14,23 +27,8 @@ TEAM = TeamSpec(name="sh", agents=(AgentSpec(name="sh-solo", role="w"),), max_pa
 TASK = "- first thing.\n- second thing."
 
 
-class Peers:
-    """The other shards, in this process (under Ray: ``RayOrchestratorPeers``)."""
-
-    def __init__(self) -> None:
-        self.shards: dict[int, Orchestrator] = {}
-        self.asked: list[tuple[int, str]] = []
-
-    async def adopt(self, shard: int, job: Admitted) -> None:
-        self.asked.append((shard, "adopt"))
-        await self.shards[shard].adopt(job)
-
-    async def ask(self, shard: int, method: str, *args: Any, **kwargs: Any) -> Any:
-        self.asked.append((shard, method))
-        return await getattr(self.shards[shard], method)(*args, **kwargs)
-
-
-async def shards(path, allowed=99, count=2):
+async def system(path, allowed=99, count=2, only=None):
+    """Desk and ``count`` shards on the journal at ``path`` (``only``: that shard alone)."""
     router = MessageRouter()
     client = LocalRouterClient(router)
     pool = GatedPool(LLMAdapterPool(), allowed)
@@ -39,40 +37,40 @@ async def shards(path, allowed=99, count=2):
         router, pool.pool, client, sandbox=await in_process_sandbox()
     )
     await router.register("tools-0", provisioner.sandbox, ["tools"])
-    peers = Peers()
-    for k in range(count):
-        shard = Orchestrator(
-            client, provisioner, journal=Journal(path), shard=k, shards=count, peers=peers
-        )
-        peers.shards[k] = await started(shard)
+    local = LocalShards(count)
+    if only is not None:  # one shard comes back; the others (and the desk) stay down
+        shard = Orchestrator(client, provisioner, None, local, journal=Journal(path), shard=only)
+        await shard.on_start()
+        return None, {only: shard}, local, pool
+    desk, shards = await control_plane(client, provisioner, shards=local, journal=path)
+    for k, shard in enumerate(shards):
         await router.register("orchestrator" if k == 0 else f"orchestrator-{k}", shard, [])
-    return peers, pool
+    return desk, dict(enumerate(shards)), local, pool
 
 
 def test_the_front_desk_hands_jobs_out_in_turn_and_only_the_owner_answers(tmp_path):
     async def scenario():
-        peers, _ = await shards(tmp_path / "journal.sqlite")
-        front, other = peers.shards[0], peers.shards[1]
-        ids = [await front.submit(TASK, TEAM) for _ in range(4)]
-        results = [await peers.shards[job_shard(i, 2)].wait(i, 10) for i in ids]
-        statuses = [await peers.shards[job_shard(i, 2)].status(i) for i in ids]
+        desk, shards, local, _ = await system(tmp_path / "journal.sqlite")
+        ids = [await desk.submit(TASK, TEAM) for _ in range(4)]
+        results = [await shards[job_shard(i, 2)].wait(i, 10) for i in ids]
+        statuses = [await shards[job_shard(i, 2)].status(i) for i in ids]
         refused = []
         for i in ids:
-            stranger = front if job_shard(i, 2) == 1 else other
+            stranger = shards[1 - job_shard(i, 2)]
             with pytest.raises(JobNotFound) as caught:
                 await stranger.status(i)
             refused.append(caught.value.message)
-        return ids, results, statuses, refused, peers.asked, await other.jobs()
+        return ids, results, statuses, refused, local.calls, await shards[1].jobs()
 
-    ids, results, statuses, refused, asked, others = run(scenario())
+    ids, results, statuses, refused, calls, others = run(scenario())
     assert [job_shard(i, 2) for i in ids] == [0, 1, 0, 1]
     assert all(r.status == "succeeded" for r in results)
     assert statuses == ["succeeded"] * 4
-    assert asked.count((1, "adopt")) == 2  # shard 1 got its two jobs from the front desk
+    # the desk handed each job to its shard, and nothing else went between actors
+    assert calls == [("adopt", 0), ("adopt", 1), ("adopt", 0), ("adopt", 1)]
     assert [m.rsplit(" ", 1)[-1] for m in refused] == [
         f"orchestrator/{job_shard(i, 2)}" for i in ids
     ]  # the other shard names the owner
-    assert not [call for call in asked if call[1] != "adopt"]  # nothing passed on
     assert set(others) == {ids[1], ids[3]}  # a shard lists its own jobs
 
 
@@ -80,30 +78,18 @@ def test_a_restarted_shard_resumes_its_partition_only(tmp_path):
     path = tmp_path / "journal.sqlite"
 
     async def first_life():
-        peers, pool = await shards(path, allowed=1)
-        ids = [await peers.shards[0].submit(TASK, TEAM) for _ in range(2)]
+        desk, shards, _, pool = await system(path, allowed=1)
+        ids = [await desk.submit(TASK, TEAM) for _ in range(2)]
         await pool.held.wait()  # one model call done, the next held: both jobs unfinished
         running = Journal(path).running_teams()
-        for shard in peers.shards.values():  # the processes die here
+        for shard in shards.values():  # the processes die here
             for task in list(shard._tasks):
                 task.cancel()
         return ids, running
 
     async def second_life():
-        router = MessageRouter()
-        client = LocalRouterClient(router)
-        pool = GatedPool(LLMAdapterPool(), 99)
-        await router.register("llm-0", pool, ["llm"])
-        provisioner = InProcessProvisioner(
-            router, pool.pool, client, sandbox=await in_process_sandbox()
-        )
-        await router.register("tools-0", provisioner.sandbox, ["tools"])
-        peers = Peers()
-        only = Orchestrator(
-            client, provisioner, journal=Journal(path), shard=1, shards=2, peers=peers
-        )
-        peers.shards[1] = await started(only)  # shard 1 alone comes back
-        return set(only._jobs)
+        _, shards, _, _ = await system(path, only=1)  # shard 1 alone comes back
+        return set(shards[1]._jobs)
 
     ids, running = run(first_life())
     assert running == {"sh"}  # the journal knows which teams unfinished jobs use, every shard's
@@ -111,24 +97,36 @@ def test_a_restarted_shard_resumes_its_partition_only(tmp_path):
     assert resumed == {i for i in ids if job_shard(i, 2) == 1}
 
 
-def test_only_the_front_desk_admits_jobs_and_keeps_teams_and_policies(tmp_path):
+def test_a_shard_runs_only_its_own_partition(tmp_path):
     async def scenario():
-        peers, _ = await shards(tmp_path / "journal.sqlite")
-        other = peers.shards[1]
-        errors = []
-        for call in (other.submit(TASK, TEAM), other.teams(), other.put_policy("t", None)):
-            with pytest.raises(InvalidInput) as info:
-                await call
-            errors.append(info.value.message)
+        _, shards, _, _ = await system(tmp_path / "journal.sqlite")
         stray = Admitted(id="job-0123456789abcdef", task="x", team=TEAM, tenant="t",
                          submitted_at=0.0, budget=None, route=None, images=(),
                          request_id=None, registered=False)  # fmt: skip
         with pytest.raises(InvalidInput):
-            await other.adopt(stray)  # shard 0's id: not shard 1's to run
+            await shards[1].adopt(stray)  # shard 0's id: not shard 1's to run
         with pytest.raises(JobNotFound):
-            await other.status("job-0123456789abcdef-7")  # no shard 7: shard 0's, unknown
-        return errors
+            await shards[1].status("job-0123456789abcdef-7")  # no shard 7: shard 0's, unknown
+        return await shards[0].jobs(), await shards[1].jobs()
 
-    errors = run(scenario())
-    assert "submitted to orchestrator/0" in errors[0]
-    assert all("kept by orchestrator/0" in e for e in errors[1:])
+    assert run(scenario()) == ({}, {})
+
+
+def test_each_remote_method_has_one_home():
+    """The desk admits and keeps the catalogs; a shard runs jobs: no method is on both."""
+
+    def remote(cls: type) -> set[str]:
+        return {
+            name
+            for name, member in inspect.getmembers(cls, inspect.iscoroutinefunction)
+            if not name.startswith("_") and name not in {"on_start", "on_stop"}
+        }
+
+    desk, shard = remote(FrontDesk), remote(Orchestrator)
+    assert desk & shard == {"summaries"}  # the journal's list (desk), or one shard's memory
+    assert {"submit", "put_team", "put_policy", "put_skill", "create_session"} <= desk
+    assert shard == {  # a shard answers about its jobs, and nothing else
+        "adopt", "approvals", "cancel", "checkpoints", "decide", "events", "feedback",
+        "feedbacks", "fork", "jobs", "listed", "receive", "resume", "running_teams", "shard",
+        "status", "summaries", "summary", "trace", "wait", "waiting",
+    }  # fmt: skip

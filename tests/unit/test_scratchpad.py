@@ -214,7 +214,7 @@ async def _dropped(store, tenant, job_id):
 def test_a_note_written_by_one_agent_is_seen_and_read_by_the_next():
     async def main():
         troupe = await build_troupe()
-        job_id = await troupe.orchestrator.submit("the vault", _team(), tenant="acme")
+        job_id = await troupe.desk.submit("the vault", _team(), tenant="acme")
         result = await troupe.orchestrator.wait(job_id, 30)
         return troupe, result, await _dropped(troupe.memory, "acme", job_id)
 
@@ -233,7 +233,7 @@ def test_a_note_written_by_one_agent_is_seen_and_read_by_the_next():
 def test_a_team_that_keeps_notes_finds_them_among_its_memories():
     async def main():
         troupe = await build_troupe()
-        job_id = await troupe.orchestrator.submit("the vault", _team(keep_notes=True),
+        job_id = await troupe.desk.submit("the vault", _team(keep_notes=True),
                                                   tenant="acme")  # fmt: skip
         await troupe.orchestrator.wait(job_id, 30)
         await _dropped(troupe.memory, "acme", job_id)

@@ -5,8 +5,8 @@ needs a fact from its second, and sessions outliving their orchestrator."""
 import pytest
 from wiring import build_troupe, run
 
+from raytroupe.actors.desk.sessions import History, SessionDesk, SessionStore
 from raytroupe.actors.llm.tokens import count_tokens
-from raytroupe.actors.orchestrator.sessions import History, SessionDesk, SessionStore
 from raytroupe.protocols import (
     AgentSpec,
     ChatMessage,
@@ -174,13 +174,13 @@ class TestJobsInSessions:
 
         async def scenario():
             troupe = await build_troupe(MODELS)
-            orch = troupe.orchestrator
+            orch = troupe.desk
             session = await orch.create_session("acme", "talk", history_tokens=500)
             tasks = [CHATTER[0], FACTS[0], *CHATTER[1:8], "In which city does my sister live?"]
             results = []
             for task in tasks:
                 job_id = await orch.submit(task, TEAM, tenant="acme", session=session.id)
-                results.append(await orch.wait(job_id, 30))
+                results.append(await troupe.orchestrator.wait(job_id, 30))
             return troupe, results, await orch.session("talk", tenant="acme")
 
         troupe, results, info = run(scenario(), 120)
@@ -208,7 +208,7 @@ class TestJobsInSessions:
     def test_another_tenant_cannot_use_or_read_the_session(self):
         async def scenario():
             troupe = await build_troupe(MODELS)
-            orch = troupe.orchestrator
+            orch = troupe.desk
             await orch.create_session("acme", "private")
             with pytest.raises(SessionNotFound):
                 await orch.submit("hi", TEAM, tenant="globex", session="private")
@@ -224,7 +224,7 @@ class TestJobsInSessions:
     def test_bad_ids_and_budgets_are_refused(self):
         async def scenario():
             troupe = await build_troupe(MODELS)
-            orch = troupe.orchestrator
+            orch = troupe.desk
             for bad in ("../etc", "a" * 129, "white space", "-leading"):
                 with pytest.raises(InvalidInput):
                     await orch.create_session("acme", bad)
@@ -240,19 +240,20 @@ class TestJobsInSessions:
 
         async def first():
             troupe = await build_troupe(MODELS, journal=journal)
-            orch = troupe.orchestrator
+            orch = troupe.desk
             await orch.create_session("acme", "kept", title="kept")
             job_id = await orch.submit(FACTS[1], TEAM, tenant="acme", session="kept")
-            result = await orch.wait(job_id, 30)
+            result = await troupe.orchestrator.wait(job_id, 30)
             await orch.on_stop()
+            await troupe.orchestrator.on_stop()
             return result
 
         async def second():
             troupe = await build_troupe(MODELS, journal=journal)
-            orch = troupe.orchestrator
+            orch = troupe.desk
             job_id = await orch.submit("What is the cat called?", TEAM, tenant="acme",
                                        session="kept")  # fmt: skip
-            await orch.wait(job_id, 30)
+            await troupe.orchestrator.wait(job_id, 30)
             return troupe, await orch.session("kept", tenant="acme")
 
         assert run(first(), 60).status == "succeeded"

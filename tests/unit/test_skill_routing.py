@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from wiring import run
 
+from raytroupe.actors.desk.intent import IntentClassifier
 from raytroupe.actors.llm.offline import OfflineProvider
-from raytroupe.actors.orchestrator.intent import IntentClassifier
 from raytroupe.actors.skills.config import RoutingConfig
 from raytroupe.actors.skills.files import read_skill
 from raytroupe.actors.skills.routing import routing_config

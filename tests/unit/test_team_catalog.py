@@ -4,17 +4,20 @@ import base64
 
 import pytest
 from pydantic import ValidationError
-from wiring import run
+from wiring import control_plane, run
 
-from raytroupe.actors.orchestrator.catalog import TeamCatalog
+from raytroupe.actors import LocalRouterClient, MessageRouter
+from raytroupe.actors.desk.catalog import TeamCatalog
 from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.orchestrator.shards import Admitted
 from raytroupe.protocols import (
     AgentNotFound,
     AgentSpec,
     Attachment,
     ConfigError,
     Conflict,
+    ErrorCode,
     PlannedSubtask,
     TeamNotFound,
     TeamSpec,
@@ -332,29 +335,37 @@ def test_check_unregistered_accepts_identical_agents_and_new_names():
     catalog.check_unregistered(_team("fresh", AgentSpec(name="newbie", role="x")))
 
 
-def test_current_is_the_registered_version_for_a_job_that_named_the_team():
+def test_a_shard_provisions_a_named_team_as_registered_now_and_an_inline_one_as_given():
+    """A registered team's agents are shared: a job admitted under an older version (or
+    resumed after a restart) must not put them back to it; the desk says what is current."""
+
     async def scenario():
-        catalog, _ = _catalog()
-        old = _team("research", ADA)
-        await catalog.put(old)
-        job = _job(old, registered=True)
-        new = _team("research", ADA, GRACE)
-        await catalog.put(new)
-        current = catalog.current(job)
-        await catalog.delete("research")
-        with pytest.raises(TeamNotFound):
-            catalog.current(job)
-        return current, new
+        provisioner = Provisioner()
+        router = LocalRouterClient(MessageRouter())
+        desk, (shard,) = await control_plane(router, provisioner)
+        old, new = _team("research", ADA), _team("research", ADA, GRACE)
+        await desk.put_team(old)
+        named = _admitted("job-00000000000000a1", old, registered=True)
+        inline = _admitted("job-00000000000000a2", _team("research", WENDY), registered=False)
+        await desk.put_team(new)  # after the job was admitted, before it is provisioned
+        await shard.adopt(named)
+        await shard.wait(named.id, 10)
+        await shard.adopt(inline)
+        await shard.wait(inline.id, 10)
+        await desk.delete_team("research")
+        gone = _admitted("job-00000000000000a3", old, registered=True)
+        await shard.adopt(gone)
+        return provisioner.provisioned[2:], await shard.wait(gone.id, 10), new, inline.team
 
-    current, new = run(scenario())
-    assert current == new
+    provisioned, gone, new, inline = run(scenario())
+    assert provisioned == [new, inline]
+    assert (gone.status, gone.error.code) == ("failed", ErrorCode.TEAM_NOT_FOUND)
 
 
-def test_current_is_the_jobs_own_team_when_it_was_given_inline():
-    catalog, _ = _catalog()
-    run(catalog.put(_team("research", ADA, GRACE)))
-    inline = _team("research", ADA)
-    assert catalog.current(_job(inline, registered=False)) is inline
+def _admitted(job_id, team, *, registered):
+    return Admitted(id=job_id, task="t", team=team, tenant="default", submitted_at=0.0,
+                    budget=None, route=None, images=(), request_id=None,
+                    registered=registered)  # fmt: skip
 
 
 # persistence

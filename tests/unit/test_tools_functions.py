@@ -12,9 +12,9 @@ from typing import Annotated, Literal
 
 import pytest
 from pydantic import Field, ValidationError
-from wiring import InProcessProvisioner, Tap, run, started, started_now
+from wiring import InProcessProvisioner, Tap, control_plane, run, started, started_now
 
-from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter, Orchestrator
+from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter
 from raytroupe.actors.tools.config import FunctionTool, ToolsConfig
 from raytroupe.actors.tools.functions import function_schema, import_target
 from raytroupe.actors.tools.sandbox import ToolSandbox
@@ -422,8 +422,8 @@ def test_agents_call_a_function_tool_through_the_router_in_a_job(tmp_path):
         sandbox = await started(ToolSandbox(config(tmp_path, add=f"{HERE}:add"), router=client))
         await router.register("llm-0", llm, ["llm"])
         await router.register("tools-0", sandbox, ["tools"])
-        orchestrator = await started(
-            Orchestrator(client, InProcessProvisioner(router, pool, client, sandbox=sandbox))
+        desk, (orchestrator,) = await control_plane(
+            client, InProcessProvisioner(router, pool, client, sandbox=sandbox)
         )
         await router.register("orchestrator", orchestrator)
         agents, models, plan = [], {}, []
@@ -436,7 +436,7 @@ def test_agents_call_a_function_tool_through_the_router_in_a_job(tmp_path):
             plan.append(PlannedSubtask(id=f"s{i}", role=f"r{i}", instructions=f"Add {i}."))
         team = TeamSpec(name="adders", agents=tuple(agents), models=models,
                         planner_model="offline", plan=tuple(plan))  # fmt: skip
-        result = await orchestrator.wait(await orchestrator.submit("Add.", team), 10)
+        result = await orchestrator.wait(await desk.submit("Add.", team), 10)
         await sandbox.close()
         told = [r.messages[-1] for r in llm.payloads(LLMRequest) if r.messages[-1].role == "tool"]
         return result, told

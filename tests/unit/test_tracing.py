@@ -215,15 +215,15 @@ def test_subtasks_finished_before_a_restart_keep_a_span_from_their_timestamps(tm
     path = tmp_path / "journal.sqlite"
 
     async def first_life():
-        orchestrator, pool = await system(Journal(path), allowed=1)
-        job_id = await orchestrator.submit(STEPS, TEAM)
+        desk, orchestrator, pool = await system(Journal(path), allowed=1)
+        job_id = await desk.submit(STEPS, TEAM)
         await pool.held.wait()  # s1 done, s2 held
         for task in list(orchestrator._tasks):
             task.cancel()
         return job_id
 
     async def second_life(job_id):
-        orchestrator, _ = await system(Journal(path), allowed=99)
+        _, orchestrator, _ = await system(Journal(path), allowed=99)
         return await orchestrator.wait(job_id, 10)
 
     result = run(second_life(run(first_life())))

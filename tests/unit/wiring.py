@@ -19,6 +19,7 @@ from pydantic import BaseModel
 
 from raytroupe.actors import (
     AgentActor,
+    FrontDesk,
     LLMAdapterPool,
     LocalRouterClient,
     Mailbox,
@@ -26,22 +27,29 @@ from raytroupe.actors import (
     Orchestrator,
     serve_envelope,
 )
+from raytroupe.actors.endpoint import RouterClient
 from raytroupe.actors.lifecycle import Lifecycle
 from raytroupe.actors.memory.config import MemoryConfig
 from raytroupe.actors.memory.store import MemoryStore
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.orchestrator.shards import Admitted, TeamProvisioner
 from raytroupe.actors.tools.sandbox import ToolSandbox, ToolsConfig
 from raytroupe.protocols import (
     AgentMessage,
     ChatMessage,
     Event,
     JobResult,
+    JobsQuery,
+    JobSummary,
     LLMRequest,
     ModelSpec,
     Payload,
     RecipientUnavailable,
     TeamSpec,
+    TenantPolicy,
     ToolSpec,
     decode,
+    job_shard,
     team_role,
 )
 
@@ -52,11 +60,14 @@ __all__ = [
     "Gated",
     "GatedPool",
     "InProcessProvisioner",
+    "LocalDesk",
+    "LocalShards",
     "Raising",
     "Tap",
     "Troupe",
     "ask",
     "build_troupe",
+    "control_plane",
     "envelope",
     "in_process_memory",
     "in_process_sandbox",
@@ -300,6 +311,101 @@ class InProcessProvisioner:
             self.retired.append(name)
 
 
+class LocalShards:
+    """The job shards of one process, as the desk and each shard reach them (``Shards``).
+
+    ``calls`` records each call made through it: ``(method, shard)``.
+    """
+
+    def __init__(self, count: int = 1) -> None:
+        self.count = count
+        self.shards: list[Orchestrator] = []
+        self.calls: list[tuple[str, int]] = []
+
+    def __len__(self) -> int:
+        return self.count
+
+    def of(self, job_id: str, method: str) -> Orchestrator:
+        shard = job_shard(job_id, self.count)
+        self.calls.append((method, shard))
+        return self.shards[shard]
+
+    async def adopt(self, job: Admitted) -> None:
+        await self.of(job.id, "adopt").adopt(job)
+
+    async def wait(
+        self, job_id: str, timeout: float | None, *, tenant: str | None = None
+    ) -> JobResult | None:
+        return await self.of(job_id, "wait").wait(job_id, timeout, tenant=tenant)
+
+    async def cancel(self, job_id: str) -> bool:
+        return await self.of(job_id, "cancel").cancel(job_id)
+
+    async def running_teams(self) -> set[str]:
+        self.calls += [("running_teams", k) for k in range(self.count)]
+        return set().union(*[await shard.running_teams() for shard in self.shards])
+
+    async def summaries(self, tenant: str | None, query: JobsQuery) -> list[JobSummary]:
+        self.calls += [("summaries", k) for k in range(self.count)]
+        found = [line for shard in self.shards for line in await shard.summaries(tenant, query)]
+        return sorted(found, key=lambda line: -line.submitted_at)[: query.limit]
+
+
+class LocalDesk:
+    """The front desk of one process, as a shard reaches it (``Desk``); bound once made."""
+
+    def __init__(self) -> None:
+        self.desk: FrontDesk | None = None
+
+    def _bound(self) -> FrontDesk:
+        assert self.desk is not None, "the desk is made after its shards"
+        return self.desk
+
+    async def submit(self, task: str, team: TeamSpec | str | None, **kwargs: Any) -> str:
+        return await self._bound().submit(task, team, **kwargs)
+
+    async def team(self, name: str) -> TeamSpec:
+        return await self._bound().team(name)
+
+    async def policies(self) -> dict[str, TenantPolicy]:
+        return await self._bound().policies()
+
+    async def use_inline(self, tenant: str, team: TeamSpec) -> None:
+        await self._bound().use_inline(tenant, team)
+
+
+async def control_plane(
+    router: RouterClient,
+    provisioner: TeamProvisioner,
+    *,
+    shards: int | LocalShards = 1,
+    journal: Path | str | Journal | None = None,
+    **options: Any,
+) -> tuple[FrontDesk, list[Orchestrator]]:
+    """A started front desk and ``shards`` started job shards, wired to each other.
+
+    ``options`` go to each shard (``max_attempts``, ``max_running``, ``keep_jobs``) or, for
+    ``skills``, to the desk. With a ``journal`` path, desk and shards share one file, as
+    they share the journal's database under Ray. ``shards`` may be a ``LocalShards`` to
+    fill (to read its ``calls`` afterwards).
+    """
+    skills = options.pop("skills", None)
+    local_shards = shards if isinstance(shards, LocalShards) else LocalShards(shards)
+    local_desk = LocalDesk()
+    local_shards.shards = [
+        Orchestrator(
+            router, provisioner, local_desk, local_shards, journal=journal, shard=k, **options
+        )
+        for k in range(local_shards.count)
+    ]
+    desk = FrontDesk(router, provisioner, local_shards, journal=journal, skills=skills)
+    local_desk.desk = desk
+    await desk.on_start()
+    for shard in local_shards.shards:
+        await shard.on_start()
+    return desk, local_shards.shards
+
+
 @dataclass
 class Troupe:
     """Everything ``build_troupe`` wired together."""
@@ -309,13 +415,14 @@ class Troupe:
     pool: LLMAdapterPool
     llm: Tap
     provisioner: InProcessProvisioner
+    desk: FrontDesk
     orchestrator: Orchestrator
     memory: MemoryStore
     results: list[JobResult] = field(default_factory=list)
 
     async def run(self, task: str, team: TeamSpec, timeout: float = 10.0) -> JobResult:
         """Submit ``task`` and wait for its result (failing the test if it never comes)."""
-        job_id = await self.orchestrator.submit(task, team)
+        job_id = await self.desk.submit(task, team)
         result = await self.orchestrator.wait(job_id, timeout)
         assert result is not None, f"job {job_id} did not finish within {timeout} s"
         self.results.append(result)
@@ -331,10 +438,10 @@ async def build_troupe(
     tools_root: Path | None = None,
     journal: Path | str | None = None,
 ) -> Troupe:
-    """Router, LLM pool (behind a ``Tap``, as ``llm``), provisioner and orchestrator.
+    """Router, LLM pool (behind a ``Tap``, as ``llm``), provisioner, desk and one job shard.
 
     The tool sandbox keeps its state and scratch in ``tools_root`` (default: a fresh
-    temporary directory). With a ``journal`` (a file), the orchestrator resumes the jobs it
+    temporary directory). With a ``journal`` (a file), the shard resumes the jobs it
     holds, as a restarted one does.
     """
     router = await started(MessageRouter())
@@ -347,8 +454,8 @@ async def build_troupe(
     await router.register("tools-0", provisioner.sandbox, ["tools"])
     memory = await in_process_memory(client)
     await router.register("memory", memory)
-    orchestrator = await started(
-        Orchestrator(client, provisioner, max_attempts=max_attempts, journal=journal)
+    desk, (orchestrator,) = await control_plane(
+        client, provisioner, max_attempts=max_attempts, journal=journal
     )
     await router.register("orchestrator", orchestrator)
-    return Troupe(router, client, pool, llm, provisioner, orchestrator, memory)
+    return Troupe(router, client, pool, llm, provisioner, desk, orchestrator, memory)

@@ -1,8 +1,8 @@
-"""The orchestrator's graph methods: checkpoints, resume, fork, and child jobs of nodes.
+"""A shard's graph operations: checkpoints, resume, fork, and the child jobs of nodes.
 
-:class:`GraphControl` is a part of :class:`~raytroupe.actors.orchestrator.actor.Orchestrator` (a
-mixin: its methods are the actor's). Each method is answered by the shard that owns the
-job, as the other job methods are.
+:class:`GraphControl` is a part of a job shard (:class:`~raytroupe.actors.orchestrator.actor.
+Orchestrator` answers with it): it reaches the front desk to admit what a graph starts (a
+child job, a fork's inline team, today's policies) and the child's shard to wait for it.
 """
 
 from __future__ import annotations
@@ -10,16 +10,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Awaitable, Callable
-from typing import Any, Final, cast
+from typing import Any, Final
 
 import structlog
 
 from raytroupe.actors.offload import on_loop
-from raytroupe.actors.orchestrator.admission import runs_inline
+from raytroupe.actors.orchestrator.admission import PolicyBook, readmit, runs_inline
 from raytroupe.actors.orchestrator.graphs.desk import GraphDesk
 from raytroupe.actors.orchestrator.jobs import Job
-from raytroupe.actors.orchestrator.shards import Admitted, job_owner, new_job_id
+from raytroupe.actors.orchestrator.shards import Admitted, Desk, Shards, new_job_id
 from raytroupe.protocols import InvalidInput, JobResult, TroupeError
 from raytroupe.protocols.bounded import ANSWER_WORK_S
 from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphNode
@@ -33,37 +32,27 @@ log = structlog.get_logger("raytroupe.orchestrator")
 
 
 class GraphControl:
-    """Checkpoints, interrupts and forks of graph jobs: methods of every shard."""
+    """Checkpoints, interrupts, forks and child jobs of one shard's graph jobs.
 
-    _shard: int
-    _graphs: GraphDesk
-    _owns: Callable[[str], bool]
-    _job: Callable[..., Job]
-    _adopt: Callable[[Admitted], Awaitable[None]]
-    _readmit: Callable[..., Awaitable[None]]
-    use_inline: Callable[..., Awaitable[None]]
-    submit: Callable[..., Awaitable[str]]
-    _at_owner: Callable[..., Awaitable[Any]]
+    Args:
+        graphs: the shard's checkpoints and interrupts (in memory or in its journal).
+        desk: the front desk (admits child jobs, counts inline teams, keeps policies).
+        shards: every job shard (a child may run on any).
+        shard: which shard this one is (a fork runs where its original ran).
+    """
 
-    @job_owner
-    async def checkpoints(self, job_id: str, *, tenant: str | None = None) -> list[GraphCheckpoint]:
-        """The job's checkpoints, by subgraph then superstep (none: not a graph job).
+    def __init__(self, graphs: GraphDesk, desk: Desk, shards: Shards, shard: int) -> None:
+        self._graphs = graphs
+        self._front = desk
+        self._shards = shards
+        self._shard = shard
 
-        Raises:
-            JobNotFound: no such job (of ``tenant``, when given).
-        """
-        self._job(job_id, tenant)
-        return await asyncio.to_thread(self._graphs.checkpoints, job_id)
+    async def checkpoints(self, job: Job) -> list[GraphCheckpoint]:
+        """The job's checkpoints, by subgraph then superstep (none: not a graph job)."""
+        return await asyncio.to_thread(self._graphs.checkpoints, job.id)
 
-    @job_owner
     async def resume(
-        self,
-        job_id: str,
-        *,
-        value: Any = None,
-        state: dict[str, Any] | None = None,
-        interrupt: str | None = None,
-        tenant: str | None = None,
+        self, job: Job, value: Any, state: dict[str, Any] | None, interrupt: str | None
     ) -> GraphInterrupt:
         """Let a paused graph go on: with a ``value`` (for the node), a ``state`` edit, both.
 
@@ -73,91 +62,71 @@ class GraphControl:
         paused where it is, nothing recorded.
 
         Raises:
-            JobNotFound: no such job (of ``tenant``, when given).
             Forbidden: today's policy refuses a field of the job.
             Conflict: the job waits at no interrupt (or not at that one).
             InvalidInput: the edit or value would leave the state invalid.
         """
-        job = self._job(job_id, tenant)
         await self._readmit(job, by_admin=job.admin)  # an admin's job goes on as admitted
         return await self._graphs.resume(job, value, state, interrupt)
 
-    @job_owner
     async def fork(
-        self,
-        job_id: str,
-        step: int,
-        *,
-        state: dict[str, Any] | None = None,
-        tenant: str | None = None,
-        admin: bool = False,
-    ) -> str:
-        """Start a new job of the same task and team from checkpoint ``step`` of ``job_id``.
+        self, source: Job, step: int, state: dict[str, Any] | None, *, admin: bool
+    ) -> Admitted:
+        """A new job of the same task and team from checkpoint ``step`` of ``source``.
 
         ``state`` edits the checkpoint's state first (a "what if"); the new job is recorded
-        as a fork of the original, and runs on the original's shard. The fork is the
-        forker's job: unless an admin forks (``admin``, or a driver's call without a
-        ``tenant``), it is admitted again first, under the tenant's policy of today (see
-        ``admission.readmit``), whoever submitted the original, and an inline team is counted
-        within the tenant's live agents: refused, nothing is recorded or started.
+        as a fork of the original. The fork is the forker's job: unless an admin forks
+        (``admin``: an admin's key, or a driver's call without a tenant), it is admitted
+        again first, under the tenant's policy of today (see ``admission.readmit``),
+        whoever submitted the original, and an inline team is counted within the tenant's
+        live agents: refused, nothing is recorded. The caller starts the returned job.
 
         Raises:
-            JobNotFound: no such job (of ``tenant``, when given).
             Forbidden: today's policy refuses a field of the job.
             InvalidInput: the job is not a graph's, has no such checkpoint, or the edit
                 leaves the state invalid.
         """
-        source = self._job(job_id, tenant)
         graph = source.team.graph
         if graph is None:
-            raise InvalidInput(f"job {job_id} is not a graph's: it has no checkpoints")
-        # a new job, the forker's: an admin's fork runs as it is, a tenant's under today's
-        # policy, whoever submitted the original (unscoped, a driver's call: an admin's)
-        admin = admin or tenant is None
+            raise InvalidInput(f"job {source.id} is not a graph's: it has no checkpoints")
         await self._readmit(source, by_admin=admin)
         new_id = new_job_id(self._shard)
         # the edit against the state's schema (the tenant's patterns): off the loop, in time
         start = await on_loop().run(
             source.tenant, ANSWER_WORK_S, "answer_work_s",
-            self._graphs.fork_point, job_id, graph, step, state, new_id,
+            self._graphs.fork_point, source.id, graph, step, state, new_id,
         )  # fmt: skip
         if runs_inline(source):  # its agents run again: within the tenant's live agents
-            if self._shard == 0:
-                await self.use_inline(source.tenant, source.team)
-            else:
-                await self._other().ask(0, "use_inline", source.tenant, source.team)
-        await asyncio.to_thread(self._graphs.store.fork, new_id, start, (job_id, step, state))
-        await self._adopt(
-            Admitted(
-                id=new_id,
-                task=source.task,
-                team=source.team,
-                tenant=source.tenant,
-                submitted_at=time.time(),
-                budget=source.budget,
-                route=source.route,
-                images=source.images,
-                request_id=None,
-                registered=source.registered,
-                skill=source.skill,
-                input=source.input if source.skill else None,
-                submitted_by=source.submitted_by,
-                admin=admin,
-                forked_from={"job_id": job_id, "step": step, "state": state},
-            )
+            await self._front.use_inline(source.tenant, source.team)
+        await asyncio.to_thread(self._graphs.store.fork, new_id, start, (source.id, step, state))
+        return Admitted(
+            id=new_id,
+            task=source.task,
+            team=source.team,
+            tenant=source.tenant,
+            submitted_at=time.time(),
+            budget=source.budget,
+            route=source.route,
+            images=source.images,
+            request_id=None,
+            registered=source.registered,
+            skill=source.skill,
+            input=source.input if source.skill else None,
+            submitted_by=source.submitted_by,
+            admin=admin,
+            forked_from={"job_id": source.id, "step": step, "state": state},
         )
-        log.info("job_forked", job_id=new_id, parent=job_id, step=step)
-        return new_id
 
-    async def graph_child(
+    async def child(
         self, parent: Job, node: GraphNode, task: str, given: Any, key: str
     ) -> JobResult:
         """Run a graph's team or skill node as a job of the parent's tenant; its result.
 
         The child's id is journaled as soon as it exists: a resumed parent waits for the
         same child (resumed by its own shard) instead of starting another. The child is
-        admitted as a tenant's job, under the tenant's policy, whoever submitted the parent,
-        and its model calls draw on the parent's budget account: together they keep one budget.
+        admitted by the front desk as a tenant's job, under the tenant's policy, whoever
+        submitted the parent, and its model calls draw on the parent's budget account:
+        together they keep one budget.
         """
         store = self._graphs.store
         child_id = await asyncio.to_thread(store.child, parent.id, key)
@@ -169,33 +138,34 @@ class GraphControl:
                     f"teams naming each other?): at most {MAX_CHILD_DEPTH}",
                     node=node.id,
                 )
-            submit = self.submit if self._shard == 0 else self._front_submit
             budget = parent.budget  # one budget for the job and its children: its account
             account = (budget.account or parent.id) if budget is not None else None
             budget = None if budget is None else budget.model_copy(update={"account": None})
-            child_id = await submit(
-                task,
-                node.team,
-                tenant=parent.tenant,
-                budget=budget,
-                admin=False,
-                skill=node.skill,
-                input=given,
-                account=account,
-            )
+            child_id = await self._front.submit(
+                task, node.team, tenant=parent.tenant, budget=budget, admin=False,
+                skill=node.skill, input=given, account=account,
+            )  # fmt: skip
             await asyncio.to_thread(store.child, parent.id, key, child_id)
             log.info("graph_child_started", job_id=parent.id, node=node.id, child=child_id)
         try:
-            result: JobResult | None = await self._at_owner(child_id, "wait", None)
+            result = await self._shards.wait(child_id, None)
         except asyncio.CancelledError:
             if parent.cancel_requested:
                 with contextlib.suppress(TroupeError):
-                    await self._at_owner(child_id, "cancel")
+                    await self._shards.cancel(child_id)
             raise
         assert result is not None  # noqa: S101 - waited without a timeout
         return result
 
-    async def _front_submit(self, *args: Any, **kwargs: Any) -> str:
-        return cast("str", await self._other().ask(0, "submit", *args, **kwargs))
+    async def _readmit(self, job: Job, *, by_admin: bool) -> None:
+        """Admit ``job`` again under its tenant's policy of today, before it runs again.
 
-    _other: Callable[[], Any]
+        See :func:`raytroupe.actors.orchestrator.admission.readmit`; ``by_admin``: an admin asks
+        (taken as it is). The front desk keeps the policies: it is asked for them.
+
+        Raises:
+            Forbidden: a field today's policy refuses.
+        """
+        if by_admin:
+            return
+        readmit(job, *PolicyBook(await self._front.policies()).policy(job.tenant))

@@ -1,8 +1,7 @@
 """The front desk's evaluation and evolution: eval runs, prompt optimisation, A/B experiments.
 
-:class:`Evolution` is a part of :class:`~raytroupe.actors.orchestrator.actor.Orchestrator` (a mixin:
-its methods are the actor's), kept apart so the job lifecycle reads on its own. Everything
-here runs on orchestrator/0, where skills are kept and jobs admitted:
+:class:`Evolution` is a part of the front desk (:class:`~raytroupe.actors.desk.actor.FrontDesk`
+answers with it), which keeps the skills and admits the jobs it runs:
 
 - eval runs (:mod:`raytroupe.actors.evals.desk`): a suite's cases as ordinary jobs, scored;
 - optimisation (:mod:`raytroupe.actors.evals.optimise`): proposed prompts proven on a suite;
@@ -13,17 +12,15 @@ here runs on orchestrator/0, where skills are kept and jobs admitted:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Any
 
 import structlog
 
+from raytroupe.actors.desk.intent import pool_asker
 from raytroupe.actors.endpoint import RouterClient
 from raytroupe.actors.evals.desk import EvalDesk, compare_runs
 from raytroupe.actors.evals.experiments import ExperimentDesk
 from raytroupe.actors.evals.optimise import candidates, optimise_request, parse_variants
 from raytroupe.actors.orchestrator.admission import PolicyBook, admit_registered, admit_suite
-from raytroupe.actors.orchestrator.intent import pool_asker
-from raytroupe.actors.orchestrator.shards import front_desk
 from raytroupe.actors.skills.desk import SkillDesk
 from raytroupe.actors.skills.reflect import lesson_tags
 from raytroupe.protocols import (
@@ -50,24 +47,47 @@ from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["Evolution"]
 
-log = structlog.get_logger("raytroupe.orchestrator")
+log = structlog.get_logger("raytroupe.desk")
+
+
+Submit = Callable[..., Awaitable[str]]
+"""The desk's ``submit``: an eval case is an ordinary job."""
+
+Wait = Callable[[str], Awaitable[JobResult | None]]
+"""A job's result, from its shard, once it has one."""
 
 
 class Evolution:
-    """Eval runs, optimisation and experiments: methods of the orchestrator's front desk."""
+    """Eval runs, optimisation and experiments, as the front desk answers them.
 
-    _shard: int
-    _router: RouterClient
-    _policies: PolicyBook
-    _skills: SkillDesk
-    _evals: EvalDesk
-    _experiments: ExperimentDesk
-    submit: Callable[..., Awaitable[str]]
-    _at_owner: Callable[..., Awaitable[Any]]
+    Args:
+        router: how it reaches the LLM pool (the optimiser) and memory (lessons).
+        policies, skills, evals, experiments: the desk's.
+        submit: the desk's ``submit``.
+        wait: a job's result from its shard.
+    """
+
+    def __init__(
+        self,
+        router: RouterClient,
+        policies: PolicyBook,
+        skills: SkillDesk,
+        evals: EvalDesk,
+        experiments: ExperimentDesk,
+        *,
+        submit: Submit,
+        wait: Wait,
+    ) -> None:
+        self._router = router
+        self._policies = policies
+        self._skills = skills
+        self._evals = evals
+        self._experiments = experiments
+        self._submit = submit
+        self._wait = wait
 
     # -- evaluation (the front desk runs suites) -------------------------------------------
 
-    @front_desk
     async def start_eval(
         self,
         suite: EvalSuite,
@@ -103,11 +123,11 @@ class Evolution:
         target = f"skill:{ref}" if ref else f"team:{team}"
 
         async def submit(case: EvalCase, left: Budget | None) -> str:
-            return await self.submit(case.task, team, tenant=tenant, admin=admin, skill=ref,
+            return await self._submit(case.task, team, tenant=tenant, admin=admin, skill=ref,
                                      input=case.input, budget=left, by="eval")  # fmt: skip
 
         async def wait(job_id: str) -> JobResult:
-            result: JobResult | None = await self._at_owner(job_id, "wait", None)
+            result = await self._wait(job_id)
             if result is None:  # pragma: no cover - wait(None) returns only with a result
                 raise JobNotFound(f"job {job_id} has no result", job_id=job_id)
             return result
@@ -115,7 +135,6 @@ class Evolution:
         return self._evals.start(suite, target, submit, wait, tenant=tenant,
                                  concurrency=concurrency, budget=budget)  # fmt: skip
 
-    @front_desk
     async def optimise_skill(
         self,
         name: str,
@@ -178,7 +197,6 @@ class Evolution:
             promoted=promote and best is not None,
         )  # fmt: skip
 
-    @front_desk
     async def promote_skill(self, name: str, version: str, *, source: str = "api") -> SkillSpec:
         """Make a registered version (an optimiser's proposal) the current one.
 
@@ -194,7 +212,7 @@ class Evolution:
         """The skill's lessons (of the default tenant) closest to the suite's requests."""
         text = " ".join(c.task for c in suite.cases[:20])[:2000] or skill.description
         query = MemoryQuery(query=text, k=10, tags=lesson_tags(skill.name))
-        message = AgentMessage(sender="orchestrator", recipient="memory", tenant="default",
+        message = AgentMessage(sender="desk", recipient="memory", tenant="default",
                                payload=query)  # fmt: skip
         try:
             reply = await self._router.request(message)
@@ -206,7 +224,6 @@ class Evolution:
             else ()
         )
 
-    @front_desk
     async def eval_run(
         self, run_id: str, timeout: float | None = 0.0, *, tenant: str | None = None
     ) -> EvalRun:
@@ -220,12 +237,10 @@ class Evolution:
             return await self._evals.wait(run_id, timeout)
         return run
 
-    @front_desk
     async def eval_runs(self, *, tenant: str | None = None) -> list[EvalRun]:
         """Eval runs (of ``tenant``, or all), oldest first, without their cases."""
         return self._evals.runs(tenant)
 
-    @front_desk
     async def compare_evals(
         self, base: str, other: str, *, tenant: str | None = None
     ) -> EvalComparison:
@@ -239,7 +254,6 @@ class Evolution:
 
     # -- A/B experiments ---------------------------------------------------------------------
 
-    @front_desk
     async def start_experiment(self, spec: ExperimentSpec) -> ExperimentInfo:
         """Split the skill's live traffic between versions until the test decides.
 
@@ -249,7 +263,6 @@ class Evolution:
         """
         return self._experiments.start(spec)
 
-    @front_desk
     async def experiment(self, name: str) -> ExperimentInfo:
         """An experiment with each arm's figures (and the decision, once made).
 
@@ -258,12 +271,10 @@ class Evolution:
         """
         return self._experiments.info(name)
 
-    @front_desk
     async def experiments(self) -> list[ExperimentInfo]:
         """Every experiment, oldest first."""
         return self._experiments.every()
 
-    @front_desk
     async def stop_experiment(self, name: str, *, by: str = "api") -> ExperimentInfo:
         """End a running experiment without a verdict; new jobs run the current version.
 

@@ -44,7 +44,7 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.intent import IntentChoice, IntentConfig, IntentRule
 
-log = structlog.get_logger("raytroupe.orchestrator")
+log = structlog.get_logger("raytroupe.desk")
 
 __all__ = [
     "Ask",
@@ -80,7 +80,7 @@ def pool_asker(router: RouterClient, job_id: str | None, tenant: str) -> Ask:
     async def ask(request: LLMRequest) -> LLMResponse:
         reply = await request_through_restarts(
             router,
-            lambda: AgentMessage(sender="orchestrator", recipient=LLM_POOL, job_id=job_id,
+            lambda: AgentMessage(sender="desk", recipient=LLM_POOL, job_id=job_id,
                                  tenant=tenant, payload=request),
         )  # fmt: skip
         if isinstance(reply.payload, LLMResponse):

@@ -1,14 +1,14 @@
 """Sessions: conversations across jobs, kept in the journal's database.
 
 A session is a tenant's list of jobs (its turns). When a job is submitted in a session, the
-front desk (``orchestrator/0``) shows it the session's history: the summary of the oldest
+front desk (:mod:`raytroupe.actors.desk`) shows it the session's history: the summary of the oldest
 turns, then the newest turns whole, within a token budget. Turns that no longer fit are
 summarized through the LLM pool (the earlier summary folded in), so the history never
 outgrows its budget however long the conversation runs.
 
 A turn's answer joins the history once its job has succeeded; it is read from the job's
 result when the session is next read (the job may run on another shard), so nothing has
-to happen when a job ends, and a restarted orchestrator loses nothing.
+to happen when a job ends, and a restarted desk loses nothing.
 """
 
 from __future__ import annotations
@@ -43,9 +43,9 @@ from raytroupe.protocols.sessions import (
     checked_session_id,
 )
 
-__all__ = ["History", "SessionControl", "SessionDesk", "SessionStore"]
+__all__ = ["History", "SessionDesk", "SessionStore", "new_session_id"]
 
-log = structlog.get_logger("raytroupe.orchestrator")
+log = structlog.get_logger("raytroupe.desk")
 
 _MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -88,7 +88,7 @@ class SessionStore:
 
     @classmethod
     def in_memory(cls) -> SessionStore:
-        """A store of one process (an orchestrator without a journal)."""
+        """A store of one process (a desk without a journal)."""
         return cls(open_database(":memory:", "sessions", _MIGRATIONS))
 
     def create(
@@ -245,6 +245,35 @@ class SessionDesk:
         self.store = store
         self._model = model
 
+    def create(
+        self, tenant: str, session_id: str | None, title: str, history_tokens: int
+    ) -> SessionInfo:
+        """The tenant's session ``session_id`` (made now if new; a fresh id if None).
+
+        ``history_tokens`` bounds the history each of its jobs is shown (a session the
+        tenant has already keeps its own).
+
+        Raises:
+            InvalidInput: an invalid id, or a history budget out of bounds.
+        """
+        if not MIN_HISTORY_TOKENS <= history_tokens <= MAX_HISTORY_TOKENS:
+            raise InvalidInput(
+                f"history_tokens is {MIN_HISTORY_TOKENS} to {MAX_HISTORY_TOKENS}",
+                field="history_tokens",
+            )
+        session_id = checked_session_id(session_id or new_session_id())
+        info, _made = self.store.create(tenant, session_id, title[:200], history_tokens)
+        return info
+
+    def delete(self, tenant: str, session_id: str) -> None:
+        """Forget the tenant's session (its jobs stay).
+
+        Raises:
+            SessionNotFound: the tenant has no session of that id.
+        """
+        if not self.store.delete(tenant, session_id):
+            raise SessionNotFound(f"no session {session_id!r}", session=session_id)
+
     async def settled(self, tenant: str, session_id: str, result_of: ResultOf) -> SessionInfo:
         """The session, with every turn whose job has ended since recorded as it ended."""
         session = self.store.get(tenant, session_id)
@@ -254,7 +283,7 @@ class SessionDesk:
                 continue
             try:
                 result = await result_of(turn.job_id)
-            except JobNotFound:  # forgotten by an orchestrator without a journal
+            except JobNotFound:  # forgotten by a shard without a journal
                 result, status = None, "failed"
             else:
                 status = "running" if result is None else result.status
@@ -359,72 +388,3 @@ class SessionDesk:
 def new_session_id() -> str:
     """A fresh session id."""
     return "s-" + secrets.token_hex(8)
-
-
-class SessionControl:
-    """The orchestrator's session methods, answered by the front desk (``orchestrator/0``)."""
-
-    _shard: int
-    _sessions: SessionDesk
-    _at_owner: Callable[..., Awaitable[Any]]
-
-    def _front_desk(self) -> None:
-        if self._shard != 0:
-            raise InvalidInput(f"sessions are kept by orchestrator/0, not /{self._shard}")
-
-    def _result_of(self, tenant: str) -> ResultOf:
-        async def result_of(job_id: str) -> JobResult | None:
-            result: JobResult | None = await self._at_owner(job_id, "wait", 0.0, tenant=tenant)
-            return result
-
-        return result_of
-
-    async def create_session(
-        self,
-        tenant: str,
-        session_id: str | None = None,
-        *,
-        title: str = "",
-        history_tokens: int = HISTORY_TOKENS,
-    ) -> SessionInfo:
-        """The tenant's session ``session_id`` (made now if new; a fresh id if None).
-
-        ``history_tokens`` bounds the history each of its jobs is shown (a session the
-        tenant has already keeps its own).
-
-        Raises:
-            InvalidInput: an invalid id, or a history budget out of bounds.
-        """
-        self._front_desk()
-        if not MIN_HISTORY_TOKENS <= history_tokens <= MAX_HISTORY_TOKENS:
-            raise InvalidInput(
-                f"history_tokens is {MIN_HISTORY_TOKENS} to {MAX_HISTORY_TOKENS}",
-                field="history_tokens",
-            )
-        session_id = checked_session_id(session_id or new_session_id())
-        info, _made = self._sessions.store.create(tenant, session_id, title[:200], history_tokens)
-        return info
-
-    async def session(self, session_id: str, *, tenant: str) -> SessionInfo:
-        """The tenant's session with its turns, each as its job ended.
-
-        Raises:
-            SessionNotFound: the tenant has no session of that id.
-        """
-        self._front_desk()
-        return await self._sessions.settled(tenant, session_id, self._result_of(tenant))
-
-    async def sessions(self, *, tenant: str, limit: int = 100) -> list[SessionInfo]:
-        """The tenant's sessions, the most recently used first."""
-        self._front_desk()
-        return self._sessions.store.listed(tenant, limit)
-
-    async def delete_session(self, session_id: str, *, tenant: str) -> None:
-        """Forget the tenant's session (its jobs stay).
-
-        Raises:
-            SessionNotFound: the tenant has no session of that id.
-        """
-        self._front_desk()
-        if not self._sessions.store.delete(tenant, session_id):
-            raise SessionNotFound(f"no session {session_id!r}", session=session_id)

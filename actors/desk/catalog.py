@@ -3,19 +3,18 @@
 A registered team is provisioned when it is put (its agents spawned or reconfigured in place,
 its models served), so a team that cannot work is refused before anything is stored. Agents
 a change leaves out are retired (unregistered from the router, their actors stopped); nothing
-else restarts. The catalog is kept in the journal, so a restarted orchestrator still has it.
+else restarts. The catalog is kept in the journal, so a restarted front desk still has it.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Iterable, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Collection, Iterable, Mapping
 
 from pydantic import ValidationError
 
-from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.orchestrator.shards import TeamProvisioner
 from raytroupe.protocols import (
     AgentInfo,
     AgentNotFound,
@@ -26,23 +25,7 @@ from raytroupe.protocols import (
     TeamSpec,
 )
 
-__all__ = ["TeamCatalog", "TeamProvisioner", "with_load"]
-
-
-class TeamProvisioner(Protocol):
-    """Makes teams' agents ready, and stops agents no team needs any more."""
-
-    async def provision(self, team: TeamSpec) -> None:
-        """Ensure every agent of ``team`` is running and reachable, and its models served."""
-        ...
-
-    async def retire(self, agents: Sequence[str]) -> None:
-        """Unregister and stop the named agents (unknown names are ignored)."""
-        ...
-
-    async def tool_names(self) -> set[str]:
-        """Every tool the sandboxes offer (what agents may be given)."""
-        ...
+__all__ = ["TeamCatalog", "with_load"]
 
 
 class TeamCatalog:
@@ -70,14 +53,6 @@ class TeamCatalog:
             return self._teams[name]
         except KeyError:
             raise TeamNotFound(f"no team is registered as {name!r}", team=name) from None
-
-    def current(self, job: Job) -> TeamSpec:
-        """The team to provision for ``job``: as registered now, if the job named it.
-
-        Raises:
-            TeamNotFound: the job named a team that has since been deleted.
-        """
-        return self.team(job.team.name) if job.registered else job.team
 
     def check_unregistered(self, team: TeamSpec) -> None:
         """Refuse a team given inline whose agents would reconfigure a registered team's.

@@ -1,0 +1,88 @@
+"""Tenants' inline teams whose agents may be running, kept within each tenant's cap."""
+
+from __future__ import annotations
+
+import time
+
+from raytroupe.actors.orchestrator.admission import refusal
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.orchestrator.shards import TeamProvisioner
+from raytroupe.protocols import TeamSpec, TenantPolicy
+
+__all__ = ["InlineTeams"]
+
+
+class InlineTeams:
+    """Tenants' inline teams whose agents may be running, kept within each tenant's cap.
+
+    Agents outlive their jobs (the next job of the same team reuses them), so a tenant
+    sending ever new inline teams would otherwise start actors without end. Each tenant keeps
+    at most ``TenantPolicy.max_live_agents`` of them: when a job needs more, the least
+    recently used teams that no unfinished job uses are stopped. Recorded in the journal, so
+    a restarted desk still knows which actors are whose.
+    """
+
+    def __init__(self, journal: Journal | None, provisioner: TeamProvisioner) -> None:
+        self._journal = journal
+        self._provisioner = provisioner
+        self._teams: dict[str, tuple[str, TeamSpec, float]] = {
+            team.name: (tenant, team, at)
+            for tenant, team, at in (journal.inline_teams() if journal else [])
+        }
+
+    async def use(
+        self,
+        tenant: str,
+        team: TeamSpec,
+        policy_name: str,
+        policy: TenantPolicy,
+        running: set[str],
+        *,
+        refuse: bool = True,
+    ) -> None:
+        """Record that a job of ``tenant`` needs ``team``; stop idle teams to make room.
+
+        ``refuse=False`` (an admin's job, a driver script's) stops idle teams the same way,
+        but runs the job even if the teams in use leave no room.
+
+        Raises:
+            Forbidden: (``refuse``) the tenant's teams in use by unfinished jobs
+                (``running``) and this one would run more agents than its policy allows.
+        """
+        new = team.name not in self._teams
+        self._teams[team.name] = (tenant, team, time.time())
+        mine = sorted(
+            (at, name, spec)
+            for name, (owner, spec, at) in self._teams.items()
+            if owner == tenant and name != team.name
+        )
+        live = len(team.agents) + sum(len(spec.agents) for _, _, spec in mine)
+        for _, name, spec in mine:
+            if live <= policy.max_live_agents:
+                break
+            if name in running:
+                continue
+            await self._provisioner.retire([a.name for a in spec.agents])
+            self._forget(name)
+            live -= len(spec.agents)
+        if live > policy.max_live_agents and refuse:
+            if new:
+                self._teams.pop(team.name, None)
+            raise refusal(
+                [
+                    (
+                        "team.agents",
+                        f"the tenant's unfinished jobs already run {live - len(team.agents)} "
+                        f"agents; with these {len(team.agents)} that is over max_live_agents "
+                        f"({policy.max_live_agents})",
+                    )
+                ],
+                policy_name,
+            )
+        if self._journal is not None:
+            self._journal.use_inline(tenant, team, self._teams[team.name][2])
+
+    def _forget(self, name: str) -> None:
+        self._teams.pop(name, None)
+        if self._journal is not None:
+            self._journal.drop_inline(name)

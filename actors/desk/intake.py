@@ -1,0 +1,113 @@
+"""What the front desk checks and shapes a submission with, before it admits it.
+
+Plain functions of a job's own fields (no desk state): the task and its attachments, the
+answer schema, a budget's account, a graph job's input, a tenant's inline documents.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from raytroupe.actors.orchestrator.admission import admit_attachments, admit_inline
+from raytroupe.protocols import Attachment, Budget, InvalidInput, TeamSpec, TenantPolicy, with_files
+from raytroupe.protocols.jobs import check_output_schema
+from raytroupe.protocols.skill import SkillSpec
+
+__all__ = [
+    "admitted_documents",
+    "checked_schema",
+    "checked_task",
+    "drawing_on",
+    "no_account",
+    "shaped",
+    "state_input",
+]
+
+
+def no_account(budget: Budget | None) -> None:
+    """Refuse a caller's budget that names an account (another job's budget to draw on).
+
+    Raises:
+        InvalidInput: it does.
+    """
+    if budget is not None and budget.account is not None:
+        raise InvalidInput("budget.account is the orchestrator's to set", field="budget")
+
+
+def drawing_on(budget: Budget | None, account: str | None) -> Budget | None:
+    """A graph child's budget: its parent's, drawing on its parent's account."""
+    if budget is None or account is None:
+        return budget
+    return budget.model_copy(update={"account": account})
+
+
+def state_input(given: Any) -> dict[str, Any]:
+    """A graph job's input: an object of its state's fields.
+
+    Raises:
+        InvalidInput: it is not an object.
+    """
+    if not isinstance(given, dict):
+        raise InvalidInput("a graph job's input is an object of its state's fields", field="input")
+    return given
+
+
+def admitted_documents(
+    tenant: str,
+    policy_name: str,
+    policy: TenantPolicy,
+    attachments: Sequence[Attachment],
+    *,
+    team: TeamSpec | str | None,
+    teams: Mapping[str, TeamSpec],
+) -> tuple[TeamSpec | str | None, dict[str, TeamSpec]]:
+    """A tenant's job's documents, admitted: its attachments, its inline team(s), scoped.
+
+    Raises:
+        Forbidden: a field the policy refuses.
+        ConfigError: names too long once scoped.
+        WorkLimitExceeded: (run within a budget) its schemas' patterns took too long.
+    """
+    admit_attachments(attachments, policy_name, policy)
+    if isinstance(team, TeamSpec):
+        team = admit_inline(team, tenant, policy_name, policy)
+    return team, {k: admit_inline(t, tenant, policy_name, policy) for k, t in teams.items()}
+
+
+def shaped(
+    team: TeamSpec, skill: SkillSpec | None, schema: dict[str, Any] | None
+) -> tuple[TeamSpec, SkillSpec | None]:
+    """The job's team and skill, held to the job's own answer ``schema`` if it has one."""
+    if schema is None:
+        return team, skill
+    update = {"output_schema": schema}
+    return team.model_copy(update=update), skill and skill.model_copy(update=update)
+
+
+def checked_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A job's ``output_schema``, if it is a usable JSON Schema.
+
+    Raises:
+        InvalidInput: it is not (the problem is named).
+    """
+    try:
+        return check_output_schema(schema)
+    except ValueError as exc:
+        raise InvalidInput(str(exc), field="output_schema") from None
+
+
+def checked_task(task: str, attachments: Sequence[Attachment]) -> str:
+    """The task with its text attachments.
+
+    Raises:
+        InvalidInput: it holds a NUL character (PostgreSQL keeps none in text).
+    """
+    full_task = with_files(task, tuple(attachments))
+    if "\x00" in full_task:
+        raise InvalidInput(
+            "the task (or a text attachment) contains a NUL character (U+0000), which "
+            "the job's journal cannot keep: remove it",
+            field="task",
+        )
+    return full_task
