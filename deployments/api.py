@@ -23,11 +23,10 @@ from raytroupe import __version__
 from raytroupe.actors.offload import Offload
 from raytroupe.deployments.access import Admin, Caller, NotAdmin
 from raytroupe.deployments.config import APIConfig
-from raytroupe.deployments.console_api import console_app, console_routes, summary_routes
-from raytroupe.deployments.declared import declared_routes
+from raytroupe.deployments.console_api import console_app, console_routes
+from raytroupe.deployments.declared import at_of, declared_routes
 from raytroupe.deployments.documents import body_of, document
 from raytroupe.deployments.guard import request_id_of
-from raytroupe.deployments.knowledge_api import knowledge_routes
 from raytroupe.deployments.openai_compat import openai_routes
 from raytroupe.deployments.openapi import DocumentedAPI
 from raytroupe.deployments.problems import problem, troupe_problem
@@ -37,7 +36,6 @@ from raytroupe.protocols import (
     AgentInfo,
     ApprovalRequest,
     Conflict,
-    Feedback,
     Forbidden,
     JobEvent,
     JobNotFound,
@@ -46,25 +44,19 @@ from raytroupe.protocols import (
     TroupeError,
     UsageRow,
 )
-from raytroupe.protocols.graph import GraphCheckpoint
 from raytroupe.protocols.http import (
     AgentPut,
-    Cancelled,
     Decided,
     Decision,
-    FeedbackBody,
-    ForkBody,
-    Forked,
     Health,
     JobAccepted,
     JobRequest,
     JobView,
     Readiness,
-    ResumeBody,
-    Resumed,
 )
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.operations import declared
+from raytroupe.runtime.operations import jobs as job_ops
 
 __all__ = ["create_api"]
 
@@ -92,13 +84,12 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     # tenants' documents are checked off the loop, each tenant within its share
     app.state.offload = Offload(config.shares, name="http-checks")
     app.state.request_work_s = config.request_work_s
-    app.include_router(summary_routes(client))  # before /v1/jobs/{job_id} takes its path
+    # first: /v1/jobs/{job_id} would take /v1/jobs/summaries
+    app.include_router(declared_routes(declared().values(), client))
     app.include_router(_jobs(client))
     app.include_router(_teams(client))
     app.include_router(skill_routes(client))
-    app.include_router(declared_routes(declared().values(), client))
     app.include_router(session_routes(client))
-    app.include_router(knowledge_routes(client))
     app.include_router(_ops(client))
     app.include_router(openai_routes(client, config))
     app.include_router(console_routes(client))
@@ -179,71 +170,19 @@ def _jobs(client: SystemClient) -> APIRouter:
             headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
         )
 
-    @routes.post("/{job_id}/cancel", response_model=Cancelled)
-    async def cancel_job(job_id: str, who: Caller) -> Cancelled:
-        """Cancel the job; running subtasks stop at their agents. 409 if it had finished."""
-        cancelled = await client.cancel(job_id, tenant=who.tenant)
-        status = await client.status(job_id, tenant=who.tenant)
-        if not cancelled:
-            raise Conflict(f"job {job_id} already finished ({status})", job_id=job_id)
-        return Cancelled(id=job_id, cancelled=True, status=status)
-
-    @routes.post("/{job_id}/feedback", status_code=201, response_model=Feedback)
-    async def give_feedback(job_id: str, body: FeedbackBody, who: Caller) -> Feedback:
-        """Keep a verdict on the job's answer (409 while it runs); kept with the job."""
-        return await client.feedback(job_id, body.score, body.comment, by=who.name,
-                                     tenant=who.tenant)  # fmt: skip
-
-    @routes.get("/{job_id}/feedback", response_model=list[Feedback])
-    async def list_feedback(job_id: str, who: Caller) -> list[Feedback]:
-        """Every verdict given on the job, oldest first."""
-        return await client.feedbacks(job_id, tenant=who.tenant)
-
-    @routes.get("/{job_id}/approvals", response_model=list[ApprovalRequest])
+    @routes.get("/{job_id}/approvals", response_model=list[ApprovalRequest], deprecated=True)
     async def list_job_approvals(job_id: str, who: Caller) -> list[ApprovalRequest]:
-        """The job's tool calls waiting for a human: tool, exact arguments, approval id."""
+        """Deprecated: ``GET /v1/approvals?job_id=``. The job's held tool calls."""
         return await client.approvals(job_id, tenant=who.tenant)
 
-    @routes.post("/{job_id}/approvals/{approval_id}", response_model=Decided)
+    @routes.post("/{job_id}/approvals/{approval_id}", response_model=Decided, deprecated=True)
     async def decide_approval(
         job_id: str, approval_id: str, body: Decision, who: Caller
     ) -> Decided:
-        """Approve or reject a held tool call (404 if nothing waits under that id)."""
-        done = await client.decide(
-            job_id, approval_id, approved=body.approved, reason=body.reason, tenant=who.tenant
-        )
-        if not done:
-            raise JobNotFound(
-                f"job {job_id} has no tool call waiting under {approval_id!r}",
-                job_id=job_id,
-                approval_id=approval_id,
-            )
-        return Decided(job_id=job_id, approval_id=approval_id, approved=body.approved)
-
-    @routes.get("/{job_id}/checkpoints", response_model=list[GraphCheckpoint])
-    async def list_checkpoints(job_id: str, who: Caller) -> list[GraphCheckpoint]:
-        """A graph job's checkpoints, by subgraph then superstep (none: not a graph job)."""
-        return await client.checkpoints(job_id, tenant=who.tenant)
-
-    @routes.post("/{job_id}/resume", response_model=Resumed)
-    async def resume_job(job_id: str, body: ResumeBody, who: Caller) -> Resumed:
-        """Let a graph waiting for input go on (409 if it waits for none, or not there)."""
-        interrupt = await client.resume(
-            job_id, value=body.value, state=body.state, interrupt=body.interrupt,
-            tenant=who.tenant,
-        )  # fmt: skip
-        return Resumed(job_id=job_id, interrupt=interrupt)
-
-    @routes.post("/{job_id}/fork", status_code=202, response_model=Forked)
-    async def fork_job(job_id: str, body: ForkBody, who: Caller) -> JSONResponse:
-        """Start a new job from a checkpoint of a graph job, its state edited or not."""
-        new_id = await client.fork(
-            job_id, body.step, state=body.state, tenant=who.tenant, admin=who.admin
-        )
-        forked = Forked(job_id=new_id, forked_from=job_id, step=body.step)
-        return JSONResponse(
-            forked.model_dump(), status_code=202, headers={"Location": f"/v1/jobs/{new_id}"}
-        )
+        """Deprecated: ``POST .../approvals/{approval_id}/approve`` or ``/reject``."""
+        decide = job_ops.approve if body.approved else job_ops.reject
+        arguments = {"job_id": job_id, "approval_id": approval_id, "reason": body.reason}
+        return await decide.run_for(at_of(who, client), arguments)
 
     return routes
 

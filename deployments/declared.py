@@ -41,6 +41,24 @@ _KEPT_IDS: Final = {
     "experiment": "get_experiment",
     "policy": "get_my_policy",
     "policies": "list_policies",
+    "knowledge_bases": "list_knowledge_bases",
+    "ingest": "ingest_documents",
+    "documents": "list_documents",
+    "search": "search_knowledge_base",
+    "drop_knowledge_base": "delete_knowledge_base",
+    "cancel": "cancel_job",
+    "feedback": "give_feedback",
+    "feedbacks": "list_feedback",
+    "checkpoints": "list_checkpoints",
+    "resume": "resume_job",
+    "interrupts": "list_interrupts",
+    "approvals": "list_approvals",
+    "fork": "fork_job",
+    "summaries": "list_job_summaries",
+    "summary": "get_job_summary",
+    "trace": "get_job_trace",
+    "daily_usage": "get_daily_usage",
+    "me": "get_me",
 }
 """The OpenAPI operation ids the routes had before they were declared (generated clients name
 their functions by them); every other declared route's id is its operation's name."""
@@ -106,7 +124,8 @@ def _endpoint(
     params = [
         inspect.Parameter(
             "who", inspect.Parameter.KEYWORD_ONLY, annotation=Admin if op.admin else Caller
-        )
+        ),
+        inspect.Parameter("response", inspect.Parameter.KEYWORD_ONLY, annotation=Response),
     ]
     for name, param in op.signature.parameters.items():
         tp = op.hints[name]
@@ -124,7 +143,9 @@ def _endpoint(
             "body_", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[body, document(body)]
         ))  # fmt: skip
 
-    async def endpoint(who: Principal, body_: BaseModel | None = None, **values: Any) -> Any:
+    async def endpoint(
+        who: Principal, response: Response, body_: BaseModel | None = None, **values: Any
+    ) -> Any:
         arguments = dict(values)
         if body_ is not None:
             if alone:
@@ -135,6 +156,8 @@ def _endpoint(
         if op.method != "GET":  # a change: who made it, as every change is logged
             said = {n: v for n, v in values.items() if isinstance(v, str | int | float | bool)}
             log.info(op.name, key=who.name, tenant=who.tenant, arguments=said)
+        if op.location is not None:
+            response.headers["Location"] = op.location(answer)
         return Response(status_code=204) if answer is None else answer
 
     endpoint.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]

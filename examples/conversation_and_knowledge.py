@@ -39,7 +39,8 @@ TURNS = (
 
 def demo(rt: runtime.Runtime, say: Callable[[str], object] = print) -> None:
     """Fill a knowledge base and search it, then hold a conversation; ``say`` each line."""
-    rt.drop_knowledge_base("ray-docs")  # the same output on every run
+    if "ray-docs" in {kb.name for kb in rt.knowledge_bases()}:
+        rt.drop_knowledge_base("ray-docs")  # the same output on every run
     report = rt.ingest("ray-docs", [DOCS], base=DOCS)
     for doc in report.documents:
         say(f"ingested {doc.source}: {doc.chunks} passages")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import warnings
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -26,6 +27,7 @@ from raytroupe.protocols import (
     ConfigError,
     DeadLetter,
     JobStatus,
+    KnowledgeNotFound,
     MemoryHit,
     MemoryQuery,
     MemoryWrite,
@@ -41,24 +43,21 @@ from raytroupe.protocols import (
 from raytroupe.protocols.evals import EvalRun, EvalSuite
 from raytroupe.protocols.intent import IntentConfig
 from raytroupe.protocols.jobs import schema_of
-from raytroupe.protocols.knowledge import (
-    DocumentInfo,
-    IngestReport,
-    KnowledgeBaseInfo,
-    KnowledgeDocument,
-    Passages,
-)
+from raytroupe.protocols.knowledge import IngestReport, KnowledgeDocument
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.config import Team
 from raytroupe.runtime.handle import JobHandle
 from raytroupe.runtime.joining import env_address, prepare_join, stay_on_loopback
-from raytroupe.runtime.knowledge import documents_from
+from raytroupe.runtime.knowledge import ingest_all
 from raytroupe.runtime.logging import configure_logging
-from raytroupe.runtime.operations import At, in_process
+from raytroupe.runtime.operations import At, in_process, widens
 from raytroupe.runtime.operations import evals as eval_ops
 from raytroupe.runtime.operations import experiments as experiment_ops
+from raytroupe.runtime.operations import job_reads as read_ops
+from raytroupe.runtime.operations import jobs as job_ops
+from raytroupe.runtime.operations import knowledge as knowledge_ops
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import teams as team_ops
@@ -112,7 +111,7 @@ class Runtime:
 
     def _at(self) -> At:
         """Who the driver's declared operations run for: an admin, as the driver."""
-        return At(self.client, tenant="default", admin=True, source="driver")
+        return At(self.client, tenant="default", admin=True, source="driver", every_tenant=True)
 
     def submit(
         self,
@@ -428,6 +427,21 @@ class Runtime:
         """Known jobs (of ``tenant``, when given) and their status, oldest first."""
         return self._run(self.client.jobs(tenant=tenant))
 
+    cancel = in_process(job_ops.cancel)
+    approvals = in_process(job_ops.approvals)
+    approve = in_process(job_ops.approve)
+    reject = in_process(job_ops.reject)
+    feedback = in_process(job_ops.feedback)
+    feedbacks = in_process(job_ops.feedbacks)
+    checkpoints = in_process(job_ops.checkpoints)
+    interrupts = in_process(job_ops.interrupts)
+    resume = in_process(job_ops.resume)
+    fork = in_process(job_ops.fork)
+    summaries = in_process(read_ops.summaries)
+    summary = in_process(read_ops.summary)
+    trace = in_process(read_ops.trace)
+    daily_usage = in_process(read_ops.daily_usage)
+    me = in_process(read_ops.me)
     teams = in_process(team_ops.teams)
     team = in_process(team_ops.team)
     delete_team = in_process(team_ops.delete_team)
@@ -479,52 +493,50 @@ class Runtime:
         query = MemoryQuery(query=query) if isinstance(query, str) else query
         return self._run(self.client.recall(tenant, query))
 
+    @widens(knowledge_ops.ingest)
     def ingest(
         self,
         kb: str,
         documents: Iterable[str | Path | KnowledgeDocument],
         *,
-        tenant: str = "default",
+        tenant: str | None = None,
         base: str | Path | None = None,
     ) -> IngestReport:
         """Add files (by path; directories are searched) or documents to a knowledge base.
 
-        ``kb`` is made if ``tenant`` has none of that name. Text, Markdown, HTML, PDF and
+        ``kb`` is made if the tenant has none of that name. Text, Markdown, HTML, PDF and
         JSON are chunked by their structure and embedded offline (MiniLM). A document whose
         source was ingested before replaces it (and is skipped if it is unchanged). Agents
         search it with the ``knowledge_search`` tool, or are shown its passages when their
         memory policy names it (``MemoryPolicy.knowledge``). A file's source (what answers
-        cite) is its path, relative to ``base`` if given.
+        cite) is its path, relative to ``base`` if given. The driver's tenant is
+        ``default``; ``as_tenant(t).ingest`` ingests for ``t`` (``tenant=`` is deprecated).
+        Documents go ``MAX_DOCUMENTS`` at a time (the :func:`~raytroupe.runtime.operations.
+        knowledge.ingest` operation's limit).
 
         Raises:
             InvalidInput: a file that cannot be read, an unknown format, a bad ``kb`` name, a
-                document that does not parse (nothing of it is stored).
+                document that does not parse (nothing of its request is stored).
         """
-        given = list(documents)
-        paths = [d for d in given if not isinstance(d, KnowledgeDocument)]
-        ready = [d for d in given if isinstance(d, KnowledgeDocument)]
-        files = documents_from(paths, base=base)
-        return self._run(self.client.ingest(tenant, kb, [*ready, *files]))
+        at = self._at()
+        if tenant is not None:
+            warnings.warn(
+                "ingest(tenant=...) is deprecated: as_tenant(tenant).ingest(...)",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+            at = dataclasses.replace(at, tenant=tenant)
+        return ingest_all(at, self._run, kb, documents, base=base)
 
-    def search(self, kb: str, query: str, *, k: int = 5, tenant: str = "default") -> Passages:
-        """The passages of knowledge base ``kb`` closest to ``query``, best first."""
-        return self._run(self.client.knowledge_search(tenant, kb, query, k))
-
-    def documents(self, kb: str, *, tenant: str = "default") -> list[DocumentInfo]:
-        """The documents of knowledge base ``kb``."""
-        return self._run(self.client.knowledge_documents(tenant, kb))
-
-    def delete_document(self, kb: str, source: str, *, tenant: str = "default") -> int:
-        """Remove a document from knowledge base ``kb``; how many passages went."""
-        return self._run(self.client.knowledge_delete(tenant, kb, source))
-
-    def knowledge_bases(self, *, tenant: str = "default") -> list[KnowledgeBaseInfo]:
-        """``tenant``'s knowledge bases."""
-        return self._run(self.client.knowledge_bases(tenant))
-
-    def drop_knowledge_base(self, kb: str, *, tenant: str = "default") -> bool:
-        """Remove knowledge base ``kb`` and all its documents; whether it existed."""
-        return self._run(self.client.knowledge_drop(tenant, kb))
+    knowledge_bases = in_process(knowledge_ops.knowledge_bases, tenant_keyword=True)
+    documents = in_process(knowledge_ops.documents, tenant_keyword=True)
+    search = in_process(knowledge_ops.search, tenant_keyword=True)
+    delete_document = in_process(
+        knowledge_ops.delete_document, tenant_keyword=True, missing=(KnowledgeNotFound, 0)
+    )
+    drop_knowledge_base = in_process(
+        knowledge_ops.drop_knowledge_base, tenant_keyword=True, missing=(KnowledgeNotFound, False)
+    )
 
     def router_stats(self) -> RouterStats:
         """The router's counters and registry."""

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Iterator, Mapping
 from contextlib import asynccontextmanager, contextmanager
 from types import TracebackType
 from typing import Any, Final, Literal, Self, TypeVar, overload
@@ -36,7 +36,6 @@ from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
     BadResponse,
-    Feedback,
     InvalidInput,
     JobCancelled,
     JobEvent,
@@ -50,32 +49,15 @@ from raytroupe.protocols import (
     Unreachable,
     UsageRow,
 )
-from raytroupe.protocols.graph import GraphCheckpoint
 from raytroupe.protocols.http import (
-    Cancelled,
     DailyUsage,
     DeadLetterView,
-    Decided,
-    Forked,
     Health,
     JobAccepted,
-    JobSummaries,
-    JobTrace,
     JobView,
-    Me,
-    PendingApproval,
-    PendingInput,
     Readiness,
-    Resumed,
     SkillApplied,
     SkillListing,
-)
-from raytroupe.protocols.knowledge import (
-    DocumentInfo,
-    IngestReport,
-    KnowledgeBaseInfo,
-    KnowledgeDocument,
-    Passages,
 )
 from raytroupe.protocols.sessions import SessionInfo
 from raytroupe.protocols.skill import SkillSpec
@@ -84,10 +66,14 @@ from raytroupe.runtime.http_calls import EVENT_STREAM, Call, base_url, checked_k
 from raytroupe.runtime.http_routes import TeamLike
 from raytroupe.runtime.operations import evals as eval_ops
 from raytroupe.runtime.operations import experiments as experiment_ops
+from raytroupe.runtime.operations import job_reads as read_ops
+from raytroupe.runtime.operations import jobs as job_ops
+from raytroupe.runtime.operations import knowledge as knowledge_ops
 from raytroupe.runtime.operations import over_http, over_http_async
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import teams as team_ops
+from raytroupe.runtime.operations.job_reads import JobsShown
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -373,78 +359,29 @@ class Client:
 
     def jobs(
         self,
-        status: str | None = None,
+        status: JobsShown | None = None,
         q: str | None = None,
         before: float | None = None,
-        limit: int | None = None,
+        limit: int = 100,
     ) -> list[JobSummary]:
         """The tenant's jobs, newest first: ``status`` (or 'live'), text ``q``, paging."""
         return self.summaries(status, q, before, limit).jobs
 
-    def summaries(
-        self,
-        status: str | None = None,
-        q: str | None = None,
-        before: float | None = None,
-        limit: int | None = None,
-    ) -> JobSummaries:
-        """A page of :meth:`jobs`, and whether older jobs match too (``more``)."""
-        return self._send(routes.summaries(status, q, before, limit))
-
-    def summary(self, job_id: str) -> JobSummary:
-        """The job's line of the jobs list, with its live status."""
-        return self._send(routes.summary(job_id))
-
-    def trace(self, job_id: str) -> JobTrace:
-        """The job's spans so far, the root first."""
-        return self._send(routes.trace(job_id))
-
-    def cancel(self, job_id: str) -> Cancelled:
-        """Cancel the job (``Conflict`` if it had finished)."""
-        return self._send(routes.cancel(job_id))
-
-    def approvals(self, job_id: str | None = None) -> list[PendingApproval]:
-        """Tool calls waiting for a person: the job's, or every job's of the tenant."""
-        return self._send(routes.approvals(job_id))
-
-    def approve(self, job_id: str, approval_id: str, reason: str | None = None) -> Decided:
-        """Let a held tool call run (``JobNotFound`` if nothing waits under that id)."""
-        return self._send(routes.decide(job_id, approval_id, approved=True, reason=reason or ""))
-
-    def reject(self, job_id: str, approval_id: str, reason: str) -> Decided:
-        """Refuse a held tool call; the agent sees ``reason``."""
-        return self._send(routes.decide(job_id, approval_id, approved=False, reason=reason))
-
-    def interrupts(self) -> list[PendingInput]:
-        """Graphs of the tenant's jobs waiting for a person's input."""
-        return self._send(routes.interrupts())
-
-    def resume(
-        self,
-        job_id: str,
-        value: Any = None,
-        *,
-        state: Mapping[str, Any] | None = None,
-        interrupt: str | None = None,
-    ) -> Resumed:
-        """Let a graph waiting for input go on: ``value`` for the node, a ``state`` edit."""
-        return self._send(routes.resume(job_id, value, state, interrupt))
-
-    def fork(self, job_id: str, step: int, *, state: Mapping[str, Any] | None = None) -> Forked:
-        """Start a new job from checkpoint ``step`` of a graph job, its state edited or not."""
-        return self._send(routes.fork(job_id, step, state))
-
-    def checkpoints(self, job_id: str) -> list[GraphCheckpoint]:
-        """A graph job's checkpoints (none: not a graph job)."""
-        return self._send(routes.checkpoints(job_id))
-
-    def feedback(self, job_id: str, score: float, comment: str = "") -> Feedback:
-        """Keep a verdict (0 useless .. 1 exactly right) on a finished job's answer."""
-        return self._send(routes.feedback(job_id, score, comment))
-
-    def feedbacks(self, job_id: str) -> list[Feedback]:
-        """Every verdict given on the job, oldest first."""
-        return self._send(routes.feedbacks(job_id))
+    cancel = over_http(job_ops.cancel)
+    approvals = over_http(job_ops.approvals)
+    approve = over_http(job_ops.approve)
+    reject = over_http(job_ops.reject)
+    feedback = over_http(job_ops.feedback)
+    feedbacks = over_http(job_ops.feedbacks)
+    checkpoints = over_http(job_ops.checkpoints)
+    interrupts = over_http(job_ops.interrupts)
+    resume = over_http(job_ops.resume)
+    fork = over_http(job_ops.fork)
+    summaries = over_http(read_ops.summaries)
+    summary = over_http(read_ops.summary)
+    trace = over_http(read_ops.trace)
+    daily_usage = over_http(read_ops.daily_usage)
+    me = over_http(read_ops.me)
 
     # --- teams, agents, policies -----------------------------------------------------------
 
@@ -498,17 +435,9 @@ class Client:
             return self.daily_usage()
         return self._send(routes.usage(job_id))
 
-    def daily_usage(self) -> list[DailyUsage]:
-        """Usage by tenant, day and model (an admin key: every tenant's)."""
-        return self._send(routes.daily_usage())
-
     def dead_letters(self, limit: int = 100) -> list[DeadLetterView]:
         """The router's newest dead letters, newest first (admin keys)."""
         return self._send(routes.dead_letters(limit))
-
-    def me(self) -> Me:
-        """The key's name, tenant, and whether it is an admin's."""
-        return self._send(routes.me())
 
     def models(self) -> list[str]:
         """What the key may name as an OpenAI ``model``: teams, ``skill:<name>``, ``auto``."""
@@ -573,31 +502,12 @@ class Client:
 
     # --- knowledge bases -------------------------------------------------------------------
 
-    def knowledge_bases(self) -> list[KnowledgeBaseInfo]:
-        """The tenant's knowledge bases."""
-        return self._send(routes.knowledge_bases())
-
-    def ingest(
-        self, kb: str, documents: Sequence[KnowledgeDocument | Mapping[str, Any]]
-    ) -> IngestReport:
-        """Chunk, embed and store documents in a knowledge base (made if new)."""
-        return self._send(routes.ingest(kb, documents))
-
-    def documents(self, kb: str) -> list[DocumentInfo]:
-        """A knowledge base's documents."""
-        return self._send(routes.documents(kb))
-
-    def delete_document(self, kb: str, source: str) -> None:
-        """Remove a document and its passages (``KnowledgeNotFound`` if there is none)."""
-        self._send(routes.delete_document(kb, source))
-
-    def search(self, kb: str, query: str, *, k: int = 5) -> Passages:
-        """The ``k`` passages closest to ``query``, best first."""
-        return self._send(routes.search(kb, query, k))
-
-    def drop_knowledge_base(self, kb: str) -> None:
-        """Remove a knowledge base and all its documents."""
-        self._send(routes.drop_knowledge_base(kb))
+    knowledge_bases = over_http(knowledge_ops.knowledge_bases)
+    ingest = over_http(knowledge_ops.ingest)
+    documents = over_http(knowledge_ops.documents)
+    delete_document = over_http(knowledge_ops.delete_document)
+    search = over_http(knowledge_ops.search)
+    drop_knowledge_base = over_http(knowledge_ops.drop_knowledge_base)
 
     # --- sessions --------------------------------------------------------------------------
 
@@ -784,82 +694,29 @@ class AsyncClient:
 
     async def jobs(
         self,
-        status: str | None = None,
+        status: JobsShown | None = None,
         q: str | None = None,
         before: float | None = None,
-        limit: int | None = None,
+        limit: int = 100,
     ) -> list[JobSummary]:
         """The tenant's jobs, newest first: ``status`` (or 'live'), text ``q``, paging."""
         return (await self.summaries(status, q, before, limit)).jobs
 
-    async def summaries(
-        self,
-        status: str | None = None,
-        q: str | None = None,
-        before: float | None = None,
-        limit: int | None = None,
-    ) -> JobSummaries:
-        """A page of :meth:`jobs`, and whether older jobs match too (``more``)."""
-        return await self._send(routes.summaries(status, q, before, limit))
-
-    async def summary(self, job_id: str) -> JobSummary:
-        """The job's line of the jobs list, with its live status."""
-        return await self._send(routes.summary(job_id))
-
-    async def trace(self, job_id: str) -> JobTrace:
-        """The job's spans so far, the root first."""
-        return await self._send(routes.trace(job_id))
-
-    async def cancel(self, job_id: str) -> Cancelled:
-        """Cancel the job (``Conflict`` if it had finished)."""
-        return await self._send(routes.cancel(job_id))
-
-    async def approvals(self, job_id: str | None = None) -> list[PendingApproval]:
-        """Tool calls waiting for a person: the job's, or every job's of the tenant."""
-        return await self._send(routes.approvals(job_id))
-
-    async def approve(self, job_id: str, approval_id: str, reason: str | None = None) -> Decided:
-        """Let a held tool call run (``JobNotFound`` if nothing waits under that id)."""
-        return await self._send(
-            routes.decide(job_id, approval_id, approved=True, reason=reason or "")
-        )
-
-    async def reject(self, job_id: str, approval_id: str, reason: str) -> Decided:
-        """Refuse a held tool call; the agent sees ``reason``."""
-        return await self._send(routes.decide(job_id, approval_id, approved=False, reason=reason))
-
-    async def interrupts(self) -> list[PendingInput]:
-        """Graphs of the tenant's jobs waiting for a person's input."""
-        return await self._send(routes.interrupts())
-
-    async def resume(
-        self,
-        job_id: str,
-        value: Any = None,
-        *,
-        state: Mapping[str, Any] | None = None,
-        interrupt: str | None = None,
-    ) -> Resumed:
-        """Let a graph waiting for input go on: ``value`` for the node, a ``state`` edit."""
-        return await self._send(routes.resume(job_id, value, state, interrupt))
-
-    async def fork(
-        self, job_id: str, step: int, *, state: Mapping[str, Any] | None = None
-    ) -> Forked:
-        """Start a new job from checkpoint ``step`` of a graph job, its state edited or not."""
-        return await self._send(routes.fork(job_id, step, state))
-
-    async def checkpoints(self, job_id: str) -> list[GraphCheckpoint]:
-        """A graph job's checkpoints (none: not a graph job)."""
-        return await self._send(routes.checkpoints(job_id))
-
-    async def feedback(self, job_id: str, score: float, comment: str = "") -> Feedback:
-        """Keep a verdict (0 useless .. 1 exactly right) on a finished job's answer."""
-        return await self._send(routes.feedback(job_id, score, comment))
-
-    async def feedbacks(self, job_id: str) -> list[Feedback]:
-        """Every verdict given on the job, oldest first."""
-        return await self._send(routes.feedbacks(job_id))
+    cancel = over_http_async(job_ops.cancel)
+    approvals = over_http_async(job_ops.approvals)
+    approve = over_http_async(job_ops.approve)
+    reject = over_http_async(job_ops.reject)
+    feedback = over_http_async(job_ops.feedback)
+    feedbacks = over_http_async(job_ops.feedbacks)
+    checkpoints = over_http_async(job_ops.checkpoints)
+    interrupts = over_http_async(job_ops.interrupts)
+    resume = over_http_async(job_ops.resume)
+    fork = over_http_async(job_ops.fork)
+    summaries = over_http_async(read_ops.summaries)
+    summary = over_http_async(read_ops.summary)
+    trace = over_http_async(read_ops.trace)
+    daily_usage = over_http_async(read_ops.daily_usage)
+    me = over_http_async(read_ops.me)
 
     # --- teams, agents, policies -----------------------------------------------------------
 
@@ -913,17 +770,9 @@ class AsyncClient:
             return await self.daily_usage()
         return await self._send(routes.usage(job_id))
 
-    async def daily_usage(self) -> list[DailyUsage]:
-        """Usage by tenant, day and model (an admin key: every tenant's)."""
-        return await self._send(routes.daily_usage())
-
     async def dead_letters(self, limit: int = 100) -> list[DeadLetterView]:
         """The router's newest dead letters, newest first (admin keys)."""
         return await self._send(routes.dead_letters(limit))
-
-    async def me(self) -> Me:
-        """The key's name, tenant, and whether it is an admin's."""
-        return await self._send(routes.me())
 
     async def models(self) -> list[str]:
         """What the key may name as an OpenAI ``model``: teams, ``skill:<name>``, ``auto``."""
@@ -988,31 +837,12 @@ class AsyncClient:
 
     # --- knowledge bases -------------------------------------------------------------------
 
-    async def knowledge_bases(self) -> list[KnowledgeBaseInfo]:
-        """The tenant's knowledge bases."""
-        return await self._send(routes.knowledge_bases())
-
-    async def ingest(
-        self, kb: str, documents: Sequence[KnowledgeDocument | Mapping[str, Any]]
-    ) -> IngestReport:
-        """Chunk, embed and store documents in a knowledge base (made if new)."""
-        return await self._send(routes.ingest(kb, documents))
-
-    async def documents(self, kb: str) -> list[DocumentInfo]:
-        """A knowledge base's documents."""
-        return await self._send(routes.documents(kb))
-
-    async def delete_document(self, kb: str, source: str) -> None:
-        """Remove a document and its passages (``KnowledgeNotFound`` if there is none)."""
-        await self._send(routes.delete_document(kb, source))
-
-    async def search(self, kb: str, query: str, *, k: int = 5) -> Passages:
-        """The ``k`` passages closest to ``query``, best first."""
-        return await self._send(routes.search(kb, query, k))
-
-    async def drop_knowledge_base(self, kb: str) -> None:
-        """Remove a knowledge base and all its documents."""
-        await self._send(routes.drop_knowledge_base(kb))
+    knowledge_bases = over_http_async(knowledge_ops.knowledge_bases)
+    ingest = over_http_async(knowledge_ops.ingest)
+    documents = over_http_async(knowledge_ops.documents)
+    delete_document = over_http_async(knowledge_ops.delete_document)
+    search = over_http_async(knowledge_ops.search)
+    drop_knowledge_base = over_http_async(knowledge_ops.drop_knowledge_base)
 
     # --- sessions --------------------------------------------------------------------------
 

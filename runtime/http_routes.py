@@ -7,7 +7,7 @@ are; paths take quoted segments, bodies JSON-ready data. The OpenAI-compatible
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, Final
 
 import httpx
@@ -16,42 +16,21 @@ from pydantic import BaseModel
 from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
-    Feedback,
     InvalidInput,
     JobStatus,
-    JobSummary,
     MemoryHit,
     TeamSpec,
     UsageRow,
 )
-from raytroupe.protocols.graph import GraphCheckpoint
 from raytroupe.protocols.http import (
-    Cancelled,
-    DailyUsage,
     DeadLetterView,
-    Decided,
-    Forked,
     Health,
     JobAccepted,
-    JobSummaries,
-    JobTrace,
     JobView,
-    Me,
-    PendingApproval,
-    PendingInput,
     Readiness,
-    Resumed,
     SkillApplied,
     SkillListing,
 )
-from raytroupe.protocols.knowledge import (
-    DocumentInfo,
-    IngestReport,
-    KnowledgeBaseInfo,
-    KnowledgeDocument,
-    Passages,
-)
-from raytroupe.protocols.payloads import ApprovalRequest
 from raytroupe.protocols.sessions import SessionInfo
 from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
@@ -108,88 +87,10 @@ def statuses() -> Call[dict[str, JobStatus]]:
     return Call("GET", _JOBS, read(dict[str, JobStatus]))
 
 
-def summaries(
-    status: str | None, q: str | None, before: float | None, limit: int | None
-) -> Call[JobSummaries]:
-    """``GET /v1/jobs/summaries``."""
-    params = _params(status=status, q=q, before=before, limit=limit)
-    return Call("GET", f"{_JOBS}/summaries", read(JobSummaries), params=params)
-
-
-def summary(job_id: str) -> Call[JobSummary]:
-    """``GET /v1/jobs/{job_id}/summary``."""
-    return Call("GET", _job(job_id, "summary"), read(JobSummary))
-
-
-def trace(job_id: str) -> Call[JobTrace]:
-    """``GET /v1/jobs/{job_id}/trace``."""
-    return Call("GET", _job(job_id, "trace"), read(JobTrace))
-
-
 def events(job_id: str, after: int, *, follow: bool) -> Call[None]:
     """``GET /v1/jobs/{job_id}/events?after=&follow=`` (its answer is streamed, not read)."""
     params = {"after": after, "follow": follow}
     return Call("GET", _job(job_id, "events"), nothing, params=params)
-
-
-def cancel(job_id: str) -> Call[Cancelled]:
-    """``POST /v1/jobs/{job_id}/cancel``."""
-    return Call("POST", _job(job_id, "cancel"), read(Cancelled))
-
-
-def approvals(job_id: str | None) -> Call[list[PendingApproval]]:
-    """``GET /v1/approvals``, or ``GET /v1/jobs/{job_id}/approvals`` for one job's."""
-    if job_id is None:
-        return Call("GET", "/v1/approvals", read(list[PendingApproval]))
-
-    def pending(response: httpx.Response) -> list[PendingApproval]:
-        held = read(list[ApprovalRequest])(response)
-        return [PendingApproval(job_id=job_id, **r.model_dump(exclude={"kind"})) for r in held]
-
-    return Call("GET", _job(job_id, "approvals"), pending)
-
-
-def decide(job_id: str, approval_id: str, *, approved: bool, reason: str) -> Call[Decided]:
-    """``POST /v1/jobs/{job_id}/approvals/{approval_id}``."""
-    path = _job(job_id, "approvals", segment(approval_id, "approval_id"))
-    return Call("POST", path, read(Decided), body={"approved": approved, "reason": reason})
-
-
-def interrupts() -> Call[list[PendingInput]]:
-    """``GET /v1/interrupts``."""
-    return Call("GET", "/v1/interrupts", read(list[PendingInput]))
-
-
-def resume(
-    job_id: str, value: Any, state: Mapping[str, Any] | None, interrupt: str | None
-) -> Call[Resumed]:
-    """``POST /v1/jobs/{job_id}/resume``."""
-    body = {"value": json_body(value, "value"), "state": json_body(state, "state")}
-    if interrupt is not None:
-        body["interrupt"] = interrupt
-    return Call("POST", _job(job_id, "resume"), read(Resumed), body=body)
-
-
-def fork(job_id: str, step: int, state: Mapping[str, Any] | None) -> Call[Forked]:
-    """``POST /v1/jobs/{job_id}/fork``."""
-    body = {"step": step, "state": json_body(state, "state")}
-    return Call("POST", _job(job_id, "fork"), read(Forked), body=body)
-
-
-def checkpoints(job_id: str) -> Call[list[GraphCheckpoint]]:
-    """``GET /v1/jobs/{job_id}/checkpoints``."""
-    return Call("GET", _job(job_id, "checkpoints"), read(list[GraphCheckpoint]))
-
-
-def feedback(job_id: str, score: float, comment: str) -> Call[Feedback]:
-    """``POST /v1/jobs/{job_id}/feedback``."""
-    body = {"score": score, "comment": comment}
-    return Call("POST", _job(job_id, "feedback"), read(Feedback), body=body)
-
-
-def feedbacks(job_id: str) -> Call[list[Feedback]]:
-    """``GET /v1/jobs/{job_id}/feedback``."""
-    return Call("GET", _job(job_id, "feedback"), read(list[Feedback]))
 
 
 # --- teams and agents ----------------------------------------------------------------------
@@ -230,19 +131,9 @@ def usage(job_id: str | None) -> Call[list[UsageRow]]:
     return Call("GET", "/v1/usage", read(list[UsageRow]), params=_params(job_id=job_id))
 
 
-def daily_usage() -> Call[list[DailyUsage]]:
-    """``GET /v1/usage/daily``."""
-    return Call("GET", "/v1/usage/daily", read(list[DailyUsage]))
-
-
 def dead_letters(limit: int) -> Call[list[DeadLetterView]]:
     """``GET /v1/dead-letters``."""
     return Call("GET", "/v1/dead-letters", read(list[DeadLetterView]), params={"limit": limit})
-
-
-def me() -> Call[Me]:
-    """``GET /v1/me``."""
-    return Call("GET", "/v1/me", read(Me))
 
 
 class _ModelCard(BaseModel):
@@ -320,49 +211,6 @@ def lessons(name: str) -> Call[list[MemoryHit]]:
 def delete_lesson(name: str, lesson_id: str) -> Call[None]:
     """``DELETE /v1/skills/{name}/lessons/{lesson_id}``."""
     return Call("DELETE", _skill(name, "lessons", segment(lesson_id, "lesson_id")), nothing)
-
-
-# --- evals and experiments -----------------------------------------------------------------
-
-
-# --- knowledge bases -----------------------------------------------------------------------
-
-
-def _kb(kb: str, *rest: str) -> str:
-    return "/".join(("/v1/knowledge", segment(kb, "knowledge_base"), *rest))
-
-
-def knowledge_bases() -> Call[list[KnowledgeBaseInfo]]:
-    """``GET /v1/knowledge``."""
-    return Call("GET", "/v1/knowledge", read(list[KnowledgeBaseInfo]))
-
-
-def ingest(
-    kb: str, documents: Sequence[KnowledgeDocument | Mapping[str, Any]]
-) -> Call[IngestReport]:
-    """``POST /v1/knowledge/{kb}/documents``."""
-    body = {"documents": json_body(list(documents), "documents")}
-    return Call("POST", _kb(kb, "documents"), read(IngestReport), body=body)
-
-
-def documents(kb: str) -> Call[list[DocumentInfo]]:
-    """``GET /v1/knowledge/{kb}/documents``."""
-    return Call("GET", _kb(kb, "documents"), read(list[DocumentInfo]))
-
-
-def delete_document(kb: str, source: str) -> Call[None]:
-    """``DELETE /v1/knowledge/{kb}/documents?source=``."""
-    return Call("DELETE", _kb(kb, "documents"), nothing, params={"source": source})
-
-
-def search(kb: str, query: str, k: int) -> Call[Passages]:
-    """``POST /v1/knowledge/{kb}/search``."""
-    return Call("POST", _kb(kb, "search"), read(Passages), body={"query": query, "k": k})
-
-
-def drop_knowledge_base(kb: str) -> Call[None]:
-    """``DELETE /v1/knowledge/{kb}``."""
-    return Call("DELETE", _kb(kb), nothing)
 
 
 # --- sessions ------------------------------------------------------------------------------

@@ -1,16 +1,28 @@
-"""Files as knowledge-base documents: the format from the file's suffix, PDFs as base64."""
+"""Files as knowledge-base documents, and ingesting many of them a request's worth at a time.
+
+A file's format comes from its suffix; PDFs travel as base64.
+"""
 
 from __future__ import annotations
 
 import base64
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Coroutine, Iterable, Iterator
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from raytroupe.protocols import InvalidInput
-from raytroupe.protocols.knowledge import MAX_DOCUMENT_BYTES, KnowledgeDocument, MediaType
+from raytroupe.protocols.http import MAX_DOCUMENTS
+from raytroupe.protocols.knowledge import (
+    MAX_DOCUMENT_BYTES,
+    IngestedDocument,
+    IngestReport,
+    KnowledgeDocument,
+    MediaType,
+)
+from raytroupe.runtime.operations import At
+from raytroupe.runtime.operations import knowledge as knowledge_ops
 
-__all__ = ["MEDIA_TYPES", "documents_from", "media_type_of"]
+__all__ = ["MEDIA_TYPES", "documents_from", "ingest_all", "media_type_of"]
 
 MEDIA_TYPES: Final[dict[str, MediaType]] = {
     ".txt": "text/plain",
@@ -102,3 +114,30 @@ def _source(path: Path, base: str | Path | None) -> str:
     if base is not None and path.is_relative_to(base):
         return str(path.relative_to(base))
     return str(path)
+
+
+def ingest_all(
+    at: At,
+    run: Callable[[Coroutine[Any, Any, IngestReport]], IngestReport],
+    kb: str,
+    given: Iterable[str | Path | KnowledgeDocument],
+    *,
+    base: str | Path | None = None,
+) -> IngestReport:
+    """Ingest documents and files (paths, as :func:`documents_from` reads them) into ``kb``.
+
+    Every file is read (and refused) before anything is sent; then the ``ingest``
+    operation runs for ``at`` (by ``run``) a request's worth (``MAX_DOCUMENTS``) at a time.
+    The report holds what became of each document, in order. Nothing given is refused as a
+    request of none is (``InvalidInput``).
+    """
+    given = list(given)
+    documents = [d for d in given if isinstance(d, KnowledgeDocument)]
+    paths = [d for d in given if not isinstance(d, KnowledgeDocument)]
+    documents += documents_from(paths, base=base)
+    op = knowledge_ops.ingest
+    batches = [documents[i : i + MAX_DOCUMENTS] for i in range(0, len(documents), MAX_DOCUMENTS)]
+    done: list[IngestedDocument] = []
+    for batch in batches or [[]]:
+        done.extend(run(op.run_for(at, op.bind(kb, batch))).documents)
+    return IngestReport(kb=kb, documents=tuple(done))

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Iterable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from raytroupe.protocols import (
@@ -14,12 +15,17 @@ from raytroupe.protocols import (
     TeamSpec,
     UsageRow,
 )
+from raytroupe.protocols.knowledge import IngestReport, KnowledgeDocument
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.config import Team
 from raytroupe.runtime.handle import JobHandle
-from raytroupe.runtime.operations import At, in_process
+from raytroupe.runtime.knowledge import ingest_all
+from raytroupe.runtime.operations import At, in_process, widens
+from raytroupe.runtime.operations import job_reads as read_ops
+from raytroupe.runtime.operations import jobs as job_ops
+from raytroupe.runtime.operations import knowledge as knowledge_ops
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.sessions import Session
@@ -117,7 +123,38 @@ class TenantView:
         rows = self._portal.run(self._client.usage(job_id))
         return [row for row in rows if row.job_id in mine]
 
+    @widens(knowledge_ops.ingest)
+    def ingest(
+        self,
+        kb: str,
+        documents: Iterable[str | Path | KnowledgeDocument],
+        *,
+        base: str | Path | None = None,
+    ) -> IngestReport:
+        """Add files or documents to the tenant's knowledge base (see :meth:`Runtime.ingest`)."""
+        return ingest_all(self._at(), self._run, kb, documents, base=base)
+
+    knowledge_bases = in_process(knowledge_ops.knowledge_bases)
+    documents = in_process(knowledge_ops.documents)
+    search = in_process(knowledge_ops.search)
+    delete_document = in_process(knowledge_ops.delete_document)
+    drop_knowledge_base = in_process(knowledge_ops.drop_knowledge_base)
     policy = in_process(policy_ops.policy)
+    cancel = in_process(job_ops.cancel)
+    approvals = in_process(job_ops.approvals)
+    approve = in_process(job_ops.approve)
+    reject = in_process(job_ops.reject)
+    feedback = in_process(job_ops.feedback)
+    feedbacks = in_process(job_ops.feedbacks)
+    checkpoints = in_process(job_ops.checkpoints)
+    interrupts = in_process(job_ops.interrupts)
+    resume = in_process(job_ops.resume)
+    fork = in_process(job_ops.fork)
+    summaries = in_process(read_ops.summaries)
+    summary = in_process(read_ops.summary)
+    trace = in_process(read_ops.trace)
+    daily_usage = in_process(read_ops.daily_usage)
+    me = in_process(read_ops.me)
     teams = in_process(team_ops.teams)
     team = in_process(team_ops.team)
     agents = in_process(team_ops.agents)

@@ -30,8 +30,9 @@ export function approvalCard(jobId, approval, { onDecided, showJob = false } = {
     reject.disabled = true;
     problems.replaceChildren();
     try {
-      await api(jobPath(jobId, `/approvals/${encodeURIComponent(approval.approval_id)}`), {
-        method: "POST", body: { approved, reason: reason.value.trim() },
+      const verb = approved ? "approve" : "reject";
+      await api(jobPath(jobId, `/approvals/${encodeURIComponent(approval.approval_id)}/${verb}`), {
+        method: "POST", body: { reason: reason.value.trim() },
       });
       card.remove();
       onDecided?.(approval, approved);

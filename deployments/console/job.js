@@ -293,7 +293,8 @@ class JobPage {
   async loadApprovals() {
     if (this.finalized) return;
     try {
-      const pending = await api(jobPath(this.id, "/approvals"), { signal: this.signal });
+      const query = new URLSearchParams({ job_id: this.id });
+      const pending = await api(`/v1/approvals?${query}`, { signal: this.signal });
       if (this.finalized) return;
       syncChildren(this.approvals, pending ?? [], (a) => a.approval_id, (a) => approvalCard(this.id, a, {
         onDecided: (_, approved) => {

@@ -21,7 +21,7 @@ import typer
 from raytroupe.runtime.cli import _remote
 from raytroupe.runtime.cli._evals import evals_app, evaluate
 from raytroupe.runtime.cli._experiments import experiments_app
-from raytroupe.runtime.cli._graphs import checkpoints, fork, resume
+from raytroupe.runtime.cli._graphs import checkpoints, fork, interrupts, resume
 from raytroupe.runtime.cli._jobs import (
     agents,
     approvals,
@@ -29,6 +29,7 @@ from raytroupe.runtime.cli._jobs import (
     cancel,
     dead_letters,
     events,
+    feedback,
     jobs,
     reject,
     result,
@@ -38,7 +39,7 @@ from raytroupe.runtime.cli._jobs import (
 from raytroupe.runtime.cli._knowledge import kb_app, sessions_app
 from raytroupe.runtime.cli._models import models_app
 from raytroupe.runtime.cli._options import Address, StateDir, state_dir_of
-from raytroupe.runtime.cli._policies import policies_app
+from raytroupe.runtime.cli._policies import me, policies_app
 from raytroupe.runtime.cli._show import ERR, OUT, error, reported
 from raytroupe.runtime.cli._show import usage as usage_error
 from raytroupe.runtime.cli._skills import ask, skills_app
@@ -166,6 +167,7 @@ _COMMANDS: Final[dict[str, dict[str, Callable[..., None]]]] = {
         "result": result,
         "events": events,
         "cancel": cancel,
+        "feedback": feedback,
         "jobs": jobs,
         "agents": agents,
         "usage": usage_command,
@@ -177,10 +179,11 @@ _COMMANDS: Final[dict[str, dict[str, Callable[..., None]]]] = {
         "reject": reject,
         # a graph job's checkpoints; resuming it where it waits for input; forking it from one
         "checkpoints": checkpoints,
+        "interrupts": interrupts,
         "resume": resume,
         "fork": fork,
     },
-    _RESOURCES: {"eval": evaluate},
+    _RESOURCES: {"eval": evaluate, "me": me},
 }
 for _panel, _commands in _COMMANDS.items():
     for _name, _command in _commands.items():

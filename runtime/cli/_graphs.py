@@ -5,24 +5,20 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 from rich.text import Text
 
-from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._remote import no_tenant, remote
+from raytroupe.runtime.cli._remote import tenant_transport
 from raytroupe.runtime.cli._show import ERR, OUT, error, plain_row
 
 if TYPE_CHECKING:
-    from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
-    from raytroupe.runtime.driver import Runtime
-    from raytroupe.runtime.handle import JobHandle
+    from raytroupe.protocols.graph import GraphCheckpoint
 
-__all__ = ["checkpoints", "checkpoints_table", "fork", "resume"]
+__all__ = ["checkpoints", "checkpoints_table", "fork", "interrupts", "resume"]
 
 JobId = Annotated[str, typer.Argument(help="The graph job's id.")]
 Tenant = Annotated[
@@ -50,10 +46,6 @@ def _json(option: str, text: str | None, *, mapping: bool = False) -> Any:
         error(f"{option} must be a JSON object (field: value), not {type(value).__name__}")
         raise typer.Exit(2)
     return value
-
-
-def _job(rt: Runtime, job_id: str, tenant: str | None) -> JobHandle:
-    return rt.job(job_id) if tenant is None else rt.as_tenant(tenant).job(job_id)
 
 
 def checkpoints_table(points: Iterable[GraphCheckpoint]) -> Table:
@@ -90,17 +82,8 @@ def checkpoints(
 
     from raytroupe.protocols.graph import GraphCheckpoint
 
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant)
-        with client:
-            points = client.checkpoints(job_id)
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            points = _job(rt, job_id, tenant).checkpoints()
-        finally:
-            close(rt)
+    with tenant_transport(tenant, address, state_dir, default=None) as api:
+        points = api.checkpoints(job_id)
     if as_json:
         dumped = TypeAdapter(list[GraphCheckpoint]).dump_json(points, indent=2)
         typer.echo(dumped.decode())
@@ -130,8 +113,8 @@ def resume(
     resumed_with = _json("--value", value)
     edit = _json("--state", state, mapping=True)
     try:
-        answered = _resume(job_id, resumed_with, edit=edit, interrupt=interrupt, tenant=tenant,
-                           address=address, state_dir=state_dir)  # fmt: skip
+        with tenant_transport(tenant, address, state_dir, default=None) as api:
+            answered = api.resume(job_id, resumed_with, state=edit, interrupt=interrupt).interrupt
     except Conflict as exc:  # name the interrupts it waits at, for --interrupt
         waiting = exc.detail.get("waiting")
         named = ", ".join(map(str, waiting)) if isinstance(waiting, list) else ""
@@ -142,26 +125,21 @@ def resume(
               markup=False, soft_wrap=True)  # fmt: skip
 
 
-def _resume(
-    job_id: str,
-    value: Any,
+def interrupts(
     *,
-    edit: dict[str, Any] | None,
-    interrupt: str | None,
-    tenant: str | None,
-    address: str | None,
-    state_dir: Path | None,
-) -> GraphInterrupt:
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant)
-        with client:
-            return client.resume(job_id, value, state=edit, interrupt=interrupt).interrupt
-    rt = connect_from(address, state_dir)
-    try:
-        return _job(rt, job_id, tenant).resume(value, state=edit, interrupt=interrupt)
-    finally:
-        close(rt)
+    tenant: Tenant = None,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Graph jobs waiting for a person's input: the interrupt to resume, and the state."""
+    with tenant_transport(tenant, address, state_dir, default=None) as api:
+        waiting = api.interrupts()
+    table = Table("job", "interrupt", "node", "state")
+    for pending in waiting:
+        where = f"{pending.interrupt.when} {pending.interrupt.node}"
+        state = json.dumps(pending.state, default=str)
+        plain_row(table, pending.job_id, pending.interrupt.id, where, state[:200])
+    OUT.print(table)
 
 
 def fork(
@@ -175,16 +153,7 @@ def fork(
 ) -> None:
     """Start a new job from a checkpoint of a graph job (its state edited or not); its id."""
     edit = _json("--state", state, mapping=True)
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant)
-        with client:
-            new_id = client.fork(job_id, step, state=edit).job_id
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            new_id = _job(rt, job_id, tenant).fork(step, state=edit).job_id
-        finally:
-            close(rt)
+    with tenant_transport(tenant, address, state_dir, default=None) as api:
+        new_id = api.fork(job_id, step, state=edit).job_id
     typer.echo(new_id)  # alone on stdout, for scripts: NEW=$(troupe fork ...)
     ERR.print(f"forked from job {job_id} at step {step}", markup=False, style="dim")

@@ -11,7 +11,7 @@ import os
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol
+from typing import TYPE_CHECKING, Annotated, Any, Final, Protocol, cast
 
 import typer
 from rich.table import Table
@@ -19,7 +19,7 @@ from rich.text import Text
 
 from raytroupe.runtime.cli._connect import close, connect, connect_from, resolve_address
 from raytroupe.runtime.cli._options import Address, StateDir, state_dir_of
-from raytroupe.runtime.cli._remote import no_tenant, remote, transport
+from raytroupe.runtime.cli._remote import no_tenant, remote, tenant_transport, transport
 from raytroupe.runtime.cli._show import (
     ERR,
     OUT,
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from raytroupe.runtime.driver import Runtime
     from raytroupe.runtime.handle import JobHandle
     from raytroupe.runtime.http_client import Client
+    from raytroupe.runtime.operations.job_reads import JobsShown
 
 __all__ = [
     "Detach",
@@ -331,23 +332,33 @@ def cancel(
     state_dir: StateDir = None,
 ) -> None:
     """Cancel a job: its running subtasks stop at their agents (exit 1 if it had ended)."""
-    from raytroupe.protocols import Conflict
+    with tenant_transport(tenant, address, state_dir, default=None) as api:
+        cancelled = api.cancel(job_id)
+    OUT.print(f"job {job_id} cancelled ({cancelled.status})", markup=False)
 
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant)
-        with client:
-            cancelled = client.cancel(job_id)
-        OUT.print(f"job {job_id} cancelled ({cancelled.status})", markup=False)
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        handle = _handle(rt, job_id, tenant)
-        if not handle.cancel():
-            raise Conflict(f"job {job_id} already finished ({handle.status()})", job_id=job_id)
-    finally:
-        close(rt)
-    OUT.print(f"job {job_id} cancelled", markup=False)
+
+def feedback(
+    job_id: JobId,
+    score: Annotated[
+        float | None,
+        typer.Argument(
+            help="0 (useless) to 1 (exactly right); none: show the job's.", min=0, max=1
+        ),
+    ] = None,
+    *,
+    comment: Annotated[str, typer.Option(help="Why (kept with the verdict).")] = "",
+    tenant: Tenant = None,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Give a finished job's answer a score (exit 1 while it runs), or show the scores it has."""
+    with tenant_transport(tenant, address, state_dir, default=None) as api:
+        given = [api.feedback(job_id, score, comment)] if score is not None else []
+        verdicts = given or api.feedbacks(job_id)
+    table = Table("score", "by", "at", "comment")
+    for verdict in verdicts:
+        plain_row(table, f"{verdict.score:g}", verdict.by, _when(verdict.at), verdict.comment)
+    OUT.print(table)
 
 
 def jobs(
@@ -360,42 +371,23 @@ def jobs(
         typer.Option(
             "--search",
             "-q",
-            help="Over HTTP: text of the id, task, team or skill.",
+            help="Text of the id, task, team, skill or submitter.",
             show_default=False,
         ),
     ] = None,
-    limit: Annotated[int, typer.Option(help="At most this many, the newest.", min=1)] = 50,
+    limit: Annotated[
+        int, typer.Option(help="At most this many, the newest.", min=1, max=1000)
+    ] = 50,
     tenant: Annotated[
         str | None, typer.Option(help="Only this tenant's jobs (local Ray).", show_default=False)
     ] = None,
     address: Address = None,
     state_dir: StateDir = None,
 ) -> None:
-    """List jobs and their status."""
-    from raytroupe.runtime.cli._show import jobs_table
-
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant)
-        with client:
-            found = client.jobs(status=status, q=search, limit=limit)
-        OUT.print(summaries_table(found))
-        return
-    if search is not None:
-        raise usage("--search reads a deployment's jobs list: give --url or --profile")
-    rt = connect_from(address, state_dir)
-    try:
-        listed = rt.jobs(tenant)
-    finally:
-        close(rt)
-    live = status == "live"
-    kept = {job: s for job, s in listed.items()
-            if status is None or s == status or (live and not _ended(s))}  # fmt: skip
-    OUT.print(jobs_table(dict(list(kept.items())[-limit:])))
-
-
-def _ended(status: str) -> bool:
-    return status in {"succeeded", "failed", "cancelled"}
+    """List jobs, newest first: status, team or skill, who, when, cost."""
+    with tenant_transport(tenant, address, state_dir, default=None) as api:
+        found = api.summaries(cast("JobsShown | None", status), search, limit=limit).jobs
+    OUT.print(summaries_table(found))
 
 
 def _when(at: float | None) -> str:
@@ -440,23 +432,9 @@ def approvals(
     state_dir: StateDir = None,
 ) -> None:
     """Tool calls waiting for a person: their approval ids, tools and exact arguments."""
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant)
-        with client:
-            pending = [(p.job_id, p) for p in client.approvals(job_id)]
-        OUT.print(approvals_table(pending))
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        if job_id is not None:
-            held = [(job_id, r) for r in _handle(rt, job_id, tenant).approvals()]
-        else:
-            waiting = [j for j, s in rt.jobs(tenant).items() if s == "awaiting_approval"]
-            held = [(j, r) for j in waiting for r in _handle(rt, j, tenant).approvals()]
-    finally:
-        close(rt)
-    OUT.print(approvals_table(held))
+    with tenant_transport(tenant, address, state_dir, default=None) as api:
+        pending = api.approvals(job_id)
+    OUT.print(approvals_table((p.job_id, p) for p in pending))
 
 
 def approvals_table(pending: Iterable[tuple[str, HeldCall]]) -> Table:
@@ -539,28 +517,12 @@ def _decide(
     address: str | None,
     state_dir: Path | None,
 ) -> None:
-    from raytroupe.protocols import JobNotFound
-
+    with tenant_transport(tenant, address, state_dir, default=None) as api:
+        if approved:
+            api.approve(job_id, approval_id, reason)
+        else:
+            api.reject(job_id, approval_id, reason or "")
     said = "approved" if approved else "rejected"
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant)
-        with client:
-            if approved:
-                client.approve(job_id, approval_id, reason)
-            else:
-                client.reject(job_id, approval_id, reason or "")
-        OUT.print(f"job {job_id}: call {approval_id} {said}", markup=False)
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        handle = _handle(rt, job_id, tenant)
-        decide = handle.approve if approved else handle.reject
-        if not decide(approval_id, reason or ""):
-            raise JobNotFound(f"job {job_id} has no tool call waiting under {approval_id!r}",
-                              job_id=job_id, approval_id=approval_id)  # fmt: skip
-    finally:
-        close(rt)
     OUT.print(f"job {job_id}: call {approval_id} {said}", markup=False)
 
 

@@ -12,13 +12,12 @@ from rich.table import Table
 
 from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._remote import no_tenant, remote
+from raytroupe.runtime.cli._remote import no_tenant, remote, tenant_transport
 from raytroupe.runtime.cli._show import OUT, plain_row
 
 if TYPE_CHECKING:
     from raytroupe.protocols.knowledge import IngestedDocument, Passages
     from raytroupe.protocols.sessions import SessionInfo
-    from raytroupe.runtime.http_client import Client
 
 __all__ = ["kb_app", "sessions_app"]
 
@@ -45,29 +44,15 @@ def add(
     state_dir: StateDir = None,
 ) -> None:
     """Chunk, embed and store files (a file ingested before is replaced, or skipped if same)."""
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant, "default")
-        with client:
-            OUT.print(_ingested(_remote_ingest(client, kb, files)))
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        OUT.print(_ingested(rt.ingest(kb, files, tenant=tenant).documents))
-    finally:
-        close(rt)
-
-
-def _remote_ingest(client: Client, kb: str, files: list[Path]) -> list[IngestedDocument]:
-    """Send the files' documents, a request's worth at a time; what became of each."""
     from raytroupe.protocols.http import MAX_DOCUMENTS
     from raytroupe.runtime.knowledge import documents_from
 
     documents = documents_from(files)  # every file read (and refused) before any is sent
-    done: list[IngestedDocument] = []
-    for start in range(0, len(documents), MAX_DOCUMENTS):
-        done.extend(client.ingest(kb, documents[start : start + MAX_DOCUMENTS]).documents)
-    return done
+    with tenant_transport(tenant, address, state_dir, default="default") as api:
+        done: list[IngestedDocument] = []
+        for start in range(0, len(documents), MAX_DOCUMENTS):
+            done.extend(api.ingest(kb, documents[start : start + MAX_DOCUMENTS]).documents)
+    OUT.print(_ingested(done))
 
 
 def _ingested(documents: Iterable[IngestedDocument]) -> Table:
@@ -89,17 +74,8 @@ def search(
     state_dir: StateDir = None,
 ) -> None:
     """The passages closest to a query, with their source and position."""
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant, "default")
-        with client:
-            found = client.search(kb, query, k=k)
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            found = rt.search(kb, query, k=k, tenant=tenant)
-        finally:
-            close(rt)
+    with tenant_transport(tenant, address, state_dir, default="default") as api:
+        found = api.search(kb, query, k=k)
     OUT.print(_passages(found))
 
 
@@ -121,27 +97,17 @@ def list_knowledge(
     state_dir: StateDir = None,
 ) -> None:
     """The tenant's knowledge bases, or the documents of one."""
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant, "default")
-        with client:
-            bases = client.knowledge_bases() if kb is None else []
-            documents = client.documents(kb) if kb is not None else []
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            bases = rt.knowledge_bases(tenant=tenant) if kb is None else []
-            documents = rt.documents(kb, tenant=tenant) if kb is not None else []
-        finally:
-            close(rt)
-    if kb is None:
-        table = Table("knowledge base", "passages", "created")
-        for info in bases:
-            plain_row(table, info.name, str(info.chunks), _when(info.created_at))
-    else:
-        table = Table("source", "type", "passages", "ingested")
-        for doc in documents:
-            plain_row(table, doc.source, doc.media_type, str(doc.chunks), _when(doc.ingested_at))
+    with tenant_transport(tenant, address, state_dir, default="default") as api:
+        if kb is None:
+            table = Table("knowledge base", "passages", "created")
+            for info in api.knowledge_bases():
+                plain_row(table, info.name, str(info.chunks), _when(info.created_at))
+        else:
+            table = Table("source", "type", "passages", "ingested")
+            for doc in api.documents(kb):
+                plain_row(
+                    table, doc.source, doc.media_type, str(doc.chunks), _when(doc.ingested_at)
+                )
     OUT.print(table)
 
 
@@ -157,33 +123,13 @@ def remove(
     state_dir: StateDir = None,
 ) -> None:
     """Remove documents from a knowledge base, or the knowledge base itself."""
-    from raytroupe.protocols import KnowledgeNotFound
-
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant, "default")
-        with client:
-            if not sources:
-                client.drop_knowledge_base(kb)
-                OUT.print(f"removed knowledge base {kb}")
-            for source in sources or ():
-                client.delete_document(kb, source)
-                OUT.print(f"removed {source}")
-        return
-    rt = connect_from(address, state_dir)
-    try:
+    with tenant_transport(tenant, address, state_dir, default="default") as api:
         if not sources:
-            if not rt.drop_knowledge_base(kb, tenant=tenant):
-                raise KnowledgeNotFound(f"there is no knowledge base {kb!r}")
-            OUT.print(f"removed knowledge base {kb}")
-            return
-        for source in sources:
-            removed = rt.delete_document(kb, source, tenant=tenant)
-            if not removed:
-                raise KnowledgeNotFound(f"knowledge base {kb!r} has no document {source!r}")
-            OUT.print(f"removed {source} ({removed} passages)")
-    finally:
-        close(rt)
+            api.drop_knowledge_base(kb)
+            OUT.print(f"removed knowledge base {kb}", markup=False)
+        for source in sources or ():
+            removed = api.delete_document(kb, source)
+            OUT.print(f"removed {source} ({removed} passages)", markup=False)
 
 
 @sessions_app.command("list")

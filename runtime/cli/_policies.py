@@ -1,4 +1,4 @@
-"""``troupe policies mine|list|set|delete``: what tenants' jobs may ask for."""
+"""``troupe policies mine|list|set|delete``: what tenants' jobs may ask for; ``troupe me``."""
 
 from __future__ import annotations
 
@@ -11,12 +11,20 @@ from raytroupe.runtime.cli._options import Address, StateDir
 from raytroupe.runtime.cli._remote import transport
 from raytroupe.runtime.cli._show import OUT, show_yaml
 
-__all__ = ["policies_app"]
+__all__ = ["me", "policies_app"]
 
 policies_app = typer.Typer(
     help="Tenants' policies: yours; every one, set or dropped by admins.", no_args_is_help=True
 )
 Tenant = Annotated[str, typer.Argument(help="The tenant ('*': the default policy).")]
+
+
+def me(*, address: Address = None, state_dir: StateDir = None) -> None:
+    """Who you are to the deployment: your key's name, its tenant, whether it is an admin's."""
+    with transport(address, state_dir) as api:
+        caller = api.me()
+    admin = ", admin" if caller.admin else ""
+    OUT.print(f"{caller.name} (tenant {caller.tenant}{admin})", markup=False)
 
 
 @policies_app.command("mine")

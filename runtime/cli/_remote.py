@@ -39,6 +39,7 @@ from raytroupe.runtime.cli._show import ERR, usage
 if TYPE_CHECKING:
     from raytroupe.runtime.driver import Runtime
     from raytroupe.runtime.http_client import Client
+    from raytroupe.runtime.tenant import TenantView
 
 __all__ = [
     "PROFILES_FILE",
@@ -52,6 +53,7 @@ __all__ = [
     "remote",
     "remote_client",
     "target",
+    "tenant_transport",
     "transport",
 ]
 
@@ -275,3 +277,23 @@ def transport(
         yield rt
     finally:
         close(rt)
+
+
+@contextmanager
+def tenant_transport(
+    tenant: str | None, address: str | None, state_dir: Path | None, *, default: str | None
+) -> Iterator[Client | Runtime | TenantView]:
+    """:func:`transport`, acting for ``tenant`` (``--tenant``) where the command is local.
+
+    Over HTTP the key decides the tenant, and a ``--tenant`` other than ``default`` (the
+    option's default) is refused; on the driver, a tenant other than ``default`` is
+    ``as_tenant(tenant)``, with that tenant's policy and only its jobs and data.
+    """
+    from raytroupe.runtime.http_client import Client
+
+    with transport(address, state_dir) as api:
+        if isinstance(api, Client):
+            no_tenant(tenant, default)
+            yield api
+        else:
+            yield api if tenant is None or tenant == default else api.as_tenant(tenant)

@@ -19,7 +19,7 @@ from rich.text import Text
 if TYPE_CHECKING:  # pydantic's models: imported by the commands that print them, not by --help
     from pydantic import BaseModel
 
-    from raytroupe.protocols import AgentInfo, JobEvent, JobResult, JobStatus
+    from raytroupe.protocols import AgentInfo, JobEvent, JobResult
 
 __all__ = [
     "ERR",
@@ -29,7 +29,6 @@ __all__ = [
     "agents_table",
     "error",
     "follow",
-    "jobs_table",
     "plain_row",
     "reported",
     "result_json",
@@ -235,16 +234,6 @@ def show_failures(result: JobResult) -> None:
         if sub.status != "succeeded":
             reason = f"{sub.error.code.value}: {sub.error.message}" if sub.error else sub.status
             ERR.print(Text(f"  {sub.id} [{sub.role}] {reason}", style="red"), soft_wrap=True)
-
-
-def jobs_table(jobs: Mapping[str, JobStatus]) -> Table:
-    """Jobs and their status, in the order given."""
-    table = Table(title=f"{len(jobs)} job(s)", title_justify="left")
-    table.add_column("job")
-    table.add_column("status")
-    for job_id, status in jobs.items():
-        plain_row(table, job_id, status_text(status))
-    return table
 
 
 def agents_table(agents: Iterable[AgentInfo], unregistered: Mapping[str, tuple[str, int]]) -> Table:

@@ -16,6 +16,7 @@ from raytroupe.runtime.operations.declare import (
     operation,
     over_http,
     over_http_async,
+    widens,
 )
 
 __all__ = [
@@ -26,6 +27,7 @@ __all__ = [
     "operation",
     "over_http",
     "over_http_async",
+    "widens",
 ]
 
 

@@ -25,12 +25,14 @@ Nothing here imports Ray, FastAPI or the deployments: the HTTP clients import it
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
 import re
 import sys
 import types
 import typing
+import warnings
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
@@ -48,7 +50,7 @@ from typing import (
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from raytroupe.protocols import Forbidden, InvalidInput
+from raytroupe.protocols import Forbidden, InvalidInput, TroupeError
 from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
 
 if TYPE_CHECKING:
@@ -63,6 +65,7 @@ __all__ = [
     "operation",
     "over_http",
     "over_http_async",
+    "widens",
 ]
 
 P = ParamSpec("P")
@@ -84,19 +87,31 @@ class At:
     """Who an operation runs for, and the cluster it runs on.
 
     ``tenant`` is the caller's tenant; ``admin`` callers (admin keys, the driver) reach every
-    tenant's teams, skills and jobs. ``source`` is what change logs record as its author
-    (``driver``, ``api:<key name>``).
+    tenant's teams and skills. ``source`` is what change logs record as its author
+    (``driver``, ``api:<key name>``). ``every_tenant``: the caller reaches every tenant's jobs
+    (the driver); a key, an admin's too, reaches its tenant's.
     """
 
     system: SystemClient
     tenant: str
     admin: bool
     source: str
+    every_tenant: bool = False
 
     @property
     def scope(self) -> str | None:
         """The tenant whose view the caller has: None for an admin (every tenant's)."""
         return None if self.admin else self.tenant
+
+    @property
+    def name(self) -> str:
+        """The caller as records of its acts name it: its key's name, or ``driver``."""
+        return self.source.removeprefix("api:")
+
+    @property
+    def jobs_of(self) -> str | None:
+        """The tenant whose jobs the caller reaches: None for the driver (every tenant's)."""
+        return None if self.every_tenant else self.tenant
 
 
 class Operation(Generic[P, T]):
@@ -112,6 +127,7 @@ class Operation(Generic[P, T]):
         status: int,
         long_running: bool,
         cli: str,
+        location: Callable[[T], str] | None = None,
     ) -> None:
         if method not in _METHODS:
             raise ValueError(f"{run.__name__}: {method} is not an HTTP method of the API")
@@ -126,6 +142,8 @@ class Operation(Generic[P, T]):
         """An HTTP client waits for its answer as long as it takes (no read timeout)."""
         self.cli = cli
         """The ``troupe`` command that runs it (``skills rollback``)."""
+        self.location = location
+        """Where what it made is (an HTTP answer's ``Location``), from its answer."""
         self.path_names = tuple(_PATH_NAME.findall(path))
         self._hints: Types | None = None
 
@@ -225,6 +243,15 @@ class Operation(Generic[P, T]):
         call: Callable[..., Awaitable[T]] = self.run
         return await call(at, **arguments)
 
+    async def run_for(self, at: At, arguments: Mapping[str, Any]) -> T:
+        """Check ``arguments`` (by name, as :meth:`bind` gives) and run the operation for ``at``.
+
+        Raises:
+            InvalidInput: an argument does not fit its parameter.
+            Forbidden: it is for admins, and ``at`` is not one.
+        """
+        return await self.invoke(at, self.checked(arguments))
+
     def call(self, *args: Any, **kwargs: Any) -> Call[T]:
         """The HTTP request that asks for the operation with these arguments."""
         arguments = self.bind(*args, **kwargs)
@@ -249,18 +276,21 @@ def operation(
     admin: bool = False,
     status: int = 200,
     long_running: bool = False,
+    location: Callable[[Any], str] | None = None,
 ) -> Callable[[Callable[Concatenate[At, P], Awaitable[T]]], Operation[P, T]]:
     """Declare the decorated function an operation at ``method`` ``path`` (see the module).
 
     ``cli``: the ``troupe`` command that runs it. ``admin``: for admin keys and the driver
     only. ``status``: of a successful answer. ``long_running``: it may take minutes, and HTTP
-    clients wait for it without a read timeout.
+    clients wait for it without a read timeout. ``location``: the path of what it made, from
+    its answer (the HTTP answer's ``Location`` header).
     """
 
     def declare(run: Callable[Concatenate[At, P], Awaitable[T]]) -> Operation[P, T]:
         return Operation(
-            run, method, path, admin=admin, status=status, long_running=long_running, cli=cli
-        )
+            run, method, path, admin=admin, status=status, long_running=long_running, cli=cli,
+            location=location,
+        )  # fmt: skip
 
     return declare
 
@@ -294,6 +324,8 @@ def _scalar(tp: Any) -> bool:
         return all(_scalar(arg) for arg in typing.get_args(tp))
     if typing.get_origin(tp) is typing.Annotated:
         return _scalar(typing.get_args(tp)[0])
+    if typing.get_origin(tp) is typing.Literal:
+        return all(isinstance(value, _SCALARS) for value in typing.get_args(tp))
     return tp in _SCALARS
 
 
@@ -364,10 +396,17 @@ class _Blocking(_Surface[P, T], ABC):
 
 class _InProcess(_Blocking[P, T]):
     def __init__(
-        self, op: Operation[P, T], legacy: Callable[[Arguments], Arguments] | None
+        self,
+        op: Operation[P, T],
+        legacy: Callable[[Arguments], Arguments] | None,
+        *,
+        tenant_keyword: bool,
+        missing: tuple[type[TroupeError], Any] | None,
     ) -> None:
         super().__init__(op)
         self.legacy = legacy
+        self.tenant_keyword = tenant_keyword
+        self.missing = missing
 
     def _bound(self, obj: object) -> Callable[..., T]:
         op, legacy = self.op, self.legacy
@@ -375,10 +414,31 @@ class _InProcess(_Blocking[P, T]):
         run: Callable[[Coroutine[Any, Any, T]], T] = obj._run  # type: ignore[attr-defined]
 
         def method(*args: Any, **kwargs: Any) -> T:
+            who = at()
+            if self.tenant_keyword and "tenant" in kwargs:
+                tenant = kwargs.pop("tenant")
+                warnings.warn(
+                    f"{op.name}(tenant=...) is deprecated: as_tenant(tenant).{op.name}(...)",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                who = dataclasses.replace(who, tenant=tenant)
             arguments = op.bind(*args, **kwargs)
             if legacy is not None:
                 arguments = legacy(arguments)
-            return run(op.invoke(at(), op.checked(arguments)))
+            if self.missing is None:
+                return run(op.run_for(who, arguments))
+            error, answer = self.missing
+            try:
+                return run(op.run_for(who, arguments))
+            except error as e:
+                warnings.warn(
+                    f"{op.name} answering {answer!r} for what is not there is deprecated: "
+                    f"it will raise {type(e).__name__} ({e})",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                return answer  # type: ignore[no-any-return]
 
         return method
 
@@ -414,14 +474,38 @@ class _OverHttpAsync(_Surface[P, T]):
 
 
 def in_process(
-    op: Operation[P, T], *, legacy: Callable[[Arguments], Arguments] | None = None
+    op: Operation[P, T],
+    *,
+    legacy: Callable[[Arguments], Arguments] | None = None,
+    tenant_keyword: bool = False,
+    missing: tuple[type[TroupeError], Any] | None = None,
 ) -> _InProcess[P, T]:
     """``op`` as a method of a class with ``_at()`` (who calls) and ``_run(coroutine)``.
 
-    ``legacy`` turns arguments of a form the method took before (and warns that it is
-    deprecated) into the operation's.
+    Where the method took or answered something else before, it still does, and warns that
+    it is deprecated: ``legacy`` turns arguments of a form it took into the operation's;
+    ``tenant_keyword``: it took ``tenant=``, and runs for that tenant; ``missing``, an error
+    and an answer (``(KnowledgeNotFound, False)``): it answered that where the operation
+    raises that error.
     """
-    return _InProcess(op, legacy)
+    return _InProcess(op, legacy, tenant_keyword=tenant_keyword, missing=missing)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def widens(op: Operation[..., Any]) -> Callable[[F], F]:
+    """Mark the decorated method as ``op`` on a surface that takes more than ``op`` does.
+
+    The driver's ``ingest`` also reads files and sends any number of documents: it takes
+    every parameter of ``op`` and more, and runs ``op`` for what it was given.
+    """
+
+    def mark(method: F) -> F:
+        method.widens = op  # type: ignore[attr-defined]
+        return method
+
+    return mark
 
 
 def over_http(op: Operation[P, T]) -> _OverHttp[P, T]:

@@ -89,11 +89,14 @@ def test_http_ingest_search_replace_and_delete_belong_to_the_keys_tenant(api):
         }
         assert user.post("/v1/knowledge/Bad%20Name/search", json={"query": "x"}).status_code == 422
         # deleting a document removes its passages; dropping the base removes it
-        assert user.delete("/v1/knowledge/ray-kb/documents",
-                           params={"source": KEEPER}).status_code == 204  # fmt: skip
+        deleted = user.delete("/v1/knowledge/ray-kb/documents", params={"source": KEEPER})
+        assert deleted.status_code == 200, deleted.text
+        assert deleted.json() == 1  # the passages that went
         left = user.post("/v1/knowledge/ray-kb/search", json={"query": "marmalade", "k": 50})
         assert KEEPER not in {p["source"] for p in left.json()["passages"]}
-        assert user.delete("/v1/knowledge/ray-kb").status_code == 204
+        dropped = user.delete("/v1/knowledge/ray-kb")
+        assert dropped.status_code == 200, dropped.text
+        assert dropped.json()["name"] == "ray-kb"
         assert user.get("/v1/knowledge/ray-kb/documents").status_code == 404
 
 
@@ -110,7 +113,7 @@ def test_the_cli_adds_and_searches_and_names_what_it_cannot_remove(rt):
     missing = _troupe("kb", "rm", "ray-cli-kb", "nothing.txt", "--tenant", "cli-tenant")
     assert missing.returncode == 1
     assert "has no document 'nothing.txt'" in missing.stderr + missing.stdout
-    assert sorted(d.source for d in rt.documents("ray-cli-kb", tenant="cli-tenant")) == [
+    assert sorted(d.source for d in rt.as_tenant("cli-tenant").documents("ray-cli-kb")) == [
         str(DATA / "ferry_service.html"), str(DATA / "sourdough_notes.txt")
     ]  # fmt: skip
     # the default tenant has no such knowledge base
@@ -122,8 +125,8 @@ def _texts(request) -> str:
 
 
 def test_agents_see_passages_cite_them_and_search_only_their_tenants_knowledge(rt):
-    rt.ingest("ray-agent-kb", [DATA / KEEPER], tenant="kb-tenant")
-    rt.ingest("ray-agent-kb", [DATA / "choir_handbook.md"], tenant="kb-intruder")
+    rt.as_tenant("kb-tenant").ingest("ray-agent-kb", [DATA / KEEPER])
+    rt.as_tenant("kb-intruder").ingest("ray-agent-kb", [DATA / "choir_handbook.md"])
     with WireServer() as server:
         server.script(
             Reply.tool("knowledge_search", {"kb": "ray-agent-kb", "query": "choir rehearsal"}),

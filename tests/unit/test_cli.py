@@ -15,7 +15,8 @@ from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.keys import hash_key
 from raytroupe.protocols import ConfigError, Conflict, JobEvent
 from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphTask
-from raytroupe.runtime.cli import _graphs, _local, _show, app
+from raytroupe.protocols.http import Forked, Resumed
+from raytroupe.runtime.cli import _connect, _graphs, _local, _show, app
 
 runner = CliRunner()
 
@@ -410,45 +411,37 @@ def test_job_board_shows_a_graph_waiting_for_input():
     assert "team graph · running" in _rendered(board, now=102.0)
 
 
-class _FakeGraphJob:
-    """A graph job's handle as the commands use it; ``job-1`` waits at two interrupts."""
+class _FakeRuntime:
+    """The driver (or a tenant's view of it) as the graph commands use it; ``job-1`` waits at
+    two interrupts."""
 
-    def __init__(self, job_id, tenant, calls):
-        self.job_id, self.tenant, self.calls = job_id, tenant, calls
+    def __init__(self, calls, tenant=None):
+        self.calls, self.tenant = calls, tenant
 
-    def checkpoints(self):
-        return [GraphCheckpoint(job_id=self.job_id, step=0, at=1.0, state={"n": 1}, next=())]
+    def checkpoints(self, job_id):
+        return [GraphCheckpoint(job_id=job_id, step=0, at=1.0, state={"n": 1}, next=())]
 
-    def resume(self, value=None, *, state=None, interrupt=None):
-        self.calls.append(("resume", self.job_id, self.tenant, value, state, interrupt))
+    def resume(self, job_id, value=None, *, state=None, interrupt=None):
+        self.calls.append(("resume", job_id, self.tenant, value, state, interrupt))
         waiting = ["/1/a/before", "/1/b/before"]
         if interrupt not in waiting:
-            raise Conflict(f"job {self.job_id} waits at 2 interrupts: name one", waiting=waiting)
-        return GraphInterrupt(id=interrupt, node=interrupt.split("/")[2], when="before")
+            raise Conflict(f"job {job_id} waits at 2 interrupts: name one", waiting=waiting)
+        answered = GraphInterrupt(id=interrupt, node=interrupt.split("/")[2], when="before")
+        return Resumed(job_id=job_id, interrupt=answered)
 
-    def fork(self, step, *, state=None):
-        self.calls.append(("fork", self.job_id, self.tenant, step, state))
-        return _FakeGraphJob("job-2", self.tenant, self.calls)
-
-
-class _FakeRuntime:
-    def __init__(self, calls):
-        self.calls = calls
-
-    def job(self, job_id):
-        return _FakeGraphJob(job_id, None, self.calls)
+    def fork(self, job_id, step, *, state=None):
+        self.calls.append(("fork", job_id, self.tenant, step, state))
+        return Forked(job_id="job-2", forked_from=job_id, step=step)
 
     def as_tenant(self, tenant):
-        view = _FakeRuntime(self.calls)
-        view.job = lambda job_id: _FakeGraphJob(job_id, tenant, self.calls)
-        return view
+        return _FakeRuntime(self.calls, tenant)
 
 
 @pytest.fixture
 def graph_calls(monkeypatch):
     calls = []
-    monkeypatch.setattr(_graphs, "connect_from", lambda *_a, **_k: _FakeRuntime(calls))
-    monkeypatch.setattr(_graphs, "close", lambda _rt: calls.append(("closed",)))
+    monkeypatch.setattr(_connect, "connect_from", lambda *_a, **_k: _FakeRuntime(calls))
+    monkeypatch.setattr(_connect, "close", lambda _rt: calls.append(("closed",)))
     return calls
 
 

@@ -1,0 +1,102 @@
+"""Reading jobs: the jobs list, one job's line and trace, usage by day, and who is asking.
+
+A key reads its tenant's jobs (an admin's key too); the driver every tenant's. Usage by day
+is the caller's tenant's, an admin's every tenant's.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Final, Literal
+
+from pydantic import Field
+
+from raytroupe.protocols import JobsQuery, JobSummary
+from raytroupe.protocols.http import DailyUsage, JobSummaries, JobTrace, Me
+from raytroupe.runtime.operations.declare import At, operation
+
+__all__ = ["JobsShown", "daily_usage", "me", "summaries", "summary", "trace"]
+
+TAG: Final = "jobs"
+
+JobId = Annotated[str, Field(min_length=1, max_length=64)]
+JobsShown = Literal[
+    "pending", "planning", "running", "awaiting_approval", "awaiting_input", "aggregating",
+    "succeeded", "failed", "cancelled", "live",
+]  # fmt: skip
+"""What the jobs list may be narrowed to: one status, or ``live`` (every unfinished job)."""
+Text = Annotated[str, Field(max_length=200, pattern=r"^[^\x00]*$", description="Text to find.")]
+PageSize = Annotated[int, Field(ge=1, le=1000)]
+
+
+@operation("GET", "/v1/jobs/summaries", cli="jobs")
+async def summaries(
+    at: At,
+    status: JobsShown | None = None,
+    q: Text | None = None,
+    before: float | None = None,
+    limit: PageSize = 100,
+) -> JobSummaries:
+    """The caller's jobs newest first (status, team or skill, who, when, cost), a page.
+
+    ``q`` finds text in the id, task, team, skill and submitter; ``status`` is one status or
+    ``live`` (every unfinished job); ``before`` pages on (submitted before it). ``more``:
+    older jobs match too.
+    """
+    query = JobsQuery(status=status, text=q or None, before=before, limit=limit + 1)
+    lines = await at.system.summaries(query, tenant=at.jobs_of)
+    return JobSummaries(jobs=lines[:limit], more=len(lines) > limit)
+
+
+@operation("GET", "/v1/jobs/{job_id}/summary", cli="jobs")
+async def summary(at: At, job_id: JobId) -> JobSummary:
+    """The job's line of the jobs list, with its live status.
+
+    Raises:
+        JobNotFound: no such job (of the caller's).
+    """
+    return await at.system.summary(job_id, tenant=at.jobs_of)
+
+
+@operation("GET", "/v1/jobs/{job_id}/trace", cli="result")
+async def trace(at: At, job_id: JobId) -> JobTrace:
+    """The job's spans so far, the root first; its root ends now while it runs.
+
+    Plan, subtasks, attempts, model calls, tool calls (arguments and results cut at 2,000
+    characters), resolutions.
+
+    Raises:
+        JobNotFound: no such job (of the caller's).
+    """
+    spans = await at.system.trace(job_id, tenant=at.jobs_of)
+    trace_id = spans[0].trace_id if spans else ""
+    return JobTrace(trace_id=trace_id, job_id=job_id, spans=list(spans))
+
+
+@operation("GET", "/v1/usage/daily", cli="usage")
+async def daily_usage(at: At) -> list[DailyUsage]:
+    """Model usage by tenant, day (UTC, of submission) and model alias.
+
+    The caller's tenant's; an admin's, every tenant's.
+    """
+    jobs = await at.system.summaries(JobsQuery(limit=1_000_000), tenant=at.scope)
+    whose = {j.id: (j.tenant, time.strftime("%Y-%m-%d", time.gmtime(j.submitted_at))) for j in jobs}
+    totals: dict[tuple[str, str, str], DailyUsage] = {}
+    for row in await at.system.usage():
+        if row.job_id not in whose:
+            continue  # another tenant's, or not a job's
+        tenant, day = whose[row.job_id]
+        line = totals.setdefault(
+            (tenant, day, row.model), DailyUsage(tenant=tenant, day=day, model=row.model)
+        )
+        line.calls += row.calls
+        line.prompt_tokens += row.prompt_tokens
+        line.completion_tokens += row.completion_tokens
+        line.cost_usd += row.cost_usd
+    return [totals[k] for k in sorted(totals)]
+
+
+@operation("GET", "/v1/me", cli="me")
+async def me(at: At) -> Me:
+    """The caller: its name (the key's, or ``driver``), tenant, and whether it is an admin."""
+    return Me(name=at.name, tenant=at.tenant, admin=at.admin)
