@@ -1,7 +1,7 @@
 """The LLM adapter pool and its providers.
 
-The pool's names (``LLMAdapterPool``, ``DEFAULT_MODELS``, ``build_provider``) are imported on
-first use (PEP 562): the pool brings the gateway, its retries and rate limiters, which a
+The pool's names (``LLMAdapterPool``, ``DEFAULT_MODELS``) and ``build_provider`` are imported
+on first use (PEP 562): the pool brings the gateway, its retries and rate limiters, which a
 process that imports ``raytroupe.actors.llm.config`` or only the offline or scripted provider should
 not load.
 """
@@ -16,7 +16,8 @@ from raytroupe.actors.llm.provider import LLMProvider, word_tokens
 from raytroupe.actors.llm.scripted import ScriptedProvider
 
 if TYPE_CHECKING:
-    from raytroupe.actors.llm.pool import DEFAULT_MODELS, LLMAdapterPool, build_provider
+    from raytroupe.actors.llm.factory import build_provider
+    from raytroupe.actors.llm.pool import DEFAULT_MODELS, LLMAdapterPool
 
 __all__ = [
     "DEFAULT_MODELS",
@@ -29,8 +30,9 @@ __all__ = [
     "word_tokens",
 ]
 
-_HOMES = dict.fromkeys(
-    ("DEFAULT_MODELS", "LLMAdapterPool", "build_provider"), "raytroupe.actors.llm.pool"
-)
+_HOMES = {
+    **dict.fromkeys(("DEFAULT_MODELS", "LLMAdapterPool"), "raytroupe.actors.llm.pool"),
+    "build_provider": "raytroupe.actors.llm.factory",
+}
 
 __getattr__, __dir__ = lazy_exports(__name__, _HOMES)

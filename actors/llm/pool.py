@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TypeGuard, assert_never
 
@@ -14,91 +12,50 @@ import structlog
 from raytroupe.actors.endpoint import RestartStore, RouterClient, TakesBatches, serve_envelope
 from raytroupe.actors.llm.budget import Ledger, Spend
 from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.configured import (
+    ConfiguredAliases,
+    _Saved,  # noqa: F401 - old kept pickles name it here
+)
+from raytroupe.actors.llm.factory import build_provider
 from raytroupe.actors.llm.gateway import CallContext, Gateway
+from raytroupe.actors.llm.job_calls import JobCalls
 from raytroupe.actors.llm.local.provider import InProcessServers, LocalModelProvider, LocalServers
-from raytroupe.actors.llm.offline import OfflineProvider
 from raytroupe.actors.llm.peers import PoolPeers
 from raytroupe.actors.llm.pricing import Price, PriceTable
 from raytroupe.actors.llm.provider import DeltaSink, LLMProvider
-from raytroupe.actors.llm.scripted import ScriptedProvider
+from raytroupe.actors.llm.replicas import check_share, reaches_script, served_here
 from raytroupe.actors.llm.state import PoolState
 from raytroupe.actors.llm.streaming import DeltaForwarder
 from raytroupe.actors.llm.trust import ModelTrust
-from raytroupe.actors.outbound import Outbound
+from raytroupe.actors.llm.usage import UsageBook
 from raytroupe.actors.telemetry import metrics
 from raytroupe.protocols import (
     AgentMessage,
-    AnthropicModel,
     CancelJob,
     Cancelled,
     ConfigError,
     DeploymentSpec,
-    JobCancelled,
     LLMRequest,
     LLMResponse,
     LocalModel,
     ModelError,
     ModelSpec,
     OfflineModel,
-    OpenAICompatibleModel,
-    OpenAIModel,
-    RouteSpec,
-    ScriptedModel,
     TroupeError,
     UsageRow,
 )
 
-__all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "PoolPeers", "build_provider"]
+__all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "PoolPeers"]
 
 
 log = structlog.get_logger("raytroupe.llm")
 
 _REPR_ALIASES = 8
 
-CANCELLED_KEPT = 10_000
-"""Cancelled jobs a replica remembers (their late calls are refused)."""
 """Aliases named in the pool's ``repr`` (the Ray dashboard's); the rest are counted."""
 
 DEFAULT_MODELS: Mapping[str, ModelSpec] = {"default": OfflineModel(), "offline": OfflineModel()}
 """Aliases every pool starts with: the offline provider, with no latency."""
-
-
-def build_provider(spec: DeploymentSpec, *, outbound: Outbound | None = None) -> LLMProvider:
-    """The provider that serves ``spec`` (SDKs are imported only when one is needed).
-
-    With ``outbound``, a remote provider's every connection passes that network policy and
-    it follows no redirect (its key goes only to its ``base_url``).
-
-    Raises:
-        ConfigError: the provider needs a key and its environment variable is not set.
-    """
-    match spec:
-        case OfflineModel():
-            return OfflineProvider(spec)
-        case ScriptedModel():
-            return ScriptedProvider(spec)
-        case OpenAIModel() | OpenAICompatibleModel():
-            import openai  # noqa: PLC0415 - lazy SDK
-
-            from raytroupe.actors.llm.openai_provider import OpenAIProvider  # noqa: PLC0415
-
-            client = outbound.sdk_http_client(openai.DefaultAsyncHttpxClient) if outbound else None
-            return OpenAIProvider(spec, http_client=client)
-        case AnthropicModel():
-            import anthropic  # noqa: PLC0415
-
-            from raytroupe.actors.llm.anthropic_provider import AnthropicProvider  # noqa: PLC0415
-
-            client = (
-                outbound.sdk_http_client(anthropic.DefaultAsyncHttpxClient) if outbound else None
-            )
-            return AnthropicProvider(spec, http_client=client)
-        case LocalModel():
-            raise ConfigError(
-                "a local model is served through its server's supervisor: configure it in "
-                "a pool (LLMAdapterPool), which starts one",
-                provider="local",
-            )
 
 
 class LLMAdapterPool(TakesBatches):
@@ -144,9 +101,7 @@ class LLMAdapterPool(TakesBatches):
         self.name = f"llm-{replica}"
         self._replicas = config.replicas
         self._peers = peers
-        self._restart_store = restart_store
-        self._configured: dict[str, ModelSpec] = {}
-        self._operator: set[str] = set()
+        self._kept = ConfiguredAliases(restart_store)
         self._factory = provider_factory
         self._local = local_servers or InProcessServers()
         self._router = router
@@ -163,10 +118,8 @@ class LLMAdapterPool(TakesBatches):
         )
         self._specs: dict[str, ModelSpec] = {}
         self._broken: dict[str, ConfigError] = {}
-        self._usage: dict[tuple[str | None, str, str, str, str], UsageRow] = {}
-        self._by_job: dict[str, set[asyncio.Task[object]]] = {}
-        self._cancelled: deque[str] = deque(maxlen=CANCELLED_KEPT)
-        """Jobs cancelled here: a call of theirs that arrives late is refused, not served."""
+        self._usage = UsageBook()
+        self._calls = JobCalls()
         self._trust = ModelTrust(config.network, config.keys, own_addresses)
         self._trust.trust([*config.models.values(), *(models or {}).values()])
         self._bind_all({**DEFAULT_MODELS, **config.models, **(models or {})})
@@ -187,14 +140,9 @@ class LLMAdapterPool(TakesBatches):
 
     async def on_start(self) -> None:
         """Serve again what was configured before a restart; read back the ledger and usage."""
-        if self._restart_store is not None:
-            saved = await asyncio.to_thread(self._restart_store.load) or _Saved()
-            if isinstance(saved, dict):  # kept by a pool from before operator aliases were kept
-                saved = _Saved(models=saved)
-            self._configured = dict(saved.models)
-            self._operator = set(saved.operator)
-            self._trust.trust(s for a, s in self._configured.items() if a in self._operator)
-            changed = {a: s for a, s in self._configured.items() if self._specs.get(a) != s}
+        if await self._kept.load():
+            self._trust.trust(self._kept.operators())
+            changed = {a: s for a, s in self._kept.models.items() if self._specs.get(a) != s}
             replaced = [p for p in map(self._gateway.unbind, changed) if p is not None]
             self._bind_all(changed)
             for provider in replaced:  # the constructor's, for an alias configured since
@@ -212,7 +160,7 @@ class LLMAdapterPool(TakesBatches):
             if booked:
                 log.warning("open_holds_booked", replica=self.name, holds=booked)
             self._ledger.attach(state)
-            self._usage = {_row_key(row): row for row in state.usage(replica=self.name)}
+            self._usage.attach(state, self.name)
             self._state = state
 
     async def on_stop(self) -> None:
@@ -271,7 +219,7 @@ class LLMAdapterPool(TakesBatches):
             for alias, spec in changed.items():
                 await self._trust.check(alias, spec)
         for alias, spec in changed.items():
-            self._check_share(alias, spec)
+            check_share(alias, spec, self._replicas)
         if operator:
             self._trust.trust(changed.values())
         built = {
@@ -285,9 +233,7 @@ class LLMAdapterPool(TakesBatches):
             self._gateway.bind(alias, spec, built.get(alias))
             if old is not None:
                 replaced.append(old)
-        if operator:
-            self._operator.update(changed)
-        self._keep(changed)
+        self._kept.keep(changed, operator=operator)
         # every alias is bound before any old provider is closed: a close that raises (a
         # scripted provider with turns left) cannot leave the configuration half applied
         errors = []
@@ -300,25 +246,6 @@ class LLMAdapterPool(TakesBatches):
             await self._peers.configure(models, replace=replace, operator=operator)
         if errors:
             raise errors[0]
-
-    def _check_share(self, alias: str, spec: ModelSpec) -> None:
-        slots = getattr(spec, "max_concurrency", None)
-        if slots is not None and slots < self._replicas:
-            raise ConfigError(
-                f"{alias} allows {slots} concurrent calls, fewer than the pool's "
-                f"{self._replicas} replicas (each needs one): raise its max_concurrency or "
-                "lower LLMConfig.replicas",
-                alias=alias,
-            )
-
-    def _keep(self, changed: Mapping[str, ModelSpec]) -> None:
-        if changed:
-            self._configured.update(changed)
-            self._save()
-
-    def _save(self) -> None:
-        if self._restart_store is not None:
-            self._restart_store.save(_Saved(dict(self._configured), tuple(sorted(self._operator))))
 
     def _build(self, alias: str, spec: DeploymentSpec) -> LLMProvider:
         if self._factory is not None:
@@ -340,9 +267,7 @@ class LLMAdapterPool(TakesBatches):
         if isinstance(self._specs.get(alias), LocalModel) and not local:
             await self._local.stop(alias)
         self._specs.pop(alias, None)
-        self._operator.discard(alias)
-        if self._configured.pop(alias, None) is not None:
-            self._save()
+        self._kept.forget(alias)
         provider = self._gateway.unbind(alias)
         if provider is not None:
             await provider.close()
@@ -380,7 +305,7 @@ class LLMAdapterPool(TakesBatches):
             ModelError: every attempt failed; the last typed error.
         """
         context = context or CallContext()
-        if self._peers is not None and self._forwards_stateful and self._stateful(request.model):
+        if self._peers is not None and self._forwards(request.model):
             return await self._peers.complete_first(request, context)
         try:
             if request.model in self._broken:
@@ -390,7 +315,7 @@ class LLMAdapterPool(TakesBatches):
             alias = request.model if request.model in self._specs else "unknown"
             metrics.llm_failed(alias, exc.code)
             raise
-        self._book(context, request.model, response)
+        self._usage.book(context, request.model, response)
         return response
 
     async def usage(self, job_id: str | None = None) -> list[UsageRow]:
@@ -401,7 +326,7 @@ class LLMAdapterPool(TakesBatches):
 
     async def usage_here(self, job_id: str | None = None) -> list[UsageRow]:
         """What this replica booked of :meth:`usage`."""
-        return [r for r in self._usage.values() if job_id is None or r.job_id == job_id]
+        return self._usage.here(job_id)
 
     async def spent(self, key: str) -> Spend:
         """What a budget account (``job:<id>``, ``tenant:<name>``) has spent, on all replicas."""
@@ -415,12 +340,7 @@ class LLMAdapterPool(TakesBatches):
         A call of the job that arrives afterwards (it was on its way, through another router
         shard) is refused with ``JobCancelled``.
         """
-        if job_id not in self._cancelled:
-            self._cancelled.append(job_id)
-        running = self._by_job.pop(job_id, set())
-        for call in running:
-            call.cancel()
-        return len(running)
+        return self._calls.cancel(job_id)
 
     async def cooled(self, deployment: str, wait_s: float) -> bool:
         """Rest ``deployment`` for ``wait_s``: another replica saw it fail (False: unknown)."""
@@ -442,34 +362,12 @@ class LLMAdapterPool(TakesBatches):
                     stopped += await self._peers.cancel(message.job_id)
                 return message.reply(Cancelled(stopped=stopped), sender="llm")
             case LLMRequest():
-                return await self._tracked(message, payload)
+                return await self._calls.run(message, lambda: self._serve(message, payload))
             case _:
                 assert_never(payload)
 
-    async def _tracked(self, message: AgentMessage, request: LLMRequest) -> AgentMessage:
-        """Serve ``request``, known as one of its job's calls (so that a cancel stops it)."""
-        task = asyncio.current_task()
-        if message.job_id is None or task is None:
-            return await self._serve(message, request)
-        if message.job_id in self._cancelled:
-            log.info("call_of_cancelled_job", job_id=message.job_id, agent=message.sender)
-            raise JobCancelled("the job was cancelled", job_id=message.job_id)
-        running = self._by_job.setdefault(message.job_id, set())
-        running.add(task)
-        try:
-            return await self._serve(message, request)
-        except asyncio.CancelledError:
-            if task.cancelling() and running is not self._by_job.get(message.job_id):
-                task.uncancel()  # cancelled by cancel_job: answer, the caller may still listen
-                raise JobCancelled("the job was cancelled", job_id=message.job_id) from None
-            raise
-        finally:
-            running.discard(task)
-            if not running and self._by_job.get(message.job_id) is running:
-                del self._by_job[message.job_id]
-
     async def _serve(self, message: AgentMessage, request: LLMRequest) -> AgentMessage:
-        if self._peers is not None and self._forwards_stateful and self._stateful(request.model):
+        if self._peers is not None and self._forwards(request.model):
             return await self._peers.first(message)  # llm-0 answers (and streams) it
         context = CallContext(job_id=message.job_id, tenant=message.tenant, agent=message.sender)
         forwarder = None
@@ -488,72 +386,13 @@ class LLMAdapterPool(TakesBatches):
         provider = self._build(alias, spec) if self._served_here(spec) else None
         self._gateway.bind(alias, spec, provider)
 
-    def _served_here(self, spec: ModelSpec) -> TypeGuard[DeploymentSpec]:
-        """Whether this replica runs a provider for ``spec``.
-
-        Not for a route (it names deployments), nor, on replicas but the first, for a
-        scripted model: its turns are one sequence, so ``llm-0`` alone plays them.
-        """
-        if isinstance(spec, RouteSpec):
-            return False
-        return not (isinstance(spec, ScriptedModel) and self._forwards_stateful)
-
     @property
     def _forwards_stateful(self) -> bool:
         return self._peers is not None and self.name != "llm-0"
 
-    def _stateful(self, alias: str, seen: frozenset[str] = frozenset()) -> bool:
-        """Whether a call to ``alias`` may reach a scripted model (directly or by a route)."""
-        spec = self._specs.get(alias)
-        if spec is None or alias in seen:
-            return False
-        if isinstance(spec, RouteSpec):
-            names = (*spec.deployments, *spec.fallbacks)
-            return any(self._stateful(name, seen | {alias}) for name in names)
-        return isinstance(spec, ScriptedModel)
+    def _served_here(self, spec: ModelSpec) -> TypeGuard[DeploymentSpec]:
+        return served_here(spec, forwards_scripts=self._forwards_stateful)
 
-    def _book(self, context: CallContext, alias: str, response: LLMResponse) -> None:
-        key = (context.job_id, context.agent, alias, response.deployment, response.provider)
-        row = self._usage.get(key) or UsageRow(
-            job_id=context.job_id,
-            agent=context.agent,
-            model=alias,
-            deployment=response.deployment,
-            provider=response.provider,
-        )
-        usage = response.usage
-        metrics.llm_usage(
-            alias,
-            response.deployment,
-            context.tenant,
-            input_tokens=usage.prompt_tokens,
-            output_tokens=usage.completion_tokens,
-            cost_usd=usage.cost_usd,
-            latency_s=response.latency_s,
-        )
-        row = self._usage[key] = row.model_copy(
-            update={
-                "calls": row.calls + 1,
-                "prompt_tokens": row.prompt_tokens + usage.prompt_tokens,
-                "completion_tokens": row.completion_tokens + usage.completion_tokens,
-                "cost_usd": row.cost_usd + usage.cost_usd,
-            }
-        )
-        if self._state is not None:
-            self._state.book(row)
-
-
-@dataclass(frozen=True)
-class _Saved:
-    """What the pool keeps across restarts.
-
-    The aliases configured since it started, and which of them the operator configured
-    (their hosts and key variables are trusted).
-    """
-
-    models: dict[str, ModelSpec] = field(default_factory=dict)
-    operator: tuple[str, ...] = ()
-
-
-def _row_key(row: UsageRow) -> tuple[str | None, str, str, str, str]:
-    return (row.job_id, row.agent, row.model, row.deployment, row.provider)
+    def _forwards(self, alias: str) -> bool:
+        """Whether a call to ``alias`` goes to ``llm-0``: it may reach a scripted model."""
+        return self._forwards_stateful and reaches_script(self._specs, alias)

@@ -31,7 +31,7 @@ from raytroupe.actors.agent.context import (
     turns,
 )
 from raytroupe.actors.llm import ScriptedProvider
-from raytroupe.actors.llm.pool import build_provider
+from raytroupe.actors.llm.factory import build_provider
 from raytroupe.actors.llm.provider import DeltaSink
 from raytroupe.actors.llm.tokens import (
     REQUEST_TOKENS,

@@ -160,7 +160,7 @@ def test_delegated_work_runs_in_the_callers_tenant_job_trace_deadline_and_budget
     assert all(m.payload.budget == budget for m in helper_calls)
     assert spent["default"].tokens == 0  # all of it, the helper's included, is acme's
     assert spent["acme"].tokens == sum(r.prompt_tokens + r.completion_tokens
-                                       for r in troupe.pool._usage.values())  # fmt: skip
+                                       for r in troupe.pool._usage.rows.values())  # fmt: skip
 
 
 def test_a_handoff_goes_to_a_peer_in_the_callers_context():
@@ -215,7 +215,7 @@ def test_cancelling_the_job_stops_the_delegated_work(outside):
     assert result.status == "cancelled"
     assert [m.job_id for m in requests] == [result.job_id]
     assert running == {}  # nothing of the job runs at the slow agent any more
-    assert [key for key in troupe.pool._usage if key[1] == "slow"] == []  # no answer came
+    assert [key for key in troupe.pool._usage.rows if key[1] == "slow"] == []  # no answer came
 
 
 def test_an_old_grant_without_peers_delegates_to_nobody(tmp_path):

@@ -13,7 +13,7 @@ import httpx
 import openai
 import pytest
 
-from raytroupe.actors.llm.pool import build_provider
+from raytroupe.actors.llm.factory import build_provider
 from raytroupe.actors.outbound import NetworkPolicy, Outbound, OutboundRefused
 from raytroupe.actors.tools.builtins import BuiltinSettings, ToolContext, builtin_tools
 from raytroupe.actors.tools.isolation import Isolation, ResourceLimits
