@@ -3,9 +3,9 @@
 The actor is the single owner of its Chroma path (two processes writing one
 ``PersistentClient`` path silently lose vectors); clusters point it at a Chroma server
 instead (``MemoryConfig.server``). Every tenant has its own collection, and every query and
-deletion names its tenant, so one tenant never sees another's memories. Ranking is the cosine
-similarity weighted by recency and importance; forgetting removes expired memories and those
-whose importance has decayed below a floor, periodically and on demand.
+deletion names its tenant, so one tenant never sees another's memories. How a memory is
+kept, ranked and forgotten is :mod:`raytroupe.actors.memory.records`; the actor forgets
+periodically and on demand.
 """
 
 from __future__ import annotations
@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import time
 import uuid
 from collections.abc import Sequence
@@ -22,6 +21,8 @@ from typing import TYPE_CHECKING, Any, assert_never
 import structlog
 
 from raytroupe.actors.endpoint import TakesBatches, serve_envelope
+from raytroupe.actors.memory import records
+from raytroupe.actors.memory.batched_query import BatchedQueries
 from raytroupe.actors.memory.config import MemoryConfig
 from raytroupe.actors.memory.knowledge import KnowledgeBases, is_knowledge_collection
 from raytroupe.actors.memory.notes import NOTES_PREFIX, Scratchpads
@@ -64,41 +65,6 @@ def _collection_name(tenant: str) -> str:
     return "t_" + hashlib.sha256(tenant.encode()).hexdigest()[:24]
 
 
-_Found = tuple[list[str], list[Any], list[Any], list[float]]
-"""One query's ids, documents, metadatas and distances, best first."""
-
-
-class _Search:
-    """Queries waiting for one Chroma call: same collection, filter and result count."""
-
-    def __init__(self, collection: Collection, where: dict[str, Any] | None, n: int) -> None:
-        self.collection, self.where, self.n = collection, where, n
-        self.texts: list[str] = []
-        self._waiting: list[asyncio.Future[_Found]] = []
-
-    def add(self, text: str) -> asyncio.Future[_Found]:
-        future: asyncio.Future[_Found] = asyncio.get_running_loop().create_future()
-        self.texts.append(text)
-        self._waiting.append(future)
-        return future
-
-    def answer(self, found: Any) -> None:
-        columns = [
-            found["ids"],
-            found.get("documents") or [[] for _ in self.texts],
-            found.get("metadatas") or [[] for _ in self.texts],
-            found.get("distances") or [[] for _ in self.texts],
-        ]
-        for i, future in enumerate(self._waiting):
-            if not future.done():  # its caller may have been cancelled meanwhile
-                future.set_result((columns[0][i], columns[1][i], columns[2][i], columns[3][i]))
-
-    def fail(self, exc: BaseException) -> None:
-        for future in self._waiting:
-            if not future.done():
-                future.set_exception(exc)
-
-
 class MemoryStore(TakesBatches):
     """Memories. A plain class; Ray makes it the ``memory`` actor.
 
@@ -120,7 +86,7 @@ class MemoryStore(TakesBatches):
         # each collection is made once: two first requests racing to make them in threads
         # broke Chroma's client ("RustBindingsAPI has no attribute bindings")
         self._opening = asyncio.Lock()
-        self._searches: dict[tuple[str, str, int], _Search] = {}
+        self._searches = BatchedQueries()
 
     def __repr__(self) -> str:
         """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
@@ -158,19 +124,7 @@ class MemoryStore(TakesBatches):
         """Store several memories for ``tenant`` in one batch; return their ids in order."""
         now = self._clock()
         ids = [uuid.uuid4().hex for _ in memories]
-        metadatas: list[dict[str, str | int | float | bool]] = [
-            {
-                **memory.metadata,
-                "tenant": tenant,
-                "agent": memory.agent or "",
-                "importance": memory.importance,
-                "created_at": now,
-                "expires_at": now + memory.ttl_s if memory.ttl_s else 0.0,
-                "tags": ",".join(memory.tags),
-                **{f"tag:{t}": True for t in memory.tags},
-            }
-            for memory in memories
-        ]
+        metadatas = [records.metadata(tenant, memory, now) for memory in memories]
         if memories:
             collection = await self._collection(tenant)
             await asyncio.to_thread(
@@ -185,52 +139,14 @@ class MemoryStore(TakesBatches):
     async def query(self, tenant: str, query: MemoryQuery) -> MemoryHits:
         """The ``k`` best memories of ``tenant`` for ``query``, best first."""
         collection = await self._collection(tenant)
-        where = self._where(query.agent, query.tags)
+        where = records.where(query.agent, query.tags)
         now = self._clock()
-        found = await self._search(collection, query.query, where, max(query.k * 2, 10))
-        hits = []
-        ids, documents, metadatas, distances = found
-        for memory_id, text, meta, distance in zip(
-            ids, documents, metadatas, distances, strict=True
-        ):
-            if self._expired(dict(meta), now):
-                continue
-            hits.append(self._hit(memory_id, text or "", dict(meta), float(distance), now))
-        ranked = sorted(hits, key=lambda h: h.score, reverse=True)
+        # room to re-rank by recency and importance
+        found = await self._searches.query(collection, query.query, max(query.k * 2, 10), where)
+        ranked = records.ranked(found, now, config=self._config)
         best = tuple(h for h in ranked if h.score >= query.min_score)[: query.k]
         metrics.memory_op("query", len(best))
         return MemoryHits(hits=best)
-
-    async def _search(
-        self, collection: Collection, text: str, where: dict[str, Any] | None, n: int
-    ) -> _Found:
-        """Chroma's nearest ``n`` to ``text``: the queries of one loop turn as one call.
-
-        Queries that arrive together (agents recalling before their model calls) and ask
-        the same collection the same way are embedded and searched in one ``query`` call.
-        Run inline, not in a thread: measured here, a thread hop cost ~1 ms a query, more
-        than the overlap it bought (a top-5 query takes ~2 ms).
-        """
-        key = (collection.name, json.dumps(where, sort_keys=True), n)
-        batch = self._searches.get(key)
-        if batch is None:
-            batch = self._searches[key] = _Search(collection, where, n)
-            asyncio.get_running_loop().call_soon(self._run_search, key)
-        return await batch.add(text)
-
-    def _run_search(self, key: tuple[str, str, int]) -> None:
-        batch = self._searches.pop(key)
-        try:
-            found = batch.collection.query(
-                query_texts=batch.texts,
-                n_results=batch.n,  # room to re-rank by recency and importance
-                where=batch.where,
-                include=["documents", "metadatas", "distances"],
-            )
-        except Exception as exc:  # noqa: BLE001 - each waiting query gets the error
-            batch.fail(exc)
-            return
-        batch.answer(found)
 
     async def delete(
         self,
@@ -244,7 +160,7 @@ class MemoryStore(TakesBatches):
         if ids is None and agent is None and not tags:
             raise InvalidInput("delete needs ids, an agent or tags (to delete all, drop_tenant)")
         collection = await self._collection(tenant)
-        where = self._where(agent, tuple(tags))
+        where = records.where(agent, tuple(tags))
         found = await asyncio.to_thread(
             collection.get, ids=list(ids) if ids is not None else None, where=where, include=[]
         )
@@ -261,13 +177,13 @@ class MemoryStore(TakesBatches):
         collection = await self._collection(tenant)
         found = await asyncio.to_thread(
             collection.get,
-            where=self._where(None, tuple(tags)),
+            where=records.where(None, tuple(tags)),
             limit=max(1, min(limit, 1000)),
             include=["documents", "metadatas"],
         )
         now = self._clock()
         hits = [
-            self._hit(memory_id, text or "", dict(meta), 1.0, now)
+            records.hit(memory_id, text or "", dict(meta), 1.0, now, config=self._config)
             for memory_id, text, meta in zip(
                 found["ids"], found["documents"] or [], found["metadatas"] or [], strict=True
             )
@@ -290,7 +206,7 @@ class MemoryStore(TakesBatches):
             doomed = [
                 memory_id
                 for memory_id, meta in zip(found["ids"], found["metadatas"] or [], strict=True)
-                if self._forgettable(dict(meta), now)
+                if records.forgettable(self._config, dict(meta), now)
             ]
             if doomed:
                 await asyncio.to_thread(collection.delete, ids=doomed)
@@ -432,55 +348,6 @@ class MemoryStore(TakesBatches):
                 assert_never(payload)
 
     # -- internals ------------------------------------------------------------------------
-
-    def _hit(
-        self, memory_id: str, text: str, meta: dict[str, Any], distance: float, now: float
-    ) -> MemoryHit:
-        config = self._config
-        similarity = max(0.0, 1.0 - distance)
-        created = float(meta.get("created_at", now))
-        recency = 0.5 ** (max(0.0, now - created) / config.recency_half_life_s)
-        importance = float(meta.get("importance", 0.5))
-        total = config.similarity_weight + config.recency_weight + config.importance_weight
-        score = (
-            config.similarity_weight * similarity
-            + config.recency_weight * recency
-            + config.importance_weight * importance
-        ) / (total or 1.0)
-        tags = tuple(t for t in str(meta.get("tags", "")).split(",") if t)
-        extra = {
-            k: v
-            for k, v in meta.items()
-            if not k.startswith("tag:")
-            and k not in {"tenant", "agent", "importance", "created_at", "expires_at", "tags"}
-        }
-        return MemoryHit(id=memory_id, text=text, score=score, similarity=similarity,
-                         importance=importance, created_at=created,
-                         agent=str(meta.get("agent")) or None, tags=tags,
-                         metadata=extra)  # fmt: skip
-
-    @staticmethod
-    def _expired(meta: dict[str, Any], now: float) -> bool:
-        expires = float(meta.get("expires_at") or 0.0)
-        return bool(expires and expires < now)
-
-    def _forgettable(self, meta: dict[str, Any], now: float) -> bool:
-        if self._expired(meta, now):
-            return True
-        half_life = self._config.decay_half_life_s
-        if half_life is None:
-            return False
-        age = max(0.0, now - float(meta.get("created_at", now)))
-        decayed = float(meta.get("importance", 0.5)) * 0.5 ** (age / half_life)
-        return bool(decayed < self._config.min_importance)
-
-    def _where(self, agent: str | None, tags: Sequence[str]) -> dict[str, Any] | None:
-        """The metadata filter for agent and tags (the tenant is the collection itself)."""
-        clauses: list[dict[str, Any]] = [{"agent": agent}] if agent is not None else []
-        clauses.extend({f"tag:{t}": True} for t in tags)
-        if not clauses:
-            return None
-        return clauses[0] if len(clauses) == 1 else {"$and": clauses}
 
     async def _open_chroma(self) -> ClientAPI:
         import chromadb  # noqa: PLC0415 - Chroma is imported only by the memory actor
