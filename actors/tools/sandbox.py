@@ -13,33 +13,30 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import stat
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, assert_never
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
-from raytroupe.actors.endpoint import RouterClient, TakesBatches, expected, serve_envelope
+from raytroupe.actors.endpoint import RouterClient, TakesBatches, serve_envelope
 from raytroupe.actors.outbound import Outbound
 from raytroupe.actors.telemetry import metrics
+from raytroupe.actors.tools.approval import await_approval
 from raytroupe.actors.tools.builtins import BuiltinSettings, Runner, ToolContext, builtin_tools
-from raytroupe.actors.tools.config import ToolsConfig, default_scratch_root
+from raytroupe.actors.tools.config import ToolsConfig
 from raytroupe.actors.tools.delegation import DELEGATE, HANDOFF, Delegation
 from raytroupe.actors.tools.functions import load_function_tool
 from raytroupe.actors.tools.grants import Grants
 from raytroupe.actors.tools.idempotency import AtMostOnce, IdempotencyStore, idempotency_key
 from raytroupe.actors.tools.isolation import Isolation
 from raytroupe.actors.tools.memory_tools import KNOWLEDGE_SEARCH, NOTE, READ_NOTES, MemoryTools
+from raytroupe.actors.tools.scratch import scratch_dir
 from raytroupe.actors.tools.shipped import ShippedTools
 from raytroupe.actors.tools.validation import check_schema, validate_arguments
 from raytroupe.protocols import (
     AgentMessage,
-    ApprovalDecision,
-    ApprovalRequest,
     ConfigError,
     ErrorPayload,
     Handoff,
@@ -47,12 +44,10 @@ from raytroupe.protocols import (
     ToolCall,
     ToolDef,
     ToolError,
-    ToolInfrastructureError,
     ToolNotAllowed,
     ToolResult,
     ToolSpec,
     TroupeError,
-    orchestrator_address,
 )
 from raytroupe.protocols.safe_schema import safe_validator
 
@@ -279,9 +274,17 @@ class ToolSandbox(TakesBatches):
         try:
             definition, run = self._resolve(call.tool, agent)
             arguments = validate_arguments(call.arguments, definition.parameters, tool=call.tool)
-            context = ToolContext(job_id, call.task_id, agent, self._scratch(job_id), envelope)
+            context = ToolContext(
+                job_id,
+                call.task_id,
+                agent,
+                scratch_dir(self._config.scratch_root, job_id),
+                envelope,
+            )
             if definition.requires_approval:
-                await self._approval(call, arguments, agent=agent, job_id=job_id)
+                await await_approval(
+                    self._router, self._name, call, arguments, agent=agent, job_id=job_id
+                )
             if definition.side_effects:
                 key = idempotency_key(job_id, call.task_id, call.step, call.tool, arguments)
                 result = await self._once.run(
@@ -305,43 +308,6 @@ class ToolSandbox(TakesBatches):
         return result.model_copy(
             update={"call_id": call.call_id, "tool": call.tool, "metadata": metadata}
         )
-
-    async def _approval(
-        self, call: ToolCall, arguments: dict[str, Any], *, agent: str, job_id: str | None
-    ) -> None:
-        """Wait for a human to approve this exact call (through the orchestrator).
-
-        Raises:
-            ToolError: rejected, or nobody can be asked.
-        """
-        if self._router is None or job_id is None:
-            raise ToolError(f"{call.tool!r} needs a human's approval, and no job can ask for it")
-        approval_id = idempotency_key(job_id, call.task_id, call.step, call.tool, arguments)
-        request = ApprovalRequest(approval_id=approval_id, task_id=call.task_id, agent=agent,
-                                  tool=call.tool, arguments=arguments)  # fmt: skip
-        reply = await self._router.request(
-            AgentMessage(  # to the orchestrator shard that runs the job
-                sender=self._name,
-                recipient=orchestrator_address(job_id),
-                job_id=job_id,
-                payload=request,
-            )
-        )
-        match expected(reply, ApprovalDecision, unexpected=ToolError):
-            case ApprovalDecision() as decision if decision.approval_id == approval_id:
-                pass
-            case ApprovalDecision():
-                raise ToolError(f"no approval for {call.tool!r}: the answer is for another call")
-            case ErrorPayload() as error:
-                raise ToolError(f"no approval for {call.tool!r}: {error.message}")
-            case unexpected:
-                assert_never(unexpected)
-        if not decision.approved:
-            raise ToolError(
-                f"a human rejected {call.tool!r}"
-                + (f": {decision.reason}" if decision.reason else ""),
-                approval_id=approval_id,
-            )
 
     def _peers(self, agent: str) -> frozenset[str]:
         return self._grants.peers(agent)  # opened in on_start, after the runners were made
@@ -407,28 +373,6 @@ class ToolSandbox(TakesBatches):
             metadata["truncated"] = True
         return ToolResult(call_id="", tool=definition.name, ok=True, data=data, metadata=metadata)
 
-    def _scratch(self, job_id: str | None) -> Path:
-        """The job's scratch directory, made if missing, below a root of this user's alone.
-
-        Raises:
-            ToolInfrastructureError: the root (or, by default, its ``raytroupe-<uid>`` parent)
-                is a symlink, another user's or writable by others; or a directory cannot be
-                made.
-        """
-        root = self._config.scratch_root
-        path = root / (job_id or "no-job")
-        try:
-            _make_private(root)
-            # by default its raytroupe-<uid> parent must be ours too: its owner could swap root
-            for directory in (root.parent, root) if root == default_scratch_root() else (root,):
-                _owned_dir(directory)
-            _make_private(path)
-        except OSError as exc:
-            raise ToolInfrastructureError(
-                f"cannot prepare the scratch directory {path}: {exc}", path=str(path)
-            ) from exc
-        return path
-
     async def close(self) -> None:
         """Stop MCP servers and function workers, and close the state files."""
         for source in self._sources:
@@ -445,49 +389,6 @@ def _mcp_runner(source: MCPToolSource, definition: ToolDef) -> Runner:
         return await source.call(definition.name, arguments, timeout_s=definition.timeout_s)
 
     return run
-
-
-def _make_private(path: Path) -> None:
-    """``mkdir -p path``, each directory made with mode 0700 (which a umask can only narrow).
-
-    Whatever is there already is left as it is, for ``_owned_dir`` to judge.
-    """
-    if not os.path.lexists(path):
-        _make_private(path.parent)
-        path.mkdir(mode=0o700, exist_ok=True)
-
-
-def _owned_dir(path: Path) -> None:
-    """Refuse ``path`` unless it is a real directory of this user that nobody else may write.
-
-    Whoever owns or may write a scratch root could swap a job's directory for one of theirs,
-    or read what the tools leave there: a root made first by someone else is refused, not used.
-
-    Raises:
-        ToolInfrastructureError: it is a symlink, not a directory, another user's, or writable
-            by group or others.
-        OSError: it cannot be looked at.
-    """
-    found, me = os.lstat(path), os.geteuid()
-    mode = stat.S_IMODE(found.st_mode)
-    if stat.S_ISLNK(found.st_mode):
-        why = "is a symlink"
-    elif not stat.S_ISDIR(found.st_mode):
-        why = "is not a directory"
-    elif found.st_uid != me:
-        why = "belongs to another user"
-    elif mode & 0o022:
-        why = "is writable by group or others"
-    else:
-        return
-    raise ToolInfrastructureError(
-        f"refusing the scratch directory {path}: it {why} (owner uid {found.st_uid}, mode "
-        f"{mode:#o}); remove it, or set ToolsConfig.scratch_root to a directory that only uid "
-        f"{me} can write",
-        path=str(path),
-        owner_uid=found.st_uid,
-        mode=f"{mode:#o}",
-    )
 
 
 def _failure(exc: TroupeError, *, attempt: int | None = None) -> ToolResult:
