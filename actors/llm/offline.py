@@ -50,12 +50,19 @@ Usage is counted in whitespace tokens; cost is zero.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import re
 import time
 from typing import Any, Final
 
+from raytroupe.actors.llm.offline_choices import classify, judge, last_of, merge
+from raytroupe.actors.llm.offline_extractive import (
+    SENTENCE_END,
+    extract,
+    statements,
+    with_passages,
+    words,
+)
 from raytroupe.actors.llm.offline_shaped import grade, shaped
 from raytroupe.actors.llm.provider import DeltaSink, word_tokens
 from raytroupe.protocols import (
@@ -67,54 +74,14 @@ from raytroupe.protocols import (
     ToolCall,
     Usage,
 )
-from raytroupe.protocols.prompts import KNOWLEDGE_HEADING, RESULTS_HEADING, request_of
-from raytroupe.protocols.resolution import normalize, parse_candidates
+from raytroupe.protocols.prompts import RESULTS_HEADING, request_of
 
 __all__ = ["OfflineProvider", "split_task"]
 
 _LIST_ITEM: Final = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+(\S.*)$")
-_SENTENCE_END: Final = re.compile(r"(?<=[.!?])\s+")
 _NUMBER: Final = r"\(?\s*-?\d+(?:\.\d+)?\s*\)?"
 _OPERATOR: Final = r"(?:\s*(?:\*\*|[-+*/%^\u00d7\u00f7])\s*|\s[xX]\s)"
 _ARITHMETIC: Final = re.compile(rf"{_NUMBER}(?:{_OPERATOR}{_NUMBER})+")
-_WORD: Final = re.compile(r"[a-z0-9]+")
-_STOPWORDS: Final = frozenset(
-    [
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "by",
-        "can",
-        "do",
-        "does",
-        "for",
-        "from",
-        "how",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "the",
-        "this",
-        "to",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "with",
-        "you",
-        "your",
-    ]
-)
 
 
 def split_task(text: str) -> tuple[str, list[str]]:
@@ -132,12 +99,8 @@ def split_task(text: str) -> tuple[str, list[str]]:
         return " ".join(preface), items
     if len(lines) >= 2:  # noqa: PLR2004 - nor is one line
         return "", lines
-    sentences = [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    sentences = [s.strip() for s in SENTENCE_END.split(text.strip()) if s.strip()]
     return "", sentences or [text.strip()]
-
-
-def _words(text: str) -> set[str]:
-    return {w.rstrip("s") for w in _WORD.findall(text.lower()) if w not in _STOPWORDS}
 
 
 def _plan_roles(response_format: dict[str, Any] | None) -> dict[str, str]:
@@ -167,10 +130,6 @@ def _merged(items: list[str], limit: int | None) -> list[str]:
         return items
     size = -(-len(items) // limit)
     return ["; ".join(items[i : i + size]) for i in range(0, len(items), size)]
-
-
-def _last(messages: tuple[ChatMessage, ...], role: str) -> ChatMessage | None:
-    return next((m for m in reversed(messages) if m.role == role), None)
 
 
 class OfflineProvider:
@@ -230,13 +189,13 @@ class OfflineProvider:
             case "summarize":
                 text = self._summarize(request)
             case "classify":
-                text = _classify(request)
+                text = classify(request)
             case "judge":
-                text = _judge(request)
+                text = judge(request)
             case "merge":
-                text = _merge(request)
+                text = merge(request)
             case "grade":
-                prompt = _last(request.messages, "user")
+                prompt = last_of(request.messages, "user")
                 text = grade(prompt.text if prompt else "")
             case "skill":
                 text = _skill(request)
@@ -263,20 +222,20 @@ class OfflineProvider:
         return json.dumps({"subtasks": subtasks})
 
     def _summarize(self, request: LLMRequest) -> str:
-        prompt = _last(request.messages, "user")
+        prompt = last_of(request.messages, "user")
         firsts = []
         for line in (prompt.text if prompt else "").splitlines():
             role, _, said = line.partition(": ")
             if role == "summary":  # an earlier summary: kept whole
                 firsts.append(said.strip())
                 continue
-            sentence = _SENTENCE_END.split(said.strip() or line.strip())[0].strip()
+            sentence = SENTENCE_END.split(said.strip() or line.strip())[0].strip()
             if sentence:
                 firsts.append(sentence)
         return " ".join(firsts)[:1000]
 
     def _aggregate(self, request: LLMRequest) -> str:
-        prompt = _last(request.messages, "user")
+        prompt = last_of(request.messages, "user")
         content = prompt.text if prompt else ""
         _, _, results = content.partition(RESULTS_HEADING)
         return results.strip() or content.strip()
@@ -285,7 +244,7 @@ class OfflineProvider:
         last = request.messages[-1]
         if last.role == "tool":
             return self._answer_from_tools(request.messages), ()
-        prompt = _last(request.messages, "user")
+        prompt = last_of(request.messages, "user")
         instructions, _, context = (prompt.text if prompt else "").partition("\n\n")
         tools = {t.name for t in request.tools}
         expression = _ARITHMETIC.search(instructions)
@@ -296,7 +255,7 @@ class OfflineProvider:
                 arguments={"expression": expression.group(0).strip()},
             )
             return "", (call,)
-        return _extract(instructions, _with_passages(context, request.messages)), ()
+        return extract(instructions, with_passages(context, request.messages)), ()
 
     def _answer_from_tools(self, messages: tuple[ChatMessage, ...]) -> str:
         turn = max((i for i, m in enumerate(messages) if m.role == "assistant"), default=-1)
@@ -311,7 +270,7 @@ class OfflineProvider:
 
 def _optimize(request: LLMRequest) -> str:
     """Variants that add each failed case's problem to the instructions, as a constraint."""
-    prompt = _last(request.messages, "user")
+    prompt = last_of(request.messages, "user")
     text = prompt.text if prompt else ""
     instructions = text.partition("Instructions:\n")[2].partition("\n\n")[0].strip()
     problems = [
@@ -329,7 +288,7 @@ def _optimize(request: LLMRequest) -> str:
 
 def _reflect(request: LLMRequest) -> str:
     """A lesson from a reflection request's request, outcome and problems."""
-    prompt = _last(request.messages, "user")
+    prompt = last_of(request.messages, "user")
     text = prompt.text if prompt else ""
     asked = text.partition("Request:\n")[2].partition("\n\nAnswer:")[0].strip()
     outcome = text.partition("\nOutcome: ")[2].partition("\n")[0].strip() or "unknown"
@@ -345,123 +304,10 @@ def _skill(request: LLMRequest) -> str:
     # is wanted the first system message (the skill's prompt; recalled lessons may follow)
     system = next((m for m in request.messages if m.role == "system"), None)
     prompt = next((m for m in request.messages if m.role == "user"), None)
-    wanted = _words(system.text if system else "")
-    sentences = _statements(prompt.text if prompt else "").sentences
-    scored = sorted(range(len(sentences)), key=lambda i: (-len(wanted & _words(sentences[i])), i))
+    wanted = words(system.text if system else "")
+    sentences = statements(prompt.text if prompt else "").sentences
+    scored = sorted(range(len(sentences)), key=lambda i: (-len(wanted & words(sentences[i])), i))
     text = " ".join(sentences[i] for i in sorted(scored[:2]))
     if request.response_format is not None:  # fields are looked for in the whole request
         return shaped(request.response_format, prompt.text if prompt else text)
     return text
-
-
-def _classify(request: LLMRequest) -> str:
-    """JSON choosing the schema's ``target`` enum value that best matches the last user message.
-
-    A value scores the words its name and description (a ``- <name>: <description>`` line
-    of a system message) share with the message; the first of the best wins.
-    """
-    try:
-        enum = request.response_format["properties"]["target"]["enum"]  # type: ignore[index]
-    except (KeyError, TypeError):
-        enum = None
-    names = [str(n) for n in enum] if isinstance(enum, list) else []
-    described: dict[str, str] = {}
-    for message in request.messages:
-        for line in message.text.splitlines() if message.role == "system" else ():
-            name, found, text = line.strip().removeprefix("- ").partition(": ")
-            if found and name in names:
-                described.setdefault(name, text)
-    if not names:
-        return json.dumps({"target": "", "rationale": "no targets were offered"})
-    prompt = _last(request.messages, "user")
-    wanted = _words(prompt.text if prompt else "")
-    shared = [sorted(wanted & _words(f"{n} {described.get(n, '')}")) for n in names]
-    best = max(range(len(names)), key=lambda i: (len(shared[i]), -i))
-    why = ", ".join(shared[best]) or "nothing; the first target"
-    return json.dumps({"target": names[best], "rationale": f"shares with the task: {why}"})
-
-
-def _candidates(request: LLMRequest) -> list[tuple[int, str]]:
-    prompt = _last(request.messages, "user")
-    return parse_candidates(prompt.text if prompt else "")
-
-
-def _judge(request: LLMRequest) -> str:
-    """JSON choosing the first candidate whose normalized answer is the most common."""
-    candidates = _candidates(request)
-    if not candidates:
-        return json.dumps({"choice": 0, "rationale": "no candidates were listed"})
-    keys = [normalize(text) for _, text in candidates]
-    votes = {k: keys.count(k) for k in keys}
-    best = max(range(len(keys)), key=lambda i: (votes[keys[i]], -i))
-    why = f"{votes[keys[best]]} of {len(keys)} candidates give this answer"
-    return json.dumps({"choice": candidates[best][0], "rationale": why})
-
-
-def _merge(request: LLMRequest) -> str:
-    """The candidates' distinct (normalized) answers, in order, one per line."""
-    merged: dict[str, str] = {}
-    for _, text in _candidates(request):
-        merged.setdefault(normalize(text), text.strip())
-    return "\n".join(merged.values())
-
-
-def _with_passages(context: str, messages: tuple[ChatMessage, ...]) -> str:
-    """``context`` and the knowledge passages of the system messages.
-
-    Each sentence of a passage ends with its citation, so an answer drawn from it cites it.
-    """
-    lines = [context]
-    for message in messages:
-        if message.role != "system" or KNOWLEDGE_HEADING not in message.text:
-            continue
-        passages = message.text.partition(KNOWLEDGE_HEADING)[2].partition("\n\n")[0]
-        for line in passages.splitlines():
-            cite, _, text = line.partition("] ")
-            if cite.startswith("[") and text:
-                lines.extend(
-                    f"{sentence.strip().rstrip('.')} {cite}]."
-                    for sentence in _SENTENCE_END.split(text)
-                    if sentence.strip()
-                )
-    return "\n".join(lines)
-
-
-def _extract(instructions: str, context: str) -> str:
-    asked = instructions.strip()
-    statements = _statements(context)
-    scores: dict[int, int] = {}
-    for word in _words(instructions):
-        for index in statements.by_word.get(word, ()):
-            scores[index] = scores.get(index, 0) + 1
-    found = [i for i in scores if statements.sentences[i] != asked]
-    top = max((scores[i] for i in found), default=0)
-    if top == 0:
-        return f"My inputs hold no answer to: {asked}"
-    best = sorted(i for i in found if scores[i] == top)[:2]
-    return " ".join(statements.sentences[i] for i in best)
-
-
-class _Statements:
-    """The statements of a text (questions left out), and where each word occurs."""
-
-    def __init__(self, context: str) -> None:
-        self.sentences: list[str] = []
-        self.by_word: dict[str, list[int]] = {}
-        for block in context.splitlines():
-            for sentence in _SENTENCE_END.split(block):
-                text = sentence.strip()
-                if text and not text.endswith("?"):
-                    for word in _words(text):
-                        self.by_word.setdefault(word, []).append(len(self.sentences))
-                    self.sentences.append(text)
-
-
-@functools.lru_cache(maxsize=64)
-def _statements(context: str) -> _Statements:
-    """The statements of ``context``, cached.
-
-    Every subtask of a job carries the same job text: a fan-out of N subtasks would
-    otherwise split and score it N times (O(N^2) for the job).
-    """
-    return _Statements(context)
