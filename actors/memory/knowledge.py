@@ -4,12 +4,13 @@ One Chroma collection per (tenant, knowledge base), named from hashes of both
 (``collection_name``), so that one tenant can never reach another's passages; the base's
 name and creation time live in the collection's metadata, so ``bases`` survives restarts.
 Each passage's metadata holds its document's source, its position and section, the hash of
-what was ingested and the time.
+what was ingested and the time (:mod:`raytroupe.actors.memory.passages`).
 
 Re-ingesting a source replaces its passages without a half-done state: the new passages
 are written first (under new ids), then the old ones deleted, so that a failure leaves the
 old version searchable. A document whose hash is unchanged is skipped. Writes to one base
-are serialized; searches are not, and searches arriving together share one Chroma call.
+are serialized; searches are not, and searches arriving together share one Chroma call
+(:mod:`raytroupe.actors.memory.batched_query`).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from raytroupe.actors.memory import passages
+from raytroupe.actors.memory.batched_query import BatchedQueries
 from raytroupe.actors.memory.documents import Chunk, ChunkingConfig, chunk_document, document_hash
 from raytroupe.protocols import InvalidInput, KnowledgeNotFound, QuotaExceeded
 from raytroupe.protocols.knowledge import (
@@ -29,7 +32,6 @@ from raytroupe.protocols.knowledge import (
     IngestReport,
     KnowledgeBaseInfo,
     KnowledgeDocument,
-    Passage,
     Passages,
     check_kb_name,
 )
@@ -51,9 +53,7 @@ __all__ = [
 KNOWLEDGE_PREFIX: Final = "kb_"
 """Names of knowledge collections start with it (memories' with ``t_``)."""
 
-_BATCH: Final = 1000  # records per Chroma write: below every backend's limit
 _PAGE: Final = 5000  # records per Chroma read when listing a base's documents
-_USER: Final = "m:"  # prefix of a document's own metadata keys among a passage's
 MAX_K: Final = 50
 """The most passages one search returns."""
 
@@ -74,53 +74,6 @@ def collection_name(tenant: str, kb: str) -> str:
 def is_knowledge_collection(name: str) -> bool:
     """Whether a Chroma collection holds a knowledge base (not memories)."""
     return name.startswith(KNOWLEDGE_PREFIX)
-
-
-def _embedded_text(chunk: Chunk) -> str:
-    """What is embedded for a passage: its heading or JSON path gives it context."""
-    if chunk.section and not chunk.section.startswith("page "):
-        return f"{chunk.section}\n{chunk.text}"
-    return chunk.text
-
-
-_Found = tuple[list[str], list[Any], list[Any], list[float]]
-"""One query's ids, documents, metadatas and distances, best first."""
-
-
-class _Queries:
-    """Searches of one collection for the same ``k``, waiting for one Chroma call."""
-
-    def __init__(self, collection: Collection, k: int) -> None:
-        self.collection, self.k = collection, k
-        self.texts: list[str] = []
-        self.waiting: list[asyncio.Future[_Found]] = []
-
-    def add(self, text: str) -> asyncio.Future[_Found]:
-        future: asyncio.Future[_Found] = asyncio.get_running_loop().create_future()
-        self.texts.append(text)
-        self.waiting.append(future)
-        return future
-
-    def run(self) -> None:
-        try:
-            found = self.collection.query(
-                query_texts=self.texts,
-                n_results=self.k,
-                include=["documents", "metadatas", "distances"],
-            )
-        except Exception as exc:  # noqa: BLE001 - each waiting search gets the error
-            for future in self.waiting:
-                if not future.done():
-                    future.set_exception(exc)
-            return
-        empty: list[list[Any]] = [[] for _ in self.texts]
-        ids: list[list[str]] = found["ids"]
-        texts: list[list[Any]] = list(found.get("documents") or empty)
-        metadatas: list[list[Any]] = list(found.get("metadatas") or empty)
-        distances: list[list[float]] = list(found.get("distances") or empty)
-        for i, future in enumerate(self.waiting):
-            if not future.done():  # its caller may have been cancelled meanwhile
-                future.set_result((ids[i], texts[i], metadatas[i], distances[i]))
 
 
 class KnowledgeBases:
@@ -160,7 +113,7 @@ class KnowledgeBases:
         self._tenants: dict[str, asyncio.Lock] = {}  # a tenant's ingests, one at a time
         self._max_bases = max_bases
         self._max_passages = max_passages
-        self._queries: dict[tuple[str, int], _Queries] = {}
+        self._queries = BatchedQueries()
 
     # -- writes -----------------------------------------------------------------------------
 
@@ -192,7 +145,7 @@ class KnowledgeBases:
             collection = await self._open(tenant, kb, create=False)
             stored = {}
             if collection is not None:
-                stored = await asyncio.to_thread(self._stored, collection, sources)
+                stored = await asyncio.to_thread(passages.stored, collection, sources)
             await self._check_quota(tenant, kb, new=collection is None, stored=stored,
                                     prepared=prepared, sources=sources)  # fmt: skip
             collection = await self._existing(tenant, kb, create=True)
@@ -202,7 +155,14 @@ class KnowledgeBases:
                 unchanged = hashes == {digest} and len(old_ids) == len(chunks)
                 if not unchanged:
                     await asyncio.to_thread(
-                        self._replace, collection, document, digest, chunks, old_ids
+                        passages.replace,
+                        collection,
+                        document,
+                        digest,
+                        chunks,
+                        old_ids,
+                        clock=self._clock,
+                        embed=self._ef,
                     )
                 reports.append(
                     IngestedDocument(
@@ -224,7 +184,7 @@ class KnowledgeBases:
             collection = await self._existing(tenant, kb)
             found = await asyncio.to_thread(collection.get, where={"source": source}, include=[])
             ids = list(found["ids"])
-            await asyncio.to_thread(_delete, collection, ids)
+            await asyncio.to_thread(passages.delete, collection, ids)
         return len(ids)
 
     async def drop(self, tenant: str, kb: str) -> bool:
@@ -256,12 +216,12 @@ class KnowledgeBases:
         if not query.strip() or not 1 <= k <= MAX_K:
             raise InvalidInput(f"a search needs a query and k in 1..{MAX_K}", kb=kb, k=k)
         collection = await self._existing(tenant, kb)
-        ids, texts, metadatas, distances = await self._query(collection, query, k)
-        passages = tuple(
-            _passage(text or "", dict(meta or {}), float(distance))
+        ids, texts, metadatas, distances = await self._queries.query(collection, query, k)
+        found = tuple(
+            passages.passage(text or "", dict(meta or {}), float(distance))
             for _, text, meta, distance in zip(ids, texts, metadatas, distances, strict=True)
         )
-        return Passages(kb=kb, passages=passages)
+        return Passages(kb=kb, passages=found)
 
     async def documents(self, tenant: str, kb: str) -> list[DocumentInfo]:
         """The documents in ``kb``, by source.
@@ -351,55 +311,6 @@ class KnowledgeBases:
             (document_hash(d, self._chunking), chunk_document(d, self._chunking)) for d in documents
         ]
 
-    @staticmethod
-    def _stored(
-        collection: Collection, sources: list[str]
-    ) -> dict[str, tuple[set[str], list[str]]]:
-        """The stored hashes and passage ids of each of ``sources`` that is stored.
-
-        A source has one hash, unless a replacement broke off half-way.
-        """
-        stored: dict[str, tuple[set[str], list[str]]] = {}
-        for start in range(0, len(sources), _BATCH):
-            some = sources[start : start + _BATCH]
-            where: dict[str, Any] = {"source": {"$in": some}}
-            found = collection.get(where=where, include=["metadatas"])
-            for chunk_id, meta in zip(found["ids"], found["metadatas"] or [], strict=True):
-                hashes, ids = stored.setdefault(str(meta["source"]), (set(), []))
-                hashes.add(str(meta["hash"]))
-                ids.append(chunk_id)
-        return stored
-
-    def _replace(
-        self,
-        collection: Collection,
-        document: KnowledgeDocument,
-        digest: str,
-        chunks: list[Chunk],
-        old_ids: list[str],
-    ) -> None:
-        """Write the new passages, then delete the old ones (in a thread: it embeds)."""
-        key = _digest(document.source, 16)
-        ids = [f"{key}:{digest[:16]}:{c.position}" for c in chunks]
-        common: dict[str, str | int | float | bool] = {
-            "source": document.source,
-            "hash": digest,
-            "ingested_at": self._clock(),
-            "media_type": document.media_type,
-            "chunks": len(chunks),
-            **{_USER + k: v for k, v in document.metadata.items()},
-        }
-        for start in range(0, len(chunks), _BATCH):
-            part = chunks[start : start + _BATCH]
-            collection.upsert(
-                ids=ids[start : start + _BATCH],
-                documents=[c.text for c in part],
-                embeddings=self._ef([_embedded_text(c) for c in part]),
-                metadatas=[{**common, "position": c.position, "section": c.section} for c in part],
-            )
-        current = set(ids)
-        _delete(collection, [i for i in old_ids if i not in current])
-
     def _lock(self, tenant: str, kb: str) -> asyncio.Lock:
         return self._writing.setdefault(collection_name(tenant, kb), asyncio.Lock())
 
@@ -435,34 +346,7 @@ class KnowledgeBases:
                 )
         return self._collections[name]
 
-    async def _query(self, collection: Collection, text: str, k: int) -> _Found:
-        key = (collection.name, k)
-        batch = self._queries.get(key)
-        if batch is None:
-            batch = self._queries[key] = _Queries(collection, k)
-            asyncio.get_running_loop().call_soon(self._run_query, key)
-        return await batch.add(text)
-
-    def _run_query(self, key: tuple[str, int]) -> None:
-        self._queries.pop(key).run()
-
 
 def _number(value: object) -> float:
     """A number Chroma kept in metadata (typed there as any metadata value)."""
     return float(value) if isinstance(value, int | float | str) else 0.0
-
-
-def _delete(collection: Collection, ids: list[str]) -> None:
-    for start in range(0, len(ids), _BATCH):
-        collection.delete(ids=ids[start : start + _BATCH])
-
-
-def _passage(text: str, meta: dict[str, Any], distance: float) -> Passage:
-    return Passage(
-        text=text,
-        source=str(meta.get("source", "")),
-        position=int(meta.get("position", 0)),
-        section=str(meta.get("section", "")),
-        score=1.0 - distance,
-        metadata={k[len(_USER) :]: v for k, v in meta.items() if k.startswith(_USER)},
-    )
