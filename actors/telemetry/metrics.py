@@ -34,7 +34,8 @@ metric                                type       tags
 
 Ray exports a gauge's value only in the report interval after it was set, and forgets it
 two intervals later; a process here keeps the last value of each of its gauges' series and
-sets it again every half interval (:class:`HeldGauges`), so a gauge of live jobs still
+sets it again every half interval
+(:class:`raytroupe.actors.telemetry.metric_backends.HeldGauges`), so a gauge of live jobs still
 reads 0 an hour after the last job ended, as a Prometheus scrape expects.
 
 Tag values come from closed sets (kinds, error codes, statuses) or from configured names
@@ -52,18 +53,18 @@ import functools
 import sys
 import threading
 from collections.abc import Callable, Iterator
-from typing import Concatenate, Final, Literal, NamedTuple, ParamSpec, Protocol
+from typing import Concatenate, Final, Literal, ParamSpec
 
 import structlog
 
+from raytroupe.actors.telemetry.metric_backends import Backend, RayBackend
+from raytroupe.actors.telemetry.metric_capture import CaptureBackend, Sample
 from raytroupe.protocols import ErrorCode, JobStatus
 from raytroupe.protocols.experiments import ArmStats
 from raytroupe.protocols.jobs import TERMINAL
 
 __all__ = [
     "MAX_TAG_VALUES",
-    "HeldGauges",
-    "Sample",
     "capture",
     "dead_lettered",
     "experiment_arm",
@@ -81,124 +82,15 @@ log = structlog.get_logger("raytroupe.metrics")
 MAX_TAG_VALUES: Final = 256
 """Distinct values a configured-name tag keeps per process; later ones become ``other``."""
 
-_SECONDS: Final = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0]
-
 MemoryOp = Literal["write", "query", "delete", "forget"]
 Queue = Literal["router", "llm"]
 P = ParamSpec("P")
 
 
-class _Counter(Protocol):
-    def inc(self, value: float, tags: dict[str, str]) -> None: ...
-
-
-class _Gauge(Protocol):
-    def set(self, value: float, tags: dict[str, str]) -> None: ...
-
-
-class _Histogram(Protocol):
-    def observe(self, value: float, tags: dict[str, str]) -> None: ...
-
-
-class _Backend(Protocol):
-    def counter(self, name: str, description: str, tags: tuple[str, ...]) -> _Counter: ...
-    def gauge(self, name: str, description: str, tags: tuple[str, ...]) -> _Gauge: ...
-    def histogram(self, name: str, description: str, tags: tuple[str, ...]) -> _Histogram: ...
-
-
-class HeldGauges:
-    """The last value of every series of a process's gauges, set again every ``period_s``.
-
-    Ray's worker hands a gauge's values to its agent once, in the next export, and the agent
-    drops a series it has not heard of for two intervals: a value set once would vanish.
-    The thread starts with the first gauge; it is a daemon and holds no lock while it sets.
-    """
-
-    def __init__(self, period_s: float) -> None:
-        self.period_s = period_s
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._values: dict[tuple[int, tuple[tuple[str, str], ...]], float] = {}
-        self._gauges: dict[int, _Gauge] = {}
-        self._thread: threading.Thread | None = None
-
-    def wrap(self, gauge: _Gauge) -> _Gauge:
-        """``gauge``, its values held from now on."""
-        held = self
-
-        class _Held:
-            def set(self, value: float, tags: dict[str, str]) -> None:
-                gauge.set(value, tags)
-                with held._lock:
-                    held._values[id(gauge), tuple(sorted(tags.items()))] = value
-
-        with self._lock:
-            self._gauges[id(gauge)] = gauge
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="troupe-gauges", daemon=True)
-                self._thread.start()
-        return _Held()
-
-    def refresh(self) -> int:
-        """Set every held value again; how many."""
-        with self._lock:
-            values = list(self._values.items())
-        for (gauge_id, tags), value in values:
-            self._gauges[gauge_id].set(value, dict(tags))
-        return len(values)
-
-    def close(self) -> None:
-        """Stop setting values again (the thread ends within a period)."""
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=self.period_s + 5.0)
-
-    def _run(self) -> None:
-        failed = False
-        while not self._stop.wait(self.period_s):
-            try:
-                self.refresh()
-            except Exception:  # a metric must never take its process down
-                if not failed:  # once: a process whose Ray is gone would say it forever
-                    log.warning("gauge_refresh_failed", exc_info=True)
-                failed = True
-
-
-def _report_interval_s() -> float:
-    """Ray's metrics export interval (at least 1 s, as its exporter takes it)."""
-    import ray  # noqa: PLC0415 - only processes that run Ray get here
-
-    setting = getattr(ray, "_config", None)
-    interval_ms = getattr(setting, "metrics_report_interval_ms", lambda: 10_000)()
-    return max(float(interval_ms), 1000.0) / 1000.0
-
-
-class _RayBackend:
-    def __init__(self) -> None:
-        from ray.util import metrics  # noqa: PLC0415 - only processes that run Ray get here
-
-        self._ray = metrics
-        self._held = HeldGauges(_report_interval_s() / 2)
-
-    def counter(self, name: str, description: str, tags: tuple[str, ...]) -> _Counter:
-        counter: _Counter = self._ray.Counter(name, description, tag_keys=tags)
-        return counter
-
-    def gauge(self, name: str, description: str, tags: tuple[str, ...]) -> _Gauge:
-        gauge: _Gauge = self._ray.Gauge(name, description, tag_keys=tags)
-        return self._held.wrap(gauge)
-
-    def histogram(self, name: str, description: str, tags: tuple[str, ...]) -> _Histogram:
-        histogram: _Histogram = self._ray.Histogram(
-            name, description, boundaries=_SECONDS, tag_keys=tags
-        )
-        return histogram
-
-
 class _Metrics:
     """Every metric object of one process, and the state behind its gauges."""
 
-    def __init__(self, backend: _Backend) -> None:
+    def __init__(self, backend: Backend) -> None:
         c, g, h = backend.counter, backend.gauge, backend.histogram
         llm = ("alias", "deployment", "tenant")
         self.routed = c("troupe_messages_routed", "Envelopes the router accepted.", ("kind",))
@@ -259,7 +151,7 @@ def _create() -> _Metrics | None:
     with _creating:
         if _live is None and not _broken:
             try:
-                _live = _Metrics(_RayBackend())
+                _live = _Metrics(RayBackend())
             except Exception:  # without metrics the runtime still works
                 _broken = True
                 log.warning("metrics_unavailable", exc_info=True)
@@ -394,64 +286,6 @@ def experiment_arm(metrics: _Metrics, experiment: str, arm: ArmStats) -> None:
 # -- testing ------------------------------------------------------------------------------
 
 
-class Sample(NamedTuple):
-    """One recording seen by :func:`capture`."""
-
-    name: str
-    tags: dict[str, str]
-    value: float
-
-
-class _Recorded:
-    """A metric that appends to a list, checking what Ray's metric objects check."""
-
-    def __init__(
-        self,
-        samples: list[Sample],
-        name: str,
-        description: str,
-        tags: tuple[str, ...],
-        *,
-        positive: bool,
-    ) -> None:
-        if not description:
-            raise ValueError(f"{name}: every metric says what it counts")
-        self._samples = samples
-        self._name = name
-        self._keys = set(tags)
-        self._positive = positive
-
-    def _record(self, value: float, tags: dict[str, str]) -> None:
-        if not isinstance(value, int | float) or (self._positive and value <= 0):
-            raise ValueError(f"{self._name}: bad value {value!r}")
-        if set(tags) != self._keys or not all(isinstance(v, str) for v in tags.values()):
-            raise ValueError(f"{self._name}: bad tags {tags!r}")
-        self._samples.append(Sample(self._name, dict(tags), float(value)))
-
-    def inc(self, value: float, tags: dict[str, str]) -> None:
-        self._record(value, tags)
-
-    def set(self, value: float, tags: dict[str, str]) -> None:
-        self._record(value, tags)
-
-    def observe(self, value: float, tags: dict[str, str]) -> None:
-        self._record(value, tags)
-
-
-class _CaptureBackend:
-    def __init__(self, samples: list[Sample]) -> None:
-        self._samples = samples
-
-    def counter(self, name: str, description: str, tags: tuple[str, ...]) -> _Counter:
-        return _Recorded(self._samples, name, description, tags, positive=True)
-
-    def gauge(self, name: str, description: str, tags: tuple[str, ...]) -> _Gauge:
-        return _Recorded(self._samples, name, description, tags, positive=False)
-
-    def histogram(self, name: str, description: str, tags: tuple[str, ...]) -> _Histogram:
-        return _Recorded(self._samples, name, description, tags, positive=False)
-
-
 @contextlib.contextmanager
 def capture() -> Iterator[list[Sample]]:
     """Record into a list instead of Ray (with or without Ray), for tests.
@@ -461,7 +295,7 @@ def capture() -> Iterator[list[Sample]]:
     """
     global _captured  # noqa: PLW0603 - the capture replaces the process's metrics while it lasts
     samples: list[Sample] = []
-    previous, _captured = _captured, _Metrics(_CaptureBackend(samples))
+    previous, _captured = _captured, _Metrics(CaptureBackend(samples))
     try:
         yield samples
     finally:

@@ -13,6 +13,7 @@ from raytroupe.actors.llm.gateway import CallContext
 from raytroupe.actors.memory.config import MemoryConfig
 from raytroupe.actors.memory.store import MemoryStore
 from raytroupe.actors.telemetry import metrics
+from raytroupe.actors.telemetry.metric_backends import HeldGauges
 from raytroupe.actors.tools.sandbox import ToolSandbox, ToolsConfig
 from raytroupe.protocols import (
     ConfigError,
@@ -80,7 +81,7 @@ def test_held_gauges_set_every_series_again_until_closed():
         def set(self, value, tags):
             self.sets.append((value, tags))
 
-    held = metrics.HeldGauges(period_s=0.01)
+    held = HeldGauges(period_s=0.01)
     jobs, queue = Gauge(), Gauge()
     held_jobs, held_queue = held.wrap(jobs), held.wrap(queue)
     held_jobs.set(2, {"status": "running"})
