@@ -9,7 +9,8 @@ multi-threaded.
 
 The wall timeout (or a cancelled call) kills the namespace's init, which the launcher reaps
 (then the whole process group, if still needed): the kernel ends everything in the pid
-namespace, so nothing the program started survives a run, even after ``setsid()``. Hosts
+namespace, so nothing the program started survives a run, even after ``setsid()``
+(:mod:`raytroupe.actors.tools.supervision` watches the launcher while it runs). Hosts
 that cannot isolate fail closed with :class:`~raytroupe.protocols.errors.SandboxUnavailable` unless
 ``allow_unisolated=True``.
 """
@@ -21,7 +22,6 @@ import contextlib
 import json
 import os
 import secrets
-import signal
 import sys
 import tempfile
 import threading
@@ -34,6 +34,7 @@ from typing import Any, Literal
 import structlog
 from pydantic import BaseModel, ConfigDict, Field
 
+from raytroupe.actors.tools.supervision import LauncherStatus, supervise
 from raytroupe.protocols.errors import SandboxUnavailable, ToolError
 
 __all__ = ["LAUNCHER", "Isolation", "ResourceLimits", "RunResult"]
@@ -44,9 +45,6 @@ LAUNCHER = Path(__file__).with_name("_launcher.py")
 _PROBE_STATE = frozenset({"_probe", "_probe_lock", "_probing"})
 _SANDBOX_TMP = "/tmp"  # noqa: S108 - inside the sandbox, /tmp is the private scratch directory
 _BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": _SANDBOX_TMP, "LANG": "C.UTF-8"}
-_CHUNK = 65536
-_STATUS_MAX = 65536  # bytes of status lines kept
-_GRACE_S = 2.0  # after a kill, how long the pipes may take to report end of file
 _PROBE_TIMEOUT_S = 30.0
 _APPARMOR_USERNS = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
 
@@ -88,87 +86,6 @@ class RunResult(BaseModel):
     def ok(self) -> bool:
         """The program exited with status 0 within its time."""
         return self.exit_code == 0 and not self.timed_out
-
-
-class _Capture:
-    """One output stream: keeps the first ``cap`` bytes, drains and discards the rest."""
-
-    def __init__(self, cap: int) -> None:
-        self.cap = cap
-        self.data = bytearray()
-        self.truncated = False
-
-    async def drain(self, stream: asyncio.StreamReader) -> None:
-        while chunk := await stream.read(_CHUNK):
-            room = self.cap - len(self.data)
-            if len(chunk) > room:
-                self.truncated = True
-                chunk = chunk[: max(room, 0)]
-            self.data += chunk
-
-    def text(self) -> str:
-        return self.data.decode("utf-8", errors="replace")
-
-
-async def _feed(writer: asyncio.StreamWriter, data: bytes) -> None:
-    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-        if data:
-            writer.write(data)
-            await writer.drain()
-        writer.close()
-
-
-def _kill_group(pgid: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, signal.SIGKILL)
-
-
-class _Status:
-    """The launcher's status pipe (``init PID``, then the outcome), read without blocking."""
-
-    def __init__(self, fd: int) -> None:
-        self.fd, self.data = fd, b""
-        os.set_blocking(fd, False)
-
-    def first(self, *kinds: str) -> tuple[str, str]:
-        """``(kind, value)`` of the first line of one of ``kinds``, else ``("", "")``."""
-        with contextlib.suppress(BlockingIOError):
-            while len(self.data) < _STATUS_MAX and (chunk := os.read(self.fd, 4096)):
-                self.data += chunk
-        for line in self.data.decode("utf-8", errors="replace").splitlines():
-            kind, _, value = line.strip().partition(" ")
-            if kind in kinds:
-                return kind, value
-        return "", ""
-
-    def outcome(self, returncode: int | None) -> tuple[int | None, int | None]:
-        """``(exit_code, signal)``: from the launcher's status line, else its return code."""
-        kind, number = self.first("exit", "signal", "setup")
-        if kind == "setup":
-            raise SandboxUnavailable(f"the sandbox could not be built: {number}", reason=number)
-        if kind == "exit" and number.lstrip("-").isdigit():
-            return int(number), None
-        if kind == "signal" and number.isdigit():
-            return None, int(number)
-        if returncode is not None and returncode < 0:
-            return None, -returncode
-        return returncode, None
-
-
-async def _stop(proc: asyncio.subprocess.Process, status: _Status) -> None:
-    """Kill a run still going: init first (the launcher reaps it), else the whole group."""
-    try:
-        _, init_pid = status.first("init")
-        if init_pid.isdigit() and int(init_pid) > 1 and proc.returncode is None:
-            # The launcher lives, so init is not reaped: the pid cannot be anyone else's yet.
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(int(init_pid), signal.SIGKILL)
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(_GRACE_S):
-                    await proc.wait()
-    finally:
-        if proc.returncode is None:
-            _kill_group(proc.pid)
 
 
 def _userns_hint() -> str:
@@ -395,8 +312,8 @@ class Isolation:
                 )
             finally:
                 os.close(status_w)
-            status = _Status(status_r)
-            out, err, timed_out = await self._supervise(proc, status, stdin, limits, isolation)
+            status = LauncherStatus(status_r)
+            out, err, timed_out = await supervise(proc, status, stdin, limits, isolation)
             exit_code, signum = status.outcome(proc.returncode)
         finally:
             os.close(status_r)
@@ -411,43 +328,3 @@ class Isolation:
             stderr_truncated=err.truncated,
             isolation=isolation,
         )
-
-    @staticmethod
-    async def _supervise(
-        proc: asyncio.subprocess.Process,
-        status: _Status,
-        stdin: bytes,
-        limits: ResourceLimits,
-        isolation: str,
-    ) -> tuple[_Capture, _Capture, bool]:
-        if proc.stdin is None or proc.stdout is None or proc.stderr is None:
-            raise RuntimeError("the launcher was started without pipes")
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + limits.wall_s
-        out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
-        drains = [
-            asyncio.create_task(out.drain(proc.stdout)),
-            asyncio.create_task(err.drain(proc.stderr)),
-        ]
-        feeder = asyncio.create_task(_feed(proc.stdin, stdin))
-        timed_out = False
-        try:
-            try:
-                async with asyncio.timeout_at(deadline):
-                    await proc.wait()
-            except TimeoutError:
-                timed_out = True
-                await _stop(proc, status)
-            if isolation == "none" and not timed_out:
-                _kill_group(proc.pid)  # stragglers; with namespaces none can outlive the run
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout_at(max(deadline, loop.time() + _GRACE_S)):
-                    await asyncio.gather(*drains)
-        finally:
-            if proc.returncode is None:
-                await _stop(proc, status)  # cancelled, or failed: nothing may outlive the call
-            for task in (*drains, feeder):
-                task.cancel()
-            await asyncio.gather(*drains, feeder, return_exceptions=True)
-            await proc.wait()
-        return out, err, timed_out
