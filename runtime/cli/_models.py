@@ -80,7 +80,7 @@ def check(
 
 
 def _check_local(alias: str, spec: LocalModel) -> str:
-    from raytroupe.actors.llm.local.server import check_files
+    from raytroupe.actors.llm.local.launch import check_files
     from raytroupe.protocols import ConfigError
 
     try:

@@ -17,7 +17,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from raytroupe.actors.llm.local.server import file_sha256
+from raytroupe.actors.llm.local.launch import file_sha256
 
 __all__ = ["QWEN_05B", "QWEN_15B", "SMOLLM2", "Weights", "fetch"]
 

@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from raytroupe.actors.llm.gateway import CallContext
 from raytroupe.actors.llm.local import InProcessServers, LlamaServer
-from raytroupe.actors.llm.local.server import server_command
+from raytroupe.actors.llm.local.launch import server_command
 from raytroupe.actors.llm.pool import LLMAdapterPool
 from raytroupe.actors.llm.trust import ModelTrust
 from raytroupe.actors.outbound import NetworkPolicy

@@ -12,14 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
-import hashlib
-import json
 import os
 import secrets
 import shutil
-import signal
-import socket
 import sys
 import tempfile
 import time
@@ -31,10 +26,16 @@ from typing import Final
 import httpx
 import structlog
 
-from raytroupe.actors.llm.local.binary import find_llama_server
+from raytroupe.actors.llm.local.launch import (
+    check_files,
+    die_with_parent,
+    free_port,
+    server_command,
+    url_host,
+)
 from raytroupe.protocols import ConfigError, LocalModel, ProviderUnavailable
 
-__all__ = ["LlamaServer", "LocalEndpoint", "check_files", "file_sha256", "server_command"]
+__all__ = ["LlamaServer", "LocalEndpoint"]
 
 log = structlog.get_logger(__name__)
 
@@ -60,45 +61,6 @@ class LocalEndpoint:
     api_key: str
     generation: int
     pid: int
-
-
-def server_command(
-    spec: LocalModel, *, binary: str, host: str, port: int, key_file: Path
-) -> list[str]:
-    """The ``llama-server`` command line for ``spec`` (each slot gets ``context_size``).
-
-    The key is passed in a file only the supervisor's user can read: a command line is
-    visible to every process of the machine (``ps``), sandboxed tools included.
-    """
-    command = [
-        binary,
-        "--model",
-        spec.gguf,
-        "--host",
-        host,
-        "--port",
-        str(port),
-        "--api-key-file",
-        str(key_file),
-        "--ctx-size",
-        str(spec.context_size * spec.parallel),
-        "--parallel",
-        str(spec.parallel),
-        "--n-gpu-layers",
-        str(spec.gpu_layers),
-        "--alias",
-        Path(spec.gguf).stem,
-        "--no-webui",
-    ]
-    command += ["--n-predict", str(spec.max_answer_tokens or -1)]
-    if spec.threads is not None:
-        command += ["--threads", str(spec.threads)]
-    command.append("--jinja" if spec.jinja else "--no-jinja")
-    if spec.chat_template is not None:
-        command += ["--chat-template", spec.chat_template]
-    if spec.chat_template_kwargs:
-        command += ["--chat-template-kwargs", json.dumps(spec.chat_template_kwargs)]
-    return command
 
 
 class LlamaServer:
@@ -252,7 +214,7 @@ class LlamaServer:
         """One start: True once ready; False when the process died or hung while loading."""
         spec = self._spec
         binary = await asyncio.to_thread(self._check_files, spec)
-        port = _free_port(self._host)
+        port = free_port(self._host)
         key = secrets.token_urlsafe(24)
         self._log_path.parent.mkdir(parents=True, exist_ok=True)
         key_file = self._write_key(key)
@@ -264,12 +226,12 @@ class LlamaServer:
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=output,
                 stderr=asyncio.subprocess.STDOUT,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
             )
         finally:
             output.close()
         self._generation += 1
-        base = f"http://{_url_host(self._host)}:{port}"
+        base = f"http://{url_host(self._host)}:{port}"
         log.info("local_model_starting", alias=self._alias, pid=self._process.pid, base=base)
         if not await self._until_ready(base):
             self._failed_starts += 1
@@ -370,55 +332,3 @@ class LlamaServer:
         if not self._tail:
             return ""
         return "; its last output:\n" + "\n".join(list(self._tail)[-8:])
-
-
-def file_sha256(path: Path) -> str:
-    """The hex sha256 of the file at ``path``, read in 1 MiB blocks."""
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def check_files(alias: str, spec: LocalModel, *, hash_file: bool = True) -> str:
-    """The path of the server binary, once ``spec``'s files are checked on this node.
-
-    Raises:
-        ConfigError: no llama-server, no GGUF file at ``spec.gguf``, or (``hash_file``) a file
-            whose sha256 is not ``spec.sha256``; ``detail['field']`` names which.
-    """
-    binary = find_llama_server(spec.binary)
-    path = Path(spec.gguf)
-    if not path.is_file():
-        raise ConfigError(
-            f"local model {alias!r}: no GGUF file at {spec.gguf} on this node", field="gguf"
-        )
-    if spec.sha256 is not None and hash_file:
-        digest = file_sha256(path)
-        if digest != spec.sha256:
-            raise ConfigError(
-                f"local model {alias!r}: {spec.gguf} has sha256 {digest}, not "
-                f"the configured {spec.sha256}",
-                field="sha256",
-            )
-    return binary
-
-
-def _free_port(host: str) -> int:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    with socket.socket(family, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
-
-
-def _url_host(host: str) -> str:
-    return f"[{host}]" if ":" in host else host
-
-
-def _die_with_parent() -> None:  # pragma: no cover - runs in the child, between fork and exec
-    """Ask Linux to SIGKILL this child when the thread that made it exits."""
-    pr_set_pdeathsig = 1
-    ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGKILL)
-    if os.getppid() == 1:  # the parent died before prctl took effect
-        os._exit(1)
