@@ -101,6 +101,8 @@ def _team() -> runtime.Team:
     return runtime.Team(
         name="capacity",
         planner_model="instant",
+        planning="model",  # the planner makes one subtask per list item (auto sends a list
+        # of statements to one agent)
         max_parallel=1024,
         max_subtasks=1024,
         agents=[

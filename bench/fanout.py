@@ -123,6 +123,8 @@ def _team(name: str, alias: str) -> runtime.Team:
     return runtime.Team(
         name=name,
         planner_model=alias,
+        planning="model",  # the planner makes one subtask per list item (auto sends a list
+        # of statements to one agent)
         max_parallel=1024,
         max_subtasks=1024,
         agents=[

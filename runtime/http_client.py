@@ -22,12 +22,10 @@ and the protocols: no Ray, no server code.
 
 from __future__ import annotations
 
-import math
-import time
-from collections.abc import AsyncIterator, Iterator, Mapping
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Final, Literal, Self, TypeVar, overload
+from typing import Any, Literal, Self, TypeVar, overload
 
 import httpx
 from httpx_sse import EventSource
@@ -35,18 +33,13 @@ from httpx_sse import EventSource
 from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
-    BadResponse,
     InvalidInput,
-    JobCancelled,
     JobEvent,
-    JobFailed,
     JobResult,
     JobStatus,
     JobSummary,
-    JobTimeout,
     MemoryHit,
     TeamSpec,
-    Unreachable,
     UsageRow,
 )
 from raytroupe.protocols.http import (
@@ -62,14 +55,24 @@ from raytroupe.protocols.http import (
 from raytroupe.protocols.sessions import SessionInfo
 from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime import http_routes as routes
-from raytroupe.runtime.http_calls import EVENT_STREAM, Call, base_url, checked_key, event_of
+from raytroupe.runtime.http_async_client import AsyncClient
+from raytroupe.runtime.http_calls import Call, base_url, checked_key, event_of
+from raytroupe.runtime.http_follow import (
+    Follow,
+    checked_timeout,
+    headers_for,
+    op_timeout,
+    opened,
+    outcome,
+    unreachable,
+)
 from raytroupe.runtime.http_routes import TeamLike
 from raytroupe.runtime.operations import evals as eval_ops
 from raytroupe.runtime.operations import experiments as experiment_ops
 from raytroupe.runtime.operations import job_reads as read_ops
 from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
-from raytroupe.runtime.operations import over_http, over_http_async
+from raytroupe.runtime.operations import over_http
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import teams as team_ops
@@ -78,124 +81,6 @@ from raytroupe.runtime.operations.job_reads import JobsShown
 __all__ = ["AsyncClient", "Client"]
 
 T = TypeVar("T")
-
-QUIET_S: Final = 60.0
-"""Longest silence on an event stream before it is taken as broken (the server sends a
-keep-alive comment every 15 s)."""
-RECONNECTS: Final = 5
-"""Reconnects of an event stream in a row, without an event between them, before giving up."""
-
-
-def _user_agent() -> str:
-    from raytroupe import __version__  # noqa: PLC0415 - the package's root, loaded already
-
-    return f"raytroupe-client/{__version__}"
-
-
-def _headers(key: str | None) -> dict[str, str]:
-    headers = {"Accept": "application/json", "User-Agent": _user_agent()}
-    if key is not None:
-        headers["Authorization"] = f"Bearer {key}"
-    return headers
-
-
-def _checked_timeout(timeout: float) -> float:
-    if not isinstance(timeout, int | float) or not math.isfinite(timeout) or timeout <= 0:
-        raise InvalidInput(f"timeout must be a positive number of seconds, not {timeout!r}")
-    return float(timeout)
-
-
-def _op_timeout(default: float, *, long_running: bool) -> httpx.Timeout | None:
-    """The timeouts of a declared operation's call: no read timeout for one that runs long."""
-    return httpx.Timeout(default, read=None) if long_running else None
-
-
-def _unreachable(url: httpx.URL, error: httpx.HTTPError) -> Unreachable:
-    where = str(url.copy_with(query=None))
-    if isinstance(error, httpx.TimeoutException):
-        return Unreachable(f"{where} did not answer in time ({type(error).__name__})", url=where)
-    return Unreachable(f"cannot reach {where}: {type(error).__name__}: {error}", url=where)
-
-
-def outcome(view: JobView) -> JobResult:
-    """The result of a finished job, as :meth:`JobHandle.result` gives it.
-
-    Raises:
-        JobCancelled: it was cancelled (``detail['result']``).
-        JobFailed: it ended without an answer (``detail['result']``).
-        BadResponse: the job has no result yet.
-    """
-    result = view.result
-    if result is None:
-        raise BadResponse(f"job {view.id} ended but has no result ({view.status})")
-    if result.status == "cancelled":
-        raise JobCancelled(f"job {view.id} was cancelled", job_id=view.id, result=result)
-    if result.status != "succeeded":
-        message = result.error.message if result.error else "job failed"
-        raise JobFailed(f"job {view.id} failed: {message}", job_id=view.id, result=result)
-    return result
-
-
-class _Follow:
-    """Where a job's event stream is, across reconnects, and how long it may still wait."""
-
-    def __init__(self, job_id: str, after: int, timeout: float | None, *, follow: bool) -> None:
-        self.job_id = job_id
-        self.after = after
-        self.follow = follow
-        self._timeout = timeout
-        self._deadline = None if timeout is None else time.monotonic() + timeout
-        self._broken = 0
-
-    def call(self) -> Call[None]:
-        return routes.events(self.job_id, self.after, follow=self.follow)
-
-    def read_timeout(self, default: float) -> httpx.Timeout:
-        """The stream's timeouts: a read waits ``QUIET_S``, or until the deadline."""
-        quiet = QUIET_S
-        if self._deadline is not None:
-            quiet = max(0.001, min(quiet, self._deadline - time.monotonic()))
-        return httpx.Timeout(default, read=quiet)
-
-    def seen(self, event: JobEvent) -> None:
-        self.after = event.seq
-        self._broken = 0
-
-    def broke(self, url: httpx.URL, error: httpx.HTTPError | None) -> bool:
-        """The stream stopped before the job's last event: whether to go on, or why not.
-
-        A stream asked not to follow ends there (unless it broke).
-
-        Raises:
-            JobTimeout: the deadline has passed.
-            Unreachable: it broke ``RECONNECTS`` times in a row.
-        """
-        if error is None and not self.follow:
-            return False
-        if self._deadline is not None and time.monotonic() >= self._deadline:
-            raise JobTimeout(
-                f"job {self.job_id} still running after {self._timeout} s", job_id=self.job_id
-            )
-        self._broken += 1
-        if self._broken > RECONNECTS:
-            if error is None:
-                raise Unreachable(
-                    f"the event stream of job {self.job_id} kept ending before its last event",
-                    url=str(url),
-                )
-            raise _unreachable(url, error) from error
-        return True
-
-
-def _opened(call: Call[None], response: httpx.Response) -> None:
-    """Raise the error an event stream's opening answer stands for, if it does."""
-    call.answer(response)
-    kind = response.headers.get("content-type", "")
-    if not kind.startswith(EVENT_STREAM):
-        raise BadResponse(
-            f"GET {call.path} answered {kind or 'no content type'}, not an event stream",
-            status=response.status_code,
-        )
 
 
 class Client:
@@ -219,10 +104,10 @@ class Client:
         transport: httpx.BaseTransport | None = None,
     ) -> None:
         self.url = base_url(url)
-        self.timeout = _checked_timeout(timeout)
+        self.timeout = checked_timeout(timeout)
         self._http = httpx.Client(
             base_url=self.url,
-            headers=_headers(checked_key(key)),
+            headers=headers_for(checked_key(key)),
             timeout=self.timeout,
             transport=transport,
             follow_redirects=False,
@@ -251,11 +136,11 @@ class Client:
         try:
             response = self._http.send(request)
         except httpx.HTTPError as e:
-            raise _unreachable(request.url, e) from e
+            raise unreachable(request.url, e) from e
         return call.answer(response)
 
     def _send_op(self, call: Call[T], long_running: bool) -> T:
-        return self._send(call, _op_timeout(self.timeout, long_running=long_running))
+        return self._send(call, op_timeout(self.timeout, long_running=long_running))
 
     @contextmanager
     def _stream(self, call: Call[None], timeout: httpx.Timeout) -> Iterator[httpx.Response]:
@@ -263,11 +148,11 @@ class Client:
         try:
             response = self._http.send(request, stream=True)
         except httpx.HTTPError as e:
-            raise _unreachable(request.url, e) from e
+            raise unreachable(request.url, e) from e
         try:
             if response.status_code >= 300:  # noqa: PLR2004
                 response.read()
-            _opened(call, response)
+            opened(call, response)
             yield response
         finally:
             response.close()
@@ -334,7 +219,7 @@ class Client:
             JobTimeout: ``timeout`` seconds passed before the job's last event.
             Unreachable: the stream kept breaking.
         """
-        place = _Follow(job_id, after, timeout, follow=follow)
+        place = Follow(job_id, after, timeout, follow=follow)
         while True:
             call = place.call()
             broken: httpx.HTTPError | None = None
@@ -532,338 +417,3 @@ class Client:
     def delete_session(self, session_id: str) -> None:
         """Forget a session (its jobs stay)."""
         self._send(routes.delete_session(session_id))
-
-
-class AsyncClient:
-    """The HTTP API of raytroupe, as an asyncio client: :class:`Client`'s methods, awaited.
-
-    ``transport`` is httpx's async transport. :meth:`events` is an async iterator.
-
-    Raises:
-        InvalidInput: as :class:`Client`.
-    """
-
-    def __init__(
-        self,
-        url: str,
-        key: str | None = None,
-        *,
-        timeout: float = 30.0,
-        transport: httpx.AsyncBaseTransport | None = None,
-    ) -> None:
-        self.url = base_url(url)
-        self.timeout = _checked_timeout(timeout)
-        self._http = httpx.AsyncClient(
-            base_url=self.url,
-            headers=_headers(checked_key(key)),
-            timeout=self.timeout,
-            transport=transport,
-            follow_redirects=False,
-        )
-
-    def __repr__(self) -> str:
-        return f"AsyncClient({str(self.url)!r})"
-
-    async def __aenter__(self) -> Self:
-        return self
-
-    async def __aexit__(
-        self,
-        kind: type[BaseException] | None,
-        error: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        await self.aclose()
-
-    async def aclose(self) -> None:
-        """Close the connections."""
-        await self._http.aclose()
-
-    async def _send(self, call: Call[T], timeout: httpx.Timeout | None = None) -> T:
-        request = call.request(self._http, timeout)
-        try:
-            response = await self._http.send(request)
-        except httpx.HTTPError as e:
-            raise _unreachable(request.url, e) from e
-        return call.answer(response)
-
-    async def _send_op(self, call: Call[T], long_running: bool) -> T:
-        return await self._send(call, _op_timeout(self.timeout, long_running=long_running))
-
-    @asynccontextmanager
-    async def _stream(
-        self, call: Call[None], timeout: httpx.Timeout
-    ) -> AsyncIterator[httpx.Response]:
-        request = call.request(self._http, timeout)
-        try:
-            response = await self._http.send(request, stream=True)
-        except httpx.HTTPError as e:
-            raise _unreachable(request.url, e) from e
-        try:
-            if response.status_code >= 300:  # noqa: PLR2004
-                await response.aread()
-            _opened(call, response)
-            yield response
-        finally:
-            await response.aclose()
-
-    async def result(self, job_id: str, *, timeout: float | None = None) -> JobResult:
-        """Wait for the job's end (following its events) and return its result.
-
-        Raises:
-            JobTimeout: it did not end within ``timeout`` seconds (it keeps running).
-            JobFailed: it ended without an answer; ``detail['result']`` has what ran.
-            JobCancelled: it was cancelled; ``detail['result']`` has what ran.
-        """
-        view = await self.job(job_id)
-        if view.result is None:
-            async for _ in self.events(job_id, timeout=timeout):
-                pass
-            view = await self.job(job_id)
-        return outcome(view)
-
-    async def events(
-        self,
-        job_id: str,
-        *,
-        after: int = 0,
-        follow: bool = True,
-        timeout: float | None = None,
-    ) -> AsyncIterator[JobEvent]:
-        """The job's events after ``after``, in order, live, until its last one.
-
-        ``follow=False``: the events it has so far, then the iterator ends.
-
-        A stream that breaks is picked up again where it stopped (none twice, none lost).
-
-        Raises:
-            JobNotFound: no such job for this key.
-            JobTimeout: ``timeout`` seconds passed before the job's last event.
-            Unreachable: the stream kept breaking.
-        """
-        place = _Follow(job_id, after, timeout, follow=follow)
-        while True:
-            call = place.call()
-            broken: httpx.HTTPError | None = None
-            async with self._stream(call, place.read_timeout(self.timeout)) as response:
-                try:
-                    async for sse in EventSource(response).aiter_sse():
-                        event = event_of(sse)
-                        if event is None:
-                            continue
-                        place.seen(event)
-                        yield event
-                        if event.terminal:
-                            return
-                except httpx.HTTPError as e:
-                    broken = e
-            if not place.broke(response.request.url, broken):
-                return
-
-    # --- jobs ------------------------------------------------------------------------------
-
-    async def submit(
-        self,
-        task: str,
-        *,
-        team: TeamLike | str | None = None,
-        skill: str | None = None,
-        **fields: Any,
-    ) -> JobAccepted:
-        """Start a job; answers at once (follow it with :meth:`events` or :meth:`result`).
-
-        ``team`` is a registered team's name, a :class:`TeamSpec` or its mapping; neither it
-        nor ``skill`` routes the job among what the key may run. ``fields`` are the other
-        fields of :class:`~raytroupe.protocols.http.JobRequest` (``input``, ``attachments``,
-        ``budget``, ``session_id``).
-
-        Raises:
-            InvalidRequest: the request does not match the API's schema.
-            Forbidden: the tenant's policy refuses a field (``detail['field']``).
-            TeamNotFound, SkillNotFound: no such team or skill for this key.
-        """
-        return await self._send(routes.submit(task, team, skill, fields))
-
-    async def job(self, job_id: str) -> JobView:
-        """Where the job is, and its result once it has one (``JobNotFound``: not the key's)."""
-        return await self._send(routes.job(job_id))
-
-    async def statuses(self) -> dict[str, JobStatus]:
-        """Every job of the key's tenant and its status, oldest first."""
-        return await self._send(routes.statuses())
-
-    async def jobs(
-        self,
-        status: JobsShown | None = None,
-        q: str | None = None,
-        before: float | None = None,
-        limit: int = 100,
-    ) -> list[JobSummary]:
-        """The tenant's jobs, newest first: ``status`` (or 'live'), text ``q``, paging."""
-        return (await self.summaries(status, q, before, limit)).jobs
-
-    cancel = over_http_async(job_ops.cancel)
-    approvals = over_http_async(job_ops.approvals)
-    approve = over_http_async(job_ops.approve)
-    reject = over_http_async(job_ops.reject)
-    feedback = over_http_async(job_ops.feedback)
-    feedbacks = over_http_async(job_ops.feedbacks)
-    checkpoints = over_http_async(job_ops.checkpoints)
-    interrupts = over_http_async(job_ops.interrupts)
-    resume = over_http_async(job_ops.resume)
-    fork = over_http_async(job_ops.fork)
-    summaries = over_http_async(read_ops.summaries)
-    summary = over_http_async(read_ops.summary)
-    trace = over_http_async(read_ops.trace)
-    daily_usage = over_http_async(read_ops.daily_usage)
-    me = over_http_async(read_ops.me)
-
-    # --- teams, agents, policies -----------------------------------------------------------
-
-    teams = over_http_async(team_ops.teams)
-    team = over_http_async(team_ops.team)
-    delete_team = over_http_async(team_ops.delete_team)
-    agents = over_http_async(team_ops.agents)
-    delete_agent = over_http_async(team_ops.delete_agent)
-
-    async def create_team(self, spec: TeamLike) -> TeamSpec:
-        """Register a new team (``Conflict`` if the name is taken; admin keys)."""
-        return await self._send(routes.create_team(spec))
-
-    async def apply_team(self, spec: TeamLike) -> TeamSpec:
-        """Register a team, or hot-update the one of its name (admin keys)."""
-        return await self._send(routes.apply_team(spec))
-
-    async def create_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
-        """Add an agent to a registered team (admin keys)."""
-        return await self._send(routes.create_agent(team, agent))
-
-    async def put_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
-        """Add an agent, or reconfigure the one of its name in place (admin keys)."""
-        return await self._send(routes.put_agent(team, agent))
-
-    policy = over_http_async(policy_ops.policy)
-    policies = over_http_async(policy_ops.policies)
-    put_policy = over_http_async(policy_ops.put_policy)
-    delete_policy = over_http_async(policy_ops.delete_policy)
-
-    # --- operations ------------------------------------------------------------------------
-
-    @overload
-    async def usage(
-        self, job_id: str | None = None, *, daily: Literal[False] = False
-    ) -> list[UsageRow]: ...
-
-    @overload
-    async def usage(self, job_id: None = None, *, daily: Literal[True]) -> list[DailyUsage]: ...
-
-    async def usage(
-        self, job_id: str | None = None, *, daily: bool = False
-    ) -> list[UsageRow] | list[DailyUsage]:
-        """Model usage of the tenant's jobs (or one job's), by job, agent and model.
-
-        ``daily=True``: :meth:`daily_usage` (every job's, by tenant, day and model).
-        """
-        if daily:
-            if job_id is not None:
-                raise InvalidInput("daily usage totals every job: give no job_id", field="job_id")
-            return await self.daily_usage()
-        return await self._send(routes.usage(job_id))
-
-    async def dead_letters(self, limit: int = 100) -> list[DeadLetterView]:
-        """The router's newest dead letters, newest first (admin keys)."""
-        return await self._send(routes.dead_letters(limit))
-
-    async def models(self) -> list[str]:
-        """What the key may name as an OpenAI ``model``: teams, ``skill:<name>``, ``auto``."""
-        return await self._send(routes.models())
-
-    async def model(self, model_id: str) -> str:
-        """``model_id``, if the key may name it (``TeamNotFound`` otherwise)."""
-        return await self._send(routes.model(model_id))
-
-    async def health(self) -> Health:
-        """Liveness (no key needed)."""
-        return await self._send(routes.health())
-
-    async def ready(self) -> Readiness:
-        """Readiness of each system actor (no key needed); not ready is an answer too."""
-        return await self._send(routes.ready())
-
-    # --- skills ----------------------------------------------------------------------------
-
-    async def skills(self) -> SkillListing:
-        """Skills the key may run (an admin key: and skill files that failed to load)."""
-        return await self._send(routes.skills())
-
-    skill = over_http_async(skill_ops.skill)
-    skill_history = over_http_async(skill_ops.skill_history)
-    rollback_skill = over_http_async(skill_ops.rollback_skill)
-    promote_skill = over_http_async(skill_ops.promote_skill)
-    optimise_skill = over_http_async(skill_ops.optimise_skill)
-    delete_skill = over_http_async(skill_ops.delete_skill)
-
-    async def apply_skill(self, spec: SkillSpec | Mapping[str, Any]) -> SkillApplied:
-        """Register a skill version and make it current (admin keys)."""
-        return await self._send(routes.apply_skill(spec))
-
-    async def apply_skill_file(self, text: str, *, kind: str = "yaml") -> SkillApplied:
-        """Register a skill from its file's text, ``kind`` 'yaml' or 'markdown' (admin keys).
-
-        Raises:
-            InvalidInput: the file is not a valid skill (each problem with its line).
-        """
-        return await self._send(routes.apply_skill_file(text, kind))
-
-    async def lessons(self, name: str) -> list[MemoryHit]:
-        """What reflection learned from the tenant's jobs of the skill, newest first."""
-        return await self._send(routes.lessons(name))
-
-    async def delete_lesson(self, name: str, lesson_id: str) -> None:
-        """Forget one lesson of the tenant's."""
-        await self._send(routes.delete_lesson(name, lesson_id))
-
-    # --- evals and experiments -------------------------------------------------------------
-
-    start_eval = over_http_async(eval_ops.start_eval)
-    evals = over_http_async(eval_ops.evals)
-    eval_run = over_http_async(eval_ops.eval_run)
-    compare_evals = over_http_async(eval_ops.compare_evals)
-
-    start_experiment = over_http_async(experiment_ops.start_experiment)
-    experiments = over_http_async(experiment_ops.experiments)
-    experiment = over_http_async(experiment_ops.experiment)
-    stop_experiment = over_http_async(experiment_ops.stop_experiment)
-
-    # --- knowledge bases -------------------------------------------------------------------
-
-    knowledge_bases = over_http_async(knowledge_ops.knowledge_bases)
-    ingest = over_http_async(knowledge_ops.ingest)
-    documents = over_http_async(knowledge_ops.documents)
-    delete_document = over_http_async(knowledge_ops.delete_document)
-    search = over_http_async(knowledge_ops.search)
-    drop_knowledge_base = over_http_async(knowledge_ops.drop_knowledge_base)
-
-    # --- sessions --------------------------------------------------------------------------
-
-    async def create_session(
-        self,
-        session_id: str | None = None,
-        *,
-        title: str = "",
-        history_tokens: int | None = None,
-    ) -> SessionInfo:
-        """Start a session (or go on with the tenant's one of that id)."""
-        return await self._send(routes.create_session(session_id, title, history_tokens))
-
-    async def sessions(self, limit: int = 100) -> list[SessionInfo]:
-        """The tenant's sessions, the most recently used first."""
-        return await self._send(routes.sessions(limit))
-
-    async def session(self, session_id: str) -> SessionInfo:
-        """A session with its turns."""
-        return await self._send(routes.session(session_id))
-
-    async def delete_session(self, session_id: str) -> None:
-        """Forget a session (its jobs stay)."""
-        await self._send(routes.delete_session(session_id))

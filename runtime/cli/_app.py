@@ -19,19 +19,17 @@ from typing import TYPE_CHECKING, Annotated, Any, Final
 import typer
 
 from raytroupe.runtime.cli import _remote
+from raytroupe.runtime.cli._approvals import approvals, approve, reject
 from raytroupe.runtime.cli._evals import evals_app, evaluate
 from raytroupe.runtime.cli._experiments import experiments_app
 from raytroupe.runtime.cli._graphs import checkpoints, fork, interrupts, resume
 from raytroupe.runtime.cli._jobs import (
     agents,
-    approvals,
-    approve,
     cancel,
     dead_letters,
     events,
     feedback,
     jobs,
-    reject,
     result,
     run,
     usage_command,

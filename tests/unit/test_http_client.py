@@ -42,7 +42,7 @@ from raytroupe.runtime.http_calls import (
     event_of,
     segment,
 )
-from raytroupe.runtime.http_client import RECONNECTS
+from raytroupe.runtime.http_follow import RECONNECTS
 
 KEY = "rt-unit-key"
 

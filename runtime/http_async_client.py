@@ -1,0 +1,410 @@
+"""The asynchronous HTTP client: :class:`AsyncClient`, the blocking client's methods as coroutines.
+
+:class:`~raytroupe.runtime.http_client.Client` is the blocking one.
+
+```python
+async with raytroupe.AsyncClient("http://127.0.0.1:8000", key="rt-...") as api:
+    job = await api.submit("Summarize: ...", team="research")
+    async for event in api.events(job.id):
+        print(event.type)
+```
+
+It raises what the blocking client raises. This module imports httpx, pydantic and the
+protocols: no Ray, no server code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from types import TracebackType
+from typing import Any, Literal, Self, TypeVar, overload
+
+import httpx
+from httpx_sse import EventSource
+
+from raytroupe.protocols import (
+    AgentInfo,
+    AgentSpec,
+    InvalidInput,
+    JobEvent,
+    JobResult,
+    JobStatus,
+    JobSummary,
+    MemoryHit,
+    TeamSpec,
+    UsageRow,
+)
+from raytroupe.protocols.http import (
+    DailyUsage,
+    DeadLetterView,
+    Health,
+    JobAccepted,
+    JobView,
+    Readiness,
+    SkillApplied,
+    SkillListing,
+)
+from raytroupe.protocols.sessions import SessionInfo
+from raytroupe.protocols.skill import SkillSpec
+from raytroupe.runtime import http_routes as routes
+from raytroupe.runtime.http_calls import Call, base_url, checked_key, event_of
+from raytroupe.runtime.http_follow import (
+    Follow,
+    checked_timeout,
+    headers_for,
+    op_timeout,
+    opened,
+    outcome,
+    unreachable,
+)
+from raytroupe.runtime.http_routes import TeamLike
+from raytroupe.runtime.operations import evals as eval_ops
+from raytroupe.runtime.operations import experiments as experiment_ops
+from raytroupe.runtime.operations import job_reads as read_ops
+from raytroupe.runtime.operations import jobs as job_ops
+from raytroupe.runtime.operations import knowledge as knowledge_ops
+from raytroupe.runtime.operations import over_http_async
+from raytroupe.runtime.operations import policies as policy_ops
+from raytroupe.runtime.operations import skills as skill_ops
+from raytroupe.runtime.operations import teams as team_ops
+from raytroupe.runtime.operations.job_reads import JobsShown
+
+__all__ = ["AsyncClient"]
+
+T = TypeVar("T")
+
+
+class AsyncClient:
+    """The HTTP API of raytroupe, as an asyncio client: :class:`Client`'s methods, awaited.
+
+    ``transport`` is httpx's async transport. :meth:`events` is an async iterator.
+
+    Raises:
+        InvalidInput: as :class:`Client`.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        key: str | None = None,
+        *,
+        timeout: float = 30.0,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = base_url(url)
+        self.timeout = checked_timeout(timeout)
+        self._http = httpx.AsyncClient(
+            base_url=self.url,
+            headers=headers_for(checked_key(key)),
+            timeout=self.timeout,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def __repr__(self) -> str:
+        return f"AsyncClient({str(self.url)!r})"
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        """Close the connections."""
+        await self._http.aclose()
+
+    async def _send(self, call: Call[T], timeout: httpx.Timeout | None = None) -> T:
+        request = call.request(self._http, timeout)
+        try:
+            response = await self._http.send(request)
+        except httpx.HTTPError as e:
+            raise unreachable(request.url, e) from e
+        return call.answer(response)
+
+    async def _send_op(self, call: Call[T], long_running: bool) -> T:
+        return await self._send(call, op_timeout(self.timeout, long_running=long_running))
+
+    @asynccontextmanager
+    async def _stream(
+        self, call: Call[None], timeout: httpx.Timeout
+    ) -> AsyncIterator[httpx.Response]:
+        request = call.request(self._http, timeout)
+        try:
+            response = await self._http.send(request, stream=True)
+        except httpx.HTTPError as e:
+            raise unreachable(request.url, e) from e
+        try:
+            if response.status_code >= 300:  # noqa: PLR2004
+                await response.aread()
+            opened(call, response)
+            yield response
+        finally:
+            await response.aclose()
+
+    async def result(self, job_id: str, *, timeout: float | None = None) -> JobResult:
+        """Wait for the job's end (following its events) and return its result.
+
+        Raises:
+            JobTimeout: it did not end within ``timeout`` seconds (it keeps running).
+            JobFailed: it ended without an answer; ``detail['result']`` has what ran.
+            JobCancelled: it was cancelled; ``detail['result']`` has what ran.
+        """
+        view = await self.job(job_id)
+        if view.result is None:
+            async for _ in self.events(job_id, timeout=timeout):
+                pass
+            view = await self.job(job_id)
+        return outcome(view)
+
+    async def events(
+        self,
+        job_id: str,
+        *,
+        after: int = 0,
+        follow: bool = True,
+        timeout: float | None = None,
+    ) -> AsyncIterator[JobEvent]:
+        """The job's events after ``after``, in order, live, until its last one.
+
+        ``follow=False``: the events it has so far, then the iterator ends.
+
+        A stream that breaks is picked up again where it stopped (none twice, none lost).
+
+        Raises:
+            JobNotFound: no such job for this key.
+            JobTimeout: ``timeout`` seconds passed before the job's last event.
+            Unreachable: the stream kept breaking.
+        """
+        place = Follow(job_id, after, timeout, follow=follow)
+        while True:
+            call = place.call()
+            broken: httpx.HTTPError | None = None
+            async with self._stream(call, place.read_timeout(self.timeout)) as response:
+                try:
+                    async for sse in EventSource(response).aiter_sse():
+                        event = event_of(sse)
+                        if event is None:
+                            continue
+                        place.seen(event)
+                        yield event
+                        if event.terminal:
+                            return
+                except httpx.HTTPError as e:
+                    broken = e
+            if not place.broke(response.request.url, broken):
+                return
+
+    # --- jobs ------------------------------------------------------------------------------
+
+    async def submit(
+        self,
+        task: str,
+        *,
+        team: TeamLike | str | None = None,
+        skill: str | None = None,
+        **fields: Any,
+    ) -> JobAccepted:
+        """Start a job; answers at once (follow it with :meth:`events` or :meth:`result`).
+
+        ``team`` is a registered team's name, a :class:`TeamSpec` or its mapping; neither it
+        nor ``skill`` routes the job among what the key may run. ``fields`` are the other
+        fields of :class:`~raytroupe.protocols.http.JobRequest` (``input``, ``attachments``,
+        ``budget``, ``session_id``).
+
+        Raises:
+            InvalidRequest: the request does not match the API's schema.
+            Forbidden: the tenant's policy refuses a field (``detail['field']``).
+            TeamNotFound, SkillNotFound: no such team or skill for this key.
+        """
+        return await self._send(routes.submit(task, team, skill, fields))
+
+    async def job(self, job_id: str) -> JobView:
+        """Where the job is, and its result once it has one (``JobNotFound``: not the key's)."""
+        return await self._send(routes.job(job_id))
+
+    async def statuses(self) -> dict[str, JobStatus]:
+        """Every job of the key's tenant and its status, oldest first."""
+        return await self._send(routes.statuses())
+
+    async def jobs(
+        self,
+        status: JobsShown | None = None,
+        q: str | None = None,
+        before: float | None = None,
+        limit: int = 100,
+    ) -> list[JobSummary]:
+        """The tenant's jobs, newest first: ``status`` (or 'live'), text ``q``, paging."""
+        return (await self.summaries(status, q, before, limit)).jobs
+
+    cancel = over_http_async(job_ops.cancel)
+    approvals = over_http_async(job_ops.approvals)
+    approve = over_http_async(job_ops.approve)
+    reject = over_http_async(job_ops.reject)
+    feedback = over_http_async(job_ops.feedback)
+    feedbacks = over_http_async(job_ops.feedbacks)
+    checkpoints = over_http_async(job_ops.checkpoints)
+    interrupts = over_http_async(job_ops.interrupts)
+    resume = over_http_async(job_ops.resume)
+    fork = over_http_async(job_ops.fork)
+    summaries = over_http_async(read_ops.summaries)
+    summary = over_http_async(read_ops.summary)
+    trace = over_http_async(read_ops.trace)
+    daily_usage = over_http_async(read_ops.daily_usage)
+    me = over_http_async(read_ops.me)
+
+    # --- teams, agents, policies -----------------------------------------------------------
+
+    teams = over_http_async(team_ops.teams)
+    team = over_http_async(team_ops.team)
+    delete_team = over_http_async(team_ops.delete_team)
+    agents = over_http_async(team_ops.agents)
+    delete_agent = over_http_async(team_ops.delete_agent)
+
+    async def create_team(self, spec: TeamLike) -> TeamSpec:
+        """Register a new team (``Conflict`` if the name is taken; admin keys)."""
+        return await self._send(routes.create_team(spec))
+
+    async def apply_team(self, spec: TeamLike) -> TeamSpec:
+        """Register a team, or hot-update the one of its name (admin keys)."""
+        return await self._send(routes.apply_team(spec))
+
+    async def create_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
+        """Add an agent to a registered team (admin keys)."""
+        return await self._send(routes.create_agent(team, agent))
+
+    async def put_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
+        """Add an agent, or reconfigure the one of its name in place (admin keys)."""
+        return await self._send(routes.put_agent(team, agent))
+
+    policy = over_http_async(policy_ops.policy)
+    policies = over_http_async(policy_ops.policies)
+    put_policy = over_http_async(policy_ops.put_policy)
+    delete_policy = over_http_async(policy_ops.delete_policy)
+
+    # --- operations ------------------------------------------------------------------------
+
+    @overload
+    async def usage(
+        self, job_id: str | None = None, *, daily: Literal[False] = False
+    ) -> list[UsageRow]: ...
+
+    @overload
+    async def usage(self, job_id: None = None, *, daily: Literal[True]) -> list[DailyUsage]: ...
+
+    async def usage(
+        self, job_id: str | None = None, *, daily: bool = False
+    ) -> list[UsageRow] | list[DailyUsage]:
+        """Model usage of the tenant's jobs (or one job's), by job, agent and model.
+
+        ``daily=True``: :meth:`daily_usage` (every job's, by tenant, day and model).
+        """
+        if daily:
+            if job_id is not None:
+                raise InvalidInput("daily usage totals every job: give no job_id", field="job_id")
+            return await self.daily_usage()
+        return await self._send(routes.usage(job_id))
+
+    async def dead_letters(self, limit: int = 100) -> list[DeadLetterView]:
+        """The router's newest dead letters, newest first (admin keys)."""
+        return await self._send(routes.dead_letters(limit))
+
+    async def models(self) -> list[str]:
+        """What the key may name as an OpenAI ``model``: teams, ``skill:<name>``, ``auto``."""
+        return await self._send(routes.models())
+
+    async def model(self, model_id: str) -> str:
+        """``model_id``, if the key may name it (``TeamNotFound`` otherwise)."""
+        return await self._send(routes.model(model_id))
+
+    async def health(self) -> Health:
+        """Liveness (no key needed)."""
+        return await self._send(routes.health())
+
+    async def ready(self) -> Readiness:
+        """Readiness of each system actor (no key needed); not ready is an answer too."""
+        return await self._send(routes.ready())
+
+    # --- skills ----------------------------------------------------------------------------
+
+    async def skills(self) -> SkillListing:
+        """Skills the key may run (an admin key: and skill files that failed to load)."""
+        return await self._send(routes.skills())
+
+    skill = over_http_async(skill_ops.skill)
+    skill_history = over_http_async(skill_ops.skill_history)
+    rollback_skill = over_http_async(skill_ops.rollback_skill)
+    promote_skill = over_http_async(skill_ops.promote_skill)
+    optimise_skill = over_http_async(skill_ops.optimise_skill)
+    delete_skill = over_http_async(skill_ops.delete_skill)
+
+    async def apply_skill(self, spec: SkillSpec | Mapping[str, Any]) -> SkillApplied:
+        """Register a skill version and make it current (admin keys)."""
+        return await self._send(routes.apply_skill(spec))
+
+    async def apply_skill_file(self, text: str, *, kind: str = "yaml") -> SkillApplied:
+        """Register a skill from its file's text, ``kind`` 'yaml' or 'markdown' (admin keys).
+
+        Raises:
+            InvalidInput: the file is not a valid skill (each problem with its line).
+        """
+        return await self._send(routes.apply_skill_file(text, kind))
+
+    async def lessons(self, name: str) -> list[MemoryHit]:
+        """What reflection learned from the tenant's jobs of the skill, newest first."""
+        return await self._send(routes.lessons(name))
+
+    async def delete_lesson(self, name: str, lesson_id: str) -> None:
+        """Forget one lesson of the tenant's."""
+        await self._send(routes.delete_lesson(name, lesson_id))
+
+    # --- evals and experiments -------------------------------------------------------------
+
+    start_eval = over_http_async(eval_ops.start_eval)
+    evals = over_http_async(eval_ops.evals)
+    eval_run = over_http_async(eval_ops.eval_run)
+    compare_evals = over_http_async(eval_ops.compare_evals)
+
+    start_experiment = over_http_async(experiment_ops.start_experiment)
+    experiments = over_http_async(experiment_ops.experiments)
+    experiment = over_http_async(experiment_ops.experiment)
+    stop_experiment = over_http_async(experiment_ops.stop_experiment)
+
+    # --- knowledge bases -------------------------------------------------------------------
+
+    knowledge_bases = over_http_async(knowledge_ops.knowledge_bases)
+    ingest = over_http_async(knowledge_ops.ingest)
+    documents = over_http_async(knowledge_ops.documents)
+    delete_document = over_http_async(knowledge_ops.delete_document)
+    search = over_http_async(knowledge_ops.search)
+    drop_knowledge_base = over_http_async(knowledge_ops.drop_knowledge_base)
+
+    # --- sessions --------------------------------------------------------------------------
+
+    async def create_session(
+        self,
+        session_id: str | None = None,
+        *,
+        title: str = "",
+        history_tokens: int | None = None,
+    ) -> SessionInfo:
+        """Start a session (or go on with the tenant's one of that id)."""
+        return await self._send(routes.create_session(session_id, title, history_tokens))
+
+    async def sessions(self, limit: int = 100) -> list[SessionInfo]:
+        """The tenant's sessions, the most recently used first."""
+        return await self._send(routes.sessions(limit))
+
+    async def session(self, session_id: str) -> SessionInfo:
+        """A session with its turns."""
+        return await self._send(routes.session(session_id))
+
+    async def delete_session(self, session_id: str) -> None:
+        """Forget a session (its jobs stay)."""
+        await self._send(routes.delete_session(session_id))
