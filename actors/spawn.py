@@ -21,6 +21,13 @@ from ray.exceptions import RayActorError, RayTaskError
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from raytroupe.actors.agent import AgentActor
+from raytroupe.actors.control_handles import (
+    DESK,
+    OrchestratorShards,
+    RayDesk,
+    RayShards,
+    orchestrator_shard_name,
+)
 from raytroupe.actors.desk import FrontDesk
 from raytroupe.actors.lifecycle import with_lifecycle
 from raytroupe.actors.llm import LLMAdapterPool
@@ -29,16 +36,11 @@ from raytroupe.actors.llm.local.ray_servers import RayLocalServers
 from raytroupe.actors.memory.config import MemoryConfig
 from raytroupe.actors.orchestrator import Orchestrator
 from raytroupe.actors.ray_handles import (
-    DESK,
     NAMESPACE,
     GcsRestartStore,
-    OrchestratorShards,
-    RayDesk,
     RayPoolPeers,
-    RayShards,
     RouterShards,
     discover_troupe,
-    orchestrator_shard_name,
     ray_mailbox,
     restarted_actor,
     router_shard_name,

@@ -129,14 +129,14 @@ def skill_routes(client: SystemClient) -> APIRouter:
     async def list_skill_lessons(name: str, who: Caller) -> list[MemoryHit]:
         """What reflection learned from the caller's tenant's jobs of the skill, newest first."""
         await client.skill(name, tenant=None if who.admin else who.tenant)  # 404 if not its
-        return await client.lessons(name, tenant=who.tenant)
+        return await client.memory.lessons(name, tenant=who.tenant)
 
     @routes.delete("/{name}/lessons/{lesson_id}", status_code=204)
     async def delete_skill_lesson(
         name: str, lesson_id: Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")], who: Caller
     ) -> Response:
         """Forget one lesson (of the caller's tenant) so that no later job recalls it."""
-        if not await client.delete_lesson(name, lesson_id, tenant=who.tenant):
+        if not await client.memory.delete_lesson(name, lesson_id, tenant=who.tenant):
             raise JobNotFound(f"skill {name!r} has no lesson {lesson_id!r}", lesson=lesson_id)
         return Response(status_code=204)
 

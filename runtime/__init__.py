@@ -78,7 +78,8 @@ if TYPE_CHECKING:
     )
     from raytroupe.protocols.intent import IntentChoice, IntentConfig, IntentRule
     from raytroupe.runtime.config import Team
-    from raytroupe.runtime.driver import Runtime, connect
+    from raytroupe.runtime.connecting import connect
+    from raytroupe.runtime.driver import Runtime
     from raytroupe.runtime.handle import JobHandle
     from raytroupe.runtime.http_client import AsyncClient, Client
     from raytroupe.runtime.logging import configure_logging
@@ -236,7 +237,7 @@ _HOMES = {
     "tool": "raytroupe.runtime.tools",
     "ToolsConfig": "raytroupe.actors.tools.config",
     "configure_logging": "raytroupe.runtime.logging",
-    "connect": "raytroupe.runtime.driver",
+    "connect": "raytroupe.runtime.connecting",
 }
 
 

@@ -1,11 +1,13 @@
 """The control plane: one typed, async client of the system actors.
 
-Drivers (through the blocking :class:`~raytroupe.runtime.driver.Runtime`), the HTTP application and
-the command line all reach the orchestrator, router, LLM pool and memory store through
-:class:`SystemClient`. It is the one place where a Ray failure becomes a raytroupe error: a
-``TroupeError`` raised in an actor comes back as itself, a dead or restarting actor as
-``RecipientUnavailable`` (retryable), a call that takes too long as ``TimeoutError``. Work itself
-travels as ``AgentMessage`` envelopes through the router (the data plane).
+Drivers (through the blocking :class:`~raytroupe.runtime.driver.Runtime`), the HTTP
+application and the command line all reach the front desk, the job shards, the router, the
+LLM pool and the memory store through :class:`SystemClient` (the memory store through its
+``memory``, a :class:`~raytroupe.runtime.memory_client.MemoryClient`). Every call is awaited
+by :func:`~raytroupe.runtime.ray_calls.call`, where a Ray failure becomes a raytroupe error:
+a ``TroupeError`` raised in an actor comes back as itself, a dead or restarting actor as
+``RecipientUnavailable`` (retryable). Work itself travels as ``AgentMessage`` envelopes
+through the router (the data plane).
 """
 
 from __future__ import annotations
@@ -23,7 +25,6 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 from raytroupe.actors.desk.catalog import with_load
 from raytroupe.actors.llm.config import LLMConfig
 from raytroupe.actors.memory.config import MemoryConfig
-from raytroupe.actors.ray_handles import unwrap
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.spawn import SystemHandles, spawn_system
 from raytroupe.actors.system_config import OTEL_FLAG_DEPRECATED, SystemConfig
@@ -42,12 +43,7 @@ from raytroupe.protocols import (
     JobsQuery,
     JobStatus,
     JobSummary,
-    MemoryHit,
-    MemoryHits,
-    MemoryQuery,
-    MemoryWrite,
     ModelSpec,
-    RecipientUnavailable,
     RouterStats,
     SkillEvent,
     SkillInfo,
@@ -59,18 +55,12 @@ from raytroupe.protocols import (
     TenantPolicy,
     UsageRow,
 )
-from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
-from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, Interrupted
 from raytroupe.protocols.intent import IntentConfig
-from raytroupe.protocols.knowledge import (
-    DocumentInfo,
-    IngestReport,
-    KnowledgeBaseInfo,
-    KnowledgeDocument,
-    Passages,
-)
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
+from raytroupe.runtime.evolution_client import EvolutionClient
+from raytroupe.runtime.memory_client import MemoryClient
+from raytroupe.runtime.ray_calls import call
 
 __all__ = ["SystemClient"]
 
@@ -92,7 +82,10 @@ class SystemClient:
         self._desk: Any = handles.desk
         self._routers = handles.routers
         self._llm = handles.llm
-        self._memory = handles.memory
+        self.memory = MemoryClient(handles.memory)
+        """Long-term memories, knowledge bases and skills' lessons: the memory store's calls."""
+        self.evolution = EvolutionClient(handles.desk)
+        """Eval runs, experiments, a skill's optimisation and promotion: the desk's calls."""
 
     @classmethod
     def start(
@@ -203,7 +196,7 @@ class SystemClient:
             stream_answer=stream_answer,
             traceparent=current_traceparent() or checked_traceparent(traceparent),
         )
-        result: str = await _call(ref)
+        result: str = await call(ref)
         return result
 
     async def create_session(
@@ -218,28 +211,28 @@ class SystemClient:
         ref = self._desk.create_session.remote(
             tenant, session_id, title=title, history_tokens=history_tokens
         )
-        result: SessionInfo = await _call(ref)
+        result: SessionInfo = await call(ref)
         return result
 
     async def session(self, session_id: str, *, tenant: str) -> SessionInfo:
         """The tenant's session, with its turns."""
-        result: SessionInfo = await _call(self._desk.session.remote(session_id, tenant=tenant))
+        result: SessionInfo = await call(self._desk.session.remote(session_id, tenant=tenant))
         return result
 
     async def sessions(self, *, tenant: str, limit: int = 100) -> list[SessionInfo]:
         """The tenant's sessions, the most recently used first."""
-        result: list[SessionInfo] = await _call(
+        result: list[SessionInfo] = await call(
             self._desk.sessions.remote(tenant=tenant, limit=limit)
         )
         return result
 
     async def delete_session(self, session_id: str, *, tenant: str) -> None:
         """Forget the tenant's session (its jobs stay)."""
-        await _call(self._desk.delete_session.remote(session_id, tenant=tenant))
+        await call(self._desk.delete_session.remote(session_id, tenant=tenant))
 
     async def status(self, job_id: str, *, tenant: str | None = None) -> JobStatus:
         """Where the job is."""
-        status: JobStatus = await _call(
+        status: JobStatus = await call(
             self._orchestrators.of(job_id).status.remote(job_id, tenant=tenant)
         )
         return status
@@ -249,7 +242,7 @@ class SystemClient:
     ) -> JobResult | None:
         """The job's result once it has one, or None after ``timeout`` seconds."""
         ref = self._orchestrators.of(job_id).wait.remote(job_id, timeout, tenant=tenant)
-        result: JobResult | None = await _call(ref)
+        result: JobResult | None = await call(ref)
         return result
 
     async def events(
@@ -257,7 +250,7 @@ class SystemClient:
     ) -> list[JobEvent]:
         """Events with ``seq > after``, waiting up to ``timeout`` for the first one."""
         ref = self._orchestrators.of(job_id).events.remote(job_id, after, timeout, tenant=tenant)
-        result: list[JobEvent] = await _call(ref)
+        result: list[JobEvent] = await call(ref)
         return result
 
     async def feedback(
@@ -268,18 +261,18 @@ class SystemClient:
         ref = self._orchestrators.of(job_id).feedback.remote(
             job_id, score, comment, by=by, tenant=tenant
         )
-        result: Feedback = await _call(ref)
+        result: Feedback = await call(ref)
         return result
 
     async def feedbacks(self, job_id: str, *, tenant: str | None = None) -> list[Feedback]:
         """People's verdicts on a job, oldest first."""
         ref = self._orchestrators.of(job_id).feedbacks.remote(job_id, tenant=tenant)
-        result: list[Feedback] = await _call(ref)
+        result: list[Feedback] = await call(ref)
         return result
 
     async def cancel(self, job_id: str, *, tenant: str | None = None) -> bool:
         """Cancel the job; False if it had finished."""
-        result: bool = await _call(
+        result: bool = await call(
             self._orchestrators.of(job_id).cancel.remote(job_id, tenant=tenant)
         )
         return result
@@ -287,7 +280,7 @@ class SystemClient:
     async def approvals(self, job_id: str, *, tenant: str | None = None) -> list[ApprovalRequest]:
         """The job's tool calls waiting for a human."""
         ref = self._orchestrators.of(job_id).approvals.remote(job_id, tenant=tenant)
-        result: list[ApprovalRequest] = await _call(ref)
+        result: list[ApprovalRequest] = await call(ref)
         return result
 
     async def decide(
@@ -303,13 +296,13 @@ class SystemClient:
         ref = self._orchestrators.of(job_id).decide.remote(
             job_id, approval_id, approved=approved, reason=reason, tenant=tenant
         )
-        result: bool = await _call(ref)
+        result: bool = await call(ref)
         return result
 
     async def checkpoints(self, job_id: str, *, tenant: str | None = None) -> list[GraphCheckpoint]:
         """A graph job's checkpoints, by subgraph then superstep (none: not a graph job)."""
         ref = self._orchestrators.of(job_id).checkpoints.remote(job_id, tenant=tenant)
-        result: list[GraphCheckpoint] = await _call(ref)
+        result: list[GraphCheckpoint] = await call(ref)
         return result
 
     async def resume(
@@ -325,7 +318,7 @@ class SystemClient:
         ref = self._orchestrators.of(job_id).resume.remote(
             job_id, value=value, state=state, interrupt=interrupt, tenant=tenant
         )
-        result: GraphInterrupt = await _call(ref)
+        result: GraphInterrupt = await call(ref)
         return result
 
     async def fork(
@@ -345,12 +338,12 @@ class SystemClient:
         ref = self._orchestrators.of(job_id).fork.remote(
             job_id, step, state=state, tenant=tenant, admin=admin
         )
-        result: str = await _call(ref)
+        result: str = await call(ref)
         return result
 
     async def jobs(self, *, tenant: str | None = None) -> dict[str, JobStatus]:
         """Known jobs (of ``tenant``, when given) and their status, oldest first (every shard's)."""
-        each: list[list[tuple[float, str, JobStatus]]] = await _call(
+        each: list[list[tuple[float, str, JobStatus]]] = await call(
             asyncio.gather(*(o.listed.remote(tenant=tenant) for o in self._orchestrators.handles))
         )
         return {job_id: status for _, job_id, status in heapq.merge(*each)}
@@ -361,7 +354,7 @@ class SystemClient:
         """Jobs newest first (of ``tenant``), each with its live status (see ``JobsQuery``)."""
         query = query or JobsQuery()
         kept, live = await asyncio.gather(
-            _call(self._desk.summaries.remote(tenant, query)), self.jobs(tenant=tenant)
+            call(self._desk.summaries.remote(tenant, query)), self.jobs(tenant=tenant)
         )
         lines: list[JobSummary] = []
         for line in kept:
@@ -379,20 +372,20 @@ class SystemClient:
     async def summary(self, job_id: str, *, tenant: str | None = None) -> JobSummary:
         """One job's jobs-list line, with its live status."""
         ref = self._orchestrators.of(job_id).summary.remote(job_id, tenant=tenant)
-        result: JobSummary = await _call(ref)
+        result: JobSummary = await call(ref)
         return result
 
     async def trace(self, job_id: str, *, tenant: str | None = None) -> tuple[Span, ...]:
         """The job's trace so far, the root first (it ends now while the job runs)."""
         ref = self._orchestrators.of(job_id).trace.remote(job_id, tenant=tenant)
-        result: tuple[Span, ...] = await _call(ref)
+        result: tuple[Span, ...] = await call(ref)
         return result
 
     async def waiting(
         self, *, tenant: str | None = None
     ) -> tuple[list[tuple[str, ApprovalRequest]], list[Interrupted]]:
         """What jobs (of ``tenant``) wait for, every shard's: held tool calls, graph inputs."""
-        each = await _call(
+        each = await call(
             asyncio.gather(*(o.waiting.remote(tenant=tenant) for o in self._orchestrators.handles))
         )
         return [a for calls, _ in each for a in calls], [i for _, waits in each for i in waits]
@@ -401,12 +394,12 @@ class SystemClient:
 
     async def teams(self) -> dict[str, TeamSpec]:
         """Registered teams, by name."""
-        result: dict[str, TeamSpec] = await _call(self._desk.teams.remote())
+        result: dict[str, TeamSpec] = await call(self._desk.teams.remote())
         return result
 
     async def team(self, name: str) -> TeamSpec:
         """One registered team (``TeamNotFound`` if none)."""
-        result: TeamSpec = await _call(self._desk.team.remote(name))
+        result: TeamSpec = await call(self._desk.team.remote(name))
         return result
 
     async def ship(self, functions: Sequence[tuple[str, str, bytes]]) -> None:
@@ -417,108 +410,22 @@ class SystemClient:
         """
         if functions:
             sandboxes = self.handles.sandboxes
-            await asyncio.gather(*(_call(s.put_functions.remote(list(functions)))
+            await asyncio.gather(*(call(s.put_functions.remote(list(functions)))
                                    for s in sandboxes))  # fmt: skip
 
     async def put_team(self, team: TeamSpec, *, create: bool = False) -> bool:
         """Register or hot-update a team; True if new."""
-        result: bool = await _call(self._desk.put_team.remote(team, create=create))
+        result: bool = await call(self._desk.put_team.remote(team, create=create))
         return result
 
     async def delete_team(self, name: str) -> TeamSpec:
         """Unregister a team and stop its agents; what it was."""
-        result: TeamSpec = await _call(self._desk.delete_team.remote(name))
-        return result
-
-    async def start_eval(
-        self,
-        suite: EvalSuite,
-        *,
-        skill: str | None = None,
-        team: str | None = None,
-        tenant: str = "default",
-        admin: bool = True,
-        concurrency: int = 4,
-        budget: Budget | None = None,
-    ) -> str:
-        """Start running an eval suite on the cluster; the run's id."""
-        ref = self._desk.start_eval.remote(
-            suite, skill=skill, team=team, tenant=tenant, admin=admin,
-            concurrency=concurrency, budget=budget,
-        )  # fmt: skip
-        result: str = await _call(ref)
-        return result
-
-    async def eval_run(
-        self, run_id: str, timeout: float | None = 0.0, *, tenant: str | None = None
-    ) -> EvalRun:
-        """An eval run as it stands (with ``timeout``: once finished, or after that long)."""
-        ref = self._desk.eval_run.remote(run_id, timeout, tenant=tenant)
-        result: EvalRun = await _call(ref)
-        return result
-
-    async def eval_runs(self, *, tenant: str | None = None) -> list[EvalRun]:
-        """Eval runs (of ``tenant``, or all), oldest first, without their cases."""
-        result: list[EvalRun] = await _call(self._desk.eval_runs.remote(tenant=tenant))
-        return result
-
-    async def compare_evals(
-        self, base: str, other: str, *, tenant: str | None = None
-    ) -> EvalComparison:
-        """Two runs of one suite compared case by case."""
-        ref = self._desk.compare_evals.remote(base, other, tenant=tenant)
-        result: EvalComparison = await _call(ref)
-        return result
-
-    async def optimise_skill(
-        self,
-        name: str,
-        suite: EvalSuite,
-        *,
-        variants: int = 3,
-        model: str = "default",
-        concurrency: int = 4,
-        budget: Budget | None = None,
-        promote: bool = False,
-    ) -> OptimisationReport:
-        """Propose better prompts for a skill and prove them on a suite (waits for it)."""
-        ref = self._desk.optimise_skill.remote(
-            name, suite, variants=variants, model=model, concurrency=concurrency,
-            budget=budget, promote=promote,
-        )  # fmt: skip
-        result: OptimisationReport = await _call(ref)
-        return result
-
-    async def start_experiment(self, spec: ExperimentSpec) -> ExperimentInfo:
-        """Start an A/B experiment on a skill's live traffic."""
-        result: ExperimentInfo = await _call(self._desk.start_experiment.remote(spec))
-        return result
-
-    async def experiment(self, name: str) -> ExperimentInfo:
-        """An experiment with each arm's figures (and the decision, once made)."""
-        result: ExperimentInfo = await _call(self._desk.experiment.remote(name))
-        return result
-
-    async def experiments(self) -> list[ExperimentInfo]:
-        """Every experiment, oldest first."""
-        result: list[ExperimentInfo] = await _call(self._desk.experiments.remote())
-        return result
-
-    async def stop_experiment(self, name: str, *, by: str = "api") -> ExperimentInfo:
-        """End a running experiment without a verdict."""
-        ref = self._desk.stop_experiment.remote(name, by=by)
-        result: ExperimentInfo = await _call(ref)
-        return result
-
-    async def promote_skill(self, name: str, version: str, *, source: str = "api") -> SkillSpec:
-        """Make a registered version (a proposal) of a skill the current one."""
-        ref = self._desk.promote_skill.remote(name, version, source=source)
-        result: SkillSpec = await _call(ref)
+        result: TeamSpec = await call(self._desk.delete_team.remote(name))
         return result
 
     async def skills(self, *, tenant: str | None = None) -> list[SkillInfo]:
         """Registered skills (for ``tenant``: those its policy lets it run)."""
-        result: list[SkillInfo] = await _call(self._desk.skills.remote(tenant=tenant))
+        result: list[SkillInfo] = await call(self._desk.skills.remote(tenant=tenant))
         return result
 
     async def skill(
@@ -526,22 +433,22 @@ class SystemClient:
     ) -> SkillSpec:
         """A skill's current version (or ``version`` of it)."""
         ref = self._desk.skill.remote(name, version, tenant=tenant)
-        result: SkillSpec = await _call(ref)
+        result: SkillSpec = await call(ref)
         return result
 
     async def skill_history(self, name: str | None = None) -> list[SkillEvent]:
         """What happened to skills (one, or all), oldest first."""
-        result: list[SkillEvent] = await _call(self._desk.skill_history.remote(name))
+        result: list[SkillEvent] = await call(self._desk.skill_history.remote(name))
         return result
 
     async def skill_problems(self) -> list[SkillProblemInfo]:
         """Skill files of the watched directory that could not be loaded."""
-        result: list[SkillProblemInfo] = await _call(self._desk.skill_problems.remote())
+        result: list[SkillProblemInfo] = await call(self._desk.skill_problems.remote())
         return result
 
     async def put_skill(self, spec: SkillSpec, *, source: str = "api") -> bool:
         """Register a skill version and make it current; True if the version is new."""
-        result: bool = await _call(self._desk.put_skill.remote(spec, source=source))
+        result: bool = await call(self._desk.put_skill.remote(spec, source=source))
         return result
 
     async def rollback_skill(
@@ -549,134 +456,73 @@ class SystemClient:
     ) -> SkillSpec:
         """Make an earlier version current (default: the one before); that version."""
         ref = self._desk.rollback_skill.remote(name, version, source=source)
-        result: SkillSpec = await _call(ref)
+        result: SkillSpec = await call(ref)
         return result
 
     async def delete_skill(self, name: str, *, source: str = "api") -> SkillInfo:
         """Unregister a skill and every version of it; what it was."""
-        result: SkillInfo = await _call(self._desk.delete_skill.remote(name, source=source))
+        result: SkillInfo = await call(self._desk.delete_skill.remote(name, source=source))
         return result
 
     async def agents(self) -> list[AgentInfo]:
         """Agents of registered teams, with the envelopes each is handling now."""
-        agents: list[AgentInfo] = await _call(self._desk.agents.remote())
+        agents: list[AgentInfo] = await call(self._desk.agents.remote())
         stats = await self.router_stats()
         return with_load(agents, stats.in_flight, stats.registered)
 
     async def put_agent(self, team: str, agent: AgentSpec, *, create: bool = False) -> bool:
         """Add an agent to a registered team, or update it in place; True if new."""
         ref = self._desk.put_agent.remote(team, agent, create=create)
-        result: bool = await _call(ref)
+        result: bool = await call(ref)
         return result
 
     async def delete_agent(self, name: str) -> AgentInfo:
         """Remove an agent from its team and stop it; what it was."""
-        result: AgentInfo = await _call(self._desk.delete_agent.remote(name))
+        result: AgentInfo = await call(self._desk.delete_agent.remote(name))
         return result
 
     # -- tenants ---------------------------------------------------------------------------
 
     async def policy(self, tenant: str) -> TenantPolicy:
         """The policy that binds ``tenant``."""
-        result: TenantPolicy = await _call(self._desk.policy.remote(tenant))
+        result: TenantPolicy = await call(self._desk.policy.remote(tenant))
         return result
 
     async def policies(self) -> dict[str, TenantPolicy]:
         """Every tenant policy set (``*``: the default)."""
-        result: dict[str, TenantPolicy] = await _call(self._desk.policies.remote())
+        result: dict[str, TenantPolicy] = await call(self._desk.policies.remote())
         return result
 
     async def put_policy(self, tenant: str, policy: TenantPolicy | None) -> None:
         """Set (None: drop) a tenant's policy."""
-        await _call(self._desk.put_policy.remote(tenant, policy))
+        await call(self._desk.put_policy.remote(tenant, policy))
 
     # -- models, router, memory -------------------------------------------------------------
 
     async def usage(self, job_id: str | None = None) -> list[UsageRow]:
         """Model usage by job, agent and model (one job's when ``job_id`` is given)."""
-        result: list[UsageRow] = await _call(self._llm.usage.remote(job_id))
+        result: list[UsageRow] = await call(self._llm.usage.remote(job_id))
         return result
 
     async def spent(self, account: str) -> Spend:
         """What a budget account (``job:<id>``, ``tenant:<name>``) has spent."""
-        result: Spend = await _call(self._llm.spent.remote(account))
+        result: Spend = await call(self._llm.spent.remote(account))
         return result
 
     async def models(self) -> dict[str, ModelSpec]:
         """The pool's aliases and what they stand for."""
-        result: dict[str, ModelSpec] = await _call(self._llm.models.remote())
+        result: dict[str, ModelSpec] = await call(self._llm.models.remote())
         return result
 
     async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """The router's newest dead letters, oldest first."""
-        result: list[DeadLetter] = await _call(self._routers.dead_letters(limit))
+        result: list[DeadLetter] = await call(self._routers.dead_letters(limit))
         return result
 
     async def router_stats(self) -> RouterStats:
         """The router's counters (its shards' added up) and registry."""
-        parts: list[RouterStats] = await _call(self._routers.stats())
+        parts: list[RouterStats] = await call(self._routers.stats())
         return RouterStats.combined(parts)
-
-    async def remember(self, tenant: str, memory: MemoryWrite) -> str:
-        """Store a long-term memory of ``tenant``; its id."""
-        result: str = await _call(self._memory.write.remote(tenant, memory))
-        return result
-
-    async def recall(self, tenant: str, query: MemoryQuery) -> list[MemoryHit]:
-        """``tenant``'s memories most relevant to ``query``, best first."""
-        hits: MemoryHits = await _call(self._memory.query.remote(tenant, query))
-        return list(hits.hits)
-
-    async def ingest(
-        self, tenant: str, kb: str, documents: Sequence[KnowledgeDocument]
-    ) -> IngestReport:
-        """Add documents to ``tenant``'s knowledge base ``kb`` (made if new).
-
-        Each replaces the document of its source, if any (and is skipped if unchanged).
-        """
-        report: IngestReport = await _call(self._memory.ingest.remote(tenant, kb, list(documents)))
-        return report
-
-    async def knowledge_search(self, tenant: str, kb: str, query: str, k: int = 5) -> Passages:
-        """The passages of ``tenant``'s knowledge base ``kb`` closest to ``query``."""
-        found: Passages = await _call(self._memory.knowledge_search.remote(tenant, kb, query, k))
-        return found
-
-    async def knowledge_documents(self, tenant: str, kb: str) -> list[DocumentInfo]:
-        """The documents of ``tenant``'s knowledge base ``kb``."""
-        found: list[DocumentInfo] = await _call(self._memory.knowledge_documents.remote(tenant, kb))
-        return found
-
-    async def knowledge_delete(self, tenant: str, kb: str, source: str) -> int:
-        """Remove a document (its passages) from ``tenant``'s knowledge base; how many went."""
-        removed: int = await _call(self._memory.knowledge_delete.remote(tenant, kb, source))
-        return removed
-
-    async def knowledge_drop(self, tenant: str, kb: str) -> bool:
-        """Remove ``tenant``'s knowledge base ``kb`` and everything in it; whether it was."""
-        dropped: bool = await _call(self._memory.knowledge_drop.remote(tenant, kb))
-        return dropped
-
-    async def knowledge_bases(self, tenant: str) -> list[KnowledgeBaseInfo]:
-        """``tenant``'s knowledge bases."""
-        found: list[KnowledgeBaseInfo] = await _call(self._memory.knowledge_bases.remote(tenant))
-        return found
-
-    async def lessons(self, skill: str, *, tenant: str) -> list[MemoryHit]:
-        """The lessons reflection wrote for ``skill`` in ``tenant``'s memory, newest first."""
-        from raytroupe.actors.skills.reflect import lesson_tags  # noqa: PLC0415 - skills only
-
-        ref = self._memory.listed.remote(tenant, tags=lesson_tags(skill), limit=1000)
-        result: list[MemoryHit] = await _call(ref)
-        return result
-
-    async def delete_lesson(self, skill: str, lesson_id: str, *, tenant: str) -> bool:
-        """Delete one of ``skill``'s lessons in ``tenant``'s memory; False if there is none."""
-        from raytroupe.actors.skills.reflect import lesson_tags  # noqa: PLC0415 - skills only
-
-        ref = self._memory.delete.remote(tenant, ids=[lesson_id], tags=lesson_tags(skill))
-        deleted: int = await _call(ref)
-        return deleted > 0
 
     async def ready(self) -> dict[str, bool]:
         """Whether the router's shards, the front desk and job shards, and the LLM pool answer."""
@@ -690,21 +536,6 @@ class SystemClient:
         }
         answers = await asyncio.gather(*(_answers(refs) for refs in checks.values()))
         return dict(zip(checks, answers, strict=True))
-
-
-async def _call(ref: Any) -> Any:
-    """Await a remote call (each method above says what it returns).
-
-    Raises:
-        TroupeError: what the actor raised.
-        RecipientUnavailable: the actor died or is restarting (the caller may retry).
-    """
-    try:
-        return await ref
-    except RayTaskError as exc:
-        raise unwrap(exc) from None
-    except RayActorError as exc:
-        raise RecipientUnavailable(f"a system actor is unavailable: {exc}") from None
 
 
 def _alive_nodes() -> int:

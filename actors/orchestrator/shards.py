@@ -87,7 +87,7 @@ class TeamProvisioner(Protocol):
 
 
 class Desk(Protocol):
-    """The front desk, as a job shard reaches it (under Ray: ``ray_handles.RayDesk``)."""
+    """The front desk, as a job shard reaches it (under Ray: ``control_handles.RayDesk``)."""
 
     async def submit(
         self,

@@ -46,7 +46,7 @@ async def start_eval(
         SkillNotFound, TeamNotFound: the target is not registered (or not the caller's).
         Forbidden: the tenant's policy refuses a field of the suite.
     """
-    run_id = await at.system.start_eval(
+    run_id = await at.system.evolution.start_eval(
         given(EvalSuite, suite), skill=skill, team=team, tenant=at.tenant, admin=at.admin,
         concurrency=concurrency, budget=budget,
     )  # fmt: skip
@@ -56,13 +56,13 @@ async def start_eval(
 @operation("GET", "/v1/evals", cli="evals list")
 async def evals(at: At) -> list[EvalRun]:
     """The caller's tenant's eval runs (an admin's: every run), oldest first, without cases."""
-    return await at.system.eval_runs(tenant=at.scope)
+    return await at.system.evolution.eval_runs(tenant=at.scope)
 
 
 @operation("GET", "/v1/evals/compare", cli="evals compare")
 async def compare_evals(at: At, base: RunId, other: RunId) -> EvalComparison:
     """Two runs of one suite, case by case, with a paired sign-flip permutation test."""
-    return await at.system.compare_evals(base, other, tenant=at.scope)
+    return await at.system.evolution.compare_evals(base, other, tenant=at.scope)
 
 
 @operation("GET", "/v1/evals/{run_id}", cli="evals show")
@@ -74,4 +74,4 @@ async def eval_run(
     Raises:
         JobNotFound: no such run (or not the caller's tenant's).
     """
-    return await at.system.eval_run(run_id, wait, tenant=at.scope)
+    return await at.system.evolution.eval_run(run_id, wait, tenant=at.scope)

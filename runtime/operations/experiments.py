@@ -33,13 +33,13 @@ async def start_experiment(at: At, spec: ExperimentSpec | Mapping[str, Any]) -> 
         SkillNotFound: the skill or an arm's version is not registered.
         Conflict: the name is taken, or the skill has a running experiment.
     """
-    return await at.system.start_experiment(given(ExperimentSpec, spec))
+    return await at.system.evolution.start_experiment(given(ExperimentSpec, spec))
 
 
 @operation("GET", "/v1/experiments", cli="experiments list", admin=True)
 async def experiments(at: At) -> list[ExperimentInfo]:
     """Every experiment, oldest first, with each arm's figures."""
-    return await at.system.experiments()
+    return await at.system.evolution.experiments()
 
 
 @operation("GET", "/v1/experiments/{name}", cli="experiments show", admin=True)
@@ -49,10 +49,10 @@ async def experiment(at: At, name: Name) -> ExperimentInfo:
     Raises:
         JobNotFound: no experiment of that name.
     """
-    return await at.system.experiment(name)
+    return await at.system.evolution.experiment(name)
 
 
 @operation("POST", "/v1/experiments/{name}/stop", cli="experiments stop", admin=True)
 async def stop_experiment(at: At, name: Name) -> ExperimentInfo:
     """End a running experiment without a verdict; new jobs run the current version."""
-    return await at.system.stop_experiment(name, by=at.source)
+    return await at.system.evolution.stop_experiment(name, by=at.source)

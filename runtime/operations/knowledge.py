@@ -44,7 +44,7 @@ HowMany = Annotated[int, Field(ge=1, le=50)]
 @operation("GET", "/v1/knowledge", cli="kb list")
 async def knowledge_bases(at: At) -> list[KnowledgeBaseInfo]:
     """The tenant's knowledge bases."""
-    return await at.system.knowledge_bases(at.tenant)
+    return await at.system.memory.knowledge_bases(at.tenant)
 
 
 @operation("POST", "/v1/knowledge/{kb}/documents", cli="kb add")
@@ -57,13 +57,13 @@ async def ingest(at: At, kb: KnowledgeBaseName, documents: Documents) -> IngestR
         InvalidInput: a document that does not parse, named by its source (nothing of the
             request is stored).
     """
-    return await at.system.ingest(at.tenant, kb, documents)
+    return await at.system.memory.ingest(at.tenant, kb, documents)
 
 
 @operation("GET", "/v1/knowledge/{kb}/documents", cli="kb list")
 async def documents(at: At, kb: KnowledgeBaseName) -> list[DocumentInfo]:
     """The documents of knowledge base ``kb``."""
-    return await at.system.knowledge_documents(at.tenant, kb)
+    return await at.system.memory.knowledge_documents(at.tenant, kb)
 
 
 @operation("DELETE", "/v1/knowledge/{kb}/documents", cli="kb rm")
@@ -73,7 +73,7 @@ async def delete_document(at: At, kb: KnowledgeBaseName, source: KnowledgeSource
     Raises:
         KnowledgeNotFound: ``kb`` has no such document.
     """
-    removed = await at.system.knowledge_delete(at.tenant, kb, source)
+    removed = await at.system.memory.knowledge_delete(at.tenant, kb, source)
     if not removed:
         raise KnowledgeNotFound(f"knowledge base {kb!r} has no document {source!r}", kb=kb)
     return removed
@@ -82,7 +82,7 @@ async def delete_document(at: At, kb: KnowledgeBaseName, source: KnowledgeSource
 @operation("POST", "/v1/knowledge/{kb}/search", cli="kb search")
 async def search(at: At, kb: KnowledgeBaseName, query: Query, *, k: HowMany = 5) -> Passages:
     """The ``k`` passages of ``kb`` closest to ``query``, best first, with source and place."""
-    return await at.system.knowledge_search(at.tenant, kb, query, k)
+    return await at.system.memory.knowledge_search(at.tenant, kb, query, k)
 
 
 @operation("DELETE", "/v1/knowledge/{kb}", cli="kb rm")
@@ -92,7 +92,7 @@ async def drop_knowledge_base(at: At, kb: KnowledgeBaseName) -> KnowledgeBaseInf
     Raises:
         KnowledgeNotFound: the tenant has no such knowledge base.
     """
-    was = next((b for b in await at.system.knowledge_bases(at.tenant) if b.name == kb), None)
-    if was is None or not await at.system.knowledge_drop(at.tenant, kb):
+    was = next((b for b in await at.system.memory.knowledge_bases(at.tenant) if b.name == kb), None)
+    if was is None or not await at.system.memory.knowledge_drop(at.tenant, kb):
         raise KnowledgeNotFound(f"there is no knowledge base {kb!r}", kb=kb)
     return was

@@ -67,7 +67,7 @@ async def promote_skill(at: At, name: str, version: Version) -> SkillSpec:
     Raises:
         SkillNotFound: no such skill or version.
     """
-    return await at.system.promote_skill(name, version, source=at.source)
+    return await at.system.evolution.promote_skill(name, version, source=at.source)
 
 
 @operation(
@@ -97,7 +97,7 @@ async def optimise_skill(
         SkillNotFound: no such skill.
         ModelError: the optimiser's answer holds no usable proposal.
     """
-    return await at.system.optimise_skill(
+    return await at.system.evolution.optimise_skill(
         name, suite, variants=variants, model=model, concurrency=concurrency,
         budget=budget, promote=promote,
     )  # fmt: skip

@@ -30,6 +30,10 @@ def _doc(source: str) -> KnowledgeDocument:
 class Shelf:
     """The memory store's knowledge calls, recorded, over one in-memory set of bases."""
 
+    @property
+    def memory(self):  # the memory store's calls: recorded by the same object
+        return self
+
     def __init__(self):
         self.calls = []
         self.bases: dict[tuple[str, str], list[str]] = {}

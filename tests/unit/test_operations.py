@@ -54,6 +54,10 @@ one is declared, not added here."""
 class Recorded:
     """The control plane's skill calls, recorded; each answers as the registry would."""
 
+    @property
+    def evolution(self):  # the desk's evolution calls: recorded by the same object
+        return self
+
     def __init__(self):
         self.calls = []
 
@@ -284,6 +288,10 @@ def test_the_drivers_old_way_of_giving_a_suite_still_works_and_warns(tmp_path):
 class RecordedExperiments:
     """The control plane's experiment calls, recorded."""
 
+    @property
+    def evolution(self):  # the desk's evolution calls: recorded by the same object
+        return self
+
     def __init__(self):
         self.calls = []
 
@@ -414,6 +422,10 @@ class RecordedEvals:
     """The control plane's eval calls, recorded."""
 
     RUN = "eval-0123456789abcdef"
+
+    @property
+    def evolution(self):  # the desk's evolution calls: recorded by the same object
+        return self
 
     def __init__(self):
         self.calls = []
