@@ -503,8 +503,8 @@ class Runtime:
         memory policy names it (``MemoryPolicy.knowledge``). A file's source (what answers
         cite) is its path, relative to ``base`` if given. The driver's tenant is
         ``default``; ``as_tenant(t).ingest`` ingests for ``t`` (``tenant=`` is deprecated).
-        Documents go ``MAX_DOCUMENTS`` at a time (the :func:`~raytroupe.runtime.operations.
-        knowledge.ingest` operation's limit).
+        Any number of documents go, 64 a request (``MAX_DOCUMENTS``, the ``ingest``
+        operation's limit).
 
         Raises:
             InvalidInput: a file that cannot be read, an unknown format, a bad ``kb`` name, a
