@@ -14,8 +14,6 @@ from raytroupe.protocols.errors import ErrorCode
 from raytroupe.protocols.graph import GraphInterrupt
 from raytroupe.protocols.inputs import Attachment
 from raytroupe.protocols.jobs import JobResult, JobStatus, JobSummary
-from raytroupe.protocols.json_data import JsonData, JsonObject
-from raytroupe.protocols.knowledge import KnowledgeDocument
 from raytroupe.protocols.llm import Budget
 from raytroupe.protocols.sessions import (
     HISTORY_TOKENS,
@@ -36,10 +34,7 @@ __all__ = [
     "DeadLetterView",
     "Decided",
     "Decision",
-    "DocumentsBody",
     "EvalAccepted",
-    "FeedbackBody",
-    "ForkBody",
     "Forked",
     "Health",
     "JobAccepted",
@@ -53,9 +48,7 @@ __all__ = [
     "Problem",
     "ProblemError",
     "Readiness",
-    "ResumeBody",
     "Resumed",
-    "SearchBody",
     "SessionCreate",
     "SkillApplied",
     "SkillListing",
@@ -197,38 +190,11 @@ class Decided(BaseModel):
     approved: bool
 
 
-class ResumeBody(BaseModel):
-    """A person's answer to a graph waiting for input: a value for the node, a state edit."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    value: JsonData = Field(
-        default=None, description="The value the node resumes with ('{resume}', resume_field)."
-    )
-    state: JsonObject | None = Field(
-        default=None, description="Fields of the state to change before it goes on."
-    )
-    interrupt: Annotated[str, Field(min_length=1, max_length=1000)] | None = Field(
-        default=None, description="The interrupt answered (needed only when several wait)."
-    )
-
-
 class Resumed(BaseModel):
     """The interrupt a resume answered."""
 
     job_id: str
     interrupt: GraphInterrupt
-
-
-class ForkBody(BaseModel):
-    """Where a new job starts from: a checkpoint of a graph job, its state edited or not."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    step: int = Field(ge=0, description="The checkpoint's superstep (0: before the first).")
-    state: JsonObject | None = Field(
-        default=None, description="Fields of the checkpoint's state to change first."
-    )
 
 
 class Forked(BaseModel):
@@ -237,15 +203,6 @@ class Forked(BaseModel):
     job_id: str
     forked_from: str
     step: int
-
-
-class FeedbackBody(BaseModel):
-    """A person's verdict on a finished job's answer."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    score: float = Field(ge=0.0, le=1.0, description="0 (useless) to 1 (exactly right).")
-    comment: str = Field(default="", max_length=4000)
 
 
 class JobSummaries(BaseModel):
@@ -356,23 +313,6 @@ class EvalAccepted(BaseModel):
 
     id: str
     url: str
-
-
-class DocumentsBody(BaseModel):
-    """Documents to ingest."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    documents: list[KnowledgeDocument] = Field(min_length=1, max_length=MAX_DOCUMENTS)
-
-
-class SearchBody(BaseModel):
-    """What to look for in a knowledge base."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    query: str = Field(min_length=1, max_length=20_000)
-    k: int = Field(default=5, ge=1, le=50, description="How many passages.")
 
 
 class SessionCreate(BaseModel):

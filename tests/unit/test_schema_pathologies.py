@@ -21,12 +21,13 @@ from raytroupe.deployments.openai_compat import _task
 from raytroupe.deployments.skills_api import _skill_of
 from raytroupe.protocols import ConfigError, InvalidInput
 from raytroupe.protocols.evals import RegexExpect
-from raytroupe.protocols.http import ForkBody, ResumeBody, SessionCreate
+from raytroupe.protocols.http import SessionCreate
 from raytroupe.protocols.jobs import check_output_schema
 from raytroupe.protocols.json_data import MAX_DATA_DEPTH, check_json_data
 from raytroupe.protocols.safe_schema import safe_validator
 from raytroupe.protocols.schema_checks import MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES
 from raytroupe.protocols.skill import RegexRule
+from raytroupe.runtime.operations import jobs as job_ops
 from tests.support.listener import listening
 
 DRAFT4 = "http://json-schema.org/draft-04/schema#"
@@ -308,26 +309,29 @@ def test_a_session_title_with_a_nul_is_refused():
     ["\ud800", "x\udfffy", {"\ud800": 1}, [{"a": ["\udc00"]}], _deep_list(MAX_DATA_DEPTH + 1)],
 )
 def test_a_resume_or_fork_value_that_could_not_be_kept_is_refused(value):
-    with pytest.raises(ValidationError, match=r"not Unicode|nests deeper"):
-        ResumeBody(value=value)
-    with pytest.raises(ValidationError, match=r"not Unicode|nests deeper"):
-        ResumeBody(state={"f": value})
-    with pytest.raises(ValidationError, match=r"not Unicode|nests deeper"):
-        ForkBody(step=0, state={"f": value})
+    # the operations' own checks: what the driver runs and the routes' bodies are made of
+    for op, arguments in (
+        (job_ops.resume, {"job_id": "j", "value": value}),
+        (job_ops.resume, {"job_id": "j", "state": {"f": value}}),
+        (job_ops.fork, {"job_id": "j", "step": 0, "state": {"f": value}}),
+    ):
+        with pytest.raises(InvalidInput, match=r"not Unicode|nests deeper"):
+            op.checked(arguments)
 
 
 def test_a_state_edit_whose_field_name_is_no_unicode_is_refused():
-    with pytest.raises(ValidationError, match="not Unicode"):
-        ForkBody.model_validate(json.loads('{"step": 0, "state": {"\\ud800": 1}}'))
-    with pytest.raises(ValidationError, match="not Unicode"):
-        ResumeBody(state={"\udfff": "x"})
+    state = json.loads('{"\\ud800": 1}')
+    with pytest.raises(InvalidInput, match="not Unicode"):
+        job_ops.fork.checked({"job_id": "j", "step": 0, "state": state})
+    with pytest.raises(InvalidInput, match="not Unicode"):
+        job_ops.resume.checked({"job_id": "j", "state": {"\udfff": "x"}})
 
 
 def test_json_values_as_they_may_be_are_kept():
     for value in (None, 1.5, math.inf, "\x00", "é✓\U0010ffff", {"a": [1, {"b": None}]},
                   _deep_list(MAX_DATA_DEPTH - 1)):  # fmt: skip
         assert check_json_data(value) is value
-    assert ResumeBody.model_validate_json('{"value": "\\u00e9"}').value == "é"
+    assert job_ops.resume.checked({"job_id": "j", "value": json.loads('"\\u00e9"')})["value"] == "é"
 
 
 # -- the property ---------------------------------------------------------------------------------
