@@ -9,15 +9,8 @@ from __future__ import annotations
 import importlib
 import pkgutil
 
-from raytroupe.runtime.operations.declare import (
-    At,
-    Operation,
-    in_process,
-    operation,
-    over_http,
-    over_http_async,
-    widens,
-)
+from raytroupe.runtime.operations.declare import At, Operation, operation
+from raytroupe.runtime.operations.surfaces import in_process, over_http, over_http_async, widens
 
 __all__ = [
     "At",

@@ -35,7 +35,7 @@ from raytroupe.runtime.cli import app as cli_app
 from raytroupe.runtime.driver import Runtime
 from raytroupe.runtime.http_client import AsyncClient, Client
 from raytroupe.runtime.operations import At, Operation, declared, operation
-from raytroupe.runtime.operations.declare import _InProcess, _OverHttp, _OverHttpAsync
+from raytroupe.runtime.operations.surfaces import _InProcess, _OverHttp, _OverHttpAsync
 from raytroupe.runtime.tenant import TenantView
 
 SUITE_CASE = {"id": "c", "task": "t", "expect": [{"kind": "contains", "values": ["t"]}]}

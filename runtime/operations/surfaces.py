@@ -1,0 +1,208 @@
+"""The surfaces of a declared operation: a method of each class that offers it.
+
+:func:`in_process` makes the driver's (and a tenant's view's) method, which runs the
+operation where the driver is; :func:`over_http` and :func:`over_http_async` the HTTP
+clients', which send it by the rule of :mod:`raytroupe.runtime.operations.declare`. Each is a
+descriptor with the operation's name, signature and documentation.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import warnings
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import (
+    Any,
+    Concatenate,
+    Generic,
+    ParamSpec,
+    TypeVar,
+    overload,
+)
+
+from raytroupe.protocols import TroupeError
+from raytroupe.runtime.http_calls import Call
+from raytroupe.runtime.operations.declare import Arguments, At, Operation
+
+__all__ = ["in_process", "over_http", "over_http_async", "widens"]
+
+P = ParamSpec("P")
+T = TypeVar("T")
+
+
+class _Surface(Generic[P, T]):
+    """A method of a surface class, made from an operation (a descriptor)."""
+
+    def __init__(self, op: Operation[P, T]) -> None:
+        self.op = op
+        self.__doc__ = op.doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        if name != self.op.name:
+            raise TypeError(f"{owner.__name__}.{name} is operation {self.op.name!r}: same name")
+
+    @property
+    def __signature__(self) -> inspect.Signature:
+        return self.op.signature
+
+    def _unbound(self, owner: type | None) -> Any:
+        """What the class gives for the name: a function of ``(self, ...)``, as a method is."""
+
+        def function(obj: object, *args: Any, **kwargs: Any) -> Any:
+            return self.__get__(obj, owner)(*args, **kwargs)  # type: ignore[attr-defined]
+
+        named = self._named(function)
+        this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
+        named.__signature__ = self.op.signature.replace(
+            parameters=[this, *self.op.signature.parameters.values()]
+        )
+        return named
+
+    def _named(self, method: Callable[..., Any]) -> Any:
+        method.__name__ = method.__qualname__ = self.op.name
+        method.__doc__ = self.op.doc
+        method.__signature__ = self.op.signature  # type: ignore[attr-defined]
+        return method
+
+
+class _Blocking(_Surface[P, T], ABC):
+    """A method that answers when the operation has: ``self._bound(obj)`` is the call."""
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Callable[Concatenate[Any, P], T]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> Callable[P, T]: ...
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            return self._unbound(owner)
+        return self._named(self._bound(obj))
+
+    @abstractmethod
+    def _bound(self, obj: object) -> Callable[..., T]:
+        """The call of the operation for ``obj`` (a client, a driver)."""
+
+
+class _InProcess(_Blocking[P, T]):
+    def __init__(
+        self,
+        op: Operation[P, T],
+        legacy: Callable[[Arguments], Arguments] | None,
+        *,
+        tenant_keyword: bool,
+        missing: tuple[type[TroupeError], Any] | None,
+    ) -> None:
+        super().__init__(op)
+        self.legacy = legacy
+        self.tenant_keyword = tenant_keyword
+        self.missing = missing
+
+    def _bound(self, obj: object) -> Callable[..., T]:
+        op, legacy = self.op, self.legacy
+        at: Callable[[], At] = obj._at  # type: ignore[attr-defined]
+        run: Callable[[Coroutine[Any, Any, T]], T] = obj._run  # type: ignore[attr-defined]
+
+        def method(*args: Any, **kwargs: Any) -> T:
+            who = at()
+            if self.tenant_keyword and "tenant" in kwargs:
+                tenant = kwargs.pop("tenant")
+                warnings.warn(
+                    f"{op.name}(tenant=...) is deprecated: as_tenant(tenant).{op.name}(...)",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                who = dataclasses.replace(who, tenant=tenant)
+            arguments = op.bind(*args, **kwargs)
+            if legacy is not None:
+                arguments = legacy(arguments)
+            if self.missing is None:
+                return run(op.run_for(who, arguments))
+            error, answer = self.missing
+            try:
+                return run(op.run_for(who, arguments))
+            except error as e:
+                warnings.warn(
+                    f"{op.name} answering {answer!r} for what is not there is deprecated: "
+                    f"it will raise {type(e).__name__} ({e})",
+                    DeprecationWarning,
+                    stacklevel=2,
+                )
+                return answer  # type: ignore[no-any-return]
+
+        return method
+
+
+class _OverHttp(_Blocking[P, T]):
+    def _bound(self, obj: object) -> Callable[..., T]:
+        op = self.op
+        send: Callable[[Call[T], bool], T] = obj._send_op  # type: ignore[attr-defined]
+
+        def method(*args: Any, **kwargs: Any) -> T:
+            return send(op.call(*args, **kwargs), op.long_running)
+
+        return method
+
+
+class _OverHttpAsync(_Surface[P, T]):
+    @overload
+    def __get__(
+        self, obj: None, owner: type | None = None
+    ) -> Callable[Concatenate[Any, P], Awaitable[T]]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> Callable[P, Awaitable[T]]: ...
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            return self._unbound(owner)
+        op = self.op
+        send: Callable[[Call[T], bool], Awaitable[T]] = obj._send_op  # type: ignore[attr-defined]
+
+        async def method(*args: Any, **kwargs: Any) -> T:
+            return await send(op.call(*args, **kwargs), op.long_running)
+
+        return self._named(method)
+
+
+def in_process(
+    op: Operation[P, T],
+    *,
+    legacy: Callable[[Arguments], Arguments] | None = None,
+    tenant_keyword: bool = False,
+    missing: tuple[type[TroupeError], Any] | None = None,
+) -> _InProcess[P, T]:
+    """``op`` as a method of a class with ``_at()`` (who calls) and ``_run(coroutine)``.
+
+    Where the method took or answered something else before, it still does, and warns that
+    it is deprecated: ``legacy`` turns arguments of a form it took into the operation's;
+    ``tenant_keyword``: it took ``tenant=``, and runs for that tenant; ``missing``, an error
+    and an answer (``(KnowledgeNotFound, False)``): it answered that where the operation
+    raises that error.
+    """
+    return _InProcess(op, legacy, tenant_keyword=tenant_keyword, missing=missing)
+
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def widens(op: Operation[..., Any]) -> Callable[[F], F]:
+    """Mark the decorated method as ``op`` on a surface that takes more than ``op`` does.
+
+    The driver's ``ingest`` also reads files and sends any number of documents: it takes
+    every parameter of ``op`` and more, and runs ``op`` for what it was given.
+    """
+
+    def mark(method: F) -> F:
+        method.widens = op  # type: ignore[attr-defined]
+        return method
+
+    return mark
+
+
+def over_http(op: Operation[P, T]) -> _OverHttp[P, T]:
+    """``op`` as a method of a blocking client with ``_send_op(call, long_running)``."""
+    return _OverHttp(op)
+
+
+def over_http_async(op: Operation[P, T]) -> _OverHttpAsync[P, T]:
+    """``op`` as a coroutine method of a client whose ``_send_op(call, long_running)`` is async."""
+    return _OverHttpAsync(op)
