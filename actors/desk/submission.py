@@ -1,0 +1,282 @@
+"""The admission of a submitted job, from its request to its hand-off to a job shard.
+
+:class:`Submission` is a part of the front desk
+(:class:`~raytroupe.actors.desk.actor.FrontDesk` asks it to admit each job): what the job
+runs, the tenant's policy and budget, its inline team, the context it is shown (a session's
+history, its team's or skill's episodes), and the hand-off to the job shard whose turn it
+is, counted in its experiment and its session first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import structlog
+
+from raytroupe.actors.desk.intake import (
+    admitted_documents,
+    checked_schema,
+    checked_task,
+    drawing_on,
+    no_account,
+    shaped,
+    state_input,
+)
+from raytroupe.actors.desk.intent import TeamChooser, pool_asker
+from raytroupe.actors.desk.keepers import Keepers
+from raytroupe.actors.desk.sessions import ResultOf
+from raytroupe.actors.endpoint import RouterClient
+from raytroupe.actors.evals.experiments import Assignment
+from raytroupe.actors.offload import on_loop
+from raytroupe.actors.orchestrator.admission import admit_budget, admit_registered
+from raytroupe.actors.orchestrator.episodes import with_examples
+from raytroupe.actors.orchestrator.graphs.desk import first_checkpoint
+from raytroupe.actors.orchestrator.journal import Journal
+from raytroupe.actors.orchestrator.shards import Admitted, Shards, new_job_id
+from raytroupe.actors.telemetry.tracing import received
+from raytroupe.protocols import Attachment, Budget, InvalidInput, JobResult, TeamSpec
+from raytroupe.protocols.bounded import ADMISSION_WORK_S
+from raytroupe.protocols.intent import IntentConfig
+from raytroupe.protocols.skill import SkillSpec
+
+__all__ = ["Submission"]
+
+log = structlog.get_logger("raytroupe.desk")
+
+
+class Submission:
+    """Admits submitted jobs and hands them to the job shards, in turn (the desk's).
+
+    Args:
+        kept: the desk's parts, on its journal.
+        journal: the job shards' journal, if any (the teams of unfinished jobs).
+        router: how it reaches the LLM pool and memory (a session's summary, episodes).
+        chooser: chooses a team by intent, for a job that names none.
+        shards: the job shards it hands admitted jobs to.
+        turns: the desk's count of jobs, whose next value picks the shard.
+    """
+
+    def __init__(
+        self,
+        kept: Keepers,
+        journal: Journal | None,
+        *,
+        router: RouterClient,
+        chooser: TeamChooser,
+        shards: Shards,
+        turns: itertools.count[int],
+    ) -> None:
+        self._kept = kept
+        self._journal = journal
+        self._router = router
+        self._chooser = chooser
+        self._shards = shards
+        self._turns = turns
+
+    async def submit(
+        self,
+        task: str,
+        team: TeamSpec | str | None = None,
+        *,
+        tenant: str = "default",
+        budget: Budget | None = None,
+        teams: Mapping[str, TeamSpec] | None = None,
+        intent: IntentConfig | None = None,
+        attachments: Sequence[Attachment] = (),
+        request_id: str | None = None,
+        admin: bool = True,
+        skill: str | None = None,
+        input: Any = None,  # noqa: A002 - the job's structured input, as the API calls it
+        account: str | None = None,
+        session: str | None = None,
+        by: str | None = None,
+        output_schema: dict[str, Any] | None = None,
+        stream_answer: bool = False,
+        traceparent: str | None = None,
+    ) -> str:
+        """Admit a job, hand it to a job shard, and return its id.
+
+        ``skill`` (``name`` or ``name@version``) runs a registered skill: its current version
+        (or that one), kept by the job whatever happens to the registry meanwhile; ``input``
+        is its structured input, checked against its ``input_schema``. A job that names no
+        skill, no team and no ``intent`` is routed among the tenant's skills and registered
+        teams (see :mod:`raytroupe.actors.skills.routing`); the route is on the result.
+
+        ``team`` is a team, or the name of a registered one. ``budget`` (default: the
+        team's) bounds every model call made for the job; once a call is refused for it, no
+        further subtask starts and the job fails with ``budget_exceeded``. Without a
+        ``team``, ``intent`` chooses one of ``teams`` (by keyword, then embedding
+        similarity, then a model classifier) before the job starts; the route is kept on the
+        result. Text ``attachments`` join the task; images are shown to every agent.
+        ``request_id`` (e.g. of the HTTP request) is kept on the job's events and trace.
+
+        ``session`` (an id of the tenant's sessions) shows the job the session's history
+        before its task (see :mod:`.sessions`) and records it as the session's next turn.
+
+        ``by`` (an API key's name, ``driver``) is who submitted it, on jobs lists.
+
+        ``traceparent`` (W3C, e.g. an HTTP request's) is the caller's OpenTelemetry span: with
+        tracing on, the job's spans continue its trace, the job's root a child of that span.
+
+        ``output_schema`` (a driver's ``output_type``) is the JSON Schema the job's answer
+        must satisfy, in place of its team's or skill's: the aggregation is held to it by the
+        quality gate, and the answer's data is normalized by it.
+
+        ``stream_answer`` (a caller that streams the answer, e.g. the OpenAI endpoint) has the
+        aggregation stream its tokens as ``llm_delta`` events of the job's shard's address,
+        when its text is the answer as it comes (see ``runner.streams_answer``).
+
+        ``account`` (a job shard's, for a graph node's child job) is the job whose budget
+        account its model calls draw on; a ``budget`` naming one is refused.
+
+        ``admin=False`` submits for ``tenant`` as a tenant: the job must pass the tenant's
+        policy (see :mod:`raytroupe.actors.orchestrator.admission`); its inline teams run
+        under names scoped to it.
+
+        Raises:
+            Forbidden: (a tenant's job) a field its policy refuses; nothing was started.
+            ConfigError: no team and no intent configuration, or a target not in ``teams``.
+            TeamNotFound: ``team`` names no registered team.
+            PlanError: the classifier's answer names no target.
+            InvalidInput: the task or a text attachment holds a NUL character; a skill and
+                a team both named; ``input`` failing the skill's input schema
+                (``detail['fields']``); ``output_schema`` not a valid JSON Schema.
+            SkillNotFound: ``skill`` names no registered skill or version.
+            SessionNotFound: ``tenant`` has no session ``session``.
+        """
+        full_task = checked_task(task, attachments)
+        output_schema = checked_schema(output_schema)
+        no_account(budget)
+        owner = next(self._turns) % len(self._shards)  # in turn
+        job_id = new_job_id(owner)
+        policy_name, policy = self._kept.policies.policy(tenant)
+        if skill is not None and (team is not None or intent is not None or teams):
+            raise InvalidInput("a job names a skill or a team, not both", field="skill")
+        if not admin:  # the tenant's own documents: off the loop, in its share, within time
+            team, teams = await on_loop().run(
+                tenant, ADMISSION_WORK_S, "admission_work_s", admitted_documents,
+                tenant, policy_name, policy, attachments, team=team, teams=teams or {},
+            )  # fmt: skip
+        with received(traceparent):  # a routing model's calls: in the caller's trace
+            spec, named, route, arm = await self._kept.what_runs.skill_for(
+                job_id, full_task, tenant=tenant, admin=admin, skill=skill, input=input,
+                routed=team is None and intent is None and not teams,
+            )  # fmt: skip
+        team = named or team
+        registered = isinstance(team, str)
+        if isinstance(team, str):
+            if not admin:  # a team skill runs its team: the tenant must be allowed that team
+                admit_registered(team, policy_name, policy)
+            team = self._kept.catalog.team(team)
+        elif team is None:
+            with received(traceparent):
+                team, route = await self._chooser.choose(job_id, task, tenant, teams or {}, intent)
+        elif spec is None:
+            self._kept.catalog.check_unregistered(team)
+        team, spec = shaped(team, spec, output_schema)
+        if spec is None and team.graph is not None and input is not None:
+            # the door checks it, against the state's schema: the tenant's patterns
+            await on_loop().run(
+                tenant, ADMISSION_WORK_S, "admission_work_s",
+                first_checkpoint, job_id, team.graph, state_input(input),
+            )  # fmt: skip
+        if not admin:
+            budget = admit_budget(budget, team, policy_name, policy)
+        if not registered and spec is None:  # an admin's too: its idle teams make room
+            await self._kept.inline.use(
+                tenant, team, policy_name, policy, await self.running_teams(), refuse=not admin
+            )
+        with received(traceparent):
+            shown = await self.in_context(
+                job_id, full_task, tenant=tenant, session=session, team=team, skill=spec
+            )
+        admitted = Admitted(
+            id=job_id,
+            task=shown,
+            team=team,
+            tenant=tenant,
+            submitted_at=time.time(),
+            budget=drawing_on(budget or team.budget, account),
+            route=route,
+            images=tuple(image for a in attachments if (image := a.image()) is not None),
+            request_id=request_id,
+            registered=registered,
+            skill=spec,
+            input=input,
+            submitted_by=by,
+            admin=admin,
+            stream_answer=stream_answer,
+            traceparent=traceparent,
+        )
+        await self.hand_off(admitted, arm, (session, full_task) if session else None)
+        log.info("job_submitted", job_id=job_id, team=team.name, tenant=tenant,
+                 request_id=request_id, shard=owner, session=session)  # fmt: skip
+        return job_id
+
+    async def in_context(
+        self,
+        job_id: str,
+        task: str,
+        *,
+        tenant: str,
+        session: str | None,
+        team: TeamSpec,
+        skill: SkillSpec | None,
+    ) -> str:
+        """``task`` as the job is given it, followed by its context.
+
+        The context is the session's history, then the episodes the job's team or skill
+        offers it (see :mod:`.sessions`, :mod:`raytroupe.actors.orchestrator.episodes`).
+
+        Raises:
+            SessionNotFound: ``tenant`` has no session ``session``.
+        """
+        asker = pool_asker(self._router, job_id, tenant)
+        shown = await self._kept.sessions.shown(
+            task, tenant, session, self.result_of(tenant), asker
+        )
+        return await with_examples(
+            self._router, job_id, shown, tenant=tenant, team=team, skill=skill
+        )
+
+    async def hand_off(
+        self, admitted: Admitted, arm: Assignment | None, turn: tuple[str, str] | None
+    ) -> None:
+        """Start an admitted job on its shard, counted in its experiment (if any) first.
+
+        The assignment is written before the job can finish (its outcome updates it) and
+        dropped again if the job could not be started. So is the job's ``turn`` of a
+        session (the session's id, the task as the caller wrote it): the job is its next
+        turn, a failed one if it could not be started.
+        """
+        if arm is not None:
+            self._kept.experiments.record(admitted.id, arm)
+        seq = None
+        if turn is not None:
+            seq = self._kept.sessions.store.add_turn(admitted.tenant, turn[0], admitted.id, turn[1])
+        try:
+            await self._shards.adopt(admitted)
+        except BaseException:
+            if arm is not None:
+                self._kept.experiments.forget(admitted.id)
+            if turn is not None and seq is not None:
+                self._kept.sessions.store.settle(admitted.tenant, turn[0], seq, "failed", None)
+            raise
+
+    async def running_teams(self) -> set[str]:
+        """The teams of unfinished jobs, every shard's (as the journal has them, if any)."""
+        if self._journal is not None:
+            return await asyncio.to_thread(self._journal.running_teams)
+        return await self._shards.running_teams()
+
+    def result_of(self, tenant: str) -> ResultOf:
+        """A job of ``tenant``'s result, if it has one yet, asked of its shard."""
+
+        async def result_of(job_id: str) -> JobResult | None:
+            return await self._shards.wait(job_id, 0.0, tenant=tenant)
+
+        return result_of
