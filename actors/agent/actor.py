@@ -6,7 +6,7 @@ subtasks worked on at once is bounded by ``AgentSpec.max_concurrency``. Before e
 call the conversation is kept within the model's context window: the oldest turns are
 summarized by the agent's own model (``raytroupe.actors.agent.context``). What the loop decides from
 a turn's text (calls written in it, corrective turns, the answer kept) is
-``raytroupe.actors.agent.turns``.
+``raytroupe.actors.agent.turns``; the loop itself is ``raytroupe.actors.agent.react``.
 """
 
 from __future__ import annotations
@@ -20,75 +20,21 @@ from typing import Any, assert_never
 
 import structlog
 
-from raytroupe.actors.agent.checks import Calculation
-from raytroupe.actors.agent.context import (
-    SUMMARY_TOKENS,
-    Cut,
-    dropped_note,
-    plan_cut,
-    reserved_tokens,
-    summary_message,
-    summary_prompt,
-)
-from raytroupe.actors.agent.memory import recall, remember
+from raytroupe.actors.agent.react import ReAct
 from raytroupe.actors.agent.slots import Slots
-from raytroupe.actors.agent.stop import Stop, StopConditions
-from raytroupe.actors.agent.turns import (
-    NOT_RUN,
-    UNREADABLE_CALL,
-    Loop,
-    calls_in_text,
-    final_answer,
-    handoff_result,
-    next_tool_choice,
-    one_more_turn,
-    system_prompt,
-    task_content,
-    tool_text,
-    what_to_tell,
-    write_again,
-)
-from raytroupe.actors.agent.written_calls import (
-    WrittenCalls,
-    without_schema_words,
-)
-from raytroupe.actors.endpoint import (
-    RestartStore,
-    RouterClient,
-    TakesBatches,
-    expected,
-    request_through_restarts,
-    serve_envelope,
-)
-from raytroupe.actors.llm.tokens import messages_tokens, tools_tokens, upper_bound
-from raytroupe.actors.telemetry.calls import model_span, tool_span
-from raytroupe.actors.telemetry.genai import (
-    agent_finished,
-    agent_invocation,
-    tool_execution,
-    tool_finished,
-)
+from raytroupe.actors.endpoint import RestartStore, RouterClient, TakesBatches, serve_envelope
+from raytroupe.actors.telemetry.genai import agent_finished, agent_invocation
 from raytroupe.protocols import (
-    LLM_POOL,
     AgentMessage,
     AgentSpec,
     CancelJob,
     Cancelled,
-    ChatMessage,
     ErrorCode,
     ErrorPayload,
-    Handoff,
     InvalidInput,
-    LLMRequest,
-    LLMResponse,
-    ModelError,
     TaskRequest,
     TaskResult,
-    ToolCall,
-    ToolError,
-    ToolResult,
     ToolSpec,
-    TroupeError,
 )
 
 __all__ = ["AgentActor"]
@@ -146,6 +92,7 @@ class AgentActor(TakesBatches):
         self._spec = spec
         self._tools = tuple(tools)
         self._slots = Slots(spec.max_concurrency)
+        self._react = ReAct(spec.name, router, clock, lambda: self._tools)
 
     def __repr__(self) -> str:
         """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
@@ -305,287 +252,4 @@ class AgentActor(TakesBatches):
         agent's limits is reached (budget, deadline, repeated tool call, stagnation: see
         ``raytroupe.actors.agent.stop``); ``TaskResult.stop_reason`` says which.
         """
-        spec, tools = self._spec, self._tools
-        started = self._clock()
-        loop = Loop(
-            [
-                ChatMessage(role="system", content=system_prompt(spec)),
-                ChatMessage(role="user", content=task_content(request)),
-            ],
-            StopConditions(spec, self._clock, message.deadline),
-            tools_tokens=tools_tokens(tools),
-        )
-        bound = log.bind(
-            agent=spec.name, job_id=message.job_id, msg_id=message.id, task_id=request.task_id
-        )
-        max_turns = request.max_turns or spec.max_turns
-
-        def result(**fields: object) -> TaskResult:
-            return TaskResult.model_validate(
-                {
-                    "task_id": request.task_id,
-                    "agent": spec.name,
-                    "turns": loop.turns,
-                    "tool_calls": loop.tool_calls,
-                    "providers": tuple(dict.fromkeys(loop.providers)),
-                    "usage": loop.usage,
-                    "spans": tuple(loop.spans),
-                    "started_at": started,
-                    "finished_at": self._clock(),
-                    **fields,
-                }
-            )
-
-        stop: Stop | None = None
-        try:
-            while loop.turns < max_turns:
-                if stop := loop.limits.before_model_call():
-                    break
-                choice = next_tool_choice(loop, tools, max_turns)
-                recalled = await self._recall_and_fit(
-                    message, request, loop, spec=spec, bound=bound
-                )
-                asked = self._clock()
-                try:
-                    answer = await self._ask(
-                        message,
-                        LLMRequest(
-                            model=spec.model,
-                            messages=(*loop.messages[:1], *recalled, *loop.messages[1:]),
-                            tools=tools,
-                            tool_choice=choice,
-                            purpose="work",
-                            stream=spec.stream,
-                            budget=request.budget,
-                        ),
-                    )
-                except ModelError as exc:  # a call the provider could not read: written again
-                    if exc.detail.get("reason") not in UNREADABLE_CALL:
-                        raise
-                    loop.turns += 1
-                    bound.info("tool_call_unreadable", problem=exc.message)
-                    loop.messages.append(ChatMessage(role="user", content=write_again(exc.message)))
-                    continue
-                loop.turns += 1
-                loop.answered(answer)
-                loop.spans.append(model_span(spec.model, answer, asked, self._clock()))
-                loop.providers.append(answer.provider)
-                if not answer.tool_calls:
-                    written = calls_in_text(loop, tools, answer.text)
-                    told = what_to_tell(
-                        loop, request, tools, answer.text, written, max_turns, bound
-                    )
-                    if told is not None:  # an unreadable call, or an answer to check once
-                        loop.messages += [
-                            ChatMessage(role="assistant", content=answer.text),
-                            ChatMessage(role="user", content=told),
-                        ]
-                        continue
-                    if not isinstance(written, WrittenCalls):  # an answer (Unreadable: told)
-                        bound.info("subtask_done", turns=loop.turns)
-                        output = final_answer(loop, request, answer.text, bound)
-                        return await self._answered(message, spec, request, output, result)
-                    bound.info("tool_calls_in_text", calls=len(written.calls))
-                    answer = answer.model_copy(
-                        update={"text": written.text, "tool_calls": written.calls}
-                    )
-                stop = one_more_turn(
-                    loop,
-                    loop.limits.after_model_call(loop.usage)
-                    or await self._act(message, request, loop, answer, bound),
-                    max_turns,
-                )
-                if loop.handed_off is not None:
-                    bound.info("subtask_handed_off", turns=loop.turns)
-                    return result(status="succeeded", output=loop.handed_off, stop_reason="handoff")
-                if stop:
-                    break
-        except TroupeError as exc:
-            bound.warning("subtask_failed", code=exc.code.value, error=exc.message)
-            return result(
-                status="failed", stop_reason="error", error=ErrorPayload.from_exception(exc)
-            )
-        if stop:
-            bound.warning("subtask_stopped", reason=stop.reason, error=stop.error.message)
-            return result(status="failed", stop_reason=stop.reason, error=stop.error)
-        bound.warning("subtask_max_turns", turns=loop.turns)
-        return result(
-            status="failed",
-            stop_reason="max_turns",
-            error=ErrorPayload(
-                code=ErrorCode.MAX_TURNS, message=f"no final answer within {max_turns} turns"
-            ),
-        )
-
-    async def _answered(
-        self,
-        message: AgentMessage,
-        spec: AgentSpec,
-        request: TaskRequest,
-        output: str,
-        result: Callable[..., TaskResult],
-    ) -> TaskResult:
-        """The subtask's answer, kept in memory as the spec says, as a succeeded result."""
-        await remember(self._router, message, spec, request, output)
-        return result(status="succeeded", output=output)
-
-    async def _recall_and_fit(
-        self, cause: AgentMessage, request: TaskRequest, loop: Loop, *, spec: AgentSpec, bound: Any
-    ) -> tuple[ChatMessage, ...]:
-        """The memories recalled for the next model call, the conversation cut to fit with them.
-
-        The oldest turns that keep the call from fitting the context window are replaced by
-        their summary in ``loop.messages`` (see ``raytroupe.actors.agent.context``). A summary that
-        fails or does not fit gives way to a note of how many turns went: the subtask goes
-        on either way.
-        """
-        recalled = await recall(self._router, cause, spec, request, loop.messages)
-        window = loop.window(spec)
-        if window is None:
-            return recalled
-        reserved = reserved_tokens(
-            window=window, answer=None, tools=loop.tools_tokens, recalled=recalled
-        )
-        cut = plan_cut(loop.messages, window=window, reserved=reserved, summary=loop.summary)
-        if cut is None:
-            return recalled
-        text = await self._summarize(
-            cause, request, loop, cut, spec=spec, window=window, bound=bound
-        )
-        summary = summary_message(cut, text) if text is not None else None
-        loop.summary = summary or dropped_note(cut)
-        loop.messages = cut.apply(loop.summary)
-        loop.calls_cut += cut.tool_calls
-        bound.info(
-            "context_trimmed",
-            turns_cut=len(cut.cut),
-            summarized=summary is not None,
-            tokens_before=cut.before,
-            tokens_after=upper_bound(messages_tokens(loop.messages)),
-            room=cut.room,
-        )
-        return recalled
-
-    async def _summarize(
-        self,
-        cause: AgentMessage,
-        request: TaskRequest,
-        loop: Loop,
-        cut: Cut,
-        *,
-        spec: AgentSpec,
-        window: int,
-        bound: Any,
-    ) -> str | None:
-        """The agent's model's summary of ``cut``'s turns; None if it could not be had."""
-        asked = self._clock()
-        try:
-            answer = await self._ask(
-                cause,
-                LLMRequest(
-                    model=spec.model,
-                    messages=summary_prompt(cut, window),
-                    max_tokens=SUMMARY_TOKENS,
-                    purpose="summarize",
-                    budget=request.budget,
-                ),
-            )
-        except TroupeError as exc:
-            bound.warning("context_summary_failed", code=exc.code.value, error=exc.message)
-            return None
-        loop.answered(answer)
-        loop.spans.append(model_span(spec.model, answer, asked, self._clock()))
-        return answer.text
-
-    async def _act(
-        self,
-        cause: AgentMessage,
-        request: TaskRequest,
-        loop: Loop,
-        answer: LLMResponse,
-        bound: Any,
-    ) -> Stop | None:
-        """Run the tool calls of one turn, in order, unless a limit stops the loop first.
-
-        A failed call's error is shown to the model, which may correct itself; but not a
-        ``ToolInfrastructureError`` (the tool's host failed it): that fails the subtask.
-        """
-        loop.messages.append(
-            ChatMessage(role="assistant", content=answer.text, tool_calls=answer.tool_calls)
-        )
-        results: list[tuple[str, str]] = []
-        schemas = {t.name: t.parameters for t in self._tools}
-        for index, written in enumerate(answer.tool_calls):
-            call = without_schema_words(written, schemas.get(written.tool, {}))
-            if stop := loop.limits.before_tool_call(call):
-                for unrun in answer.tool_calls[index:]:  # every call is answered, for the
-                    loop.messages.append(  # model's next turn (providers demand it)
-                        ChatMessage(role="tool", tool_call_id=unrun.call_id, content=NOT_RUN)
-                    )
-                return stop
-            loop.tool_calls += 1
-            step = loop.turns * 1000 + index
-            called = self._clock()
-            with tool_execution(call) as made:
-                outcome = await self._tool(cause, request, step, call)
-                tool_finished(made, outcome)
-            if isinstance(outcome, Handoff):  # control passed on: its answer is the answer
-                shown = handoff_result(outcome)
-                loop.spans.append(tool_span(shown, called, self._clock(), call.arguments))
-                bound.info("tool_called", tool=call.tool, ok=True, handed_off_to=outcome.to_agent)
-                loop.handed_off = outcome.output
-                return None
-            loop.spans.append(tool_span(outcome, called, self._clock(), call.arguments))
-            bound.info("tool_called", tool=call.tool, ok=outcome.ok)
-            if outcome.error is not None and outcome.error.code is ErrorCode.TOOL_INFRASTRUCTURE:
-                raise outcome.error.to_exception()  # the host failed, not the tool: not the model's
-            text = tool_text(outcome)
-            if call.tool == "calculator":
-                expression = str(call.arguments.get("expression", ""))
-                loop.calculated.append(Calculation(expression, text, outcome.ok))
-            results.append((call.tool, text))
-            loop.messages.append(ChatMessage(role="tool", tool_call_id=call.call_id, content=text))
-        return loop.limits.after_turn(answer.text, results)
-
-    async def _tool(
-        self, cause: AgentMessage, request: TaskRequest, step: int, call: ToolCall
-    ) -> ToolResult | Handoff:
-        """Run ``call`` in a sandbox; an undeliverable call is a failed result the model sees.
-
-        A delivery failure that may pass (a sandbox restarting: ``retryable``) is tried again
-        first, in a fresh envelope, a few times within the deadline: the model should see what
-        the tool did, not that its sandbox was restarting. Safe for side-effecting tools, which
-        run at most once per idempotency key (job, subtask, step, tool, arguments).
-        """
-        stamped = call.model_copy(
-            update={"task_id": request.task_id, "step": step, "budget": request.budget}
-        )
-        reply = await request_through_restarts(
-            self._router,
-            lambda: cause.derive(sender=self._spec.name, recipient="role:tools", payload=stamped),
-            again=lambda error: error.retryable,
-        )
-        match expected(reply, ToolResult, Handoff, unexpected=ToolError):
-            case ToolResult() | Handoff() as result:
-                return result
-            case ErrorPayload() as error:
-                return ToolResult(call_id=call.call_id, tool=call.tool, ok=False, error=error)
-            case unexpected:
-                assert_never(unexpected)
-
-    async def _ask(self, cause: AgentMessage, request: LLMRequest) -> LLMResponse:
-        """The model's answer; a pool that is restarting (its node lost, say) is waited for.
-
-        Only delivery failures are tried again: the pool retries the providers itself.
-        """
-        reply = await request_through_restarts(
-            self._router,
-            lambda: cause.derive(sender=self._spec.name, recipient=LLM_POOL, payload=request),
-        )
-        match expected(reply, LLMResponse, unexpected=ModelError):
-            case LLMResponse() as response:
-                return response
-            case ErrorPayload() as error:
-                raise error.to_exception()
-            case unexpected:
-                assert_never(unexpected)
+        return await self._react.run(message, request, self._spec, self._tools)

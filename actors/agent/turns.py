@@ -1,6 +1,6 @@
 """Between the agent's model calls: what opens a subtask, what the model is told, what is kept.
 
-The agent actor (``raytroupe.actors.agent.actor``) runs the loop; this module holds its state
+The agent runs the loop (``raytroupe.actors.agent.react``); this module holds its state
 (:class:`Loop`) and the decisions it makes on each turn's text, none of which needs the actor:
 
 - the opening turns (:func:`system_prompt`, :func:`task_content`, :func:`render_task`);

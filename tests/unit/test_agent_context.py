@@ -16,7 +16,7 @@ from structlog.testing import capture_logs
 from wiring import Tap, envelope, run, started
 
 from raytroupe.actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
-from raytroupe.actors.agent import actor as agent_actor
+from raytroupe.actors.agent import react as agent_react
 from raytroupe.actors.agent import turns as agent_turns
 from raytroupe.actors.agent.context import (
     ANSWER_TOKENS,
@@ -453,7 +453,7 @@ def test_a_40_turn_tool_loop_on_a_4k_window_completes_summarizing_what_it_cuts(t
 
 def test_the_same_loop_without_trimming_is_refused_by_the_model(tmp_path, monkeypatch):
     """Proof that the test above needs the trimming: the scripted model refuses what grew."""
-    monkeypatch.setattr(agent_actor, "plan_cut", lambda *_args, **_kwargs: None)
+    monkeypatch.setattr(agent_react, "plan_cut", lambda *_args, **_kwargs: None)
 
     async def main():
         r = await rig(tmp_path)
