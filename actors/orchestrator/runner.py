@@ -19,7 +19,8 @@ from raytroupe.actors.endpoint import RouterClient, expected, request_through_re
 from raytroupe.actors.orchestrator.dispatch import Dispatcher
 from raytroupe.actors.orchestrator.episodes import episode_write, policy_of
 from raytroupe.actors.orchestrator.graphs.desk import GraphDesk
-from raytroupe.actors.orchestrator.graphs.engine import GraphHost, GraphRun, RunChild, graph_answer
+from raytroupe.actors.orchestrator.graphs.engine import GraphHost, GraphRun, graph_answer
+from raytroupe.actors.orchestrator.graphs.nodes import RunChild
 from raytroupe.actors.orchestrator.jobs import Job, emit, job_message, last_event, set_status
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.planner import aggregate, make_plan

@@ -6,41 +6,44 @@ turns each answer into an update (sent back to its node with the problems while 
 applies the updates in task order by the reducers, follows the edges of the nodes that ran
 and writes a checkpoint. Work done before a restart is not done again: the checkpoint says
 which superstep is next, and a node run that finished inside it is in the job's journal.
+An agent, team or skill node runs in :mod:`.nodes`; a subgraph runs here.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, ParamSpec, TypeVar
+from typing import Any, Final
 
 import structlog
 
-from raytroupe.actors.answer_gate import gate_feedback
 from raytroupe.actors.offload import offloaded
 from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore
 from raytroupe.actors.orchestrator.graphs.desk import GraphDesk, first_checkpoint
+from raytroupe.actors.orchestrator.graphs.nodes import (
+    NodeRuns,
+    RunChild,
+    RunSubtask,
+    TaskRun,
+    checked,
+    task_id,
+)
 from raytroupe.actors.orchestrator.graphs.routing import Edges, GraphFailed, failed
-from raytroupe.actors.orchestrator.graphs.state import StateKeeper, render, uses_state
+from raytroupe.actors.orchestrator.graphs.state import StateKeeper
 from raytroupe.actors.orchestrator.jobs import Job, emit, skipped
 from raytroupe.protocols import (
     ErrorCode,
     ErrorPayload,
     InvalidInput,
-    JobResult,
     PlannedSubtask,
     SubtaskResult,
-    TroupeError,
     WorkLimitExceeded,
 )
 from raytroupe.protocols.bounded import ANSWER_WORK_S, EDGES_WORK_S
-from raytroupe.protocols.expressions import ExpressionError, evaluate
 from raytroupe.protocols.graph import (
-    DEFAULT_FIELD,
     GraphCheckpoint,
     GraphInterrupt,
     GraphNode,
@@ -50,20 +53,10 @@ from raytroupe.protocols.graph import (
 
 __all__ = ["GraphHost", "GraphOutcome", "GraphRun", "graph_answer"]
 
-P = ParamSpec("P")
-T = TypeVar("T")
-
 log = structlog.get_logger("raytroupe.orchestrator")
 
-_MAX_ID: Final = 64
 MAX_DEPTH: Final = 4
 """Subgraphs within subgraphs, at most."""
-
-
-RunSubtask = Callable[
-    [Job, PlannedSubtask, dict[str, str], asyncio.Semaphore], Awaitable[SubtaskResult]
-]
-RunChild = Callable[[Job, GraphNode, str, Any, str], Awaitable[JobResult]]
 
 
 @dataclass(frozen=True)
@@ -93,17 +86,6 @@ class GraphOutcome:
     error: ErrorPayload | None = None
 
 
-@dataclass
-class _Ran:
-    """One task's run in a superstep."""
-
-    task: GraphTask
-    text: str = ""
-    update: dict[str, Any] = field(default_factory=dict)
-    results: list[SubtaskResult] = field(default_factory=list)
-    cancelled: bool = False
-
-
 class GraphRun:
     """One graph of one job, from its last checkpoint to its end (or its first failure)."""
 
@@ -113,6 +95,10 @@ class GraphRun:
         self._keeper = StateKeeper(graph)
         self._slots = asyncio.Semaphore(job.team.max_parallel)
         self._edges = Edges(graph, job.task, job.team.max_subtasks)
+        self._runs = NodeRuns(
+            job, graph, namespace, self._keeper, self._edges, slots=self._slots,
+            run_subtask=host.run_subtask, run_child=host.run_child,
+        )  # fmt: skip
 
     async def first(self, given: Mapping[str, Any] | None = None) -> GraphCheckpoint:
         """The checkpoint before the first superstep (``given``: a subgraph's inputs).
@@ -195,8 +181,8 @@ class GraphRun:
         value, edit = await self._host.desk.wait(
             self._job, interrupt, point.state, self._keeper, node.resume_field
         )
-        state, problems = await self._checked(
-            self._keeper.resumed, point.state, value, edit, node.resume_field
+        state, problems = await checked(
+            self._job.tenant, self._keeper.resumed, point.state, value, edit, node.resume_field
         )
         if problems:
             raise failed(
@@ -222,13 +208,13 @@ class GraphRun:
         self, point: GraphCheckpoint, results: list[SubtaskResult]
     ) -> GraphCheckpoint:
         step = point.step + 1
-        runs = [_Ran(task) for task in point.next]
+        runs = [TaskRun(task) for task in point.next]
         await self._run_all(runs, point, step)
         for ran in runs:
             results.extend(ran.results)
         ran_now = [r for r in runs if not r.cancelled]
-        state, problems = await self._checked(
-            self._keeper.apply, point.state, [r.update for r in ran_now]
+        state, problems = await checked(
+            self._job.tenant, self._keeper.apply, point.state, [r.update for r in ran_now]
         )
         if problems:
             names = ", ".join(r.task.node for r in ran_now)
@@ -289,7 +275,7 @@ class GraphRun:
         )
         return new
 
-    async def _run_all(self, runs: list[_Ran], point: GraphCheckpoint, step: int) -> None:
+    async def _run_all(self, runs: list[TaskRun], point: GraphCheckpoint, step: int) -> None:
         """Run a superstep's tasks at once; a join of the first k cancels the other feeders."""
         tasks = {asyncio.create_task(self._run_task(ran, point, step)): ran for ran in runs}
         arrived = dict(point.joins)
@@ -311,7 +297,7 @@ class GraphRun:
     async def _cut(
         self,
         pending: set[asyncio.Task[None]],
-        tasks: dict[asyncio.Task[None], _Ran],
+        tasks: dict[asyncio.Task[None], TaskRun],
         join: str,
         step: int,
     ) -> set[asyncio.Task[None]]:
@@ -325,7 +311,9 @@ class GraphRun:
         for task in cut:
             ran = tasks[task]
             sub = PlannedSubtask(
-                id=self._task_id(ran.task, step), role="graph", instructions=f"node {ran.task.node}"
+                id=task_id(self._ns, ran.task, step),
+                role="graph",
+                instructions=f"node {ran.task.node}",
             )
             error = ErrorPayload(
                 code=ErrorCode.CANCELLED, message=f"join {join!r} had its first branches"
@@ -334,93 +322,16 @@ class GraphRun:
             await emit(self._job, "subtask_finished", sub.id, {"status": "skipped"})
         return pending - cut
 
-    def _task_id(self, task: GraphTask, step: int) -> str:
-        base = f"{task.node}.{step}" + ("" if task.index is None else f".{task.index}")
-        full = f"{self._ns.replace('/', '.')}{base}"
-        if len(full) <= _MAX_ID:
-            return full
-        digest = hashlib.sha256(full.encode()).hexdigest()[:12]
-        return f"{full[: _MAX_ID - 13]}-{digest}"
-
-    async def _run_task(self, ran: _Ran, point: GraphCheckpoint, step: int) -> None:
+    async def _run_task(self, ran: TaskRun, point: GraphCheckpoint, step: int) -> None:
         node = self._nodes[ran.task.node]
         resume = point.resumed.get(node.id)
         match node.kind:
             case "graph":
                 await self._run_subgraph(ran, node, point, step)
             case "team" | "skill":
-                await self._run_child(ran, node, point, step, resume)
+                await self._runs.run_child(ran, node, point, step, resume)
             case "agent":
-                await self._run_agent(ran, node, point, step, resume)
-
-    async def _run_agent(
-        self, ran: _Ran, node: GraphNode, point: GraphCheckpoint, step: int, resume: Any
-    ) -> None:
-        """An agent's answer, turned into an update: sent back with its problems while invalid."""
-        base = self._task_id(ran.task, step)
-        instructions = render(
-            node.instructions,
-            task=self._job.task,
-            state=point.state,
-            item=ran.task.item,
-            resume=resume,
-        )
-        said = self._keeper.answer_format(node)
-        if said is not None:
-            instructions = f"{instructions}\n\n{said}"
-        inputs = self._inputs(node, point.state, ran.task, resume)
-        problems: list[str] = []
-        for attempt in range(1, node.max_update_attempts + 1):
-            sub_id = base if attempt == 1 else self._retry_id(base, attempt)
-            sub = PlannedSubtask(id=sub_id, role=node.role or "", instructions=instructions)
-            result = self._job.done.get(sub_id)
-            if result is None or result.status != "succeeded":  # else: done before a restart
-                result = await self._host.run_subtask(self._job, sub, inputs, self._slots)
-            ran.results.append(result)
-            if result.status != "succeeded":
-                error = result.error or ErrorPayload(code=ErrorCode.JOB_FAILED, message="failed")
-                raise failed(error.code, f"node {node.id!r} failed: {error.message}", node.id)
-            ran.text = result.output
-            ran.update, problems = await self._checked(
-                self._checked_update, node, result.output, point.state
-            )
-            if not problems:
-                return
-            log.info(
-                "graph_update_rejected", job_id=self._job.id, node=node.id, problems=problems[:3]
-            )
-            inputs = {
-                **inputs,
-                "your rejected answer": result.output,
-                "why it was rejected": gate_feedback(problems),
-            }
-        raise failed(
-            ErrorCode.QUALITY_GATE,
-            f"node {node.id!r} gave no valid update in {node.max_update_attempts} tries: "
-            f"{'; '.join(problems)}",
-            node.id,
-            problems=problems,
-        )
-
-    @staticmethod
-    def _retry_id(base: str, attempt: int) -> str:
-        suffix = f".u{attempt}"
-        return base[: _MAX_ID - len(suffix)] + suffix
-
-    async def _checked(
-        self, check: Callable[P, tuple[T, list[str]]], *args: P.args, **kwargs: P.kwargs
-    ) -> tuple[T, list[str]]:
-        """A check of the state against its schema (the tenant's patterns), off the loop.
-
-        Raises:
-            GraphFailed: (``work_limit``) the check ran past ``ANSWER_WORK_S``.
-        """
-        try:
-            return await offloaded(
-                self._job.tenant, ANSWER_WORK_S, "answer_work_s", check, *args, **kwargs
-            )
-        except WorkLimitExceeded as e:
-            raise failed(ErrorCode.WORK_LIMIT, e.message) from None
+                await self._runs.run_agent(ran, node, point, step, resume)
 
     async def _routed(
         self, ran: Sequence[tuple[GraphTask, str]], state: dict[str, Any], joins: Mapping[str, int]
@@ -439,46 +350,8 @@ class GraphRun:
         except WorkLimitExceeded as e:
             raise failed(ErrorCode.WORK_LIMIT, e.message) from None
 
-    def _checked_update(
-        self, node: GraphNode, text: str, state: dict[str, Any]
-    ) -> tuple[dict[str, Any], list[str]]:
-        update, problems = self._keeper.update(node, text)
-        if not problems:
-            _, problems = self._keeper.apply(state, [update])
-        return update, problems
-
-    def _given(self, node: GraphNode, state: dict[str, Any], task: GraphTask) -> dict[str, Any]:
-        """The node's ``inputs``, each expression evaluated on the state."""
-        given: dict[str, Any] = {}
-        for name, expression in node.inputs.items():
-            try:
-                given[name] = evaluate(expression, self._edges.names(state, task))
-            except ExpressionError as e:
-                why = f"input {name!r} of {node.id!r} failed: {e}"
-                raise failed(ErrorCode.INVALID_INPUT, why, node.id) from None
-        return given
-
-    def _inputs(
-        self, node: GraphNode, state: dict[str, Any], task: GraphTask, resume: Any
-    ) -> dict[str, str]:
-        """What an agent node is given beside its prompt: the state, unless placed in it."""
-        inputs: dict[str, str] = {}
-        if node.inputs:  # what it asks for, instead of the whole state
-            given = self._given(node, state, task)
-            inputs |= {name: _text(value) for name, value in given.items() if value is not None}
-        elif self._graph.state is None:  # the older contract: the previous node's text
-            if state.get(DEFAULT_FIELD):
-                inputs["previous output"] = str(state[DEFAULT_FIELD])
-        elif not uses_state(node.instructions):
-            inputs["state"] = json.dumps(state, ensure_ascii=False, default=str)
-        if task.index is not None and "{item}" not in node.instructions:
-            inputs["item"] = _text(task.item)
-        if resume is not None and "{resume}" not in node.instructions:
-            inputs["a person's answer"] = _text(resume)
-        return inputs
-
     async def _run_subgraph(
-        self, ran: _Ran, node: GraphNode, point: GraphCheckpoint, step: int
+        self, ran: TaskRun, node: GraphNode, point: GraphCheckpoint, step: int
     ) -> None:
         assert node.graph is not None  # noqa: S101 - its kind says so
         namespace = (
@@ -489,7 +362,7 @@ class GraphRun:
         if namespace.count("/") > MAX_DEPTH:
             why = f"subgraphs nest deeper than {MAX_DEPTH}"
             raise failed(ErrorCode.INVALID_INPUT, why, node.id)
-        given = self._given(node, point.state, ran.task)
+        given = self._runs.given(node, point.state, ran.task)
         child = GraphRun(self._host, self._job, node.graph, namespace)
         outcome = await child.run(given)
         ran.results.extend(outcome.results)
@@ -497,7 +370,7 @@ class GraphRun:
             raise GraphFailed(outcome.error)
         ran.text = outcome.last
         ran.update = {mine: outcome.state.get(theirs) for mine, theirs in node.outputs.items()}
-        _, problems = await self._checked(self._keeper.apply, point.state, [ran.update])
+        _, problems = await checked(self._job.tenant, self._keeper.apply, point.state, [ran.update])
         if problems:
             raise failed(
                 ErrorCode.QUALITY_GATE,
@@ -505,68 +378,6 @@ class GraphRun:
                 node.id,
                 problems=problems,
             )
-
-    async def _run_child(
-        self, ran: _Ran, node: GraphNode, point: GraphCheckpoint, step: int, resume: Any
-    ) -> None:
-        """A registered team or skill as the node: a child job of the same tenant."""
-        task = render(
-            node.instructions or "{task}",
-            task=self._job.task,
-            state=point.state,
-            item=ran.task.item,
-            resume=resume,
-        )
-        given = self._given(node, point.state, ran.task) or None
-        key = f"{self._ns}{self._task_id(ran.task, step)}"
-        try:
-            result = await self._host.run_child(self._job, node, task, given, key)
-        except TroupeError as e:  # refused at the door: a policy, an unknown team, too deep
-            why = f"node {node.id!r} could not start its job: {e}"
-            raise failed(e.code, why, node.id) from None
-        sub = PlannedSubtask(
-            id=self._task_id(ran.task, step),
-            role=node.team or "skill",
-            instructions=task[:2000] or node.id,
-        )
-        ran.results.append(
-            SubtaskResult(
-                id=sub.id,
-                role=sub.role,
-                instructions=sub.instructions,
-                status="succeeded" if result.status == "succeeded" else "failed",
-                output=result.answer,
-                error=result.error,
-                usage=result.usage,
-                agent=f"job:{result.job_id}",
-            )
-        )
-        if result.status != "succeeded":
-            why = result.error.message if result.error else result.status
-            raise failed(
-                result.error.code if result.error else ErrorCode.JOB_FAILED,
-                f"node {node.id!r} (job {result.job_id}) {result.status}: {why}",
-                node.id,
-                child=result.job_id,
-            )
-        ran.text = result.answer
-        ran.update, problems = self._checked_update(node, result.answer, point.state)
-        if problems:
-            raise failed(
-                ErrorCode.QUALITY_GATE,
-                f"node {node.id!r}'s answer is no valid update: {'; '.join(problems)}",
-                node.id,
-                problems=problems,
-            )
-
-
-def _text(value: Any) -> str:
-    """A value as an input's text: itself, a list of texts one per line, else JSON."""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, list) and value and all(isinstance(v, str) for v in value):
-        return "\n".join(f"- {v}" for v in value)
-    return json.dumps(value, ensure_ascii=False, default=str)
 
 
 def graph_answer(graph: GraphSpec, outcome: GraphOutcome) -> str:
