@@ -16,7 +16,8 @@ from raytroupe.actors.desk.sessions import SessionDesk, SessionStore
 from raytroupe.actors.desk.what_runs import WhatRuns
 from raytroupe.actors.endpoint import RouterClient
 from raytroupe.actors.evals.desk import EvalDesk, EvalStore
-from raytroupe.actors.evals.experiments import ExperimentDesk, ExperimentStore
+from raytroupe.actors.evals.experiment_store import ExperimentStore
+from raytroupe.actors.evals.experiments import ExperimentDesk
 from raytroupe.actors.orchestrator.admission import PolicyBook
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.shards import TeamProvisioner

@@ -22,7 +22,7 @@ import structlog
 from pydantic import ValidationError
 
 from raytroupe.actors.endpoint import RouterClient, serve_envelope
-from raytroupe.actors.evals.experiments import ExperimentStore
+from raytroupe.actors.evals.experiment_store import ExperimentStore
 from raytroupe.actors.orchestrator.admission import PolicyBook, readmit
 from raytroupe.actors.orchestrator.approvals import ApprovalDesk
 from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore

@@ -6,15 +6,9 @@ import random
 
 import pytest
 
-from raytroupe.actors.evals.experiments import (
-    STALE_S,
-    ExperimentDesk,
-    ExperimentStore,
-    Outcome,
-    arm_for,
-    decide,
-    sample,
-)
+from raytroupe.actors.evals.experiment_store import ExperimentStore, Outcome
+from raytroupe.actors.evals.experiment_verdict import decide, sample
+from raytroupe.actors.evals.experiments import STALE_S, ExperimentDesk, arm_for
 from raytroupe.actors.evals.stats import permutation_test
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.skills.registry import SkillRegistry
