@@ -6,61 +6,52 @@ A job runs as one asyncio task (:class:`~raytroupe.actors.orchestrator.runner.Jo
 the team, ask the planner for a plan, dispatch every ready subtask through the router (in
 parallel up to ``TeamSpec.max_parallel`` per job and ``max_running`` overall), then ask the
 planner model to aggregate. Subtasks whose agent died (a retryable delivery error) are
-dispatched again with ``attempt + 1``.
+dispatched again with ``attempt + 1``. The shard keeps its jobs in a
+:class:`~raytroupe.actors.orchestrator.shard_jobs.ShardJobs`.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import time
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, assert_never
 
 import structlog
-from pydantic import ValidationError
 
 from raytroupe.actors.endpoint import RouterClient, serve_envelope
 from raytroupe.actors.evals.experiment_store import ExperimentStore
-from raytroupe.actors.orchestrator.admission import PolicyBook, readmit
+from raytroupe.actors.orchestrator.admission import PolicyBook
 from raytroupe.actors.orchestrator.approvals import ApprovalDesk
 from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore
 from raytroupe.actors.orchestrator.graphs.control import GraphControl
 from raytroupe.actors.orchestrator.graphs.desk import GraphDesk
-from raytroupe.actors.orchestrator.jobs import Job, emit, job_message, wait_until
+from raytroupe.actors.orchestrator.jobs import Job, emit, wait_until
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.runner import JobRunner
+from raytroupe.actors.orchestrator.shard_jobs import ShardJobs
 from raytroupe.actors.orchestrator.shards import Admitted, Desk, Shards, TeamProvisioner, job_owner
 from raytroupe.actors.orchestrator.views import (
     Interrupted,
-    listed,
     live_trace,
     summary_of,
     waiting_approvals,
     waiting_interrupts,
 )
 from raytroupe.actors.state import redact_url
-from raytroupe.actors.telemetry import metrics
 from raytroupe.protocols import (
-    LLM_POOL,
     Ack,
     AgentMessage,
     ApprovalRequest,
-    CancelJob,
-    Conflict,
     Feedback,
-    Forbidden,
     InvalidInput,
     JobEvent,
-    JobNotFound,
     JobResult,
     JobsQuery,
     JobStatus,
     JobSummary,
     LLMDeltas,
     Span,
-    TroupeError,
     job_shard,
 )
 from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
@@ -123,16 +114,15 @@ class Orchestrator:
             CheckpointStore(journal.db) if journal is not None else CheckpointStore.in_memory()
         )
         self._graph_control = GraphControl(self._graphs, self._front, self._all, self._shard)
-        self._measures = ExperimentStore(journal.db) if journal is not None else None
         self._runner = JobRunner(
-            self._router,
-            self._provision,
-            journal,
-            max_running=self._limits[0],
-            max_attempts=self._limits[1],
-            graphs=self._graphs,
-            children=self._graph_control.child,
-        )
+            self._router, self._provision, journal, max_running=self._limits[0],
+            max_attempts=self._limits[1], graphs=self._graphs, children=self._graph_control.child,
+        )  # fmt: skip
+        self._held = ShardJobs(
+            self._jobs, self._tasks, journal, self._runner, graphs=self._graphs,
+            measures=ExperimentStore(journal.db) if journal is not None else None,
+            router=self._router, keep_jobs=self._keep_jobs,
+        )  # fmt: skip
 
     def __repr__(self) -> str:
         """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
@@ -153,47 +143,13 @@ class Orchestrator:
         journal = at if isinstance(at, Journal) else await asyncio.to_thread(Journal, at)
         self._records(journal)
         policies = PolicyBook(journal.policies())  # as the desk journaled them: no call to it
-        for job in journal.resumable(self._owns):
-            if job_shard(job.id, 10_000) != self._shard:  # its shard is gone: fewer run now
-                log.warning(  # its streamed tokens and approvals go to its shard's address
-                    "job_of_a_gone_shard_resumed", job_id=job.id, shard=self._shard
-                )
-            self._jobs[job.id] = job
-            metrics.job_status(None, job.status)
-            refused = _refused(job, policies)
-            if refused is None:
-                log.info("job_resumed", job_id=job.id, finished_subtasks=len(job.done))
-            else:  # its end is a refusal, not a measure of the version it runs
-                log.warning("job_refused_on_resume", job_id=job.id, field=refused.detail["field"])
-                if self._measures is not None:
-                    self._measures.forget(job.id)
-            self._start(job, refused)
+        self._held.resume(journal, policies, self._owns, self._shard)
 
     async def on_stop(self) -> None:
         """Stop running jobs (the journal resumes them in the next process) and close it."""
-        for task in list(self._tasks):
-            task.cancel()
+        self._held.stop()
         if self._journal is not None and not isinstance(self._journal_at, Journal):
             self._journal.close()
-
-    def _start(self, job: Job, refused: Forbidden | None = None) -> None:
-        """Run ``job``; ``refused`` (no longer admitted): it ends failed with that, nothing run."""
-        runner = job.runner = asyncio.create_task(self._runner.run(job, refused=refused))
-        self._tasks.add(runner)
-        runner.add_done_callback(self._tasks.discard)
-        if job.skill is not None:
-            runner.add_done_callback(lambda _: self._measured(job))
-
-    def _measured(self, job: Job) -> None:
-        """Record a finished skill job's outcome, should an experiment have assigned it."""
-        if job.result is None:  # stopped with its process: the next one resumes it
-            return
-        if self._measures is None:  # no journal: no experiments (the desk refuses them)
-            return
-        try:
-            self._measures.outcome(job.result)
-        except TroupeError as exc:  # the job stands; its experiment is a job short
-            log.warning("experiment_outcome_not_recorded", job_id=job.id, code=exc.code.value)
 
     async def shard(self) -> tuple[int, int]:
         """Which shard this is, and of how many."""
@@ -207,57 +163,7 @@ class Orchestrator:
         """
         if not self._owns(job.id):
             raise InvalidInput(f"job {job.id} is not orchestrator/{self._shard}'s to run")
-        await self._adopt(job)
-
-    async def _adopt(self, admitted: Admitted) -> None:
-        job = Job(
-            id=admitted.id,
-            task=admitted.task,
-            team=admitted.team,
-            tenant=admitted.tenant,
-            submitted_at=admitted.submitted_at,
-            budget=admitted.budget,
-            route=admitted.route,
-            images=admitted.images,
-            request_id=admitted.request_id,
-            registered=admitted.registered,
-            skill=admitted.skill,
-            input=admitted.input,
-            submitted_by=admitted.submitted_by,
-            admin=admitted.admin,
-            stream_answer=admitted.stream_answer,
-            traceparent=admitted.traceparent,
-        )
-        if self._journal is not None:
-            self._journal.job(
-                job.id,
-                task=job.task,
-                team=job.team,
-                tenant=job.tenant,
-                budget=job.budget,
-                submitted_at=job.submitted_at,
-                images=job.images,
-                skill=job.skill,
-                input=job.input,
-                submitted_by=job.submitted_by,
-                admin=job.admin,
-            )
-        if job.team.graph is not None and job.skill is None and job.input is not None:
-            self._graphs.start(job.id, job.team.graph, job.input)  # its input, in its state
-        self._jobs[job.id] = job
-        metrics.job_status(None, job.status)
-        self._forget_old_jobs()
-        submitted: dict[str, object] = {"team": job.team.name, "task": job.task[:200]}
-        if job.skill is not None:
-            submitted["skill"] = job.skill.ref
-        if job.request_id is not None:
-            submitted["request_id"] = job.request_id
-        if admitted.forked_from is not None:
-            submitted["forked_from"] = admitted.forked_from
-        await emit(job, "job_submitted", data=submitted)
-        if job.route is not None:
-            await emit(job, "job_routed", data=job.route.model_dump(mode="json"))
-        self._start(job)
+        await self._held.adopt(job)
 
     @job_owner
     async def status(self, job_id: str, *, tenant: str | None = None) -> JobStatus:
@@ -266,7 +172,7 @@ class Orchestrator:
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        return self._job(job_id, tenant).status
+        return self._held.job(job_id, tenant).status
 
     @job_owner
     async def wait(
@@ -279,7 +185,7 @@ class Orchestrator:
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        job = self._job(job_id, tenant)
+        job = self._held.job(job_id, tenant)
         await wait_until(job, lambda: job.result is not None, timeout)
         return job.result
 
@@ -299,7 +205,7 @@ class Orchestrator:
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        job = self._job(job_id, tenant)
+        job = self._held.job(job_id, tenant)
         await wait_until(job, lambda: len(job.events) > after, timeout)
         return job.events[after:]
 
@@ -314,7 +220,7 @@ class Orchestrator:
     ) -> AgentMessage:
         if message.job_id is None:
             raise InvalidInput(f"orchestrator takes messages about a job, not {message.kind!r}")
-        job = self._job(message.job_id)
+        job = self._held.job(message.job_id)
         match payload:
             case LLMDeltas():
                 deltas = [d.model_dump(exclude={"kind"}) for d in payload.deltas]
@@ -328,7 +234,7 @@ class Orchestrator:
     @job_owner
     async def approvals(self, job_id: str, *, tenant: str | None = None) -> list[ApprovalRequest]:
         """The job's tool calls waiting for a human."""
-        return self._desk.pending(self._job(job_id, tenant))
+        return self._desk.pending(self._held.job(job_id, tenant))
 
     @job_owner
     async def decide(
@@ -345,7 +251,7 @@ class Orchestrator:
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        job = self._job(job_id, tenant)
+        job = self._held.job(job_id, tenant)
         return await self._desk.decide(job, approval_id, approved, reason)
 
     @job_owner
@@ -357,21 +263,7 @@ class Orchestrator:
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        job = self._job(job_id, tenant)
-        if job.result is not None or job.runner is None:
-            return False
-        job.cancel_requested = True
-        # whoever runs one of its subtasks, or work delegated for them, stops it
-        for agent in (*(a.name for a in job.team.agents), *job.team.delegates):
-            with contextlib.suppress(TroupeError):
-                await self._router.send(job_message(job, agent, CancelJob()))
-        job.runner.cancel()
-        await wait_until(job, lambda: job.result is not None, 30.0)
-        # the job has its outcome: the pool may now drop the model calls still running for it
-        with contextlib.suppress(TroupeError):
-            await self._router.send(job_message(job, LLM_POOL, CancelJob()))
-        # still winding down after 30 s: cancelled all the same, it ends as soon as it can
-        return job.result is None or job.result.status == "cancelled"
+        return await self._held.cancel(self._held.job(job_id, tenant))
 
     @job_owner
     async def feedback(
@@ -385,21 +277,7 @@ class Orchestrator:
             Conflict: the job has not finished.
             InvalidInput: ``score`` outside 0-1.
         """
-        job = self._job(job_id, tenant)
-        if job.result is None:
-            raise Conflict(f"job {job_id} has not finished: feedback is on its answer",
-                           job_id=job_id)  # fmt: skip
-        try:
-            given = Feedback(score=score, comment=comment, by=by, at=time.time())
-        except ValidationError as exc:
-            raise InvalidInput(f"feedback: {exc.errors()[0]['msg']}", field="score") from None
-        job.feedback.append(given)
-        if self._journal is not None:
-            self._journal.feedback(job_id, given)
-        if job.skill is not None and self._measures is not None:
-            self._measures.feedback(job_id, given.score)
-        log.info("job_feedback", job_id=job_id, score=score, by=by)
-        return given
+        return self._held.feedback(self._held.job(job_id, tenant), score, comment, by)
 
     @job_owner
     async def feedbacks(self, job_id: str, *, tenant: str | None = None) -> list[Feedback]:
@@ -408,36 +286,25 @@ class Orchestrator:
         Raises:
             JobNotFound: no such job (of ``tenant``, when given).
         """
-        job = self._job(job_id, tenant)
-        if self._journal is not None:
-            return self._journal.feedbacks(job_id)
-        return list(job.feedback)
+        return self._held.feedbacks(self._held.job(job_id, tenant))
 
     async def jobs(self, *, tenant: str | None = None) -> dict[str, JobStatus]:
         """Jobs this shard knows (of ``tenant``, when given) and their status, oldest first."""
-        return {
-            job_id: job.status
-            for job_id, job in self._jobs.items()
-            if tenant is None or job.tenant == tenant
-        }
+        return self._held.statuses(tenant)
 
     async def listed(self, *, tenant: str | None = None) -> list[tuple[float, str, JobStatus]]:
         """``(submitted_at, job id, status)`` of each job this shard knows, oldest first.
 
         Of ``tenant`` only, when given: what the client merges the shards' lists by.
         """
-        return [
-            (job.submitted_at, job_id, job.status)
-            for job_id, job in self._jobs.items()
-            if tenant is None or job.tenant == tenant
-        ]
+        return self._held.listed(tenant)
 
     # -- what people watching jobs see (the jobs list, the console) --------------------------
 
     @job_owner
     async def summary(self, job_id: str, *, tenant: str | None = None) -> JobSummary:
         """The job's jobs-list line, with its live status (raises ``JobNotFound``)."""
-        job = self._job(job_id, tenant)
+        job = self._held.job(job_id, tenant)
         kept = None
         if self._journal is not None:
             kept = await asyncio.to_thread(self._journal.summary, job_id)
@@ -447,7 +314,7 @@ class Orchestrator:
     @job_owner
     async def trace(self, job_id: str, *, tenant: str | None = None) -> tuple[Span, ...]:
         """The job's trace so far: the root first (ending now, while the job runs)."""
-        return live_trace(self._job(job_id, tenant))
+        return live_trace(self._held.job(job_id, tenant))
 
     async def waiting(
         self, *, tenant: str | None = None
@@ -466,21 +333,14 @@ class Orchestrator:
         The jobs list of a deployment without a journal (the desk merges the shards');
         with one, the desk reads the journal's, every shard's jobs at once.
         """
-        found = [
-            line
-            for job in reversed(self._jobs.values())
-            if (tenant is None or job.tenant == tenant)
-            and (query.before is None or job.submitted_at < query.before)
-            and listed(line := summary_of(job), query)
-        ]
-        return found[: query.limit]
+        return self._held.summaries(tenant, query)
 
     # -- graph jobs (see :mod:`.graphs.control`) --------------------------------------------
 
     @job_owner
     async def checkpoints(self, job_id: str, *, tenant: str | None = None) -> list[GraphCheckpoint]:
         """See :meth:`GraphControl.checkpoints`."""
-        return await self._graph_control.checkpoints(self._job(job_id, tenant))
+        return await self._graph_control.checkpoints(self._held.job(job_id, tenant))
 
     @job_owner
     async def resume(
@@ -493,7 +353,7 @@ class Orchestrator:
         tenant: str | None = None,
     ) -> GraphInterrupt:
         """See :meth:`GraphControl.resume`."""
-        job = self._job(job_id, tenant)
+        job = self._held.job(job_id, tenant)
         return await self._graph_control.resume(job, value, state, interrupt)
 
     @job_owner
@@ -507,11 +367,11 @@ class Orchestrator:
         admin: bool = False,
     ) -> str:
         """See :meth:`GraphControl.fork` (the fork runs on this shard)."""
-        source = self._job(job_id, tenant)
+        source = self._held.job(job_id, tenant)
         admitted = await self._graph_control.fork(
             source, step, state, admin=admin or tenant is None
         )
-        await self._adopt(admitted)
+        await self._held.adopt(admitted)
         log.info("job_forked", job_id=admitted.id, parent=job_id, step=step)
         return admitted.id
 
@@ -536,29 +396,3 @@ class Orchestrator:
         """
         team = await self._front.team(job.team.name) if job.registered else job.team
         await self._provisioner.provision(team)
-
-    def _job(self, job_id: str, tenant: str | None = None) -> Job:
-        job = self._jobs.get(job_id)
-        if job is None and self._journal is not None:
-            job = self._journal.finished(job_id)  # finished before this process started
-            if job is not None:
-                self._jobs[job_id] = job
-        if job is None or (tenant is not None and job.tenant != tenant):
-            raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
-        return job
-
-    def _forget_old_jobs(self) -> None:
-        finished = [j for j, job in self._jobs.items() if job.result is not None]
-        for job_id in finished[: max(0, len(self._jobs) - self._keep_jobs)]:
-            del self._jobs[job_id]
-
-
-def _refused(job: Job, policies: PolicyBook) -> Forbidden | None:
-    """Why today's ``policies`` refuse a job resumed after a restart (None: they admit it)."""
-    if job.admin:  # an admin's job runs as it was admitted
-        return None
-    try:
-        readmit(job, *policies.policy(job.tenant))
-    except Forbidden as exc:
-        return exc
-    return None
