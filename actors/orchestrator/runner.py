@@ -1,7 +1,8 @@
 """A job's run, from provisioning its team to its result: plan, dispatch, aggregate, finish.
 
 The orchestrator starts one :meth:`JobRunner.run` task per job; the runner is the part of
-the orchestrator that talks to the planner model, the dispatcher and the journal.
+the orchestrator that talks to the planner model, the dispatcher and the journal. A skill
+job's gate, lessons and reflection are :mod:`.skill_runs`.
 """
 
 from __future__ import annotations
@@ -24,19 +25,9 @@ from raytroupe.actors.orchestrator.graphs.nodes import RunChild
 from raytroupe.actors.orchestrator.jobs import Job, emit, job_message, last_event, set_status
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.planner import aggregate, make_plan
-from raytroupe.actors.skills.reflect import (
-    lesson_write,
-    lessons_query,
-    reflect_request,
-    reflection_due,
-)
+from raytroupe.actors.orchestrator.skill_runs import SkillRuns
 from raytroupe.actors.skills.run import (
-    Produce,
-    direct_request,
-    gated,
-    react_plan,
     request_text,
-    revise_request,
     with_lessons,
 )
 from raytroupe.actors.skills.standard import standard_output
@@ -45,24 +36,20 @@ from raytroupe.actors.telemetry.jobs import add_span, done_subtask_spans, job_tr
 from raytroupe.actors.telemetry.tracing import note, span
 from raytroupe.protocols import (
     LLM_POOL,
-    ChatMessage,
     ErrorCode,
     ErrorPayload,
     JobEnded,
     JobResult,
     LLMRequest,
     LLMResponse,
-    MemoryHits,
     ModelError,
     Plan,
-    QualityGateFailed,
     SubtaskResult,
     Timings,
     TroupeError,
 )
 from raytroupe.protocols.graph import GraphSpec
 from raytroupe.protocols.prompts import request_of
-from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["JobRunner", "streams_answer"]
 
@@ -106,6 +93,7 @@ class JobRunner:
         self._dispatcher = Dispatcher(
             router, max_running=max_running, max_attempts=max_attempts, record=self.record
         )
+        self._skills = SkillRuns(router, self._dispatcher, self._ask)
 
     async def run(self, job: Job, *, refused: TroupeError | None = None) -> None:
         """Run ``job`` to its result: provision, plan, dispatch, aggregate, finish.
@@ -175,14 +163,14 @@ class JobRunner:
         if skill is not None and skill.team is None:  # react or direct: the skill answers
             mark = time.perf_counter()
             set_status(job, "running")
-            await self._skill(job, skill, ask, done)
+            await self._skills.skill(job, skill, ask, done)
             done.dispatch_s = time.perf_counter() - mark
             return _dispatch_error(job, done.subtasks) if done.subtasks else None
         if skill is not None:  # a team skill: its planner, aggregator and reviser see lessons
-            job.lessons = await self._lessons(job, skill, request_text(job.task, job.input))
+            job.lessons = await self._skills.lessons(job, skill, request_text(job.task, job.input))
         error = await self._team(job, ask, done)
         if error is None and skill is not None:  # a team's answer, gated by the skill
-            await self._revised(job, skill, ask, done)
+            await self._skills.revised(job, skill, ask, done)
         return error
 
     async def _team(self, job: Job, ask: Ask, done: _Progress) -> ErrorPayload | None:
@@ -263,7 +251,7 @@ class JobRunner:
         output = standard_output(result, skill=job.skill, quality=job.quality, schema=schema)
         result = result.model_copy(update={"output": output})
         if reflect and not cancelled:
-            await self._reflect(job, result)
+            await self._skills.reflect(job, result)
         set_status(job, result.status)
         log.info(
             "job_finished",
@@ -286,99 +274,6 @@ class JobRunner:
             self._journal.finish(result)
         kind, data = last_event(result)
         await emit(job, kind, data=data, result=result)
-
-    async def _skill(self, job: Job, skill: SkillSpec, ask: Ask, done: _Progress) -> None:
-        """A react or direct skill's answer, through its quality gate."""
-        text = request_text(job.task, job.input)
-        history: list[ChatMessage] = []
-        lessons = await self._lessons(job, skill, text)
-
-        async def produce(
-            attempt: int, previous: str | None, feedback: str | None
-        ) -> tuple[str, list[SubtaskResult]]:
-            if skill.execution_mode == "direct":
-                if previous is not None and feedback is not None:
-                    history.extend((ChatMessage(role="assistant", content=previous),
-                                    ChatMessage(role="user", content=feedback)))  # fmt: skip
-                call = direct_request(skill, text, tuple(history), lessons=lessons)
-                return (await ask(call)).text, []
-            results = await self._dispatcher.run(
-                job, react_plan(text, attempt, previous, feedback, lessons), ask
-            )
-            return results[0].output, results
-
-        await self._gated(job, skill, text, produce, ask, done)
-
-    async def _revised(self, job: Job, skill: SkillSpec, ask: Ask, done: _Progress) -> None:
-        """A team's answer through the skill's gate; a failing one is revised by its model."""
-        text = request_text(job.task, job.input)
-        answer, team_subtasks = done.answer, done.subtasks
-
-        async def produce(
-            _: int, previous: str | None, feedback: str | None
-        ) -> tuple[str, list[SubtaskResult]]:
-            if previous is None or feedback is None:
-                return answer, []
-            return (await ask(revise_request(skill, text, previous, feedback))).text, []
-
-        await self._gated(job, skill, text, produce, ask, done)
-        done.subtasks = team_subtasks
-
-    async def _gated(  # noqa: PLR0917 - private, the run's parts
-        self, job: Job, skill: SkillSpec, text: str, produce: Produce, ask: Ask, done: _Progress
-    ) -> None:
-        """Run the gate loop; keep its report on the job (and raise if the answer failed).
-
-        Raises:
-            QualityGateFailed: the last answer failed; ``detail['checks']`` has every check.
-        """
-        started = time.time()
-        result = await gated(skill, text, produce, ask, budget=job.budget)
-        done.answer, done.subtasks, report = result.answer, result.subtasks, result.report
-        if report is None:  # the skill's subtask failed: the dispatch error says why
-            return
-        job.quality = report
-        add_span(job, "quality_gate", f"quality gate {skill.ref}", started, time.time(),
-                 passed=report.passed, score=report.score, retries=report.retries)  # fmt: skip
-        await emit(job, "quality_checked", data=report.model_dump(mode="json"))
-        if not report.passed:
-            raise QualityGateFailed(
-                f"the answer failed its quality gate ({report.retries} retries): "
-                + "; ".join(report.problems[:5]),
-                problems=report.problems,
-                checks=[c.model_dump(mode="json") for c in report.checks],
-                score=report.score,
-            )
-
-    async def _lessons(self, job: Job, skill: SkillSpec, text: str) -> tuple[str, ...]:
-        """The skill's lessons closest to this request (none if memory cannot say)."""
-        query = lessons_query(skill, text)
-        if query is None:
-            return ()
-        try:
-            reply = await self._router.request(job_message(job, "memory", query))
-        except TroupeError as exc:  # memory is an aid: the job goes on without
-            log.warning("lessons_not_recalled", job_id=job.id, code=exc.code.value)
-            return ()
-        if not isinstance(reply.payload, MemoryHits):
-            return ()
-        return tuple(hit.text for hit in reply.payload.hits)
-
-    async def _reflect(self, job: Job, result: JobResult) -> None:
-        """Have the reflector write a lesson about the job, if its skill's policy says so."""
-        skill = job.skill
-        if skill is None or not reflection_due(skill, result, job.quality):
-            return
-        request = reflect_request(skill, request_text(job.task, job.input), result, job.quality)
-        try:  # a lesson is an aid: never a reason for the job to fail
-            lesson = (await self._ask(job, request)).text.strip()
-            if lesson:
-                await self._router.request(
-                    job_message(job, "memory", lesson_write(skill, job.id, lesson))
-                )
-                log.info("lesson_written", job_id=job.id, skill=skill.name)
-        except TroupeError as exc:
-            log.warning("lesson_not_written", job_id=job.id, code=exc.code.value)
 
     async def _planned(self, job: Job) -> Plan:
         """The job's plan: journaled or made now (then journaled), announced to watchers."""
