@@ -3,20 +3,21 @@
 Written as a job goes, so that a restarted orchestrator resumes every unfinished job from
 where it was: its plan is not asked for again and its finished subtasks are not run again.
 One orchestrator owns one journal: a SQLite file, or its tables in the cluster's PostgreSQL.
+What it reads back to resume or fork a job is :mod:`.restored`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import structlog
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
-from raytroupe.actors.orchestrator.jobs import Job, last_event
+from raytroupe.actors.orchestrator.jobs import Job
+from raytroupe.actors.orchestrator.restored import IMAGES, RestoredJobs, Unfinished
 from raytroupe.actors.state import Database, Migration, first, open_database, upsert
 from raytroupe.protocols import (
     ApprovalDecision,
@@ -24,7 +25,6 @@ from raytroupe.protocols import (
     Budget,
     Feedback,
     ImagePart,
-    JobEvent,
     JobResult,
     JobsQuery,
     JobSummary,
@@ -35,11 +35,9 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.skill import SkillSpec
 
-__all__ = ["Journal", "Unfinished"]
+__all__ = ["Journal"]
 
 log = structlog.get_logger("raytroupe.orchestrator")
-
-_IMAGES: TypeAdapter[tuple[ImagePart, ...]] = TypeAdapter(tuple[ImagePart, ...])
 
 _MIGRATIONS: tuple[Migration, ...] = (
     (
@@ -95,24 +93,6 @@ _SUMMARY = (
 _TERMINAL = ("succeeded", "failed", "cancelled")
 
 
-@dataclass(frozen=True)
-class Unfinished:
-    """A job the journal holds without a result: what is needed to resume it."""
-
-    job_id: str
-    task: str
-    team: TeamSpec
-    tenant: str
-    budget: Budget | None
-    submitted_at: float
-    plan: Plan | None
-    done: dict[str, SubtaskResult]
-    images: tuple[ImagePart, ...] = ()
-    skill: SkillSpec | None = None
-    input: Any = None
-    admin: bool = False
-
-
 def _summary(row: Any) -> JobSummary:
     fields = ("id", "status", "tenant", "team", "skill", "submitted_by", "submitted_at",
               "finished_at", "cost_usd", "tokens", "subtasks", "task")  # fmt: skip
@@ -131,6 +111,7 @@ class Journal:
 
     def __init__(self, location: str | Path) -> None:
         self._db = open_database(location, "journal", _MIGRATIONS)
+        self._restored = RestoredJobs(self._db)
         self._fill_summaries()
 
     def _fill_summaries(self) -> None:
@@ -174,7 +155,7 @@ class Journal:
         if images:
             self._db.execute(
                 "INSERT INTO job_images VALUES (?, ?) ON CONFLICT DO NOTHING",
-                (job_id, _IMAGES.dump_json(images).decode()),
+                (job_id, IMAGES.dump_json(images).decode()),
             )
         self._db.execute(
             "INSERT INTO jobs (id, task, team, tenant, budget, submitted_at, result, team_name, "
@@ -285,72 +266,23 @@ class Journal:
 
     def load(self, job_id: str) -> tuple[TeamSpec, str, JobResult] | None:
         """A finished job's team, tenant and result (None if unknown or unfinished)."""
-        row = first(
-            self._db.execute("SELECT team, tenant, result FROM jobs WHERE id = ?", (job_id,))
-        )
-        if row is None or row[2] is None:
-            return None
-        return TeamSpec.model_validate_json(row[0]), row[1], JobResult.model_validate_json(row[2])
+        return self._restored.load(job_id)
 
     def known(self, job_id: str) -> tuple[bool, JobResult | None]:
         """(whether the job is journaled, its result if it has one)."""
-        row = first(self._db.execute("SELECT result FROM jobs WHERE id = ?", (job_id,)))
-        if row is None:
-            return False, None
-        return True, JobResult.model_validate_json(row[0]) if row[0] is not None else None
+        return self._restored.known(job_id)
 
     def unfinished(self, owns: Callable[[str], bool] = lambda _: True) -> list[Unfinished]:
-        """Every job without a result, oldest first, with its plan and finished subtasks.
+        """See :meth:`RestoredJobs.unfinished`."""
+        return self._restored.unfinished(owns)
 
-        Only those whose id ``owns`` (an orchestrator shard's partition of the journal).
-        """
-        rows = self._db.execute(
-            "SELECT id, task, team, tenant, budget, submitted_at, admin FROM jobs "
-            "WHERE result IS NULL ORDER BY submitted_at"
-        )
-        found = []
-        for job_id, task, team, tenant, budget, submitted_at, admin in rows:
-            if not owns(job_id):
-                continue
-            plan_row = first(self._db.execute("SELECT plan FROM plans WHERE job_id = ?", (job_id,)))
-            done = {
-                sid: SubtaskResult.model_validate_json(result)
-                for sid, result in self._db.execute(
-                    "SELECT subtask_id, result FROM subtasks WHERE job_id = ?", (job_id,)
-                )
-            }
-            images, skill, given = self._given(job_id)
-            found.append(
-                Unfinished(
-                    skill=skill,
-                    input=given,
-                    images=images,
-                    job_id=job_id,
-                    task=task,
-                    team=TeamSpec.model_validate_json(team),
-                    tenant=tenant,
-                    budget=None if budget is None else Budget.model_validate_json(budget),
-                    submitted_at=submitted_at,
-                    plan=None if plan_row is None else Plan.model_validate_json(plan_row[0]),
-                    done=done,
-                    admin=bool(admin),
-                )
-            )
-        return found
+    def resumable(self, owns: Callable[[str], bool] = lambda _: True) -> list[Job]:
+        """See :meth:`RestoredJobs.resumable`."""
+        return self._restored.resumable(owns)
 
-    def _given(self, job_id: str) -> tuple[tuple[ImagePart, ...], SkillSpec | None, Any]:
-        """A job's images, and a skill job's skill version and structured input."""
-        images_row = first(
-            self._db.execute("SELECT images FROM job_images WHERE job_id = ?", (job_id,))
-        )
-        skill_row = first(
-            self._db.execute("SELECT skill, input FROM job_skills WHERE job_id = ?", (job_id,))
-        )
-        return (
-            () if images_row is None else _IMAGES.validate_json(images_row[0]),
-            None if skill_row is None else SkillSpec.model_validate_json(skill_row[0]),
-            None if skill_row is None or skill_row[1] is None else json.loads(skill_row[1]),
-        )
+    def finished(self, job_id: str) -> Job | None:
+        """See :meth:`RestoredJobs.finished`."""
+        return self._restored.finished(job_id)
 
     def running_teams(self) -> set[str]:
         """The names of the teams of unfinished jobs (of every shard)."""
@@ -358,67 +290,6 @@ class Journal:
             "SELECT DISTINCT team_name FROM jobs WHERE result IS NULL AND team_name IS NOT NULL"
         )
         return {name for (name,) in rows}
-
-    def resumable(self, owns: Callable[[str], bool] = lambda _: True) -> list[Job]:
-        """Every unfinished job whose id ``owns``, ready to run again.
-
-        With its plan and finished subtasks.
-        """
-        return [
-            Job(
-                id=found.job_id,
-                task=found.task,
-                team=found.team,
-                tenant=found.tenant,
-                submitted_at=found.submitted_at,
-                budget=found.budget,
-                plan=found.plan,
-                done=found.done,
-                images=found.images,
-                skill=found.skill,
-                input=found.input,
-                admin=found.admin,
-            )
-            for found in self.unfinished(owns)
-        ]
-
-    def finished(self, job_id: str) -> Job | None:
-        """A job that finished before this process started, with its result.
-
-        With what it ran under (budget, images, skill and input, how it was admitted): a
-        fork of it starts from these, and is admitted again by them.
-        """
-        loaded = self.load(job_id)
-        if loaded is None:
-            return None
-        team, tenant, result = loaded
-        row = first(
-            self._db.execute("SELECT budget, submitted_by, admin FROM jobs WHERE id = ?", (job_id,))
-        )
-        budget, submitted_by, admin = row if row is not None else (None, None, None)
-        images, skill, given = self._given(job_id)
-        # its events are not journaled; its last one is, in effect: a watcher gets it and stops
-        kind, data = last_event(result)
-        ended = JobEvent.model_validate(
-            {"job_id": job_id, "seq": 1, "at": result.timings.finished_at, "type": kind,
-             "data": data}
-        )  # fmt: skip
-        return Job(
-            id=job_id,
-            task=result.task,
-            team=team,
-            tenant=tenant,
-            submitted_at=result.timings.submitted_at,
-            status=result.status,
-            result=result,
-            events=[ended],
-            budget=None if budget is None else Budget.model_validate_json(budget),
-            images=images,
-            skill=skill,
-            input=given,
-            submitted_by=submitted_by,
-            admin=bool(admin),
-        )
 
     def put_team(self, team: TeamSpec) -> None:
         """Record a team registered at run time (replacing one of the same name)."""
