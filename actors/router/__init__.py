@@ -1,7 +1,8 @@
 """The message router: envelopes delivered by name, role or topic (the data plane).
 
 ``actor`` holds :class:`MessageRouter` and its in-process client; ``registry`` the addresses
-it delivers to.
+it delivers to; ``delivery`` the calls of the recipients' mailboxes; ``ledger`` the ids seen,
+the dead letters and the counters.
 """
 
 from raytroupe.actors.router.actor import LocalRouterClient, MessageRouter, RouterStats

@@ -8,20 +8,20 @@ Guarantees, per envelope handed to :meth:`MessageRouter.send` or :meth:`MessageR
 - an id seen before is not delivered twice: a repeated ``request`` gets the first one's reply;
 - a ``request`` always gets a reply envelope; when delivery failed it carries an
   ``ErrorPayload`` (``retryable`` where trying again can help).
+
+Handing envelopes to mailboxes is :mod:`.delivery`; the ids seen, dead letters and counters
+are :mod:`.ledger`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections import OrderedDict, deque
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
 from typing import Any
 
-import structlog
-
-from raytroupe.actors.endpoint import Batches, BatchMailbox, BatchProgress, Mailbox, Outcome
+from raytroupe.actors.endpoint import Batches, BatchProgress, Mailbox, Outcome
+from raytroupe.actors.router.delivery import call, deliver_group, no_reply_error
+from raytroupe.actors.router.ledger import Ledger
 from raytroupe.actors.router.registry import Discover, Entry, Registry, rebuild
 from raytroupe.actors.telemetry import metrics
 from raytroupe.actors.telemetry.tracing import stamp
@@ -44,17 +44,6 @@ from raytroupe.protocols.codec import Routed, decode_routed
 from raytroupe.protocols.router import RouterStats
 
 __all__ = ["LocalRouterClient", "MessageRouter", "RouterStats"]
-
-log = structlog.get_logger("raytroupe.router")
-
-
-@dataclass
-class _Counters:
-    routed: int = 0
-    delivered: int = 0
-    dead_lettered: int = 0
-    duplicates: int = 0
-    batches: int = 0
 
 
 def _identity(ref: Any) -> Mailbox:
@@ -97,10 +86,7 @@ class MessageRouter:
         self._shard, self._shards = shard, shards
         self._registry = Registry(mailbox_factory)
         self._max_hops = max_hops
-        self._dedupe_window = dedupe_window
-        self._seen: OrderedDict[str, asyncio.Future[bytes]] = OrderedDict()
-        self._dead: deque[DeadLetter] = deque(maxlen=dead_letter_limit)
-        self._count = _Counters()
+        self._ledger = Ledger(dedupe_window, dead_letter_limit)
         self._background: set[asyncio.Task[None]] = set()
         self._batches = Batches()
         self._discover = discover
@@ -110,7 +96,7 @@ class MessageRouter:
         """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
         return (
             f"Router(shard {self._shard} of {self._shards}, hop limit {self._max_hops}, "
-            f"keeps {self._dead.maxlen} dead letters)"
+            f"keeps {self._ledger.dead.maxlen} dead letters)"
         )
 
     # -- lifecycle --------------------------------------------------------------------------
@@ -171,12 +157,12 @@ class MessageRouter:
         """
         routed = self._accept(data)
         message = routed.message
-        pending = self._seen.get(message.id)
+        pending = self._ledger.seen.get(message.id)
         if pending is not None:
-            self._count.duplicates += 1
+            self._ledger.count.duplicates += 1
             return await asyncio.shield(pending)
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-        self._remember(message.id, future)
+        self._ledger.remember(message.id, future)
         try:
             reply = await self._deliver_one(routed)
         except BaseException as exc:  # cancelled callers must not leave waiters hanging
@@ -199,7 +185,7 @@ class MessageRouter:
         one batch (one actor call) when the recipient takes batches and they carry no
         deadline.
         """
-        self._count.batches += 1
+        self._ledger.count.batches += 1
         work: list[Awaitable[Outcome]] = []
         groups: dict[str, tuple[Entry, list[tuple[Routed, asyncio.Future[bytes]]]]] = {}
         for data in batch:
@@ -209,17 +195,17 @@ class MessageRouter:
                 work.append(_now(exc))
                 continue
             message = routed.message
-            pending = self._seen.get(message.id)
+            pending = self._ledger.seen.get(message.id)
             if pending is not None:
-                self._count.duplicates += 1
+                self._ledger.count.duplicates += 1
                 work.append(asyncio.shield(pending))
                 continue
             future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
-            self._remember(message.id, future)
+            self._ledger.remember(message.id, future)
             try:
                 name, entry = self._resolve(message)
             except TroupeError as exc:
-                self._dead_letter(exc, message)
+                self._ledger.dead_letter(exc, message)
                 future.set_result(encode(message.error_reply(exc, sender="router")))
                 work.append(_now(future.result()))
                 continue
@@ -230,7 +216,7 @@ class MessageRouter:
             else:
                 work.append(self._settle(routed, future, name))
         for name, (entry, items) in groups.items():
-            task = asyncio.create_task(self._deliver_group(name, entry, items))
+            task = asyncio.create_task(deliver_group(name, entry, items, self._ledger))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
         return await self._batches.start(work)
@@ -253,57 +239,6 @@ class MessageRouter:
         future.set_result(reply)
         return reply
 
-    async def _deliver_group(
-        self, name: str, entry: Entry, items: list[tuple[Routed, asyncio.Future[bytes]]]
-    ) -> None:
-        """Hand ``items`` to ``name`` in one batch call; settle each as its answer comes.
-
-        ``entry`` is the one the envelopes were resolved to (``name`` may be unregistered or
-        registered anew by the time this runs).
-        """
-        mailbox = entry.mailbox
-        assert isinstance(mailbox, BatchMailbox)  # noqa: S101 - grouped only if it batches
-        metrics.queue_depth("router", name, entry.in_flight)
-        waiting = dict(enumerate(items))
-        failure: TroupeError | None = None
-        try:
-            ready, ticket = await mailbox.receive_many([r.with_hop() for r, _ in items])
-            while True:
-                for index, answer in ready:
-                    routed, future = waiting.pop(index)
-                    self._settle_answer(name, routed.message, future, answer)
-                entry.in_flight -= len(ready)
-                metrics.queue_depth("router", name, entry.in_flight)
-                if ticket is None:
-                    break
-                ready, ticket = await mailbox.receive_more(ticket)
-        except TroupeError as exc:
-            failure = exc
-        except Exception as err:  # noqa: BLE001 - a failing recipient must not crash the router
-            failure = DeliveryError(f"delivery to {name!r} failed: {err!r}", recipient=name)
-        finally:
-            if waiting:
-                entry.in_flight -= len(waiting)
-                metrics.queue_depth("router", name, entry.in_flight)
-                lost = failure or DeliveryError(f"delivery to {name!r} was cut short")
-                for routed, future in waiting.values():
-                    self._settle_answer(name, routed.message, future, lost)
-
-    def _settle_answer(
-        self, name: str, message: AgentMessage, future: asyncio.Future[bytes], answer: Outcome
-    ) -> None:
-        if isinstance(answer, TroupeError):
-            self._dead_letter(answer, message)
-            reply = encode(message.error_reply(answer, sender="router"))
-        elif answer is None:
-            self._count.delivered += 1
-            reply = encode(message.reply(_no_reply_error(name), sender="router"))
-        else:
-            self._count.delivered += 1
-            reply = answer
-        if not future.done():
-            future.set_result(reply)
-
     async def send(self, data: bytes) -> str:
         """Deliver one envelope without waiting for the recipient; return the status.
 
@@ -312,13 +247,13 @@ class MessageRouter:
         """
         routed = self._accept(data)
         message = routed.message
-        if message.id in self._seen:
-            self._count.duplicates += 1
+        if message.id in self._ledger.seen:
+            self._ledger.count.duplicates += 1
             return "duplicate"
         # a later request with this id is a duplicate too; it is told so instead of a reply
         seen: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         seen.set_result(encode(message.reply(_sent_one_way(message.id), sender="router")))
-        self._remember(message.id, seen)
+        self._ledger.remember(message.id, seen)
         kind, name = parse_address(message.recipient)
         try:
             if kind is AddressKind.TOPIC:
@@ -328,7 +263,7 @@ class MessageRouter:
             else:
                 targets = [self._resolve(message)[0]]
         except DeliveryError as exc:
-            self._dead_letter(exc, message)
+            self._ledger.dead_letter(exc, message)
             return "dead_lettered"
         for target in targets:
             task = asyncio.create_task(self._send_in_background(routed, target))
@@ -338,38 +273,25 @@ class MessageRouter:
 
     async def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
         """The newest ``limit`` dead letters, oldest first."""
-        return list(self._dead)[-limit:] if limit > 0 else []
+        return list(self._ledger.dead)[-limit:] if limit > 0 else []
 
     async def stats(self) -> RouterStats:
         """Counters and the registry, for inspection."""
-        return RouterStats(
-            routed=self._count.routed,
-            delivered=self._count.delivered,
-            dead_lettered=self._count.dead_lettered,
-            duplicates=self._count.duplicates,
-            batches=self._count.batches,
-            registered=self._registry.names(),
-            in_flight={n: e.in_flight for n, e in self._registry.entries.items() if e.in_flight},
-        )
+        return self._ledger.stats(self._registry)
 
     # -- internals ------------------------------------------------------------------------
 
     def _accept(self, data: bytes) -> Routed:
-        self._count.routed += 1
+        self._ledger.count.routed += 1
         try:
             routed = decode_routed(data)
         except TroupeError as exc:
             metrics.message_routed("malformed")
             raw = bytes(data) if isinstance(data, bytes | bytearray | memoryview) else None
-            self._dead_letter(exc, None, raw=raw)
+            self._ledger.dead_letter(exc, None, raw=raw)
             raise
         metrics.message_routed(routed.message.kind)
         return routed
-
-    def _remember(self, message_id: str, future: asyncio.Future[bytes]) -> None:
-        self._seen[message_id] = future
-        while len(self._seen) > self._dedupe_window:
-            self._seen.popitem(last=False)
 
     def _resolve(self, message: AgentMessage, target: str | None = None) -> tuple[str, Entry]:
         if message.hops >= self._max_hops:
@@ -382,33 +304,14 @@ class MessageRouter:
         message = routed.message
         try:
             name, entry = self._resolve(message, target)
-            reply = await self._call(name, entry, routed)
+            reply = await call(name, entry, routed)
         except TroupeError as exc:
-            self._dead_letter(exc, message)
+            self._ledger.dead_letter(exc, message)
             return encode(message.error_reply(exc, sender="router"))
-        self._count.delivered += 1
+        self._ledger.count.delivered += 1
         if reply is None:
-            return encode(message.reply(_no_reply_error(name), sender="router"))
+            return encode(message.reply(no_reply_error(name), sender="router"))
         return reply
-
-    async def _call(self, name: str, entry: Entry, routed: Routed) -> bytes | None:
-        deadline = routed.message.deadline
-        timeout = None if deadline is None else max(0.0, deadline - time.time())
-        entry.in_flight += 1
-        metrics.queue_depth("router", name, entry.in_flight)
-        try:
-            return await asyncio.wait_for(entry.mailbox.receive(routed.with_hop()), timeout)
-        except TimeoutError:
-            raise DeadlineExceeded(
-                "deadline passed while waiting for the reply", recipient=name
-            ) from None
-        except TroupeError:
-            raise
-        except Exception as err:  # a failing recipient must not crash the router
-            raise DeliveryError(f"delivery to {name!r} failed: {err!r}", recipient=name) from err
-        finally:
-            entry.in_flight -= 1
-            metrics.queue_depth("router", name, entry.in_flight)
 
     async def _send_in_background(self, routed: Routed, target: str) -> None:
         message = routed.message
@@ -419,28 +322,6 @@ class MessageRouter:
         if reply_message.recipient == message.reply_to:
             await self.send(encode(reply_message))
 
-    def _dead_letter(
-        self, exc: TroupeError, message: AgentMessage | None, *, raw: bytes | None = None
-    ) -> None:
-        self._count.dead_lettered += 1
-        metrics.dead_lettered(exc.code)
-        letter = DeadLetter(
-            at=time.time(),
-            reason=exc.code,
-            detail=exc.message,
-            message_id=None if message is None else message.id,
-            message=message,
-            raw=None if raw is None else raw[:65_536],
-        )
-        self._dead.append(letter)
-        log.warning(
-            "dead_letter",
-            reason=exc.code.value,
-            detail=exc.message,
-            msg_id=letter.message_id,
-            job_id=None if message is None else message.job_id,
-        )
-
 
 async def _now(answer: Outcome) -> Outcome:
     return answer
@@ -450,12 +331,6 @@ def _sent_one_way(message_id: str) -> ErrorPayload:
     return ErrorPayload(
         code=ErrorCode.DELIVERY,
         message=f"duplicate: message {message_id} was already sent one-way; it has no reply",
-    )
-
-
-def _no_reply_error(name: str) -> ErrorPayload:
-    return ErrorPayload(
-        code=ErrorCode.DELIVERY, message=f"{name!r} gave no reply to a request", retryable=False
     )
 
 
