@@ -39,15 +39,14 @@ from raytroupe.actors.ray_handles import (
     NAMESPACE,
     GcsRestartStore,
     RayPoolPeers,
-    RouterShards,
     discover_troupe,
     ray_mailbox,
     restarted_actor,
-    router_shard_name,
     through_restarts,
     unwrap,
 )
 from raytroupe.actors.router import MessageRouter
+from raytroupe.actors.router_handles import RouterShards, router_shard_name
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.state import checked_state_url
 from raytroupe.actors.telemetry.tracing import actor_env
