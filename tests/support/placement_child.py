@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 from raytroupe.actors.ray_handles import NAMESPACE
 from raytroupe.actors.router_handles import RouterShards
-from raytroupe.actors.spawn import RayTeamProvisioner, agent_actor_name
+from raytroupe.actors.team_provisioner import RayTeamProvisioner, agent_actor_name
 from raytroupe.protocols import AgentSpec, TeamSpec
 from raytroupe.runtime.joining import stay_on_loopback
 
