@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from raytroupe.actors.skills.files import parse_skill
-from raytroupe.deployments.openai_compat import _task
+from raytroupe.deployments.openai_messages import _task
 from raytroupe.deployments.skills_api import _skill_of
 from raytroupe.protocols import ConfigError, InvalidInput
 from raytroupe.protocols.evals import RegexExpect
