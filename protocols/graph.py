@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_vali
 from raytroupe.protocols.addresses import Name
 from raytroupe.protocols.bounded import search
 from raytroupe.protocols.expressions import ExpressionError, check_expression
+from raytroupe.protocols.output_schema import check_output_schema
 
 __all__ = [
     "END",
@@ -318,7 +319,6 @@ def _check_state_schema(
     schema: dict[str, Any], reducers: dict[str, str], initial: dict[str, Any]
 ) -> None:
     """A state schema is an object schema; its reducers name its fields; ``initial`` fits it."""
-    from raytroupe.protocols.jobs import check_output_schema  # noqa: PLC0415 - jobs imports graphs
     from raytroupe.protocols.safe_schema import safe_validator  # noqa: PLC0415
 
     check_output_schema(schema, "the state's json_schema")
