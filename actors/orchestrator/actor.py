@@ -63,7 +63,7 @@ from raytroupe.protocols import (
     TroupeError,
     job_shard,
 )
-from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt
 
 __all__ = ["Orchestrator"]
 

@@ -39,14 +39,8 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.bounded import ANSWER_WORK_S, EDGES_WORK_S
 from raytroupe.protocols.expressions import ExpressionError, evaluate
-from raytroupe.protocols.graph import (
-    DEFAULT_FIELD,
-    GraphCheckpoint,
-    GraphInterrupt,
-    GraphNode,
-    GraphSpec,
-    GraphTask,
-)
+from raytroupe.protocols.graph import DEFAULT_FIELD, GraphNode, GraphSpec
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphTask
 
 __all__ = ["GraphHost", "GraphOutcome", "GraphRun", "graph_answer"]
 
