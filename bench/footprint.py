@@ -52,6 +52,7 @@ AGENT_NEEDS = (
     "raytroupe.actors.endpoint",
     "raytroupe.actors.telemetry.metrics",
     "raytroupe.actors.ray_handles",
+    "raytroupe.actors.router_handles",
     "raytroupe.actors.agent",
     "raytroupe.actors.agent.stop",
     "raytroupe.actors.router",

@@ -33,7 +33,8 @@ from raytroupe import runtime
 from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore
 from raytroupe.actors.state import open_database
 from raytroupe.protocols import AgentSpec, PlannedSubtask, TeamSpec
-from raytroupe.protocols.graph import GraphCheckpoint, GraphSpec, GraphTask
+from raytroupe.protocols.graph import GraphSpec
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphTask
 
 CHAIN = 16
 MAP_N = 32

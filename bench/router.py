@@ -21,8 +21,9 @@ import ray
 from _common import Curve, Figure, Section, main, median
 
 from raytroupe.actors.endpoint import TakesBatches, serve_envelope
-from raytroupe.actors.ray_handles import RayRouterClient, ray_mailbox
+from raytroupe.actors.ray_handles import ray_mailbox
 from raytroupe.actors.router import MessageRouter
+from raytroupe.actors.router_handles import RayRouterClient
 from raytroupe.protocols import Ack, AgentMessage, Event
 
 IN_FLIGHT = (1, 10, 100, 400)

@@ -29,12 +29,7 @@ its stream (nothing goes on reading for it): the job runs to its result, kept at
 
 from __future__ import annotations
 
-import base64
-import json
-import re
 import time
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
 from typing import Annotated, Any, Final, Literal
 
 from fastapi import APIRouter, Header, Request
@@ -46,30 +41,23 @@ from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.declared import at_of
 from raytroupe.deployments.documents import body_of, document
 from raytroupe.deployments.guard import request_id_of
-from raytroupe.deployments.problems import problem
-from raytroupe.protocols import (
-    Attachment,
-    InvalidInput,
-    JobEvent,
-    JobFailed,
-    JobResult,
-    JobTimeout,
-    TeamNotFound,
-    TroupeError,
-    orchestrator_address,
+from raytroupe.deployments.openai_answers import (
+    _chunks,
+    _content,
+    _Stream,
+    _succeeded,
+    _usage,
+    _wait,
 )
+from raytroupe.deployments.openai_messages import AUTO, _target, _task, _wants_json
+from raytroupe.deployments.problems import problem
+from raytroupe.protocols import TeamNotFound
 from raytroupe.protocols.sessions import checked_session_id
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.operations.teams import visible
 
 __all__ = ["openai_routes"]
 
-_CHUNK_CHARS: Final = 64
-_POLL_S: Final = 15.0
-"""Longest wait for a job's next events; a quiet stream gets a keep-alive comment then."""
-_PROGRESS: Final = frozenset(
-    {"plan_ready", "subtask_started", "subtask_finished", "job_aggregating"}
-)
 _RESPONSE_FORMATS: Final = frozenset({"text", "json_object", "json_schema"})
 _TEAM_TOOLS: Final = "agents use the tools their team gives them, not a request's"
 _UNSUPPORTED: Final = {
@@ -82,7 +70,6 @@ _UNSUPPORTED: Final = {
 
 Sampling fields (``temperature``, ``max_tokens``, ``seed``, ...) are accepted and left to the
 team: each agent calls its model with its own configuration."""
-_DATA_URL: Final = re.compile(r"^data:(image/[a-z0-9.+-]+);base64,(.+)$", re.DOTALL)
 
 
 class ChatRequest(BaseModel):
@@ -267,260 +254,3 @@ def _stream_options_problem(body: ChatRequest) -> tuple[str, str] | None:
     if usage is not None and not isinstance(usage, bool):
         return ("stream_options", "include_usage must be a boolean")
     return None
-
-
-async def _wait(
-    client: SystemClient,
-    config: APIConfig,
-    job_id: str,
-    tenant: str,
-    timeout: float | None = None,
-) -> JobResult:
-    """The job's result within ``timeout`` seconds (default: the chat timeout).
-
-    Raises:
-        JobTimeout: it has none by then.
-    """
-    wait = config.chat_timeout_s if timeout is None else timeout
-    result = await client.wait(job_id, wait, tenant=tenant)
-    if result is None:
-        raise JobTimeout(
-            f"job {job_id} did not finish within {config.chat_timeout_s} s; "
-            f"follow it at /v1/jobs/{job_id}",
-            job_id=job_id,
-        )
-    return result
-
-
-def _succeeded(result: JobResult) -> JobResult:
-    if result.status != "succeeded":
-        why = result.error.message if result.error else result.status
-        raise JobFailed(f"job {result.job_id} {result.status}: {why}", job_id=result.job_id)
-    return result
-
-
-@dataclass(frozen=True)
-class _Stream:
-    job_id: str
-    tenant: str
-    completion_id: str
-    model: str
-    include_usage: bool
-    as_json: bool = False
-
-
-async def _chunks(client: SystemClient, config: APIConfig, stream: _Stream) -> AsyncIterator[str]:
-    """The SSE body of a streamed chat completion (see the module's docstring)."""
-    created = int(time.time())
-
-    def chunk(delta: dict[str, Any], finish: str | None = None) -> str:
-        return _data(stream, created, [{"index": 0, "delta": delta, "finish_reason": finish}])
-
-    yield chunk({"role": "assistant", "content": ""})
-    tokens = _AnswerTokens(stream.job_id)
-    try:
-        seen, ended = 0, False
-        deadline = time.monotonic() + config.chat_timeout_s
-        while not ended and (left := deadline - time.monotonic()) > 0:
-            events = await client.events(
-                stream.job_id, seen, min(_POLL_S, left), tenant=stream.tenant
-            )
-            for event in events:
-                seen, ended = event.seq, ended or event.terminal
-                for text in [] if stream.as_json else tokens.take(event):
-                    yield chunk({"content": text})
-                if event.type in _PROGRESS:
-                    yield f": {event.type} {event.subtask_id or ''}\n\n"
-            if not events:
-                yield ": waiting\n\n"  # keeps proxies from closing a quiet stream
-        result = _succeeded(await _wait(client, config, stream.job_id, stream.tenant, 0.0))
-    except TroupeError as exc:  # headers are sent: report in the stream
-        yield _error(exc.message, exc.code.value)
-        return
-    rest = tokens.rest(_content(result, stream.as_json))
-    if rest is None:
-        yield _error(
-            f"the streamed text is not job {stream.job_id}'s answer (the answer was made "
-            f"again after it streamed); read it at /v1/jobs/{stream.job_id}",
-            "answer_superseded",
-        )
-        return
-    for start in range(0, len(rest), _CHUNK_CHARS):
-        yield chunk({"content": rest[start : start + _CHUNK_CHARS]})
-    yield chunk({}, "stop")
-    if stream.include_usage:
-        yield _data(stream, created, [], usage=_usage(result))
-    yield "data: [DONE]\n\n"
-
-
-def _data(stream: _Stream, created: int, choices: list[dict[str, Any]], **extra: Any) -> str:
-    """One ``chat.completion.chunk`` event."""
-    body = {
-        "id": stream.completion_id,
-        "object": "chat.completion.chunk",
-        "created": created,
-        "model": stream.model,
-        "choices": choices,
-        **extra,
-    }
-    return f"data: {json.dumps(body)}\n\n"
-
-
-def _error(message: str, code: str) -> str:
-    """OpenAI's in-stream error event (its clients raise ``APIError`` with the message)."""
-    return f"data: {json.dumps({'error': {'message': message, 'type': code, 'code': code}})}\n\n"
-
-
-class _AnswerTokens:
-    """Picks the answer's tokens out of a job's events, and what of the answer is left to send.
-
-    They are the ``llm_delta`` events from the job's orchestrator address once the job is
-    aggregating: the aggregation, streamed when its text is the answer as it comes (agents'
-    deltas come from their own names). Leading whitespace is held back until text comes,
-    since a blank aggregation is replaced by the subtasks' outputs.
-    """
-
-    def __init__(self, job_id: str) -> None:
-        self._source = orchestrator_address(job_id)
-        self._aggregating = False
-        self._held = ""
-        self._sent: list[str] = []
-
-    def take(self, event: JobEvent) -> list[str]:
-        """The answer's text ``event`` brings, in pieces (none for any other event)."""
-        self._aggregating = self._aggregating or event.type == "job_aggregating"
-        if not self._aggregating or event.type != "llm_delta":
-            return []
-        if event.data.get("agent") != self._source:
-            return []
-        return [text for piece in _texts(event) if (text := self._shown(piece))]
-
-    def rest(self, answer: str) -> str | None:
-        """What of ``answer`` has not been sent; None if what was sent is not its start."""
-        sent = "".join(self._sent)
-        return answer[len(sent) :] if answer.startswith(sent) else None
-
-    def _shown(self, piece: str) -> str:
-        if not self._sent:
-            self._held += piece
-            if not self._held.strip():
-                return ""
-            piece, self._held = self._held, ""
-        self._sent.append(piece)
-        return piece
-
-
-def _texts(event: JobEvent) -> Iterator[str]:
-    """The text pieces of an ``llm_delta`` event (tool-call fragments carry none)."""
-    deltas = event.data.get("deltas")
-    for delta in deltas if isinstance(deltas, list) else ():
-        text = delta.get("text") if isinstance(delta, dict) else None
-        if isinstance(text, str) and text:
-            yield text
-
-
-AUTO: Final = "auto"
-"""The model name that routes a chat among the skills and teams the key may run."""
-
-
-def _target(model: str) -> tuple[str | None, str | None]:
-    """(team, skill) that ``model`` names."""
-    if model == AUTO:
-        return None, None
-    if model.startswith("skill:"):
-        return None, model.removeprefix("skill:")
-    return model, None
-
-
-def _wants_json(response_format: dict[str, Any] | None) -> bool:
-    return bool(response_format) and (response_format or {}).get("type") in {
-        "json_object",
-        "json_schema",
-    }
-
-
-def _content(result: JobResult, as_json: bool) -> str:
-    """The message content: the answer, or (asked for JSON) the standard output envelope."""
-    if as_json and result.output is not None:
-        return result.output.model_dump_json()
-    return result.answer
-
-
-def _usage(result: JobResult) -> dict[str, int]:
-    usage = result.usage
-    return {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "total_tokens": usage.total_tokens,
-    }
-
-
-def _task(
-    messages: list[dict[str, Any]], *, in_session: bool = False
-) -> tuple[str, list[Attachment]]:
-    """The job's task and images from OpenAI-style messages.
-
-    The last user message is the task; the other messages follow it as context (only the
-    system and developer messages ``in_session``: the session holds the conversation).
-
-    Raises:
-        InvalidInput: no user message, or a message of a shape OpenAI does not define.
-    """
-    turns: list[tuple[str, str]] = []
-    images: list[Attachment] = []
-    for n, message in enumerate(messages):
-        role = message.get("role")
-        if not isinstance(role, str | None):  # a list or an object: no role, nor hashable
-            raise InvalidInput(f"messages[{n}]: unknown role (a {type(role).__name__})")
-        if role not in {"system", "developer", "user", "assistant", "tool"}:
-            raise InvalidInput(f"messages[{n}]: unknown role {role!r}")
-        text = _text(message.get("content"), n, images)
-        turns.append((str(role), text))
-    users = [i for i, (role, _) in enumerate(turns) if role == "user"]
-    if not users:
-        raise InvalidInput("messages: there is no user message to act on")
-    last = users[-1]
-    task = turns[last][1].strip() or ("See the attached image(s)." if images else "")
-    if not task:
-        raise InvalidInput(f"messages[{last}]: the last user message is empty")
-    context = [
-        f"{role}: {text}"
-        for i, (role, text) in enumerate(turns)
-        if i != last and text and not (in_session and role not in {"system", "developer"})
-    ]
-    if context:
-        task += "\n\nConversation so far:\n" + "\n".join(context)
-    return task, images
-
-
-def _text(content: Any, n: int, images: list[Attachment]) -> str:
-    if content is None or isinstance(content, str):
-        return content or ""
-    if not isinstance(content, list):
-        raise InvalidInput(f"messages[{n}].content must be a string or a list of parts")
-    texts = []
-    for part in content:
-        kind = part.get("type") if isinstance(part, dict) else None
-        if kind == "text":
-            texts.append(str(part.get("text", "")))
-        elif kind == "image_url":
-            images.append(_image(part.get("image_url"), n, len(images)))
-        else:
-            raise InvalidInput(f"messages[{n}]: unsupported content part {kind!r}")
-    return "\n".join(texts)
-
-
-def _image(spec: Any, n: int, index: int) -> Attachment:
-    url = spec.get("url") if isinstance(spec, dict) else spec
-    if not isinstance(url, str):
-        raise InvalidInput(f"messages[{n}]: image_url needs a url")
-    name = f"image-{index + 1}"
-    found = _DATA_URL.match(url)
-    try:
-        if found is not None:
-            data = found.group(2)
-            base64.b64decode(data, validate=True)
-            return Attachment(name=name, media_type=found.group(1), data_b64=data)
-        return Attachment(name=name, media_type="image/png", url=url)
-    except ValueError as exc:
-        raise InvalidInput(f"messages[{n}]: unusable image: {exc}") from None

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from raytroupe.protocols.addresses import Name
-from raytroupe.protocols.jobs import check_output_schema
+from raytroupe.protocols.output_schema import check_output_schema
 from raytroupe.protocols.skill import ImportPath, Pattern
 
 __all__ = [

@@ -11,29 +11,28 @@ checkpoint (a fork).
 
 A graph without a declared state keeps the older contract: each node's text goes to the
 field ``output`` and the last node's text is the answer.
+
+The checkpoints themselves are in :mod:`raytroupe.protocols.graph_checkpoints`.
 """
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal, NamedTuple
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from raytroupe.protocols.addresses import Name
 from raytroupe.protocols.bounded import search
 from raytroupe.protocols.expressions import ExpressionError, check_expression
+from raytroupe.protocols.output_schema import check_output_schema
 
 __all__ = [
     "END",
     "REDUCERS",
-    "GraphCheckpoint",
     "GraphEdge",
-    "GraphInterrupt",
     "GraphNode",
     "GraphSpec",
-    "GraphTask",
     "ImportPath",
-    "Interrupted",
     "StateSpec",
 ]
 
@@ -318,7 +317,6 @@ def _check_state_schema(
     schema: dict[str, Any], reducers: dict[str, str], initial: dict[str, Any]
 ) -> None:
     """A state schema is an object schema; its reducers name its fields; ``initial`` fits it."""
-    from raytroupe.protocols.jobs import check_output_schema  # noqa: PLC0415 - jobs imports graphs
     from raytroupe.protocols.safe_schema import safe_validator  # noqa: PLC0415
 
     check_output_schema(schema, "the state's json_schema")
@@ -351,61 +349,6 @@ def edge_text_matches(pattern: str, output: str) -> bool:
 
     found = search(pattern, output, flags=regex.IGNORECASE, timeout=EDGE_MATCH_TIMEOUT_S)
     return bool(found)
-
-
-# -- checkpoints ----------------------------------------------------------------------------
-
-
-class GraphTask(_Frozen):
-    """One run of a node due in a superstep (a map step's run carries its item)."""
-
-    node: Name
-    item: Any = None
-    index: int | None = Field(default=None, ge=0, description="Its place in a map step.")
-
-
-class GraphInterrupt(_Frozen):
-    """Where a graph waits for a person."""
-
-    id: str = Field(description="'<namespace>/<step>/<node>/<when>': what a resume names.")
-    node: Name
-    when: Literal["before", "after"]
-    namespace: str = Field(default="", description="The subgraph path ('' for the graph).")
-
-
-class Interrupted(NamedTuple):
-    """A graph waiting for a person: its job's id, the interrupt, the state it waits with."""
-
-    job_id: str
-    interrupt: GraphInterrupt
-    state: dict[str, Any]
-
-
-class GraphCheckpoint(_Frozen):
-    """The graph after a superstep: what a resume, a restart or a fork starts from."""
-
-    job_id: str
-    namespace: str = Field(default="", description="The subgraph path ('' for the graph).")
-    step: int = Field(ge=0, description="Supersteps done (0: before the first).")
-    at: float
-    state: dict[str, Any]
-    next: tuple[GraphTask, ...] = Field(description="The next superstep's runs.")
-    joins: dict[str, int] = Field(
-        default_factory=dict, description="Join nodes waiting, and the branches arrived."
-    )
-    routes: tuple[tuple[Name, str], ...] = Field(
-        default=(),
-        description="Nodes whose edges are yet to be followed (after an 'after' interrupt), "
-        "with their text.",
-    )
-    last: str = Field(default="", description="The text of the last node run.")
-    interrupt: GraphInterrupt | None = Field(
-        default=None, description="Where it waits for a person, if it does."
-    )
-    resumed: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Nodes due next that a person already let through, with their values.",
-    )
 
 
 GraphNode.model_rebuild()

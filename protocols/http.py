@@ -11,7 +11,7 @@ from typing import Annotated, Any, Final
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 from raytroupe.protocols.errors import ErrorCode
-from raytroupe.protocols.graph import GraphInterrupt
+from raytroupe.protocols.graph_checkpoints import GraphInterrupt
 from raytroupe.protocols.inputs import Attachment
 from raytroupe.protocols.jobs import JobResult, JobStatus, JobSummary
 from raytroupe.protocols.llm import Budget

@@ -117,7 +117,7 @@ def safe_validator(schema: Mapping[str, Any]) -> Draft202012Validator:
 
     ``unevaluatedProperties`` still consults ``patternProperties`` with :mod:`re`: schemas
     combining the two are refused where schemas are accepted
-    (:func:`raytroupe.protocols.jobs.check_output_schema`).
+    (:func:`raytroupe.protocols.output_schema.check_output_schema`).
 
     No keyword raises on a value (:func:`raytroupe.protocols.schema_checks.guarded`), and a ``$ref``
     to another document is never fetched (jsonschema's default would, with ``urlopen``):

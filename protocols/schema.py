@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from raytroupe.protocols.envelope import AgentMessage
-from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt
 from raytroupe.protocols.jobs import DeadLetter, JobEvent, JobResult, Plan
 from raytroupe.protocols.llm import LLMRequest, LLMResponse, ToolCall
 from raytroupe.protocols.memory import MemoryHits, MemoryQuery, MemoryWrite

@@ -8,7 +8,7 @@ error that is no validation error:
   refer to each other through ``allOf``) recurses until Python's stack runs out;
 - a ``$ref`` to a pointer or anchor that leads nowhere raises a referencing error, and one
   to another document has jsonschema fetch it over the network (refused in
-  :func:`raytroupe.protocols.jobs.check_output_schema`);
+  :func:`raytroupe.protocols.output_schema.check_output_schema`);
 - ``$dynamicRef`` resolves through the dynamic scope, and ``$id`` in a subschema moves where
   ``#/...`` points: neither is needed by a schema that describes one answer;
 - ``$schema`` naming another draft in a subschema switches the validator to that draft's,

@@ -30,8 +30,8 @@ from pydantic import (
 
 from raytroupe.protocols.addresses import NAME_PATTERN, Name
 from raytroupe.protocols.intent import IntentHints
-from raytroupe.protocols.jobs import check_output_schema, schema_of
 from raytroupe.protocols.memory import EpisodePolicy, MemoryPolicy
+from raytroupe.protocols.output_schema import check_output_schema, schema_of
 
 __all__ = [
     "CountRule",

@@ -17,10 +17,11 @@ from pydantic import (
 from raytroupe.protocols.addresses import Name, reserved
 from raytroupe.protocols.graph import GraphSpec
 from raytroupe.protocols.intent import IntentHints
-from raytroupe.protocols.jobs import Plan, PlannedSubtask, check_output_schema, schema_of
+from raytroupe.protocols.jobs import Plan, PlannedSubtask
 from raytroupe.protocols.llm import Budget
 from raytroupe.protocols.memory import EpisodePolicy, MemoryPolicy
 from raytroupe.protocols.model_specs import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
+from raytroupe.protocols.output_schema import check_output_schema, schema_of
 
 __all__ = [
     "AgentSpec",

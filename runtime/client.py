@@ -55,7 +55,7 @@ from raytroupe.protocols import (
     TenantPolicy,
     UsageRow,
 )
-from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, Interrupted
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, Interrupted
 from raytroupe.protocols.intent import IntentConfig
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.runtime.evolution_client import EvolutionClient

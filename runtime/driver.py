@@ -36,8 +36,8 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.evals import EvalRun, EvalSuite
 from raytroupe.protocols.intent import IntentConfig
-from raytroupe.protocols.jobs import schema_of
 from raytroupe.protocols.knowledge import IngestReport, KnowledgeDocument
+from raytroupe.protocols.output_schema import schema_of
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient

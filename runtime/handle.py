@@ -21,7 +21,7 @@ from raytroupe.protocols import (
     JobTimeout,
     RecipientUnavailable,
 )
-from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt
 from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient
 

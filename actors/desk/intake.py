@@ -11,7 +11,7 @@ from typing import Any
 
 from raytroupe.actors.orchestrator.admission import admit_attachments, admit_inline
 from raytroupe.protocols import Attachment, Budget, InvalidInput, TeamSpec, TenantPolicy, with_files
-from raytroupe.protocols.jobs import check_output_schema
+from raytroupe.protocols.output_schema import check_output_schema
 from raytroupe.protocols.skill import SkillSpec
 
 __all__ = [

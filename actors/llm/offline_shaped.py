@@ -22,7 +22,7 @@ import json
 import re
 from typing import Any, Final
 
-from raytroupe.protocols.jobs import local_ref
+from raytroupe.protocols.output_schema import local_ref
 
 __all__ = ["grade", "shaped"]
 

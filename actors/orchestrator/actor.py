@@ -54,7 +54,7 @@ from raytroupe.protocols import (
     Span,
     job_shard,
 )
-from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt
 
 __all__ = ["Orchestrator"]
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.telemetry.jobs import job_trace
 from raytroupe.protocols import ApprovalRequest, JobsQuery, JobSummary, Span, Timings
-from raytroupe.protocols.graph import Interrupted
+from raytroupe.protocols.graph_checkpoints import Interrupted
 from raytroupe.protocols.jobs import TERMINAL
 
 __all__ = [

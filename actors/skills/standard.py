@@ -20,7 +20,7 @@ from typing import Any, Final
 
 from raytroupe.actors.answer_gate import load_json
 from raytroupe.protocols import JobResult
-from raytroupe.protocols.jobs import local_ref
+from raytroupe.protocols.output_schema import local_ref
 from raytroupe.protocols.quality import QualityReport, StandardOutput
 from raytroupe.protocols.skill import SkillSpec
 

@@ -16,7 +16,7 @@ from raytroupe.runtime.cli._remote import tenant_transport
 from raytroupe.runtime.cli._show import ERR, OUT, error, plain_row
 
 if TYPE_CHECKING:
-    from raytroupe.protocols.graph import GraphCheckpoint
+    from raytroupe.protocols.graph_checkpoints import GraphCheckpoint
 
 __all__ = ["checkpoints", "checkpoints_table", "fork", "interrupts", "resume"]
 
@@ -80,7 +80,7 @@ def checkpoints(
     """A graph job's checkpoints, one per superstep (and per subgraph's), oldest first."""
     from pydantic import TypeAdapter
 
-    from raytroupe.protocols.graph import GraphCheckpoint
+    from raytroupe.protocols.graph_checkpoints import GraphCheckpoint
 
     with tenant_transport(tenant, address, state_dir, default=None) as api:
         points = api.checkpoints(job_id)

@@ -11,7 +11,7 @@ from typing import Annotated, Final
 from pydantic import Field
 
 from raytroupe.protocols import Conflict, Feedback, JobNotFound
-from raytroupe.protocols.graph import GraphCheckpoint
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint
 from raytroupe.protocols.http import (
     Cancelled,
     Decided,

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from raytroupe.actors.spawn import PLACE_TRIES
+from raytroupe.actors.team_provisioner import PLACE_TRIES
 
 ROOT = Path(__file__).resolve().parents[2]
 

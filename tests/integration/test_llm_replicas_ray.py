@@ -15,7 +15,8 @@ import pytest
 import ray
 
 from raytroupe import runtime
-from raytroupe.actors.ray_handles import NAMESPACE, RayRouterClient
+from raytroupe.actors.ray_handles import NAMESPACE
+from raytroupe.actors.router_handles import RayRouterClient
 from raytroupe.protocols import LLM_POOL, AgentMessage, LLMRequest, LLMResponse, Overloaded
 from tests.support.wire_model import HttpError, Reply
 from tests.support.wire_server import WireServer

@@ -11,7 +11,7 @@ import ray
 from ray.util.state import list_actors
 
 from raytroupe import runtime
-from raytroupe.actors.ray_handles import RayRouterClient
+from raytroupe.actors.router_handles import RayRouterClient
 from raytroupe.protocols import (
     LLM_POOL,
     AgentMessage,

@@ -7,7 +7,7 @@ import asyncio
 import ray
 
 from raytroupe.actors.endpoint import TakesBatches, serve_envelope
-from raytroupe.actors.ray_handles import RayRouterClient
+from raytroupe.actors.router_handles import RayRouterClient
 from raytroupe.protocols import LLM_POOL, AgentMessage, ChatMessage, Event, LLMRequest, LLMResponse
 
 

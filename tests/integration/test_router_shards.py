@@ -15,7 +15,7 @@ from typing import Any
 import ray
 
 from raytroupe import runtime
-from raytroupe.actors.ray_handles import RouterShards
+from raytroupe.actors.router_handles import RouterShards
 from raytroupe.protocols import (
     LLM_POOL,
     AgentMessage,

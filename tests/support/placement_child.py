@@ -16,8 +16,9 @@ import ray
 from ray.cluster_utils import Cluster
 from structlog.testing import capture_logs
 
-from raytroupe.actors.ray_handles import NAMESPACE, RouterShards
-from raytroupe.actors.spawn import RayTeamProvisioner, agent_actor_name
+from raytroupe.actors.ray_handles import NAMESPACE
+from raytroupe.actors.router_handles import RouterShards
+from raytroupe.actors.team_provisioner import RayTeamProvisioner, agent_actor_name
 from raytroupe.protocols import AgentSpec, TeamSpec
 from raytroupe.runtime.joining import stay_on_loopback
 

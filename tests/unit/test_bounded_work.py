@@ -19,7 +19,8 @@ from raytroupe.actors.orchestrator.graphs.routing import Edges
 from raytroupe.protocols import Busy, TeamSpec, WorkLimitExceeded
 from raytroupe.protocols.bounded import ANSWER_WORK_S, bounded, search, spend
 from raytroupe.protocols.evals import MAX_EXPECTATIONS, EvalCase
-from raytroupe.protocols.graph import MAX_GRAPH_EDGES, GraphSpec, GraphTask
+from raytroupe.protocols.graph import MAX_GRAPH_EDGES, GraphSpec
+from raytroupe.protocols.graph_checkpoints import GraphTask
 from raytroupe.protocols.team import MAX_AGENTS
 
 EVIL = r"^(a|aa)+$"

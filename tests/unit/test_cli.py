@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.keys import hash_key
 from raytroupe.protocols import ConfigError, Conflict, JobEvent
-from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphTask
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphTask
 from raytroupe.protocols.http import Forked, Resumed
 from raytroupe.runtime.cli import _connect, _graphs, _local, _show, app
 

@@ -7,7 +7,8 @@ from pydantic import ValidationError
 from raytroupe.actors.orchestrator.admission import admit_inline
 from raytroupe.actors.orchestrator.graphs.state import StateKeeper, render, uses_state
 from raytroupe.protocols import AgentSpec, ConfigError, Forbidden, TeamSpec, TenantPolicy
-from raytroupe.protocols.graph import GraphNode, GraphSpec, GraphTask
+from raytroupe.protocols.graph import GraphNode, GraphSpec
+from raytroupe.protocols.graph_checkpoints import GraphTask
 
 
 def spec(**graph):

@@ -14,7 +14,7 @@ from raytroupe.deployments.config import APIConfig, APIKey
 from raytroupe.deployments.guard import Guard
 from raytroupe.deployments.keys import hash_key
 from raytroupe.protocols import Conflict, InvalidInput, JobNotFound
-from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphTask
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphTask
 
 ALICE = "rt-alice-key"
 PROBLEM = "application/problem+json"

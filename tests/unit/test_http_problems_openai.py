@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from raytroupe.deployments.openai_compat import _task
+from raytroupe.deployments.openai_messages import _task
 from raytroupe.deployments.problems import PROBLEM_TYPE, problem, status_of, troupe_problem
 from raytroupe.protocols import (
     AgentNotFound,

@@ -19,7 +19,7 @@ from raytroupe.protocols import (
     JobSummary,
     UsageRow,
 )
-from raytroupe.protocols.graph import GraphInterrupt
+from raytroupe.protocols.graph_checkpoints import GraphInterrupt
 from raytroupe.protocols.trace import Span
 from raytroupe.runtime.operations import At
 from raytroupe.runtime.operations import jobs as job_ops

@@ -7,7 +7,7 @@ import pytest
 
 from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.orchestrator.runner import streams_answer
-from raytroupe.deployments.openai_compat import _AnswerTokens
+from raytroupe.deployments.openai_answers import _AnswerTokens
 from raytroupe.protocols import AgentSpec, JobEvent, TeamSpec, orchestrator_address
 from raytroupe.protocols.skill import SkillSpec
 

@@ -5,7 +5,7 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from raytroupe.actors.answer_gate import gate
-from raytroupe.protocols.jobs import check_output_schema
+from raytroupe.protocols.output_schema import check_output_schema
 from raytroupe.protocols.safe_schema import safe_validator
 
 SLOW = r"^(a|aa)+$"  # exponential on "aaaa...!" with a backtracking engine

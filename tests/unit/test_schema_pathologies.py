@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
 from raytroupe.actors.skills.files import parse_skill
-from raytroupe.deployments.openai_compat import _task
+from raytroupe.deployments.openai_messages import _task
 from raytroupe.deployments.skills_api import _skill_of
 from raytroupe.protocols import ConfigError, InvalidInput
 from raytroupe.protocols.evals import RegexExpect
 from raytroupe.protocols.http import SessionCreate
-from raytroupe.protocols.jobs import check_output_schema
 from raytroupe.protocols.json_data import MAX_DATA_DEPTH, check_json_data
+from raytroupe.protocols.output_schema import check_output_schema
 from raytroupe.protocols.safe_schema import safe_validator
 from raytroupe.protocols.schema_checks import MAX_SCHEMA_DEPTH, MAX_SCHEMA_NODES
 from raytroupe.protocols.skill import RegexRule

@@ -483,7 +483,7 @@ def test_a_connection_cut_while_busy_fails_that_call_typed_and_the_next_one_work
 
 def test_graph_checkpoints_resumes_children_and_forks_outlive_the_orchestrator(state_at, keep):
     from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore  # noqa: PLC0415
-    from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphTask  # noqa: PLC0415
+    from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphTask  # noqa: PLC0415
 
     def point(step: int, namespace: str = "", **fields: object) -> GraphCheckpoint:
         return GraphCheckpoint.model_validate({

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from raytroupe.actors.spawn import HEAD_NODE, _placed, _spread, least_loaded_node
+from raytroupe.actors.ray_placement import HEAD_NODE, _placed, _spread, least_loaded_node
 from raytroupe.actors.state import checked_state_url
 from raytroupe.actors.system_config import PlacementConfig
 from raytroupe.actors.tools.config import ToolsConfig

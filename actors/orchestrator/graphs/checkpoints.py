@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from raytroupe.actors.state import Database, Migration, first, migrate, open_database
-from raytroupe.protocols.graph import GraphCheckpoint
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint
 
 __all__ = ["CheckpointStore", "Fork", "Resume"]
 

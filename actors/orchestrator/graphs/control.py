@@ -21,7 +21,8 @@ from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.orchestrator.shards import Admitted, Desk, Shards, new_job_id
 from raytroupe.protocols import InvalidInput, JobResult, TroupeError
 from raytroupe.protocols.bounded import ANSWER_WORK_S
-from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphNode
+from raytroupe.protocols.graph import GraphNode
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt
 
 __all__ = ["MAX_CHILD_DEPTH", "GraphControl"]
 

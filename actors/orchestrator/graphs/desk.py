@@ -21,7 +21,8 @@ from raytroupe.actors.orchestrator.graphs.state import StateKeeper
 from raytroupe.actors.orchestrator.jobs import Job, emit, set_status
 from raytroupe.protocols import Conflict, InvalidInput
 from raytroupe.protocols.bounded import ANSWER_WORK_S
-from raytroupe.protocols.graph import GraphCheckpoint, GraphInterrupt, GraphSpec, GraphTask
+from raytroupe.protocols.graph import GraphSpec
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphTask
 
 __all__ = ["GraphDesk", "Waiting", "first_checkpoint"]
 

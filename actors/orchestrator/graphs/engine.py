@@ -43,13 +43,8 @@ from raytroupe.protocols import (
     WorkLimitExceeded,
 )
 from raytroupe.protocols.bounded import ANSWER_WORK_S, EDGES_WORK_S
-from raytroupe.protocols.graph import (
-    GraphCheckpoint,
-    GraphInterrupt,
-    GraphNode,
-    GraphSpec,
-    GraphTask,
-)
+from raytroupe.protocols.graph import GraphNode, GraphSpec
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphTask
 
 __all__ = ["GraphHost", "GraphOutcome", "GraphRun", "graph_answer"]
 

@@ -34,13 +34,8 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.bounded import ANSWER_WORK_S
 from raytroupe.protocols.expressions import ExpressionError, evaluate
-from raytroupe.protocols.graph import (
-    DEFAULT_FIELD,
-    GraphCheckpoint,
-    GraphNode,
-    GraphSpec,
-    GraphTask,
-)
+from raytroupe.protocols.graph import DEFAULT_FIELD, GraphNode, GraphSpec
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphTask
 
 __all__ = ["NodeRuns", "RunChild", "RunSubtask", "TaskRun", "checked", "task_id"]
 

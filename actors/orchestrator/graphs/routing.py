@@ -11,7 +11,8 @@ from typing import Any
 
 from raytroupe.protocols import ErrorCode, ErrorPayload
 from raytroupe.protocols.expressions import ExpressionError, evaluate, truthy
-from raytroupe.protocols.graph import END, GraphEdge, GraphSpec, GraphTask, edge_text_matches
+from raytroupe.protocols.graph import END, GraphEdge, GraphSpec, edge_text_matches
+from raytroupe.protocols.graph_checkpoints import GraphTask
 
 __all__ = ["Edges", "GraphFailed", "failed"]
 
