@@ -30,7 +30,6 @@ from raytroupe.deployments.guard import request_id_of
 from raytroupe.deployments.openai_compat import openai_routes
 from raytroupe.deployments.openapi import DocumentedAPI
 from raytroupe.deployments.problems import problem, troupe_problem
-from raytroupe.deployments.sessions_api import session_routes
 from raytroupe.deployments.skills_api import skill_routes
 from raytroupe.protocols import (
     AgentInfo,
@@ -89,7 +88,6 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app.include_router(_jobs(client))
     app.include_router(_teams(client))
     app.include_router(skill_routes(client))
-    app.include_router(session_routes(client))
     app.include_router(_ops(client))
     app.include_router(openai_routes(client, config))
     app.include_router(console_routes(client))

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Final
 
 import structlog
 from fastapi import APIRouter, Path, Query, Response
-from pydantic import BaseModel, ConfigDict, create_model
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from raytroupe.deployments.access import Admin, Caller
 from raytroupe.deployments.documents import body_of, document
@@ -59,6 +59,8 @@ _KEPT_IDS: Final = {
     "trace": "get_job_trace",
     "daily_usage": "get_daily_usage",
     "me": "get_me",
+    "sessions": "list_sessions",
+    "session": "get_session",
 }
 """The OpenAPI operation ids the routes had before they were declared (generated clients name
 their functions by them); every other declared route's id is its operation's name."""
@@ -106,7 +108,8 @@ def _body_of(op: Operation[..., Any]) -> tuple[type[BaseModel] | None, bool]:
     fields: Arguments = {}  # create_model's: name -> (type, default)
     for name in names:
         default = op.signature.parameters[name].default
-        fields[name] = (op.hints[name], ... if default is inspect.Parameter.empty else default)
+        given = ... if default is inspect.Parameter.empty else default
+        fields[name] = (op.hints[name], Field(given, alias=op.wire_name(name)))
     title = "".join(part.capitalize() for part in op.name.split("_")) + "Request"
     return create_model(
         title, __config__=ConfigDict(extra="forbid"), __module__=__name__, **fields

@@ -16,9 +16,6 @@ from raytroupe.protocols.inputs import Attachment
 from raytroupe.protocols.jobs import JobResult, JobStatus, JobSummary
 from raytroupe.protocols.llm import Budget
 from raytroupe.protocols.sessions import (
-    HISTORY_TOKENS,
-    MAX_HISTORY_TOKENS,
-    MIN_HISTORY_TOKENS,
     SessionId,
 )
 from raytroupe.protocols.skill import SkillInfo, SkillProblemInfo
@@ -49,7 +46,6 @@ __all__ = [
     "ProblemError",
     "Readiness",
     "Resumed",
-    "SessionCreate",
     "SkillApplied",
     "SkillListing",
 ]
@@ -313,28 +309,6 @@ class EvalAccepted(BaseModel):
 
     id: str
     url: str
-
-
-class SessionCreate(BaseModel):
-    """A session to start (or, named by an id the tenant already has, to go on with)."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    id: SessionId | None = Field(default=None, description="Its id (default: a fresh one).")
-    title: str = Field(default="", max_length=200)
-    history_tokens: int = Field(
-        default=HISTORY_TOKENS,
-        ge=MIN_HISTORY_TOKENS,
-        le=MAX_HISTORY_TOKENS,
-        description="Tokens of history each of its jobs is shown, at most.",
-    )
-
-    @field_validator("title")
-    @classmethod
-    def _no_nul(cls, title: str) -> str:
-        if "\x00" in title:  # PostgreSQL keeps no NUL in text
-            raise ValueError("a title cannot hold a NUL character (U+0000)")
-        return title
 
 
 # --- operations ----------------------------------------------------------------------------

@@ -38,19 +38,20 @@ from raytroupe.protocols.evals import EvalRun, EvalSuite
 from raytroupe.protocols.intent import IntentConfig
 from raytroupe.protocols.knowledge import IngestReport, KnowledgeDocument
 from raytroupe.protocols.output_schema import schema_of
-from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
+from raytroupe.protocols.sessions import HISTORY_TOKENS
 from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.config import Team
 from raytroupe.runtime.handle import JobHandle
 from raytroupe.runtime.knowledge import ingest_all
-from raytroupe.runtime.operations import At, in_process, widens
+from raytroupe.runtime.operations import At, handle, in_process, widens
 from raytroupe.runtime.operations import evals as eval_ops
 from raytroupe.runtime.operations import experiments as experiment_ops
 from raytroupe.runtime.operations import job_reads as read_ops
 from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
 from raytroupe.runtime.operations import policies as policy_ops
+from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.operations.declare import Arguments
@@ -278,6 +279,7 @@ class Runtime:
     def _handle(self, job_id: str, output_type: type[BaseModel] | None = None) -> JobHandle:
         return JobHandle(job_id, self.client, self._portal, output_type=output_type)
 
+    @handle(session_ops.session)
     def session(
         self,
         session_id: str | None = None,
@@ -312,9 +314,9 @@ class Runtime:
             lambda task, team=None, **options: self.submit(task, team, tenant=tenant, **options),
         )
 
-    def sessions(self, *, tenant: str = "default", limit: int = 100) -> list[SessionInfo]:
-        """``tenant``'s sessions, the most recently used first (without their turns)."""
-        return self._run(self.client.sessions(tenant=tenant, limit=limit))
+    sessions = in_process(session_ops.sessions, tenant_keyword=True)
+    create_session = in_process(session_ops.create_session)
+    delete_session = in_process(session_ops.delete_session)
 
     def evaluate(
         self,

@@ -45,7 +45,6 @@ from raytroupe.protocols.http import (
     SkillApplied,
     SkillListing,
 )
-from raytroupe.protocols.sessions import SessionInfo
 from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime import http_routes as routes
 from raytroupe.runtime.http_calls import Call, base_url, checked_key, event_of
@@ -66,6 +65,7 @@ from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
 from raytroupe.runtime.operations import over_http_async
 from raytroupe.runtime.operations import policies as policy_ops
+from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.operations.job_reads import JobsShown
@@ -387,24 +387,7 @@ class AsyncClient:
 
     # --- sessions --------------------------------------------------------------------------
 
-    async def create_session(
-        self,
-        session_id: str | None = None,
-        *,
-        title: str = "",
-        history_tokens: int | None = None,
-    ) -> SessionInfo:
-        """Start a session (or go on with the tenant's one of that id)."""
-        return await self._send(routes.create_session(session_id, title, history_tokens))
-
-    async def sessions(self, limit: int = 100) -> list[SessionInfo]:
-        """The tenant's sessions, the most recently used first."""
-        return await self._send(routes.sessions(limit))
-
-    async def session(self, session_id: str) -> SessionInfo:
-        """A session with its turns."""
-        return await self._send(routes.session(session_id))
-
-    async def delete_session(self, session_id: str) -> None:
-        """Forget a session (its jobs stay)."""
-        await self._send(routes.delete_session(session_id))
+    create_session = over_http_async(session_ops.create_session)
+    sessions = over_http_async(session_ops.sessions)
+    session = over_http_async(session_ops.session)
+    delete_session = over_http_async(session_ops.delete_session)

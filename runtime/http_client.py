@@ -52,7 +52,6 @@ from raytroupe.protocols.http import (
     SkillApplied,
     SkillListing,
 )
-from raytroupe.protocols.sessions import SessionInfo
 from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime import http_routes as routes
 from raytroupe.runtime.http_async_client import AsyncClient
@@ -74,6 +73,7 @@ from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
 from raytroupe.runtime.operations import over_http
 from raytroupe.runtime.operations import policies as policy_ops
+from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.operations.job_reads import JobsShown
@@ -396,24 +396,7 @@ class Client:
 
     # --- sessions --------------------------------------------------------------------------
 
-    def create_session(
-        self,
-        session_id: str | None = None,
-        *,
-        title: str = "",
-        history_tokens: int | None = None,
-    ) -> SessionInfo:
-        """Start a session (or go on with the tenant's one of that id)."""
-        return self._send(routes.create_session(session_id, title, history_tokens))
-
-    def sessions(self, limit: int = 100) -> list[SessionInfo]:
-        """The tenant's sessions, the most recently used first."""
-        return self._send(routes.sessions(limit))
-
-    def session(self, session_id: str) -> SessionInfo:
-        """A session with its turns."""
-        return self._send(routes.session(session_id))
-
-    def delete_session(self, session_id: str) -> None:
-        """Forget a session (its jobs stay)."""
-        self._send(routes.delete_session(session_id))
+    create_session = over_http(session_ops.create_session)
+    sessions = over_http(session_ops.sessions)
+    session = over_http(session_ops.session)
+    delete_session = over_http(session_ops.delete_session)

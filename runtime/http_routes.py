@@ -31,7 +31,6 @@ from raytroupe.protocols.http import (
     SkillApplied,
     SkillListing,
 )
-from raytroupe.protocols.sessions import SessionInfo
 from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
 
@@ -211,31 +210,3 @@ def lessons(name: str) -> Call[list[MemoryHit]]:
 def delete_lesson(name: str, lesson_id: str) -> Call[None]:
     """``DELETE /v1/skills/{name}/lessons/{lesson_id}``."""
     return Call("DELETE", _skill(name, "lessons", segment(lesson_id, "lesson_id")), nothing)
-
-
-# --- sessions ------------------------------------------------------------------------------
-
-
-def create_session(
-    session_id: str | None, title: str, history_tokens: int | None
-) -> Call[SessionInfo]:
-    """``POST /v1/sessions``."""
-    body: dict[str, Any] = {"id": session_id, "title": title}
-    if history_tokens is not None:
-        body["history_tokens"] = history_tokens
-    return Call("POST", "/v1/sessions", read(SessionInfo), body=body)
-
-
-def sessions(limit: int) -> Call[list[SessionInfo]]:
-    """``GET /v1/sessions``."""
-    return Call("GET", "/v1/sessions", read(list[SessionInfo]), params={"limit": limit})
-
-
-def session(session_id: str) -> Call[SessionInfo]:
-    """``GET /v1/sessions/{session_id}``."""
-    return Call("GET", f"/v1/sessions/{segment(session_id, 'session_id')}", read(SessionInfo))
-
-
-def delete_session(session_id: str) -> Call[None]:
-    """``DELETE /v1/sessions/{session_id}``."""
-    return Call("DELETE", f"/v1/sessions/{segment(session_id, 'session_id')}", nothing)

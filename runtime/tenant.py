@@ -16,17 +16,18 @@ from raytroupe.protocols import (
     UsageRow,
 )
 from raytroupe.protocols.knowledge import IngestReport, KnowledgeDocument
-from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
+from raytroupe.protocols.sessions import HISTORY_TOKENS
 from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.config import Team
 from raytroupe.runtime.handle import JobHandle
 from raytroupe.runtime.knowledge import ingest_all
-from raytroupe.runtime.operations import At, in_process, widens
+from raytroupe.runtime.operations import At, handle, in_process, widens
 from raytroupe.runtime.operations import job_reads as read_ops
 from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
 from raytroupe.runtime.operations import policies as policy_ops
+from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.sessions import Session
 
@@ -83,6 +84,7 @@ class TenantView:
         )  # fmt: skip
         return self.job(job_id)
 
+    @handle(session_ops.session)
     def session(
         self,
         session_id: str | None = None,
@@ -98,9 +100,9 @@ class TenantView:
         )
         return Session(info, self._client, self._portal, self.submit)
 
-    def sessions(self, limit: int = 100) -> list[SessionInfo]:
-        """The tenant's sessions, the most recently used first."""
-        return self._portal.run(self._client.sessions(tenant=self.tenant, limit=limit))
+    sessions = in_process(session_ops.sessions)
+    create_session = in_process(session_ops.create_session)
+    delete_session = in_process(session_ops.delete_session)
 
     def skills(self) -> list[SkillInfo]:
         """The skills the tenant may run."""

@@ -152,6 +152,10 @@ def run(
             help="Tenant the job runs for (local Ray; default: default).", show_default=False
         ),
     ] = None,
+    session: Annotated[
+        str | None,
+        typer.Option(help="A session (`troupe sessions new`): the job sees its turns so far."),
+    ] = None,
     state_dir: StateDir = None,
 ) -> None:
     """Run a job and show its subtasks live, then its answer (exit 1 if it fails)."""
@@ -161,12 +165,12 @@ def run(
     if client is not None:
         no_tenant(tenant)
         with client:
-            job = RemoteJob(client, client.submit(task, team=spec).id)
+            job = RemoteJob(client, client.submit(task, team=spec, session_id=session).id)
             watch(job, label, timeout, as_json=as_json, detach=detach)
         return
     rt = connect_for_job(address, state_dir, detach=detach)
     try:
-        handle = rt.submit(task, team=spec, tenant=tenant or "default")
+        handle = rt.submit(task, team=spec, tenant=tenant or "default", session=session)
         watch(handle, label, timeout, as_json=as_json, detach=detach)
     finally:
         close(rt)

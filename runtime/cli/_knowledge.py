@@ -10,9 +10,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 from rich.table import Table
 
-from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._remote import no_tenant, remote, tenant_transport
+from raytroupe.runtime.cli._remote import tenant_transport
 from raytroupe.runtime.cli._show import OUT, plain_row
 
 if TYPE_CHECKING:
@@ -23,7 +22,7 @@ __all__ = ["kb_app", "sessions_app"]
 
 kb_app = typer.Typer(help="Knowledge bases: add files, search, list, remove.", no_args_is_help=True)
 sessions_app = typer.Typer(
-    help="Sessions (conversations): list, show, delete.", no_args_is_help=True
+    help="Sessions (conversations): new, list, show, delete.", no_args_is_help=True
 )
 SHOWN_CHARS = 300
 """Characters of a passage or an answer a table shows."""
@@ -132,22 +131,31 @@ def remove(
             OUT.print(f"removed {source} ({removed} passages)", markup=False)
 
 
+@sessions_app.command("new")
+def new_session(
+    session_id: Annotated[
+        str | None,
+        typer.Argument(help="Its id (default: a fresh one; an id the tenant has: go on)."),
+    ] = None,
+    *,
+    title: Annotated[str, typer.Option(help="What it is about.")] = "",
+    tenant: Tenant = "default",
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Start a session; prints its id (a job joins it with `troupe run TEAM TASK --session ID`)."""
+    with tenant_transport(tenant, address, state_dir, default="default") as api:
+        info = api.create_session(session_id, title=title)
+    OUT.print(info.id, markup=False)
+
+
 @sessions_app.command("list")
 def list_sessions(
     *, tenant: Tenant = "default", address: Address = None, state_dir: StateDir = None
 ) -> None:
     """The tenant's sessions, the most recently used first."""
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant, "default")
-        with client:
-            found = client.sessions()
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            found = rt.sessions(tenant=tenant)
-        finally:
-            close(rt)
+    with tenant_transport(tenant, address, state_dir, default="default") as api:
+        found = api.sessions()
     table = Table("session", "title", "created", "last used")
     for info in found:
         plain_row(table, info.id, info.title, _when(info.created_at), _when(info.updated_at))
@@ -163,17 +171,11 @@ def show_session(
     state_dir: StateDir = None,
 ) -> None:
     """A session's turns: each job's task, status and answer."""
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant, "default")
-        with client:
-            info = client.session(session_id)
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            info = rt.session(session_id, tenant=tenant, create=False).info()
-        finally:
-            close(rt)
+    from raytroupe.runtime.operations import invoke
+    from raytroupe.runtime.operations import sessions as session_ops
+
+    with tenant_transport(tenant, address, state_dir, default="default") as api:
+        info = invoke(api, session_ops.session, session_id)
     _show_session(info)
 
 
@@ -199,19 +201,9 @@ def delete_session(
     state_dir: StateDir = None,
 ) -> None:
     """Forget a session (its jobs stay)."""
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant, "default")
-        with client:
-            client.delete_session(session_id)
-        OUT.print(f"deleted session {session_id}")
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        rt.session(session_id, tenant=tenant, create=False).delete()
-        OUT.print(f"deleted session {session_id}")
-    finally:
-        close(rt)
+    with tenant_transport(tenant, address, state_dir, default="default") as api:
+        api.delete_session(session_id)
+    OUT.print(f"deleted session {session_id}", markup=False)
 
 
 def _when(at: float) -> str:

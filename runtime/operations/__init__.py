@@ -10,13 +10,22 @@ import importlib
 import pkgutil
 
 from raytroupe.runtime.operations.declare import At, Operation, operation
-from raytroupe.runtime.operations.surfaces import in_process, over_http, over_http_async, widens
+from raytroupe.runtime.operations.surfaces import (
+    handle,
+    in_process,
+    invoke,
+    over_http,
+    over_http_async,
+    widens,
+)
 
 __all__ = [
     "At",
     "Operation",
     "declared",
+    "handle",
     "in_process",
+    "invoke",
     "operation",
     "over_http",
     "over_http_async",

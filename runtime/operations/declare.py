@@ -58,6 +58,7 @@ __all__ = [
     "Arguments",
     "At",
     "Operation",
+    "WireName",
     "given",
     "operation",
 ]
@@ -259,7 +260,26 @@ class Operation(Generic[P, T]):
         if self.body_model() is not None:
             (value,) = arguments.values()
             return Call(self.method, path, reader, body=json_body(value, next(iter(arguments))))
-        return Call(self.method, path, reader, body=json_body(arguments, "body"))
+        body = {self.wire_name(n): v for n, v in arguments.items()}
+        return Call(self.method, path, reader, body=json_body(body, "body"))
+
+    def wire_name(self, name: str) -> str:
+        """Parameter ``name`` as the JSON body names it: its :class:`WireName`, if any."""
+        for meta in getattr(self.hints[name], "__metadata__", ()):  # Annotated's
+            if isinstance(meta, WireName):
+                return str(meta.name)
+        return name
+
+
+@dataclass(frozen=True)
+class WireName:
+    """The name a parameter has in the JSON body, where it differs from the parameter's.
+
+    ``session_id: Annotated[SessionId | None, WireName("id")]``: the body says ``id`` (as it
+    did before the operation was declared), the parameter cannot (``id`` is a builtin).
+    """
+
+    name: str
 
 
 def operation(

@@ -26,7 +26,7 @@ from raytroupe.protocols import TroupeError
 from raytroupe.runtime.http_calls import Call
 from raytroupe.runtime.operations.declare import Arguments, At, Operation
 
-__all__ = ["in_process", "over_http", "over_http_async", "widens"]
+__all__ = ["handle", "in_process", "invoke", "over_http", "over_http_async", "widens"]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -198,6 +198,21 @@ def widens(op: Operation[..., Any]) -> Callable[[F], F]:
     return mark
 
 
+def handle(op: Operation[..., Any]) -> Callable[[F], F]:
+    """Mark the decorated method as ``op`` on a surface that answers with a handle.
+
+    The driver's ``session(id)`` and ``job(id)`` give a handle through which the caller acts
+    on the thing (submits into the session, waits for the job); the handle's ``info()``
+    answers ``op``. The method takes every parameter of ``op``.
+    """
+
+    def mark(method: F) -> F:
+        method.handle_of = op  # type: ignore[attr-defined]
+        return method
+
+    return mark
+
+
 def over_http(op: Operation[P, T]) -> _OverHttp[P, T]:
     """``op`` as a method of a blocking client with ``_send_op(call, long_running)``."""
     return _OverHttp(op)
@@ -206,3 +221,18 @@ def over_http(op: Operation[P, T]) -> _OverHttp[P, T]:
 def over_http_async(op: Operation[P, T]) -> _OverHttpAsync[P, T]:
     """``op`` as a coroutine method of a client whose ``_send_op(call, long_running)`` is async."""
     return _OverHttpAsync(op)
+
+
+def invoke(surface: object, op: Operation[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """``op`` run on ``surface`` (a client, a driver, a tenant's view), as ``op`` answers.
+
+    Where the surface's method of that name is a wider form or a handle (the driver's
+    ``session`` gives a handle), the operation itself runs, in-process.
+    """
+    method = vars(type(surface)).get(op.name)
+    if isinstance(method, _Surface):
+        bound: Callable[P, T] = getattr(surface, op.name)
+        return bound(*args, **kwargs)
+    at: Callable[[], At] = surface._at  # type: ignore[attr-defined]
+    run: Callable[[Coroutine[Any, Any, T]], T] = surface._run  # type: ignore[attr-defined]
+    return run(op.run_for(at(), op.bind(*args, **kwargs)))

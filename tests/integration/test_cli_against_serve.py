@@ -332,7 +332,12 @@ def test_skills_knowledge_and_sessions_work_over_http(api, troupe, tmp_path):
     removed = _ok(troupe("kb", "rm", kb))
     missing = troupe("kb", "search", kb, "code word")
     skills = _ok(troupe("skills", "list"))
+    chat = f"cli-chat-{os.getpid()}"
+    made = _ok(troupe("sessions", "new", chat, "--title", "tea"))
     sessions = _ok(troupe("sessions", "list"))
+    shown = _ok(troupe("sessions", "show", chat))
+    deleted = _ok(troupe("sessions", "delete", chat))
+    gone = troupe("sessions", "show", chat)
     checkpoints = troupe("checkpoints", "no-such-job")
 
     assert str(notes) in added
@@ -343,7 +348,12 @@ def test_skills_knowledge_and_sessions_work_over_http(api, troupe, tmp_path):
     assert removed.strip() == f"removed knowledge base {kb}"
     assert missing.returncode == 1
     assert "skill" in skills
-    assert "session" in sessions
+    assert made.strip() == chat
+    assert chat in sessions
+    assert "tea" in sessions
+    assert "turn" in shown
+    assert deleted.strip() == f"deleted session {chat}"
+    assert chat in _one_error_line(gone)
     assert "no-such-job" in _one_error_line(checkpoints)
 
 

@@ -37,7 +37,11 @@ def test_a_drivers_session_carries_a_fact_to_a_later_job(rt, team):
     assert "Lyon" in answer
     turns = session.turns()
     assert [(t.task, t.status) for t in turns] == [(FACT, "succeeded"), (QUESTION, "succeeded")]
-    assert [s.id for s in rt.sessions(tenant="ray-sessions-driver")] == [session.id]
+    mine = rt.as_tenant("ray-sessions-driver")
+    assert [s.id for s in mine.sessions()] == [session.id]
+    assert mine.session(session.id).info().turns == tuple(turns)
+    with pytest.warns(DeprecationWarning, match="as_tenant"):
+        assert [s.id for s in rt.sessions(tenant="ray-sessions-driver")] == [session.id]
     session.delete()
     with pytest.raises(SessionNotFound):
         session.info()

@@ -21,7 +21,6 @@ from raytroupe.deployments.openai_messages import _task
 from raytroupe.deployments.skills_api import _skill_of
 from raytroupe.protocols import ConfigError, InvalidInput
 from raytroupe.protocols.evals import RegexExpect
-from raytroupe.protocols.http import SessionCreate
 from raytroupe.protocols.json_data import MAX_DATA_DEPTH, check_json_data
 from raytroupe.protocols.output_schema import check_output_schema
 from raytroupe.protocols.safe_schema import safe_validator
@@ -296,12 +295,6 @@ def test_a_skill_file_the_yaml_parser_cannot_make_is_a_config_error(text, says):
 def test_a_chat_role_that_is_no_text_is_invalid_input(role):
     with pytest.raises(InvalidInput, match="unknown role"):
         _task([{"role": role, "content": "hi"}])
-
-
-def test_a_session_title_with_a_nul_is_refused():
-    with pytest.raises(ValidationError, match="NUL"):
-        SessionCreate(title="a\x00b")
-    assert SessionCreate(title="a b").title == "a b"
 
 
 @pytest.mark.parametrize(
