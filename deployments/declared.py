@@ -61,6 +61,9 @@ _KEPT_IDS: Final = {
     "me": "get_me",
     "sessions": "list_sessions",
     "session": "get_session",
+    "skills": "list_skills",
+    "lessons": "list_skill_lessons",
+    "delete_lesson": "delete_skill_lesson",
 }
 """The OpenAPI operation ids the routes had before they were declared (generated clients name
 their functions by them); every other declared route's id is its operation's name."""

@@ -1,7 +1,7 @@
-"""``/v1/skills``: list and register skills, hot-update them; lessons.
+"""``/v1/skills``: register skills and hot-update them, from JSON or a skill file.
 
-Reading one, its history, rolling back, optimising, promoting and deleting are declared
-operations (:mod:`raytroupe.runtime.operations.skills`), served by
+Listing, reading one, its history, rolling back, optimising, promoting, deleting and lessons
+are declared operations (:mod:`raytroupe.runtime.operations.skills`), served by
 :mod:`raytroupe.deployments.declared`.
 
 Reading is for every key (a tenant's key sees the skills its policy lets it run); changing
@@ -13,18 +13,17 @@ Markdown skill), whose problems come back with their line numbers.
 from __future__ import annotations
 
 import json
-from typing import Annotated
 
 import structlog
-from fastapi import APIRouter, Path, Request, Response
+from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
 from raytroupe.actors.skills.files import MAX_SKILL_BYTES, parse_skill
-from raytroupe.deployments.access import Admin, Caller
+from raytroupe.deployments.access import Admin
 from raytroupe.deployments.declared import at_of
 from raytroupe.deployments.documents import checked
-from raytroupe.protocols import ConfigError, Conflict, InvalidInput, JobNotFound, MemoryHit
-from raytroupe.protocols.http import SkillApplied, SkillListing
+from raytroupe.protocols import ConfigError, Conflict, InvalidInput
+from raytroupe.protocols.http import SkillApplied
 from raytroupe.protocols.skill import SkillEvent, SkillSpec
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.operations import skills as skill_ops
@@ -91,13 +90,6 @@ def skill_routes(client: SystemClient) -> APIRouter:
     """The ``/v1/skills`` routes."""
     routes = APIRouter(prefix="/v1/skills", tags=["skills"])
 
-    @routes.get("", response_model=SkillListing)
-    async def list_skills(who: Caller) -> SkillListing:
-        """Skills the caller may run; for an admin also the skill files that failed to load."""
-        skills = await client.skills(tenant=None if who.admin else who.tenant)
-        problems = await client.skill_problems() if who.admin else []
-        return SkillListing(skills=skills, problems=problems)
-
     @routes.get("/{name}/history", response_model=list[SkillEvent], deprecated=True)
     async def get_skill_history(name: str, who: Admin) -> list[SkillEvent]:
         """Deprecated for ``GET /v1/skill-history?name=``: what happened to the skill."""
@@ -124,20 +116,5 @@ def skill_routes(client: SystemClient) -> APIRouter:
         response.status_code = 201 if created else 200
         log.info("skill_applied", skill=name, version=spec.version, key=who.name)
         return SkillApplied(name=name, version=spec.version, created=created)
-
-    @routes.get("/{name}/lessons", response_model=list[MemoryHit])
-    async def list_skill_lessons(name: str, who: Caller) -> list[MemoryHit]:
-        """What reflection learned from the caller's tenant's jobs of the skill, newest first."""
-        await client.skill(name, tenant=None if who.admin else who.tenant)  # 404 if not its
-        return await client.memory.lessons(name, tenant=who.tenant)
-
-    @routes.delete("/{name}/lessons/{lesson_id}", status_code=204)
-    async def delete_skill_lesson(
-        name: str, lesson_id: Annotated[str, Path(pattern=r"^[0-9a-f]{32}$")], who: Caller
-    ) -> Response:
-        """Forget one lesson (of the caller's tenant) so that no later job recalls it."""
-        if not await client.memory.delete_lesson(name, lesson_id, tenant=who.tenant):
-            raise JobNotFound(f"skill {name!r} has no lesson {lesson_id!r}", lesson=lesson_id)
-        return Response(status_code=204)
 
     return routes

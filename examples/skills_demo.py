@@ -36,7 +36,7 @@ def main() -> None:
             # the team skill runs the research team: register it, then apply the skill again
             rt.put_team(runtime.Team.from_yaml(HERE / "teams" / "research.yaml").spec())
             rt.put_skill(HERE / "skills" / "research-brief.yaml")
-            for info in rt.skills():
+            for info in rt.skills().skills:
                 print(f"skill {info.name}@{info.version} ({info.execution_mode})")
             for problem in rt.skill_problems():
                 print(f"not loaded: {problem.file}: {'; '.join(problem.problems)}")

@@ -6,6 +6,8 @@ these, so the two cannot drift apart. Pure data: pydantic, nothing of FastAPI or
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
 from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
@@ -287,10 +289,31 @@ class DeadLetterView(BaseModel):
 
 
 class SkillListing(BaseModel):
-    """Registered skills, and (for admins) skill files that could not be loaded."""
+    """Registered skills, and (for admins) skill files that could not be loaded.
+
+    The driver's ``skills()`` answered the list of skills itself before: iterating,
+    indexing and measuring a listing still reach ``skills``, and warn that it is deprecated.
+    """
 
     skills: list[SkillInfo]
     problems: list[SkillProblemInfo] = Field(default_factory=list)
+
+    def __iter__(self) -> Iterator[SkillInfo]:  # type: ignore[override]
+        return iter(self._as_list("iterating"))
+
+    def __len__(self) -> int:
+        return len(self._as_list("len()"))
+
+    def __getitem__(self, index: int) -> SkillInfo:
+        return self._as_list("indexing")[index]
+
+    def _as_list(self, what: str) -> list[SkillInfo]:
+        warnings.warn(
+            f"{what} the answer of skills() is deprecated: it is a SkillListing, use .skills",
+            DeprecationWarning,
+            stacklevel=3,
+        )
+        return self.skills
 
 
 class SkillApplied(BaseModel):

@@ -23,11 +23,11 @@ from raytroupe.protocols import (
     DeadLetter,
     JobStatus,
     KnowledgeNotFound,
+    LessonNotFound,
     MemoryHit,
     MemoryQuery,
     MemoryWrite,
     RouterStats,
-    SkillInfo,
     SkillProblemInfo,
     SkillSpec,
     TeamSpec,
@@ -372,10 +372,7 @@ class Runtime:
         warnings.warn("eval_runs() is deprecated: evals()", DeprecationWarning, stacklevel=2)
         return self.evals()
 
-    def skills(self) -> list[SkillInfo]:
-        """Every registered skill: current version, versions, where it came from."""
-        return self._run(self.client.skills())
-
+    skills = in_process(skill_ops.skills)
     skill = in_process(skill_ops.skill)
 
     def put_skill(self, skill: SkillSpec | str | Path, *, source: str = "driver") -> bool:
@@ -400,13 +397,10 @@ class Runtime:
     delete_skill = in_process(skill_ops.delete_skill)
     skill_history = in_process(skill_ops.skill_history)
 
-    def lessons(self, skill: str, *, tenant: str = "default") -> list[MemoryHit]:
-        """The lessons reflection wrote for ``skill`` (in ``tenant``'s memory), newest first."""
-        return self._run(self.client.memory.lessons(skill, tenant=tenant))
-
-    def delete_lesson(self, skill: str, lesson_id: str, *, tenant: str = "default") -> bool:
-        """Delete one lesson of ``skill``; False if it has none of that id."""
-        return self._run(self.client.memory.delete_lesson(skill, lesson_id, tenant=tenant))
+    lessons = in_process(skill_ops.lessons, tenant_keyword=True)
+    delete_lesson = in_process(
+        skill_ops.delete_lesson, tenant_keyword=True, missing=(LessonNotFound, False)
+    )
 
     def skill_problems(self) -> list[SkillProblemInfo]:
         """Files of the skills directory that could not be loaded (their skills kept theirs)."""

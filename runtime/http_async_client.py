@@ -31,7 +31,6 @@ from raytroupe.protocols import (
     JobResult,
     JobStatus,
     JobSummary,
-    MemoryHit,
     TeamSpec,
     UsageRow,
 )
@@ -43,7 +42,6 @@ from raytroupe.protocols.http import (
     JobView,
     Readiness,
     SkillApplied,
-    SkillListing,
 )
 from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime import http_routes as routes
@@ -333,16 +331,15 @@ class AsyncClient:
 
     # --- skills ----------------------------------------------------------------------------
 
-    async def skills(self) -> SkillListing:
-        """Skills the key may run (an admin key: and skill files that failed to load)."""
-        return await self._send(routes.skills())
-
+    skills = over_http_async(skill_ops.skills)
     skill = over_http_async(skill_ops.skill)
     skill_history = over_http_async(skill_ops.skill_history)
     rollback_skill = over_http_async(skill_ops.rollback_skill)
     promote_skill = over_http_async(skill_ops.promote_skill)
     optimise_skill = over_http_async(skill_ops.optimise_skill)
     delete_skill = over_http_async(skill_ops.delete_skill)
+    lessons = over_http_async(skill_ops.lessons)
+    delete_lesson = over_http_async(skill_ops.delete_lesson)
 
     async def apply_skill(self, spec: SkillSpec | Mapping[str, Any]) -> SkillApplied:
         """Register a skill version and make it current (admin keys)."""
@@ -355,14 +352,6 @@ class AsyncClient:
             InvalidInput: the file is not a valid skill (each problem with its line).
         """
         return await self._send(routes.apply_skill_file(text, kind))
-
-    async def lessons(self, name: str) -> list[MemoryHit]:
-        """What reflection learned from the tenant's jobs of the skill, newest first."""
-        return await self._send(routes.lessons(name))
-
-    async def delete_lesson(self, name: str, lesson_id: str) -> None:
-        """Forget one lesson of the tenant's."""
-        await self._send(routes.delete_lesson(name, lesson_id))
 
     # --- evals and experiments -------------------------------------------------------------
 

@@ -38,7 +38,6 @@ from raytroupe.protocols import (
     JobResult,
     JobStatus,
     JobSummary,
-    MemoryHit,
     TeamSpec,
     UsageRow,
 )
@@ -50,7 +49,6 @@ from raytroupe.protocols.http import (
     JobView,
     Readiness,
     SkillApplied,
-    SkillListing,
 )
 from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime import http_routes as routes
@@ -342,16 +340,15 @@ class Client:
 
     # --- skills ----------------------------------------------------------------------------
 
-    def skills(self) -> SkillListing:
-        """Skills the key may run (an admin key: and skill files that failed to load)."""
-        return self._send(routes.skills())
-
+    skills = over_http(skill_ops.skills)
     skill = over_http(skill_ops.skill)
     skill_history = over_http(skill_ops.skill_history)
     rollback_skill = over_http(skill_ops.rollback_skill)
     promote_skill = over_http(skill_ops.promote_skill)
     optimise_skill = over_http(skill_ops.optimise_skill)
     delete_skill = over_http(skill_ops.delete_skill)
+    lessons = over_http(skill_ops.lessons)
+    delete_lesson = over_http(skill_ops.delete_lesson)
 
     def apply_skill(self, spec: SkillSpec | Mapping[str, Any]) -> SkillApplied:
         """Register a skill version and make it current (admin keys)."""
@@ -364,14 +361,6 @@ class Client:
             InvalidInput: the file is not a valid skill (each problem with its line).
         """
         return self._send(routes.apply_skill_file(text, kind))
-
-    def lessons(self, name: str) -> list[MemoryHit]:
-        """What reflection learned from the tenant's jobs of the skill, newest first."""
-        return self._send(routes.lessons(name))
-
-    def delete_lesson(self, name: str, lesson_id: str) -> None:
-        """Forget one lesson of the tenant's."""
-        self._send(routes.delete_lesson(name, lesson_id))
 
     # --- evals and experiments -------------------------------------------------------------
 

@@ -18,7 +18,6 @@ from raytroupe.protocols import (
     AgentSpec,
     InvalidInput,
     JobStatus,
-    MemoryHit,
     TeamSpec,
     UsageRow,
 )
@@ -29,7 +28,6 @@ from raytroupe.protocols.http import (
     JobView,
     Readiness,
     SkillApplied,
-    SkillListing,
 )
 from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
@@ -178,11 +176,6 @@ def _skill(name: str, *rest: str) -> str:
     return "/".join((_SKILLS, segment(name, "skill"), *rest))
 
 
-def skills() -> Call[SkillListing]:
-    """``GET /v1/skills``."""
-    return Call("GET", _SKILLS, read(SkillListing))
-
-
 def apply_skill(spec: SkillSpec | Mapping[str, Any]) -> Call[SkillApplied]:
     """``PUT /v1/skills/{name}``."""
     path = _skill(_name_of(spec, "skill"))
@@ -200,13 +193,3 @@ def apply_skill_file(text: str, kind: str) -> Call[SkillApplied]:
         content=text.encode("utf-8"),
         content_type=_SKILL_FILE_TYPES[kind],
     )
-
-
-def lessons(name: str) -> Call[list[MemoryHit]]:
-    """``GET /v1/skills/{name}/lessons``."""
-    return Call("GET", _skill(name, "lessons"), read(list[MemoryHit]))
-
-
-def delete_lesson(name: str, lesson_id: str) -> Call[None]:
-    """``DELETE /v1/skills/{name}/lessons/{lesson_id}``."""
-    return Call("DELETE", _skill(name, "lessons", segment(lesson_id, "lesson_id")), nothing)

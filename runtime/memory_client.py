@@ -81,10 +81,13 @@ class MemoryClient:
         result: list[MemoryHit] = await call(ref)
         return result
 
-    async def delete_lesson(self, skill: str, lesson_id: str, *, tenant: str) -> bool:
-        """Delete one of ``skill``'s lessons in ``tenant``'s memory; False if there is none."""
+    async def delete_lesson(self, skill: str, lesson_id: str, *, tenant: str) -> MemoryHit | None:
+        """Delete one of ``skill``'s lessons in ``tenant``'s memory; what it was (None: none)."""
         from raytroupe.actors.skills.reflect import lesson_tags  # noqa: PLC0415 - skills only
 
-        ref = self._memory.delete.remote(tenant, ids=[lesson_id], tags=lesson_tags(skill))
-        deleted: int = await call(ref)
-        return deleted > 0
+        tags = lesson_tags(skill)
+        found: list[MemoryHit] = await call(
+            self._memory.listed.remote(tenant, tags=tags, ids=[lesson_id], limit=1)
+        )
+        deleted: int = await call(self._memory.delete.remote(tenant, ids=[lesson_id], tags=tags))
+        return found[0] if found and deleted > 0 else None

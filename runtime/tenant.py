@@ -11,7 +11,6 @@ from raytroupe.protocols import (
     Budget,
     ConfigError,
     JobStatus,
-    SkillInfo,
     TeamSpec,
     UsageRow,
 )
@@ -28,6 +27,7 @@ from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import sessions as session_ops
+from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.sessions import Session
 
@@ -104,9 +104,9 @@ class TenantView:
     create_session = in_process(session_ops.create_session)
     delete_session = in_process(session_ops.delete_session)
 
-    def skills(self) -> list[SkillInfo]:
-        """The skills the tenant may run."""
-        return self._portal.run(self._client.skills(tenant=self.tenant))
+    skills = in_process(skill_ops.skills)
+    lessons = in_process(skill_ops.lessons)
+    delete_lesson = in_process(skill_ops.delete_lesson)
 
     def job(self, job_id: str) -> JobHandle:
         """A handle on one of the tenant's jobs (raises ``JobNotFound`` for anyone else's)."""

@@ -171,12 +171,21 @@ class MemoryStore(TakesBatches):
         return len(doomed)
 
     async def listed(
-        self, tenant: str, *, tags: Sequence[str] = (), limit: int = 100
+        self,
+        tenant: str,
+        *,
+        tags: Sequence[str] = (),
+        ids: Sequence[str] | None = None,
+        limit: int = 100,
     ) -> list[MemoryHit]:
-        """``tenant``'s memories with all ``tags``, newest first (at most ``limit``)."""
+        """``tenant``'s memories with all ``tags`` (of ``ids``, if given), newest first.
+
+        At most ``limit`` of them.
+        """
         collection = await self._collection(tenant)
         found = await asyncio.to_thread(
             collection.get,
+            ids=list(ids) if ids is not None else None,
             where=records.where(None, tuple(tags)),
             limit=max(1, min(limit, 1000)),
             include=["documents", "metadatas"],

@@ -14,7 +14,8 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   │   ├── SkillNotFound         no skill (or no such version) is registered under that name
     │   │   ├── AgentNotFound         no registered team has an agent of that name
     │   │   ├── SessionNotFound       the tenant has no session (conversation) of that id
-    │   │   └── KnowledgeNotFound     the tenant has no such knowledge base or document
+    │   │   ├── KnowledgeNotFound     the tenant has no such knowledge base or document
+    │   │   └── LessonNotFound        the tenant has no such lesson of the skill
     │   ├── Conflict                  the change clashes with what exists (a name in use)
     │   ├── InvalidRequest            an HTTP request the API's schema refuses
     │   └── WorkLimitExceeded         checking the input took longer than its limit allows
@@ -103,6 +104,7 @@ from raytroupe.protocols.errors.invalid_input import (
     InvalidInput,
     InvalidRequest,
     KnowledgeNotFound,
+    LessonNotFound,
     MalformedEnvelope,
     SessionNotFound,
     SkillNotFound,
@@ -160,6 +162,7 @@ __all__ = [
     "JobNotFound",
     "JobTimeout",
     "KnowledgeNotFound",
+    "LessonNotFound",
     "MalformedEnvelope",
     "ModelError",
     "ModelTimeout",

@@ -60,6 +60,7 @@ class ErrorCode(StrEnum):
     EXPERIMENT_NOT_FOUND = "experiment_not_found"
     SESSION_NOT_FOUND = "session_not_found"
     KNOWLEDGE_NOT_FOUND = "knowledge_not_found"
+    LESSON_NOT_FOUND = "lesson_not_found"
     CONFLICT = "conflict"
     FORBIDDEN = "forbidden"
     QUOTA_EXCEEDED = "quota_exceeded"

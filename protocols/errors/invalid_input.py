@@ -13,6 +13,7 @@ __all__ = [
     "InvalidInput",
     "InvalidRequest",
     "KnowledgeNotFound",
+    "LessonNotFound",
     "MalformedEnvelope",
     "SessionNotFound",
     "SkillNotFound",
@@ -86,6 +87,12 @@ class KnowledgeNotFound(ConfigError):
     """The tenant has no knowledge base of that name, or it has no such document."""
 
     code = ErrorCode.KNOWLEDGE_NOT_FOUND
+
+
+class LessonNotFound(ConfigError):
+    """The tenant has no lesson of that id for the skill (reflection's, see ``lessons``)."""
+
+    code = ErrorCode.LESSON_NOT_FOUND
 
 
 class Conflict(InvalidInput):

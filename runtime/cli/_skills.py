@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -13,43 +14,67 @@ from rich.table import Table
 from raytroupe.runtime.cli._connect import close, connect_from
 from raytroupe.runtime.cli._jobs import Detach, RemoteJob, connect_for_job, watch
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._remote import no_tenant, remote, transport
+from raytroupe.runtime.cli._remote import no_tenant, remote, tenant_transport, transport
 from raytroupe.runtime.cli._show import OUT, error, plain_row, usage
 
 if TYPE_CHECKING:
-    from raytroupe.protocols import SkillInfo
     from raytroupe.runtime.driver import Runtime
     from raytroupe.runtime.http_client import Client
 
 __all__ = ["ask", "skills_app"]
 
-skills_app = typer.Typer(help="Skills: list, show, apply files, roll back.", no_args_is_help=True)
+skills_app = typer.Typer(
+    help="Skills: list, show, apply files, roll back; their lessons.", no_args_is_help=True
+)
 SkillName = Annotated[str, typer.Argument(help="The skill's name.")]
+Tenant = Annotated[str, typer.Option(help="Whose lessons (local Ray; over HTTP: the key's).")]
 
 
 @skills_app.command("list")
 def list_skills(*, address: Address = None, state_dir: StateDir = None) -> None:
     """Registered skills: current version, versions, mode, where they came from."""
-    client = remote(address)
-    problems: list[str] = []
-    if client is not None:
-        with client:
-            listing = client.skills()
-        found: list[SkillInfo] = listing.skills
-        problems = [f"{p.file}: {'; '.join(p.problems)}" for p in listing.problems]
-    else:
-        rt = connect_from(address, state_dir)
-        try:
-            found = rt.skills()
-        finally:
-            close(rt)
+    with transport(address, state_dir) as api:
+        listing = api.skills()
     table = Table("skill", "version", "versions", "mode", "source", "description")
-    for info in found:
+    for info in listing.skills:
         plain_row(table, info.name, info.version, ", ".join(info.versions),
                   info.execution_mode, info.source, info.description)  # fmt: skip
     OUT.print(table)
-    for problem in problems:  # skill files the registry could not load (admins see them)
-        error(problem)
+    for problem in listing.problems:  # skill files the registry could not load (admins')
+        error(f"{problem.file}: {'; '.join(problem.problems)}")
+
+
+@skills_app.command("lessons")
+def lessons(
+    name: SkillName,
+    *,
+    tenant: Tenant = "default",
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """What reflection learned from the tenant's jobs of the skill, newest first."""
+    with tenant_transport(tenant, address, state_dir, default="default") as api:
+        found = api.lessons(name)
+    table = Table("lesson", "learned", "text")
+    for hit in found:
+        learned = time.strftime("%Y-%m-%d %H:%M", time.localtime(hit.created_at))
+        plain_row(table, hit.id, learned, hit.text)
+    OUT.print(table)
+
+
+@skills_app.command("forget")
+def forget_lesson(
+    name: SkillName,
+    lesson_id: Annotated[str, typer.Argument(help="The lesson's id (`troupe skills lessons`).")],
+    *,
+    tenant: Tenant = "default",
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Forget one lesson of the tenant's, so that no later job of the skill recalls it."""
+    with tenant_transport(tenant, address, state_dir, default="default") as api:
+        api.delete_lesson(name, lesson_id)
+    OUT.print(f"forgot lesson {lesson_id} of skill {name}", markup=False)
 
 
 @skills_app.command("show")

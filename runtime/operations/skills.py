@@ -1,7 +1,8 @@
-"""Skills: read one, its history, roll back, optimise, promote, delete.
+"""Skills: list, read one, its history, roll back, optimise, promote, delete; lessons.
 
 Reading a skill is for every caller (a tenant sees the skills its policy lets it run);
-changing skills is for admins, as for teams.
+changing skills is for admins, as for teams. Lessons (what reflection learned from jobs of a
+skill) are the caller's tenant's, an admin's key's too.
 """
 
 from __future__ import annotations
@@ -10,22 +11,42 @@ from typing import Annotated, Final
 
 from pydantic import Field
 
-from raytroupe.protocols import Budget, SkillEvent, SkillInfo, SkillSpec
+from raytroupe.protocols import (
+    Budget,
+    LessonNotFound,
+    MemoryHit,
+    SkillEvent,
+    SkillInfo,
+    SkillSpec,
+)
 from raytroupe.protocols.evals import EvalSuite, OptimisationReport
+from raytroupe.protocols.http import SkillListing
 from raytroupe.runtime.operations.declare import At, operation
 
 __all__ = [
+    "delete_lesson",
     "delete_skill",
+    "lessons",
     "optimise_skill",
     "promote_skill",
     "rollback_skill",
     "skill",
     "skill_history",
+    "skills",
 ]
 
 TAG: Final = "skills"
 
 Version = Annotated[str, Field(min_length=1, max_length=16)]
+LessonId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+
+
+@operation("GET", "/v1/skills", cli="skills list")
+async def skills(at: At) -> SkillListing:
+    """Skills the caller may run; for an admin also the skill files that failed to load."""
+    found = await at.system.skills(tenant=at.scope)
+    problems = await at.system.skill_problems() if at.admin else []
+    return SkillListing(skills=found, problems=problems)
 
 
 @operation("GET", "/v1/skills/{name}", cli="skills show")
@@ -111,3 +132,27 @@ async def delete_skill(at: At, name: str) -> SkillInfo:
         SkillNotFound: no such skill.
     """
     return await at.system.delete_skill(name, source=at.source)
+
+
+@operation("GET", "/v1/skills/{name}/lessons", cli="skills lessons")
+async def lessons(at: At, name: str) -> list[MemoryHit]:
+    """What reflection learned from the caller's tenant's jobs of the skill, newest first.
+
+    Raises:
+        SkillNotFound: no such skill (or not one the caller may run).
+    """
+    await at.system.skill(name, tenant=at.scope)
+    return await at.system.memory.lessons(name, tenant=at.tenant)
+
+
+@operation("DELETE", "/v1/skills/{name}/lessons/{lesson_id}", cli="skills forget")
+async def delete_lesson(at: At, name: str, lesson_id: LessonId) -> MemoryHit:
+    """Forget one lesson (of the caller's tenant) so that no later job recalls it; what it was.
+
+    Raises:
+        LessonNotFound: the tenant has no lesson of that id for the skill.
+    """
+    gone = await at.system.memory.delete_lesson(name, lesson_id, tenant=at.tenant)
+    if gone is None:
+        raise LessonNotFound(f"skill {name!r} has no lesson {lesson_id!r}", lesson=lesson_id)
+    return gone

@@ -402,6 +402,8 @@ def test_every_skill_command_runs_over_http_as_on_ray(rt, troupe, tmp_path):
     shown = json.loads(_ok(troupe("skills", "show", "cli-sk", key=ADMIN_KEY)))
     history = _ok(troupe("skills", "history", key=ADMIN_KEY))  # every skill's
     missing = troupe("skills", "promote", "cli-sk", "9", key=ADMIN_KEY)
+    lessons = _ok(troupe("skills", "lessons", "cli-sk", key=ADMIN_KEY))  # none learned yet
+    forget = troupe("skills", "forget", "cli-sk", "0" * 32, key=ADMIN_KEY)
     deleted = _ok(troupe("skills", "delete", "cli-sk", key=ADMIN_KEY))
 
     assert "admin" in _one_error_line(refused).lower()
@@ -410,6 +412,8 @@ def test_every_skill_command_runs_over_http_as_on_ray(rt, troupe, tmp_path):
     assert (shown["version"], shown["prompt"]["instructions"]) == ("2", "Say two.")
     assert re.search(r"cli-sk\W+2\W+promoted\W+api:acme-admin", history), history
     assert "9" in _one_error_line(missing)
+    assert "lesson" in lessons
+    assert "has no lesson" in _one_error_line(forget)
     assert deleted.strip() == "cli-sk: deleted (2 versions)"
 
 

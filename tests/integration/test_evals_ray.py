@@ -15,7 +15,7 @@ import ray
 
 from raytroupe import runtime
 from raytroupe.actors.evals.suites import read_suite
-from raytroupe.protocols import InvalidInput, JobFailed, ScriptedTurn, TeamSpec
+from raytroupe.protocols import InvalidInput, JobFailed, LessonNotFound, ScriptedTurn, TeamSpec
 from raytroupe.protocols.evals import EvalSuite
 from raytroupe.protocols.skill import SkillSpec
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, finished
@@ -178,9 +178,12 @@ def test_a_failed_job_leaves_a_lesson_the_next_job_sees_in_its_prompt(rt, api):
         assert gone.status_code == 404
     with api.client(ADMIN_KEY) as admin:  # acme's admin: acme's lessons, not "default"'s
         assert admin.get("/v1/skills/sk-reflect/lessons").json() == []
-    assert rt.delete_lesson("sk-reflect", lesson.id)
+    assert rt.delete_lesson("sk-reflect", lesson.id).text == lesson.text  # what it was
     assert rt.lessons("sk-reflect") == []
-    assert not rt.delete_lesson("sk-reflect", lesson.id)
+    with pytest.raises(LessonNotFound):
+        rt.as_tenant("default").delete_lesson("sk-reflect", lesson.id)
+    with pytest.warns(DeprecationWarning, match="will raise LessonNotFound"):
+        assert rt.delete_lesson("sk-reflect", lesson.id) is False
 
 
 def _notes_suite() -> EvalSuite:

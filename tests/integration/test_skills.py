@@ -161,7 +161,7 @@ def test_a_job_naming_nothing_is_routed_to_the_right_skill(rt, examples):
     assert result.output.skill == "sentiment"
     by_keyword = tenant.submit("Please summarize: Ray is a framework. It scales Python.").result(60)
     assert (by_keyword.route.target, by_keyword.route.method) == ("summarize", "keyword")
-    assert [s.name for s in tenant.skills()] == [
+    assert [s.name for s in tenant.skills().skills] == [
         "arithmetic", "incident-report", "invoice-fields", "sentiment", "summarize"
     ]  # fmt: skip
     with pytest.raises(runtime.Forbidden):
@@ -216,7 +216,8 @@ def test_the_watched_directory_hot_reloads_and_running_jobs_keep_their_version(r
     path = skills_dir / "sk-hot.yaml"
     _write(path, "1", "Version one.")
     _until(lambda: _version(rt) == "1", "sk-hot 1 loaded from the directory")
-    assert rt.skills()[[s.name for s in rt.skills()].index("sk-hot")].source == str(path)
+    found = rt.skills().skills
+    assert found[[s.name for s in found].index("sk-hot")].source == str(path)
     running = rt.submit("The sky is blue. Grass is green.", skill="sk-hot")
     _write(path, "2", "Version two.")
     _until(lambda: _version(rt) == "2", "sk-hot 2 reloaded")

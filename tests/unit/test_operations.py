@@ -43,8 +43,8 @@ SPEC = SkillSpec(name="s", version="2", description="d", prompt={"instructions":
 
 NOT_YET_DECLARED = frozenset({
     "apply_skill", "apply_skill_file", "apply_team", "close", "create_agent", "create_team",
-    "dead_letters", "delete_lesson", "events", "health", "job", "jobs", "lessons", "model",
-    "models", "put_agent", "ready", "result", "skills", "statuses", "submit", "usage",
+    "dead_letters", "events", "health", "job", "jobs", "model", "models", "put_agent", "ready",
+    "result", "statuses", "submit", "usage",
 })  # fmt: skip
 """The HTTP client's methods still written by hand: each is declared in its turn, and a new
 one is declared, not added here."""
