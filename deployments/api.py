@@ -23,7 +23,7 @@ from raytroupe import __version__
 from raytroupe.actors.offload import Offload
 from raytroupe.deployments.access import Admin, Caller, NotAdmin
 from raytroupe.deployments.config import APIConfig
-from raytroupe.deployments.console_api import console_app, console_routes
+from raytroupe.deployments.console_api import console_app
 from raytroupe.deployments.declared import at_of, declared_routes
 from raytroupe.deployments.documents import body_of, document
 from raytroupe.deployments.guard import request_id_of
@@ -37,11 +37,9 @@ from raytroupe.protocols import (
     Conflict,
     Forbidden,
     JobEvent,
-    JobNotFound,
     JobStatus,
     TeamSpec,
     TroupeError,
-    UsageRow,
 )
 from raytroupe.protocols.http import (
     AgentPut,
@@ -90,7 +88,6 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app.include_router(skill_routes(client))
     app.include_router(_ops(client))
     app.include_router(openai_routes(client, config))
-    app.include_router(console_routes(client))
     app.mount("/console", console_app(), name="console")
     return app
 
@@ -295,17 +292,6 @@ def _info(body: AgentPut) -> AgentInfo:
 
 def _ops(client: SystemClient) -> APIRouter:
     routes = APIRouter(tags=["operations"])
-
-    @routes.get("/v1/usage", response_model=list[UsageRow])
-    async def get_usage(
-        who: Caller, job_id: Annotated[str | None, Query(max_length=64)] = None
-    ) -> list[UsageRow]:
-        """Model usage (tokens, cost) of the caller's tenant, by job, agent and model."""
-        mine = await client.jobs(tenant=who.tenant)
-        if job_id is not None and job_id not in mine:
-            raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
-        rows = await client.usage(job_id)
-        return [row for row in rows if row.job_id in mine]
 
     @routes.get("/healthz", response_model=Health)
     async def get_health() -> Health:

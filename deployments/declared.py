@@ -64,6 +64,8 @@ _KEPT_IDS: Final = {
     "skills": "list_skills",
     "lessons": "list_skill_lessons",
     "delete_lesson": "delete_skill_lesson",
+    "usage": "get_usage",
+    "dead_letters": "list_dead_letters",
 }
 """The OpenAPI operation ids the routes had before they were declared (generated clients name
 their functions by them); every other declared route's id is its operation's name."""

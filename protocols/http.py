@@ -12,10 +12,11 @@ from typing import Annotated, Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
+from raytroupe.protocols.envelope import AgentMessage
 from raytroupe.protocols.errors import ErrorCode
 from raytroupe.protocols.graph_checkpoints import GraphInterrupt
 from raytroupe.protocols.inputs import Attachment
-from raytroupe.protocols.jobs import JobResult, JobStatus, JobSummary
+from raytroupe.protocols.jobs import DeadLetter, JobResult, JobStatus, JobSummary
 from raytroupe.protocols.llm import Budget
 from raytroupe.protocols.sessions import (
     SessionId,
@@ -273,7 +274,12 @@ class DailyUsage(BaseModel):
 
 
 class DeadLetterView(BaseModel):
-    """A dead letter as people read it: when, why, whose (never the envelope's payload)."""
+    """A dead letter as people read it: when, why, whose (never the envelope's payload).
+
+    ``message`` and ``raw`` (the envelope, or its bytes if they did not decode) are kept in
+    the process that read the router, the driver's: they are never serialized, so no answer
+    of the HTTP API carries them.
+    """
 
     at: float
     reason: ErrorCode
@@ -283,6 +289,22 @@ class DeadLetterView(BaseModel):
     sender: str | None
     recipient: str | None
     tenant: str | None
+    message: AgentMessage | None = Field(default=None, exclude=True)
+    raw: bytes | None = Field(default=None, exclude=True)
+
+    @classmethod
+    def of(cls, letter: DeadLetter) -> DeadLetterView:
+        """The view of a dead letter the router kept."""
+        message = letter.message
+        return cls(
+            at=letter.at, reason=letter.reason, detail=letter.detail,
+            message_id=letter.message_id,
+            job_id=None if message is None else message.job_id,
+            sender=None if message is None else message.sender,
+            recipient=None if message is None else message.recipient,
+            tenant=None if message is None else message.tenant,
+            message=message, raw=letter.raw,
+        )  # fmt: skip
 
 
 # --- skills --------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from raytroupe.protocols import (
     Attachment,
     Budget,
     ConfigError,
-    DeadLetter,
+    JobNotFound,
     JobStatus,
     KnowledgeNotFound,
     LessonNotFound,
@@ -32,7 +32,6 @@ from raytroupe.protocols import (
     SkillSpec,
     TeamSpec,
     TenantPolicy,
-    UsageRow,
 )
 from raytroupe.protocols.evals import EvalRun, EvalSuite
 from raytroupe.protocols.intent import IntentConfig
@@ -50,6 +49,7 @@ from raytroupe.runtime.operations import experiments as experiment_ops
 from raytroupe.runtime.operations import job_reads as read_ops
 from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
+from raytroupe.runtime.operations import observe as observe_ops
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
@@ -463,13 +463,8 @@ class Runtime:
         """
         return self._run(self.client.put_agent(team, agent, create=create))
 
-    def dead_letters(self, limit: int = 100) -> list[DeadLetter]:
-        """The router's newest dead letters, oldest first."""
-        return self._run(self.client.dead_letters(limit))
-
-    def usage(self, job_id: str | None = None) -> list[UsageRow]:
-        """Model usage by job, agent and model (one job's when ``job_id`` is given)."""
-        return self._run(self.client.usage(job_id))
+    dead_letters = in_process(observe_ops.dead_letters)
+    usage = in_process(observe_ops.usage, missing=(JobNotFound, []))
 
     def remember(self, memory: MemoryWrite | str, *, tenant: str = "default") -> str:
         """Store a long-term memory for ``tenant``; return its id."""

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar, overload
+from typing import Any, Self, TypeVar
 
 import httpx
 from httpx_sse import EventSource
@@ -26,17 +26,13 @@ from httpx_sse import EventSource
 from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
-    InvalidInput,
     JobEvent,
     JobResult,
     JobStatus,
     JobSummary,
     TeamSpec,
-    UsageRow,
 )
 from raytroupe.protocols.http import (
-    DailyUsage,
-    DeadLetterView,
     Health,
     JobAccepted,
     JobView,
@@ -61,6 +57,7 @@ from raytroupe.runtime.operations import experiments as experiment_ops
 from raytroupe.runtime.operations import job_reads as read_ops
 from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
+from raytroupe.runtime.operations import observe as observe_ops
 from raytroupe.runtime.operations import over_http_async
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import sessions as session_ops
@@ -288,30 +285,8 @@ class AsyncClient:
 
     # --- operations ------------------------------------------------------------------------
 
-    @overload
-    async def usage(
-        self, job_id: str | None = None, *, daily: Literal[False] = False
-    ) -> list[UsageRow]: ...
-
-    @overload
-    async def usage(self, job_id: None = None, *, daily: Literal[True]) -> list[DailyUsage]: ...
-
-    async def usage(
-        self, job_id: str | None = None, *, daily: bool = False
-    ) -> list[UsageRow] | list[DailyUsage]:
-        """Model usage of the tenant's jobs (or one job's), by job, agent and model.
-
-        ``daily=True``: :meth:`daily_usage` (every job's, by tenant, day and model).
-        """
-        if daily:
-            if job_id is not None:
-                raise InvalidInput("daily usage totals every job: give no job_id", field="job_id")
-            return await self.daily_usage()
-        return await self._send(routes.usage(job_id))
-
-    async def dead_letters(self, limit: int = 100) -> list[DeadLetterView]:
-        """The router's newest dead letters, newest first (admin keys)."""
-        return await self._send(routes.dead_letters(limit))
+    usage = over_http_async(observe_ops.usage, older=observe_ops.usage_by_day)
+    dead_letters = over_http_async(observe_ops.dead_letters)
 
     async def models(self) -> list[str]:
         """What the key may name as an OpenAI ``model``: teams, ``skill:<name>``, ``auto``."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Literal, Self, TypeVar, overload
+from typing import Any, Self, TypeVar
 
 import httpx
 from httpx_sse import EventSource
@@ -33,17 +33,13 @@ from httpx_sse import EventSource
 from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
-    InvalidInput,
     JobEvent,
     JobResult,
     JobStatus,
     JobSummary,
     TeamSpec,
-    UsageRow,
 )
 from raytroupe.protocols.http import (
-    DailyUsage,
-    DeadLetterView,
     Health,
     JobAccepted,
     JobView,
@@ -69,6 +65,7 @@ from raytroupe.runtime.operations import experiments as experiment_ops
 from raytroupe.runtime.operations import job_reads as read_ops
 from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
+from raytroupe.runtime.operations import observe as observe_ops
 from raytroupe.runtime.operations import over_http
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import sessions as session_ops
@@ -297,30 +294,8 @@ class Client:
 
     # --- operations ------------------------------------------------------------------------
 
-    @overload
-    def usage(
-        self, job_id: str | None = None, *, daily: Literal[False] = False
-    ) -> list[UsageRow]: ...
-
-    @overload
-    def usage(self, job_id: None = None, *, daily: Literal[True]) -> list[DailyUsage]: ...
-
-    def usage(
-        self, job_id: str | None = None, *, daily: bool = False
-    ) -> list[UsageRow] | list[DailyUsage]:
-        """Model usage of the tenant's jobs (or one job's), by job, agent and model.
-
-        ``daily=True``: :meth:`daily_usage` (every job's, by tenant, day and model).
-        """
-        if daily:
-            if job_id is not None:
-                raise InvalidInput("daily usage totals every job: give no job_id", field="job_id")
-            return self.daily_usage()
-        return self._send(routes.usage(job_id))
-
-    def dead_letters(self, limit: int = 100) -> list[DeadLetterView]:
-        """The router's newest dead letters, newest first (admin keys)."""
-        return self._send(routes.dead_letters(limit))
+    usage = over_http(observe_ops.usage, older=observe_ops.usage_by_day)
+    dead_letters = over_http(observe_ops.dead_letters)
 
     def models(self) -> list[str]:
         """What the key may name as an OpenAI ``model``: teams, ``skill:<name>``, ``auto``."""

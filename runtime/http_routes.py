@@ -19,10 +19,8 @@ from raytroupe.protocols import (
     InvalidInput,
     JobStatus,
     TeamSpec,
-    UsageRow,
 )
 from raytroupe.protocols.http import (
-    DeadLetterView,
     Health,
     JobAccepted,
     JobView,
@@ -121,16 +119,6 @@ def put_agent(team_name: str, agent: AgentSpec | Mapping[str, Any]) -> Call[Agen
 
 
 # --- operations and the console ------------------------------------------------------------
-
-
-def usage(job_id: str | None) -> Call[list[UsageRow]]:
-    """``GET /v1/usage``."""
-    return Call("GET", "/v1/usage", read(list[UsageRow]), params=_params(job_id=job_id))
-
-
-def dead_letters(limit: int) -> Call[list[DeadLetterView]]:
-    """``GET /v1/dead-letters``."""
-    return Call("GET", "/v1/dead-letters", read(list[DeadLetterView]), params={"limit": limit})
 
 
 class _ModelCard(BaseModel):

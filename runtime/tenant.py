@@ -12,7 +12,6 @@ from raytroupe.protocols import (
     ConfigError,
     JobStatus,
     TeamSpec,
-    UsageRow,
 )
 from raytroupe.protocols.knowledge import IngestReport, KnowledgeDocument
 from raytroupe.protocols.sessions import HISTORY_TOKENS
@@ -25,6 +24,7 @@ from raytroupe.runtime.operations import At, handle, in_process, widens
 from raytroupe.runtime.operations import job_reads as read_ops
 from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
+from raytroupe.runtime.operations import observe as observe_ops
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
@@ -117,13 +117,7 @@ class TenantView:
         """The tenant's jobs and their status, oldest first."""
         return self._portal.run(self._client.jobs(tenant=self.tenant))
 
-    def usage(self, job_id: str | None = None) -> list[UsageRow]:
-        """Model usage of the tenant's jobs (raises ``JobNotFound`` for anyone else's job)."""
-        mine = self.jobs()
-        if job_id is not None:
-            self.job(job_id)
-        rows = self._portal.run(self._client.usage(job_id))
-        return [row for row in rows if row.job_id in mine]
+    usage = in_process(observe_ops.usage)
 
     @widens(knowledge_ops.ingest)
     def ingest(

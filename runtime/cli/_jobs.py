@@ -34,7 +34,7 @@ from raytroupe.runtime.cli._show import (
 )
 
 if TYPE_CHECKING:
-    from raytroupe.protocols import DeadLetter, JobEvent, JobResult, JobSummary, UsageRow
+    from raytroupe.protocols import JobEvent, JobResult, JobSummary, UsageRow
     from raytroupe.protocols.http import DailyUsage, DeadLetterView
     from raytroupe.runtime.config import Team
     from raytroupe.runtime.driver import Runtime
@@ -447,7 +447,7 @@ def usage_command(
     job_id: Annotated[str | None, typer.Option("--job", help="One job's usage.")] = None,
     *,
     daily: Annotated[
-        bool, typer.Option("--daily", help="Totals by tenant, day (UTC) and model (over HTTP).")
+        bool, typer.Option("--daily", help="Totals by tenant, day (UTC) and model.")
     ] = False,
     tenant: Tenant = None,
     address: Address = None,
@@ -456,23 +456,8 @@ def usage_command(
     """Model usage (calls, tokens, cost): by job, agent and model, or by day."""
     if daily and job_id is not None:
         raise usage("--daily totals every job: drop --job")
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant)
-        with client:
-            if daily:
-                OUT.print(daily_table(client.daily_usage()))
-            else:
-                OUT.print(usage_table(client.usage(job_id)))
-        return
-    if daily:
-        raise usage("--daily reads a deployment's jobs journal: give --url or --profile")
-    rt = connect_from(address, state_dir)
-    try:
-        rows = rt.usage(job_id) if tenant is None else rt.as_tenant(tenant).usage(job_id)
-    finally:
-        close(rt)
-    OUT.print(usage_table(rows))
+    with tenant_transport(tenant, address, state_dir, default=None) as api:
+        OUT.print(daily_table(api.daily_usage()) if daily else usage_table(api.usage(job_id)))
 
 
 def usage_table(rows: Iterable[UsageRow]) -> Table:
@@ -511,35 +496,8 @@ def dead_letters(
     state_dir: StateDir = None,
 ) -> None:
     """Envelopes the router could not deliver, and why, newest first (admins; no payloads)."""
-    client = remote(address)
-    if client is not None:
-        with client:
-            letters = client.dead_letters(limit)
-        OUT.print(dead_letters_table(letters))
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        kept = rt.dead_letters(limit)
-    finally:
-        close(rt)
-    OUT.print(dead_letters_table(_view(letter) for letter in reversed(kept)))
-
-
-def _view(letter: DeadLetter) -> DeadLetterView:
-    """A dead letter without its payload, as the HTTP API shows it."""
-    from raytroupe.protocols.http import DeadLetterView
-
-    message = letter.message
-    return DeadLetterView(
-        at=letter.at,
-        reason=letter.reason,
-        detail=letter.detail,
-        message_id=letter.message_id,
-        job_id=None if message is None else message.job_id,
-        sender=None if message is None else message.sender,
-        recipient=None if message is None else message.recipient,
-        tenant=None if message is None else message.tenant,
-    )
+    with transport(address, state_dir) as api:
+        OUT.print(dead_letters_table(api.dead_letters(limit)))
 
 
 def dead_letters_table(letters: Iterable[DeadLetterView]) -> Table:

@@ -26,7 +26,15 @@ from raytroupe.protocols import TroupeError
 from raytroupe.runtime.http_calls import Call
 from raytroupe.runtime.operations.declare import Arguments, At, Operation
 
-__all__ = ["handle", "in_process", "invoke", "over_http", "over_http_async", "widens"]
+__all__ = [
+    "OLDER_FORM",
+    "handle",
+    "in_process",
+    "invoke",
+    "over_http",
+    "over_http_async",
+    "widens",
+]
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -133,18 +141,34 @@ class _InProcess(_Blocking[P, T]):
         return method
 
 
+OLDER_FORM: Any = NotImplemented
+"""What an ``older`` function answers for a call that is not of the older form."""
+
+
 class _OverHttp(_Blocking[P, T]):
+    def __init__(self, op: Operation[P, T], older: Callable[..., Any] | None) -> None:
+        super().__init__(op)
+        self.older = older
+
     def _bound(self, obj: object) -> Callable[..., T]:
-        op = self.op
+        op, older = self.op, self.older
         send: Callable[[Call[T], bool], T] = obj._send_op  # type: ignore[attr-defined]
 
         def method(*args: Any, **kwargs: Any) -> T:
+            if older is not None:
+                answer = older(obj, *args, **kwargs)
+                if answer is not OLDER_FORM:
+                    return answer  # type: ignore[no-any-return]
             return send(op.call(*args, **kwargs), op.long_running)
 
         return method
 
 
 class _OverHttpAsync(_Surface[P, T]):
+    def __init__(self, op: Operation[P, T], older: Callable[..., Any] | None) -> None:
+        super().__init__(op)
+        self.older = older
+
     @overload
     def __get__(
         self, obj: None, owner: type | None = None
@@ -154,10 +178,14 @@ class _OverHttpAsync(_Surface[P, T]):
     def __get__(self, obj: object, owner: type | None = None) -> Any:
         if obj is None:
             return self._unbound(owner)
-        op = self.op
+        op, older = self.op, self.older
         send: Callable[[Call[T], bool], Awaitable[T]] = obj._send_op  # type: ignore[attr-defined]
 
         async def method(*args: Any, **kwargs: Any) -> T:
+            if older is not None:
+                answer = older(obj, *args, **kwargs)
+                if answer is not OLDER_FORM:
+                    return await answer  # type: ignore[no-any-return]
             return await send(op.call(*args, **kwargs), op.long_running)
 
         return self._named(method)
@@ -213,14 +241,24 @@ def handle(op: Operation[..., Any]) -> Callable[[F], F]:
     return mark
 
 
-def over_http(op: Operation[P, T]) -> _OverHttp[P, T]:
-    """``op`` as a method of a blocking client with ``_send_op(call, long_running)``."""
-    return _OverHttp(op)
+def over_http(op: Operation[P, T], *, older: Callable[..., Any] | None = None) -> _OverHttp[P, T]:
+    """``op`` as a method of a blocking client with ``_send_op(call, long_running)``.
+
+    ``older``: where the method took another form before, a function of ``(client, *args,
+    **kwargs)`` that answers a call of that form (and warns that it is deprecated), or
+    :data:`OLDER_FORM` (NotImplemented) for a call of the operation's form.
+    """
+    return _OverHttp(op, older)
 
 
-def over_http_async(op: Operation[P, T]) -> _OverHttpAsync[P, T]:
-    """``op`` as a coroutine method of a client whose ``_send_op(call, long_running)`` is async."""
-    return _OverHttpAsync(op)
+def over_http_async(
+    op: Operation[P, T], *, older: Callable[..., Any] | None = None
+) -> _OverHttpAsync[P, T]:
+    """``op`` as a coroutine method of a client whose ``_send_op(call, long_running)`` is async.
+
+    ``older``: as :func:`over_http`'s, answering an awaitable for a call of the older form.
+    """
+    return _OverHttpAsync(op, older)
 
 
 def invoke(surface: object, op: Operation[P, T], *args: P.args, **kwargs: P.kwargs) -> T:

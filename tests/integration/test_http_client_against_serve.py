@@ -77,7 +77,9 @@ def test_a_job_is_submitted_followed_to_its_end_and_read_back(api):
         trace = client.trace(accepted.id)
         statuses = client.statuses()
         usage = client.usage(accepted.id)
-        daily = client.usage(daily=True)
+        daily = client.daily_usage()
+        with pytest.warns(DeprecationWarning, match=r"daily_usage\(\) for usage by day"):
+            older = client.usage(daily=True)
 
     assert isinstance(accepted, JobAccepted)
     assert accepted.url == f"/v1/jobs/{accepted.id}"
@@ -98,6 +100,7 @@ def test_a_job_is_submitted_followed_to_its_end_and_read_back(api):
     assert usage
     assert {row.job_id for row in usage} == {accepted.id}
     assert {row.tenant for row in daily} == {"acme"}
+    assert {row.tenant for row in older} == {"acme"}  # the older form: the same rows
 
 
 def test_a_running_job_times_out_for_its_waiter_and_is_cancelled(api):

@@ -1,0 +1,78 @@
+"""What the cluster spent and could not deliver: model usage, dead letters.
+
+Usage is the caller's jobs' (a key's tenant's, an admin's key's too; the driver's every
+job's). Dead letters are for admins, and never show an envelope's payload over HTTP.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Annotated, Any, Final
+
+from pydantic import Field
+
+from raytroupe.protocols import InvalidInput, UsageRow
+from raytroupe.protocols.http import DeadLetterView
+from raytroupe.runtime.operations.declare import At, operation
+from raytroupe.runtime.operations.surfaces import OLDER_FORM
+
+__all__ = ["dead_letters", "usage", "usage_by_day"]
+
+TAG: Final = "operations"
+
+JobId = Annotated[str, Field(min_length=1, max_length=64)]
+
+
+@operation("GET", "/v1/usage", cli="usage")
+async def usage(at: At, job_id: JobId | None = None) -> list[UsageRow]:
+    """Model usage (calls, tokens, cost) of the caller's jobs, by job, agent and model.
+
+    ``job_id``: that job's only.
+
+    Raises:
+        JobNotFound: ``job_id`` names no job (of the caller's).
+    """
+    if job_id is not None:
+        await at.system.status(job_id, tenant=at.jobs_of)
+        return await at.system.usage(job_id)
+    rows = await at.system.usage(None)
+    if at.jobs_of is None:
+        return rows
+    mine = await at.system.jobs(tenant=at.jobs_of)
+    return [row for row in rows if row.job_id in mine]
+
+
+@operation("GET", "/v1/dead-letters", cli="dead-letters", admin=True)
+async def dead_letters(
+    at: At, limit: Annotated[int, Field(ge=1, le=10_000)] = 100
+) -> list[DeadLetterView]:
+    """The router's newest dead letters with their reasons, newest first.
+
+    Each says when, why, and the envelope's id, job, sender, recipient and tenant. In
+    process (the driver) each also holds the envelope itself (``message``, or the ``raw``
+    bytes that did not decode); over HTTP they are never sent.
+    """
+    letters = await at.system.dead_letters(limit)
+    return [DeadLetterView.of(letter) for letter in reversed(letters)]
+
+
+def usage_by_day(client: Any, job_id: str | None = None, **given: Any) -> Any:
+    """The HTTP clients' older ``usage(daily=...)`` form, answered with a warning.
+
+    ``daily=True`` is :func:`~raytroupe.runtime.operations.job_reads.daily_usage`.
+    """
+    if "daily" not in given:
+        return OLDER_FORM
+    daily = given.pop("daily")
+    if given:
+        raise TypeError(f"usage() got unexpected keyword arguments {sorted(given)}")
+    warnings.warn(
+        "usage(daily=...) is deprecated: daily_usage() for usage by day, usage() by job",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    if not daily:
+        return client.usage(job_id)
+    if job_id is not None:
+        raise InvalidInput("daily usage totals every job: give no job_id", field="job_id")
+    return client.daily_usage()
