@@ -37,7 +37,6 @@ from raytroupe.protocols import (
     Conflict,
     Forbidden,
     JobEvent,
-    JobStatus,
     TeamSpec,
     TroupeError,
 )
@@ -48,7 +47,6 @@ from raytroupe.protocols.http import (
     Health,
     JobAccepted,
     JobRequest,
-    JobView,
     Readiness,
 )
 from raytroupe.runtime.client import SystemClient
@@ -122,18 +120,6 @@ def _jobs(client: SystemClient) -> APIRouter:
         url = f"/v1/jobs/{job_id}"
         accepted = JobAccepted(id=job_id, status="pending", url=url, events_url=f"{url}/events")
         return JSONResponse(accepted.model_dump(), status_code=202, headers={"Location": url})
-
-    @routes.get("", response_model=dict[str, JobStatus])
-    async def list_jobs(who: Caller) -> dict[str, JobStatus]:
-        """The caller's tenant's jobs and their status, oldest first."""
-        return await client.jobs(tenant=who.tenant)
-
-    @routes.get("/{job_id}", response_model=JobView)
-    async def get_job(job_id: str, who: Caller) -> JobView:
-        """Where the job is; its result (answer, subtasks, usage, trace) once it has one."""
-        status = await client.status(job_id, tenant=who.tenant)
-        result = await client.wait(job_id, 0, tenant=who.tenant)
-        return JobView(id=job_id, status=result.status if result else status, result=result)
 
     @routes.get(
         "/{job_id}/events",

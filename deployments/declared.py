@@ -66,6 +66,8 @@ _KEPT_IDS: Final = {
     "delete_lesson": "delete_skill_lesson",
     "usage": "get_usage",
     "dead_letters": "list_dead_letters",
+    "job": "get_job",
+    "statuses": "list_jobs",
 }
 """The OpenAPI operation ids the routes had before they were declared (generated clients name
 their functions by them); every other declared route's id is its operation's name."""
@@ -79,7 +81,7 @@ def at_of(who: Principal, system: SystemClient) -> At:
 def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) -> APIRouter:
     """A route for each of ``ops``."""
     router = APIRouter()
-    for op in ops:
+    for op in sorted(ops, key=_specific_first):
         body, alone = _body_of(op)
         nothing = op.answer is type(None)
         shape: Arguments = (  # add_api_route's keyword arguments
@@ -100,6 +102,15 @@ def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) ->
             tags=[op.tag],
         )
     return router
+
+
+def _specific_first(op: Operation[..., Any]) -> tuple[int, ...]:
+    """A route's place: a literal segment before a ``{name}`` at the same depth.
+
+    ``GET /v1/jobs/summaries`` must be tried before ``GET /v1/jobs/{job_id}``, which would
+    take ``summaries`` for a job id.
+    """
+    return tuple(part.startswith("{") for part in op.path.split("/"))
 
 
 def _body_of(op: Operation[..., Any]) -> tuple[type[BaseModel] | None, bool]:

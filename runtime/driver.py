@@ -406,14 +406,20 @@ class Runtime:
         """Files of the skills directory that could not be loaded (their skills kept theirs)."""
         return self._run(self.client.skill_problems())
 
+    @handle(read_ops.job)
     def job(self, job_id: str) -> JobHandle:
-        """A handle on a job submitted earlier (by any driver)."""
+        """A handle on a job submitted earlier (by any driver); ``info()`` reads it."""
         self._run(self.client.status(job_id))
         return JobHandle(job_id, self.client, self._portal)
 
     def jobs(self, tenant: str | None = None) -> dict[str, JobStatus]:
-        """Known jobs (of ``tenant``, when given) and their status, oldest first."""
+        """Known jobs (of ``tenant``, when given) and their status, oldest first.
+
+        :meth:`statuses` for ``tenant``: ``as_tenant(tenant).statuses()``.
+        """
         return self._run(self.client.jobs(tenant=tenant))
+
+    statuses = in_process(read_ops.statuses)
 
     cancel = in_process(job_ops.cancel)
     approvals = in_process(job_ops.approvals)

@@ -22,8 +22,10 @@ from raytroupe.protocols import (
     RecipientUnavailable,
 )
 from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt
+from raytroupe.protocols.http import JobView
 from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient
+from raytroupe.runtime.operations.declare import At
 
 __all__ = ["JobHandle"]
 
@@ -61,6 +63,15 @@ class JobHandle:
 
     def __repr__(self) -> str:
         return f"JobHandle({self.job_id!r})"
+
+    def info(self) -> JobView:
+        """Where the job is, and its result once it has one (the operation ``job``)."""
+        from raytroupe.runtime.operations import job_reads  # noqa: PLC0415 - a handle's reads
+
+        mine = self._tenant is None  # the driver's handle: every tenant's jobs
+        at = At(self._client, tenant=self._tenant or "default", admin=mine, source="driver",
+                every_tenant=mine)  # fmt: skip
+        return self._portal.run(job_reads.job.run_for(at, {"job_id": self.job_id}))
 
     def status(self) -> JobStatus:
         """Where the job is now."""

@@ -28,14 +28,12 @@ from raytroupe.protocols import (
     AgentSpec,
     JobEvent,
     JobResult,
-    JobStatus,
     JobSummary,
     TeamSpec,
 )
 from raytroupe.protocols.http import (
     Health,
     JobAccepted,
-    JobView,
     Readiness,
     SkillApplied,
 )
@@ -220,13 +218,9 @@ class AsyncClient:
         """
         return await self._send(routes.submit(task, team, skill, fields))
 
-    async def job(self, job_id: str) -> JobView:
-        """Where the job is, and its result once it has one (``JobNotFound``: not the key's)."""
-        return await self._send(routes.job(job_id))
+    job = over_http_async(read_ops.job)
 
-    async def statuses(self) -> dict[str, JobStatus]:
-        """Every job of the key's tenant and its status, oldest first."""
-        return await self._send(routes.statuses())
+    statuses = over_http_async(read_ops.statuses)
 
     async def jobs(
         self,

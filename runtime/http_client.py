@@ -35,14 +35,12 @@ from raytroupe.protocols import (
     AgentSpec,
     JobEvent,
     JobResult,
-    JobStatus,
     JobSummary,
     TeamSpec,
 )
 from raytroupe.protocols.http import (
     Health,
     JobAccepted,
-    JobView,
     Readiness,
     SkillApplied,
 )
@@ -176,9 +174,7 @@ class Client:
         """
         return self._send(routes.submit(task, team, skill, fields))
 
-    def job(self, job_id: str) -> JobView:
-        """Where the job is, and its result once it has one (``JobNotFound``: not the key's)."""
-        return self._send(routes.job(job_id))
+    job = over_http(read_ops.job)
 
     def result(self, job_id: str, *, timeout: float | None = None) -> JobResult:
         """Wait for the job's end (following its events) and return its result.
@@ -233,9 +229,7 @@ class Client:
             if not place.broke(response.request.url, broken):
                 return
 
-    def statuses(self) -> dict[str, JobStatus]:
-        """Every job of the key's tenant and its status, oldest first."""
-        return self._send(routes.statuses())
+    statuses = over_http(read_ops.statuses)
 
     def jobs(
         self,

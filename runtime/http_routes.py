@@ -17,13 +17,11 @@ from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
     InvalidInput,
-    JobStatus,
     TeamSpec,
 )
 from raytroupe.protocols.http import (
     Health,
     JobAccepted,
-    JobView,
     Readiness,
     SkillApplied,
 )
@@ -70,16 +68,6 @@ def submit(
     if skill is not None:
         body["skill"] = skill
     return Call("POST", _JOBS, read(JobAccepted), body=body)
-
-
-def job(job_id: str) -> Call[JobView]:
-    """``GET /v1/jobs/{job_id}``."""
-    return Call("GET", _job(job_id), read(JobView))
-
-
-def statuses() -> Call[dict[str, JobStatus]]:
-    """``GET /v1/jobs``."""
-    return Call("GET", _JOBS, read(dict[str, JobStatus]))
 
 
 def events(job_id: str, after: int, *, follow: bool) -> Call[None]:

@@ -108,14 +108,17 @@ class TenantView:
     lessons = in_process(skill_ops.lessons)
     delete_lesson = in_process(skill_ops.delete_lesson)
 
+    @handle(read_ops.job)
     def job(self, job_id: str) -> JobHandle:
-        """A handle on one of the tenant's jobs (raises ``JobNotFound`` for anyone else's)."""
+        """A handle on one of the tenant's jobs (``JobNotFound`` for anyone else's)."""
         self._portal.run(self._client.status(job_id, tenant=self.tenant))
         return JobHandle(job_id, self._client, self._portal, tenant=self.tenant)
 
     def jobs(self) -> dict[str, JobStatus]:
-        """The tenant's jobs and their status, oldest first."""
-        return self._portal.run(self._client.jobs(tenant=self.tenant))
+        """The tenant's jobs and their status, oldest first (:meth:`statuses`)."""
+        return self.statuses()
+
+    statuses = in_process(read_ops.statuses)
 
     usage = in_process(observe_ops.usage)
 

@@ -1,4 +1,4 @@
-"""Reading jobs: the jobs list, one job's line and trace, usage by day, and who is asking.
+"""Reading jobs: one job, the jobs list, a job's line and trace, usage by day, who is asking.
 
 A key reads its tenant's jobs (an admin's key too); the driver every tenant's. Usage by day
 is the caller's tenant's, an admin's every tenant's.
@@ -11,11 +11,20 @@ from typing import Annotated, Final, Literal
 
 from pydantic import Field
 
-from raytroupe.protocols import JobsQuery, JobSummary
-from raytroupe.protocols.http import DailyUsage, JobSummaries, JobTrace, Me
+from raytroupe.protocols import JobsQuery, JobStatus, JobSummary
+from raytroupe.protocols.http import DailyUsage, JobSummaries, JobTrace, JobView, Me
 from raytroupe.runtime.operations.declare import At, operation
 
-__all__ = ["JobsShown", "daily_usage", "me", "summaries", "summary", "trace"]
+__all__ = [
+    "JobsShown",
+    "daily_usage",
+    "job",
+    "me",
+    "statuses",
+    "summaries",
+    "summary",
+    "trace",
+]
 
 TAG: Final = "jobs"
 
@@ -27,6 +36,27 @@ JobsShown = Literal[
 """What the jobs list may be narrowed to: one status, or ``live`` (every unfinished job)."""
 Text = Annotated[str, Field(max_length=200, pattern=r"^[^\x00]*$", description="Text to find.")]
 PageSize = Annotated[int, Field(ge=1, le=1000)]
+
+
+@operation("GET", "/v1/jobs/{job_id}", cli="result")
+async def job(at: At, job_id: JobId) -> JobView:
+    """Where the job is; its result (answer, subtasks, usage, trace) once it has one.
+
+    The driver's ``job(id)`` is a handle on the job (wait for it, cancel it...): its
+    ``info()`` answers this.
+
+    Raises:
+        JobNotFound: no such job (of the caller's).
+    """
+    status = await at.system.status(job_id, tenant=at.jobs_of)
+    result = await at.system.wait(job_id, 0, tenant=at.jobs_of)
+    return JobView(id=job_id, status=result.status if result else status, result=result)
+
+
+@operation("GET", "/v1/jobs", cli="jobs")
+async def statuses(at: At) -> dict[str, JobStatus]:
+    """Every job of the caller's and its status, oldest first."""
+    return await at.system.jobs(tenant=at.jobs_of)
 
 
 @operation("GET", "/v1/jobs/summaries", cli="jobs")

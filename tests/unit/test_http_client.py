@@ -34,7 +34,6 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.errors import error_class
 from raytroupe.protocols.http import JobView
-from raytroupe.runtime import http_routes
 from raytroupe.runtime.http_calls import (
     base_url,
     checked_key,
@@ -43,6 +42,7 @@ from raytroupe.runtime.http_calls import (
     segment,
 )
 from raytroupe.runtime.http_follow import RECONNECTS
+from raytroupe.runtime.operations import job_reads
 
 KEY = "rt-unit-key"
 
@@ -121,7 +121,7 @@ def test_an_error_answer_that_is_not_a_problem_is_a_bad_response():
 
 def test_answers_that_are_not_the_routes_model_are_bad_responses():
     request = httpx.Request("GET", "http://127.0.0.1:8000/v1/jobs/j1")
-    call = http_routes.job("j1")
+    call = job_reads.job.call("j1")
     not_json = httpx.Response(200, content=b"\x00\xff not json", request=request)
     wrong = httpx.Response(200, json={"id": "j1", "status": "exploded"}, request=request)
     moved = httpx.Response(307, headers={"location": "http://evil.test/"}, request=request)
@@ -187,7 +187,7 @@ def test_a_key_no_header_can_carry_is_refused_without_being_repeated(key):
 def test_a_base_url_keeps_its_prefix_and_path_segments_cannot_climb_out():
     url = base_url("https://api.example.test/troupe/")
     with httpx.Client(base_url=url) as client:
-        request = http_routes.job("../teams/x").request(client)
+        request = job_reads.job.call("../teams/x").request(client)
 
     assert str(url) == "https://api.example.test/troupe"
     assert request.url.raw_path == b"/troupe/v1/jobs/..%2Fteams%2Fx"

@@ -16,13 +16,20 @@ from raytroupe.protocols import (
     Feedback,
     InvalidInput,
     JobNotFound,
+    JobResult,
     JobSummary,
+    Timings,
     UsageRow,
 )
 from raytroupe.protocols.graph_checkpoints import GraphInterrupt
 from raytroupe.protocols.trace import Span
+from raytroupe.runtime.blocking import Portal
+from raytroupe.runtime.driver import Runtime
+from raytroupe.runtime.handle import JobHandle
 from raytroupe.runtime.operations import At
+from raytroupe.runtime.operations import job_reads as read_ops
 from raytroupe.runtime.operations import jobs as job_ops
+from raytroupe.runtime.tenant import TenantView
 
 WAITS = GraphInterrupt(id="/1/review/before", node="review", when="before")
 HELD = ApprovalRequest(approval_id="a1", agent="ops", tool="deploy", arguments={"to": "prod"})
@@ -286,3 +293,58 @@ def test_a_fork_answers_202_with_the_new_jobs_location_and_a_tenant_forks_under_
     assert remote.calls[0] == ("fork", "j1", 1, {"n": 2}, "acme", False)
     with pytest.raises(InvalidInput):
         Driver(remote, admin=True).fork("j1", -1)
+
+
+class Finished(Ledger):
+    """A ledger whose job ``j1`` has its result, and that lists every job's status."""
+
+    async def wait(self, job_id, timeout=None, *, tenant=None):
+        self.calls.append(("wait", job_id, timeout, tenant))
+        self._mine(job_id, tenant)
+        if not self.finished:
+            return None
+        timings = Timings(submitted_at=1.0, finished_at=2.0)
+        return JobResult(job_id=job_id, task="t", team="t", status="succeeded", answer="42",
+                         timings=timings)  # fmt: skip
+
+    async def jobs(self, *, tenant=None):
+        self.calls.append(("jobs", tenant))
+        return {j.id: j.status for j in self.JOBS if tenant in (None, j.tenant)}
+
+
+def test_a_job_and_the_jobs_statuses_read_alike_and_only_the_callers():
+    async def reads(client):
+        view = await client.job("j1")
+        statuses = await client.statuses()
+        listed = await client.summaries()  # a literal route, tried before /v1/jobs/{job_id}
+        with pytest.raises(JobNotFound):
+            await client.job("j0")  # globex's
+        return view, statuses, listed
+
+    view, statuses, listed = over_http(Finished(finished=True), USER, reads)
+    assert (view.id, view.status, view.result.answer) == ("j1", "succeeded", "42")
+    assert statuses == {"j1": "succeeded"}
+    assert [j.id for j in listed.jobs] == ["j1"]
+
+    tenant = Driver(Finished(finished=True), admin=False)
+    assert tenant.job("j1") == view
+    assert tenant.statuses() == statuses
+    shard = Finished()
+    running = Driver(shard, admin=True)
+    running.at = At(shard, tenant="default", admin=True, source="driver", every_tenant=True)
+    assert running.job("j1").result is None  # no result yet: status only
+    assert running.statuses() == {"j1": "succeeded", "j0": "running"}
+
+
+def test_a_handles_info_is_the_operations_answer():
+    assert getattr(Runtime.job, "handle_of", None) is read_ops.job
+    assert getattr(TenantView.job, "handle_of", None) is read_ops.job
+    shard = Finished(finished=True)
+    portal = Portal()
+    try:
+        handle = JobHandle("j1", shard, portal, tenant="acme")
+        assert handle.info() == Driver(shard, admin=False).job("j1")
+        with pytest.raises(JobNotFound):
+            JobHandle("j0", shard, portal, tenant="acme").info()
+    finally:
+        portal.close()

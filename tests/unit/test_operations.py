@@ -43,7 +43,7 @@ SPEC = SkillSpec(name="s", version="2", description="d", prompt={"instructions":
 
 NOT_YET_DECLARED = frozenset({
     "apply_skill", "apply_skill_file", "apply_team", "create_agent", "create_team", "events",
-    "job", "jobs", "put_agent", "result", "statuses", "submit",
+    "put_agent", "result", "submit",
 })  # fmt: skip
 """The HTTP client's methods still written by hand: each is declared in its turn, and a new
 one is declared, not added here."""
@@ -54,6 +54,7 @@ NOT_OPERATIONS = {
     "ready": "a probe that answers without a key; 'not ready' (503) is an answer too",
     "models": "OpenAI's model list, in OpenAI's shape (its SDKs read it); the client gives ids",
     "model": "OpenAI's model card, in OpenAI's shape; the client gives its id",
+    "jobs": "a page of summaries(): its jobs",
 }
 """The HTTP client's methods that are no operation of the API's own, and why."""
 
