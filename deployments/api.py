@@ -14,14 +14,14 @@ from http import HTTPStatus
 from typing import Annotated, Final
 
 import structlog
-from fastapi import APIRouter, FastAPI, Header, Query, Request, Response
+from fastapi import APIRouter, FastAPI, Header, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raytroupe import __version__
 from raytroupe.actors.offload import Offload
-from raytroupe.deployments.access import Admin, Caller, NotAdmin
+from raytroupe.deployments.access import Caller, NotAdmin
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.console_api import console_app
 from raytroupe.deployments.declared import at_of, declared_routes
@@ -32,16 +32,13 @@ from raytroupe.deployments.openapi import DocumentedAPI
 from raytroupe.deployments.problems import problem, troupe_problem
 from raytroupe.deployments.skills_api import skill_routes
 from raytroupe.protocols import (
-    AgentInfo,
     ApprovalRequest,
-    Conflict,
     Forbidden,
     JobEvent,
     TeamSpec,
     TroupeError,
 )
 from raytroupe.protocols.http import (
-    AgentPut,
     Decided,
     Decision,
     Health,
@@ -82,7 +79,6 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     # first: /v1/jobs/{job_id} would take /v1/jobs/summaries
     app.include_router(declared_routes(declared().values(), client))
     app.include_router(_jobs(client))
-    app.include_router(_teams(client))
     app.include_router(skill_routes(client))
     app.include_router(_ops(client))
     app.include_router(openai_routes(client, config))
@@ -221,59 +217,6 @@ def _seq(last_event_id: str | None) -> int:
     if last_event_id is None or not last_event_id.strip().isdigit():
         return 0
     return int(last_event_id.strip())
-
-
-def _teams(client: SystemClient) -> APIRouter:
-    routes = APIRouter(prefix="/v1", tags=["teams and agents"])
-
-    @routes.post(
-        "/teams", status_code=201, response_model=TeamSpec, openapi_extra=body_of(TeamSpec)
-    )
-    async def create_team(who: Admin, team: Annotated[TeamSpec, document(TeamSpec)]) -> TeamSpec:
-        """Register a team (409 if the name is taken); its agents start now."""
-        _no_shipped_code(team)
-        await client.put_team(team, create=True)
-        log.info("team_created", team=team.name, key=who.name)
-        return team
-
-    @routes.put("/teams/{name}", response_model=TeamSpec, openapi_extra=body_of(TeamSpec))
-    async def put_team(
-        name: str, who: Admin, response: Response, team: Annotated[TeamSpec, document(TeamSpec)]
-    ) -> TeamSpec:
-        """Register or hot-update a team: agents are reconfigured where they run."""
-        if team.name != name:
-            raise Conflict(f"the body's team is {team.name!r}, the URL's {name!r}")
-        _no_shipped_code(team)
-        created = await client.put_team(team)
-        response.status_code = 201 if created else 200
-        log.info("team_put", team=name, created=created, key=who.name)
-        return team
-
-    @routes.post("/agents", status_code=201, response_model=AgentInfo)
-    async def create_agent(body: AgentPut, who: Admin) -> AgentInfo:
-        """Add an agent to a registered team; it starts now, the others keep running."""
-        await client.put_agent(body.team, body.agent, create=True)
-        log.info("agent_created", agent=body.agent.name, team=body.team, key=who.name)
-        return _info(body)
-
-    @routes.put("/agents/{name}", response_model=AgentInfo)
-    async def put_agent(name: str, body: AgentPut, response: Response, who: Admin) -> AgentInfo:
-        """Hot-update an agent's configuration (or add it): it is reconfigured in place."""
-        if body.agent.name != name:
-            raise Conflict(f"the body's agent is {body.agent.name!r}, the URL's {name!r}")
-        created = await client.put_agent(body.team, body.agent)
-        response.status_code = 201 if created else 200
-        log.info("agent_put", agent=name, team=body.team, created=created, key=who.name)
-        return _info(body)
-
-    return routes
-
-
-def _info(body: AgentPut) -> AgentInfo:
-    agent = body.agent
-    return AgentInfo(
-        name=agent.name, team=body.team, role=agent.role, model=agent.model, tools=agent.tools
-    )
 
 
 def _ops(client: SystemClient) -> APIRouter:

@@ -22,9 +22,10 @@ from pydantic import BaseModel, ConfigDict, Field, create_model
 from raytroupe.deployments.access import Admin, Caller
 from raytroupe.deployments.documents import body_of, document
 from raytroupe.deployments.guard import Principal
+from raytroupe.protocols import Conflict
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.operations import At, Operation
-from raytroupe.runtime.operations.declare import Arguments
+from raytroupe.runtime.operations.declare import Arguments, field_of
 
 __all__ = ["at_of", "declared_routes"]
 
@@ -68,6 +69,8 @@ _KEPT_IDS: Final = {
     "dead_letters": "list_dead_letters",
     "job": "get_job",
     "statuses": "list_jobs",
+    "apply_team": "put_team",
+    "apply_agent": "put_agent",
 }
 """The OpenAPI operation ids the routes had before they were declared (generated clients name
 their functions by them); every other declared route's id is its operation's name."""
@@ -90,7 +93,7 @@ def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) ->
             else {"response_model": op.answer, "status_code": op.status}
         )
         router.add_api_route(
-            op.path,
+            op.route_path,
             _endpoint(op, system, body, alone=alone),
             methods=[op.method],
             **shape,
@@ -152,11 +155,15 @@ def _endpoint(
             params.append(inspect.Parameter(
                 name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[tp, Path()]
             ))  # fmt: skip
-        elif body is None:
+        elif name not in op.body_names():
             params.append(inspect.Parameter(
                 name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[tp, Query()],
                 default=param.default,
             ))  # fmt: skip
+    params.extend(
+        inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[str, Path()])
+        for n in op.path_fields  # a body field the URL says too (``{team.name}``)
+    )
     if body is not None:
         params.append(inspect.Parameter(
             "body_", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[body, document(body)]
@@ -165,13 +172,24 @@ def _endpoint(
     async def endpoint(
         who: Principal, response: Response, body_: BaseModel | None = None, **values: Any
     ) -> Any:
+        in_url = {n: values.pop(n) for n in op.path_fields}
         arguments = dict(values)
         if body_ is not None:
             if alone:
                 arguments[op.body_names()[0]] = body_
             else:
                 arguments.update({name: getattr(body_, name) for name in op.body_names()})
-        answer = await op.invoke(at_of(who, system), arguments)
+        for route_name, (param, field) in op.path_fields.items():
+            said = field_of(arguments[param], field)
+            if said != in_url[route_name]:
+                raise Conflict(
+                    f"the body's {param} is {said!r}, the URL's {in_url[route_name]!r}",
+                    field=f"{param}.{field}",
+                )
+        at = at_of(who, system)
+        answer = await op.invoke(at, arguments)
+        if at.reply.created is False and op.status == 201:  # noqa: PLR2004 - made, or there
+            response.status_code = 200
         if op.method != "GET":  # a change: who made it, as every change is logged
             said = {n: v for n, v in values.items() if isinstance(v, str | int | float | bool)}
             log.info(op.name, key=who.name, tenant=who.tenant, arguments=said)

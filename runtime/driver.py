@@ -441,6 +441,10 @@ class Runtime:
     delete_team = in_process(team_ops.delete_team)
     agents = in_process(team_ops.agents)
     delete_agent = in_process(team_ops.delete_agent)
+    create_team = in_process(team_ops.create_team)
+    apply_team = in_process(team_ops.apply_team)
+    create_agent = in_process(team_ops.create_agent)
+    apply_agent = in_process(team_ops.apply_agent)
 
     def put_team(self, team: TeamSpec, *, create: bool = False) -> bool:
         """Register ``team`` under its name, or hot-update the team of that name; True if new.

@@ -24,12 +24,9 @@ import httpx
 from httpx_sse import EventSource
 
 from raytroupe.protocols import (
-    AgentInfo,
-    AgentSpec,
     JobEvent,
     JobResult,
     JobSummary,
-    TeamSpec,
 )
 from raytroupe.protocols.http import (
     Health,
@@ -62,6 +59,7 @@ from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.operations.job_reads import JobsShown
+from raytroupe.runtime.operations.surfaces import renamed
 
 __all__ = ["AsyncClient"]
 
@@ -255,22 +253,11 @@ class AsyncClient:
     delete_team = over_http_async(team_ops.delete_team)
     agents = over_http_async(team_ops.agents)
     delete_agent = over_http_async(team_ops.delete_agent)
-
-    async def create_team(self, spec: TeamLike) -> TeamSpec:
-        """Register a new team (``Conflict`` if the name is taken; admin keys)."""
-        return await self._send(routes.create_team(spec))
-
-    async def apply_team(self, spec: TeamLike) -> TeamSpec:
-        """Register a team, or hot-update the one of its name (admin keys)."""
-        return await self._send(routes.apply_team(spec))
-
-    async def create_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
-        """Add an agent to a registered team (admin keys)."""
-        return await self._send(routes.create_agent(team, agent))
-
-    async def put_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
-        """Add an agent, or reconfigure the one of its name in place (admin keys)."""
-        return await self._send(routes.put_agent(team, agent))
+    create_team = over_http_async(team_ops.create_team)
+    apply_team = over_http_async(team_ops.apply_team)
+    create_agent = over_http_async(team_ops.create_agent)
+    apply_agent = over_http_async(team_ops.apply_agent)
+    put_agent = renamed("apply_agent")
 
     policy = over_http_async(policy_ops.policy)
     policies = over_http_async(policy_ops.policies)

@@ -31,12 +31,9 @@ import httpx
 from httpx_sse import EventSource
 
 from raytroupe.protocols import (
-    AgentInfo,
-    AgentSpec,
     JobEvent,
     JobResult,
     JobSummary,
-    TeamSpec,
 )
 from raytroupe.protocols.http import (
     Health,
@@ -70,6 +67,7 @@ from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.operations.job_reads import JobsShown
+from raytroupe.runtime.operations.surfaces import renamed
 
 __all__ = ["AsyncClient", "Client"]
 
@@ -264,22 +262,11 @@ class Client:
     delete_team = over_http(team_ops.delete_team)
     agents = over_http(team_ops.agents)
     delete_agent = over_http(team_ops.delete_agent)
-
-    def create_team(self, spec: TeamLike) -> TeamSpec:
-        """Register a new team (``Conflict`` if the name is taken; admin keys)."""
-        return self._send(routes.create_team(spec))
-
-    def apply_team(self, spec: TeamLike) -> TeamSpec:
-        """Register a team, or hot-update the one of its name (admin keys)."""
-        return self._send(routes.apply_team(spec))
-
-    def create_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
-        """Add an agent to a registered team (admin keys)."""
-        return self._send(routes.create_agent(team, agent))
-
-    def put_agent(self, team: str, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
-        """Add an agent, or reconfigure the one of its name in place (admin keys)."""
-        return self._send(routes.put_agent(team, agent))
+    create_team = over_http(team_ops.create_team)
+    apply_team = over_http(team_ops.apply_team)
+    create_agent = over_http(team_ops.create_agent)
+    apply_agent = over_http(team_ops.apply_agent)
+    put_agent = renamed("apply_agent")
 
     policy = over_http(policy_ops.policy)
     policies = over_http(policy_ops.policies)

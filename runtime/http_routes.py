@@ -14,8 +14,6 @@ import httpx
 from pydantic import BaseModel
 
 from raytroupe.protocols import (
-    AgentInfo,
-    AgentSpec,
     InvalidInput,
     TeamSpec,
 )
@@ -77,30 +75,6 @@ def events(job_id: str, after: int, *, follow: bool) -> Call[None]:
 
 
 # --- teams and agents ----------------------------------------------------------------------
-
-
-def create_team(spec: TeamLike) -> Call[TeamSpec]:
-    """``POST /v1/teams``."""
-    return Call("POST", "/v1/teams", read(TeamSpec), body=_team_body(spec))
-
-
-def apply_team(spec: TeamLike) -> Call[TeamSpec]:
-    """``PUT /v1/teams/{name}``."""
-    path = f"/v1/teams/{segment(_name_of(spec, 'team'), 'team')}"
-    return Call("PUT", path, read(TeamSpec), body=_team_body(spec))
-
-
-def create_agent(team_name: str, agent: AgentSpec | Mapping[str, Any]) -> Call[AgentInfo]:
-    """``POST /v1/agents``."""
-    body = {"team": team_name, "agent": json_body(agent, "agent")}
-    return Call("POST", "/v1/agents", read(AgentInfo), body=body)
-
-
-def put_agent(team_name: str, agent: AgentSpec | Mapping[str, Any]) -> Call[AgentInfo]:
-    """``PUT /v1/agents/{name}``."""
-    path = f"/v1/agents/{segment(_name_of(agent, 'agent'), 'agent')}"
-    body = {"team": team_name, "agent": json_body(agent, "agent")}
-    return Call("PUT", path, read(AgentInfo), body=body)
 
 
 # --- tenants' policies ---------------------------------------------------------------------

@@ -117,6 +117,31 @@ def delete_team(name: TeamName, *, address: Address = None, state_dir: StateDir 
     OUT.print(f"team {spec.name}: deleted ({len(spec.agents)} agent(s) stopped)", markup=False)
 
 
+@teams_app.command("add-agent")
+def add_agent(
+    team: TeamName,
+    file: Annotated[Path, typer.Argument(help="The agent (YAML: name, role, model...).")],
+    *,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Add an agent to a registered team, or reconfigure the one of its name in place."""
+    import yaml
+    from pydantic import ValidationError
+
+    from raytroupe.protocols import AgentSpec
+
+    if not file.is_file():
+        raise usage(f"agent file {str(file)!r} does not exist")
+    try:
+        agent = AgentSpec.model_validate(yaml.safe_load(file.read_text(encoding="utf-8")))
+    except (yaml.YAMLError, ValidationError, UnicodeDecodeError) as exc:
+        raise usage(f"{file}: not an agent: {str(exc).splitlines()[0]}") from None
+    with transport(address, state_dir) as api:
+        info = api.apply_agent(team, agent)
+    OUT.print(f"agent {info.name}: in team {info.team} ({info.role})", markup=False)
+
+
 @teams_app.command("delete-agent")
 def delete_agent(
     name: Annotated[str, typer.Argument(help="The agent's name.")],

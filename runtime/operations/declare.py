@@ -34,7 +34,7 @@ import sys
 import types
 import typing
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
     Any,
@@ -58,6 +58,7 @@ __all__ = [
     "Arguments",
     "At",
     "Operation",
+    "Reply",
     "WireName",
     "given",
     "operation",
@@ -74,7 +75,18 @@ Types: TypeAlias = dict[str, Any]
 _QUERY_METHODS: Final = frozenset({"GET", "DELETE"})
 _METHODS: Final = _QUERY_METHODS | {"POST", "PUT", "PATCH"}
 _PATH_NAME: Final = re.compile(r"\{([a-z_][a-z0-9_]*)\}")
+_PATH_FIELD: Final = re.compile(r"\{([a-z_][a-z0-9_]*)\.([a-z_][a-z0-9_]*)\}")
 _SCALARS: Final = (str, int, float, bool, type(None))
+
+
+@dataclass
+class Reply:
+    """What an operation says of its answer besides the answer: whether it made it.
+
+    ``created`` False: what ``PUT`` answers was there already (HTTP says 200, not 201).
+    """
+
+    created: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -92,6 +104,7 @@ class At:
     admin: bool
     source: str
     every_tenant: bool = False
+    reply: Reply = field(default_factory=Reply, compare=False)
 
     @property
     def scope(self) -> str | None:
@@ -140,6 +153,13 @@ class Operation(Generic[P, T]):
         self.location = location
         """Where what it made is (an HTTP answer's ``Location``), from its answer."""
         self.path_names = tuple(_PATH_NAME.findall(path))
+        self.path_fields: dict[str, tuple[str, str]] = {
+            field: (param, field) for param, field in _PATH_FIELD.findall(path)
+        }
+        """A segment that is a field of a body parameter (``{team.name}``), by its route name
+        (``name``): the URL says it, and the body must say the same."""
+        self.route_path = _PATH_FIELD.sub(r"{\2}", path)
+        """The path as the HTTP router reads it (``{team.name}`` is ``{name}``)."""
         self._hints: Types | None = None
 
     def __repr__(self) -> str:
@@ -165,6 +185,11 @@ class Operation(Generic[P, T]):
             for name in self.path_names:
                 if _bare(hints.get(name)) is not str:
                     raise TypeError(f"{self.name}: path parameter {name!r} must be a str")
+            for route_name, (param, _) in self.path_fields.items():
+                if param not in self.body_names():
+                    raise TypeError(f"{self.name}: {param!r} of the path is no body parameter")
+                if route_name in self.signature.parameters:
+                    raise TypeError(f"{self.name}: {{{route_name}}} would be the path's twice")
             if self.method in _QUERY_METHODS:
                 for name, tp in hints.items():
                     if name != "return" and name not in self.path_names and not _scalar(tp):
@@ -253,6 +278,11 @@ class Operation(Generic[P, T]):
         path = self.path
         for name in self.path_names:
             path = path.replace(f"{{{name}}}", segment(arguments.pop(name), name))
+        for param, name in self.path_fields.values():
+            value = field_of(arguments[param], name)
+            if not isinstance(value, str):
+                raise InvalidInput(f"the {param} has no {name}", field=f"{param}.{name}")
+            path = path.replace(f"{{{param}.{name}}}", segment(value, f"{param}.{name}"))
         reader: Callable[[Any], T] = nothing if self.answer is type(None) else read(self.answer)  # type: ignore[assignment]
         if self.method in _QUERY_METHODS:
             params = {n: v for n, v in arguments.items() if v is not None}
@@ -310,6 +340,13 @@ def operation(
 
 
 M = TypeVar("M", bound=BaseModel)
+
+
+def field_of(value: Any, field: str) -> Any:
+    """Field ``field`` of a model, or the key of a mapping (None: it has none)."""
+    if isinstance(value, Mapping):
+        return value.get(field)
+    return getattr(value, field, None)
 
 
 def given(model: type[M], value: M | Mapping[str, Any]) -> M:

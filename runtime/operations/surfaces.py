@@ -33,6 +33,7 @@ __all__ = [
     "invoke",
     "over_http",
     "over_http_async",
+    "renamed",
     "widens",
 ]
 
@@ -274,3 +275,36 @@ def invoke(surface: object, op: Operation[P, T], *args: P.args, **kwargs: P.kwar
     at: Callable[[], At] = surface._at  # type: ignore[attr-defined]
     run: Callable[[Coroutine[Any, Any, T]], T] = surface._run  # type: ignore[attr-defined]
     return run(op.run_for(at(), op.bind(*args, **kwargs)))
+
+
+class _Renamed:
+    """A method's old name: the new one's method, warning that the name is deprecated."""
+
+    def __init__(self, new: str) -> None:
+        self.new = new
+        self.old = new
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.old = name
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        target = getattr(obj if obj is not None else owner, self.new)
+        if obj is None:
+            return target
+        old, new = self.old, self.new
+
+        def method(*args: Any, **kwargs: Any) -> Any:
+            warnings.warn(f"{old}() is deprecated: {new}()", DeprecationWarning, stacklevel=2)
+            return target(*args, **kwargs)
+
+        method.__name__ = method.__qualname__ = old
+        method.__doc__ = f"Deprecated: :meth:`{new}`."
+        return method
+
+
+def renamed(new: str) -> Any:
+    """The class attribute an operation's method had under an older name: ``new``'s, warning.
+
+    ``put_agent = renamed("apply_agent")``.
+    """
+    return _Renamed(new)

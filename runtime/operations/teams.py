@@ -1,18 +1,35 @@
-"""Registered teams and their agents: list, read, delete.
+"""Registered teams and their agents: register, hot-update, list, read, delete.
 
 Reading is for every caller: a tenant sees the teams its policy lets it run (without their
 model definitions: endpoints and key variables are the operator's business) and their agents;
-an admin sees them all. Deleting is for admins.
+an admin sees them all. Changing them is for admins.
+
+A team registered here is data: one naming shipped functions (Python tools) is refused, on
+every surface. The driver's ``put_team(Team)`` ships a team's functions and registers it.
 """
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Mapping
+from typing import Annotated, Any, Final
 
-from raytroupe.protocols import AgentInfo, TeamNotFound, TeamSpec
-from raytroupe.runtime.operations.declare import At, operation
+from pydantic import Field
 
-__all__ = ["agents", "delete_agent", "delete_team", "team", "teams", "visible"]
+from raytroupe.protocols import AgentInfo, AgentSpec, Forbidden, TeamNotFound, TeamSpec
+from raytroupe.runtime.operations.declare import At, given, operation
+
+__all__ = [
+    "agents",
+    "apply_agent",
+    "apply_team",
+    "create_agent",
+    "create_team",
+    "delete_agent",
+    "delete_team",
+    "team",
+    "teams",
+    "visible",
+]
 
 TAG: Final = "teams and agents"
 
@@ -79,3 +96,86 @@ async def delete_agent(at: At, name: str) -> AgentInfo:
         AgentNotFound: no such agent.
     """
     return await at.system.delete_agent(name)
+
+
+TeamName = Annotated[str, Field(min_length=1, max_length=64, description="The registered team.")]
+
+
+def _data(team: TeamSpec) -> TeamSpec:
+    """``team``, if it names no shipped functions: a team registered here is data, not code.
+
+    Raises:
+        Forbidden: it has ``functions`` (a driver's ``put_team(Team)`` ships them).
+    """
+    if team.functions:
+        raise Forbidden(
+            f"a team registered as data may not name shipped functions ({sorted(team.functions)}):"
+            " function tools come with teams a Python driver registers with put_team",
+            field="team.functions",
+        )
+    return team
+
+
+@operation("POST", "/v1/teams", cli="teams apply", admin=True, status=201)
+async def create_team(at: At, team: TeamSpec | Mapping[str, Any]) -> TeamSpec:
+    """Register a new team; its agents start now.
+
+    Raises:
+        Conflict: the name is taken, or an agent's name is another team's.
+        ConfigError: the team cannot be provisioned (a tool no sandbox has).
+        Forbidden: it names shipped functions.
+    """
+    spec = _data(given(TeamSpec, team))
+    await at.system.put_team(spec, create=True)
+    return spec
+
+
+@operation("PUT", "/v1/teams/{team.name}", cli="teams apply", admin=True, status=201)
+async def apply_team(at: At, team: TeamSpec | Mapping[str, Any]) -> TeamSpec:
+    """Register a team, or hot-update the one of its name (HTTP: 201 if new, else 200).
+
+    Its agents are reconfigured where they run, those it no longer has stop; nothing else
+    restarts.
+
+    Raises:
+        Conflict: an agent's name is another team's (or the URL names another team).
+        ConfigError: the team cannot be provisioned.
+        Forbidden: it names shipped functions.
+    """
+    spec = _data(given(TeamSpec, team))
+    at.reply.created = await at.system.put_team(spec)
+    return spec
+
+
+@operation("POST", "/v1/agents", cli="teams add-agent", admin=True, status=201)
+async def create_agent(at: At, team: TeamName, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
+    """Add an agent to a registered team; it starts now, the others keep running.
+
+    Raises:
+        TeamNotFound: no such team.
+        Conflict: the team has that agent already, or another team has that name.
+    """
+    spec = given(AgentSpec, agent)
+    await at.system.put_agent(team, spec, create=True)
+    return _info(team, spec)
+
+
+@operation("PUT", "/v1/agents/{agent.name}", cli="teams add-agent", admin=True, status=201)
+async def apply_agent(at: At, team: TeamName, agent: AgentSpec | Mapping[str, Any]) -> AgentInfo:
+    """Add an agent to a registered team, or reconfigure the one of its name in place.
+
+    (HTTP: 201 if new, else 200.)
+
+    Raises:
+        TeamNotFound: no such team.
+        Conflict: another team has that agent (or the URL names another agent).
+    """
+    spec = given(AgentSpec, agent)
+    at.reply.created = await at.system.put_agent(team, spec)
+    return _info(team, spec)
+
+
+def _info(team: str, agent: AgentSpec) -> AgentInfo:
+    return AgentInfo(
+        name=agent.name, team=team, role=agent.role, model=agent.model, tools=agent.tools
+    )

@@ -439,16 +439,25 @@ def test_policies_are_set_listed_read_and_dropped_over_http(rt, troupe, tmp_path
     assert after == rt.as_tenant("nobody-set-this").policy()
 
 
-def test_an_agent_is_removed_from_its_team_by_an_admin_only(rt, troupe):
+def test_an_agent_is_added_and_removed_by_an_admin_only(rt, troupe, tmp_path):
     agents = [runtime.AgentSpec(name=f"cli-del-{n}", role="worker") for n in ("a", "b")]
     rt.put_team(runtime.Team(name="cli-del", planner_model="offline", agents=agents))
+    agent_file = tmp_path / "agent.yaml"
+    agent_file.write_text("name: cli-del-c\nrole: checker\n")
 
+    added = _ok(troupe("teams", "add-agent", "cli-del", str(agent_file), key=ADMIN_KEY))
+    not_added = troupe("teams", "add-agent", "cli-del", str(agent_file))  # a tenant's key
+    with_c = [a.name for a in rt.team("cli-del").agents]
+    rt.delete_agent("cli-del-c")
     refused = troupe("teams", "delete-agent", "cli-del-b")  # a tenant's key
     removed = _ok(troupe("teams", "delete-agent", "cli-del-b", key=ADMIN_KEY))
     missing = troupe("teams", "delete-agent", "cli-del-b", key=ADMIN_KEY)
     left = [a.name for a in rt.team("cli-del").agents]
     rt.delete_team("cli-del")
 
+    assert added.strip() == "agent cli-del-c: in team cli-del (checker)"
+    assert "admin" in _one_error_line(not_added).lower()
+    assert with_c == ["cli-del-a", "cli-del-b", "cli-del-c"]
     assert "admin" in _one_error_line(refused).lower()
     assert removed.strip() == "agent cli-del-b: removed from team cli-del and stopped"
     assert "cli-del-b" in _one_error_line(missing)
