@@ -71,6 +71,7 @@ _KEPT_IDS: Final = {
     "statuses": "list_jobs",
     "apply_team": "put_team",
     "apply_agent": "put_agent",
+    "apply_skill": "put_skill",
 }
 """The OpenAPI operation ids the routes had before they were declared (generated clients name
 their functions by them); every other declared route's id is its operation's name."""
@@ -99,7 +100,7 @@ def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) ->
             **shape,
             name=op.name,
             operation_id=_KEPT_IDS.get(op.name, op.name),
-            openapi_extra=None if body is None else body_of(body),
+            openapi_extra=None if body is None else body_of(body, op.readers),
             summary=op.doc.partition("\n")[0],
             description=op.doc,
             tags=[op.tag],
@@ -166,7 +167,8 @@ def _endpoint(
     )
     if body is not None:
         params.append(inspect.Parameter(
-            "body_", inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[body, document(body)]
+            "body_", inspect.Parameter.KEYWORD_ONLY,
+            annotation=Annotated[body, document(body, op.readers)]
         ))  # fmt: skip
 
     async def endpoint(

@@ -14,7 +14,7 @@ Routes take ``body: Annotated[Model, document(Model)]`` and ``openapi_extra=body
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ParamSpec, TypeVar
 
 import pydantic_core
@@ -66,24 +66,29 @@ def _validated(model: type[M], raw: bytes) -> M:
         ) from None
 
 
-def document(model: type[M]) -> Any:
-    """The dependency that reads a ``model`` body and checks it (see the module)."""
+def document(model: type[M], readers: Mapping[str, Callable[[bytes], M]] | None = None) -> Any:
+    """The dependency that reads a ``model`` body and checks it (see the module).
+
+    ``readers``: by content type (``application/yaml``), how a body of another form than
+    JSON is read into a ``model`` (a skill sent as its file); their problems are theirs.
+    """
 
     async def read(request: Request) -> M:
         raw = await request.body()
+        kind = request.headers.get("content-type", "application/json").split(";")[0]
+        reader = (readers or {}).get(kind.strip().lower())
+        if reader is not None:
+            return await checked(request, reader, raw)
         return await checked(request, _validated, model, raw)
 
     read.__name__ = f"read_{model.__name__}"
     return Depends(read)
 
 
-def body_of(model: type[BaseModel]) -> dict[str, Any]:
-    """The ``openapi_extra`` naming ``model`` as a route's JSON body."""
+def body_of(model: type[BaseModel], kinds: Iterable[str] = ()) -> dict[str, Any]:
+    """The ``openapi_extra`` naming ``model`` as a route's JSON body (or text of ``kinds``)."""
     schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
     schema[DOCUMENT_MARK] = True
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": schema}},
-        }
-    }
+    content: dict[str, Any] = {"application/json": {"schema": schema}}
+    content.update({kind: {"schema": {"type": "string"}} for kind in kinds})
+    return {"requestBody": {"required": True, "content": content}}

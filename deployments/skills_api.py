@@ -1,8 +1,8 @@
-"""``/v1/skills``: register skills and hot-update them, from JSON or a skill file.
+"""``POST /v1/skills``: a skill registered from JSON or its file, the body naming it.
 
-Listing, reading one, its history, rolling back, optimising, promoting, deleting and lessons
-are declared operations (:mod:`raytroupe.runtime.operations.skills`), served by
-:mod:`raytroupe.deployments.declared`.
+It runs the operation ``apply_skill`` (``PUT /v1/skills/{name}``). Listing, reading one, its
+history, rolling back, optimising, promoting, deleting and lessons are declared operations
+(:mod:`raytroupe.runtime.operations.skills`), served by :mod:`raytroupe.deployments.declared`.
 
 Reading is for every key (a tenant's key sees the skills its policy lets it run); changing
 is for admin keys, as for teams. A skill is sent as JSON (the :class:`SkillSpec` fields) or
@@ -18,11 +18,11 @@ import structlog
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
-from raytroupe.actors.skills.files import MAX_SKILL_BYTES, parse_skill
+from raytroupe.actors.skills.files import MAX_SKILL_BYTES
 from raytroupe.deployments.access import Admin
 from raytroupe.deployments.declared import at_of
 from raytroupe.deployments.documents import checked
-from raytroupe.protocols import ConfigError, Conflict, InvalidInput
+from raytroupe.protocols import ConfigError, InvalidInput
 from raytroupe.protocols.http import SkillApplied
 from raytroupe.protocols.skill import SkillEvent, SkillSpec
 from raytroupe.runtime.client import SystemClient
@@ -31,8 +31,6 @@ from raytroupe.runtime.operations import skills as skill_ops
 __all__ = ["skill_routes"]
 
 log = structlog.get_logger("raytroupe.api")
-
-_YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
 
 
 async def _body_skill(request: Request) -> SkillSpec:
@@ -54,8 +52,8 @@ def _skill_of(raw: bytes, kind: str) -> SkillSpec:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInput("the body is not UTF-8", field="body") from None
-    if kind in _YAML_TYPES or kind == "text/markdown":
-        return parse_skill(text, "<request body>", markdown=kind == "text/markdown")
+    if kind in skill_ops.SKILL_FILES:
+        return skill_ops.SKILL_FILES[kind](raw)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
@@ -97,24 +95,16 @@ def skill_routes(client: SystemClient) -> APIRouter:
 
     @routes.post("", status_code=201, response_model=SkillApplied, openapi_extra=_SKILL_BODY)
     async def create_skill(request: Request, response: Response, who: Admin) -> SkillApplied:
-        """Register a skill version and make it current (200 if it was registered already)."""
-        spec = await _body_skill(request)
-        created = await client.put_skill(spec, source=f"api:{who.name}")
-        response.status_code = 201 if created else 200
-        log.info("skill_applied", skill=spec.name, version=spec.version, key=who.name)
-        return SkillApplied(name=spec.name, version=spec.version, created=created)
+        """Register a skill version and make it current (200 if it was registered already).
 
-    @routes.put("/{name}", response_model=SkillApplied, openapi_extra=_SKILL_BODY)
-    async def put_skill(
-        name: str, request: Request, response: Response, who: Admin
-    ) -> SkillApplied:
-        """Register a new version of ``name`` (or make a registered one current again)."""
+        The body names the skill: the operation ``apply_skill`` (``PUT /v1/skills/{name}``)
+        without the name in the URL.
+        """
         spec = await _body_skill(request)
-        if spec.name != name:
-            raise Conflict(f"the body's skill is {spec.name!r}, the URL's {name!r}")
-        created = await client.put_skill(spec, source=f"api:{who.name}")
-        response.status_code = 201 if created else 200
-        log.info("skill_applied", skill=name, version=spec.version, key=who.name)
-        return SkillApplied(name=name, version=spec.version, created=created)
+        at = at_of(who, client)
+        applied = await skill_ops.apply_skill.invoke(at, {"skill": spec})
+        response.status_code = 200 if at.reply.created is False else 201
+        log.info("skill_applied", skill=spec.name, version=spec.version, key=who.name)
+        return applied
 
     return routes

@@ -393,6 +393,7 @@ class Runtime:
             skill = read_skill(skill)
         return self._run(self.client.put_skill(skill, source=source))
 
+    apply_skill = in_process(skill_ops.apply_skill)
     rollback_skill = in_process(skill_ops.rollback_skill)
     delete_skill = in_process(skill_ops.delete_skill)
     skill_history = in_process(skill_ops.skill_history)

@@ -15,7 +15,7 @@ protocols: no Ray, no server code.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -34,7 +34,6 @@ from raytroupe.protocols.http import (
     Readiness,
     SkillApplied,
 )
-from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime import http_routes as routes
 from raytroupe.runtime.http_calls import Call, base_url, checked_key, event_of
 from raytroupe.runtime.http_follow import (
@@ -288,6 +287,7 @@ class AsyncClient:
     # --- skills ----------------------------------------------------------------------------
 
     skills = over_http_async(skill_ops.skills)
+    apply_skill = over_http_async(skill_ops.apply_skill)
     skill = over_http_async(skill_ops.skill)
     skill_history = over_http_async(skill_ops.skill_history)
     rollback_skill = over_http_async(skill_ops.rollback_skill)
@@ -296,10 +296,6 @@ class AsyncClient:
     delete_skill = over_http_async(skill_ops.delete_skill)
     lessons = over_http_async(skill_ops.lessons)
     delete_lesson = over_http_async(skill_ops.delete_lesson)
-
-    async def apply_skill(self, spec: SkillSpec | Mapping[str, Any]) -> SkillApplied:
-        """Register a skill version and make it current (admin keys)."""
-        return await self._send(routes.apply_skill(spec))
 
     async def apply_skill_file(self, text: str, *, kind: str = "yaml") -> SkillApplied:
         """Register a skill from its file's text, ``kind`` 'yaml' or 'markdown' (admin keys).

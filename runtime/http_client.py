@@ -22,7 +22,7 @@ and the protocols: no Ray, no server code.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
 from typing import Any, Self, TypeVar
@@ -41,7 +41,6 @@ from raytroupe.protocols.http import (
     Readiness,
     SkillApplied,
 )
-from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime import http_routes as routes
 from raytroupe.runtime.http_async_client import AsyncClient
 from raytroupe.runtime.http_calls import Call, base_url, checked_key, event_of
@@ -297,6 +296,7 @@ class Client:
     # --- skills ----------------------------------------------------------------------------
 
     skills = over_http(skill_ops.skills)
+    apply_skill = over_http(skill_ops.apply_skill)
     skill = over_http(skill_ops.skill)
     skill_history = over_http(skill_ops.skill_history)
     rollback_skill = over_http(skill_ops.rollback_skill)
@@ -305,10 +305,6 @@ class Client:
     delete_skill = over_http(skill_ops.delete_skill)
     lessons = over_http(skill_ops.lessons)
     delete_lesson = over_http(skill_ops.delete_lesson)
-
-    def apply_skill(self, spec: SkillSpec | Mapping[str, Any]) -> SkillApplied:
-        """Register a skill version and make it current (admin keys)."""
-        return self._send(routes.apply_skill(spec))
 
     def apply_skill_file(self, text: str, *, kind: str = "yaml") -> SkillApplied:
         """Register a skill from its file's text, ``kind`` 'yaml' or 'markdown' (admin keys).

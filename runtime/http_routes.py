@@ -23,7 +23,6 @@ from raytroupe.protocols.http import (
     Readiness,
     SkillApplied,
 )
-from raytroupe.protocols.skill import SkillSpec
 from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
 
 TeamLike = TeamSpec | Mapping[str, Any]
@@ -124,12 +123,6 @@ _SKILL_FILE_TYPES: Final = {"yaml": "application/yaml", "markdown": "text/markdo
 
 def _skill(name: str, *rest: str) -> str:
     return "/".join((_SKILLS, segment(name, "skill"), *rest))
-
-
-def apply_skill(spec: SkillSpec | Mapping[str, Any]) -> Call[SkillApplied]:
-    """``PUT /v1/skills/{name}``."""
-    path = _skill(_name_of(spec, "skill"))
-    return Call("PUT", path, read(SkillApplied), body=json_body(spec, "skill"))
 
 
 def apply_skill_file(text: str, kind: str) -> Call[SkillApplied]:

@@ -136,6 +136,7 @@ class Operation(Generic[P, T]):
         long_running: bool,
         cli: str,
         location: Callable[[T], str] | None = None,
+        readers: Mapping[str, Callable[[bytes], Any]] | None = None,
     ) -> None:
         if method not in _METHODS:
             raise ValueError(f"{run.__name__}: {method} is not an HTTP method of the API")
@@ -152,6 +153,9 @@ class Operation(Generic[P, T]):
         """The ``troupe`` command that runs it (``skills rollback``)."""
         self.location = location
         """Where what it made is (an HTTP answer's ``Location``), from its answer."""
+        self.readers: Mapping[str, Callable[[bytes], Any]] = readers or {}
+        """How its one body model is read from a body of another content type than JSON
+        (``application/yaml``: a skill file), by content type."""
         self.path_names = tuple(_PATH_NAME.findall(path))
         self.path_fields: dict[str, tuple[str, str]] = {
             field: (param, field) for param, field in _PATH_FIELD.findall(path)
@@ -321,19 +325,21 @@ def operation(
     status: int = 200,
     long_running: bool = False,
     location: Callable[[Any], str] | None = None,
+    readers: Mapping[str, Callable[[bytes], Any]] | None = None,
 ) -> Callable[[Callable[Concatenate[At, P], Awaitable[T]]], Operation[P, T]]:
     """Declare the decorated function an operation at ``method`` ``path`` (see the module).
 
     ``cli``: the ``troupe`` command that runs it. ``admin``: for admin keys and the driver
     only. ``status``: of a successful answer. ``long_running``: it may take minutes, and HTTP
     clients wait for it without a read timeout. ``location``: the path of what it made, from
-    its answer (the HTTP answer's ``Location`` header).
+    its answer (the HTTP answer's ``Location`` header). ``readers``: by content type, how
+    the HTTP route reads its one body model from a body that is not JSON (run off the loop).
     """
 
     def declare(run: Callable[Concatenate[At, P], Awaitable[T]]) -> Operation[P, T]:
         return Operation(
             run, method, path, admin=admin, status=status, long_running=long_running, cli=cli,
-            location=location,
+            location=location, readers=readers,
         )  # fmt: skip
 
     return declare

@@ -7,12 +7,14 @@ skill) are the caller's tenant's, an admin's key's too.
 
 from __future__ import annotations
 
-from typing import Annotated, Final
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, Final
 
 from pydantic import Field
 
 from raytroupe.protocols import (
     Budget,
+    InvalidInput,
     LessonNotFound,
     MemoryHit,
     SkillEvent,
@@ -20,10 +22,12 @@ from raytroupe.protocols import (
     SkillSpec,
 )
 from raytroupe.protocols.evals import EvalSuite, OptimisationReport
-from raytroupe.protocols.http import SkillListing
-from raytroupe.runtime.operations.declare import At, operation
+from raytroupe.protocols.http import SkillApplied, SkillListing
+from raytroupe.runtime.operations.declare import At, given, operation
 
 __all__ = [
+    "SKILL_FILES",
+    "apply_skill",
     "delete_lesson",
     "delete_skill",
     "lessons",
@@ -39,6 +43,56 @@ TAG: Final = "skills"
 
 Version = Annotated[str, Field(min_length=1, max_length=16)]
 LessonId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
+
+
+def _skill_file(*, markdown: bool) -> Callable[[bytes], SkillSpec]:
+    def read(raw: bytes) -> SkillSpec:
+        from raytroupe.actors.skills.files import (  # noqa: PLC0415 - skill files only
+            MAX_SKILL_BYTES,
+            parse_skill,
+        )
+
+        if len(raw) > MAX_SKILL_BYTES:
+            raise InvalidInput(f"a skill is at most {MAX_SKILL_BYTES} bytes", field="body")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInput("the body is not UTF-8", field="body") from None
+        return parse_skill(text, "<request body>", markdown=markdown)
+
+    return read
+
+
+SKILL_FILES: Final[Mapping[str, Callable[[bytes], SkillSpec]]] = {
+    **dict.fromkeys(
+        ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"),
+        _skill_file(markdown=False),
+    ),
+    "text/markdown": _skill_file(markdown=True),
+}
+"""A skill sent as its file, by content type: its problems come back with their lines."""
+
+
+@operation(
+    "PUT", "/v1/skills/{skill.name}", cli="skills apply", admin=True, status=201,
+    readers=SKILL_FILES,
+)  # fmt: skip
+async def apply_skill(at: At, skill: SkillSpec | Mapping[str, Any]) -> SkillApplied:
+    """Register a skill version and make it current (HTTP: 201 if new, 200 if registered).
+
+    Over HTTP the body is the skill as JSON, or its file (``Content-Type:
+    application/yaml``, or ``text/markdown`` for a Markdown skill).
+
+    Raises:
+        ConfigError: not a valid skill (a file's problems with their lines), a tool it needs
+            is missing, or its agent cannot start.
+        Conflict: that version is registered with other content (versions are immutable).
+        TeamNotFound: a ``team:<name>`` skill names no registered team.
+    """
+    spec = given(SkillSpec, skill)
+    created = await at.system.put_skill(spec, source=at.source)
+    at.reply.created = created
+    return SkillApplied(name=spec.name, version=spec.version, created=created)
 
 
 @operation("GET", "/v1/skills", cli="skills list")

@@ -106,7 +106,14 @@ def test_shell_completion_completes_commands_without_loading_ray():
     assert loaded == "LOADED []"
     env = {"_TROUPE_COMPLETE": "complete_bash", "COMP_WORDS": "troupe teams ", "COMP_CWORD": "2"}
     done, _ = _run_probe(env=env)
-    assert set(done.stdout.split()) == {"list", "show", "apply", "delete", "add-agent", "delete-agent"}
+    assert set(done.stdout.split()) == {
+        "list",
+        "show",
+        "apply",
+        "delete",
+        "add-agent",
+        "delete-agent",
+    }
 
 
 def test_show_completion_prints_a_script_for_the_troupe_command():
