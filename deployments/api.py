@@ -25,25 +25,19 @@ from raytroupe.deployments.access import Caller, NotAdmin
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.console_api import console_app
 from raytroupe.deployments.declared import at_of, declared_routes
-from raytroupe.deployments.documents import body_of, document
-from raytroupe.deployments.guard import request_id_of
 from raytroupe.deployments.openai_compat import openai_routes
 from raytroupe.deployments.openapi import DocumentedAPI
 from raytroupe.deployments.problems import problem, troupe_problem
 from raytroupe.deployments.skills_api import skill_routes
 from raytroupe.protocols import (
     ApprovalRequest,
-    Forbidden,
     JobEvent,
-    TeamSpec,
     TroupeError,
 )
 from raytroupe.protocols.http import (
     Decided,
     Decision,
     Health,
-    JobAccepted,
-    JobRequest,
     Readiness,
 )
 from raytroupe.runtime.client import SystemClient
@@ -88,34 +82,6 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
 
 def _jobs(client: SystemClient) -> APIRouter:
     routes = APIRouter(prefix="/v1/jobs", tags=["jobs"])
-
-    @routes.post("", status_code=202, response_model=JobAccepted, openapi_extra=body_of(JobRequest))
-    async def submit_job(
-        who: Caller, request: Request, body: Annotated[JobRequest, document(JobRequest)]
-    ) -> JSONResponse:
-        """Start a job; answers at once with its id (watch it on ``events_url``).
-
-        A W3C ``traceparent`` header is continued: with tracing on, the job's spans are in
-        the caller's trace, below the request's span (an invalid header is ignored).
-        """
-        _no_shipped_code(body.team)
-        job_id = await client.submit(
-            body.task,
-            body.team,
-            tenant=who.tenant,
-            budget=body.budget,
-            attachments=tuple(body.attachments),
-            request_id=request_id_of(request.scope),
-            admin=who.admin,
-            skill=body.skill,
-            input=body.input,
-            session=body.session_id,
-            by=who.name,
-            traceparent=request.headers.get("traceparent"),  # the caller's trace, continued
-        )
-        url = f"/v1/jobs/{job_id}"
-        accepted = JobAccepted(id=job_id, status="pending", url=url, events_url=f"{url}/events")
-        return JSONResponse(accepted.model_dump(), status_code=202, headers={"Location": url})
 
     @routes.get(
         "/{job_id}/events",
@@ -162,23 +128,6 @@ def _jobs(client: SystemClient) -> APIRouter:
         return await decide.run_for(at_of(who, client), arguments)
 
     return routes
-
-
-def _no_shipped_code(team: TeamSpec | str | None) -> None:
-    """Refuse a team that names shipped functions: over HTTP a team is data, never code.
-
-    A driver ships a function's code to the sandboxes and names it by digest in its team;
-    a caller over HTTP (an admin's key too) may not point a team at code a driver shipped.
-
-    Raises:
-        Forbidden: the team has ``functions``.
-    """
-    if isinstance(team, TeamSpec) and team.functions:
-        raise Forbidden(
-            f"a team sent over HTTP may not name shipped functions ({sorted(team.functions)}): "
-            "function tools come with teams a Python driver submits or registers",
-            field="team.functions",
-        )
 
 
 async def _event_stream(

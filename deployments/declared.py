@@ -16,12 +16,12 @@ from collections.abc import Iterable
 from typing import Annotated, Any, Final
 
 import structlog
-from fastapi import APIRouter, Path, Query, Response
+from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from raytroupe.deployments.access import Admin, Caller
 from raytroupe.deployments.documents import body_of, document
-from raytroupe.deployments.guard import Principal
+from raytroupe.deployments.guard import Principal, request_id_of
 from raytroupe.protocols import Conflict
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.operations import At, Operation
@@ -72,14 +72,29 @@ _KEPT_IDS: Final = {
     "apply_team": "put_team",
     "apply_agent": "put_agent",
     "apply_skill": "put_skill",
+    "submit": "submit_job",
 }
 """The OpenAPI operation ids the routes had before they were declared (generated clients name
 their functions by them); every other declared route's id is its operation's name."""
 
 
-def at_of(who: Principal, system: SystemClient) -> At:
-    """Who a request's operation runs for: its key's tenant, an admin's or not."""
-    return At(system, tenant=who.tenant, admin=who.admin, source=f"api:{who.name}")
+_KEPT_BODIES: Final = {"submit": "JobRequest", "create_session": "SessionCreate"}
+"""The names the OpenAPI document gave the bodies before their operations were declared
+(generated clients name their body models by them)."""
+
+
+def at_of(who: Principal, system: SystemClient, request: Request | None = None) -> At:
+    """Who a request's operation runs for: its key's tenant, an admin's or not.
+
+    ``request``: its id and ``traceparent`` header go with the operation.
+    """
+    if request is None:
+        return At(system, tenant=who.tenant, admin=who.admin, source=f"api:{who.name}")
+    return At(
+        system, tenant=who.tenant, admin=who.admin, source=f"api:{who.name}",
+        request_id=request_id_of(request.scope),
+        traceparent=request.headers.get("traceparent"),  # the caller's trace, continued
+    )  # fmt: skip
 
 
 def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) -> APIRouter:
@@ -130,7 +145,9 @@ def _body_of(op: Operation[..., Any]) -> tuple[type[BaseModel] | None, bool]:
         default = op.signature.parameters[name].default
         given = ... if default is inspect.Parameter.empty else default
         fields[name] = (op.hints[name], Field(given, alias=op.wire_name(name)))
-    title = "".join(part.capitalize() for part in op.name.split("_")) + "Request"
+    title = _KEPT_BODIES.get(op.name) or (
+        "".join(part.capitalize() for part in op.name.split("_")) + "Request"
+    )
     return create_model(
         title, __config__=ConfigDict(extra="forbid"), __module__=__name__, **fields
     ), False
@@ -149,6 +166,7 @@ def _endpoint(
             "who", inspect.Parameter.KEYWORD_ONLY, annotation=Admin if op.admin else Caller
         ),
         inspect.Parameter("response", inspect.Parameter.KEYWORD_ONLY, annotation=Response),
+        inspect.Parameter("request", inspect.Parameter.KEYWORD_ONLY, annotation=Request),
     ]
     for name, param in op.signature.parameters.items():
         tp = op.hints[name]
@@ -172,7 +190,11 @@ def _endpoint(
         ))  # fmt: skip
 
     async def endpoint(
-        who: Principal, response: Response, body_: BaseModel | None = None, **values: Any
+        who: Principal,
+        response: Response,
+        request: Request,
+        body_: BaseModel | None = None,
+        **values: Any,
     ) -> Any:
         in_url = {n: values.pop(n) for n in op.path_fields}
         arguments = dict(values)
@@ -188,7 +210,7 @@ def _endpoint(
                     f"the body's {param} is {said!r}, the URL's {in_url[route_name]!r}",
                     field=f"{param}.{field}",
                 )
-        at = at_of(who, system)
+        at = at_of(who, system, request)
         answer = await op.invoke(at, arguments)
         if at.reply.created is False and op.status == 201:  # noqa: PLR2004 - made, or there
             response.status_code = 200

@@ -19,6 +19,9 @@ from raytroupe.protocols.inputs import Attachment
 from raytroupe.protocols.jobs import DeadLetter, JobResult, JobStatus, JobSummary
 from raytroupe.protocols.llm import Budget
 from raytroupe.protocols.sessions import (
+    HISTORY_TOKENS,
+    MAX_HISTORY_TOKENS,
+    MIN_HISTORY_TOKENS,
     SessionId,
 )
 from raytroupe.protocols.skill import SkillInfo, SkillProblemInfo
@@ -38,7 +41,6 @@ __all__ = [
     "Forked",
     "Health",
     "JobAccepted",
-    "JobRequest",
     "JobSummaries",
     "JobTrace",
     "JobView",
@@ -104,8 +106,8 @@ class Problem(BaseModel):
 # --- jobs ----------------------------------------------------------------------------------
 
 
-class JobRequest(BaseModel):
-    """A job to start: the task, the team (inline, or a registered team's name), inputs."""
+class _JobRequest(BaseModel):
+    """Deprecated: a job to start. The body of ``POST /v1/jobs`` is ``submit``'s parameters."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -370,3 +372,34 @@ class Readiness(BaseModel):
 
     status: str = Field(description="'ready' or 'not ready'.")
     checks: dict[str, bool] = Field(description="Each system actor, and whether it answered.")
+
+
+class _SessionCreate(BaseModel):
+    """Deprecated: a session to start (``POST /v1/sessions`` takes create_session's fields)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: SessionId | None = Field(default=None, description="Its id (default: a fresh one).")
+    title: str = Field(default="", max_length=200)
+    history_tokens: int = Field(
+        default=HISTORY_TOKENS, ge=MIN_HISTORY_TOKENS, le=MAX_HISTORY_TOKENS
+    )
+
+
+_RETIRED: Final = {
+    "JobRequest": ("submit", _JobRequest),
+    "SessionCreate": ("create_session", _SessionCreate),
+}
+
+
+def __getattr__(name: str) -> Any:
+    """The request models whose operations now declare their bodies: still there, warning."""
+    if name in _RETIRED:
+        op, model = _RETIRED[name]
+        warnings.warn(
+            f"raytroupe.protocols.http.{name} is deprecated: the body of {op} is its parameters",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -53,6 +53,7 @@ from raytroupe.runtime.operations import observe as observe_ops
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
+from raytroupe.runtime.operations import submit as submit_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.operations.declare import Arguments
 from raytroupe.runtime.sessions import Session
@@ -106,6 +107,7 @@ class Runtime:
         """Who the driver's declared operations run for: an admin, as the driver."""
         return At(self.client, tenant="default", admin=True, source="driver", every_tenant=True)
 
+    @widens(submit_ops.submit)
     def submit(
         self,
         task: str,
@@ -254,24 +256,24 @@ class Runtime:
         def plain(t: TeamSpec) -> TeamSpec:
             return t.spec() if isinstance(t, Team) else t
 
-        traceparent = current_traceparent()  # the caller's span, if it traces
+        at = dataclasses.replace(
+            self._at(), tenant=tenant, traceparent=current_traceparent()
+        )  # the caller's span, if it traces
 
         async def submitting() -> str:
             await self.client.ship(_functions(team, *(teams or {}).values()))
-            return await self.client.submit(
+            return await submit_ops.start(
+                at,
                 task,
                 team if team is None or isinstance(team, str) else plain(team),
-                tenant=tenant,
                 budget=budget,
-                teams={k: plain(t) for k, t in (teams or {}).items()} or None,
-                intent=intent,
                 attachments=attachments,
                 skill=skill,
                 input=input,
                 session=session,
-                by="driver",
+                teams={k: plain(t) for k, t in (teams or {}).items()} or None,
+                intent=intent,
                 output_schema=None if output_type is None else schema_of(output_type),
-                traceparent=traceparent,
             )
 
         return submitting()

@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Self, TypeVar
 
 import httpx
 from httpx_sse import EventSource
@@ -37,7 +37,6 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.http import (
     Health,
-    JobAccepted,
     Readiness,
     SkillApplied,
 )
@@ -53,7 +52,6 @@ from raytroupe.runtime.http_follow import (
     outcome,
     unreachable,
 )
-from raytroupe.runtime.http_routes import TeamLike
 from raytroupe.runtime.operations import evals as eval_ops
 from raytroupe.runtime.operations import experiments as experiment_ops
 from raytroupe.runtime.operations import job_reads as read_ops
@@ -64,6 +62,7 @@ from raytroupe.runtime.operations import over_http
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
+from raytroupe.runtime.operations import submit as submit_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.operations.job_reads import JobsShown
 from raytroupe.runtime.operations.surfaces import renamed
@@ -149,27 +148,7 @@ class Client:
 
     # --- jobs ------------------------------------------------------------------------------
 
-    def submit(
-        self,
-        task: str,
-        *,
-        team: TeamLike | str | None = None,
-        skill: str | None = None,
-        **fields: Any,
-    ) -> JobAccepted:
-        """Start a job; answers at once (follow it with :meth:`events` or :meth:`result`).
-
-        ``team`` is a registered team's name, a :class:`TeamSpec` or its mapping; neither it
-        nor ``skill`` routes the job among what the key may run. ``fields`` are the other
-        fields of :class:`~raytroupe.protocols.http.JobRequest` (``input``, ``attachments``,
-        ``budget``, ``session_id``).
-
-        Raises:
-            InvalidRequest: the request does not match the API's schema.
-            Forbidden: the tenant's policy refuses a field (``detail['field']``).
-            TeamNotFound, SkillNotFound: no such team or skill for this key.
-        """
-        return self._send(routes.submit(task, team, skill, fields))
+    submit = over_http(submit_ops.submit, older=submit_ops.session_id_keyword)
 
     job = over_http(read_ops.job)
 

@@ -19,7 +19,6 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.http import (
     Health,
-    JobAccepted,
     Readiness,
     SkillApplied,
 )
@@ -53,18 +52,6 @@ def _name_of(spec: BaseModel | Mapping[str, Any], what: str) -> str:
 
 
 # --- jobs ----------------------------------------------------------------------------------
-
-
-def submit(
-    task: str, team: TeamLike | str | None, skill: str | None, fields: Mapping[str, Any]
-) -> Call[JobAccepted]:
-    """``POST /v1/jobs``."""
-    body: dict[str, Any] = {"task": task, **json_body(dict(fields), "fields")}
-    if team is not None:
-        body["team"] = _team_body(team)
-    if skill is not None:
-        body["skill"] = skill
-    return Call("POST", _JOBS, read(JobAccepted), body=body)
 
 
 def events(job_id: str, after: int, *, follow: bool) -> Call[None]:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from raytroupe.actors.telemetry.tracing import current_traceparent
 from raytroupe.protocols import (
     Attachment,
     Budget,
@@ -28,6 +30,7 @@ from raytroupe.runtime.operations import observe as observe_ops
 from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
+from raytroupe.runtime.operations import submit as submit_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.sessions import Session
 
@@ -51,6 +54,7 @@ class TenantView:
     def __repr__(self) -> str:
         return f"TenantView({self.tenant!r})"
 
+    @handle(submit_ops.submit)
     def submit(
         self,
         task: str,
@@ -76,10 +80,13 @@ class TenantView:
         if not task.strip() and input is None:
             raise ConfigError("task is empty")
         spec = team.spec() if isinstance(team, Team) else team
+        at = dataclasses.replace(  # a Python driver's job, as the jobs list says
+            self._at(), source="driver", traceparent=current_traceparent()
+        )
         job_id = self._portal.run(
-            self._client.submit(
-                task, spec, tenant=self.tenant, budget=budget, attachments=attachments,
-                admin=False, skill=skill, input=input, session=session, by="driver",
+            submit_ops.start(
+                at, task, spec, budget=budget, attachments=attachments, skill=skill,
+                input=input, session=session,
             )
         )  # fmt: skip
         return self.job(job_id)

@@ -165,7 +165,7 @@ def run(
     if client is not None:
         no_tenant(tenant)
         with client:
-            job = RemoteJob(client, client.submit(task, team=spec, session_id=session).id)
+            job = RemoteJob(client, client.submit(task, team=spec, session=session).id)
             watch(job, label, timeout, as_json=as_json, detach=detach)
         return
     rt = connect_for_job(address, state_dir, detach=detach)

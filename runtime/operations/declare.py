@@ -105,6 +105,10 @@ class At:
     source: str
     every_tenant: bool = False
     reply: Reply = field(default_factory=Reply, compare=False)
+    request_id: str | None = None
+    """The HTTP request's id (its answer's ``X-Request-Id``), for the job's records."""
+    traceparent: str | None = None
+    """The caller's W3C trace context (an HTTP ``traceparent`` header; a driver's span)."""
 
     @property
     def scope(self) -> str | None:

@@ -24,6 +24,7 @@ __all__ = [
     "apply_team",
     "create_agent",
     "create_team",
+    "data_team",
     "delete_agent",
     "delete_team",
     "team",
@@ -101,16 +102,17 @@ async def delete_agent(at: At, name: str) -> AgentInfo:
 TeamName = Annotated[str, Field(min_length=1, max_length=64, description="The registered team.")]
 
 
-def _data(team: TeamSpec) -> TeamSpec:
-    """``team``, if it names no shipped functions: a team registered here is data, not code.
+def data_team(team: TeamSpec) -> TeamSpec:
+    """``team``, if it names no shipped functions: a team given as data is not code.
 
     Raises:
-        Forbidden: it has ``functions`` (a driver's ``put_team(Team)`` ships them).
+        Forbidden: it has ``functions`` (a Python driver's ``put_team`` or ``submit`` of a
+            ``Team`` ships them).
     """
     if team.functions:
         raise Forbidden(
-            f"a team registered as data may not name shipped functions ({sorted(team.functions)}):"
-            " function tools come with teams a Python driver registers with put_team",
+            f"a team given as data may not name shipped functions ({sorted(team.functions)}): "
+            "function tools come with teams a Python driver submits or registers",
             field="team.functions",
         )
     return team
@@ -125,7 +127,7 @@ async def create_team(at: At, team: TeamSpec | Mapping[str, Any]) -> TeamSpec:
         ConfigError: the team cannot be provisioned (a tool no sandbox has).
         Forbidden: it names shipped functions.
     """
-    spec = _data(given(TeamSpec, team))
+    spec = data_team(given(TeamSpec, team))
     await at.system.put_team(spec, create=True)
     return spec
 
@@ -142,7 +144,7 @@ async def apply_team(at: At, team: TeamSpec | Mapping[str, Any]) -> TeamSpec:
         ConfigError: the team cannot be provisioned.
         Forbidden: it names shipped functions.
     """
-    spec = _data(given(TeamSpec, team))
+    spec = data_team(given(TeamSpec, team))
     at.reply.created = await at.system.put_team(spec)
     return spec
 
