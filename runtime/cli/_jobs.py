@@ -17,7 +17,7 @@ import typer
 from rich.table import Table
 from rich.text import Text
 
-from raytroupe.runtime.cli._connect import close, connect, connect_from, resolve_address
+from raytroupe.runtime.cli._connect import close, connect, resolve_address
 from raytroupe.runtime.cli._options import Address, StateDir, state_dir_of
 from raytroupe.runtime.cli._remote import no_tenant, remote, tenant_transport, transport
 from raytroupe.runtime.cli._show import (
@@ -38,9 +38,9 @@ if TYPE_CHECKING:
     from raytroupe.protocols.http import DailyUsage, DeadLetterView
     from raytroupe.runtime.config import Team
     from raytroupe.runtime.driver import Runtime
-    from raytroupe.runtime.handle import JobHandle
     from raytroupe.runtime.http_client import Client
     from raytroupe.runtime.operations.job_reads import JobsShown
+    from raytroupe.runtime.tenant import TenantView
 
 __all__ = [
     "Detach",
@@ -99,6 +99,19 @@ class RemoteJob:
         except Conflict:
             return False
         return True
+
+
+def followed(api: Client | Runtime | TenantView, job_id: str) -> Followed:
+    """The job on a command's transport: followed over HTTP, or a driver's handle on it.
+
+    Raises:
+        JobNotFound: no such job (of the caller's).
+    """
+    from raytroupe.runtime.http_client import Client
+
+    if isinstance(api, Client):
+        return RemoteJob(api, job_id)
+    return api.job(job_id)
 
 
 def _team(team: str) -> Team | str:
@@ -188,10 +201,6 @@ def connect_for_job(address: str | None, state_dir: Path | None, *, detach: bool
     return connect(where, start_local=True)
 
 
-def _handle(rt: Runtime, job_id: str, tenant: str | None) -> JobHandle:
-    return rt.job(job_id) if tenant is None else rt.as_tenant(tenant).job(job_id)
-
-
 def result(
     job_id: JobId,
     *,
@@ -205,29 +214,14 @@ def result(
     state_dir: StateDir = None,
 ) -> None:
     """A job's result: its answer and figures (exit 1 if it failed or has none yet)."""
-    from raytroupe.protocols import JobTimeout
+    from raytroupe.runtime.operations import invoke, job_reads
 
-    client = remote(address)
-    if client is not None:
-        no_tenant(tenant)
-        with client:
-            if not wait:
-                view = client.job(job_id)
-                if view.result is None:
-                    raise _unfinished(job_id, view.status)
-            _show_outcome(RemoteJob(client, job_id), timeout if wait else 1.0, as_json=as_json)
-        return
-    rt = connect_from(address, state_dir)
-    try:
-        handle = _handle(rt, job_id, tenant)
-        try:
-            _show_outcome(handle, timeout if wait else 0.1, as_json=as_json)
-        except JobTimeout:
-            if wait:
-                raise
-            raise _unfinished(job_id, handle.status()) from None
-    finally:
-        close(rt)
+    with tenant_transport(tenant, address, state_dir, default=None) as api:
+        if not wait:
+            view = invoke(api, job_reads.job, job_id)
+            if view.result is None:
+                raise _unfinished(job_id, view.status)
+        _show_outcome(followed(api, job_id), timeout if wait else 1.0, as_json=as_json)
 
 
 def _unfinished(job_id: str, status: str) -> typer.Exit:
@@ -281,19 +275,9 @@ def events(
     state_dir: StateDir = None,
 ) -> None:
     """A job's events, in order: those so far, or (--follow) each as it happens."""
-    client = remote(address)
     try:
-        if client is not None:
-            no_tenant(tenant)
-            with client:
-                _print_events(_so_far(RemoteJob(client, job_id), follow_job), as_json=as_json)
-            return
-        rt = connect_from(address, state_dir)
-        try:
-            stream = _so_far(_handle(rt, job_id, tenant), follow_job)
-            _print_events(stream, as_json=as_json)
-        finally:
-            close(rt)
+        with tenant_transport(tenant, address, state_dir, default=None) as api:
+            _print_events(_so_far(followed(api, job_id), follow_job), as_json=as_json)
     except KeyboardInterrupt:  # stops reading; the job goes on
         ERR.print(f"stopped following job {job_id} (it goes on)", style="dim")
         raise typer.Exit(130) from None
