@@ -1,54 +1,34 @@
-"""Every route of the HTTP API as a :class:`~raytroupe.runtime.http_calls.Call` builder.
+"""The HTTP calls that are no declared operation, each a ``Call`` builder.
 
-One function per route (``GET /v1/jobs/{id}`` is :func:`job`), named as the clients' methods
-are; paths take quoted segments, bodies JSON-ready data. The OpenAI-compatible
+A job's event stream, the probes, OpenAI's model list, and a skill sent as its file.
+
+Every other call is made from its operation's declaration
+(:meth:`~raytroupe.runtime.operations.Operation.call`). The OpenAI-compatible
 ``/v1/chat/completions`` is for OpenAI's SDKs and has no builder here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
 import httpx
 from pydantic import BaseModel
 
 from raytroupe.protocols import (
     InvalidInput,
-    TeamSpec,
 )
 from raytroupe.protocols.http import (
     Health,
     Readiness,
     SkillApplied,
 )
-from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
-
-TeamLike = TeamSpec | Mapping[str, Any]
-"""A team: its specification, or the same as a mapping (sent as it is: the server checks)."""
+from raytroupe.runtime.http_calls import Call, nothing, read, segment
 
 _JOBS: Final = "/v1/jobs"
 
 
 def _job(job_id: str, *rest: str) -> str:
     return "/".join((_JOBS, segment(job_id, "job_id"), *rest))
-
-
-def _params(**values: str | int | float | None) -> dict[str, str | int | float]:
-    return {name: value for name, value in values.items() if value is not None}
-
-
-def _team_body(team: TeamLike | str) -> Any:
-    if isinstance(team, str):
-        return team
-    return json_body(team.model_dump(mode="json") if isinstance(team, BaseModel) else team, "team")
-
-
-def _name_of(spec: BaseModel | Mapping[str, Any], what: str) -> str:
-    name = spec.get("name") if isinstance(spec, Mapping) else getattr(spec, "name", None)
-    if not isinstance(name, str):
-        raise InvalidInput(f"the {what} has no name", field=f"{what}.name")
-    return name
 
 
 # --- jobs ----------------------------------------------------------------------------------
@@ -106,10 +86,6 @@ def ready() -> Call[Readiness]:
 
 _SKILLS: Final = "/v1/skills"
 _SKILL_FILE_TYPES: Final = {"yaml": "application/yaml", "markdown": "text/markdown"}
-
-
-def _skill(name: str, *rest: str) -> str:
-    return "/".join((_SKILLS, segment(name, "skill"), *rest))
 
 
 def apply_skill_file(text: str, kind: str) -> Call[SkillApplied]:
