@@ -3,9 +3,10 @@
 A :class:`Call` is a request (method, path, query, body) and how its answer is read;
 a declared operation makes one from its arguments (``Operation.call``), as
 :mod:`raytroupe.runtime.http_routes` does for the few calls that are no operation; the clients
-only send them, so the two clients cannot differ in what they ask. Also here: checking the base URL and key, turning a
-problem answer into the :class:`~raytroupe.protocols.errors.TroupeError` its code names, and
-reading job events from Server-Sent Events.
+only send them, so the two clients cannot differ in what they ask. Also here: checking the
+base URL and key, turning a problem answer into the
+:class:`~raytroupe.protocols.errors.TroupeError` its code names, and reading job events from
+Server-Sent Events.
 
 Nothing here does I/O; nothing imports Ray, FastAPI or the deployments.
 """
