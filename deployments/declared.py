@@ -88,12 +88,10 @@ def at_of(who: Principal, system: SystemClient, request: Request | None = None) 
 
     ``request``: its id and ``traceparent`` header go with the operation.
     """
-    if request is None:
-        return At(system, tenant=who.tenant, admin=who.admin, source=f"api:{who.name}")
     return At(
         system, tenant=who.tenant, admin=who.admin, source=f"api:{who.name}",
-        request_id=request_id_of(request.scope),
-        traceparent=request.headers.get("traceparent"),  # the caller's trace, continued
+        request_id=None if request is None else request_id_of(request.scope),
+        traceparent=None if request is None else request.headers.get("traceparent"),
     )  # fmt: skip
 
 

@@ -231,8 +231,9 @@ def handle(op: Operation[..., Any]) -> Callable[[F], F]:
     """Mark the decorated method as ``op`` on a surface that answers with a handle.
 
     The driver's ``session(id)`` and ``job(id)`` give a handle through which the caller acts
-    on the thing (submits into the session, waits for the job); the handle's ``info()``
-    answers ``op``. The method takes every parameter of ``op``.
+    on the thing (submits into the session, waits for the job), whose ``info()`` answers
+    ``op``; a tenant's view's ``submit`` gives a handle on the job it starts. The method takes
+    every parameter of ``op``; :func:`invoke` runs ``op`` itself on any surface.
     """
 
     def mark(method: F) -> F:
