@@ -21,6 +21,7 @@ from typing import Any, Final
 from raytroupe.actors.offload import offloaded
 from raytroupe.protocols import WorkLimitExceeded
 from raytroupe.protocols.bounded import ANSWER_WORK_S
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.safe_schema import safe_validator
 
 __all__ = ["checked_gate", "gate", "gate_feedback", "load_json", "schema_example"]
@@ -53,9 +54,7 @@ def _empty(value: object) -> bool:
     return value is None or (isinstance(value, list | dict) and not value)
 
 
-def gate(
-    output: str, schema: dict[str, Any] | None = None, required: Sequence[str] = ()
-) -> list[str]:
+def gate(output: str, schema: JsonSchema | None = None, required: Sequence[str] = ()) -> list[str]:
     """The problems of ``output`` (empty: it passes).
 
     An empty output fails. With a ``schema`` or ``required`` fields the output must be JSON
@@ -94,7 +93,7 @@ def gate(
     return problems
 
 
-def gate_feedback(problems: Sequence[str], *, schema: dict[str, Any] | None = None) -> str:
+def gate_feedback(problems: Sequence[str], *, schema: JsonSchema | None = None) -> str:
     """The message that sends a rejected output back to its agent, listing ``problems``.
 
     With a schema, also an answer of exactly the wanted shape (when one can be made that the
@@ -116,7 +115,7 @@ def gate_feedback(problems: Sequence[str], *, schema: dict[str, Any] | None = No
 _EXAMPLE_DEPTH: Final = 6
 
 
-def schema_example(schema: dict[str, Any]) -> str | None:
+def schema_example(schema: JsonSchema) -> str | None:
     """A JSON value of ``schema``'s shape that it accepts (None if none could be made)."""
     try:
         value = _example(schema, schema, 0)
@@ -127,7 +126,7 @@ def schema_example(schema: dict[str, Any]) -> str | None:
     return json.dumps(value, ensure_ascii=False)
 
 
-def _example(node: Any, root: dict[str, Any], depth: int) -> Any:
+def _example(node: Any, root: JsonSchema, depth: int) -> Any:
     if not isinstance(node, dict) or depth > _EXAMPLE_DEPTH:
         return None
     ref = node.get("$ref")
@@ -139,7 +138,7 @@ def _example(node: Any, root: dict[str, Any], depth: int) -> Any:
     return _shaped(node, root, depth)
 
 
-def _shaped(node: dict[str, Any], root: dict[str, Any], depth: int) -> Any:
+def _shaped(node: JsonSchema, root: JsonSchema, depth: int) -> Any:
     if "const" in node:
         return node["const"]
     if isinstance(node.get("enum"), list) and node["enum"]:
@@ -159,9 +158,9 @@ def _shaped(node: dict[str, Any], root: dict[str, Any], depth: int) -> Any:
     return _scalar(kind, node)
 
 
-def _scalar(kind: Any, node: dict[str, Any]) -> Any:
+def _scalar(kind: Any, node: JsonSchema) -> Any:
     if kind in {"number", "integer"}:
-        low = node.get("minimum", node.get("exclusiveMinimum", 0))
+        low: Any = node.get("minimum", node.get("exclusiveMinimum", 0))
         return int(low) + 1 if "exclusiveMinimum" in node else int(low)
     if kind == "boolean":
         return True
@@ -172,7 +171,7 @@ def _scalar(kind: Any, node: dict[str, Any]) -> Any:
 
 async def checked_gate(
     output: str,
-    schema: dict[str, Any] | None = None,
+    schema: JsonSchema | None = None,
     required: Sequence[str] = (),
     *,
     tenant: str,

@@ -17,6 +17,7 @@ from typing import Annotated, Any, Final, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from raytroupe.protocols.addresses import Name
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.output_schema import check_output_schema
 from raytroupe.protocols.skill import ImportPath, Pattern
 
@@ -84,13 +85,13 @@ class SchemaExpect(_Expect):
     """The answer is JSON satisfying ``schema``."""
 
     kind: Literal["json_schema"] = "json_schema"
-    schema_: dict[str, Any] = Field(alias="schema")
+    schema_: JsonSchema = Field(alias="schema")
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
 
     @field_validator("schema_")
     @classmethod
-    def _valid(cls, schema: dict[str, Any]) -> dict[str, Any]:
+    def _valid(cls, schema: JsonSchema) -> dict[str, Any]:
         return check_output_schema(schema, "schema") or {}
 
 

@@ -17,13 +17,15 @@ The checkpoints themselves are in :mod:`raytroupe.protocols.graph_checkpoints`.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal
+from typing import Annotated, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
 from raytroupe.protocols.addresses import Name
 from raytroupe.protocols.bounded import search
 from raytroupe.protocols.expressions import ExpressionError, check_expression
+from raytroupe.protocols.graph_checkpoints import GraphState
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.output_schema import check_output_schema
 
 __all__ = [
@@ -69,7 +71,7 @@ class _Frozen(BaseModel):
 class StateSpec(_Frozen):
     """The graph's shared state: its schema, a reducer per field, its first value."""
 
-    json_schema: dict[str, Any] | None = Field(
+    json_schema: JsonSchema | None = Field(
         default=None,
         description="JSON Schema (draft 2020-12) of the state: an object whose properties "
         "are its fields.",
@@ -85,7 +87,7 @@ class StateSpec(_Frozen):
         "merge (into an object), add (numbers), or a function 'package.module:f' "
         "taking (current, update) (operator configuration only).",
     )
-    initial: dict[str, Any] = Field(
+    initial: GraphState = Field(
         default_factory=dict, description="The state when the graph starts (before 'task')."
     )
 
@@ -313,9 +315,7 @@ class GraphSpec(_Frozen):
         return (*own, *nested)
 
 
-def _check_state_schema(
-    schema: dict[str, Any], reducers: dict[str, str], initial: dict[str, Any]
-) -> None:
+def _check_state_schema(schema: JsonSchema, reducers: dict[str, str], initial: GraphState) -> None:
     """A state schema is an object schema; its reducers name its fields; ``initial`` fits it."""
     from raytroupe.protocols.safe_schema import safe_validator  # noqa: PLC0415
 

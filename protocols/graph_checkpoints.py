@@ -7,7 +7,7 @@ a graph waiting at a :class:`GraphInterrupt`, and a new job may start from any (
 
 from __future__ import annotations
 
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +19,12 @@ __all__ = [
     "GraphTask",
     "Interrupted",
 ]
+
+
+GraphState: TypeAlias = dict[str, Any]
+"""A graph job's state, or an update to it: fields by name, each a JSON value. What they must
+be is the graph's state schema (or model), checked as the state is made and each update
+merged."""
 
 
 class _Frozen(BaseModel):
@@ -47,7 +53,7 @@ class Interrupted(NamedTuple):
 
     job_id: str
     interrupt: GraphInterrupt
-    state: dict[str, Any]
+    state: GraphState
 
 
 class GraphCheckpoint(_Frozen):
@@ -57,7 +63,7 @@ class GraphCheckpoint(_Frozen):
     namespace: str = Field(default="", description="The subgraph path ('' for the graph).")
     step: int = Field(ge=0, description="Supersteps done (0: before the first).")
     at: float
-    state: dict[str, Any]
+    state: GraphState
     next: tuple[GraphTask, ...] = Field(description="The next superstep's runs.")
     joins: dict[str, int] = Field(
         default_factory=dict, description="Join nodes waiting, and the branches arrived."

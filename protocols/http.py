@@ -14,10 +14,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validat
 
 from raytroupe.protocols.envelope import AgentMessage
 from raytroupe.protocols.errors import ErrorCode
-from raytroupe.protocols.graph_checkpoints import GraphInterrupt
+from raytroupe.protocols.graph_checkpoints import GraphInterrupt, GraphState
 from raytroupe.protocols.inputs import Attachment
 from raytroupe.protocols.jobs import DeadLetter, JobResult, JobStatus, JobSummary
-from raytroupe.protocols.llm import Budget
+from raytroupe.protocols.llm import Budget, ToolArguments
 from raytroupe.protocols.sessions import (
     HISTORY_TOKENS,
     MAX_HISTORY_TOKENS,
@@ -252,7 +252,7 @@ class PendingApproval(BaseModel):
     task_id: str | None
     agent: str
     tool: str
-    arguments: dict[str, Any]
+    arguments: ToolArguments
 
 
 class PendingInput(BaseModel):
@@ -260,7 +260,7 @@ class PendingInput(BaseModel):
 
     job_id: str
     interrupt: GraphInterrupt
-    state: dict[str, Any]
+    state: GraphState
 
 
 class DailyUsage(BaseModel):

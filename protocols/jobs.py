@@ -10,7 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from raytroupe.protocols.addresses import Name
 from raytroupe.protocols.envelope import AgentMessage
 from raytroupe.protocols.errors import ErrorCode
+from raytroupe.protocols.graph_checkpoints import GraphState
 from raytroupe.protocols.intent import IntentChoice
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.llm import Usage
 from raytroupe.protocols.output_schema import check_output_schema, schema_of, typed_output
 from raytroupe.protocols.payloads import ErrorPayload, WorkDone
@@ -72,7 +74,7 @@ class PlannedSubtask(_Data):
     strategy: ResolutionStrategy = Field(
         default="majority", description="How k answers become one (with redundancy > 1)."
     )
-    output_schema: dict[str, Any] | None = Field(
+    output_schema: JsonSchema | None = Field(
         default=None, description="JSON Schema (2020-12) the subtask's output must satisfy."
     )
     context: str | None = Field(
@@ -90,7 +92,7 @@ class PlannedSubtask(_Data):
 
     @field_validator("output_schema")
     @classmethod
-    def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _valid_schema(cls, schema: JsonSchema | None) -> JsonSchema | None:
         return check_output_schema(schema)
 
 
@@ -198,9 +200,7 @@ class JobResult(_Data):
     trace: tuple[Span, ...] = Field(
         default=(), description="The job's spans; the first is the root (the job)."
     )
-    state: dict[str, Any] | None = Field(
-        default=None, description="A graph job's final shared state."
-    )
+    state: GraphState | None = Field(default=None, description="A graph job's final shared state.")
     output: StandardOutput | None = Field(
         default=None,
         description="The answer in the standard shape (skill, version, quality, typed data, "

@@ -9,11 +9,18 @@ validators it meets. :data:`JsonData` refuses both where the value comes in.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final
+from typing import Annotated, Any, Final, TypeAlias
 
 from pydantic import AfterValidator
 
-__all__ = ["MAX_DATA_DEPTH", "JsonData", "JsonObject", "check_json_data", "is_unicode"]
+__all__ = [
+    "MAX_DATA_DEPTH",
+    "JsonData",
+    "JsonObject",
+    "JsonSchema",
+    "check_json_data",
+    "is_unicode",
+]
 
 MAX_DATA_DEPTH: Final = 64
 """Objects and arrays nested in one value, at most."""
@@ -57,3 +64,8 @@ JsonData = Annotated[Any, AfterValidator(check_json_data)]
 """Any JSON value, checked by :func:`check_json_data`."""
 JsonObject = Annotated[dict[str, Any], AfterValidator(check_json_data)]
 """A JSON object, its keys and values checked by :func:`check_json_data`."""
+
+JsonSchema: TypeAlias = dict[str, Any]
+"""A JSON Schema (draft 2020-12): a JSON object whose keywords only a validator reads, so no
+narrower type describes it. One a caller gives is checked by
+:func:`~raytroupe.protocols.output_schema.check_output_schema` (size, depth, refs, patterns)."""

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeAlias
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from raytroupe.protocols.addresses import Name
+from raytroupe.protocols.json_data import JsonSchema
 
 __all__ = [
     "Budget",
@@ -55,7 +56,7 @@ class ToolSpec(_Frozen):
 
     name: Name = Field(description="Tool name, unique within an agent's tool set.")
     description: str = Field(description="What the tool does, written for the model.")
-    parameters: dict[str, Any] = Field(
+    parameters: JsonSchema = Field(
         default_factory=lambda: {"type": "object", "properties": {}},
         description="JSON Schema (an object schema) of the tool's arguments.",
     )
@@ -75,13 +76,18 @@ class Budget(_Frozen):
     )
 
 
+ToolArguments: TypeAlias = dict[str, Any]
+"""A tool call's arguments by parameter name, JSON values as the model wrote them: what they
+must be is the tool's parameters schema, checked where the tool runs."""
+
+
 class ToolCall(_Frozen):
     """A request to run a tool; also an envelope payload when sent to a tool sandbox."""
 
     kind: Literal["tool_call"] = "tool_call"
     call_id: str = Field(min_length=1, description="Id the model gave this call.")
     tool: Name = Field(description="Name of the tool to run.")
-    arguments: dict[str, Any] = Field(
+    arguments: ToolArguments = Field(
         default_factory=dict, description="Parsed arguments; empty arguments are {}."
     )
     task_id: str | None = Field(

@@ -15,6 +15,7 @@ from jsonschema.exceptions import SchemaError
 from pydantic import BaseModel, ValidationError
 
 from raytroupe.protocols.errors import QualityGateFailed
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.schema_checks import check_schema_references, check_schema_shape
 
 __all__ = [
@@ -67,8 +68,8 @@ def typed_output(model: type[M], data: Any, text: str, *, what: str) -> M:
 
 
 def check_output_schema(
-    schema: dict[str, Any] | None, field: str = "output_schema"
-) -> dict[str, Any] | None:
+    schema: JsonSchema | None, field: str = "output_schema"
+) -> JsonSchema | None:
     """``schema``, if it is a valid JSON Schema (2020-12) that refers to nothing outside it.
 
     A ``$ref`` to another document would be resolved while a job runs (or fail there): only
@@ -102,7 +103,7 @@ def check_output_schema(
     return schema
 
 
-def local_ref(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+def local_ref(node: JsonSchema, root: JsonSchema) -> JsonSchema:
     """``node``, or the subschema of ``root`` its ``$ref`` (``#/...``) points at ({} if none)."""
     ref = node.get("$ref")
     if not (isinstance(ref, str) and ref.startswith("#/")):

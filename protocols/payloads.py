@@ -14,6 +14,7 @@ from raytroupe.protocols.llm import (
     LLMDelta,
     LLMRequest,
     LLMResponse,
+    ToolArguments,
     ToolCall,
     Usage,
 )
@@ -226,7 +227,7 @@ class ApprovalRequest(_Frozen):
     task_id: str | None = None
     agent: str
     tool: str
-    arguments: dict[str, Any] = Field(default_factory=dict)
+    arguments: ToolArguments = Field(default_factory=dict)
 
 
 class ApprovalDecision(_Frozen):

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
+
+from raytroupe.protocols.json_data import JsonSchema
 
 __all__ = [
     "CONTEXT_HEADINGS",
@@ -45,7 +47,7 @@ def request_of(task: str) -> str:
     return task[:cut]
 
 
-def plan_schema(roles: Mapping[str, str], max_subtasks: int = 32) -> dict[str, Any]:
+def plan_schema(roles: Mapping[str, str], max_subtasks: int = 32) -> JsonSchema:
     """JSON Schema of a plan whose subtasks may only name ``roles`` (role -> description).
 
     A plan has 1 to ``max_subtasks`` subtasks; each may carry an ``output_schema``, the JSON

@@ -35,7 +35,7 @@ from urllib.parse import unquote
 from jsonschema.exceptions import ValidationError
 from referencing.exceptions import Unresolvable
 
-from raytroupe.protocols.json_data import is_unicode
+from raytroupe.protocols.json_data import JsonSchema, is_unicode
 
 __all__ = [
     "MAX_SCHEMA_DEPTH",
@@ -174,7 +174,7 @@ def _at(root: Any, path: Path) -> Any:
     return node
 
 
-def _in_place(node: dict[str, Any], path: Path, refs: Mapping[Path, Path]) -> Iterator[Path]:
+def _in_place(node: JsonSchema, path: Path, refs: Mapping[Path, Path]) -> Iterator[Path]:
     """Paths of the subschemas ``node`` applies to the same value (its in-place edges)."""
     if path in refs:
         yield refs[path]
@@ -191,7 +191,7 @@ def _in_place(node: dict[str, Any], path: Path, refs: Mapping[Path, Path]) -> It
         yield from ((*path, "dependentSchemas", k) for k, s in deps.items() if isinstance(s, dict))
 
 
-def _cycle(nodes: Mapping[Path, dict[str, Any]], refs: Mapping[Path, Path]) -> list[Path] | None:
+def _cycle(nodes: Mapping[Path, JsonSchema], refs: Mapping[Path, Path]) -> list[Path] | None:
     """A loop of in-place subschemas (each applies the next to the same value), if any."""
     done: set[Path] = set()
     for start in sorted(nodes, key=_pointer):  # the same loop named each time
@@ -229,7 +229,7 @@ def check_schema_references(schema: Any, field: str = "schema") -> None:
             ``dependentSchemas`` that applies a subschema to the value it started from, or
             a pattern the ``regex`` module cannot compile.
     """
-    nodes: dict[Path, dict[str, Any]] = {}
+    nodes: dict[Path, JsonSchema] = {}
     anchors: dict[str, Path] = {}
     for node, path in _subschemas(schema, ()):
         if isinstance(node, dict):
@@ -261,7 +261,7 @@ def check_schema_references(schema: Any, field: str = "schema") -> None:
         )
 
 
-def _check_keywords(node: dict[str, Any], path: Path, field: str) -> None:
+def _check_keywords(node: JsonSchema, path: Path, field: str) -> None:
     """One (sub)schema's dynamic references, ``$id``, ``$schema`` and patterns."""
     import regex  # noqa: PLC0415 - 1.2 MB that only schemas need
 
@@ -286,7 +286,7 @@ def _check_keywords(node: dict[str, Any], path: Path, field: str) -> None:
             raise ValueError(f"{field} has a pattern at {where} that cannot be used: {e}") from None
 
 
-def _patterns(node: dict[str, Any]) -> list[str]:
+def _patterns(node: JsonSchema) -> list[str]:
     """The regular expressions of one (sub)schema: ``pattern``, ``patternProperties`` names."""
     found = [node["pattern"]] if isinstance(node.get("pattern"), str) else []
     if isinstance(node.get("patternProperties"), dict):

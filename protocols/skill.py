@@ -30,6 +30,7 @@ from pydantic import (
 
 from raytroupe.protocols.addresses import NAME_PATTERN, Name
 from raytroupe.protocols.intent import IntentHints
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.memory import EpisodePolicy, MemoryPolicy
 from raytroupe.protocols.output_schema import check_output_schema, schema_of
 
@@ -225,10 +226,10 @@ class SkillSpec(_Config):
     prompt: SkillPrompt
     tools: tuple[SkillTool, ...] = Field(default=(), description="Tools of a react skill.")
     llm: SkillModel = Field(default_factory=SkillModel)
-    input_schema: dict[str, Any] | None = Field(
+    input_schema: JsonSchema | None = Field(
         default=None, description="JSON Schema of a structured request (JSON input)."
     )
-    output_schema: dict[str, Any] | None = Field(
+    output_schema: JsonSchema | None = Field(
         default=None, description="JSON Schema of the answer; the answer is then JSON."
     )
     quality_gate: QualityGateSpec = Field(default_factory=QualityGateSpec)
@@ -267,7 +268,7 @@ class SkillSpec(_Config):
 
     @field_validator("input_schema", "output_schema")
     @classmethod
-    def _schema(cls, schema: dict[str, Any] | None, info: ValidationInfo) -> dict[str, Any] | None:
+    def _schema(cls, schema: JsonSchema | None, info: ValidationInfo) -> JsonSchema | None:
         return check_output_schema(schema, info.field_name or "schema")
 
     @field_validator("tools", mode="before")

@@ -18,6 +18,7 @@ from raytroupe.protocols.addresses import Name, reserved
 from raytroupe.protocols.graph import GraphSpec
 from raytroupe.protocols.intent import IntentHints
 from raytroupe.protocols.jobs import Plan, PlannedSubtask
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.llm import Budget
 from raytroupe.protocols.memory import EpisodePolicy, MemoryPolicy
 from raytroupe.protocols.model_specs import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
@@ -130,7 +131,7 @@ class TeamSpec(_Config):
     max_parallel: int = Field(
         default=16, ge=1, le=1024, description="Subtasks of one job running at once."
     )
-    output_schema: dict[str, Any] | None = Field(
+    output_schema: JsonSchema | None = Field(
         default=None, description="JSON Schema the job's answer must satisfy (its quality gate)."
     )
     functions: dict[Name, FunctionDigest] = Field(
@@ -202,7 +203,7 @@ class TeamSpec(_Config):
 
     @field_validator("output_schema")
     @classmethod
-    def _valid_schema(cls, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+    def _valid_schema(cls, schema: JsonSchema | None) -> JsonSchema | None:
         return check_output_schema(schema)
 
     @model_validator(mode="after")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from raytroupe.protocols.addresses import Name
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.llm import ToolSpec
 
 __all__ = ["MCPServerSpec", "ToolDef"]
@@ -19,11 +20,11 @@ class ToolDef(BaseModel):
 
     name: Name
     description: str
-    parameters: dict[str, Any] = Field(
+    parameters: JsonSchema = Field(
         default_factory=lambda: {"type": "object", "properties": {}},
         description="JSON Schema of the arguments (an object schema).",
     )
-    output_schema: dict[str, Any] | None = Field(
+    output_schema: JsonSchema | None = Field(
         default=None, description="JSON Schema the result's data must satisfy, if any."
     )
     timeout_s: float = Field(default=30.0, gt=0.0, le=3600.0, description="Wall time per call.")

@@ -55,8 +55,14 @@ from raytroupe.protocols import (
     TenantPolicy,
     UsageRow,
 )
-from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, Interrupted
+from raytroupe.protocols.graph_checkpoints import (
+    GraphCheckpoint,
+    GraphInterrupt,
+    GraphState,
+    Interrupted,
+)
 from raytroupe.protocols.intent import IntentConfig
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.runtime.evolution_client import EvolutionClient
 from raytroupe.runtime.memory_client import MemoryClient
@@ -167,7 +173,7 @@ class SystemClient:
         input: Any = None,  # noqa: A002 - a skill job's structured input, as the API calls it
         session: str | None = None,
         by: str | None = None,
-        output_schema: dict[str, Any] | None = None,
+        output_schema: JsonSchema | None = None,
         stream_answer: bool = False,
         traceparent: str | None = None,
     ) -> str:
@@ -310,7 +316,7 @@ class SystemClient:
         job_id: str,
         *,
         value: Any = None,
-        state: dict[str, Any] | None = None,
+        state: GraphState | None = None,
         interrupt: str | None = None,
         tenant: str | None = None,
     ) -> GraphInterrupt:
@@ -326,7 +332,7 @@ class SystemClient:
         job_id: str,
         step: int,
         *,
-        state: dict[str, Any] | None = None,
+        state: GraphState | None = None,
         tenant: str | None = None,
         admin: bool = False,
     ) -> str:

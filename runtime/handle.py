@@ -21,7 +21,7 @@ from raytroupe.protocols import (
     JobTimeout,
     RecipientUnavailable,
 )
-from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphState
 from raytroupe.protocols.http import JobView
 from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient
@@ -194,7 +194,7 @@ class JobHandle:
         self,
         value: Any = None,
         *,
-        state: dict[str, Any] | None = None,
+        state: GraphState | None = None,
         interrupt: str | None = None,
     ) -> GraphInterrupt:
         """Let the graph waiting for input go on: ``value`` for the node, a ``state`` edit.
@@ -212,7 +212,7 @@ class JobHandle:
         )
         return self._portal.run(resumed)
 
-    def fork(self, step: int, *, state: dict[str, Any] | None = None) -> JobHandle:
+    def fork(self, step: int, *, state: GraphState | None = None) -> JobHandle:
         """Start a new job of the same task and team from checkpoint ``step``; its handle.
 
         ``state`` edits the checkpoint's state first (a "what if").

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from raytroupe.protocols import ToolCall
+from raytroupe.protocols.json_data import JsonSchema
+from raytroupe.protocols.llm import ToolArguments
 
 __all__ = [
     "SCHEMA_WORDS",
@@ -100,7 +102,7 @@ def read_written_calls(
 
 
 def _tagged(text: str, tools: Collection[str], first_index: int) -> WrittenCalls | Unreadable:
-    found: list[tuple[str, dict[str, Any]]] = []
+    found: list[tuple[str, ToolArguments]] = []
     for match in _TAGGED.finditer(text):
         body = match.group(1).strip()
         calls = _calls(body, tools)
@@ -116,7 +118,7 @@ def _tagged(text: str, tools: Collection[str], first_index: int) -> WrittenCalls
     return WrittenCalls(_tidy(_TAGGED.sub("", text)), _numbered(found, first_index))
 
 
-def _calls(body: str, tools: Collection[str]) -> list[tuple[str, dict[str, Any]]] | Unreadable:
+def _calls(body: str, tools: Collection[str]) -> list[tuple[str, ToolArguments]] | Unreadable:
     """The calls ``body`` is (a call, or a list of calls), [] if it is not calls at all."""
     body = _STRAY_FENCES.sub("", body)
     try:
@@ -154,7 +156,7 @@ def _leading(body: str) -> Any:
     return value
 
 
-def _call(item: Any, tools: Collection[str]) -> tuple[str, dict[str, Any]] | Unreadable | None:
+def _call(item: Any, tools: Collection[str]) -> tuple[str, ToolArguments] | Unreadable | None:
     if not isinstance(item, dict):
         return None
     if isinstance(item.get("function"), dict) and set(item) <= {"function", *_EXTRA_KEYS}:
@@ -186,7 +188,7 @@ def _call(item: Any, tools: Collection[str]) -> tuple[str, dict[str, Any]] | Unr
     return name, arguments
 
 
-def _numbered(calls: list[tuple[str, dict[str, Any]]], first_index: int) -> tuple[ToolCall, ...]:
+def _numbered(calls: list[tuple[str, ToolArguments]], first_index: int) -> tuple[ToolCall, ...]:
     return tuple(
         ToolCall(call_id=f"call_{first_index + k}", tool=name, arguments=arguments)
         for k, (name, arguments) in enumerate(calls)
@@ -238,7 +240,7 @@ def answer_of(text: str) -> str:
     return _tidy(_RESULT_TAGS.sub("", text)) or text
 
 
-def without_schema_words(call: ToolCall, parameters: dict[str, Any]) -> ToolCall:
+def without_schema_words(call: ToolCall, parameters: JsonSchema) -> ToolCall:
     """``call`` without arguments that are JSON Schema keywords its tool does not take.
 
     Only keys of :data:`SCHEMA_WORDS` that are not properties of the tool's ``parameters``

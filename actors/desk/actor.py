@@ -38,6 +38,7 @@ from raytroupe.protocols import (
 from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.protocols.intent import IntentConfig
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 
@@ -128,7 +129,7 @@ class FrontDesk:
         account: str | None = None,
         session: str | None = None,
         by: str | None = None,
-        output_schema: dict[str, Any] | None = None,
+        output_schema: JsonSchema | None = None,
         stream_answer: bool = False,
         traceparent: str | None = None,
     ) -> str:

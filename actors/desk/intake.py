@@ -11,6 +11,7 @@ from typing import Any
 
 from raytroupe.actors.orchestrator.admission import admit_attachments, admit_inline
 from raytroupe.protocols import Attachment, Budget, InvalidInput, TeamSpec, TenantPolicy, with_files
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.output_schema import check_output_schema
 from raytroupe.protocols.skill import SkillSpec
 
@@ -76,7 +77,7 @@ def admitted_documents(
 
 
 def shaped(
-    team: TeamSpec, skill: SkillSpec | None, schema: dict[str, Any] | None
+    team: TeamSpec, skill: SkillSpec | None, schema: JsonSchema | None
 ) -> tuple[TeamSpec, SkillSpec | None]:
     """The job's team and skill, held to the job's own answer ``schema`` if it has one."""
     if schema is None:
@@ -85,7 +86,7 @@ def shaped(
     return team.model_copy(update=update), skill and skill.model_copy(update=update)
 
 
-def checked_schema(schema: dict[str, Any] | None) -> dict[str, Any] | None:
+def checked_schema(schema: JsonSchema | None) -> JsonSchema | None:
     """A job's ``output_schema``, if it is a usable JSON Schema.
 
     Raises:

@@ -23,7 +23,7 @@ import json
 import re
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import structlog
@@ -43,6 +43,7 @@ from raytroupe.protocols import (
     TeamSpec,
 )
 from raytroupe.protocols.intent import IntentChoice, IntentConfig, IntentRule
+from raytroupe.protocols.json_data import JsonSchema
 
 log = structlog.get_logger("raytroupe.desk")
 
@@ -103,7 +104,7 @@ def classify_request(task: str, config: IntentConfig) -> LLMRequest:
         f"- {name}: {text}" + _examples(config.examples.get(name, ()))
         for name, text in config.targets.items()
     )
-    schema: dict[str, Any] = {
+    schema: JsonSchema = {
         "type": "object",
         "properties": {
             "target": {"type": "string", "enum": list(config.targets)},

@@ -41,6 +41,7 @@ from raytroupe.actors.telemetry.tracing import received
 from raytroupe.protocols import Attachment, Budget, InvalidInput, JobResult, TeamSpec
 from raytroupe.protocols.bounded import ADMISSION_WORK_S
 from raytroupe.protocols.intent import IntentConfig
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["Submission"]
@@ -94,7 +95,7 @@ class Submission:
         account: str | None = None,
         session: str | None = None,
         by: str | None = None,
-        output_schema: dict[str, Any] | None = None,
+        output_schema: JsonSchema | None = None,
         stream_answer: bool = False,
         traceparent: str | None = None,
     ) -> str:

@@ -18,11 +18,12 @@ from typing import Any, Final
 from raytroupe.actors.answer_gate import load_json
 from raytroupe.protocols import ChatMessage, LLMRequest
 from raytroupe.protocols.evals import CaseResult, EvalRun
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["VARIANTS_SCHEMA", "candidates", "optimise_request", "parse_variants"]
 
-VARIANTS_SCHEMA: Final[dict[str, Any]] = {
+VARIANTS_SCHEMA: Final[JsonSchema] = {
     "type": "object",
     "properties": {
         "variants": {

@@ -22,6 +22,7 @@ import json
 import re
 from typing import Any, Final
 
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.output_schema import local_ref
 
 __all__ = ["grade", "shaped"]
@@ -46,12 +47,12 @@ def _words(text: str) -> set[str]:
     return set(_WORD.findall(text.lower()))
 
 
-def shaped(schema: dict[str, Any], answer: str) -> str:
+def shaped(schema: JsonSchema, answer: str) -> str:
     """``answer`` as JSON text satisfying ``schema`` (the common keywords of it)."""
     return json.dumps(_fill(schema, answer, schema, 0))
 
 
-def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+def _resolve(node: JsonSchema, root: JsonSchema) -> JsonSchema:
     node = local_ref(node, root)
     for key in ("anyOf", "oneOf", "allOf"):
         options = node.get(key)
@@ -61,7 +62,7 @@ def _resolve(node: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
 
 
 def _fill(  # noqa: PLR0911 - one return per JSON type
-    node: dict[str, Any], answer: str, root: dict[str, Any], depth: int, name: str = ""
+    node: JsonSchema, answer: str, root: JsonSchema, depth: int, name: str = ""
 ) -> Any:
     node = _resolve(node, root)
     if "const" in node:
@@ -104,7 +105,7 @@ def _closest(values: list[Any], answer: str) -> Any:
     return max(values, key=lambda v: (len(wanted & _words(str(v))), -values.index(v)))
 
 
-def _items(node: dict[str, Any], answer: str, root: dict[str, Any], depth: int) -> list[Any]:
+def _items(node: JsonSchema, answer: str, root: JsonSchema, depth: int) -> list[Any]:
     sentences = [s.strip() for s in _SENTENCE_END.split(answer.strip()) if s.strip()] or [answer]
     low = int(node.get("minItems", 1))
     high = int(node.get("maxItems", max(low, _DEFAULT_ITEMS)))
@@ -124,7 +125,7 @@ def _after(name: str, answer: str) -> str:
     return answer
 
 
-def _number(node: dict[str, Any], answer: str, *, integer: bool) -> float | int:
+def _number(node: JsonSchema, answer: str, *, integer: bool) -> float | int:
     found = _NUMBER.search(answer)
     low, high = node.get("minimum"), node.get("maximum")
     middle = (float(low) + float(high)) / 2 if low is not None and high is not None else None
@@ -149,7 +150,7 @@ def _date(text: str, *, with_time: bool) -> str | None:
     return None
 
 
-def _string(node: dict[str, Any], answer: str, name: str = "") -> str:
+def _string(node: JsonSchema, answer: str, name: str = "") -> str:
     after = _after(name, answer) if name else answer
     if node.get("format") in {"date", "date-time"}:
         when = _date(after, with_time=node["format"] == "date-time") or _date(

@@ -25,6 +25,8 @@ import re
 from typing import Any, Final
 
 from raytroupe.protocols import ChatMessage, ModelError, ToolCall, ToolSpec
+from raytroupe.protocols.json_data import JsonSchema
+from raytroupe.protocols.llm import ToolArguments
 
 __all__ = [
     "CLOSE_TAG",
@@ -162,7 +164,7 @@ def parse_tool_calls(text: str, *, first_index: int = 0) -> tuple[str, tuple[Too
 
 def constrained_schema(
     tools: tuple[ToolSpec, ...], tool_choice: str, answer: dict[str, Any] | None
-) -> dict[str, Any]:
+) -> JsonSchema:
     """The JSON Schema every constrained answer meets: known calls, or an answer.
 
     Each call's ``arguments`` are held to its own tool's schema; the answer is a string, or
@@ -226,7 +228,7 @@ def parse_constrained(text: str, *, first_index: int = 0) -> tuple[str, tuple[To
     return "", tuple(calls)
 
 
-def parse_arguments(raw: str | None, tool: str) -> dict[str, Any]:
+def parse_arguments(raw: str | None, tool: str) -> ToolArguments:
     """A tool call's JSON arguments as a dict (``{}`` when empty or missing); any provider.
 
     Raises:

@@ -54,7 +54,7 @@ from raytroupe.protocols import (
     Span,
     job_shard,
 )
-from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphState
 
 __all__ = ["Orchestrator"]
 
@@ -348,7 +348,7 @@ class Orchestrator:
         job_id: str,
         *,
         value: Any = None,
-        state: dict[str, Any] | None = None,
+        state: GraphState | None = None,
         interrupt: str | None = None,
         tenant: str | None = None,
     ) -> GraphInterrupt:
@@ -362,7 +362,7 @@ class Orchestrator:
         job_id: str,
         step: int,
         *,
-        state: dict[str, Any] | None = None,
+        state: GraphState | None = None,
         tenant: str | None = None,
         admin: bool = False,
     ) -> str:

@@ -36,6 +36,7 @@ from raytroupe.protocols import (
     Usage,
     orchestrator_address,
 )
+from raytroupe.protocols.graph_checkpoints import GraphState
 from raytroupe.protocols.intent import IntentChoice
 from raytroupe.protocols.quality import QualityReport
 from raytroupe.protocols.skill import SkillSpec
@@ -111,7 +112,7 @@ class Job:
     """People's verdicts on the answer (kept in the journal too)."""
     waiting: dict[str, Waiting] = field(default_factory=dict)
     """A graph's interrupts waiting for a person, by interrupt id."""
-    state: dict[str, Any] | None = None
+    state: GraphState | None = None
     """A graph job's shared state, once its graph has ended."""
     stream_answer: bool = False
     """Its caller streams the answer: a model call whose text is the answer as it comes (the

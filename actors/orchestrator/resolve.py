@@ -29,6 +29,7 @@ from typing import Any, Final, Literal
 
 from raytroupe.actors.answer_gate import checked_gate, gate, load_json
 from raytroupe.protocols import Budget, ChatMessage, LLMRequest, LLMResponse, ModelError
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.resolution import (
     Candidate,
     Resolution,
@@ -73,7 +74,7 @@ def make_candidate(
     output: str,
     confidence: float | None = None,
     *,
-    schema: dict[str, Any] | None = None,
+    schema: JsonSchema | None = None,
     required: Sequence[str] = (),
     problems: Sequence[str] | None = None,
 ) -> Candidate:
@@ -252,7 +253,7 @@ async def merge(
     ask: Ask,
     model: str,
     *,
-    schema: dict[str, Any] | None = None,
+    schema: JsonSchema | None = None,
     required: Sequence[str] = (),
     budget: Budget | None = None,
     tenant: str,

@@ -29,6 +29,7 @@ import structlog
 from raytroupe.actors.answer_gate import gate, load_json
 from raytroupe.protocols import Budget, ChatMessage, LLMRequest, LLMResponse
 from raytroupe.protocols.bounded import PATTERN_TIMEOUT_S, search
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.quality import QualityCheck, QualityReport
 from raytroupe.protocols.skill import CountRule, JudgeSpec, RegexRule, SkillSpec
 
@@ -44,7 +45,7 @@ _GRADER: Final = (
     "how well the answer meets the rubric from 0 (not at all) to 1 (fully), and say why in one "
     "sentence. Reply with JSON only."
 )
-GRADE_SCHEMA: Final[dict[str, Any]] = {
+GRADE_SCHEMA: Final[JsonSchema] = {
     "type": "object",
     "properties": {
         "score": {"type": "number", "minimum": 0, "maximum": 1},

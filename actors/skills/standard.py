@@ -20,6 +20,7 @@ from typing import Any, Final
 
 from raytroupe.actors.answer_gate import load_json
 from raytroupe.protocols import JobResult
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.output_schema import local_ref
 from raytroupe.protocols.quality import QualityReport, StandardOutput
 from raytroupe.protocols.skill import SkillSpec
@@ -39,7 +40,7 @@ def standard_output(
     *,
     skill: SkillSpec | None = None,
     quality: QualityReport | None = None,
-    schema: dict[str, Any] | None = None,
+    schema: JsonSchema | None = None,
 ) -> StandardOutput:
     """``result``'s answer in the standard shape (``schema``: the answer's output schema)."""
     try:
@@ -62,7 +63,7 @@ def standard_output(
     )
 
 
-def normalize(value: Any, schema: dict[str, Any], root: dict[str, Any] | None = None) -> Any:
+def normalize(value: Any, schema: JsonSchema, root: JsonSchema | None = None) -> Any:
     """``value`` with its numbers, booleans, dates and enums as ``schema`` types them."""
     return _normalize(value, schema, root or schema, 0)
 

@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from raytroupe.protocols import LLMResponse, Span, ToolResult
+from raytroupe.protocols.llm import ToolArguments
 
 __all__ = ["model_span", "tool_span"]
 
@@ -36,7 +37,7 @@ SHOWN_CHARS = 2000
 
 
 def tool_span(
-    result: ToolResult, start: float, end: float, arguments: dict[str, Any] | None = None
+    result: ToolResult, start: float, end: float, arguments: ToolArguments | None = None
 ) -> Span:
     """The span of one tool call, as the agent saw it: its arguments and result shown cut."""
     duration = result.metadata.get("duration_s")

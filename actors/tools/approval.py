@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+from typing import assert_never
 
 from raytroupe.actors.endpoint import RouterClient, expected
 from raytroupe.actors.tools.idempotency import idempotency_key
@@ -15,6 +15,7 @@ from raytroupe.protocols import (
     ToolError,
     orchestrator_address,
 )
+from raytroupe.protocols.llm import ToolArguments
 
 __all__ = ["await_approval"]
 
@@ -23,7 +24,7 @@ async def await_approval(
     router: RouterClient | None,
     sender: str,
     call: ToolCall,
-    arguments: dict[str, Any],
+    arguments: ToolArguments,
     *,
     agent: str,
     job_id: str | None,

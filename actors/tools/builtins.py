@@ -20,6 +20,7 @@ from raytroupe.actors.outbound import Outbound, OutboundRefused
 from raytroupe.actors.tools.calculator import CALCULATOR, evaluate
 from raytroupe.actors.tools.isolation import Isolation, ResourceLimits, RunResult
 from raytroupe.protocols import AgentMessage, ToolDef, ToolError
+from raytroupe.protocols.llm import ToolArguments
 
 __all__ = ["BuiltinSettings", "Runner", "ToolContext", "builtin_tools"]
 
@@ -37,7 +38,7 @@ class ToolContext:
     from, so that it keeps the caller's tenant, job, trace, deadline, hops and budget."""
 
 
-Runner = Callable[[dict[str, Any], ToolContext], Awaitable[object]]
+Runner = Callable[[ToolArguments, ToolContext], Awaitable[object]]
 
 
 @dataclass(frozen=True)
@@ -145,17 +146,17 @@ def builtin_tools(settings: BuiltinSettings) -> dict[str, tuple[ToolDef, Runner]
     """The built-in tools under ``settings`` (``shell`` only when enabled)."""
     iso, limits = settings.isolation, settings.limits
 
-    async def calculator(args: dict[str, Any], _: ToolContext) -> object:
+    async def calculator(args: ToolArguments, _: ToolContext) -> object:
         return evaluate(str(args["expression"]))
 
-    async def python(args: dict[str, Any], ctx: ToolContext) -> object:
+    async def python(args: ToolArguments, ctx: ToolContext) -> object:
         return _ran(await iso.run_python(str(args["code"]), scratch=ctx.scratch, limits=limits))
 
-    async def shell(args: dict[str, Any], ctx: ToolContext) -> object:
+    async def shell(args: ToolArguments, ctx: ToolContext) -> object:
         argv = ["/bin/sh", "-c", str(args["command"])]
         return _ran(await iso.run(argv, scratch=ctx.scratch, limits=limits))
 
-    async def http_get(args: dict[str, Any], _: ToolContext) -> object:
+    async def http_get(args: ToolArguments, _: ToolContext) -> object:
         url = str(args["url"])
         parts = urlsplit(url)
         host = (parts.hostname or "").lower()
@@ -192,10 +193,10 @@ def builtin_tools(settings: BuiltinSettings) -> dict[str, tuple[ToolDef, Runner]
             "truncated": truncated,
         }
 
-    async def file_read(args: dict[str, Any], ctx: ToolContext) -> object:
+    async def file_read(args: ToolArguments, ctx: ToolContext) -> object:
         return _read_file(ctx.scratch, str(args["path"]), settings.file_max_bytes)
 
-    async def file_write(args: dict[str, Any], ctx: ToolContext) -> object:
+    async def file_write(args: ToolArguments, ctx: ToolContext) -> object:
         return _write_file(
             ctx.scratch, str(args["path"]), str(args["content"]), settings.file_max_bytes
         )

@@ -18,6 +18,7 @@ from raytroupe.actors.outbound import NetworkPolicy
 from raytroupe.actors.state.database import state_url
 from raytroupe.actors.tools.isolation import ResourceLimits
 from raytroupe.protocols import MCPServerSpec, Name
+from raytroupe.protocols.json_data import JsonSchema
 
 __all__ = ["RESERVED_TOOL_NAMES", "FunctionTool", "ToolsConfig", "default_scratch_root"]
 
@@ -55,12 +56,12 @@ class FunctionTool(BaseModel):
         default=None,
         description="What the model is told; default: the docstring's first paragraph.",
     )
-    parameters: dict[str, Any] | None = Field(
+    parameters: JsonSchema | None = Field(
         default=None,
         description="JSON Schema of the arguments; default: derived from the signature's "
         "annotations (pydantic), arguments then converted to the annotated types.",
     )
-    output_schema: dict[str, Any] | None = Field(
+    output_schema: JsonSchema | None = Field(
         default=None, description="JSON Schema the function's return value must satisfy, if any."
     )
     timeout_s: float = Field(default=30.0, gt=0.0, le=3600.0, description="Wall time per call.")

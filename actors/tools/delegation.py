@@ -10,7 +10,7 @@ the router's hop limit). Only the caller's peers can be asked: its teammates and
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, assert_never
+from typing import assert_never
 
 from raytroupe.actors.endpoint import RouterClient, expected
 from raytroupe.actors.tools.builtins import ToolContext
@@ -26,6 +26,7 @@ from raytroupe.protocols import (
     scoped_name,
     unscoped,
 )
+from raytroupe.protocols.llm import ToolArguments
 
 __all__ = ["DELEGATE", "HANDOFF", "Delegation"]
 
@@ -82,7 +83,7 @@ class Delegation:
         self._sender = sender
         self._peers = peers
 
-    async def handoff(self, arguments: dict[str, Any], ctx: ToolContext) -> object:
+    async def handoff(self, arguments: ToolArguments, ctx: ToolContext) -> object:
         """Handoff: pass the subtask, with what the model says of it so far, to another agent."""
         brief = (
             f"{arguments['instructions']}\n\nContext handed over by "
@@ -91,7 +92,7 @@ class Delegation:
         ).strip()
         return await self.delegate({"agent": arguments["agent"], "instructions": brief}, ctx)
 
-    async def delegate(self, arguments: dict[str, Any], ctx: ToolContext) -> object:
+    async def delegate(self, arguments: ToolArguments, ctx: ToolContext) -> object:
         """Manager-as-tools: ask another agent to do a piece of work; its answer is the data.
 
         The request is derived from the call's envelope: the caller's tenant, job, trace and

@@ -33,6 +33,8 @@ from pydantic_core import to_jsonable_python
 from raytroupe.actors.tools.builtins import Runner, ToolContext
 from raytroupe.actors.tools.config import FunctionTool
 from raytroupe.protocols import ConfigError, ToolDef, ToolError
+from raytroupe.protocols.json_data import JsonSchema
+from raytroupe.protocols.llm import ToolArguments
 
 __all__ = [
     "ShippedFunction",
@@ -169,8 +171,8 @@ def function_tool(
     *,
     name: str,
     description: str | None = None,
-    parameters: dict[str, Any] | None = None,
-    output_schema: dict[str, Any] | None = None,
+    parameters: JsonSchema | None = None,
+    output_schema: JsonSchema | None = None,
     timeout_s: float = 30.0,
     side_effects: bool = False,
     requires_approval: bool = False,
@@ -207,7 +209,7 @@ def function_tool(
     )
     is_async = inspect.iscoroutinefunction(function)
 
-    async def run(arguments: dict[str, Any], _: ToolContext) -> object:
+    async def run(arguments: ToolArguments, _: ToolContext) -> object:
         kwargs = _converted(model, arguments, tool=name)
         if is_async:
             result = await function(**kwargs)
@@ -224,8 +226,8 @@ def function_tool(
 
 
 def _converted(
-    model: type[BaseModel] | None, arguments: dict[str, Any], *, tool: str
-) -> dict[str, Any]:
+    model: type[BaseModel] | None, arguments: ToolArguments, *, tool: str
+) -> ToolArguments:
     """Arguments as the function's annotated types (as they are without a model).
 
     Raises:

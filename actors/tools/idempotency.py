@@ -16,10 +16,11 @@ import json
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from raytroupe.actors.state import Migration, first, open_database
 from raytroupe.protocols import ToolError, ToolResult
+from raytroupe.protocols.llm import ToolArguments
 
 __all__ = ["AtMostOnce", "Claim", "IdempotencyStore", "idempotency_key"]
 
@@ -29,7 +30,7 @@ now (or it has a result); or its holder died mid-call, leaving its outcome unkno
 
 
 def idempotency_key(
-    job_id: str | None, task_id: str | None, step: int | None, tool: str, arguments: dict[str, Any]
+    job_id: str | None, task_id: str | None, step: int | None, tool: str, arguments: ToolArguments
 ) -> str:
     """A stable key for one call of a side-effecting tool."""
     canonical = json.dumps(

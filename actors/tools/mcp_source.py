@@ -51,6 +51,8 @@ from raytroupe.protocols import (
     ToolResult,
 )
 from raytroupe.protocols.addresses import NAME_PATTERN
+from raytroupe.protocols.json_data import JsonSchema
+from raytroupe.protocols.llm import ToolArguments
 
 __all__ = ["MCPToolSource"]
 
@@ -261,7 +263,7 @@ class MCPToolSource:
         return defs
 
     async def call(
-        self, tool: str, arguments: dict[str, Any], *, timeout_s: float | None = None
+        self, tool: str, arguments: ToolArguments, *, timeout_s: float | None = None
     ) -> ToolResult:
         """Call ``tool``; every failure comes back as ``ok=False`` (see the module docstring)."""
         started = time.perf_counter()
@@ -279,7 +281,7 @@ class MCPToolSource:
         )
 
     async def _outcome(
-        self, tool: str, arguments: dict[str, Any], limit: float
+        self, tool: str, arguments: ToolArguments, limit: float
     ) -> tuple[Any, str | None, bool]:
         """``(data, error message or None, retryable)`` of one call."""
         where = f"MCP tool {tool!r} of server {self.spec.name!r}"
@@ -355,7 +357,7 @@ async def _list_all(client: Client) -> list[Tool]:
     return tools
 
 
-def _unwrapped(tool: str, schema: dict[str, Any] | None) -> dict[str, Any] | None:
+def _unwrapped(tool: str, schema: JsonSchema | None) -> JsonSchema | None:
     """The value schema inside a Python-SDK ``{"result": ...}`` wrapper, or None if not one."""
     if not schema or schema.get("title") != f"{tool}Output" or schema.get("required") != ["result"]:
         return None

@@ -9,7 +9,7 @@ reaches only its own job's notes and its own tenant's knowledge.
 
 from __future__ import annotations
 
-from typing import Any, assert_never
+from typing import assert_never
 
 from raytroupe.actors.endpoint import RouterClient, expected
 from raytroupe.actors.tools.builtins import ToolContext
@@ -23,6 +23,7 @@ from raytroupe.protocols import (
     unscoped,
 )
 from raytroupe.protocols.knowledge import KB_NAME_PATTERN, KnowledgeQuery, Passages
+from raytroupe.protocols.llm import ToolArguments
 from raytroupe.protocols.memory import MAX_NOTES
 
 __all__ = ["KNOWLEDGE_SEARCH", "NOTE", "READ_NOTES", "MemoryTools"]
@@ -82,19 +83,19 @@ class MemoryTools:
         self._router = router
         self._sender = sender
 
-    async def note(self, arguments: dict[str, Any], ctx: ToolContext) -> object:
+    async def note(self, arguments: ToolArguments, ctx: ToolContext) -> object:
         """Add a note; the scratchpad's size after it."""
         tenant = ctx.envelope.tenant if ctx.envelope else ""
         write = NoteWrite(text=str(arguments["text"]), agent=unscoped(ctx.agent, tenant))
         notes = await self._ask(write, ctx)
         return {"written": True, "notes": len(notes.notes)}
 
-    async def read_notes(self, _arguments: dict[str, Any], ctx: ToolContext) -> object:
+    async def read_notes(self, _arguments: ToolArguments, ctx: ToolContext) -> object:
         """Every note of the job, oldest first."""
         notes = await self._ask(NotesQuery(limit=MAX_NOTES), ctx)
         return [{"agent": n.agent, "note": n.text} for n in notes.notes]
 
-    async def knowledge_search(self, arguments: dict[str, Any], ctx: ToolContext) -> object:
+    async def knowledge_search(self, arguments: ToolArguments, ctx: ToolContext) -> object:
         """The passages closest to the query, best first, each with its citation."""
         query = KnowledgeQuery(
             kb=str(arguments["kb"]), query=str(arguments["query"]), k=int(arguments.get("k", 5))

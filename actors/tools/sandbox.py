@@ -49,6 +49,7 @@ from raytroupe.protocols import (
     ToolSpec,
     TroupeError,
 )
+from raytroupe.protocols.llm import ToolArguments
 from raytroupe.protocols.safe_schema import safe_validator
 
 __all__ = ["DELEGATE", "HANDOFF", "ToolSandbox", "ToolsConfig"]
@@ -332,7 +333,7 @@ class ToolSandbox(TakesBatches):
         return self._tools[tool]
 
     async def _run(
-        self, definition: ToolDef, run: Runner, arguments: dict[str, Any], ctx: ToolContext
+        self, definition: ToolDef, run: Runner, arguments: ToolArguments, ctx: ToolContext
     ) -> ToolResult:
         attempt, timed_out = 0, False
         while True:
@@ -385,7 +386,7 @@ class ToolSandbox(TakesBatches):
 
 
 def _mcp_runner(source: MCPToolSource, definition: ToolDef) -> Runner:
-    async def run(arguments: dict[str, Any], _: ToolContext) -> object:
+    async def run(arguments: ToolArguments, _: ToolContext) -> object:
         return await source.call(definition.name, arguments, timeout_s=definition.timeout_s)
 
     return run

@@ -15,6 +15,8 @@ from jsonschema import Draft202012Validator
 from jsonschema.exceptions import SchemaError
 
 from raytroupe.protocols import ConfigError, InvalidArguments
+from raytroupe.protocols.json_data import JsonSchema
+from raytroupe.protocols.llm import ToolArguments
 from raytroupe.protocols.safe_schema import safe_validator
 
 __all__ = ["check_schema", "coerce", "validate_arguments"]
@@ -23,7 +25,7 @@ _TRUE: Final = frozenset({"true", "yes", "1"})
 _FALSE: Final = frozenset({"false", "no", "0"})
 
 
-def check_schema(schema: dict[str, Any], *, tool: str) -> None:
+def check_schema(schema: JsonSchema, *, tool: str) -> None:
     """Refuse a tool whose parameter schema is not valid JSON Schema.
 
     Raises:
@@ -35,7 +37,7 @@ def check_schema(schema: dict[str, Any], *, tool: str) -> None:
         raise ConfigError(f"tool {tool!r} has an invalid schema: {e.message}") from None
 
 
-def _types(schema: dict[str, Any]) -> set[str]:
+def _types(schema: JsonSchema) -> set[str]:
     kind = schema.get("type")
     if isinstance(kind, str):
         return {kind}
@@ -77,7 +79,7 @@ _FROM_STRING: Final = (
 )
 
 
-def coerce(value: Any, schema: dict[str, Any]) -> Any:
+def coerce(value: Any, schema: JsonSchema) -> Any:
     """``value`` converted to what ``schema`` wants, where that is exact; else unchanged."""
     alternatives = schema.get("anyOf", schema.get("oneOf"))
     if isinstance(alternatives, list) and "type" not in schema:
@@ -85,7 +87,7 @@ def coerce(value: Any, schema: dict[str, Any]) -> Any:
     return _coerce_typed(value, schema)
 
 
-def _coerce_typed(value: Any, schema: dict[str, Any]) -> Any:
+def _coerce_typed(value: Any, schema: JsonSchema) -> Any:
     wanted = _types(schema)
     if isinstance(value, str) and "string" not in wanted:
         for kind, convert in _FROM_STRING:
@@ -121,7 +123,7 @@ def _coerce_alternatives(value: Any, alternatives: list[dict[str, Any]]) -> Any:
     return value
 
 
-def validate_arguments(arguments: Any, schema: dict[str, Any], *, tool: str) -> dict[str, Any]:
+def validate_arguments(arguments: Any, schema: JsonSchema, *, tool: str) -> ToolArguments:
     """The arguments, valid for ``schema`` (coerced where safe).
 
     Raises:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Annotated, Any, Protocol
+from typing import TYPE_CHECKING, Annotated, Protocol
 
 import typer
 from rich.table import Table
@@ -18,6 +18,9 @@ from raytroupe.runtime.cli._jobs import JobId, Tenant
 from raytroupe.runtime.cli._options import Address, StateDir
 from raytroupe.runtime.cli._remote import tenant_transport
 from raytroupe.runtime.cli._show import OUT, plain_row, usage
+
+if TYPE_CHECKING:
+    from raytroupe.protocols.llm import ToolArguments
 
 __all__ = ["HeldCall", "approvals", "approvals_table", "approve", "reject"]
 
@@ -72,7 +75,7 @@ class HeldCall(Protocol):
         ...
 
     @property
-    def arguments(self) -> dict[str, Any]:
+    def arguments(self) -> ToolArguments:
         """The exact arguments."""
         ...
 

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from raytroupe.actors.state import Database, Migration, first, migrate, open_database
-from raytroupe.protocols.graph_checkpoints import GraphCheckpoint
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphState
 
 __all__ = ["CheckpointStore", "Fork", "Resume"]
 
@@ -32,10 +32,10 @@ _MIGRATIONS: tuple[Migration, ...] = (
     ),
 )
 
-Resume = tuple[Any, dict[str, Any] | None]
+Resume = tuple[Any, GraphState | None]
 """A person's answer to an interrupt: (value, state edit)."""
 
-Fork = tuple[str, int, dict[str, Any] | None]
+Fork = tuple[str, int, GraphState | None]
 """Where a job was forked from: (job id, step, the state edit made then)."""
 
 
@@ -94,9 +94,7 @@ class CheckpointStore:
         )
         return [GraphCheckpoint.model_validate_json(r[0]) for r in rows]
 
-    def resume(
-        self, job_id: str, interrupt_id: str, value: Any, edit: dict[str, Any] | None
-    ) -> bool:
+    def resume(self, job_id: str, interrupt_id: str, value: Any, edit: GraphState | None) -> bool:
         """Record a person's answer to an interrupt; False if it was answered before."""
         with self._db.transaction() as tx:
             known = tx.execute(

@@ -22,7 +22,7 @@ from raytroupe.actors.orchestrator.shards import Admitted, Desk, Shards, new_job
 from raytroupe.protocols import InvalidInput, JobResult, TroupeError
 from raytroupe.protocols.bounded import ANSWER_WORK_S
 from raytroupe.protocols.graph import GraphNode
-from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphState
 
 __all__ = ["MAX_CHILD_DEPTH", "GraphControl"]
 
@@ -53,7 +53,7 @@ class GraphControl:
         return await asyncio.to_thread(self._graphs.checkpoints, job.id)
 
     async def resume(
-        self, job: Job, value: Any, state: dict[str, Any] | None, interrupt: str | None
+        self, job: Job, value: Any, state: GraphState | None, interrupt: str | None
     ) -> GraphInterrupt:
         """Let a paused graph go on: with a ``value`` (for the node), a ``state`` edit, both.
 
@@ -71,7 +71,7 @@ class GraphControl:
         return await self._graphs.resume(job, value, state, interrupt)
 
     async def fork(
-        self, source: Job, step: int, state: dict[str, Any] | None, *, admin: bool
+        self, source: Job, step: int, state: GraphState | None, *, admin: bool
     ) -> Admitted:
         """A new job of the same task and team from checkpoint ``step`` of ``source``.
 

@@ -22,7 +22,12 @@ from raytroupe.actors.orchestrator.jobs import Job, emit, set_status
 from raytroupe.protocols import Conflict, InvalidInput
 from raytroupe.protocols.bounded import ANSWER_WORK_S
 from raytroupe.protocols.graph import GraphSpec
-from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphTask
+from raytroupe.protocols.graph_checkpoints import (
+    GraphCheckpoint,
+    GraphInterrupt,
+    GraphState,
+    GraphTask,
+)
 
 __all__ = ["GraphDesk", "Waiting", "first_checkpoint"]
 
@@ -62,7 +67,7 @@ class Waiting:
     """One interrupt a job's graph waits at."""
 
     interrupt: GraphInterrupt
-    state: dict[str, Any]
+    state: GraphState
     keeper: StateKeeper
     resume_field: str | None
     answered: asyncio.Future[Resume]
@@ -78,7 +83,7 @@ class GraphDesk:
         self,
         job: Job,
         interrupt: GraphInterrupt,
-        state: dict[str, Any],
+        state: GraphState,
         keeper: StateKeeper,
         resume_field: str | None,
     ) -> Resume:
@@ -105,7 +110,7 @@ class GraphDesk:
                 set_status(job, "running")
 
     async def resume(
-        self, job: Job, value: Any, edit: dict[str, Any] | None, interrupt_id: str | None
+        self, job: Job, value: Any, edit: GraphState | None, interrupt_id: str | None
     ) -> GraphInterrupt:
         """Answer an interrupt the job waits at (the only one, if ``interrupt_id`` is None).
 
@@ -178,7 +183,7 @@ class GraphDesk:
         return self.store.all(job_id)
 
     def fork_point(
-        self, job_id: str, graph: GraphSpec, step: int, edit: dict[str, Any] | None, new_id: str
+        self, job_id: str, graph: GraphSpec, step: int, edit: GraphState | None, new_id: str
     ) -> GraphCheckpoint:
         """Checkpoint ``step`` of ``job_id`` with ``edit`` applied, as ``new_id``'s first.
 

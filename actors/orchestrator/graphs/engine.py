@@ -44,7 +44,12 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.bounded import ANSWER_WORK_S, EDGES_WORK_S
 from raytroupe.protocols.graph import GraphNode, GraphSpec
-from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphTask
+from raytroupe.protocols.graph_checkpoints import (
+    GraphCheckpoint,
+    GraphInterrupt,
+    GraphState,
+    GraphTask,
+)
 
 __all__ = ["GraphHost", "GraphOutcome", "GraphRun", "graph_answer"]
 
@@ -75,7 +80,7 @@ class GraphHost:
 class GraphOutcome:
     """Where a graph run ended."""
 
-    state: dict[str, Any]
+    state: GraphState
     last: str
     results: list[SubtaskResult] = field(default_factory=list)
     error: ErrorPayload | None = None
@@ -186,7 +191,7 @@ class GraphRun:
                 node.id,
                 problems=problems,
             )
-        update: dict[str, Any] = {"interrupt": None, "state": state, "at": time.time()}
+        update: GraphState = {"interrupt": None, "state": state, "at": time.time()}
         if interrupt.when == "before":
             update["resumed"] = {**point.resumed, node.id: value}
         else:
@@ -221,7 +226,7 @@ class GraphRun:
             )
         last = ran_now[-1].text if ran_now else point.last
         after = next((r for r in ran_now if self._nodes[r.task.node].interrupt == "after"), None)
-        update: dict[str, Any] = {
+        update: GraphState = {
             "step": step,
             "at": time.time(),
             "state": state,
@@ -329,7 +334,7 @@ class GraphRun:
                 await self._runs.run_agent(ran, node, point, step, resume)
 
     async def _routed(
-        self, ran: Sequence[tuple[GraphTask, str]], state: dict[str, Any], joins: Mapping[str, int]
+        self, ran: Sequence[tuple[GraphTask, str]], state: GraphState, joins: Mapping[str, int]
     ) -> tuple[tuple[GraphTask, ...], dict[str, int]]:
         """The next superstep's tasks: the ``when`` edges (the tenant's patterns), off the loop.
 

@@ -35,7 +35,7 @@ from raytroupe.protocols import (
 from raytroupe.protocols.bounded import ANSWER_WORK_S
 from raytroupe.protocols.expressions import ExpressionError, evaluate
 from raytroupe.protocols.graph import DEFAULT_FIELD, GraphNode, GraphSpec
-from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphTask
+from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphState, GraphTask
 
 __all__ = ["NodeRuns", "RunChild", "RunSubtask", "TaskRun", "checked", "task_id"]
 
@@ -58,7 +58,7 @@ class TaskRun:
 
     task: GraphTask
     text: str = ""
-    update: dict[str, Any] = field(default_factory=dict)
+    update: GraphState = field(default_factory=dict)
     results: list[SubtaskResult] = field(default_factory=list)
     cancelled: bool = False
 
@@ -172,16 +172,16 @@ class NodeRuns:
         )
 
     def _checked_update(
-        self, node: GraphNode, text: str, state: dict[str, Any]
-    ) -> tuple[dict[str, Any], list[str]]:
+        self, node: GraphNode, text: str, state: GraphState
+    ) -> tuple[GraphState, list[str]]:
         update, problems = self._keeper.update(node, text)
         if not problems:
             _, problems = self._keeper.apply(state, [update])
         return update, problems
 
-    def given(self, node: GraphNode, state: dict[str, Any], task: GraphTask) -> dict[str, Any]:
+    def given(self, node: GraphNode, state: GraphState, task: GraphTask) -> GraphState:
         """The node's ``inputs``, each expression evaluated on the state."""
-        given: dict[str, Any] = {}
+        given: GraphState = {}
         for name, expression in node.inputs.items():
             try:
                 given[name] = evaluate(expression, self._edges.names(state, task))
@@ -191,7 +191,7 @@ class NodeRuns:
         return given
 
     def _inputs(
-        self, node: GraphNode, state: dict[str, Any], task: GraphTask, resume: Any
+        self, node: GraphNode, state: GraphState, task: GraphTask, resume: Any
     ) -> dict[str, str]:
         """What an agent node is given beside its prompt: the state, unless placed in it."""
         inputs: dict[str, str] = {}

@@ -12,7 +12,7 @@ from typing import Any
 from raytroupe.protocols import ErrorCode, ErrorPayload
 from raytroupe.protocols.expressions import ExpressionError, evaluate, truthy
 from raytroupe.protocols.graph import END, GraphEdge, GraphSpec, edge_text_matches
-from raytroupe.protocols.graph_checkpoints import GraphTask
+from raytroupe.protocols.graph_checkpoints import GraphState, GraphTask
 
 __all__ = ["Edges", "GraphFailed", "failed"]
 
@@ -54,7 +54,7 @@ class Edges:
         ]
 
     def routed(
-        self, ran: Sequence[tuple[GraphTask, str]], state: dict[str, Any], joins: Mapping[str, int]
+        self, ran: Sequence[tuple[GraphTask, str]], state: GraphState, joins: Mapping[str, int]
     ) -> tuple[tuple[GraphTask, ...], dict[str, int]]:
         """The next superstep's tasks, and the joins still waiting (with their arrivals).
 
@@ -89,7 +89,7 @@ class Edges:
             arrived = {}
         return tuple(due), arrived
 
-    def _taken(self, task: GraphTask, text: str, state: dict[str, Any]) -> GraphEdge | None:
+    def _taken(self, task: GraphTask, text: str, state: GraphState) -> GraphEdge | None:
         for edge in self._graph.edges:
             if edge.source != task.node:
                 continue
@@ -104,7 +104,7 @@ class Edges:
             return edge
         return None
 
-    def _mapped(self, edge: GraphEdge, task: GraphTask, state: dict[str, Any]) -> list[GraphTask]:
+    def _mapped(self, edge: GraphEdge, task: GraphTask, state: GraphState) -> list[GraphTask]:
         assert edge.map is not None  # noqa: S101 - the caller checked
         try:
             items = evaluate(edge.map, self.names(state, task))

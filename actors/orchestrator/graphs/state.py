@@ -16,6 +16,8 @@ from typing import Any, Final
 from raytroupe.actors.answer_gate import gate, load_json, schema_example
 from raytroupe.protocols import ConfigError
 from raytroupe.protocols.graph import DEFAULT_FIELD, GraphNode, GraphSpec
+from raytroupe.protocols.graph_checkpoints import GraphState
+from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.safe_schema import safe_validator
 
 __all__ = ["StateKeeper", "render", "uses_state"]
@@ -27,7 +29,7 @@ _PLACEHOLDER: Final = re.compile(r"\{(task|state|item|resume)(?:\.([A-Za-z_]\w{0
 _MAX_RENDERED: Final = 50_000
 """Characters of one value rendered into a prompt, at most (the rest is cut, and said so)."""
 
-_DEFAULT_SCHEMA: Final[dict[str, Any]] = {
+_DEFAULT_SCHEMA: Final[JsonSchema] = {
     "type": "object",
     "properties": {DEFAULT_FIELD: {"type": "string"}},
 }
@@ -87,8 +89,8 @@ class StateKeeper:
 
     def __init__(self, graph: GraphSpec) -> None:
         spec = graph.state
-        schema: dict[str, Any] = _DEFAULT_SCHEMA
-        self._initial: dict[str, Any] = {}
+        schema: JsonSchema = _DEFAULT_SCHEMA
+        self._initial: GraphState = {}
         self._reducers: dict[str, Reducer] = {}
         self._appended: set[str] = set()
         if spec is not None:
@@ -109,7 +111,7 @@ class StateKeeper:
         self.fields: frozenset[str] = frozenset(schema.get("properties", {}))
         self._validator = safe_validator(schema)
 
-    def initial(self) -> dict[str, Any]:
+    def initial(self) -> GraphState:
         """The state a run starts with."""
         return copy.deepcopy(self._initial)
 
@@ -123,7 +125,7 @@ class StateKeeper:
 
     def apply(
         self, state: Mapping[str, Any], updates: Sequence[Mapping[str, Any]]
-    ) -> tuple[dict[str, Any], list[str]]:
+    ) -> tuple[GraphState, list[str]]:
         """``state`` with ``updates`` applied in order by each field's reducer, and problems.
 
         The new state is whole only when there are no problems; the caller keeps the old
@@ -146,7 +148,7 @@ class StateKeeper:
 
     def edit(
         self, state: Mapping[str, Any], edit: Mapping[str, Any]
-    ) -> tuple[dict[str, Any], list[str]]:
+    ) -> tuple[GraphState, list[str]]:
         """``state`` with ``edit``'s fields replaced (a person's edit: no reducer), and problems."""
         unknown = [f"{f!r} is not a field of the state" for f in edit if f not in self.fields]
         if unknown:
@@ -160,7 +162,7 @@ class StateKeeper:
         value: Any,
         edit: Mapping[str, Any] | None,
         field: str | None,
-    ) -> tuple[dict[str, Any], list[str]]:
+    ) -> tuple[GraphState, list[str]]:
         """``state`` after a resume: ``edit`` replaced, ``value`` reduced into ``field``."""
         new, problems = self.edit(state, edit or {})
         if not problems and field is not None and value is not None:
@@ -187,16 +189,16 @@ class StateKeeper:
             return node.writes
         return (DEFAULT_FIELD,) if self.schema is _DEFAULT_SCHEMA else ()
 
-    def update_schema(self, node: GraphNode) -> dict[str, Any]:
+    def update_schema(self, node: GraphNode) -> JsonSchema:
         """The JSON Schema of a node's update: an object of some of the fields it writes."""
         properties = self.schema.get("properties", {})
 
-        def one(field: str) -> dict[str, Any]:  # an appended list takes one item, or several
+        def one(field: str) -> GraphState:  # an appended list takes one item, or several
             own = properties.get(field, {})
             item = own.get("items") if field in self._appended else None
             return {"anyOf": [own, item]} if isinstance(item, dict) else own
 
-        schema: dict[str, Any] = {
+        schema: JsonSchema = {
             "type": "object",
             "properties": {f: one(f) for f in self.writes(node)},
             "additionalProperties": False,
@@ -205,7 +207,7 @@ class StateKeeper:
             schema["$defs"] = self.schema["$defs"]
         return schema
 
-    def update(self, node: GraphNode, text: str) -> tuple[dict[str, Any], list[str]]:
+    def update(self, node: GraphNode, text: str) -> tuple[GraphState, list[str]]:
         """The update a node's answer ``text`` makes, and its problems (empty: none).
 
         A node writing one text field gives its text; one writing nothing gives nothing;
