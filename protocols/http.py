@@ -10,7 +10,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Annotated, Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationInfo, field_validator
 
 from raytroupe.protocols.envelope import AgentMessage
 from raytroupe.protocols.errors import ErrorCode
@@ -279,8 +279,8 @@ class DeadLetterView(BaseModel):
     """A dead letter as people read it: when, why, whose (never the envelope's payload).
 
     ``message`` and ``raw`` (the envelope, or its bytes if they did not decode) are kept in
-    the process that read the router, the driver's: they are never serialized, so no answer
-    of the HTTP API carries them.
+    the process that read the router, the driver's: they are no fields, so no answer of the
+    HTTP API (and no schema of its document) carries them.
     """
 
     at: float
@@ -291,22 +291,33 @@ class DeadLetterView(BaseModel):
     sender: str | None
     recipient: str | None
     tenant: str | None
-    message: AgentMessage | None = Field(default=None, exclude=True)
-    raw: bytes | None = Field(default=None, exclude=True)
+    _message: AgentMessage | None = PrivateAttr(default=None)
+    _raw: bytes | None = PrivateAttr(default=None)
+
+    @property
+    def message(self) -> AgentMessage | None:
+        """The envelope, where the router's dead letter was read in this process."""
+        return self._message
+
+    @property
+    def raw(self) -> bytes | None:
+        """The bytes that did not decode, where the dead letter was read in this process."""
+        return self._raw
 
     @classmethod
     def of(cls, letter: DeadLetter) -> DeadLetterView:
-        """The view of a dead letter the router kept."""
+        """The view of a dead letter the router kept (its envelope in hand)."""
         message = letter.message
-        return cls(
+        view = cls(
             at=letter.at, reason=letter.reason, detail=letter.detail,
             message_id=letter.message_id,
             job_id=None if message is None else message.job_id,
             sender=None if message is None else message.sender,
             recipient=None if message is None else message.recipient,
             tenant=None if message is None else message.tenant,
-            message=message, raw=letter.raw,
         )  # fmt: skip
+        view._message, view._raw = message, letter.raw
+        return view
 
 
 # --- skills --------------------------------------------------------------------------------

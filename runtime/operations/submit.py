@@ -16,7 +16,7 @@ from typing import Annotated, Any, Final
 
 from pydantic import Field
 
-from raytroupe.protocols import Attachment, Budget, InvalidInput, TeamSpec
+from raytroupe.protocols import Attachment, Budget, InvalidRequest, TeamSpec
 from raytroupe.protocols.http import JobAccepted
 from raytroupe.protocols.sessions import SessionId
 from raytroupe.runtime.operations.declare import At, WireName, operation
@@ -62,13 +62,14 @@ async def submit(
     header is continued.
 
     Raises:
-        InvalidInput: no task (and no input).
+        InvalidRequest: no task (and no input).
         Forbidden: the tenant's policy refuses a field (``detail['field']``), or the team
             names shipped functions.
         TeamNotFound, SkillNotFound: no such team or skill (for the caller).
     """
-    if not task.strip() and input is None:
-        raise InvalidInput("a job needs a task (or, for a skill, an input)", field="task")
+    if not task.strip() and input is None:  # as a body the schema refuses: nothing started
+        said = "a job needs a task (or, for a skill, an input)"
+        raise InvalidRequest(said, field="task", problems=[f"body.task: {said}"])
     inline = team if team is None or isinstance(team, str) else data_team(team)
     job_id = await start(
         at, task, inline, skill=skill, input=input, attachments=attachments or (),
