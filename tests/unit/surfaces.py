@@ -21,19 +21,41 @@ ADMIN, USER = "rt-admin-key", "rt-user-key"
 """An admin key and a user key, both of tenant ``acme``."""
 
 
-def over_http(system, key, call):
-    """``call(client)`` on an AsyncClient of the real app (``system`` behind it)."""
+def guarded_app(system):
+    """The real app behind the real guard, ``system`` behind it; keys ADMIN and USER."""
     config = APIConfig()
     keys = [
         APIKey(name="boss", hash=hash_key(ADMIN), tenant="acme", admin=True),
         APIKey(name="user", hash=hash_key(USER), tenant="acme"),
     ]
-    app = Guard(create_api(system, config), config, keys)
+    return Guard(create_api(system, config), config, keys)
+
+
+def over_http(system, key, call):
+    """``call(client)`` on an AsyncClient of the real app (``system`` behind it)."""
+    app = guarded_app(system)
 
     async def main():
         transport = httpx.ASGITransport(app=app)
         async with AsyncClient("http://test", key, transport=transport) as client:
             return await call(client)
+
+    return run(main())
+
+
+def sent(system, requests, key=ADMIN):
+    """Each of ``requests`` (method, path, keyword arguments of httpx's ``request``) sent to
+    the real app with ``key``, in order; the responses."""
+    app = guarded_app(system)
+
+    async def main():
+        transport = httpx.ASGITransport(app=app)
+        answers = []
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
+            for method, path, options in requests:
+                headers = {"Authorization": f"Bearer {key}", **options.pop("headers", {})}
+                answers.append(await http.request(method, path, headers=headers, **options))
+        return answers
 
     return run(main())
 

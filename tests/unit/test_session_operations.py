@@ -5,15 +5,10 @@ tests/integration/test_sessions_ray.py."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
-from surfaces import ADMIN, USER, Driver, over_http
+from surfaces import ADMIN, USER, Driver, over_http, sent
 from wiring import run
 
-from raytroupe.deployments.api import create_api
-from raytroupe.deployments.config import APIConfig, APIKey
-from raytroupe.deployments.guard import Guard
-from raytroupe.deployments.keys import hash_key
 from raytroupe.protocols import InvalidInput, SessionNotFound
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.runtime.driver import Runtime
@@ -129,21 +124,11 @@ def test_bad_sessions_are_refused_on_every_surface_before_the_desk_hears(argumen
 
 def test_the_wire_body_keeps_its_id_field_and_refuses_others():
     desk = Desk()
-    config = APIConfig()
-    app = Guard(create_api(desk, config), config, [
-        APIKey(name="user", hash=hash_key(USER), tenant="acme"),
-    ])  # fmt: skip
-
-    async def main():
-        transport = httpx.ASGITransport(app=app)
-        headers = {"Authorization": f"Bearer {USER}"}
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
-            made = await http.post("/v1/sessions", json={"id": "s-1"}, headers=headers)
-            renamed = await http.post("/v1/sessions", json={"session_id": "s-2"}, headers=headers)
-            bad_path = await http.get("/v1/sessions/..%2Fx", headers=headers)
-            return made, renamed, bad_path
-
-    made, renamed, bad_path = run(main())
+    made, renamed, bad_path = sent(desk, [
+        ("POST", "/v1/sessions", {"json": {"id": "s-1"}}),
+        ("POST", "/v1/sessions", {"json": {"session_id": "s-2"}}),
+        ("GET", "/v1/sessions/..%2Fx", {}),
+    ], USER)  # fmt: skip
     assert (made.status_code, made.json()["id"]) == (201, "s-1")
     assert renamed.status_code == 422, renamed.text
     assert bad_path.status_code in {404, 422}

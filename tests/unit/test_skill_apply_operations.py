@@ -8,15 +8,9 @@ from __future__ import annotations
 
 import json
 
-import httpx
 import pytest
-from surfaces import ADMIN, USER, Driver, over_http
-from wiring import run
+from surfaces import ADMIN, USER, Driver, over_http, sent
 
-from raytroupe.deployments.api import create_api
-from raytroupe.deployments.config import APIConfig, APIKey
-from raytroupe.deployments.guard import Guard
-from raytroupe.deployments.keys import hash_key
 from raytroupe.protocols import Forbidden, InvalidInput, SkillSpec
 
 SKILL = {"name": "sk", "version": "1", "description": "d", "prompt": {"instructions": "x"}}
@@ -40,22 +34,10 @@ class Registry:
 
 def _sent(registry, requests, key=ADMIN):
     """``requests`` (method, path, content type, body) sent with ``key``; the responses."""
-    config = APIConfig()
-    app = Guard(create_api(registry, config), config, [
-        APIKey(name="boss", hash=hash_key(ADMIN), tenant="acme", admin=True),
-        APIKey(name="user", hash=hash_key(USER), tenant="acme"),
-    ])  # fmt: skip
-
-    async def main():
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
-            answers = []
-            for method, path, kind, body in requests:
-                headers = {"Authorization": f"Bearer {key}", "Content-Type": kind}
-                answers.append(await http.request(method, path, content=body, headers=headers))
-            return answers
-
-    return run(main())
+    return sent(registry, [
+        (method, path, {"content": body, "headers": {"Content-Type": kind}})
+        for method, path, kind, body in requests
+    ], key)  # fmt: skip
 
 
 def test_a_skill_applies_alike_from_the_clients_and_the_driver():

@@ -6,15 +6,9 @@ test_http_api.py, test_http_client_against_serve.py, test_shipped_tools.py."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
-from surfaces import ADMIN, USER, Driver, over_http
-from wiring import run
+from surfaces import ADMIN, USER, Driver, over_http, sent
 
-from raytroupe.deployments.api import create_api
-from raytroupe.deployments.config import APIConfig, APIKey
-from raytroupe.deployments.guard import Guard
-from raytroupe.deployments.keys import hash_key
 from raytroupe.protocols import AgentSpec, Forbidden, InvalidInput, TeamSpec
 from raytroupe.protocols.http import JobAccepted
 from raytroupe.runtime.blocking import Portal
@@ -76,21 +70,9 @@ def test_every_surface_starts_the_same_job_for_its_caller():
 
 def test_over_http_the_request_id_and_traceparent_go_with_the_job_and_location_says_where():
     desk = Desk()
-    config = APIConfig()
-    app = Guard(create_api(desk, config), config, [
-        APIKey(name="boss", hash=hash_key(ADMIN), tenant="acme", admin=True),
-    ])  # fmt: skip
-
-    async def main():
-        transport = httpx.ASGITransport(app=app)
-        headers = {"Authorization": f"Bearer {ADMIN}", "traceparent": TRACE,
-                   "X-Request-Id": "req-submit-1"}  # fmt: skip
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
-            return await http.post(
-                "/v1/jobs", json={"task": "t", "team": "lab", "session_id": "s"}, headers=headers
-            )
-
-    answer = run(main())
+    headers = {"traceparent": TRACE, "X-Request-Id": "req-submit-1"}
+    body = {"task": "t", "team": "lab", "session_id": "s"}
+    (answer,) = sent(desk, [("POST", "/v1/jobs", {"json": body, "headers": headers})])
     assert (answer.status_code, answer.headers["Location"]) == (202, "/v1/jobs/job-1"), answer.text
     (job,) = desk.jobs
     assert (job["traceparent"], job["request_id"]) == (TRACE, "req-submit-1")

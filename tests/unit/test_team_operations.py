@@ -6,15 +6,10 @@ test_http_api.py, test_http_client_against_serve.py."""
 
 from __future__ import annotations
 
-import httpx
 import pytest
-from surfaces import ADMIN, USER, Driver, over_http
+from surfaces import ADMIN, USER, Driver, over_http, sent
 from wiring import run
 
-from raytroupe.deployments.api import create_api
-from raytroupe.deployments.config import APIConfig, APIKey
-from raytroupe.deployments.guard import Guard
-from raytroupe.deployments.keys import hash_key
 from raytroupe.protocols import (
     AgentSpec,
     Conflict,
@@ -59,22 +54,6 @@ class Catalog:
         return new
 
 
-def _raw(catalog, requests):
-    """``requests`` (method, path, json) sent with the admin key; their responses."""
-    config = APIConfig()
-    app = Guard(create_api(catalog, config), config, [
-        APIKey(name="boss", hash=hash_key(ADMIN), tenant="acme", admin=True),
-    ])  # fmt: skip
-
-    async def main():
-        transport = httpx.ASGITransport(app=app)
-        headers = {"Authorization": f"Bearer {ADMIN}"}
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as http:
-            return [await http.request(m, p, json=j, headers=headers) for m, p, j in requests]
-
-    return run(main())
-
-
 def test_teams_and_agents_register_alike_on_every_surface():
     async def over(client):
         made = await client.create_team(TEAM)
@@ -109,14 +88,15 @@ def test_teams_and_agents_register_alike_on_every_surface():
 
 def test_http_says_201_for_what_is_new_and_200_for_what_was_there():
     agent = {"team": "lab", "agent": {"name": "grace", "role": "coder"}}
-    answers = _raw(Catalog(), [
-        ("POST", "/v1/teams", TEAM.model_dump(mode="json")),
-        ("PUT", "/v1/teams/lab", TEAM.model_dump(mode="json")),
-        ("PUT", "/v1/teams/other", TEAM.model_dump(mode="json")),
-        ("PUT", "/v1/agents/grace", agent),
-        ("PUT", "/v1/agents/grace", agent),
-        ("PUT", "/v1/agents/ada", agent),
-        ("POST", "/v1/agents", agent),
+    team = TEAM.model_dump(mode="json")
+    answers = sent(Catalog(), [
+        ("POST", "/v1/teams", {"json": team}),
+        ("PUT", "/v1/teams/lab", {"json": team}),
+        ("PUT", "/v1/teams/other", {"json": team}),
+        ("PUT", "/v1/agents/grace", {"json": agent}),
+        ("PUT", "/v1/agents/grace", {"json": agent}),
+        ("PUT", "/v1/agents/ada", {"json": agent}),
+        ("POST", "/v1/agents", {"json": agent}),
     ])  # fmt: skip
     assert [a.status_code for a in answers] == [201, 200, 409, 201, 200, 409, 409], [
         a.text for a in answers
