@@ -271,7 +271,7 @@ def test_sessions_knowledge_feedback_and_policies_through_the_client(api):
     document = {"source": "tea.txt", "media_type": "text/plain", "content": text}
     with _client(api) as client, _client(api, ADMIN_KEY) as admin:
         session = client.create_session("client-chat", title="tea")
-        job_id = client.submit("Say: - oolong.", team=team, session_id=session.id).id
+        job_id = client.submit("Say: - oolong.", team=team, session=session.id).id
         client.result(job_id)
         given = client.feedback(job_id, 0.75, "fine")
         kept = client.feedbacks(job_id)
