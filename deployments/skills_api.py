@@ -48,12 +48,12 @@ async def _body_skill(request: Request) -> SkillSpec:
 
 def _skill_of(raw: bytes, kind: str) -> SkillSpec:
     """The skill in a body's bytes (JSON, YAML or Markdown); run off the loop."""
+    if kind in skill_ops.SKILL_FILES:  # the file readers apply_skill's route reads them with
+        return skill_ops.SKILL_FILES[kind](raw)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidInput("the body is not UTF-8", field="body") from None
-    if kind in skill_ops.SKILL_FILES:
-        return skill_ops.SKILL_FILES[kind](raw)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
