@@ -10,9 +10,11 @@ from typing import Final
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from raytroupe.protocols.addresses import Name
+from raytroupe.protocols.job_context import JobContext, TextFile
 from raytroupe.protocols.llm import ImagePart
+from raytroupe.protocols.prompts import asked
 
-__all__ = ["IMAGE_TYPES", "TEXT_TYPES", "AgentInfo", "Attachment", "with_files"]
+__all__ = ["IMAGE_TYPES", "TEXT_TYPES", "AgentInfo", "Attachment", "text_files", "with_files"]
 
 IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Image media types every supported provider accepts."""
@@ -78,6 +80,13 @@ class Attachment(BaseModel):
             return None
         return base64.b64decode(self.data_b64).decode("utf-8")
 
+    def text_file(self) -> TextFile | None:
+        """The file as a job's context holds it, if it is a text file."""
+        text = self.text()
+        if text is None:
+            return None
+        return TextFile(name=self.name, media_type=self.media_type, text=text)
+
     def image(self) -> ImagePart | None:
         """The image as a message part, if it is an image."""
         if self.media_type not in IMAGE_TYPES:
@@ -87,14 +96,14 @@ class Attachment(BaseModel):
         return ImagePart(data_b64=self.data_b64, media_type=self.media_type)
 
 
+def text_files(attachments: tuple[Attachment, ...]) -> tuple[TextFile, ...]:
+    """The text attachments, as a job's context holds them (images are left out)."""
+    return tuple(f for a in attachments if (f := a.text_file()) is not None)
+
+
 def with_files(task: str, attachments: tuple[Attachment, ...]) -> str:
     """``task`` followed by the text of every text attachment, each under its name."""
-    parts = [task]
-    for item in attachments:
-        text = item.text()
-        if text is not None:
-            parts.append(f"--- file: {item.name} ({item.media_type}) ---\n{text.strip()}")
-    return "\n\n".join(parts)
+    return asked(JobContext(request=task, files=text_files(attachments)))
 
 
 class AgentInfo(BaseModel):

@@ -186,7 +186,7 @@ class JobResult(_Data):
     """The outcome of a job."""
 
     job_id: str
-    task: str
+    task: str = Field(description="The task as the caller wrote it (its context is not in it).")
     team: str
     status: Literal["succeeded", "failed", "cancelled"]
     answer: str = ""

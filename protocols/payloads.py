@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from raytroupe.protocols.errors import ErrorCode, TroupeError, error_class
+from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.knowledge import KnowledgeQuery, Passages
 from raytroupe.protocols.llm import (
     Budget,
@@ -90,7 +91,11 @@ class TaskRequest(_Frozen):
     kind: Literal["task_request"] = "task_request"
     task_id: str = Field(min_length=1, description="Subtask id, unique within the job.")
     instructions: str = Field(min_length=1, description="What this subtask must achieve.")
-    job_task: str = Field(default="", description="The whole job's task, for context.")
+    job: JobContext = Field(
+        default_factory=lambda: JobContext(request=""),
+        description="The job's context: what it was asked (for one part of a sized task, "
+        "what the parts share) and what it is shown beside it.",
+    )
     inputs: dict[str, str] = Field(
         default_factory=dict, description="Outputs of the subtasks this one depends on, by id."
     )

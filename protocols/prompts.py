@@ -1,10 +1,17 @@
-"""Conventions shared by the orchestrator's prompts and the models that answer them."""
+"""Prompts' text: a job's context, lessons and knowledge passages, rendered in one place.
+
+A job's context is a typed value (:class:`~raytroupe.protocols.job_context.JobContext`);
+these functions are the only ones that turn it into text, for the planner, the agents, the
+aggregator and the skills alike. The headings are shared with the offline models, which read
+prompts as a model would.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final
 
+from raytroupe.protocols.job_context import Example, History, JobContext, TextFile
 from raytroupe.protocols.json_data import JsonSchema
 
 __all__ = [
@@ -12,9 +19,13 @@ __all__ = [
     "EXAMPLES_HEADING",
     "HISTORY_HEADING",
     "KNOWLEDGE_HEADING",
+    "LESSONS_HEADING",
     "RESULTS_HEADING",
+    "asked",
+    "job_prompt",
+    "knowledge_text",
+    "lessons_text",
     "plan_schema",
-    "request_of",
 ]
 
 RESULTS_HEADING: Final = "Subtask results:"
@@ -33,18 +44,71 @@ KNOWLEDGE_HEADING: Final = (
 )
 """Heading of the knowledge passages an agent is shown, one ``[source#position] text`` line each."""
 
+LESSONS_HEADING: Final = "Lessons from earlier jobs of this skill:"
+"""Heading of a skill's lessons, one ``- lesson`` line each."""
+
 CONTEXT_HEADINGS: Final = (HISTORY_HEADING, EXAMPLES_HEADING)
-"""Headings of what a job's task is followed by as context (never part of the request)."""
+"""Headings of what a job's prompt shows after what was asked (never part of the request)."""
 
 
-def request_of(task: str) -> str:
-    """``task`` without the context that follows it (a session's history, examples)."""
-    cut = len(task)
-    for heading in CONTEXT_HEADINGS:
-        at = task.find(f"\n\n{heading}\n")
-        if at != -1:
-            cut = min(cut, at)
-    return task[:cut]
+def asked(context: JobContext) -> str:
+    """What the job was asked: the request, then the text of each attachment under its name."""
+    return "\n\n".join([context.request, *(_file(f) for f in context.files)])
+
+
+def job_prompt(context: JobContext) -> str:
+    """The job as its planner, agents and aggregator read it.
+
+    What was asked, then its session's history and the examples offered to it, each under
+    its heading. What was asked comes first: it is the question; the rest is what it may draw on.
+    """
+    lines = [asked(context)]
+    if context.history:
+        lines += ["", *_history(context.history)]
+    if context.examples:
+        lines += ["", *_examples(context.examples)]
+    return "\n".join(lines)
+
+
+def lessons_text(lessons: Iterable[str]) -> str:
+    """A skill's lessons under their heading ('' for none)."""
+    shown = [f"- {lesson}" for lesson in lessons]
+    return "\n".join([LESSONS_HEADING, *shown]) if shown else ""
+
+
+def knowledge_text(passages: Iterable[tuple[str, int, str]]) -> str:
+    """Knowledge passages ``(source, position, text)`` under their heading ('' for none)."""
+    shown = [f"[{source}#{position}] {_one_line(text)}" for source, position, text in passages]
+    return "\n".join([KNOWLEDGE_HEADING, *shown]) if shown else ""
+
+
+def _file(file: TextFile) -> str:
+    return f"--- file: {file.name} ({file.media_type}) ---\n{file.text.strip()}"
+
+
+def _history(history: History) -> list[str]:
+    lines = [HISTORY_HEADING]
+    if history.summary:
+        lines.append(f"Summary of earlier turns: {history.summary}")
+    for turn in history.turns:
+        lines += [f"user: {_one_line(turn.asked)}", f"assistant: {_one_line(turn.answer)}"]
+    return lines
+
+
+def _examples(examples: tuple[Example, ...]) -> list[str]:
+    lines = [EXAMPLES_HEADING]
+    for n, example in enumerate(examples, 1):
+        lines.append(f"[{n}] request: {_one_line(example.request)}")
+        if example.plan:
+            lines.append(f"    plan: {_one_line(example.plan)}")
+        if example.tools:
+            lines.append(f"    tools called: {_one_line(example.tools)}")
+        lines.append(f"    answer: {_one_line(example.answer)}")
+    return lines
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def plan_schema(roles: Mapping[str, str], max_subtasks: int = 32) -> JsonSchema:

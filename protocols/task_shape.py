@@ -25,8 +25,6 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from raytroupe.protocols.prompts import request_of
-
 __all__ = [
     "Part",
     "TaskParts",
@@ -152,12 +150,13 @@ def task_parts(task: str) -> TaskParts:
     with who, what, how ...: "• who chooses the films,") or sit under a heading that asks for
     them (``Questions:``, ``Tasks:``, ``Answer the following:``, ``Tell me:``),
     with no item leaning on another. Anything else, a task with two such lists included, is
-    one part. The context of the parts is the task without the list (and its heading), the
-    text after the request (a session's history, examples) kept.
+    one part. The context of the parts is the task without the list (and its heading).
+
+    ``task`` is what was asked (``prompts.asked``): a job's history and examples are fields
+    of its context, never part of it.
     """
-    request = request_of(task)
-    whole = TaskParts(parts=(Part(marker="", text=request.strip()),), context="")
-    lines = request.splitlines()
+    whole = TaskParts(parts=(Part(marker="", text=task.strip()),), context="")
+    lines = task.splitlines()
     blocks = [b for b in _blocks(lines) if _asked(lines, b)]
     if len(blocks) != 1:
         return whole
@@ -167,9 +166,7 @@ def task_parts(task: str) -> TaskParts:
     if len(parts) < 2 or any(_REFERS.search(p.text) for p in parts):  # noqa: PLR2004
         return whole
     kept = lines[: heading if heading is not None else start] + lines[end:]
-    context = "\n".join(kept).strip()
-    rest = task[len(request) :].strip()
-    return TaskParts(parts=parts, context=f"{context}\n\n{rest}".strip())
+    return TaskParts(parts=parts, context="\n".join(kept).strip())
 
 
 def _blocks(lines: list[str]) -> list[tuple[int, int, int | None]]:
@@ -213,10 +210,9 @@ def needs_arithmetic(text: str, context: str = "") -> bool:
     """Whether ``text`` asks for a computed number (see the module's docstring).
 
     The numbers may be in ``context`` (one part of a task asking "what is the total cost?"
-    of prices given in the text the parts share). Only the request counts: a session's
-    history or examples after it ask nothing now.
+    of prices given in the text the parts share). Both are what was asked: a session's
+    history or examples ask nothing now, and are never passed.
     """
-    text, context = request_of(text), request_of(context)
     if _EXPRESSION.search(_YEAR_RANGE.sub(" ", text)):
         return True
     numbers = sum(len(numbers_in(t)) + len(_NUMBER_WORD.findall(t)) for t in (text, context))
@@ -230,7 +226,6 @@ def stands_alone(text: str) -> bool:
     and "Multiply 3 * 4 by the price given" do not. Given a passage it does not need, a
     small model was seen reading the passage for numbers instead of computing.
     """
-    text = request_of(text)
     closed = _CLOSED.search(_YEAR_RANGE.sub(" ", text))
     return bool(closed) and not _REFERS.search(text) and not _POINTS_AWAY.search(text)
 

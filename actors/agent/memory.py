@@ -22,7 +22,7 @@ from raytroupe.protocols import (
     MemoryWrite,
     TaskRequest,
 )
-from raytroupe.protocols.prompts import KNOWLEDGE_HEADING
+from raytroupe.protocols.prompts import knowledge_text
 
 __all__ = ["recall", "remember"]
 
@@ -68,11 +68,7 @@ async def recall(
     if lines:
         parts.append("Relevant memories:\n" + "\n".join(lines))
     if reply.payload.passages:
-        parts.append(
-            f"{KNOWLEDGE_HEADING}\n"
-            + "\n".join(f"[{p.source}#{p.position}] {' '.join(p.text.split())}"
-                        for p in reply.payload.passages)
-        )  # fmt: skip
+        parts.append(knowledge_text((p.source, p.position, p.text) for p in reply.payload.passages))
     if reply.payload.notes:
         parts.append(
             "Notes on this job's scratchpad, shared by its agents (add to it with the "

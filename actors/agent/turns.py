@@ -40,6 +40,7 @@ from raytroupe.protocols import (
     ToolSpec,
     Usage,
 )
+from raytroupe.protocols.prompts import asked, job_prompt
 
 __all__ = [
     "NOT_RUN",
@@ -61,13 +62,19 @@ __all__ = [
 
 
 def render_task(request: TaskRequest) -> str:
-    """The user turn that opens a subtask: instructions, then the job's text and inputs.
+    """The user turn that opens a subtask: instructions, then the job's context and inputs.
 
-    The job's text is its whole task, or for one part of a sized task what the parts share.
+    The job's context is what it was asked (for one part of a sized task, what the parts
+    share) and what it is shown beside it (``prompts.job_prompt``); what the instructions
+    already say is not said again.
     """
     parts = [request.instructions.strip()]
-    if request.job_task and request.job_task.strip() != parts[0]:  # said once is enough
-        parts.append(f"Context:\n{request.job_task.strip()}")
+    context = request.job
+    if asked(context).strip() == parts[0]:  # said once is enough
+        context = context.model_copy(update={"request": "", "files": ()})
+    shown = job_prompt(context).strip()
+    if shown:
+        parts.append(f"Context:\n{shown}")
     if request.inputs:
         lines = "\n".join(f"[{k}] {v.strip()}" for k, v in request.inputs.items())
         parts.append(f"Results of earlier subtasks:\n{lines}")
@@ -199,7 +206,7 @@ def calls_in_text(
 
 def final_answer(loop: Loop, request: TaskRequest, text: str, bound: Any) -> str:
     """The final answer ``text`` as the subtask keeps it (``checks.taken_answer``)."""
-    source = f"{request.instructions}\n{request.job_task}"
+    source = f"{request.instructions}\n{asked(request.job)}"
     output, fixed = taken_answer(text, loop.corrected, source)
     if fixed:
         bound.info("working_recomputed", steps=[s.expression for s in fixed])
@@ -233,7 +240,7 @@ def what_to_tell(  # noqa: PLR0917 - private, the loop's state
         names,
         loop.calculated,
         text,
-        request.job_task,
+        asked(request.job),
         loop.corrections,
         loop.corrected,
     )

@@ -10,9 +10,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from raytroupe.actors.orchestrator.admission import admit_attachments, admit_inline
-from raytroupe.protocols import Attachment, Budget, InvalidInput, TeamSpec, TenantPolicy, with_files
+from raytroupe.protocols import Attachment, Budget, InvalidInput, TeamSpec, TenantPolicy
+from raytroupe.protocols.inputs import text_files
+from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.output_schema import check_output_schema
+from raytroupe.protocols.prompts import asked
 from raytroupe.protocols.skill import SkillSpec
 
 __all__ = [
@@ -98,17 +101,17 @@ def checked_schema(schema: JsonSchema | None) -> JsonSchema | None:
         raise InvalidInput(str(exc), field="output_schema") from None
 
 
-def checked_task(task: str, attachments: Sequence[Attachment]) -> str:
-    """The task with its text attachments.
+def checked_task(task: str, attachments: Sequence[Attachment]) -> JobContext:
+    """The job's context so far: the task, and its text attachments.
 
     Raises:
-        InvalidInput: it holds a NUL character (PostgreSQL keeps none in text).
+        InvalidInput: either holds a NUL character (PostgreSQL keeps none in text).
     """
-    full_task = with_files(task, tuple(attachments))
-    if "\x00" in full_task:
+    context = JobContext(request=task, files=text_files(tuple(attachments)))
+    if "\x00" in asked(context):
         raise InvalidInput(
             "the task (or a text attachment) contains a NUL character (U+0000), which "
             "the job's journal cannot keep: remove it",
             field="task",
         )
-    return full_task
+    return context

@@ -16,7 +16,6 @@ from __future__ import annotations
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, Final
 
 import structlog
@@ -33,7 +32,7 @@ from raytroupe.protocols import (
     SessionNotFound,
     TroupeError,
 )
-from raytroupe.protocols.prompts import HISTORY_HEADING
+from raytroupe.protocols.job_context import Exchange, History
 from raytroupe.protocols.sessions import (
     HISTORY_TOKENS,
     MAX_HISTORY_TOKENS,
@@ -43,7 +42,7 @@ from raytroupe.protocols.sessions import (
     checked_session_id,
 )
 
-__all__ = ["History", "SessionDesk", "SessionStore", "new_session_id"]
+__all__ = ["SessionDesk", "SessionStore", "new_session_id"]
 
 log = structlog.get_logger("raytroupe.desk")
 
@@ -202,36 +201,18 @@ class SessionStore:
         )
 
 
-@dataclass(frozen=True)
-class History:
-    """What a job of a session is shown of the conversation before it."""
-
-    summary: str
-    turns: tuple[SessionTurn, ...]
-
-    def render(self, task: str) -> str:
-        """``task``, then the history as its context (just ``task`` when there is none).
-
-        The task comes first, as with attachments: it is what is asked; the history is
-        what it may draw on.
-        """
-        if not self.summary and not self.turns:
-            return task
-        lines = [task, "", HISTORY_HEADING]
-        if self.summary:
-            lines.append(f"Summary of earlier turns: {self.summary}")
-        for turn in self.turns:
-            lines.append(f"user: {_cut(turn.task)}")
-            lines.append(f"assistant: {_cut(turn.answer or '')}")
-        return "\n".join(lines)
-
-
 def _cut(text: str, limit: int = TURN_TOKENS) -> str:
     """``text`` on one line, its start only when it is longer than ``limit`` tokens."""
     flat = " ".join(text.split())
     if count_tokens(flat) <= limit:
         return flat
     return truncate(flat, limit) + " [...]"
+
+
+def _history(summary: str, turns: Sequence[SessionTurn]) -> History:
+    """The history shown: the summary, and each turn on a line, cut to its share."""
+    shown = (Exchange(asked=_cut(t.task), answer=_cut(t.answer or "")) for t in turns)
+    return History(summary=summary, turns=tuple(shown))
 
 
 def _turn_tokens(turn: SessionTurn) -> int:
@@ -294,18 +275,6 @@ class SessionDesk:
             changed = True
         return self.store.get(tenant, session_id) if changed else session
 
-    async def shown(
-        self, task: str, tenant: str, session_id: str | None, result_of: ResultOf, ask: Ask
-    ) -> str:
-        """``task`` as a job of the session is given it: after the session's history.
-
-        Raises:
-            SessionNotFound: the tenant has no session of that id.
-        """
-        if session_id is None:
-            return task
-        return (await self.history(tenant, session_id, result_of, ask)).render(task)
-
     async def history(self, tenant: str, session_id: str, result_of: ResultOf, ask: Ask) -> History:
         """What the session's next job is shown, summarizing what no longer fits.
 
@@ -334,7 +303,7 @@ class SessionDesk:
             room -= cost
         cut = answered[: len(answered) - len(shown)]
         if not cut:
-            return History(session.summary, tuple(shown))
+            return _history(session.summary, shown)
         # summarize down to half the budget: the next turns then fit without a summary each
         while shown and room < budget // 2:
             room += _turn_tokens(shown[0])
@@ -342,7 +311,7 @@ class SessionDesk:
         summary = await self._summarize(tenant, session.summary, cut, ask, budget // 2)
         self.store.summarized(tenant, session_id, summary, cut[-1].seq)
         log.info("session_summarized", session=session_id, turns=len(cut), through=cut[-1].seq)
-        return History(summary, tuple(shown))
+        return _history(summary, shown)
 
     async def _summarize(
         self, tenant: str, earlier: str, turns: Sequence[SessionTurn], ask: Ask, limit: int

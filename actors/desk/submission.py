@@ -33,7 +33,7 @@ from raytroupe.actors.endpoint import RouterClient
 from raytroupe.actors.evals.experiments import Assignment
 from raytroupe.actors.offload import on_loop
 from raytroupe.actors.orchestrator.admission import admit_budget, admit_registered
-from raytroupe.actors.orchestrator.episodes import with_examples
+from raytroupe.actors.orchestrator.episodes import recalled_examples
 from raytroupe.actors.orchestrator.graphs.desk import first_checkpoint
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.shards import Admitted, Shards, new_job_id
@@ -41,7 +41,9 @@ from raytroupe.actors.telemetry.tracing import received
 from raytroupe.protocols import Attachment, Budget, InvalidInput, JobResult, TeamSpec
 from raytroupe.protocols.bounded import ADMISSION_WORK_S
 from raytroupe.protocols.intent import IntentConfig
+from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.json_data import JsonSchema
+from raytroupe.protocols.prompts import asked
 from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["Submission"]
@@ -112,7 +114,7 @@ class Submission:
         further subtask starts and the job fails with ``budget_exceeded``. Without a
         ``team``, ``intent`` chooses one of ``teams`` (by keyword, then embedding
         similarity, then a model classifier) before the job starts; the route is kept on the
-        result. Text ``attachments`` join the task; images are shown to every agent.
+        result. Text ``attachments`` join its context; images are shown to every agent.
         ``request_id`` (e.g. of the HTTP request) is kept on the job's events and trace.
 
         ``session`` (an id of the tenant's sessions) shows the job the session's history
@@ -149,7 +151,7 @@ class Submission:
             SkillNotFound: ``skill`` names no registered skill or version.
             SessionNotFound: ``tenant`` has no session ``session``.
         """
-        full_task = checked_task(task, attachments)
+        given = checked_task(task, attachments)
         output_schema = checked_schema(output_schema)
         no_account(budget)
         owner = next(self._turns) % len(self._shards)  # in turn
@@ -164,7 +166,7 @@ class Submission:
             )  # fmt: skip
         with received(traceparent):  # a routing model's calls: in the caller's trace
             spec, named, route, arm = await self._kept.what_runs.skill_for(
-                job_id, full_task, tenant=tenant, admin=admin, skill=skill, input=input,
+                job_id, asked(given), tenant=tenant, admin=admin, skill=skill, input=input,
                 routed=team is None and intent is None and not teams,
             )  # fmt: skip
         team = named or team
@@ -192,12 +194,12 @@ class Submission:
                 tenant, team, policy_name, policy, await self.running_teams(), refuse=not admin
             )
         with received(traceparent):
-            shown = await self.in_context(
-                job_id, full_task, tenant=tenant, session=session, team=team, skill=spec
+            context = await self.in_context(
+                job_id, given, tenant=tenant, session=session, team=team, skill=spec
             )
         admitted = Admitted(
             id=job_id,
-            task=shown,
+            context=context,
             team=team,
             tenant=tenant,
             submitted_at=time.time(),
@@ -213,7 +215,7 @@ class Submission:
             stream_answer=stream_answer,
             traceparent=traceparent,
         )
-        await self.hand_off(admitted, arm, (session, full_task) if session else None)
+        await self.hand_off(admitted, arm, (session, asked(given)) if session else None)
         log.info("job_submitted", job_id=job_id, team=team.name, tenant=tenant,
                  request_id=request_id, shard=owner, session=session)  # fmt: skip
         return job_id
@@ -221,28 +223,31 @@ class Submission:
     async def in_context(
         self,
         job_id: str,
-        task: str,
+        given: JobContext,
         *,
         tenant: str,
         session: str | None,
         team: TeamSpec,
         skill: SkillSpec | None,
-    ) -> str:
-        """``task`` as the job is given it, followed by its context.
+    ) -> JobContext:
+        """The job's context: what it was ``given``, its history, the episodes it is offered.
 
-        The context is the session's history, then the episodes the job's team or skill
-        offers it (see :mod:`.sessions`, :mod:`raytroupe.actors.orchestrator.episodes`).
+        The session's history, and the episodes its team or skill offers it (see
+        :mod:`.sessions`, :mod:`raytroupe.actors.orchestrator.episodes`).
 
         Raises:
             SessionNotFound: ``tenant`` has no session ``session``.
         """
-        asker = pool_asker(self._router, job_id, tenant)
-        shown = await self._kept.sessions.shown(
-            task, tenant, session, self.result_of(tenant), asker
+        history = given.history
+        if session is not None:
+            asker = pool_asker(self._router, job_id, tenant)
+            history = await self._kept.sessions.history(
+                tenant, session, self.result_of(tenant), asker
+            )
+        examples = await recalled_examples(
+            self._router, job_id, asked(given), tenant=tenant, team=team, skill=skill
         )
-        return await with_examples(
-            self._router, job_id, shown, tenant=tenant, team=team, skill=skill
-        )
+        return given.model_copy(update={"history": history, "examples": examples})
 
     async def hand_off(
         self, admitted: Admitted, arm: Assignment | None, turn: tuple[str, str] | None

@@ -74,7 +74,7 @@ from raytroupe.protocols import (
     ToolCall,
     Usage,
 )
-from raytroupe.protocols.prompts import RESULTS_HEADING, request_of
+from raytroupe.protocols.prompts import CONTEXT_HEADINGS, RESULTS_HEADING
 
 __all__ = ["OfflineProvider", "split_task"]
 
@@ -82,6 +82,19 @@ _LIST_ITEM: Final = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+(\S.*)$")
 _NUMBER: Final = r"\(?\s*-?\d+(?:\.\d+)?\s*\)?"
 _OPERATOR: Final = r"(?:\s*(?:\*\*|[-+*/%^\u00d7\u00f7])\s*|\s[xX]\s)"
 _ARITHMETIC: Final = re.compile(rf"{_NUMBER}(?:{_OPERATOR}{_NUMBER})+")
+
+
+def _asked_in(prompt: str) -> str:
+    """What a job's prompt asks, as a model reads it: the text before its context.
+
+    The history and the examples come after it, under their headings (``prompts.job_prompt``).
+    """
+    cut = len(prompt)
+    for heading in CONTEXT_HEADINGS:
+        at = prompt.find(f"\n\n{heading}\n")
+        if at != -1:
+            cut = min(cut, at)
+    return prompt[:cut]
 
 
 def split_task(text: str) -> tuple[str, list[str]]:
@@ -207,7 +220,7 @@ class OfflineProvider:
 
     def _plan(self, request: LLMRequest) -> str:
         task = next((m for m in request.messages if m.role == "user"), None)  # not a re-ask
-        _, items = split_task(request_of(task.text) if task else "")
+        _, items = split_task(_asked_in(task.text) if task else "")
         items = _merged(items, _max_items(request.response_format))
         roles = _plan_roles(request.response_format)
         counting = [r for r, d in roles.items() if "calculator" in d] or list(roles)

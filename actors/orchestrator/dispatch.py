@@ -32,6 +32,7 @@ from raytroupe.actors.orchestrator.resolve import (
     make_candidate,
     merge,
 )
+from raytroupe.actors.orchestrator.sizing import subtask_context
 from raytroupe.actors.telemetry.genai import subtask_finished, subtask_run
 from raytroupe.actors.telemetry.jobs import (
     attempt_span,
@@ -149,7 +150,7 @@ class Dispatcher:
         request = TaskRequest(
             task_id=sub.id,
             instructions=sub.instructions,
-            job_task=job.task if sub.context is None else sub.context,
+            job=subtask_context(job.context, sub),
             images=job.images,
             inputs=inputs,
             budget=job.budget,
@@ -242,9 +243,9 @@ class Dispatcher:
             case "first_valid":
                 resolution = first_valid(candidates)
             case "judge":
-                resolution = await judge(candidates, job.task, ask, model, budget=job.budget)
+                resolution = await judge(candidates, job.prompt, ask, model, budget=job.budget)
             case "merge":
-                resolution = await merge(candidates, job.task, ask, model,
+                resolution = await merge(candidates, job.prompt, ask, model,
                                          schema=sub.output_schema, required=sub.required,
                                          budget=job.budget, tenant=job.tenant)  # fmt: skip
         log.info("resolved", job_id=job.id, task_id=sub.id, strategy=resolution.strategy,

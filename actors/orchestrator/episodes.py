@@ -4,9 +4,10 @@ An episode is what a job that succeeded did: its request, its plan (each subtask
 instructions), the tools its agents called, its answer and its quality score. It is kept as
 a long-term memory of the job's tenant, tagged ``episode`` and ``team:<name>`` (or
 ``skill:<name>``), when the team's or skill's :class:`~raytroupe.protocols.EpisodePolicy` says so. A
-new job of that team or skill is shown the episodes closest to its request after its task,
-under :data:`~raytroupe.protocols.prompts.EXAMPLES_HEADING`; the front desk adds them when it admits
-the job, so they are journaled with it and a resumed job sees the same ones.
+new job of that team or skill is offered the episodes closest to its request as the
+``examples`` of its context (:class:`~raytroupe.protocols.job_context.JobContext`); the front
+desk recalls them when it admits the job, so they are journaled with it and a resumed job
+sees the same ones.
 """
 
 from __future__ import annotations
@@ -28,15 +29,15 @@ from raytroupe.protocols import (
     TeamSpec,
     TroupeError,
 )
-from raytroupe.protocols.prompts import EXAMPLES_HEADING, request_of
+from raytroupe.protocols.job_context import Example
 
 __all__ = [
     "episode_tags",
     "episode_write",
+    "examples_of",
     "examples_query",
     "policy_of",
-    "shown_examples",
-    "with_examples",
+    "recalled_examples",
 ]
 
 log = structlog.get_logger("raytroupe.orchestrator")
@@ -76,7 +77,7 @@ def episode_write(
         str(span.attributes.get("tool")) for span in result.trace if span.kind == "tool_call"
     )
     return MemoryWrite(
-        text=request_of(request).strip()[:4000] or result.answer[:4000],
+        text=request.strip()[:4000] or result.answer[:4000],
         importance=score,
         tags=episode_tags(owner),
         metadata={
@@ -96,39 +97,36 @@ def examples_query(policy: EpisodePolicy, owner: str, request: str) -> MemoryQue
     return MemoryQuery(query=request[:2000], k=policy.examples, tags=episode_tags(owner))
 
 
-def shown_examples(task: str, hits: tuple[MemoryHit, ...]) -> str:
-    """``task`` followed by the episodes, as the job is given them (``task`` if none)."""
-    if not hits:
-        return task
-    lines = [task, "", EXAMPLES_HEADING]
-    for n, hit in enumerate(hits, 1):
-        meta = hit.metadata
-        lines.append(f"[{n}] request: {_one_line(hit.text)}")
-        if meta.get("plan"):
-            lines.append(f"    plan: {_one_line(str(meta['plan']))}")
-        if meta.get("tools"):
-            lines.append(f"    tools called: {_one_line(str(meta['tools']))}")
-        lines.append(f"    answer: {_one_line(str(meta.get('answer', '')))}")
-    return "\n".join(lines)
+def examples_of(hits: tuple[MemoryHit, ...]) -> tuple[Example, ...]:
+    """The episodes recalled, as the examples a job is offered."""
+    return tuple(
+        Example(
+            request=hit.text,
+            plan=str(hit.metadata.get("plan") or ""),
+            tools=str(hit.metadata.get("tools") or ""),
+            answer=str(hit.metadata.get("answer") or ""),
+        )
+        for hit in hits
+    )
 
 
-async def with_examples(
+async def recalled_examples(
     router: RouterClient,
     job_id: str,
-    task: str,
+    request: str,
     *,
     tenant: str,
     team: TeamSpec,
     skill: SkillSpec | None,
-) -> str:
-    """``task`` followed by the episodes its team or skill offers it (``task`` if none).
+) -> tuple[Example, ...]:
+    """The episodes the job's team or skill offers for ``request`` (what was asked).
 
     Memory is an aid: when the memory actor cannot answer, the job goes on without.
     """
     policy, owner = policy_of(team, skill)
-    query = examples_query(policy, owner, request_of(task))
+    query = examples_query(policy, owner, request)
     if query is None:
-        return task
+        return ()
     try:
         message = AgentMessage(
             sender="orchestrator", recipient="memory", tenant=tenant, job_id=job_id, payload=query
@@ -136,11 +134,7 @@ async def with_examples(
         reply = await router.request(message)
     except TroupeError as exc:
         log.warning("episodes_not_recalled", job_id=job_id, code=exc.code.value)
-        return task
+        return ()
     if not isinstance(reply.payload, MemoryHits):
-        return task
-    return shown_examples(task, reply.payload.hits)
-
-
-def _one_line(text: str) -> str:
-    return " ".join(text.split())
+        return ()
+    return examples_of(reply.payload.hits)

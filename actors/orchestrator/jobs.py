@@ -38,6 +38,8 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.graph_checkpoints import GraphState
 from raytroupe.protocols.intent import IntentChoice
+from raytroupe.protocols.job_context import JobContext
+from raytroupe.protocols.prompts import asked, job_prompt
 from raytroupe.protocols.quality import QualityReport
 from raytroupe.protocols.skill import SkillSpec
 
@@ -62,7 +64,9 @@ class Job:
     """One job: what was asked, where it is, what happened."""
 
     id: str
-    task: str
+    context: JobContext
+    """What was asked, and what the job is shown beside it (journaled; lessons are not: a
+    resumed job recalls them again)."""
     team: TeamSpec
     tenant: str
     submitted_at: float
@@ -106,7 +110,6 @@ class Job:
     input: Any = None
     """A skill job's structured input (checked against the skill's input schema)."""
     quality: QualityReport | None = None
-    lessons: tuple[str, ...] = ()  # a team skill's recalled lessons: its planner's to see
     """The quality gate's report on the answer, once there is one."""
     feedback: list[Feedback] = field(default_factory=list)
     """People's verdicts on the answer (kept in the journal too)."""
@@ -121,6 +124,16 @@ class Job:
     traceparent: str | None = None
     """The caller's OpenTelemetry span (W3C), the parent of the job's root span. Not
     journaled: a resumed job starts a trace of its own."""
+
+    @property
+    def prompt(self) -> str:
+        """The job as its planner, agents and aggregator read it (see ``prompts.job_prompt``)."""
+        return job_prompt(self.context)
+
+    @property
+    def asked(self) -> str:
+        """What the job was asked: its request and text attachments, without the rest."""
+        return asked(self.context)
 
 
 def set_status(job: Job, status: JobStatus) -> None:

@@ -33,6 +33,7 @@ from raytroupe.protocols import (
     TeamSpec,
     TenantPolicy,
 )
+from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["Journal"]
@@ -84,6 +85,10 @@ _MIGRATIONS: tuple[Migration, ...] = (
     # against its policy of today when it starts again (admission.readmit); NULL (journaled
     # before this) counts as a tenant's
     ("ALTER TABLE jobs ADD COLUMN admin INTEGER",),
+    # the job's context as one typed value (protocols.job_context.JobContext, JSON); the task
+    # column keeps what was asked, for lists. NULL (journaled before this): the task column
+    # holds the prompt as it was then, its context glued on, and is the context's request
+    ("ALTER TABLE jobs ADD COLUMN context TEXT",),
 )
 _SUMMARY = (
     "SELECT id, status, tenant, team_name, skill_ref, submitted_by, submitted_at, finished_at, "
@@ -132,7 +137,7 @@ class Journal:
         self,
         job_id: str,
         *,
-        task: str,
+        context: JobContext,
         team: TeamSpec,
         tenant: str,
         budget: Budget | None,
@@ -159,11 +164,12 @@ class Journal:
             )
         self._db.execute(
             "INSERT INTO jobs (id, task, team, tenant, budget, submitted_at, result, team_name, "
-            "submitted_by, skill_ref, status, admin) "
-            "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, 'pending', ?) ON CONFLICT DO NOTHING",
-            (job_id, task, team.model_dump_json(), tenant,
+            "submitted_by, skill_ref, status, admin, context) "
+            "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, 'pending', ?, ?) ON CONFLICT DO NOTHING",
+            (job_id, context.request, team.model_dump_json(), tenant,
              None if budget is None else budget.model_dump_json(), submitted_at, team.name,
-             submitted_by, None if skill is None else skill.ref, int(admin)),
+             submitted_by, None if skill is None else skill.ref, int(admin),
+             context.model_dump_json(exclude={"lessons"})),
         )  # fmt: skip
 
     def plan(self, job_id: str, plan: Plan) -> None:

@@ -35,7 +35,8 @@ from raytroupe.protocols import (
     SubtaskResult,
     TeamSpec,
 )
-from raytroupe.protocols.prompts import RESULTS_HEADING, plan_schema
+from raytroupe.protocols.job_context import JobContext
+from raytroupe.protocols.prompts import RESULTS_HEADING, asked, job_prompt, plan_schema
 
 __all__ = [
     "aggregate_request",
@@ -151,8 +152,12 @@ def parse_plan(text: str, team: TeamSpec) -> Plan:
     return plan.model_copy(update={"repairs": tuple(repairs)}) if repairs else plan
 
 
-async def make_plan(task: str, team: TeamSpec, ask: Ask) -> Plan:
-    """The plan for ``task``: the team's declarative plan, else sized, else the planner model's.
+async def make_plan(context: JobContext, team: TeamSpec, ask: Ask) -> Plan:
+    """The job's plan: the team's declarative plan, else sized, else the planner model's.
+
+    The planner model reads the job's whole prompt (``prompts.job_prompt``); a declared
+    plan's ``{task}``, a sized plan and the fallback take what was asked, and each agent
+    sees the rest of the context beside its subtask.
 
     A team with ``planning: auto`` has the task sized by its text (:mod:`.sizing`): no model
     is asked. With ``planning: model`` the planner model is.
@@ -170,12 +175,12 @@ async def make_plan(task: str, team: TeamSpec, ask: Ask) -> Plan:
         TroupeError: the first request failed, or the second one for a reason other than the
             model (budget, delivery).
     """
-    declared = declared_plan(task, team)
+    declared = declared_plan(asked(context), team)
     if declared is not None:
         return declared
     if team.planning == "auto":
-        return sized_plan(task, team)
-    request = plan_request(task, team)
+        return sized_plan(context, team)
+    request = plan_request(job_prompt(context), team)
     response = await ask(request)
     try:
         return parse_plan(response.text, team)
@@ -188,7 +193,7 @@ async def make_plan(task: str, team: TeamSpec, ask: Ask) -> Plan:
         failed = _failed(first, second)
         if not team.plan_fallback:
             raise failed from None
-        return fallback_plan(task, team, failed)
+        return fallback_plan(asked(context), team, failed)
     except ModelError as broken:
         raise _failed(first, None, broken) from None
 
@@ -277,7 +282,7 @@ def joined(results: list[SubtaskResult]) -> str:
 
 
 async def aggregate(
-    task: str,
+    context: JobContext,
     results: list[SubtaskResult],
     team: TeamSpec,
     ask: Callable[[LLMRequest], Awaitable[LLMResponse]],
@@ -296,13 +301,13 @@ async def aggregate(
         QualityGateFailed: the answer still fails after ``team.gate_retries`` retries.
     """
     if plan is not None and plan.sizing is not None:
-        answer = assembled(task, plan, results)
+        answer = assembled(asked(context), plan, results)
         checked = team.output_schema is not None or bool(team.required)
         if answer.strip() and not (
             checked and await checked_gate(answer, team.output_schema, team.required, tenant=tenant)
         ):
             return answer
-    request = aggregate_request(task, results, team)
+    request = aggregate_request(job_prompt(context), results, team)
     problems: list[str] = []
     for _ in range(team.gate_retries + 1):
         answer = (await ask(request)).text

@@ -26,6 +26,7 @@ from raytroupe.protocols import (
     SubtaskResult,
     TeamSpec,
 )
+from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["IMAGES", "RestoredJobs", "Unfinished"]
@@ -39,7 +40,7 @@ class Unfinished:
     """A job the journal holds without a result: what is needed to resume it."""
 
     job_id: str
-    task: str
+    context: JobContext
     team: TeamSpec
     tenant: str
     budget: Budget | None
@@ -80,11 +81,11 @@ class RestoredJobs:
         Only those whose id ``owns`` (an orchestrator shard's partition of the journal).
         """
         rows = self._db.execute(
-            "SELECT id, task, team, tenant, budget, submitted_at, admin FROM jobs "
+            "SELECT id, task, team, tenant, budget, submitted_at, admin, context FROM jobs "
             "WHERE result IS NULL ORDER BY submitted_at"
         )
         found = []
-        for job_id, task, team, tenant, budget, submitted_at, admin in rows:
+        for job_id, task, team, tenant, budget, submitted_at, admin, context in rows:
             if not owns(job_id):
                 continue
             plan_row = first(self._db.execute("SELECT plan FROM plans WHERE job_id = ?", (job_id,)))
@@ -101,7 +102,7 @@ class RestoredJobs:
                     input=given,
                     images=images,
                     job_id=job_id,
-                    task=task,
+                    context=_context(task, context),
                     team=TeamSpec.model_validate_json(team),
                     tenant=tenant,
                     budget=None if budget is None else Budget.model_validate_json(budget),
@@ -135,7 +136,7 @@ class RestoredJobs:
         return [
             Job(
                 id=found.job_id,
-                task=found.task,
+                context=found.context,
                 team=found.team,
                 tenant=found.tenant,
                 submitted_at=found.submitted_at,
@@ -161,9 +162,12 @@ class RestoredJobs:
             return None
         team, tenant, result = loaded
         row = first(
-            self._db.execute("SELECT budget, submitted_by, admin FROM jobs WHERE id = ?", (job_id,))
+            self._db.execute(
+                "SELECT budget, submitted_by, admin, task, context FROM jobs WHERE id = ?",
+                (job_id,),
+            )
         )
-        budget, submitted_by, admin = row if row is not None else (None, None, None)
+        budget, submitted_by, admin, task, context = row or (None, None, None, result.task, None)
         images, skill, given = self._given(job_id)
         # its events are not journaled; its last one is, in effect: a watcher gets it and stops
         kind, data = last_event(result)
@@ -173,7 +177,7 @@ class RestoredJobs:
         )  # fmt: skip
         return Job(
             id=job_id,
-            task=result.task,
+            context=_context(task, context),
             team=team,
             tenant=tenant,
             submitted_at=result.timings.submitted_at,
@@ -187,3 +191,14 @@ class RestoredJobs:
             submitted_by=submitted_by,
             admin=bool(admin),
         )
+
+
+def _context(task: str, context: str | None) -> JobContext:
+    """A journaled job's context, as recorded.
+
+    A job journaled before contexts were (``context`` NULL) has its task column as its
+    request: the prompt it was given then, its context glued on.
+    """
+    if context is None:
+        return JobContext(request=task)
+    return JobContext.model_validate_json(context)

@@ -49,7 +49,6 @@ from raytroupe.protocols import (
     TroupeError,
 )
 from raytroupe.protocols.graph import GraphSpec
-from raytroupe.protocols.prompts import request_of
 
 __all__ = ["JobRunner", "streams_answer"]
 
@@ -167,7 +166,8 @@ class JobRunner:
             done.dispatch_s = time.perf_counter() - mark
             return _dispatch_error(job, done.subtasks) if done.subtasks else None
         if skill is not None:  # a team skill: its planner, aggregator and reviser see lessons
-            job.lessons = await self._skills.lessons(job, skill, request_text(job.task, job.input))
+            lessons = await self._skills.lessons(job, skill, request_text(job.asked, job.input))
+            job.context = job.context.model_copy(update={"lessons": lessons})
         error = await self._team(job, ask, done)
         if error is None and skill is not None:  # a team's answer, gated by the skill
             await self._skills.revised(job, skill, ask, done)
@@ -235,7 +235,7 @@ class JobRunner:
         cancelled = job.cancel_requested and error is not None and error.code is ErrorCode.CANCELLED
         result = JobResult(
             job_id=job.id,
-            task=job.task,
+            task=job.context.request,
             team=job.team.name,
             status="cancelled" if cancelled else "failed" if error else "succeeded",
             answer=answer,
@@ -260,9 +260,7 @@ class JobRunner:
             total_s=round(result.timings.total_s, 3),
         )
         policy, owner = policy_of(job.team, job.skill)
-        episode = episode_write(
-            result, policy, owner, request_text(request_of(job.task), job.input)
-        )
+        episode = episode_write(result, policy, owner, request_text(job.asked, job.input))
         try:  # its notes go with it, its episode stays (fire and forget: memory is an aid)
             if episode is not None:
                 await self._router.send(job_message(job, "memory", episode))
@@ -299,7 +297,7 @@ class JobRunner:
         return plan
 
     async def _plan(self, job: Job) -> Plan:
-        return await make_plan(job.task, job.team, lambda request: self._ask(job, request))
+        return await make_plan(job.context, job.team, lambda request: self._ask(job, request))
 
     async def _aggregate(self, job: Job, results: list[SubtaskResult]) -> str:
         streamed = streams_answer(job)
@@ -309,11 +307,13 @@ class JobRunner:
                 job, request.model_copy(update={"stream": True}) if streamed else request
             )
 
-        return await aggregate(job.task, results, job.team, ask, tenant=job.tenant, plan=job.plan)
+        return await aggregate(
+            job.context, results, job.team, ask, tenant=job.tenant, plan=job.plan
+        )
 
     async def _ask(self, job: Job, request: LLMRequest) -> LLMResponse:
-        if job.lessons and request.purpose in _TOLD:
-            request = with_lessons(request, job.lessons)
+        if job.context.lessons and request.purpose in _TOLD:
+            request = with_lessons(request, job.context.lessons)
         request = request.model_copy(update={"budget": job.budget})
         reply = await request_through_restarts(
             self._router, lambda: job_message(job, LLM_POOL, request)

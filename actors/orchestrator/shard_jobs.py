@@ -85,7 +85,7 @@ class ShardJobs:
         """Journal and run an admitted job (adopted from the desk, or a fork)."""
         job = Job(
             id=admitted.id,
-            task=admitted.task,
+            context=admitted.context,
             team=admitted.team,
             tenant=admitted.tenant,
             submitted_at=admitted.submitted_at,
@@ -104,7 +104,7 @@ class ShardJobs:
         if self._journal is not None:
             self._journal.job(
                 job.id,
-                task=job.task,
+                context=job.context,
                 team=job.team,
                 tenant=job.tenant,
                 budget=job.budget,
@@ -120,7 +120,7 @@ class ShardJobs:
         self._jobs[job.id] = job
         metrics.job_status(None, job.status)
         self._forget_old_jobs()
-        submitted: dict[str, object] = {"team": job.team.name, "task": job.task[:200]}
+        submitted: dict[str, object] = {"team": job.team.name, "task": job.context.request[:200]}
         if job.skill is not None:
             submitted["skill"] = job.skill.ref
         if job.request_id is not None:

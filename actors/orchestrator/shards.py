@@ -29,6 +29,7 @@ from raytroupe.protocols import (
     new_id,
 )
 from raytroupe.protocols.intent import IntentChoice
+from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["Admitted", "Desk", "Shards", "TeamProvisioner", "job_owner", "new_job_id"]
@@ -47,7 +48,7 @@ class Admitted:
     """A job the front desk admitted (or a shard forked), as its owner starts it."""
 
     id: str
-    task: str
+    context: JobContext
     team: TeamSpec
     tenant: str
     submitted_at: float

@@ -16,9 +16,19 @@ same rule repairs a planner model's plan that gives such work to a role without 
 from __future__ import annotations
 
 from raytroupe.protocols import Plan, PlannedSubtask, SubtaskResult, TeamSpec
+from raytroupe.protocols.job_context import JobContext
+from raytroupe.protocols.prompts import asked
 from raytroupe.protocols.task_shape import needs_arithmetic, stands_alone, task_parts
 
-__all__ = ["CALCULATOR", "assembled", "needed_tools", "role_for", "sized_plan", "tool_repairs"]
+__all__ = [
+    "CALCULATOR",
+    "assembled",
+    "needed_tools",
+    "role_for",
+    "sized_plan",
+    "subtask_context",
+    "tool_repairs",
+]
 
 CALCULATOR = "calculator"
 
@@ -48,12 +58,14 @@ def role_for(text: str, team: TeamSpec, context: str = "") -> str:
     return plain[0] if plain else team.roles[0]
 
 
-def sized_plan(task: str, team: TeamSpec) -> Plan:
-    """``task``'s plan, sized by its text (see the module's docstring).
+def sized_plan(context: JobContext, team: TeamSpec) -> Plan:
+    """The job's plan, sized by what it was asked (see the module's docstring).
 
     More listed parts than the team's ``max_subtasks`` make one subtask of the whole task: a
-    single agent answering every part beats parts silently joined.
+    single agent answering every part beats parts silently joined. The one subtask of a
+    whole task is what was asked; its agent sees the rest of the job's context beside it.
     """
+    task = asked(context)
     shape = task_parts(task)
     if not shape.split or len(shape.parts) > team.max_subtasks:
         whole = PlannedSubtask(id="s1", role=role_for(task, team), instructions=task)
@@ -68,6 +80,20 @@ def sized_plan(task: str, team: TeamSpec) -> Plan:
         for n, part in enumerate(shape.parts, start=1)
     )
     return Plan(subtasks=subtasks, sizing="parts")
+
+
+def subtask_context(context: JobContext, sub: PlannedSubtask) -> JobContext:
+    """The job's context as ``sub``'s agent is given it.
+
+    A part of a sized task is given the text the parts share in place of what was asked
+    (the attachments' text is in it), with the rest of the context; a part that stands
+    alone, nothing. Any other subtask is given the job's whole context.
+    """
+    if sub.context is None:
+        return context
+    if not sub.context:
+        return JobContext(request="")
+    return context.model_copy(update={"request": sub.context, "files": ()})
 
 
 def assembled(task: str, plan: Plan, results: list[SubtaskResult]) -> str:

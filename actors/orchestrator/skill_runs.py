@@ -80,9 +80,9 @@ class SkillRuns:
 
     async def skill(self, job: Job, skill: SkillSpec, ask: Ask, done: Answered) -> None:
         """A react or direct skill's answer, through its quality gate."""
-        text = request_text(job.task, job.input)
+        text = request_text(job.prompt, job.input)
         history: list[ChatMessage] = []
-        lessons = await self.lessons(job, skill, text)
+        lessons = await self.lessons(job, skill, request_text(job.asked, job.input))
 
         async def produce(
             attempt: int, previous: str | None, feedback: str | None
@@ -102,7 +102,7 @@ class SkillRuns:
 
     async def revised(self, job: Job, skill: SkillSpec, ask: Ask, done: Answered) -> None:
         """A team's answer through the skill's gate; a failing one is revised by its model."""
-        text = request_text(job.task, job.input)
+        text = request_text(job.prompt, job.input)
         answer, team_subtasks = done.answer, done.subtasks
 
         async def produce(
@@ -160,7 +160,7 @@ class SkillRuns:
         skill = job.skill
         if skill is None or not reflection_due(skill, result, job.quality):
             return
-        request = reflect_request(skill, request_text(job.task, job.input), result, job.quality)
+        request = reflect_request(skill, request_text(job.asked, job.input), result, job.quality)
         try:  # a lesson is an aid: never a reason for the job to fail
             lesson = (await self._ask(job, request)).text.strip()
             if lesson:

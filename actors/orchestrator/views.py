@@ -40,7 +40,7 @@ def summary_of(job: Job) -> JobSummary:
         cost_usd=None if result is None else result.usage.cost_usd,
         tokens=None if result is None else result.usage.total_tokens,
         subtasks=None if result is None else len(result.subtasks),
-        task=job.task[:200],
+        task=job.context.request[:200],
     )
 
 

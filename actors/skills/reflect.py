@@ -14,6 +14,7 @@ import hashlib
 from typing import Final
 
 from raytroupe.protocols import ChatMessage, JobResult, LLMRequest, MemoryQuery, MemoryWrite
+from raytroupe.protocols.prompts import LESSONS_HEADING
 from raytroupe.protocols.quality import QualityReport
 from raytroupe.protocols.skill import SkillSpec
 
@@ -28,7 +29,6 @@ __all__ = [
 ]
 
 LESSON: Final = "lesson"
-LESSONS_HEADING: Final = "Lessons from earlier jobs of this skill:"
 MAX_LESSON_CHARS: Final = 600
 _REFLECTOR: Final = (
     "You review a finished job of a skill. In one or two sentences, write the lesson to keep "

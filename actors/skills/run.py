@@ -28,7 +28,6 @@ from typing import Any, Final
 
 from raytroupe.actors.answer_gate import gate_feedback
 from raytroupe.actors.skills.gate import Ask, check_answer
-from raytroupe.actors.skills.reflect import LESSONS_HEADING
 from raytroupe.protocols import (
     AgentSpec,
     Budget,
@@ -40,6 +39,7 @@ from raytroupe.protocols import (
     SubtaskResult,
     TeamSpec,
 )
+from raytroupe.protocols.prompts import lessons_text
 from raytroupe.protocols.quality import QualityReport
 from raytroupe.protocols.safe_schema import safe_validator
 from raytroupe.protocols.skill import SkillSpec, compose_prompt
@@ -152,10 +152,6 @@ def _retry_note(previous: str | None, feedback: str | None) -> str:
     return f"\n\nYour previous answer:\n{previous}\n\n{feedback}"
 
 
-def _lessons_text(lessons: tuple[str, ...]) -> str:
-    return LESSONS_HEADING + "\n" + "\n".join(f"- {lesson}" for lesson in lessons)
-
-
 def react_plan(
     request: str,
     attempt: int,
@@ -164,7 +160,7 @@ def react_plan(
     lessons: tuple[str, ...] = (),
 ) -> Plan:
     """The one-subtask plan of a react attempt (lessons, if any, first)."""
-    told = f"{_lessons_text(lessons)}\n\n{request}" if lessons else request
+    told = f"{lessons_text(lessons)}\n\n{request}" if lessons else request
     sub = PlannedSubtask(
         id=ANSWER if attempt == 0 else f"{ANSWER}-r{attempt}",
         role=SKILL_ROLE,
@@ -191,7 +187,7 @@ def with_lessons(request: LLMRequest, lessons: tuple[str, ...]) -> LLMRequest:
         return request
     messages = request.messages
     at = next((i for i, m in enumerate(messages) if m.role != "system"), len(messages))
-    told = ChatMessage(role="system", content=_lessons_text(lessons))
+    told = ChatMessage(role="system", content=lessons_text(lessons))
     return request.model_copy(update={"messages": (*messages[:at], told, *messages[at:])})
 
 

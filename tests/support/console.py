@@ -20,6 +20,7 @@ from raytroupe.protocols import (
     TraceContext,
     Usage,
 )
+from raytroupe.protocols.job_context import JobContext
 
 TEAM = TeamSpec(name="history", agents=(AgentSpec(name="historian", role="worker"),))
 
@@ -59,8 +60,15 @@ def stored_job(
     by: str = "bulk-user",
 ) -> JobResult:
     """Journal ``job_id`` as submitted at ``at`` and finished a few seconds later."""
-    journal.job(job_id, task=task, team=TEAM, tenant=tenant, budget=None, submitted_at=at,
-                submitted_by=by)  # fmt: skip
+    journal.job(
+        job_id,
+        context=JobContext(request=task),
+        team=TEAM,
+        tenant=tenant,
+        budget=None,
+        submitted_at=at,
+        submitted_by=by,
+    )
     root = TraceContext()
     spans = [
         Span(span_id=root.span_id, trace_id=root.trace_id, name=f"job {job_id}", kind="job",

@@ -41,6 +41,7 @@ from raytroupe.protocols import (
     ToolSpec,
     Usage,
 )
+from raytroupe.protocols.job_context import JobContext
 
 
 @pytest.fixture(autouse=True)
@@ -63,7 +64,7 @@ def _samples() -> dict[str, Any]:
         "task_request": TaskRequest(
             task_id="t1",
             instructions="Summarize the findings.",
-            job_task="Write a report",
+            job=JobContext(request="Write a report"),
             inputs={"t0": "earlier output"},
             max_turns=3,
         ),

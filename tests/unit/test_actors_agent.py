@@ -29,6 +29,7 @@ from raytroupe.protocols import (
     decode,
     encode,
 )
+from raytroupe.protocols.job_context import JobContext
 
 
 def calc(expression: str, call_id: str = "c1") -> ScriptedTurn:
@@ -89,7 +90,7 @@ def test_the_system_prompt_names_the_agent_and_its_role_in_english():
 def test_tool_call_then_answer_succeeds():
     async def main():
         r = await rig(m=scripted(calc("17 * 23 + 4"), ScriptedTurn(text="It is 395.")))
-        reply = await r.ask(task(job_task="Do the sums"))
+        reply = await r.ask(task(job=JobContext(request="Do the sums")))
         result = reply.payload
         assert isinstance(result, TaskResult)
         assert (result.status, result.output, result.agent) == ("succeeded", "It is 395.", "ada")
@@ -105,7 +106,7 @@ def test_tool_call_then_answer_succeeds():
         assert [t.name for t in first.tools] == ["calculator"]
         assert first.messages[0].role == "system"
         assert first.messages[0].content.startswith("You are ada, a worker.")
-        assert first.messages[1].content == render_task(task(job_task="Do the sums"))
+        assert first.messages[1].content == render_task(task(job=JobContext(request="Do the sums")))
         assistant, tool = second.messages[-2:]
         assert assistant.tool_calls[0].call_id == "c1"
         assert (tool.role, tool.tool_call_id, tool.content) == ("tool", "c1", "395")
@@ -291,7 +292,7 @@ def test_render_task_puts_the_job_and_inputs_after_the_instructions():
     request = TaskRequest(
         task_id="s2",
         instructions="  Write it up  ",
-        job_task="The report",
+        job=JobContext(request="The report"),
         inputs={"s1": " facts ", "s0": "more"},
     )
     assert render_task(request) == (

@@ -18,6 +18,7 @@ from raytroupe.protocols import (
     TaskRequest,
     TeamSpec,
 )
+from raytroupe.protocols.job_context import JobContext
 from raytroupe.runtime import Team
 
 EXAMPLE_TEAM = Path(__file__).parents[2] / "examples" / "teams" / "research.yaml"
@@ -193,7 +194,7 @@ def test_a_dependent_subtask_runs_after_its_dependency_with_its_output():
         assert first.finished_at <= second.started_at
         [request] = taps["wendy"].payloads(TaskRequest)
         assert request.inputs == {"s1": "fact: 42"}
-        assert request.job_task == "Research and write"
+        assert request.job == JobContext(request="Research and write")
         writer_prompt = [r for r in troupe.llm.payloads(LLMRequest) if r.model == "w"]
         assert "[s1] fact: 42" in writer_prompt[0].messages[1].content
         events = await troupe.orchestrator.events(result.job_id)

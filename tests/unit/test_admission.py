@@ -49,6 +49,7 @@ from raytroupe.protocols import (
     scoped_name,
     tenant_scope,
 )
+from raytroupe.protocols.job_context import JobContext
 from tests.support.graph_specs import PAUSED
 
 POLICY = TenantPolicy(
@@ -333,7 +334,7 @@ def stored(spec=None, **fields):
     spec = spec or team(agent(model="cheap", tools=("calculator",)))
     fields = {"budget": Budget(tokens=5_000, usd=0.5), "tenant": "acme",
               "team": admit_inline(spec, "acme", NAME, THEN), **fields}  # fmt: skip
-    return Job(id="job-1", task="t", submitted_at=0.0, **fields)
+    return Job(id="job-1", context=JobContext(request="t"), submitted_at=0.0, **fields)
 
 
 def readmitted(job, policy):
@@ -416,9 +417,19 @@ def test_the_journal_keeps_how_a_job_was_admitted_and_what_a_fork_of_it_runs_und
     journal = Journal(tmp_path / "j.sqlite")
     job = stored(images=(URL,), skill=skill(), input={"x": 1})
     for job_id, admin in (("job-t", False), ("job-a", True)):
-        journal.job(job_id, task="t", team=job.team, tenant="acme", budget=job.budget,
-                    submitted_at=1.0, images=job.images, skill=job.skill, input=job.input,
-                    submitted_by="key", admin=admin)  # fmt: skip
+        journal.job(
+            job_id,
+            context=JobContext(request="t"),
+            team=job.team,
+            tenant="acme",
+            budget=job.budget,
+            submitted_at=1.0,
+            images=job.images,
+            skill=job.skill,
+            input=job.input,
+            submitted_by="key",
+            admin=admin,
+        )
     assert {j.id: j.admin for j in journal.resumable()} == {"job-t": False, "job-a": True}
     journal.finish(JobResult(job_id="job-t", task="t", team=job.team.name, status="succeeded",
                              timings=Timings(submitted_at=1.0, finished_at=2.0)))  # fmt: skip

@@ -26,6 +26,7 @@ from raytroupe.protocols import (
     ToolCall,
     ToolDef,
 )
+from raytroupe.protocols.job_context import JobContext
 
 PROBE = ToolDef(
     name="probe",
@@ -335,7 +336,9 @@ def test_a_model_that_calls_on_its_last_turn_anyway_still_runs_out_of_turns():
 def test_a_subtask_that_is_the_whole_job_is_said_once():
     from raytroupe.actors.agent.turns import render_task  # noqa: PLC0415
 
-    alone = render_task(task(instructions="Add 2 and 3.", job_task="Add 2 and 3."))
+    alone = render_task(task(instructions="Add 2 and 3.", job=JobContext(request="Add 2 and 3.")))
     assert alone == "Add 2 and 3."
-    part = render_task(task(instructions="Add 2 and 3.", job_task="Add, then double."))
+    part = render_task(
+        task(instructions="Add 2 and 3.", job=JobContext(request="Add, then double."))
+    )
     assert part == "Add 2 and 3.\n\nContext:\nAdd, then double."

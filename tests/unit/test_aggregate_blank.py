@@ -4,6 +4,7 @@ import asyncio
 
 from raytroupe.actors.orchestrator.planner import aggregate
 from raytroupe.protocols import AgentSpec, LLMRequest, LLMResponse, SubtaskResult, TeamSpec, Usage
+from raytroupe.protocols.job_context import JobContext
 
 TEAM = TeamSpec(agents=(AgentSpec(name="a", role="r"),))
 RESULTS = [
@@ -21,12 +22,18 @@ def _answering(text: str):
 
 
 def test_a_blank_aggregate_becomes_the_subtasks_outputs():
-    answer = asyncio.run(aggregate("job", RESULTS, TEAM, _answering("  \n"), tenant="t"))
+    answer = asyncio.run(
+        aggregate(JobContext(request="job"), RESULTS, TEAM, _answering("  \n"), tenant="t")
+    )
     assert answer == "- What is 2+2?: 4\n- Capital?: Oslo"
 
 
 def test_a_real_aggregate_is_kept():
     assert (
-        asyncio.run(aggregate("job", RESULTS, TEAM, _answering("4, and Oslo."), tenant="t"))
+        asyncio.run(
+            aggregate(
+                JobContext(request="job"), RESULTS, TEAM, _answering("4, and Oslo."), tenant="t"
+            )
+        )
         == "4, and Oslo."
     )

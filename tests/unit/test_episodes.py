@@ -6,7 +6,7 @@ import asyncio
 
 from wiring import build_troupe, run
 
-from raytroupe.actors.orchestrator.episodes import episode_write, examples_query, shown_examples
+from raytroupe.actors.orchestrator.episodes import episode_write, examples_of, examples_query
 from raytroupe.protocols import (
     AgentSpec,
     EpisodePolicy,
@@ -19,7 +19,8 @@ from raytroupe.protocols import (
     TeamSpec,
     Timings,
 )
-from raytroupe.protocols.prompts import EXAMPLES_HEADING, HISTORY_HEADING, request_of
+from raytroupe.protocols.job_context import Example, JobContext
+from raytroupe.protocols.prompts import EXAMPLES_HEADING, asked, job_prompt
 from raytroupe.protocols.quality import QualityReport, StandardOutput
 
 KEEP = EpisodePolicy(keep=True, examples=2)
@@ -38,10 +39,9 @@ def _result(status="succeeded", answer="Water boils at 100 C.", score=None) -> J
 
 class TestEpisodesAsData:
     def test_a_success_is_kept_with_its_request_plan_tools_and_score(self):
-        request = f"How hot does water boil?\n\n{HISTORY_HEADING}\nuser: hi\nassistant: hello"
-        kept = episode_write(_result(score=0.8), KEEP, "team:lab", request)
+        kept = episode_write(_result(score=0.8), KEEP, "team:lab", "How hot does water boil?")
         assert kept is not None
-        assert kept.text == "How hot does water boil?"  # not the session's history
+        assert kept.text == "How hot does water boil?"
         assert kept.tags == ("episode", "team:lab")
         assert kept.importance == 0.8
         assert kept.metadata["answer"] == "Water boils at 100 C."
@@ -58,7 +58,13 @@ class TestEpisodesAsData:
         hit = MemoryHit(id="1", text="How hot does water boil?", score=1, similarity=1,
                         importance=1, created_at=0, metadata={"plan": "chemist: look it up",
                         "tools": "calculator", "answer": "100 C"})  # fmt: skip
-        shown = shown_examples("At what temperature does ice melt?", (hit,))
+        examples = examples_of((hit,))
+        assert examples == (
+            Example(request="How hot does water boil?", plan="chemist: look it up",
+                    tools="calculator", answer="100 C"),
+        )  # fmt: skip
+        context = JobContext(request="At what temperature does ice melt?", examples=examples)
+        shown = job_prompt(context)
         assert shown.splitlines() == [
             "At what temperature does ice melt?",
             "",
@@ -68,8 +74,8 @@ class TestEpisodesAsData:
             "    tools called: calculator",
             "    answer: 100 C",
         ]
-        assert request_of(shown) == "At what temperature does ice melt?"
-        assert shown_examples("task", ()) == "task"
+        assert asked(context) == "At what temperature does ice melt?"
+        assert job_prompt(JobContext(request="task")) == "task"
         assert examples_query(EpisodePolicy(keep=True), "team:lab", "q") is None
 
 
@@ -117,10 +123,13 @@ def test_a_teams_next_job_is_shown_its_similar_earlier_success():
     assert kept[0].metadata["answer"] == first.answer.strip()[:1500]
     assert kept[0].metadata["plan"].startswith("chemist: ")
     assert second.status == "succeeded"
-    assert second.task.startswith(f"{SECOND}\n\n{EXAMPLES_HEADING}\n[1] request: {FIRST}")
-    assert all(EXAMPLES_HEADING in p for p in _prompts(troupe, second.job_id))
-    # sized as one part (the examples are not parts): one agent is given the whole task
-    assert [s.instructions for s in second.subtasks] == [second.task]
+    assert second.task == SECOND  # what was asked: the examples are beside it, not in it
+    prompts = _prompts(troupe, second.job_id)
+    assert prompts
+    assert all(f"{EXAMPLES_HEADING}\n[1] request: {FIRST}" in p for p in prompts)
+    # sized as one part (the examples are not parts): one agent is given the request, and
+    # sees the examples beside it
+    assert [s.instructions for s in second.subtasks] == [SECOND]
     # another tenant's job is shown none of acme's episodes
     assert other.task == SECOND
     assert not any(FIRST in p for p in _prompts(troupe, other.job_id))

@@ -23,6 +23,7 @@ from raytroupe.protocols import (
     TeamSpec,
 )
 from raytroupe.protocols.experiments import Arm, ExperimentSpec, required_samples
+from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.jobs import Timings
 from raytroupe.protocols.llm import Usage
 from raytroupe.protocols.quality import QualityCheck, QualityReport, StandardOutput
@@ -315,8 +316,14 @@ def test_outcomes_the_shards_did_not_write_are_read_from_the_journal(tmp_path):
     desk.start(_spec(samples_per_arm=5))
     team = TeamSpec(name="skill.sk", agents=[AgentSpec(name="a", role="r")])
     for job_id in ("job-done", "job-running"):
-        journal.job(job_id, task="t", team=team, tenant="default", budget=None,
-                    submitted_at=now[0])  # fmt: skip
+        journal.job(
+            job_id,
+            context=JobContext(request="t"),
+            team=team,
+            tenant="default",
+            budget=None,
+            submitted_at=now[0],
+        )
         _assign(desk, "sk", "default", job_id)
     _assign(desk, "sk", "default", "job-never-started")
     journal.finish(_result("job-done"))  # its shard's own write failed: only the journal has it

@@ -9,6 +9,7 @@ from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.orchestrator.runner import streams_answer
 from raytroupe.deployments.openai_answers import _AnswerTokens
 from raytroupe.protocols import AgentSpec, JobEvent, TeamSpec, orchestrator_address
+from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.skill import SkillSpec
 
 JOB = "job-stream-1"
@@ -76,8 +77,15 @@ def test_tool_call_fragments_are_not_text():
 
 def _job(*, stream_answer=True, skill=None, **team):
     spec = TeamSpec(name="t", agents=[AgentSpec(name="a", role="worker")], **team)
-    return Job(id=JOB, task="x", team=spec, tenant="acme", submitted_at=time.time(),
-               stream_answer=stream_answer, skill=skill)  # fmt: skip
+    return Job(
+        id=JOB,
+        context=JobContext(request="x"),
+        team=spec,
+        tenant="acme",
+        submitted_at=time.time(),
+        stream_answer=stream_answer,
+        skill=skill,
+    )
 
 
 SKILL = SkillSpec(name="s", version="1", description="d", prompt={"instructions": "x"})

@@ -22,6 +22,7 @@ from raytroupe.actors import (
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.shards import Admitted
 from raytroupe.protocols import AgentSpec, InvalidInput, JobNotFound, TeamSpec, job_shard
+from raytroupe.protocols.job_context import JobContext
 
 TEAM = TeamSpec(name="sh", agents=(AgentSpec(name="sh-solo", role="w"),), max_parallel=1)
 TASK = "- first thing.\n- second thing."
@@ -100,9 +101,18 @@ def test_a_restarted_shard_resumes_its_partition_only(tmp_path):
 def test_a_shard_runs_only_its_own_partition(tmp_path):
     async def scenario():
         _, shards, _, _ = await system(tmp_path / "journal.sqlite")
-        stray = Admitted(id="job-0123456789abcdef", task="x", team=TEAM, tenant="t",
-                         submitted_at=0.0, budget=None, route=None, images=(),
-                         request_id=None, registered=False)  # fmt: skip
+        stray = Admitted(
+            id="job-0123456789abcdef",
+            context=JobContext(request="x"),
+            team=TEAM,
+            tenant="t",
+            submitted_at=0.0,
+            budget=None,
+            route=None,
+            images=(),
+            request_id=None,
+            registered=False,
+        )
         with pytest.raises(InvalidInput):
             await shards[1].adopt(stray)  # shard 0's id: not shard 1's to run
         with pytest.raises(JobNotFound):

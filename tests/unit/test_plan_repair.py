@@ -8,6 +8,7 @@ from wiring import run
 from raytroupe.actors.orchestrator.plan_repair import repair_plan
 from raytroupe.actors.orchestrator.planner import make_plan, parse_plan
 from raytroupe.protocols import LLMResponse, ModelError, Plan, PlanError, TeamSpec, Usage
+from raytroupe.protocols.job_context import JobContext
 
 
 def _team(*roles, **fields):
@@ -113,7 +114,7 @@ class _Planner:
 def test_two_unusable_answers_end_in_one_agent_taking_the_whole_task():
     team = _team("writer", "analyst")
     planner = _Planner("not json", '{"subtasks": [{"id": "x", "role": "poet"}]}')
-    plan = run(make_plan("Write the report.", team, planner))
+    plan = run(make_plan(JobContext(request="Write the report."), team, planner))
     (whole,) = plan.subtasks
     assert (whole.id, whole.role, whole.instructions) == ("whole-task", "writer",
                                                           "Write the report.")  # fmt: skip
@@ -121,10 +122,14 @@ def test_two_unusable_answers_end_in_one_agent_taking_the_whole_task():
     assert len(planner.asked) == 2
     strict = team.model_copy(update={"plan_fallback": False})
     with pytest.raises(PlanError, match="no valid plan in 2 attempt"):
-        run(make_plan("Write the report.", strict, _Planner("no", "still no")))
+        run(make_plan(JobContext(request="Write the report."), strict, _Planner("no", "still no")))
     # a model that fails is not a malformed plan: the job fails with the model's error
     with pytest.raises(PlanError, match="asking again failed"):
-        run(make_plan("Write the report.", team, _Planner("no", ModelError("down"))))
+        run(
+            make_plan(
+                JobContext(request="Write the report."), team, _Planner("no", ModelError("down"))
+            )
+        )
 
 
 @pytest.mark.parametrize(

@@ -24,6 +24,7 @@ from raytroupe.protocols import (
     TaskRequest,
     TeamSpec,
 )
+from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.prompts import plan_schema
 from raytroupe.runtime import Team
 
@@ -218,7 +219,7 @@ def test_make_plan_asks_once_when_the_first_answer_is_good():
         asked.append(request)
         return LLMResponse(text=GOOD_PLAN, model=request.model, provider="test")
 
-    plan = run(make_plan("task", two_roles(), ask))
+    plan = run(make_plan(JobContext(request="task"), two_roles(), ask))
     assert [s.id for s in plan.subtasks] == ["s1", "s2"]
     assert asked == [plan_request("task", two_roles())]
 

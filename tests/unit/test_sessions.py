@@ -5,7 +5,7 @@ needs a fact from its second, and sessions outliving their orchestrator."""
 import pytest
 from wiring import build_troupe, run
 
-from raytroupe.actors.desk.sessions import History, SessionDesk, SessionStore
+from raytroupe.actors.desk.sessions import SessionDesk, SessionStore
 from raytroupe.actors.llm.tokens import count_tokens
 from raytroupe.protocols import (
     AgentSpec,
@@ -18,6 +18,8 @@ from raytroupe.protocols import (
     SessionNotFound,
     TeamSpec,
 )
+from raytroupe.protocols.job_context import Exchange, History, JobContext
+from raytroupe.protocols.prompts import job_prompt
 from raytroupe.protocols.sessions import SessionTurn
 
 TEAM = TeamSpec(
@@ -113,7 +115,7 @@ class TestHistory:
             raise AssertionError("nothing to summarize")
 
         history = run(self._history(store, ask))
-        shown = history.render("What is my name?")
+        shown = job_prompt(JobContext(request="What is my name?", history=history))
         assert "user: My name is Ada.\nassistant: Hello Ada." in shown
         assert shown.startswith("What is my name?\n\nThe conversation so far")
 
@@ -133,12 +135,12 @@ class TestHistory:
         assert "user: Turn 1 says" in summarized
         assert history.summary == "They talked about words."
         assert history.turns
-        assert history.turns[-1].seq == 8
-        assert "Turn 1 says" not in history.render("next")
-        rendered = history.render("")
+        assert history.turns[-1].asked.startswith("Turn 8 says")
+        rendered = job_prompt(JobContext(request="", history=history))
+        assert "Turn 1 says" not in rendered
         assert count_tokens(rendered) <= 400
         info = store.get("acme", "s")
-        assert info.summarized_through == history.turns[0].seq - 1
+        assert history.turns[0].asked.startswith(f"Turn {info.summarized_through + 1} says")
         # read again: nothing new to summarize
         again = run(self._history(store, ask))
         assert len(asked) == 1
@@ -154,7 +156,7 @@ class TestHistory:
 
         history = run(self._history(store, ask))
         assert "earlier turn(s) left out" in history.summary
-        assert history.turns[-1].seq == 8
+        assert history.turns[-1].asked.startswith("Turn 8:")
 
     def test_unfinished_and_failed_turns_are_not_shown(self):
         store = SessionStore.in_memory()
@@ -163,7 +165,8 @@ class TestHistory:
         store.settle("acme", "s", 1, "failed", None)
         store.add_turn("acme", "s", "j2", "second")  # still running
         history = run(self._history(store, None, running=("j2",)))
-        assert history == History("", ())
+        assert history == History()
+        assert not history
         assert store.get("acme", "s").turns[1].status == "running"
 
 
@@ -203,7 +206,9 @@ class TestJobsInSessions:
         assert "Marguerite lives in Lyon" in results[-1].answer
         # the fact reached it through the summary: turn 2 is no longer shown whole
         assert info.summarized_through >= 2
-        assert "The conversation so far" in results[-1].task
+        # the history is beside the request, not in it
+        assert results[-1].task == "In which city does my sister live?"
+        assert all("The conversation so far" in _texts(r) for r in asked)
 
     def test_another_tenant_cannot_use_or_read_the_session(self):
         async def scenario():
@@ -265,8 +270,10 @@ class TestJobsInSessions:
 
 
 def test_history_renders_each_turn_on_its_lines():
-    history = History("Earlier: a dog.", (_turn(3, "line one\nline two", "yes\nno"),))
-    rendered = history.render("Go on.")
+    history = History(
+        summary="Earlier: a dog.", turns=(Exchange(asked="line one\nline two", answer="yes\nno"),)
+    )
+    rendered = job_prompt(JobContext(request="Go on.", history=history))
     assert rendered.splitlines() == [
         "Go on.",
         "",

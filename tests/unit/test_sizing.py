@@ -21,7 +21,7 @@ from raytroupe.protocols import (
     TeamSpec,
     Usage,
 )
-from raytroupe.protocols.prompts import HISTORY_HEADING
+from raytroupe.protocols.job_context import Exchange, History, JobContext
 
 
 def team(**fields) -> TeamSpec:
@@ -47,6 +47,11 @@ QUESTIONS = (
 )
 
 
+def asked_for(task: str) -> JobContext:
+    """The context of a job asked ``task``, with nothing beside it."""
+    return JobContext(request=task)
+
+
 def result(sid: str, output: str, status: str = "succeeded") -> SubtaskResult:
     return SubtaskResult(id=sid, role="researcher", instructions="x", status=status, output=output)
 
@@ -55,7 +60,7 @@ def result(sid: str, output: str, status: str = "succeeded") -> SubtaskResult:
 
 
 def test_a_task_of_one_part_is_one_subtask_on_the_first_role_without_tools():
-    plan = sized_plan("Describe the Eiffel Tower.", team())
+    plan = sized_plan(asked_for("Describe the Eiffel Tower."), team())
     (only,) = plan.subtasks
     assert (only.id, only.role, only.instructions) == (
         "s1",
@@ -68,7 +73,7 @@ def test_a_task_of_one_part_is_one_subtask_on_the_first_role_without_tools():
 
 
 def test_a_task_of_one_part_that_needs_arithmetic_goes_to_the_calculator_role():
-    (only,) = sized_plan("What is 17 * 23 + 4?", team()).subtasks
+    (only,) = sized_plan(asked_for("What is 17 * 23 + 4?"), team()).subtasks
     assert only.role == "analyst"
 
 
@@ -76,7 +81,7 @@ def test_work_needing_no_tool_goes_to_the_first_role_when_every_role_has_tools()
     agents = (AgentSpec(name="c", role="calc", tools=("calculator",)),
               AgentSpec(name="d", role="calc2", tools=("calculator",)))  # fmt: skip
     tooled = TeamSpec(name="x", agents=agents)
-    assert sized_plan("Describe the tower.", tooled).subtasks[0].role == "calc"
+    assert sized_plan(asked_for("Describe the tower."), tooled).subtasks[0].role == "calc"
 
 
 def test_arithmetic_in_a_team_without_the_calculator_goes_to_its_first_role():
@@ -84,16 +89,16 @@ def test_arithmetic_in_a_team_without_the_calculator_goes_to_its_first_role():
     assert role_for("What is 17 * 23?", plain_team()) == "researcher"
 
 
-def test_the_history_after_a_task_of_one_part_does_not_route_it_to_the_calculator():
-    task = (
-        f"Write a haiku about autumn.\n\n{HISTORY_HEADING}\nuser: What is 17 * 23?\nassistant: 391"
-    )
-    (only,) = sized_plan(task, team()).subtasks
-    assert (only.role, only.instructions) == ("researcher", task)
+def test_the_history_beside_a_task_of_one_part_does_not_route_it_to_the_calculator():
+    earlier = History(turns=(Exchange(asked="What is 17 * 23?", answer="391"),))
+    context = JobContext(request="Write a haiku about autumn.", history=earlier)
+    (only,) = sized_plan(context, team()).subtasks
+    assert (only.role, only.instructions) == ("researcher", "Write a haiku about autumn.")
+    assert only.context is None  # its agent is given the whole context, the history in it
 
 
 def test_listed_questions_are_one_subtask_each_routed_by_what_each_needs():
-    plan = sized_plan(QUESTIONS, team())
+    plan = sized_plan(asked_for(QUESTIONS), team())
     assert plan.sizing == "parts"
     assert [(s.id, s.role, s.instructions) for s in plan.subtasks] == [
         ("s1", "analyst", "What is 14 * 3?"),
@@ -108,11 +113,11 @@ def test_listed_questions_are_one_subtask_each_routed_by_what_each_needs():
 
 
 def test_more_parts_than_max_subtasks_make_one_subtask_of_the_whole_task():
-    plan = sized_plan(QUESTIONS, team(max_subtasks=2))
+    plan = sized_plan(asked_for(QUESTIONS), team(max_subtasks=2))
     (only,) = plan.subtasks
     assert (only.id, only.instructions, plan.sizing) == ("s1", QUESTIONS, "one")
     assert only.role == "analyst"  # the whole task holds arithmetic
-    assert len(sized_plan(QUESTIONS, team(max_subtasks=3)).subtasks) == 3
+    assert len(sized_plan(asked_for(QUESTIONS), team(max_subtasks=3)).subtasks) == 3
 
 
 def test_make_plan_sizes_an_auto_team_without_asking_the_model():
@@ -122,8 +127,8 @@ def test_make_plan_sizes_an_auto_team_without_asking_the_model():
         asked.append(request)
         raise AssertionError("the planner model was asked")
 
-    plan = asyncio.run(make_plan(QUESTIONS, team(), ask))
-    assert plan == sized_plan(QUESTIONS, team())
+    plan = asyncio.run(make_plan(asked_for(QUESTIONS), team(), ask))
+    assert plan == sized_plan(asked_for(QUESTIONS), team())
     assert asked == []
 
 
@@ -131,20 +136,20 @@ def test_make_plan_sizes_an_auto_team_without_asking_the_model():
 
 
 def test_the_answer_of_one_part_is_its_subtasks_output():
-    plan = sized_plan("Describe the tower.", team())
+    plan = sized_plan(asked_for("Describe the tower."), team())
     assert (
         assembled("Describe the tower.", plan, [result("s1", "  It is tall.\n")]) == "It is tall."
     )
 
 
 def test_the_answers_of_parts_are_assembled_under_their_markers_in_the_order_asked():
-    plan = sized_plan(QUESTIONS, team())
+    plan = sized_plan(asked_for(QUESTIONS), team())
     results = [result("s3", "15 dollars"), result("s1", " 42 "), result("s2", "Berkeley")]
     assert assembled(QUESTIONS, plan, results) == "1. 42\n2. Berkeley\n3. 15 dollars"
 
 
 def test_parts_assembled_against_another_task_are_numbered():
-    plan = sized_plan(QUESTIONS, team())
+    plan = sized_plan(asked_for(QUESTIONS), team())
     results = [result("s1", "42"), result("s2", "Berkeley")]  # s3 has no result
     assert assembled("another task", plan, results) == "1. 42\n2. Berkeley\n3. "
 
@@ -182,7 +187,7 @@ def test_a_planner_models_plan_is_repaired_onto_the_calculator_role():
     async def ask(request: LLMRequest) -> LLMResponse:
         return LLMResponse(text=answer, model="m", provider="test", usage=Usage(calls=1))
 
-    plan = asyncio.run(make_plan("What is 15% of 80?", team(planning="model"), ask))
+    plan = asyncio.run(make_plan(asked_for("What is 15% of 80?"), team(planning="model"), ask))
     assert plan.subtasks[0].role == "analyst"
     assert plan.repairs == ("subtask 's1' needs calculator: moved from role 'writer' to 'analyst'",)
     assert plan.sizing is None
@@ -204,19 +209,23 @@ class Model:
 
 
 def test_a_sized_plans_answer_is_assembled_without_a_model_call():
-    plan = sized_plan(QUESTIONS, team())
+    plan = sized_plan(asked_for(QUESTIONS), team())
     results = [result("s1", "42"), result("s2", "Berkeley"), result("s3", "15")]
     model = Model("the model's answer")
-    answer = asyncio.run(aggregate(QUESTIONS, results, team(), model, tenant="t", plan=plan))
+    answer = asyncio.run(
+        aggregate(asked_for(QUESTIONS), results, team(), model, tenant="t", plan=plan)
+    )
     assert answer == "1. 42\n2. Berkeley\n3. 15"
     assert model.asked == []
 
 
 def test_a_plan_not_sized_is_aggregated_by_the_model():
-    plan = sized_plan(QUESTIONS, team()).model_copy(update={"sizing": None})
+    plan = sized_plan(asked_for(QUESTIONS), team()).model_copy(update={"sizing": None})
     results = [result("s1", "42"), result("s2", "Berkeley"), result("s3", "15")]
     model = Model("the model's answer")
-    answer = asyncio.run(aggregate(QUESTIONS, results, team(), model, tenant="t", plan=plan))
+    answer = asyncio.run(
+        aggregate(asked_for(QUESTIONS), results, team(), model, tenant="t", plan=plan)
+    )
     assert answer == "the model's answer"
     assert [r.purpose for r in model.asked] == ["aggregate"]
 
@@ -224,29 +233,29 @@ def test_a_plan_not_sized_is_aggregated_by_the_model():
 def test_an_assembled_answer_failing_the_teams_schema_is_aggregated_by_the_model():
     schema = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     checked = team(output_schema=schema)
-    plan = sized_plan("How many pens do 15 dollars buy at 3 dollars each?", checked)
+    plan = sized_plan(asked_for("How many pens do 15 dollars buy at 3 dollars each?"), checked)
     model = Model('{"n": 5}')
     answer = asyncio.run(
-        aggregate(plan.subtasks[0].instructions, [result("s1", "Five pens.")], checked, model,
-                  tenant="t", plan=plan)
+        aggregate(asked_for(plan.subtasks[0].instructions), [result("s1", "Five pens.")],
+                  checked, model, tenant="t", plan=plan)
     )  # fmt: skip
     assert answer == '{"n": 5}'
     assert [r.purpose for r in model.asked] == ["aggregate"]
     # an assembled answer that passes is the answer: no call
     model = Model("unused")
     answer = asyncio.run(
-        aggregate(plan.subtasks[0].instructions, [result("s1", '{"n": 5}')], checked, model,
-                  tenant="t", plan=plan)
+        aggregate(asked_for(plan.subtasks[0].instructions), [result("s1", '{"n": 5}')],
+                  checked, model, tenant="t", plan=plan)
     )  # fmt: skip
     assert (answer, model.asked) == ('{"n": 5}', [])
 
 
 def test_an_assembled_answer_missing_a_required_field_is_aggregated_by_the_model():
     checked = team(required=("n",))
-    plan = sized_plan("Describe the tower.", checked)
+    plan = sized_plan(asked_for("Describe the tower."), checked)
     model = Model('{"n": "tall"}')
     answer = asyncio.run(
-        aggregate("Describe the tower.", [result("s1", "It is tall.")], checked, model,
+        aggregate(asked_for("Describe the tower."), [result("s1", "It is tall.")], checked, model,
                   tenant="t", plan=plan)
     )  # fmt: skip
     assert answer == '{"n": "tall"}'
@@ -254,10 +263,17 @@ def test_an_assembled_answer_missing_a_required_field_is_aggregated_by_the_model
 
 
 def test_a_blank_assembled_answer_is_aggregated_by_the_model():
-    plan = sized_plan("Describe the tower.", team())
+    plan = sized_plan(asked_for("Describe the tower."), team())
     model = Model("It is tall.")
     answer = asyncio.run(
-        aggregate("Describe the tower.", [result("s1", "  ")], team(), model, tenant="t", plan=plan)
+        aggregate(
+            asked_for("Describe the tower."),
+            [result("s1", "  ")],
+            team(),
+            model,
+            tenant="t",
+            plan=plan,
+        )
     )
     assert answer == "It is tall."
     assert len(model.asked) == 1

@@ -40,6 +40,7 @@ from raytroupe.protocols import (
     ToolResult,
     UsageRow,
 )
+from raytroupe.protocols.job_context import Example, Exchange, History, JobContext, TextFile
 
 TEAM = TeamSpec(name="crew", agents=(AgentSpec(name="ada", role="writer"),))
 PLAN = Plan.model_validate(
@@ -73,9 +74,18 @@ def keep():
 # -- the journal: jobs, plans, subtasks, approvals, teams, policies, inline teams
 
 
+CONTEXT = JobContext(
+    request="And in Paris?",
+    files=(TextFile(name="notes.md", media_type="text/markdown", text="é, ü: ☃"),),
+    history=History(summary="Prices.", turns=(Exchange(asked="Rent in Lyon?", answer="900"),)),
+    examples=(Example(request="Rent in Nice?", plan="a: look", tools="calculator", answer="1k"),),
+    lessons=("Say the currency.",),
+)
+
+
 def test_an_unfinished_job_comes_back_whole_to_a_new_journal(state_at, keep):
     first = keep(Journal(state_at("journal")))
-    first.job("j1", task="t", team=TEAM, tenant="acme", budget=Budget(tokens=500),
+    first.job("j1", context=CONTEXT, team=TEAM, tenant="acme", budget=Budget(tokens=500),
               submitted_at=1700000000.123456, images=(IMAGE,))  # fmt: skip
     first.plan("j1", PLAN)
     first.subtask("j1", _done("s1", "draft v1"))
@@ -83,7 +93,8 @@ def test_an_unfinished_job_comes_back_whole_to_a_new_journal(state_at, keep):
     first.close()
 
     (found,) = keep(Journal(state_at("journal"))).unfinished()
-    assert (found.job_id, found.task, found.team, found.tenant) == ("j1", "t", TEAM, "acme")
+    assert (found.job_id, found.team, found.tenant) == ("j1", TEAM, "acme")
+    assert found.context == CONTEXT.model_copy(update={"lessons": ()})  # recalled, not kept
     assert found.budget == Budget(tokens=500)
     assert found.submitted_at == 1700000000.123456  # full precision, not a 4-byte float
     assert found.plan == PLAN
@@ -91,13 +102,38 @@ def test_an_unfinished_job_comes_back_whole_to_a_new_journal(state_at, keep):
     assert found.images == (IMAGE,)
 
 
+def test_a_job_journaled_before_contexts_were_resumes_with_its_task_as_the_request(state_at, keep):
+    journal = keep(Journal(state_at("journal")))
+    journal.job("old", context=CONTEXT, team=TEAM, tenant="acme", budget=None, submitted_at=1.0)
+    glued = "And in Paris?\n\nThe conversation so far (...):\nuser: Rent in Lyon?"
+    journal.db.execute("UPDATE jobs SET task = ?, context = NULL WHERE id = 'old'", (glued,))
+    (found,) = journal.unfinished()
+    assert found.context == JobContext(request=glued)  # the prompt it was given, whole
+    (job,) = journal.resumable()
+    assert job.prompt == glued
+
+
 def test_a_job_recorded_twice_keeps_its_first_record_and_a_finished_one_is_not_resumed(
     state_at, keep
 ):
     journal = keep(Journal(state_at("journal")))
-    journal.job("j1", task="first", team=TEAM, tenant="a", budget=None, submitted_at=1.0)
-    journal.job("j1", task="again", team=TEAM, tenant="b", budget=None, submitted_at=2.0)
-    assert [u.task for u in journal.unfinished()] == ["first"]
+    journal.job(
+        "j1",
+        context=JobContext(request="first"),
+        team=TEAM,
+        tenant="a",
+        budget=None,
+        submitted_at=1.0,
+    )
+    journal.job(
+        "j1",
+        context=JobContext(request="again"),
+        team=TEAM,
+        tenant="b",
+        budget=None,
+        submitted_at=2.0,
+    )
+    assert [u.context.request for u in journal.unfinished()] == ["first"]
     journal.finish(_result("j1"))
     assert journal.unfinished() == []
     assert journal.load("j1") == (TEAM, "a", _result("j1"))
@@ -111,7 +147,14 @@ def test_a_job_recorded_twice_keeps_its_first_record_and_a_finished_one_is_not_r
 def test_unfinished_jobs_come_back_oldest_first(state_at, keep):
     journal = keep(Journal(state_at("journal")))
     for job_id, at in (("late", 3.0), ("early", 1.0), ("mid", 2.0)):
-        journal.job(job_id, task="t", team=TEAM, tenant="a", budget=None, submitted_at=at)
+        journal.job(
+            job_id,
+            context=JobContext(request="t"),
+            team=TEAM,
+            tenant="a",
+            budget=None,
+            submitted_at=at,
+        )
     assert [u.job_id for u in journal.unfinished()] == ["early", "mid", "late"]
 
 
@@ -122,8 +165,15 @@ def test_the_jobs_list_is_newest_first_per_tenant_with_filters_search_and_paging
             ("j3", "globex", 3.0, "GLOBEX secret plan", "globex-user"),
             ("j4", "acme", 4.0, "translate", None))  # fmt: skip
     for job_id, tenant, at, task, by in rows:
-        journal.job(job_id, task=task, team=TEAM, tenant=tenant, budget=None, submitted_at=at,
-                    submitted_by=by)  # fmt: skip
+        journal.job(
+            job_id,
+            context=JobContext(request=task),
+            team=TEAM,
+            tenant=tenant,
+            budget=None,
+            submitted_at=at,
+            submitted_by=by,
+        )
     journal.finish(_result("j2").model_copy(update={"job_id": "j2"}))
 
     def ids(tenant=None, **filters):
@@ -146,7 +196,14 @@ def test_the_jobs_list_is_newest_first_per_tenant_with_filters_search_and_paging
     assert (waiting.status, waiting.cost_usd, waiting.submitted_by) == ("pending", None, None)
     assert journal.summary("unknown") is None
     long_task = "x" * 5000
-    journal.job("j5", task=long_task, team=TEAM, tenant="acme", budget=None, submitted_at=5.0)
+    journal.job(
+        "j5",
+        context=JobContext(request=long_task),
+        team=TEAM,
+        tenant="acme",
+        budget=None,
+        submitted_at=5.0,
+    )
     assert journal.summary("j5").task == "x" * 200
 
 

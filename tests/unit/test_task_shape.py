@@ -2,7 +2,6 @@
 
 import pytest
 
-from raytroupe.protocols.prompts import EXAMPLES_HEADING, HISTORY_HEADING
 from raytroupe.protocols.task_shape import (
     Part,
     TaskParts,
@@ -140,17 +139,6 @@ def test_one_item_is_not_a_list():
     assert not task_parts("Questions:\n1. What is the capital of France?").split
 
 
-def test_the_history_after_the_request_is_kept_in_the_context_and_never_split():
-    history = f"{HISTORY_HEADING}\nuser: - What is X?\n- What is Y?\nassistant: both unknown"
-    task = f"Background: X is 1.\n1. What is A?\n2. What is B?\n\n{history}"
-    shape = task_parts(task)
-    assert [p.text for p in shape.parts] == ["What is A?", "What is B?"]
-    assert shape.context == f"Background: X is 1.\n\n{history}"
-    # a request of one part followed by history that lists questions is still one part
-    one = f"Write a haiku.\n\n{history}"
-    assert task_parts(one).parts == (Part(marker="", text="Write a haiku."),)
-
-
 # -- needs_arithmetic -----------------------------------------------------------------------
 
 
@@ -197,13 +185,6 @@ def test_expressions_and_word_problems_need_arithmetic(text):
 )
 def test_texts_that_ask_for_no_computed_number_need_no_arithmetic(text):
     assert not needs_arithmetic(text)
-
-
-def test_arithmetic_in_a_sessions_history_or_examples_is_not_asked_for_now():
-    for heading in (HISTORY_HEADING, EXAMPLES_HEADING):
-        earlier = f"\n\n{heading}\nuser: What is 17 * 23 + 4?\nassistant: 395"
-        assert not needs_arithmetic(f"Write a haiku about autumn.{earlier}")
-        assert needs_arithmetic(f"What is 15% of 80?{earlier}")
 
 
 @pytest.mark.parametrize(

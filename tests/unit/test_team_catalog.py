@@ -23,6 +23,7 @@ from raytroupe.protocols import (
     TeamSpec,
 )
 from raytroupe.protocols.inputs import with_files
+from raytroupe.protocols.job_context import JobContext
 from raytroupe.runtime import Team
 
 
@@ -66,7 +67,12 @@ def _retired(provisioner):
 
 def _job(team, *, registered):
     return Job(
-        id="j1", task="t", team=team, tenant="default", submitted_at=0.0, registered=registered
+        id="j1",
+        context=JobContext(request="t"),
+        team=team,
+        tenant="default",
+        submitted_at=0.0,
+        registered=registered,
     )
 
 
@@ -363,9 +369,18 @@ def test_a_shard_provisions_a_named_team_as_registered_now_and_an_inline_one_as_
 
 
 def _admitted(job_id, team, *, registered):
-    return Admitted(id=job_id, task="t", team=team, tenant="default", submitted_at=0.0,
-                    budget=None, route=None, images=(), request_id=None,
-                    registered=registered)  # fmt: skip
+    return Admitted(
+        id=job_id,
+        context=JobContext(request="t"),
+        team=team,
+        tenant="default",
+        submitted_at=0.0,
+        budget=None,
+        route=None,
+        images=(),
+        request_id=None,
+        registered=registered,
+    )
 
 
 # persistence

@@ -102,7 +102,7 @@ class GraphControl:
         await asyncio.to_thread(self._graphs.store.fork, new_id, start, (source.id, step, state))
         return Admitted(
             id=new_id,
-            task=source.task,
+            context=source.context.model_copy(update={"lessons": ()}),  # recalled again
             team=source.team,
             tenant=source.tenant,
             submitted_at=time.time(),

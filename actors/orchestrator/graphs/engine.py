@@ -94,7 +94,7 @@ class GraphRun:
         self._nodes = {n.id: n for n in graph.nodes}
         self._keeper = StateKeeper(graph)
         self._slots = asyncio.Semaphore(job.team.max_parallel)
-        self._edges = Edges(graph, job.task, job.team.max_subtasks)
+        self._edges = Edges(graph, job.asked, job.team.max_subtasks)
         self._runs = NodeRuns(
             job, graph, namespace, self._keeper, self._edges, slots=self._slots,
             run_subtask=host.run_subtask, run_child=host.run_child,

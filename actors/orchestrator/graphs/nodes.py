@@ -125,11 +125,14 @@ class NodeRuns:
     async def run_agent(
         self, ran: TaskRun, node: GraphNode, point: GraphCheckpoint, step: int, resume: Any
     ) -> None:
-        """An agent's answer, turned into an update: sent back with its problems while invalid."""
+        """An agent's answer, turned into an update: sent back with its problems while invalid.
+
+        ``{task}`` is what the job was asked; the agent sees the rest of its context beside.
+        """
         base = task_id(self._ns, ran.task, step)
         instructions = render(
             node.instructions,
-            task=self._job.task,
+            task=self._job.asked,
             state=point.state,
             item=ran.task.item,
             resume=resume,
@@ -212,10 +215,14 @@ class NodeRuns:
     async def run_child(
         self, ran: TaskRun, node: GraphNode, point: GraphCheckpoint, step: int, resume: Any
     ) -> None:
-        """A registered team or skill as the node: a child job of the same tenant."""
+        """A registered team or skill as the node: a child job of the same tenant.
+
+        ``{task}`` is the job's whole prompt (its history and examples too): the child job's
+        request is all the child is given.
+        """
         task = render(
             node.instructions or "{task}",
-            task=self._job.task,
+            task=self._job.prompt,
             state=point.state,
             item=ran.task.item,
             resume=resume,

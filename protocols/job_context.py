@@ -1,0 +1,66 @@
+"""A job's context as one typed value: what was asked, and what the job is shown beside it.
+
+The caller's request stays the request. A session's earlier turns, the episodes its team or
+skill offers, the text of its attachments and a team skill's lessons are fields beside it,
+filled in by whoever knows them (the front desk, the job's shard), journaled with the job,
+and turned into text in one place only, :mod:`raytroupe.protocols.prompts`. Nothing reads
+them back out of a prompt.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = ["Example", "Exchange", "History", "JobContext", "TextFile"]
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+class TextFile(_Data):
+    """A text attachment, as the job's agents read it."""
+
+    name: str = Field(description="File name, shown to the model.")
+    media_type: str = Field(description="MIME type, e.g. text/markdown.")
+    text: str
+
+
+class Exchange(_Data):
+    """One earlier turn of a session: what was asked, and the answer."""
+
+    asked: str
+    answer: str
+
+
+class History(_Data):
+    """What a job of a session is shown of the conversation before it."""
+
+    summary: str = Field(default="", description="Earlier turns, summarized.")
+    turns: tuple[Exchange, ...] = Field(default=(), description="The newest turns, whole.")
+
+    def __bool__(self) -> bool:
+        return bool(self.summary or self.turns)
+
+
+class Example(_Data):
+    """An earlier job of the same team or skill that succeeded (an episode), offered as one."""
+
+    request: str
+    plan: str = ""
+    tools: str = ""
+    answer: str = ""
+
+
+class JobContext(_Data):
+    """What a job was asked, and what it is shown beside it."""
+
+    request: str = Field(description="The task as the caller wrote it.")
+    files: tuple[TextFile, ...] = Field(default=(), description="Its text attachments.")
+    history: History = Field(default_factory=History, description="Its session's history.")
+    examples: tuple[Example, ...] = Field(
+        default=(), description="Episodes of its team or skill, offered as examples."
+    )
+    lessons: tuple[str, ...] = Field(
+        default=(), description="A team skill's lessons, recalled for this request."
+    )
