@@ -18,7 +18,6 @@ from ray.exceptions import RayActorError, RayTaskError
 
 from raytroupe.actors.ray_handles import NAMESPACE, through_restarts, unwrap
 from raytroupe.protocols import (
-    Budget,
     JobResult,
     JobsQuery,
     JobSummary,
@@ -27,6 +26,7 @@ from raytroupe.protocols import (
     TenantPolicy,
     job_shard,
 )
+from raytroupe.protocols.job_order import JobOrder, Submitter
 
 __all__ = ["DESK", "OrchestratorShards", "RayDesk", "RayShards", "orchestrator_shard_name"]
 
@@ -124,23 +124,9 @@ class RayDesk(_ByName):
     def __reduce__(self) -> tuple[Any, ...]:
         return (RayDesk, ())
 
-    async def submit(
-        self,
-        task: str,
-        team: TeamSpec | str | None,
-        *,
-        tenant: str,
-        budget: Budget | None,
-        admin: bool,
-        skill: str | None,
-        input: Any,  # noqa: A002 - as submit names it
-        account: str | None,
-    ) -> str:
+    async def submit(self, order: JobOrder, caller: Submitter) -> str:
         """Admit a graph node's child job; its id."""
-        return str(await self._ask(
-            DESK, "submit", task, team, tenant=tenant, budget=budget, admin=admin,
-            skill=skill, input=input, account=account,
-        ))  # fmt: skip
+        return str(await self._ask(DESK, "submit", order, caller))
 
     async def team(self, name: str) -> TeamSpec:
         """The team registered as ``name`` now."""

@@ -52,6 +52,7 @@ from raytroupe.deployments.openai_answers import (
 from raytroupe.deployments.openai_messages import AUTO, _target, _task, _wants_json
 from raytroupe.deployments.problems import problem
 from raytroupe.protocols import TeamNotFound
+from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.sessions import checked_session_id
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.operations.teams import visible
@@ -170,11 +171,15 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         team, skill = _target(body.model)
         as_json = _wants_json(body.response_format)
         live = body.stream and not as_json  # JSON content is the envelope, not the tokens
-        job_id = await client.submit(
-            task, team, tenant=who.tenant, attachments=tuple(attachments), admin=who.admin,
-            skill=skill, session=session, by=who.name, stream_answer=live,
+        order = JobOrder(
+            task=task, team=team, skill=skill, attachments=tuple(attachments), session=session,
+            stream_answer=live,
+        )  # fmt: skip
+        caller = Submitter(
+            tenant=who.tenant, admin=who.admin, by=who.name,
             traceparent=request.headers.get("traceparent"),  # the caller's trace, continued
         )  # fmt: skip
+        job_id = await client.submit(order, caller)
         completion_id = f"chatcmpl-{job_id}"
         if body.stream:
             usage = bool((body.stream_options or {}).get("include_usage"))

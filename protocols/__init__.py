@@ -76,6 +76,8 @@ from raytroupe.protocols.errors import (
 )
 from raytroupe.protocols.graph import GraphEdge, GraphNode, GraphSpec
 from raytroupe.protocols.inputs import AgentInfo, Attachment, with_files
+from raytroupe.protocols.job_context import JobContext
+from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.jobs import (
     DeadLetter,
     Feedback,
@@ -228,11 +230,13 @@ __all__ = [
     "InvalidInput",
     "InvalidRequest",
     "JobCancelled",
+    "JobContext",
     "JobEnded",
     "JobError",
     "JobEvent",
     "JobFailed",
     "JobNotFound",
+    "JobOrder",
     "JobResult",
     "JobStatus",
     "JobSummary",
@@ -301,6 +305,7 @@ __all__ = [
     "StandardOutput",
     "StateUnavailable",
     "StreamInterrupted",
+    "Submitter",
     "SubtaskResult",
     "TaskRequest",
     "TaskResult",

@@ -34,8 +34,6 @@ from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
     ApprovalRequest,
-    Attachment,
-    Budget,
     DeadLetter,
     Feedback,
     JobEvent,
@@ -61,8 +59,7 @@ from raytroupe.protocols.graph_checkpoints import (
     GraphState,
     Interrupted,
 )
-from raytroupe.protocols.intent import IntentConfig
-from raytroupe.protocols.json_data import JsonSchema
+from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.runtime.evolution_client import EvolutionClient
 from raytroupe.runtime.memory_client import MemoryClient
@@ -157,52 +154,17 @@ class SystemClient:
 
     # -- jobs ------------------------------------------------------------------------------
 
-    async def submit(
-        self,
-        task: str,
-        team: TeamSpec | str | None,
-        *,
-        tenant: str = "default",
-        budget: Budget | None = None,
-        teams: Mapping[str, TeamSpec] | None = None,
-        intent: IntentConfig | None = None,
-        attachments: Sequence[Attachment] = (),
-        request_id: str | None = None,
-        admin: bool = True,
-        skill: str | None = None,
-        input: Any = None,  # noqa: A002 - a skill job's structured input, as the API calls it
-        session: str | None = None,
-        by: str | None = None,
-        output_schema: JsonSchema | None = None,
-        stream_answer: bool = False,
-        traceparent: str | None = None,
-    ) -> str:
+    async def submit(self, order: JobOrder, caller: Submitter) -> str:
         """Start a job; its id (see ``FrontDesk.submit``).
 
         The job's spans continue a trace: that of the OpenTelemetry span current here (in
         the HTTP replica, the request's server span, when the application traces), else
-        that of ``traceparent`` (a caller's W3C trace context: an HTTP request's header, a
-        driver's span), which is passed on only if it is a valid one.
+        that of ``caller.traceparent`` (a caller's W3C trace context: an HTTP request's
+        header, a driver's span), which is passed on only if it is a valid one.
         """
-        ref = self._desk.submit.remote(
-            task,
-            team,
-            tenant=tenant,
-            budget=budget,
-            teams=dict(teams) if teams else None,
-            intent=intent,
-            attachments=tuple(attachments),
-            request_id=request_id,
-            admin=admin,
-            skill=skill,
-            input=input,
-            session=session,
-            by=by,
-            output_schema=output_schema,
-            stream_answer=stream_answer,
-            traceparent=current_traceparent() or checked_traceparent(traceparent),
-        )
-        result: str = await call(ref)
+        traced = current_traceparent() or checked_traceparent(caller.traceparent)
+        caller = caller.model_copy(update={"traceparent": traced})
+        result: str = await call(self._desk.submit.remote(order, caller))
         return result
 
     async def create_session(

@@ -35,6 +35,7 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.evals import EvalRun, EvalSuite
 from raytroupe.protocols.intent import IntentConfig
+from raytroupe.protocols.job_order import JobOrder
 from raytroupe.protocols.knowledge import IngestReport, KnowledgeDocument
 from raytroupe.protocols.output_schema import schema_of
 from raytroupe.protocols.sessions import HISTORY_TOKENS
@@ -262,19 +263,14 @@ class Runtime:
 
         async def submitting() -> str:
             await self.client.ship(_functions(team, *(teams or {}).values()))
-            return await submit_ops.start(
-                at,
-                task,
-                team if team is None or isinstance(team, str) else plain(team),
-                budget=budget,
-                attachments=attachments,
-                skill=skill,
-                input=input,
-                session=session,
-                teams={k: plain(t) for k, t in (teams or {}).items()} or None,
-                intent=intent,
-                output_schema=None if output_type is None else schema_of(output_type),
-            )
+            schema = None if output_type is None else schema_of(output_type)
+            order = JobOrder(
+                task=task, team=team if team is None or isinstance(team, str) else plain(team),
+                budget=budget, attachments=tuple(attachments), skill=skill, input=input,
+                session=session, teams={k: plain(t) for k, t in (teams or {}).items()} or None,
+                intent=intent, output_schema=schema,
+            )  # fmt: skip
+            return await submit_ops.start(at, order)
 
         return submitting()
 

@@ -15,6 +15,7 @@ from raytroupe.protocols import (
     JobStatus,
     TeamSpec,
 )
+from raytroupe.protocols.job_order import JobOrder
 from raytroupe.protocols.knowledge import IngestReport, KnowledgeDocument
 from raytroupe.protocols.sessions import HISTORY_TOKENS
 from raytroupe.runtime.blocking import Portal
@@ -84,10 +85,10 @@ class TenantView:
             self._at(), source="driver", traceparent=current_traceparent()
         )
         job_id = self._portal.run(
-            submit_ops.start(
-                at, task, spec, budget=budget, attachments=attachments, skill=skill,
-                input=input, session=session,
-            )
+            submit_ops.start(at, JobOrder(
+                task=task, team=spec, budget=budget, attachments=tuple(attachments),
+                skill=skill, input=input, session=session,
+            ))
         )  # fmt: skip
         return self.job(job_id)
 

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
 
 from raytroupe.actors.desk.intent import TeamChooser
 from raytroupe.actors.desk.keepers import Keepers
@@ -27,7 +25,6 @@ from raytroupe.actors.state import redact_url
 from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
-    Attachment,
     Budget,
     JobsQuery,
     JobSummary,
@@ -37,8 +34,7 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
-from raytroupe.protocols.intent import IntentConfig
-from raytroupe.protocols.json_data import JsonSchema
+from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 
@@ -112,34 +108,12 @@ class FrontDesk:
 
     # -- jobs -----------------------------------------------------------------------------
 
-    async def submit(
-        self,
-        task: str,
-        team: TeamSpec | str | None = None,
-        *,
-        tenant: str = "default",
-        budget: Budget | None = None,
-        teams: Mapping[str, TeamSpec] | None = None,
-        intent: IntentConfig | None = None,
-        attachments: Sequence[Attachment] = (),
-        request_id: str | None = None,
-        admin: bool = True,
-        skill: str | None = None,
-        input: Any = None,  # noqa: A002 - the job's structured input, as the API calls it
-        account: str | None = None,
-        session: str | None = None,
-        by: str | None = None,
-        output_schema: JsonSchema | None = None,
-        stream_answer: bool = False,
-        traceparent: str | None = None,
-    ) -> str:
-        """Admit a job, hand it to a job shard, and return its id. See :meth:`Submission.submit`."""
-        return await self._submission.submit(
-            task, team, tenant=tenant, budget=budget, teams=teams, intent=intent,
-            attachments=attachments, request_id=request_id, admin=admin, skill=skill,
-            input=input, account=account, session=session, by=by,
-            output_schema=output_schema, stream_answer=stream_answer, traceparent=traceparent,
-        )  # fmt: skip
+    async def submit(self, order: JobOrder, caller: Submitter | None = None) -> str:
+        """Admit a job, hand it to a job shard, and return its id. See :meth:`Submission.submit`.
+
+        ``caller`` (default: an admin's, of tenant ``default``) is who orders it.
+        """
+        return await self._submission.submit(order, caller or Submitter())
 
     async def summaries(self, tenant: str | None, query: JobsQuery) -> list[JobSummary]:
         """Jobs newest first, every shard's, as the journal has them (``Journal.summaries``).

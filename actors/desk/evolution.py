@@ -43,6 +43,7 @@ from raytroupe.protocols.evals import (
     ProposedVersion,
 )
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
+from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["Evolution"]
@@ -50,7 +51,7 @@ __all__ = ["Evolution"]
 log = structlog.get_logger("raytroupe.desk")
 
 
-Submit = Callable[..., Awaitable[str]]
+Submit = Callable[[JobOrder, Submitter], Awaitable[str]]
 """The desk's ``submit``: an eval case is an ordinary job."""
 
 Wait = Callable[[str], Awaitable[JobResult | None]]
@@ -123,8 +124,8 @@ class Evolution:
         target = f"skill:{ref}" if ref else f"team:{team}"
 
         async def submit(case: EvalCase, left: Budget | None) -> str:
-            return await self._submit(case.task, team, tenant=tenant, admin=admin, skill=ref,
-                                     input=case.input, budget=left, by="eval")  # fmt: skip
+            order = JobOrder(task=case.task, team=team, skill=ref, input=case.input, budget=left)
+            return await self._submit(order, Submitter(tenant=tenant, admin=admin, by="eval"))
 
         async def wait(job_id: str) -> JobResult:
             result = await self._wait(job_id)

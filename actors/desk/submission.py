@@ -12,8 +12,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Mapping, Sequence
-from typing import Any
 
 import structlog
 
@@ -38,11 +36,10 @@ from raytroupe.actors.orchestrator.graphs.desk import first_checkpoint
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.shards import Admitted, Shards, new_job_id
 from raytroupe.actors.telemetry.tracing import received
-from raytroupe.protocols import Attachment, Budget, InvalidInput, JobResult, TeamSpec
+from raytroupe.protocols import InvalidInput, JobResult, TeamSpec
 from raytroupe.protocols.bounded import ADMISSION_WORK_S
-from raytroupe.protocols.intent import IntentConfig
 from raytroupe.protocols.job_context import JobContext
-from raytroupe.protocols.json_data import JsonSchema
+from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.prompts import asked
 from raytroupe.protocols.skill import SkillSpec
 
@@ -80,62 +77,34 @@ class Submission:
         self._shards = shards
         self._turns = turns
 
-    async def submit(
-        self,
-        task: str,
-        team: TeamSpec | str | None = None,
-        *,
-        tenant: str = "default",
-        budget: Budget | None = None,
-        teams: Mapping[str, TeamSpec] | None = None,
-        intent: IntentConfig | None = None,
-        attachments: Sequence[Attachment] = (),
-        request_id: str | None = None,
-        admin: bool = True,
-        skill: str | None = None,
-        input: Any = None,  # noqa: A002 - the job's structured input, as the API calls it
-        account: str | None = None,
-        session: str | None = None,
-        by: str | None = None,
-        output_schema: JsonSchema | None = None,
-        stream_answer: bool = False,
-        traceparent: str | None = None,
-    ) -> str:
-        """Admit a job, hand it to a job shard, and return its id.
+    async def submit(self, order: JobOrder, caller: Submitter) -> str:
+        """Admit ``order`` for ``caller``, hand it to a job shard, and return the job's id.
 
-        ``skill`` (``name`` or ``name@version``) runs a registered skill: its current version
-        (or that one), kept by the job whatever happens to the registry meanwhile; ``input``
-        is its structured input, checked against its ``input_schema``. A job that names no
-        skill, no team and no ``intent`` is routed among the tenant's skills and registered
-        teams (see :mod:`raytroupe.actors.skills.routing`); the route is on the result.
+        ``order.skill`` (``name`` or ``name@version``) runs a registered skill: its current
+        version (or that one), kept by the job whatever happens to the registry meanwhile;
+        ``input`` is its structured input, checked against its ``input_schema``. A job that
+        names no skill, no team and no ``intent`` is routed among the tenant's skills and
+        registered teams (see :mod:`raytroupe.actors.skills.routing`); the route is on the
+        result.
 
-        ``team`` is a team, or the name of a registered one. ``budget`` (default: the
-        team's) bounds every model call made for the job; once a call is refused for it, no
-        further subtask starts and the job fails with ``budget_exceeded``. Without a
-        ``team``, ``intent`` chooses one of ``teams`` (by keyword, then embedding
-        similarity, then a model classifier) before the job starts; the route is kept on the
-        result. Text ``attachments`` join its context; images are shown to every agent.
-        ``request_id`` (e.g. of the HTTP request) is kept on the job's events and trace.
+        ``order.budget`` (default: the team's) bounds every model call made for the job; once
+        a call is refused for it, no further subtask starts and the job fails with
+        ``budget_exceeded``. Without a ``team``, ``intent`` chooses one of ``teams`` (by
+        keyword, then embedding similarity, then a model classifier) before the job starts;
+        the route is kept on the result. Text ``attachments`` join its context; images are
+        shown to every agent. ``session`` (an id of the tenant's sessions) shows the job the
+        session's history beside its task (see :mod:`.sessions`) and records it as the
+        session's next turn. ``output_schema`` (a driver's ``output_type``) is the JSON
+        Schema the job's answer must satisfy, in place of its team's or skill's: the
+        aggregation is held to it by the quality gate, and the answer's data is normalized
+        by it. ``stream_answer`` has the aggregation stream its tokens as ``llm_delta``
+        events of the job's shard's address, when its text is the answer as it comes (see
+        ``runner.streams_answer``).
 
-        ``session`` (an id of the tenant's sessions) shows the job the session's history
-        before its task (see :mod:`.sessions`) and records it as the session's next turn.
-
-        ``by`` (an API key's name, ``driver``) is who submitted it, on jobs lists.
-
-        ``traceparent`` (W3C, e.g. an HTTP request's) is the caller's OpenTelemetry span: with
-        tracing on, the job's spans continue its trace, the job's root a child of that span.
-
-        ``output_schema`` (a driver's ``output_type``) is the JSON Schema the job's answer
-        must satisfy, in place of its team's or skill's: the aggregation is held to it by the
-        quality gate, and the answer's data is normalized by it.
-
-        ``stream_answer`` (a caller that streams the answer, e.g. the OpenAI endpoint) has the
-        aggregation stream its tokens as ``llm_delta`` events of the job's shard's address,
-        when its text is the answer as it comes (see ``runner.streams_answer``).
-
+        ``caller.request_id`` is kept on the job's events and trace; ``by`` on jobs lists;
+        ``traceparent``'s span (with tracing on) is the parent of the job's root span.
         ``account`` (a job shard's, for a graph node's child job) is the job whose budget
-        account its model calls draw on; a ``budget`` naming one is refused.
-
+        account its model calls draw on; an order's budget naming one is refused.
         ``admin=False`` submits for ``tenant`` as a tenant: the job must pass the tenant's
         policy (see :mod:`raytroupe.actors.orchestrator.admission`); its inline teams run
         under names scoped to it.
@@ -151,23 +120,25 @@ class Submission:
             SkillNotFound: ``skill`` names no registered skill or version.
             SessionNotFound: ``tenant`` has no session ``session``.
         """
-        given = checked_task(task, attachments)
-        output_schema = checked_schema(output_schema)
-        no_account(budget)
+        tenant, admin, traceparent = caller.tenant, caller.admin, caller.traceparent
+        given = checked_task(order.task, order.attachments)
+        output_schema = checked_schema(order.output_schema)
+        no_account(order.budget)
         owner = next(self._turns) % len(self._shards)  # in turn
         job_id = new_job_id(owner)
         policy_name, policy = self._kept.policies.policy(tenant)
-        if skill is not None and (team is not None or intent is not None or teams):
+        team, teams, intent = order.team, order.teams or {}, order.intent
+        if order.skill is not None and (team is not None or intent is not None or teams):
             raise InvalidInput("a job names a skill or a team, not both", field="skill")
         if not admin:  # the tenant's own documents: off the loop, in its share, within time
             team, teams = await on_loop().run(
                 tenant, ADMISSION_WORK_S, "admission_work_s", admitted_documents,
-                tenant, policy_name, policy, attachments, team=team, teams=teams or {},
+                tenant, policy_name, policy, order.attachments, team=team, teams=teams,
             )  # fmt: skip
         with received(traceparent):  # a routing model's calls: in the caller's trace
             spec, named, route, arm = await self._kept.what_runs.skill_for(
-                job_id, asked(given), tenant=tenant, admin=admin, skill=skill, input=input,
-                routed=team is None and intent is None and not teams,
+                job_id, asked(given), tenant=tenant, admin=admin, skill=order.skill,
+                input=order.input, routed=team is None and intent is None and not teams,
             )  # fmt: skip
         team = named or team
         registered = isinstance(team, str)
@@ -177,16 +148,17 @@ class Submission:
             team = self._kept.catalog.team(team)
         elif team is None:
             with received(traceparent):
-                team, route = await self._chooser.choose(job_id, task, tenant, teams or {}, intent)
+                team, route = await self._chooser.choose(job_id, order.task, tenant, teams, intent)
         elif spec is None:
             self._kept.catalog.check_unregistered(team)
         team, spec = shaped(team, spec, output_schema)
-        if spec is None and team.graph is not None and input is not None:
+        if spec is None and team.graph is not None and order.input is not None:
             # the door checks it, against the state's schema: the tenant's patterns
             await on_loop().run(
                 tenant, ADMISSION_WORK_S, "admission_work_s",
-                first_checkpoint, job_id, team.graph, state_input(input),
+                first_checkpoint, job_id, team.graph, state_input(order.input),
             )  # fmt: skip
+        budget = order.budget
         if not admin:
             budget = admit_budget(budget, team, policy_name, policy)
         if not registered and spec is None:  # an admin's too: its idle teams make room
@@ -195,7 +167,7 @@ class Submission:
             )
         with received(traceparent):
             context = await self.in_context(
-                job_id, given, tenant=tenant, session=session, team=team, skill=spec
+                job_id, given, tenant=tenant, session=order.session, team=team, skill=spec
             )
         admitted = Admitted(
             id=job_id,
@@ -203,21 +175,22 @@ class Submission:
             team=team,
             tenant=tenant,
             submitted_at=time.time(),
-            budget=drawing_on(budget or team.budget, account),
+            budget=drawing_on(budget or team.budget, caller.account),
             route=route,
-            images=tuple(image for a in attachments if (image := a.image()) is not None),
-            request_id=request_id,
+            images=tuple(image for a in order.attachments if (image := a.image()) is not None),
+            request_id=caller.request_id,
             registered=registered,
             skill=spec,
-            input=input,
-            submitted_by=by,
+            input=order.input,
+            submitted_by=caller.by,
             admin=admin,
-            stream_answer=stream_answer,
+            stream_answer=order.stream_answer,
             traceparent=traceparent,
         )
-        await self.hand_off(admitted, arm, (session, asked(given)) if session else None)
+        turn = (order.session, asked(given)) if order.session else None
+        await self.hand_off(admitted, arm, turn)
         log.info("job_submitted", job_id=job_id, team=team.name, tenant=tenant,
-                 request_id=request_id, shard=owner, session=session)  # fmt: skip
+                 request_id=caller.request_id, shard=owner, session=order.session)  # fmt: skip
         return job_id
 
     async def in_context(

@@ -30,6 +30,7 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.intent import IntentChoice
 from raytroupe.protocols.job_context import JobContext
+from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.skill import SkillSpec
 
 __all__ = ["Admitted", "Desk", "Shards", "TeamProvisioner", "job_owner", "new_job_id"]
@@ -90,18 +91,7 @@ class TeamProvisioner(Protocol):
 class Desk(Protocol):
     """The front desk, as a job shard reaches it (under Ray: ``control_handles.RayDesk``)."""
 
-    async def submit(
-        self,
-        task: str,
-        team: TeamSpec | str | None,
-        *,
-        tenant: str,
-        budget: Budget | None,
-        admin: bool,
-        skill: str | None,
-        input: Any,  # noqa: A002 - as submit names it
-        account: str | None,
-    ) -> str:
+    async def submit(self, order: JobOrder, caller: Submitter) -> str:
         """Admit a graph node's child job (see ``FrontDesk.submit``); its id."""
         ...
 

@@ -11,13 +11,13 @@ what only a driver gives: teams to route among, an output type) starts the job t
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 from typing import Annotated, Any, Final
 
 from pydantic import Field
 
 from raytroupe.protocols import Attachment, Budget, InvalidRequest, TeamSpec
 from raytroupe.protocols.http import JobAccepted
+from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.sessions import SessionId
 from raytroupe.runtime.operations.declare import At, WireName, operation
 from raytroupe.runtime.operations.surfaces import OLDER_FORM
@@ -71,36 +71,26 @@ async def submit(
         said = "a job needs a task (or, for a skill, an input)"
         raise InvalidRequest(said, field="task", problems=[f"body.task: {said}"])
     inline = team if team is None or isinstance(team, str) else data_team(team)
-    job_id = await start(
-        at, task, inline, skill=skill, input=input, attachments=attachments or (),
+    order = JobOrder(
+        task=task, team=inline, skill=skill, input=input, attachments=tuple(attachments or ()),
         budget=budget, session=session,
     )  # fmt: skip
+    job_id = await start(at, order)
     url = f"/v1/jobs/{job_id}"
     return JobAccepted(id=job_id, status="pending", url=url, events_url=f"{url}/events")
 
 
-async def start(
-    at: At,
-    task: str,
-    team: TeamSpec | str | None,
-    *,
-    skill: str | None = None,
-    input: Any = None,  # noqa: A002 - as submit's
-    attachments: Sequence[Attachment] = (),
-    budget: Budget | None = None,
-    session: str | None = None,
-    **driver: Any,
-) -> str:
-    """The job started for ``at``: its id (what :func:`submit` runs, checks done).
+async def start(at: At, order: JobOrder) -> str:
+    """``order`` started for ``at``: the job's id (what :func:`submit` runs, checks done).
 
-    ``driver``: what only a driver gives (``teams`` and ``intent`` to route among,
-    ``output_schema``), passed on to the control plane.
+    A driver's order may say more than the operation's body (``teams`` and ``intent`` to
+    route among, an ``output_schema``); the caller is ``at``'s, whatever the order says.
     """
-    return await at.system.submit(
-        task, team, tenant=at.tenant, admin=at.admin, by=at.name, budget=budget,
-        attachments=tuple(attachments), skill=skill, input=input, session=session,
-        request_id=at.request_id, traceparent=at.traceparent, **driver,
+    caller = Submitter(
+        tenant=at.tenant, admin=at.admin, by=at.name, request_id=at.request_id,
+        traceparent=at.traceparent,
     )  # fmt: skip
+    return await at.system.submit(order, caller)
 
 
 def session_id_keyword(client: Any, *args: Any, **given: Any) -> Any:

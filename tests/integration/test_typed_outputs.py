@@ -21,10 +21,12 @@ from raytroupe.protocols import (
     ConfigError,
     InvalidInput,
     JobFailed,
+    JobOrder,
     PlannedSubtask,
     QualityGateFailed,
     ScriptedTurn,
     SkillSpec,
+    Submitter,
 )
 
 _ids = itertools.count()
@@ -129,7 +131,8 @@ def test_a_skill_job_takes_the_output_type_over_the_skills_schema(rt):
 
 
 def test_a_job_schema_that_is_not_json_schema_is_refused_before_anything_starts(rt):
-    bad = rt.client.submit("x", _team(GOOD).spec(), output_schema={"type": 5})
+    order = JobOrder(task="x", team=_team(GOOD).spec(), output_schema={"type": 5})
+    bad = rt.client.submit(order, Submitter())
     with pytest.raises(InvalidInput, match="output_schema is not a valid JSON Schema"):
         rt._run(bad)
 

@@ -3,7 +3,7 @@ import json
 from pathlib import Path
 
 import pytest
-from wiring import FlakyMailbox, Tap, build_troupe, control_plane, run
+from wiring import FlakyMailbox, Tap, build_troupe, control_plane, order, run
 
 from raytroupe.actors import LocalRouterClient, MessageRouter
 from raytroupe.protocols import (
@@ -290,7 +290,7 @@ def test_wait_with_a_short_timeout_on_a_blocked_job_returns_none():
         router = MessageRouter()
         provisioner = GateProvisioner()
         desk, (orchestrator,) = await control_plane(LocalRouterClient(router), provisioner)
-        job_id = await desk.submit("Find the answer.", researchers())
+        job_id = await desk.submit(*order("Find the answer.", researchers()))
         await provisioner.entered.wait()
         assert await orchestrator.status(job_id) == "planning"
         assert await orchestrator.wait(job_id, timeout=0.01) is None
@@ -312,7 +312,7 @@ def test_a_provisioning_failure_fails_the_job():
 
     async def main():
         desk, (orchestrator,) = await control_plane(LocalRouterClient(MessageRouter()), Broken())
-        job_id = await desk.submit("x", researchers())
+        job_id = await desk.submit(*order("x", researchers()))
         result = await orchestrator.wait(job_id)
         assert (result.status, result.error.code) == ("failed", ErrorCode.CONFIG)
         assert result.error.message == "no capacity for this team"

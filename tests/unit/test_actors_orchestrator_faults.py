@@ -1,6 +1,6 @@
 """The orchestrator when the router itself fails under it."""
 
-from wiring import InProcessProvisioner, control_plane, run
+from wiring import InProcessProvisioner, control_plane, order, run
 
 from raytroupe.actors import (
     FrontDesk,
@@ -56,7 +56,7 @@ TEAM = TeamSpec(agents=[AgentSpec(name="solo", role="worker")])
 def test_an_unreachable_router_is_retried_with_the_next_attempt():
     async def main():
         desk, orchestrator, flaky = await troupe_with(failures=2)
-        job_id = await desk.submit("Say hello.", TEAM)
+        job_id = await desk.submit(*order("Say hello.", TEAM))
         result = await orchestrator.wait(job_id, 5)
         assert result is not None
         assert result.status == "succeeded", result.error
@@ -70,7 +70,7 @@ def test_an_unreachable_router_is_retried_with_the_next_attempt():
 def test_a_router_down_for_every_attempt_fails_the_job_without_hanging():
     async def main():
         desk, orchestrator, flaky = await troupe_with(failures=10)
-        job_id = await desk.submit("Tasks:\n- Say hello.\n- Say goodbye.", TEAM)
+        job_id = await desk.submit(*order("Tasks:\n- Say hello.\n- Say goodbye.", TEAM))
         result = await orchestrator.wait(job_id, 5)
         assert result is not None
         assert result.status == "failed"

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
-from wiring import build_troupe, run
+from wiring import build_troupe, order, run
 
 from raytroupe.actors.desk.inline import InlineTeams
 from raytroupe.actors.orchestrator.admission import (
@@ -475,7 +475,9 @@ def test_a_graph_resume_and_a_fork_are_refused_after_a_revocation_and_leave_noth
         troupe = await build_troupe({"writer": scripted("v1"), "editor": scripted("v2")})
         orchestrator = troupe.orchestrator
         await troupe.desk.put_policy("acme", ALLOWED)
-        job_id = await troupe.desk.submit("a poem", paused_team(), tenant="acme", admin=False)
+        job_id = await troupe.desk.submit(
+            *order("a poem", paused_team(), tenant="acme", admin=False)
+        )
         await until(orchestrator, job_id, "awaiting_input")
         points, jobs = await orchestrator.checkpoints(job_id), await orchestrator.jobs()
         await troupe.desk.put_policy("acme", REVOKED)
@@ -510,7 +512,7 @@ def test_a_tenants_fork_of_an_admins_job_is_the_tenants_and_an_admins_fork_runs_
         orchestrator = troupe.orchestrator
         await troupe.desk.put_policy("acme", REVOKED)
         # a driver's (an admin's) job in the tenant's space, naming what the tenant may not
-        job_id = await troupe.desk.submit("a poem", paused_team(), tenant="acme")
+        job_id = await troupe.desk.submit(*order("a poem", paused_team(), tenant="acme"))
         await until(orchestrator, job_id, "awaiting_input")
         with pytest.raises(Forbidden) as by_tenant:
             await orchestrator.fork(job_id, 1, tenant="acme")
@@ -533,8 +535,10 @@ def test_a_restarted_orchestrator_fails_a_job_todays_policy_refuses_and_runs_non
         troupe = await build_troupe({"writer": scripted("v1", "v1")}, journal=journal)
         orchestrator = troupe.orchestrator
         await troupe.desk.put_policy("acme", ALLOWED)
-        tenants = await troupe.desk.submit("a", paused_team(), tenant="acme", admin=False)
-        admins = await troupe.desk.submit("b", paused_team("ops"), tenant="acme")  # a driver's
+        tenants = await troupe.desk.submit(*order("a", paused_team(), tenant="acme", admin=False))
+        admins = await troupe.desk.submit(
+            *order("b", paused_team("ops"), tenant="acme")
+        )  # a driver's
         for job_id in (tenants, admins):
             await until(orchestrator, job_id, "awaiting_input")
         await troupe.desk.on_stop()  # the processes go away while both wait
@@ -579,7 +583,7 @@ def test_a_team_node_of_an_admins_graph_is_the_tenants_job_under_its_policy_of_t
         troupe = await build_troupe({"h": scripted("helped")})
         await troupe.desk.put_team(helper, create=True)
         await troupe.desk.put_policy("acme", TenantPolicy(teams=()))
-        job_id = await troupe.desk.submit("this", parent, tenant="acme")  # an admin's
+        job_id = await troupe.desk.submit(*order("this", parent, tenant="acme"))  # an admin's
         result = await troupe.orchestrator.wait(job_id, 10)
         asked = [m for m in troupe.llm.seen if isinstance(m.payload, LLMRequest)]
         return result, [m.payload.model for m in asked]

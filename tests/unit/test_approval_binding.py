@@ -6,7 +6,15 @@ import asyncio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from test_approvals import PAY
-from wiring import GatedPool, InProcessProvisioner, control_plane, in_process_sandbox, run, started
+from wiring import (
+    GatedPool,
+    InProcessProvisioner,
+    control_plane,
+    in_process_sandbox,
+    order,
+    run,
+    started,
+)
 
 from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter
 from raytroupe.actors.orchestrator.journal import Journal
@@ -73,7 +81,7 @@ def test_an_approval_covers_its_arguments_only_before_and_after_a_restart(tmp_pa
     async def first_life():
         turns = (ScriptedTurn(tool_calls=(pay_call(120),)), ScriptedTurn(text="never played"))
         desk, orchestrator, sandbox, pool, _ = await life(tmp_path, turns, paid, allowed=1)
-        job_id = await desk.submit("Pay the invoice.", TEAM)
+        job_id = await desk.submit(*order("Pay the invoice.", TEAM))
         approved = await asked(orchestrator, job_id, 120)
         await orchestrator.decide(job_id, approved.approval_id, approved=True)
         await pool.held.wait()  # the tool ran; the model's next turn is held: the process dies

@@ -1,6 +1,6 @@
 """Human approval of tool calls, in process."""
 
-from wiring import build_troupe, run
+from wiring import build_troupe, order, run
 
 from raytroupe.protocols import (
     AgentSpec,
@@ -34,7 +34,7 @@ async def held_job(troupe, paid):
     troupe.provisioner.sandbox.register(PAY, pay)
     clerk = AgentSpec(name="clerk", role="w", model="m", tools=("pay",))
     team = TeamSpec(name="pay", planner_model="offline", agents=(clerk,))
-    job_id = await troupe.desk.submit("Pay the invoice.", team)
+    job_id = await troupe.desk.submit(*order("Pay the invoice.", team))
     seen = 0
     while True:  # bounded by the test's guard: the request shows up as an event
         events = await troupe.orchestrator.events(job_id, seen, timeout=None)

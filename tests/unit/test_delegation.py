@@ -3,7 +3,7 @@
 import asyncio
 
 import pytest
-from wiring import Tap, build_troupe, in_process_sandbox, run
+from wiring import Tap, build_troupe, in_process_sandbox, order, run
 
 from raytroupe.actors import LocalRouterClient, MessageRouter
 from raytroupe.actors.tools.grants import Grants
@@ -137,7 +137,7 @@ def test_delegated_work_runs_in_the_callers_tenant_job_trace_deadline_and_budget
             AgentSpec(name="helper", role="h", model="offline"),
             subtask_timeout_s=60,
         )
-        job_id = await troupe.desk.submit("Ask.", team, tenant="acme", budget=budget)
+        job_id = await troupe.desk.submit(*order("Ask.", team, tenant="acme", budget=budget))
         result = await troupe.orchestrator.wait(job_id, 10)
         spent = {t: troupe.pool._ledger.spent(f"tenant:{t}") for t in ("acme", "default")}
         return result, seen, spent, troupe
@@ -173,7 +173,7 @@ def test_a_handoff_goes_to_a_peer_in_the_callers_context():
             AgentSpec(name="opener", role="o", model="opener", tools=("handoff",)),
             AgentSpec(name="closer", role="c", model="offline"),
         )
-        job_id = await troupe.desk.submit("Close it.", team, tenant="acme")
+        job_id = await troupe.desk.submit(*order("Close it.", team, tenant="acme"))
         return await troupe.orchestrator.wait(job_id, 10), seen
 
     result, seen = run(main())
@@ -200,7 +200,7 @@ def test_cancelling_the_job_stops_the_delegated_work(outside):
             team = one_step(boss, delegates=("slow",))
         else:
             team = one_step(boss, slow)
-        job_id = await troupe.desk.submit("Ask.", team)
+        job_id = await troupe.desk.submit(*order("Ask.", team))
         agents = troupe.provisioner.agents
         while "slow" not in agents or not agents["slow"]._by_job.get(job_id):  # noqa: ASYNC110
             await asyncio.sleep(0.01)  # bounded by the test's guard

@@ -4,7 +4,7 @@ same tenant, after the task; the offline planner plans the request, not the exam
 
 import asyncio
 
-from wiring import build_troupe, run
+from wiring import build_troupe, order, run
 
 from raytroupe.actors.orchestrator.episodes import episode_write, examples_of, examples_query
 from raytroupe.protocols import (
@@ -111,10 +111,10 @@ def test_a_teams_next_job_is_shown_its_similar_earlier_success():
     async def main():
         troupe = await build_troupe(MODELS)
         orch = troupe.orchestrator
-        first = await orch.wait(await troupe.desk.submit(FIRST, TEAM, tenant="acme"), 30)
+        first = await orch.wait(await troupe.desk.submit(*order(FIRST, TEAM, tenant="acme")), 30)
         kept = await _episodes(troupe.memory, "acme", 1)
-        second = await orch.wait(await troupe.desk.submit(SECOND, TEAM, tenant="acme"), 30)
-        other = await orch.wait(await troupe.desk.submit(SECOND, TEAM, tenant="globex"), 30)
+        second = await orch.wait(await troupe.desk.submit(*order(SECOND, TEAM, tenant="acme")), 30)
+        other = await orch.wait(await troupe.desk.submit(*order(SECOND, TEAM, tenant="globex")), 30)
         return troupe, first, kept, second, other
 
     troupe, first, kept, second, other = run(main(), 60)

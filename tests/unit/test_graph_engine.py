@@ -5,7 +5,7 @@ node run twice runs out of answers and fails the job)."""
 import asyncio
 
 import pytest
-from wiring import build_troupe, run
+from wiring import build_troupe, order, run
 
 from raytroupe.protocols import (
     AgentSpec,
@@ -261,7 +261,7 @@ def test_an_interrupt_pauses_the_graph_until_a_person_resumes_it():
     async def main():
         troupe = await build_troupe({"writer": scripted("v1"), "editor": scripted("v2")})
         orchestrator = troupe.orchestrator
-        job_id = await troupe.desk.submit("a poem", team(PAUSED, "writer", "editor"))
+        job_id = await troupe.desk.submit(*order("a poem", team(PAUSED, "writer", "editor")))
         await _status(troupe, job_id, "awaiting_input")
         events = await orchestrator.events(job_id)
         paused = [e for e in events if e.type == "graph_interrupted"][-1]
@@ -298,7 +298,7 @@ def test_an_interrupt_after_a_node_lets_a_person_edit_the_state_that_routes_next
 
     async def main():
         troupe = await build_troupe({"w": scripted("checked", "went")})
-        job_id = await troupe.desk.submit("t", team(graph, "w"))
+        job_id = await troupe.desk.submit(*order("t", team(graph, "w")))
         await _status(troupe, job_id, "awaiting_input")
         await troupe.orchestrator.resume(job_id, state={"ok": True})
         return await troupe.orchestrator.wait(job_id, 10)
@@ -352,7 +352,7 @@ def test_a_restarted_orchestrator_resumes_the_graph_from_its_checkpoint(tmp_path
 
     async def before():
         troupe = await build_troupe({"writer": scripted("v1")}, journal=journal)
-        job_id = await troupe.desk.submit("a poem", team(PAUSED, "writer", "editor"))
+        job_id = await troupe.desk.submit(*order("a poem", team(PAUSED, "writer", "editor")))
         await _status(troupe, job_id, "awaiting_input")
         await troupe.orchestrator.on_stop()  # the process goes away while it waits
         return job_id
@@ -408,10 +408,10 @@ def test_input_is_the_first_state_nodes_get_what_they_ask_for_and_a_fork_keeps_i
         troupe = await build_troupe({"w": scripted("one", "two")})
         orchestrator = troupe.orchestrator
         with pytest.raises(InvalidInput, match="first state is invalid"):
-            await troupe.desk.submit("t", team(graph, "w"), input={"topic": 5})
+            await troupe.desk.submit(*order("t", team(graph, "w"), input={"topic": 5}))
         with pytest.raises(InvalidInput, match="object of its state"):
-            await troupe.desk.submit("t", team(graph, "w"), input=["not", "an", "object"])
-        job_id = await troupe.desk.submit("t", team(graph, "w"), input=given)
+            await troupe.desk.submit(*order("t", team(graph, "w"), input=["not", "an", "object"]))
+        job_id = await troupe.desk.submit(*order("t", team(graph, "w"), input=given))
         first = await orchestrator.wait(job_id, 10)
         fork_id = await orchestrator.fork(job_id, 0, state={"topic": "dask"})
         forked = await orchestrator.wait(fork_id, 10)
@@ -463,7 +463,9 @@ def test_a_caller_may_not_name_a_budget_account():
     async def main():
         troupe = await build_troupe({"writer": scripted("x"), "reviewer": scripted("y")})
         with pytest.raises(InvalidInput, match="orchestrator's to set"):
-            await troupe.desk.submit("t", reviewed, budget=Budget(tokens=10, account="job-victim"))
+            await troupe.desk.submit(
+                *order("t", reviewed, budget=Budget(tokens=10, account="job-victim"))
+            )
 
     run(main())
     with pytest.raises(ValueError, match="orchestrator's to set"):
@@ -480,7 +482,7 @@ def test_teams_whose_graphs_name_each_other_stop_at_the_depth_limit():
         troupe = await build_troupe({"w": scripted("unused")})
         await troupe.desk.put_team(bouncing("ping", "pong"), create=True)
         await troupe.desk.put_team(bouncing("pong", "ping"), create=True)
-        job_id = await troupe.desk.submit("bounce", "ping")
+        job_id = await troupe.desk.submit(*order("bounce", "ping"))
         return await troupe.orchestrator.wait(job_id, 20)
 
     result = run(main(), guard_s=30)

@@ -4,7 +4,7 @@ import base64
 
 import pytest
 from pydantic import ValidationError
-from wiring import GatedPool, InProcessProvisioner, control_plane, in_process_sandbox, run
+from wiring import GatedPool, InProcessProvisioner, control_plane, in_process_sandbox, order, run
 
 from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter
 from raytroupe.actors.agent.turns import render_task
@@ -148,10 +148,14 @@ def test_a_resumed_session_job_is_given_the_same_context_from_the_journal(tmp_pa
     async def first_life():
         desk, orchestrator, pool = await _system(Journal(path), allowed=1)
         await desk.create_session("acme", "hunt")
-        said = await desk.submit("My sister lives in Lyon.", TEAM, tenant="acme", session="hunt")
+        said = await desk.submit(
+            *order("My sister lives in Lyon.", TEAM, tenant="acme", session="hunt")
+        )
         assert (await orchestrator.wait(said, 10)).status == "succeeded"
         job_id = await desk.submit(
-            "Where does she live?", TEAM, tenant="acme", session="hunt", attachments=(notes,)
+            *order(
+                "Where does she live?", TEAM, tenant="acme", session="hunt", attachments=(notes,)
+            )
         )
         await pool.held.wait()  # its agent's call is held: the process dies here
         for task in list(orchestrator._tasks):

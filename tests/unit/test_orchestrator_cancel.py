@@ -2,7 +2,7 @@
 
 import asyncio
 
-from wiring import build_troupe, run
+from wiring import build_troupe, order, run
 
 from raytroupe.protocols import AgentSpec, ErrorCode, LLMRequest, OfflineModel, TeamSpec
 
@@ -17,7 +17,7 @@ def slow_team(**fields):
 def test_cancel_stops_running_subtasks_at_their_agent():
     async def main():
         troupe = await build_troupe(SLOW)
-        job_id = await troupe.desk.submit("- one.\n- two.", slow_team())
+        job_id = await troupe.desk.submit(*order("- one.\n- two.", slow_team()))
         started = asyncio.Event()
 
         async def watch():
@@ -62,7 +62,7 @@ def test_a_job_whose_subtasks_stop_before_its_runner_is_cancelled_is_cancelled_n
             await asyncio.sleep(0.2)
             return status
 
-        job_id = await troupe.desk.submit("- one.\n- two.", slow_team())
+        job_id = await troupe.desk.submit(*order("- one.\n- two.", slow_team()))
         for _ in range(1000):
             events = await troupe.orchestrator.events(job_id)
             if any(e.type == "subtask_started" for e in events):
@@ -81,7 +81,7 @@ def test_a_subtask_deadline_fails_it_instead_of_waiting_on_a_slow_model():
     async def main():
         troupe = await build_troupe(SLOW)
         team = slow_team(subtask_timeout_s=0.2)
-        job_id = await troupe.desk.submit("Say something.", team)
+        job_id = await troupe.desk.submit(*order("Say something.", team))
         return await troupe.orchestrator.wait(job_id, 20)
 
     result = run(main())

@@ -1,7 +1,7 @@
 """The journal and resuming: a new orchestrator picks up where a dead one stopped."""
 
 import pytest
-from wiring import GatedPool, InProcessProvisioner, control_plane, in_process_sandbox, run
+from wiring import GatedPool, InProcessProvisioner, control_plane, in_process_sandbox, order, run
 
 from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter
 from raytroupe.actors.orchestrator.journal import Journal
@@ -29,7 +29,7 @@ def test_a_new_orchestrator_resumes_without_rerunning_finished_subtasks(tmp_path
 
     async def first_life():
         desk, orchestrator, pool = await system(Journal(path), allowed=1)
-        job_id = await desk.submit(TASK, TEAM)
+        job_id = await desk.submit(*order(TASK, TEAM))
         await pool.held.wait()  # s1 done, s2 held at the gate
         for task in list(orchestrator._tasks):  # the process dies here
             task.cancel()
@@ -54,7 +54,7 @@ def test_a_finished_job_is_known_after_a_restart(tmp_path):
 
     async def life():
         desk, orchestrator, _ = await system(Journal(path), allowed=99)
-        job_id = await desk.submit("- only thing.", TEAM)
+        job_id = await desk.submit(*order("- only thing.", TEAM))
         return job_id, await orchestrator.wait(job_id, 10)
 
     async def later(job_id):
@@ -74,7 +74,7 @@ def test_a_task_holding_a_nul_is_refused_before_anything_starts(tmp_path):
         text = Attachment(name="a.txt", media_type="text/plain", data_b64="YQBi")  # "a\0b"
         for task, attachments in (("say\x00hi", ()), ("Summarize a.txt.", (text,))):
             with pytest.raises(InvalidInput, match="NUL character"):
-                await desk.submit(task, TEAM, attachments=attachments)
+                await desk.submit(*order(task, TEAM, attachments=attachments))
         assert not await orchestrator.jobs()
         assert pool.work == []
 

@@ -9,6 +9,7 @@ from wiring import (
     LocalShards,
     control_plane,
     in_process_sandbox,
+    order,
     run,
 )
 
@@ -52,7 +53,7 @@ async def system(path, allowed=99, count=2, only=None):
 def test_the_front_desk_hands_jobs_out_in_turn_and_only_the_owner_answers(tmp_path):
     async def scenario():
         desk, shards, local, _ = await system(tmp_path / "journal.sqlite")
-        ids = [await desk.submit(TASK, TEAM) for _ in range(4)]
+        ids = [await desk.submit(*order(TASK, TEAM)) for _ in range(4)]
         results = [await shards[job_shard(i, 2)].wait(i, 10) for i in ids]
         statuses = [await shards[job_shard(i, 2)].status(i) for i in ids]
         refused = []
@@ -80,7 +81,7 @@ def test_a_restarted_shard_resumes_its_partition_only(tmp_path):
 
     async def first_life():
         desk, shards, _, pool = await system(path, allowed=1)
-        ids = [await desk.submit(TASK, TEAM) for _ in range(2)]
+        ids = [await desk.submit(*order(TASK, TEAM)) for _ in range(2)]
         await pool.held.wait()  # one model call done, the next held: both jobs unfinished
         running = Journal(path).running_teams()
         for shard in shards.values():  # the processes die here

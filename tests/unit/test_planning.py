@@ -25,6 +25,7 @@ from raytroupe.protocols import (
     TeamSpec,
 )
 from raytroupe.protocols.job_context import JobContext
+from raytroupe.protocols.job_order import JobOrder
 from raytroupe.protocols.prompts import plan_schema
 from raytroupe.runtime import Team
 
@@ -394,7 +395,9 @@ def test_an_invalid_declarative_plan_that_got_past_the_door_fails_the_job_with_p
         troupe = await build_troupe()
         valid = two_roles()
         team = TeamSpec.model_construct(**{**dict(valid), "plan": steps, "models": {}})
-        result = await troupe.run("anything", team)
+        order = JobOrder.model_construct(task="anything", team=team)  # unchecked, as the team
+        job_id = await troupe.desk.submit(order)
+        result = await troupe.orchestrator.wait(job_id, 10)
         assert (result.status, result.error.code) == ("failed", ErrorCode.PLAN)
         assert problem in result.error.message
         assert result.error.message.startswith("the team's declared plan is invalid")

@@ -1,7 +1,7 @@
 """Jobs that name no team: routed to one by keyword, similarity or the classifier."""
 
 import pytest
-from wiring import build_troupe, run
+from wiring import build_troupe, order, run
 
 from raytroupe.protocols import AgentSpec, ConfigError, TeamSpec
 from raytroupe.protocols.intent import IntentConfig, IntentRule
@@ -25,7 +25,7 @@ ROUTING = IntentConfig(
 def routed(task):
     async def main():
         troupe = await build_troupe()
-        job_id = await troupe.desk.submit(task, teams=TEAMS, intent=ROUTING)
+        job_id = await troupe.desk.submit(*order(task, teams=TEAMS, intent=ROUTING))
         result = await troupe.orchestrator.wait(job_id, 10)
         events = await troupe.orchestrator.events(job_id)
         return result, events
@@ -57,7 +57,7 @@ def test_the_classifier_decides_when_similarity_cannot():
 def test_a_job_naming_nothing_with_nothing_registered_is_a_config_error():
     async def main():
         troupe = await build_troupe()
-        await troupe.desk.submit("anything")
+        await troupe.desk.submit(*order("anything"))
 
     with pytest.raises(ConfigError, match="there is none to route it to"):
         run(main())

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 import pytest
-from wiring import build_troupe, run, started
+from wiring import build_troupe, order, run, started
 
 from raytroupe.actors.memory.config import MemoryConfig
 from raytroupe.actors.memory.store import MemoryStore
@@ -214,7 +214,7 @@ async def _dropped(store, tenant, job_id):
 def test_a_note_written_by_one_agent_is_seen_and_read_by_the_next():
     async def main():
         troupe = await build_troupe()
-        job_id = await troupe.desk.submit("the vault", _team(), tenant="acme")
+        job_id = await troupe.desk.submit(*order("the vault", _team(), tenant="acme"))
         result = await troupe.orchestrator.wait(job_id, 30)
         return troupe, result, await _dropped(troupe.memory, "acme", job_id)
 
@@ -233,8 +233,8 @@ def test_a_note_written_by_one_agent_is_seen_and_read_by_the_next():
 def test_a_team_that_keeps_notes_finds_them_among_its_memories():
     async def main():
         troupe = await build_troupe()
-        job_id = await troupe.desk.submit("the vault", _team(keep_notes=True),
-                                                  tenant="acme")  # fmt: skip
+        job_id = await troupe.desk.submit(*order("the vault", _team(keep_notes=True),
+                                                  tenant="acme"))  # fmt: skip
         await troupe.orchestrator.wait(job_id, 30)
         await _dropped(troupe.memory, "acme", job_id)
         for _ in range(200):

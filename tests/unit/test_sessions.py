@@ -3,7 +3,7 @@ turns whole, oldest summarized through the pool), a 10-turn conversation whose l
 needs a fact from its second, and sessions outliving their orchestrator."""
 
 import pytest
-from wiring import build_troupe, run
+from wiring import build_troupe, order, run
 
 from raytroupe.actors.desk.sessions import SessionDesk, SessionStore
 from raytroupe.actors.llm.tokens import count_tokens
@@ -182,7 +182,7 @@ class TestJobsInSessions:
             tasks = [CHATTER[0], FACTS[0], *CHATTER[1:8], "In which city does my sister live?"]
             results = []
             for task in tasks:
-                job_id = await orch.submit(task, TEAM, tenant="acme", session=session.id)
+                job_id = await orch.submit(*order(task, TEAM, tenant="acme", session=session.id))
                 results.append(await troupe.orchestrator.wait(job_id, 30))
             return troupe, results, await orch.session("talk", tenant="acme")
 
@@ -216,7 +216,7 @@ class TestJobsInSessions:
             orch = troupe.desk
             await orch.create_session("acme", "private")
             with pytest.raises(SessionNotFound):
-                await orch.submit("hi", TEAM, tenant="globex", session="private")
+                await orch.submit(*order("hi", TEAM, tenant="globex", session="private"))
             with pytest.raises(SessionNotFound):
                 await orch.session("private", tenant="globex")
             with pytest.raises(SessionNotFound):
@@ -247,7 +247,7 @@ class TestJobsInSessions:
             troupe = await build_troupe(MODELS, journal=journal)
             orch = troupe.desk
             await orch.create_session("acme", "kept", title="kept")
-            job_id = await orch.submit(FACTS[1], TEAM, tenant="acme", session="kept")
+            job_id = await orch.submit(*order(FACTS[1], TEAM, tenant="acme", session="kept"))
             result = await troupe.orchestrator.wait(job_id, 30)
             await orch.on_stop()
             await troupe.orchestrator.on_stop()
@@ -256,8 +256,8 @@ class TestJobsInSessions:
         async def second():
             troupe = await build_troupe(MODELS, journal=journal)
             orch = troupe.desk
-            job_id = await orch.submit("What is the cat called?", TEAM, tenant="acme",
-                                       session="kept")  # fmt: skip
+            job_id = await orch.submit(*order("What is the cat called?", TEAM, tenant="acme",
+                                       session="kept"))  # fmt: skip
             await troupe.orchestrator.wait(job_id, 30)
             return troupe, await orch.session("kept", tenant="acme")
 

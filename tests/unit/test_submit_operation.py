@@ -28,8 +28,8 @@ class Desk:
     def __init__(self):
         self.jobs = []
 
-    async def submit(self, task, team, **options):
-        self.jobs.append({"task": task, "team": team, **options})
+    async def submit(self, order, submitter):
+        self.jobs.append({**dict(order), **dict(submitter)})
         return f"job-{len(self.jobs)}"
 
     async def status(self, job_id, *, tenant=None):  # noqa: ARG002 - a handle checks its job

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 
 import pytest
 from pydantic import Field, ValidationError
-from wiring import InProcessProvisioner, Tap, control_plane, run, started, started_now
+from wiring import InProcessProvisioner, Tap, control_plane, order, run, started, started_now
 
 from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter
 from raytroupe.actors.tools.config import FunctionTool, ToolsConfig
@@ -436,7 +436,7 @@ def test_agents_call_a_function_tool_through_the_router_in_a_job(tmp_path):
             plan.append(PlannedSubtask(id=f"s{i}", role=f"r{i}", instructions=f"Add {i}."))
         team = TeamSpec(name="adders", agents=tuple(agents), models=models,
                         planner_model="offline", plan=tuple(plan))  # fmt: skip
-        result = await orchestrator.wait(await desk.submit("Add.", team), 10)
+        result = await orchestrator.wait(await desk.submit(*order("Add.", team)), 10)
         await sandbox.close()
         told = [r.messages[-1] for r in llm.payloads(LLMRequest) if r.messages[-1].role == "tool"]
         return result, told

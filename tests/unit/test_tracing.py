@@ -7,7 +7,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
-from wiring import build_troupe, run
+from wiring import build_troupe, order, run
 
 from raytroupe.actors.telemetry import tracing
 from raytroupe.protocols import AgentSpec, JobResult, PlannedSubtask, Span, TeamSpec
@@ -216,7 +216,7 @@ def test_subtasks_finished_before_a_restart_keep_a_span_from_their_timestamps(tm
 
     async def first_life():
         desk, orchestrator, pool = await system(Journal(path), allowed=1)
-        job_id = await desk.submit(STEPS, TEAM)
+        job_id = await desk.submit(*order(STEPS, TEAM))
         await pool.held.wait()  # s1 done, s2 held
         for task in list(orchestrator._tasks):
             task.cancel()

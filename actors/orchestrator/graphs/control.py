@@ -23,6 +23,7 @@ from raytroupe.protocols import InvalidInput, JobResult, TroupeError
 from raytroupe.protocols.bounded import ANSWER_WORK_S
 from raytroupe.protocols.graph import GraphNode
 from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphState
+from raytroupe.protocols.job_order import JobOrder, Submitter
 
 __all__ = ["MAX_CHILD_DEPTH", "GraphControl"]
 
@@ -142,10 +143,11 @@ class GraphControl:
             budget = parent.budget  # one budget for the job and its children: its account
             account = (budget.account or parent.id) if budget is not None else None
             budget = None if budget is None else budget.model_copy(update={"account": None})
-            child_id = await self._front.submit(
-                task, node.team, tenant=parent.tenant, budget=budget, admin=False,
-                skill=node.skill, input=given, account=account,
-            )  # fmt: skip
+            order = JobOrder(
+                task=task, team=node.team, budget=budget, skill=node.skill, input=given
+            )
+            caller = Submitter(tenant=parent.tenant, admin=False, account=account)
+            child_id = await self._front.submit(order, caller)
             await asyncio.to_thread(store.child, parent.id, key, child_id)
             log.info("graph_child_started", job_id=parent.id, node=node.id, child=child_id)
         try:
