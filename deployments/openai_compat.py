@@ -167,13 +167,13 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         session = x_session_id or body.user
         if session is not None:
             await client.create_session(who.tenant, checked_session_id(session))
-        task, attachments = _task(body.messages, in_session=session is not None)
+        task, history, attachments = _task(body.messages, in_session=session is not None)
         team, skill = _target(body.model)
         as_json = _wants_json(body.response_format)
         live = body.stream and not as_json  # JSON content is the envelope, not the tokens
         order = JobOrder(
             task=task, team=team, skill=skill, attachments=tuple(attachments), session=session,
-            stream_answer=live,
+            history=history, stream_answer=live,
         )  # fmt: skip
         caller = Submitter(
             tenant=who.tenant, admin=who.admin, by=who.name,

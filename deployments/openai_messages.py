@@ -1,7 +1,8 @@
 """A chat request read as a troupe job: its task and images, the team or skill it names.
 
-The last user message is the task; earlier turns and system messages travel with it as context
-(see :func:`_task`); images, as data URLs or links, become the job's attachments.
+The last user message is the task; the other messages are the history the job is shown beside
+it, turn by turn (see :func:`_task`); images, as data URLs or links, become the job's
+attachments.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 from typing import Any, Final
 
 from raytroupe.protocols import Attachment, InvalidInput
+from raytroupe.protocols.job_context import History, Turn
 
 __all__ = ["AUTO"]
 
@@ -37,11 +39,12 @@ def _wants_json(response_format: dict[str, Any] | None) -> bool:
 
 def _task(
     messages: list[dict[str, Any]], *, in_session: bool = False
-) -> tuple[str, list[Attachment]]:
-    """The job's task and images from OpenAI-style messages.
+) -> tuple[str, History, list[Attachment]]:
+    """The job's task, history and images from OpenAI-style messages.
 
-    The last user message is the task; the other messages follow it as context (only the
-    system and developer messages ``in_session``: the session holds the conversation).
+    The last user message is the task; the other messages are its history, each a turn of
+    its role (only the system and developer messages ``in_session``: the session holds the
+    conversation). Empty messages are left out.
 
     Raises:
         InvalidInput: no user message, or a message of a shape OpenAI does not define.
@@ -63,14 +66,12 @@ def _task(
     task = turns[last][1].strip() or ("See the attached image(s)." if images else "")
     if not task:
         raise InvalidInput(f"messages[{last}]: the last user message is empty")
-    context = [
-        f"{role}: {text}"
+    history = tuple(
+        Turn(role=role, text=text)  # a role checked above
         for i, (role, text) in enumerate(turns)
         if i != last and text and not (in_session and role not in {"system", "developer"})
-    ]
-    if context:
-        task += "\n\nConversation so far:\n" + "\n".join(context)
-    return task, images
+    )
+    return task, History(turns=history), images
 
 
 def _text(content: Any, n: int, images: list[Attachment]) -> str:

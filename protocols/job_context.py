@@ -9,9 +9,15 @@ them back out of a prompt.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
-__all__ = ["Example", "Exchange", "History", "JobContext", "TextFile"]
+__all__ = ["Example", "History", "JobContext", "Role", "TextFile", "Turn"]
+
+Role = Literal["system", "developer", "user", "assistant", "tool"]
+"""Who said a turn of a conversation (OpenAI's roles; a session's turns are users' and
+assistants')."""
 
 
 class _Data(BaseModel):
@@ -26,18 +32,18 @@ class TextFile(_Data):
     text: str
 
 
-class Exchange(_Data):
-    """One earlier turn of a session: what was asked, and the answer."""
+class Turn(_Data):
+    """One earlier turn of a conversation."""
 
-    asked: str
-    answer: str
+    role: Role
+    text: str
 
 
 class History(_Data):
-    """What a job of a session is shown of the conversation before it."""
+    """What a job is shown of the conversation before it: its session's, or its caller's."""
 
     summary: str = Field(default="", description="Earlier turns, summarized.")
-    turns: tuple[Exchange, ...] = Field(default=(), description="The newest turns, whole.")
+    turns: tuple[Turn, ...] = Field(default=(), description="The newest turns, whole.")
 
     def __bool__(self) -> bool:
         return bool(self.summary or self.turns)
@@ -57,7 +63,10 @@ class JobContext(_Data):
 
     request: str = Field(description="The task as the caller wrote it.")
     files: tuple[TextFile, ...] = Field(default=(), description="Its text attachments.")
-    history: History = Field(default_factory=History, description="Its session's history.")
+    history: History = Field(
+        default_factory=History,
+        description="The conversation before it: its session's, or the one its caller gave.",
+    )
     examples: tuple[Example, ...] = Field(
         default=(), description="Episodes of its team or skill, offered as examples."
     )

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raytroupe.protocols.inputs import Attachment
 from raytroupe.protocols.intent import IntentConfig
+from raytroupe.protocols.job_context import History
 from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.llm import Budget
 from raytroupe.protocols.team import TeamSpec
@@ -43,6 +44,11 @@ class JobOrder(_Data):
     budget: Budget | None = Field(default=None, description="Overrides the team's.")
     session: str | None = Field(
         default=None, description="A session of the caller's tenant: its history is shown."
+    )
+    history: History = Field(
+        default_factory=History,
+        description="The conversation before the task as the caller gives it (an OpenAI "
+        "chat's earlier messages); shown before a session's own turns.",
     )
     teams: dict[str, TeamSpec] | None = Field(
         default=None, description="Teams to choose among by ``intent`` (a driver's)."

@@ -31,8 +31,8 @@ __all__ = [
 RESULTS_HEADING: Final = "Subtask results:"
 """Heading under which an aggregation prompt lists one subtask result per line."""
 
-HISTORY_HEADING: Final = "The conversation so far (earlier turns of this session, oldest first):"
-"""Heading of a session's history, after the task of a job of the session."""
+HISTORY_HEADING: Final = "The conversation so far (earlier turns, oldest first):"
+"""Heading of a job's history (its session's, or its caller's), after what it was asked."""
 
 EXAMPLES_HEADING: Final = (
     "Examples: similar earlier jobs that succeeded (for reference; the request above may differ):"
@@ -90,8 +90,7 @@ def _history(history: History) -> list[str]:
     lines = [HISTORY_HEADING]
     if history.summary:
         lines.append(f"Summary of earlier turns: {history.summary}")
-    for turn in history.turns:
-        lines += [f"user: {_one_line(turn.asked)}", f"assistant: {_one_line(turn.answer)}"]
+    lines += [f"{turn.role}: {_one_line(turn.text)}" for turn in history.turns]
     return lines
 
 

@@ -12,10 +12,10 @@ from typing import Any
 from raytroupe.actors.orchestrator.admission import admit_attachments, admit_inline
 from raytroupe.protocols import Attachment, Budget, InvalidInput, TeamSpec, TenantPolicy
 from raytroupe.protocols.inputs import text_files
-from raytroupe.protocols.job_context import JobContext
+from raytroupe.protocols.job_context import History, JobContext
 from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.output_schema import check_output_schema
-from raytroupe.protocols.prompts import asked
+from raytroupe.protocols.prompts import job_prompt
 from raytroupe.protocols.skill import SkillSpec
 
 __all__ = [
@@ -101,14 +101,18 @@ def checked_schema(schema: JsonSchema | None) -> JsonSchema | None:
         raise InvalidInput(str(exc), field="output_schema") from None
 
 
-def checked_task(task: str, attachments: Sequence[Attachment]) -> JobContext:
-    """The job's context so far: the task, and its text attachments.
+def checked_task(
+    task: str, attachments: Sequence[Attachment], history: History | None = None
+) -> JobContext:
+    """The job's context so far: the task, its text attachments, the history it was given.
 
     Raises:
-        InvalidInput: either holds a NUL character (PostgreSQL keeps none in text).
+        InvalidInput: any holds a NUL character (PostgreSQL keeps none in text).
     """
-    context = JobContext(request=task, files=text_files(tuple(attachments)))
-    if "\x00" in asked(context):
+    context = JobContext(
+        request=task, files=text_files(tuple(attachments)), history=history or History()
+    )
+    if "\x00" in job_prompt(context):
         raise InvalidInput(
             "the task (or a text attachment) contains a NUL character (U+0000), which "
             "the job's journal cannot keep: remove it",

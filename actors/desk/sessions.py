@@ -32,7 +32,7 @@ from raytroupe.protocols import (
     SessionNotFound,
     TroupeError,
 )
-from raytroupe.protocols.job_context import Exchange, History
+from raytroupe.protocols.job_context import History, Turn
 from raytroupe.protocols.sessions import (
     HISTORY_TOKENS,
     MAX_HISTORY_TOKENS,
@@ -211,7 +211,12 @@ def _cut(text: str, limit: int = TURN_TOKENS) -> str:
 
 def _history(summary: str, turns: Sequence[SessionTurn]) -> History:
     """The history shown: the summary, and each turn on a line, cut to its share."""
-    shown = (Exchange(asked=_cut(t.task), answer=_cut(t.answer or "")) for t in turns)
+    shown = [
+        said
+        for t in turns
+        for said in (Turn(role="user", text=_cut(t.task)),
+                     Turn(role="assistant", text=_cut(t.answer or "")))
+    ]  # fmt: skip
     return History(summary=summary, turns=tuple(shown))
 
 

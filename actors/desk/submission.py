@@ -121,7 +121,7 @@ class Submission:
             SessionNotFound: ``tenant`` has no session ``session``.
         """
         tenant, admin, traceparent = caller.tenant, caller.admin, caller.traceparent
-        given = checked_task(order.task, order.attachments)
+        given = checked_task(order.task, order.attachments, order.history)
         output_schema = checked_schema(order.output_schema)
         no_account(order.budget)
         owner = next(self._turns) % len(self._shards)  # in turn
@@ -212,11 +212,10 @@ class Submission:
             SessionNotFound: ``tenant`` has no session ``session``.
         """
         history = given.history
-        if session is not None:
+        if session is not None:  # what the caller gave first (an OpenAI chat's system turns)
             asker = pool_asker(self._router, job_id, tenant)
-            history = await self._kept.sessions.history(
-                tenant, session, self.result_of(tenant), asker
-            )
+            kept = await self._kept.sessions.history(tenant, session, self.result_of(tenant), asker)
+            history = kept.model_copy(update={"turns": (*history.turns, *kept.turns)})
         examples = await recalled_examples(
             self._router, job_id, asked(given), tenant=tenant, team=team, skill=skill
         )

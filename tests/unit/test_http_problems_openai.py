@@ -31,6 +31,7 @@ from raytroupe.protocols import (
     UnknownRecipient,
     WorkLimitExceeded,
 )
+from raytroupe.protocols.job_context import History, Turn
 
 # problems
 
@@ -146,11 +147,15 @@ PNG = base64.b64encode(b"\x89PNG\r\n\x1a\nfake").decode()
 
 
 def test_a_single_user_message_is_the_task():
-    assert _task([{"role": "user", "content": "  Summarize Ray.  "}]) == ("Summarize Ray.", [])
+    assert _task([{"role": "user", "content": "  Summarize Ray.  "}]) == (
+        "Summarize Ray.",
+        History(),
+        [],
+    )
 
 
-def test_the_last_user_message_is_the_task_and_earlier_turns_are_context():
-    task, images = _task(
+def test_the_last_user_message_is_the_task_and_earlier_turns_its_history():
+    task, history, images = _task(
         [
             {"role": "system", "content": "Be brief."},
             {"role": "user", "content": "What is Ray?"},
@@ -158,15 +163,22 @@ def test_the_last_user_message_is_the_task_and_earlier_turns_are_context():
             {"role": "user", "content": "And Serve?"},
         ]
     )
-    assert task == (
-        "And Serve?\n\nConversation so far:\n"
-        "system: Be brief.\nuser: What is Ray?\nassistant: A framework."
+    assert task == "And Serve?"
+    assert history.turns == (
+        Turn(role="system", text="Be brief."),
+        Turn(role="user", text="What is Ray?"),
+        Turn(role="assistant", text="A framework."),
     )
     assert images == []
+    # in a session, the session has the conversation: only the instructions are given
+    _, kept, _ = _task([{"role": "system", "content": "Be brief."},
+                        {"role": "user", "content": "What is Ray?"},
+                        {"role": "user", "content": "And Serve?"}], in_session=True)  # fmt: skip
+    assert kept.turns == (Turn(role="system", text="Be brief."),)
 
 
-def test_empty_turns_are_left_out_of_the_context():
-    task, _ = _task(
+def test_empty_turns_are_left_out_of_the_history():
+    task, history, _ = _task(
         [
             {"role": "developer", "content": "Use metric units."},
             {"role": "assistant", "content": None},
@@ -174,11 +186,12 @@ def test_empty_turns_are_left_out_of_the_context():
             {"role": "user", "content": "How far?"},
         ]
     )
-    assert task == "How far?\n\nConversation so far:\ndeveloper: Use metric units."
+    assert task == "How far?"
+    assert history.turns == (Turn(role="developer", text="Use metric units."),)
 
 
 def test_content_parts_give_text_and_images():
-    task, images = _task(
+    task, _, images = _task(
         [
             {
                 "role": "user",
@@ -200,7 +213,7 @@ def test_content_parts_give_text_and_images():
 
 def test_a_data_url_keeps_its_media_type_and_an_image_url_may_be_a_bare_string():
     jpeg = base64.b64encode(b"\xff\xd8\xff").decode()
-    _, images = _task(
+    _, _, images = _task(
         [
             {
                 "role": "user",
@@ -219,7 +232,7 @@ def test_a_data_url_keeps_its_media_type_and_an_image_url_may_be_a_bare_string()
 
 
 def test_images_of_earlier_turns_are_given_too():
-    _, images = _task(
+    _, _, images = _task(
         [
             {
                 "role": "user",

@@ -14,12 +14,13 @@ from raytroupe.protocols import (
     AgentMessage,
     AgentSpec,
     Attachment,
+    InvalidInput,
     LLMRequest,
     TaskRequest,
     TeamSpec,
 )
 from raytroupe.protocols.codec import decode, encode
-from raytroupe.protocols.job_context import Example, Exchange, History, JobContext, TextFile
+from raytroupe.protocols.job_context import Example, History, JobContext, TextFile, Turn
 from raytroupe.protocols.prompts import EXAMPLES_HEADING, HISTORY_HEADING, asked, job_prompt
 
 TEAM = TeamSpec(name="chat", agents=(AgentSpec(name="solo", role="w"),), max_parallel=1)
@@ -27,7 +28,13 @@ NOTES = TextFile(name="notes.md", media_type="text/markdown", text="Lyon: 2 room
 CONTEXT = JobContext(
     request="How many rooms?",
     files=(NOTES,),
-    history=History(summary="A flat hunt.", turns=(Exchange(asked="In Lyon?", answer="Yes."),)),
+    history=History(
+        summary="A flat hunt.",
+        turns=(
+            Turn(role="user", text="In Lyon?"),
+            Turn(role="assistant", text="Yes."),
+        ),
+    ),
     examples=(Example(request="How many in Nice?", plan="w: count", answer="3"),),
     lessons=("Say the unit.",),
 )
@@ -74,7 +81,12 @@ def test_a_subtask_sees_the_context_beside_its_instructions_once():
 def test_parts_of_a_task_share_its_text_and_keep_the_history_beside_it():
     context = JobContext(
         request="Background: X is 1.\n1. What is A?\n2. What is B?",
-        history=History(turns=(Exchange(asked="- What is X?\n- What is Y?", answer="no idea"),)),
+        history=History(
+            turns=(
+                Turn(role="user", text="- What is X?\n- What is Y?"),
+                Turn(role="assistant", text="no idea"),
+            )
+        ),
     )
     plan = sized_plan(context, TEAM)
     assert [s.instructions for s in plan.subtasks] == ["What is A?", "What is B?"]
@@ -179,4 +191,30 @@ def test_a_resumed_session_job_is_given_the_same_context_from_the_journal(tmp_pa
     assert kept.files == (
         TextFile(name="notes.md", media_type="text/markdown", text="The flat has 2 rooms."),
     )
-    assert kept.history.turns[0].asked == "My sister lives in Lyon."
+    assert kept.history.turns[0].text == "My sister lives in Lyon."
+
+
+def test_a_callers_history_is_shown_before_its_sessions_and_checked_like_the_task(tmp_path):
+    """An OpenAI chat's system turn and a session's turns: both beside the task, in order."""
+    instructions = History(turns=(Turn(role="system", text="Answer in French."),))
+
+    async def main():
+        desk, orchestrator, pool = await _system(Journal(tmp_path / "j.sqlite"), allowed=99)
+        await desk.create_session("acme", "chat")
+        first = await desk.submit(*order("Name a river.", TEAM, tenant="acme", session="chat"))
+        await orchestrator.wait(first, 10)
+        job_id = await desk.submit(
+            *order("Another?", TEAM, tenant="acme", session="chat", history=instructions)
+        )
+        result = await orchestrator.wait(job_id, 10)
+        bad = History(turns=(Turn(role="user", text="a\x00b"),))
+        with pytest.raises(InvalidInput, match="NUL"):
+            await desk.submit(*order("Hi.", TEAM, tenant="acme", history=bad))
+        return result, pool.prompts[-1]
+
+    result, prompt = run(main())
+    assert result.task == "Another?"
+    shown = prompt.split(f"{HISTORY_HEADING}\n", 1)[1].splitlines()
+    assert shown[0] == "system: Answer in French."
+    assert shown[1] == "user: Name a river."
+    assert shown[2].startswith("assistant: ")

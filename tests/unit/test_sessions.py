@@ -18,8 +18,8 @@ from raytroupe.protocols import (
     SessionNotFound,
     TeamSpec,
 )
-from raytroupe.protocols.job_context import Exchange, History, JobContext
-from raytroupe.protocols.prompts import job_prompt
+from raytroupe.protocols.job_context import History, JobContext, Turn
+from raytroupe.protocols.prompts import HISTORY_HEADING, job_prompt
 from raytroupe.protocols.sessions import SessionTurn
 
 TEAM = TeamSpec(
@@ -135,12 +135,12 @@ class TestHistory:
         assert "user: Turn 1 says" in summarized
         assert history.summary == "They talked about words."
         assert history.turns
-        assert history.turns[-1].asked.startswith("Turn 8 says")
+        assert history.turns[-2].text.startswith("Turn 8 says")
         rendered = job_prompt(JobContext(request="", history=history))
         assert "Turn 1 says" not in rendered
         assert count_tokens(rendered) <= 400
         info = store.get("acme", "s")
-        assert history.turns[0].asked.startswith(f"Turn {info.summarized_through + 1} says")
+        assert history.turns[0].text.startswith(f"Turn {info.summarized_through + 1} says")
         # read again: nothing new to summarize
         again = run(self._history(store, ask))
         assert len(asked) == 1
@@ -156,7 +156,7 @@ class TestHistory:
 
         history = run(self._history(store, ask))
         assert "earlier turn(s) left out" in history.summary
-        assert history.turns[-1].asked.startswith("Turn 8:")
+        assert history.turns[-2].text.startswith("Turn 8:")
 
     def test_unfinished_and_failed_turns_are_not_shown(self):
         store = SessionStore.in_memory()
@@ -271,13 +271,17 @@ class TestJobsInSessions:
 
 def test_history_renders_each_turn_on_its_lines():
     history = History(
-        summary="Earlier: a dog.", turns=(Exchange(asked="line one\nline two", answer="yes\nno"),)
+        summary="Earlier: a dog.",
+        turns=(
+            Turn(role="user", text="line one\nline two"),
+            Turn(role="assistant", text="yes\nno"),
+        ),
     )
     rendered = job_prompt(JobContext(request="Go on.", history=history))
     assert rendered.splitlines() == [
         "Go on.",
         "",
-        "The conversation so far (earlier turns of this session, oldest first):",
+        HISTORY_HEADING,
         "Summary of earlier turns: Earlier: a dog.",
         "user: line one line two",
         "assistant: yes no",

@@ -21,7 +21,7 @@ from raytroupe.protocols import (
     TeamSpec,
     Usage,
 )
-from raytroupe.protocols.job_context import Exchange, History, JobContext
+from raytroupe.protocols.job_context import History, JobContext, Turn
 
 
 def team(**fields) -> TeamSpec:
@@ -90,7 +90,12 @@ def test_arithmetic_in_a_team_without_the_calculator_goes_to_its_first_role():
 
 
 def test_the_history_beside_a_task_of_one_part_does_not_route_it_to_the_calculator():
-    earlier = History(turns=(Exchange(asked="What is 17 * 23?", answer="391"),))
+    earlier = History(
+        turns=(
+            Turn(role="user", text="What is 17 * 23?"),
+            Turn(role="assistant", text="391"),
+        )
+    )
     context = JobContext(request="Write a haiku about autumn.", history=earlier)
     (only,) = sized_plan(context, team()).subtasks
     assert (only.role, only.instructions) == ("researcher", "Write a haiku about autumn.")

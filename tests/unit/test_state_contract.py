@@ -40,7 +40,7 @@ from raytroupe.protocols import (
     ToolResult,
     UsageRow,
 )
-from raytroupe.protocols.job_context import Example, Exchange, History, JobContext, TextFile
+from raytroupe.protocols.job_context import Example, History, JobContext, TextFile, Turn
 
 TEAM = TeamSpec(name="crew", agents=(AgentSpec(name="ada", role="writer"),))
 PLAN = Plan.model_validate(
@@ -77,7 +77,13 @@ def keep():
 CONTEXT = JobContext(
     request="And in Paris?",
     files=(TextFile(name="notes.md", media_type="text/markdown", text="é, ü: ☃"),),
-    history=History(summary="Prices.", turns=(Exchange(asked="Rent in Lyon?", answer="900"),)),
+    history=History(
+        summary="Prices.",
+        turns=(
+            Turn(role="user", text="Rent in Lyon?"),
+            Turn(role="assistant", text="900"),
+        ),
+    ),
     examples=(Example(request="Rent in Nice?", plan="a: look", tools="calculator", answer="1k"),),
     lessons=("Say the currency.",),
 )
