@@ -8,8 +8,9 @@ prompts as a model would.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
-from typing import Final
+from typing import Any, Final
 
 from raytroupe.protocols.job_context import Example, History, JobContext, TextFile
 from raytroupe.protocols.json_data import JsonSchema
@@ -26,6 +27,7 @@ __all__ = [
     "knowledge_text",
     "lessons_text",
     "plan_schema",
+    "request_text",
 ]
 
 RESULTS_HEADING: Final = "Subtask results:"
@@ -68,6 +70,14 @@ def job_prompt(context: JobContext) -> str:
     if context.examples:
         lines += ["", *_examples(context.examples)]
     return "\n".join(lines)
+
+
+def request_text(task: str, data: Any) -> str:
+    """What a skill is asked: the task, and its structured input under it."""
+    if data is None:
+        return task
+    shown = json.dumps(data, ensure_ascii=False, indent=1)
+    return f"{task}\n\nInput (JSON):\n{shown}" if task.strip() else f"Input (JSON):\n{shown}"
 
 
 def lessons_text(lessons: Iterable[str]) -> str:

@@ -21,7 +21,6 @@ instructions).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -39,7 +38,7 @@ from raytroupe.protocols import (
     SubtaskResult,
     TeamSpec,
 )
-from raytroupe.protocols.prompts import lessons_text
+from raytroupe.protocols.prompts import lessons_text, request_text
 from raytroupe.protocols.quality import QualityReport
 from raytroupe.protocols.safe_schema import safe_validator
 from raytroupe.protocols.skill import SkillSpec, compose_prompt
@@ -136,14 +135,6 @@ def check_input(skill: SkillSpec, data: Any) -> None:
             fields=fields,
             problems=problems,
         )
-
-
-def request_text(task: str, data: Any) -> str:
-    """What the skill is asked: the task, and the structured input under it."""
-    if data is None:
-        return task
-    shown = json.dumps(data, ensure_ascii=False, indent=1)
-    return f"{task}\n\nInput (JSON):\n{shown}" if task.strip() else f"Input (JSON):\n{shown}"
 
 
 def _retry_note(previous: str | None, feedback: str | None) -> str:
