@@ -23,13 +23,8 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
 from raytroupe.actors.desk.catalog import with_load
-from raytroupe.actors.llm.config import LLMConfig
-from raytroupe.actors.memory.config import MemoryConfig
-from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.spawn import SystemHandles, spawn_system
-from raytroupe.actors.system_config import OTEL_FLAG_DEPRECATED, SystemConfig
 from raytroupe.actors.telemetry.tracing import checked_traceparent, current_traceparent
-from raytroupe.actors.tools.config import ToolsConfig
 from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
@@ -53,6 +48,11 @@ from raytroupe.protocols import (
     TenantPolicy,
     UsageRow,
 )
+from raytroupe.protocols.config.llm import LLMConfig
+from raytroupe.protocols.config.memory import MemoryConfig
+from raytroupe.protocols.config.skills import SkillsConfig
+from raytroupe.protocols.config.system import OTEL_FLAG_DEPRECATED, SystemConfig
+from raytroupe.protocols.config.tools import ToolsConfig
 from raytroupe.protocols.graph_checkpoints import (
     GraphCheckpoint,
     GraphInterrupt,

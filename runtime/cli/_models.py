@@ -60,8 +60,8 @@ def check(
     For each local model: its GGUF file (and sha256, when given) and a llama-server; for an
     OpenAI-compatible deployment (vLLM, Ray Serve LLM, llama.cpp run by hand): its base_url.
     """
-    from raytroupe.actors.llm.config import LLMConfig
     from raytroupe.protocols import ConfigError, LocalModel, OpenAICompatibleModel
+    from raytroupe.protocols.config.llm import LLMConfig
 
     config = LLMConfig.from_yaml(path)
     problems = 0
