@@ -22,9 +22,7 @@ from typing import Any, Final, TypeVar
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from raytroupe.actors.desk.catalog import with_load
 from raytroupe.actors.spawn import SystemHandles, spawn_system
-from raytroupe.actors.telemetry.tracing import checked_traceparent, current_traceparent
 from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
@@ -59,8 +57,10 @@ from raytroupe.protocols.graph_checkpoints import (
     GraphState,
     Interrupted,
 )
+from raytroupe.protocols.inputs import with_load
 from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
+from raytroupe.protocols.traceparent import checked_traceparent, current_traceparent
 from raytroupe.runtime.evolution_client import EvolutionClient
 from raytroupe.runtime.memory_client import MemoryClient
 from raytroupe.runtime.ray_calls import call
