@@ -12,9 +12,12 @@ from ray import serve
 from ray.serve import Application
 from starlette.types import ASGIApp
 
-from raytroupe.actors.spawn import NAMESPACE
-from raytroupe.actors.telemetry.logs import configure_worker_logging
-from raytroupe.actors.telemetry.tracing import actor_env, configure_worker_tracing
+from raytroupe.actors.spawn import (
+    NAMESPACE,
+    actor_env,
+    configure_worker_logging,
+    configure_worker_tracing,
+)
 from raytroupe.deployments.api import create_api
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.guard import Guard

@@ -12,8 +12,7 @@ from pathlib import Path
 import ray
 from pydantic import BaseModel
 
-from raytroupe.actors.spawn import NAMESPACE
-from raytroupe.actors.telemetry.tracing import env_inherited
+from raytroupe.actors.spawn import NAMESPACE, env_inherited
 from raytroupe.protocols import (
     ModelSpec,
 )
