@@ -29,10 +29,10 @@ from dataclasses import dataclass
 from typing import Any, Final, ParamSpec, TypeVar
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
 
 from raytroupe.protocols import Busy
 from raytroupe.protocols.bounded import bounded
+from raytroupe.protocols.config.shares import Shares
 
 __all__ = ["Offload", "Shares", "offloaded", "on_loop"]
 
@@ -43,29 +43,6 @@ log = structlog.get_logger("raytroupe.offload")
 
 RETRY_AFTER_S: Final = 1
 """What a refused tenant is told to wait (units of work last well under a second)."""
-
-
-class Shares(BaseModel):
-    """How much control-plane work each tenant may have in hand at once, in one process."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    per_tenant: int = Field(
-        default=2, ge=1, le=64, description="Units of work of one tenant running at once."
-    )
-    waiting: int = Field(
-        default=16,
-        ge=0,
-        le=1024,
-        description="Units of one tenant queued behind those; one more is refused (429 busy).",
-    )
-    threads: int = Field(
-        default=4,
-        ge=1,
-        le=64,
-        description="Threads all tenants' units share; above per_tenant, so that others get "
-        "a turn while one tenant's share is busy.",
-    )
 
 
 @dataclass

@@ -6,9 +6,10 @@ connection is made to a checked address (so a DNS answer that changes between ch
 connect, as in DNS rebinding, changes nothing). By default only public (globally routable)
 addresses are allowed: loopback, link-local (cloud metadata, 169.254.169.254), private and
 other reserved ranges, and the cluster's own addresses are refused. The operator allows more
-with :class:`NetworkPolicy`. Redirects are checked the same way (each hop opens a connection
-through the policy), and the model providers' clients refuse to follow a redirect at all, so a
-key is only ever sent to the endpoint it was configured with.
+with :class:`~raytroupe.protocols.config.network.NetworkPolicy` (a configuration model, kept in
+the protocols and re-exported here). Redirects are checked the same way (each hop opens a
+connection through the policy), and the model providers' clients refuse to follow a redirect at
+all, so a key is only ever sent to the endpoint it was configured with.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import Any, Final, TypeVar
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from raytroupe.protocols.config.network import NetworkPolicy
 
 __all__ = [
     "NetworkPolicy",
@@ -42,33 +43,6 @@ class OutboundRefused(OSError):
 
     An ``OSError``, so that HTTP clients treat it as a failed connect: no byte is sent.
     """
-
-
-class NetworkPolicy(BaseModel):
-    """What the operator allows beyond the public internet, and what it refuses within it."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    allow: tuple[str, ...] = Field(
-        default=(),
-        description="Hosts (exact names), IP addresses or CIDR ranges that may be reached "
-        "although they are not public, e.g. '127.0.0.1' for a local model server.",
-    )
-    deny: tuple[str, ...] = Field(
-        default=(),
-        description="IP addresses or CIDR ranges refused although public (the cluster's own "
-        "node addresses are refused without being listed).",
-    )
-
-    @field_validator("deny")
-    @classmethod
-    def _networks(cls, entries: tuple[str, ...]) -> tuple[str, ...]:
-        for entry in entries:
-            try:
-                ipaddress.ip_network(entry, strict=False)
-            except ValueError:
-                raise ValueError(f"{entry!r} is not an IP address or CIDR range") from None
-        return entries
 
 
 def host_of(url: str) -> str:

@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raytroupe import __version__
-from raytroupe.actors.offload import Offload
+from raytroupe.actors.spawn import Offload
 from raytroupe.deployments.access import Caller, NotAdmin
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.console_api import console_app

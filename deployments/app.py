@@ -12,14 +12,17 @@ from ray import serve
 from ray.serve import Application
 from starlette.types import ASGIApp
 
-from raytroupe.actors.llm.config import LLMConfig, refuse_own_api
-from raytroupe.actors.spawn import NAMESPACE
-from raytroupe.actors.telemetry.logs import configure_worker_logging
-from raytroupe.actors.telemetry.tracing import actor_env, configure_worker_tracing
+from raytroupe.actors.spawn import (
+    NAMESPACE,
+    actor_env,
+    configure_worker_logging,
+    configure_worker_tracing,
+)
 from raytroupe.deployments.api import create_api
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.guard import Guard
 from raytroupe.deployments.keys import keys_from_env
+from raytroupe.protocols.config.llm import LLMConfig, refuse_own_api
 from raytroupe.runtime.client import SystemClient
 
 # No ``from __future__ import annotations`` here: Serve inspects :func:`build`'s signature.

@@ -11,10 +11,10 @@ from typing import Any
 from limits import parse
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from raytroupe.actors.config_files import read_yaml, validated
-from raytroupe.actors.offload import Shares
-from raytroupe.actors.system_config import SystemConfig
 from raytroupe.protocols import ConfigError, TenantPolicy
+from raytroupe.protocols.config.files import read_yaml, validated
+from raytroupe.protocols.config.shares import Shares
+from raytroupe.protocols.config.system import SystemConfig
 
 __all__ = ["APIConfig", "APIKey"]
 

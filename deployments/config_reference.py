@@ -29,7 +29,6 @@ from typing import Any, Final, Literal, NamedTuple
 from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
-from raytroupe.actors.system_config import SystemConfig
 from raytroupe.deployments.config import APIConfig
 from raytroupe.protocols import (
     AnthropicModel,
@@ -42,6 +41,7 @@ from raytroupe.protocols import (
     SkillSpec,
     TeamSpec,
 )
+from raytroupe.protocols.config.system import SystemConfig
 
 __all__ = ["PARTS", "Part", "main", "render"]
 

@@ -22,7 +22,7 @@ from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
 from pydantic import BaseModel, ValidationError
 
-from raytroupe.actors.offload import Offload
+from raytroupe.actors.spawn import Offload
 from raytroupe.deployments.guard import principal_of
 from raytroupe.deployments.openapi import DOCUMENT_MARK
 

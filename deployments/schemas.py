@@ -12,10 +12,10 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from raytroupe.actors.llm.config import LLMConfig
-from raytroupe.actors.system_config import SystemConfig
 from raytroupe.deployments.config import APIConfig
 from raytroupe.protocols import TeamSpec
+from raytroupe.protocols.config.llm import LLMConfig
+from raytroupe.protocols.config.system import SystemConfig
 
 __all__ = ["CONFIG_FILES", "SHIPPED", "export", "schema_text"]
 

@@ -18,13 +18,13 @@ import structlog
 from fastapi import APIRouter, Request, Response
 from pydantic import ValidationError
 
-from raytroupe.actors.skills.files import MAX_SKILL_BYTES
 from raytroupe.deployments.access import Admin
 from raytroupe.deployments.declared import at_of
 from raytroupe.deployments.documents import checked
 from raytroupe.protocols import ConfigError, InvalidInput
 from raytroupe.protocols.http import SkillApplied
 from raytroupe.protocols.skill import SkillEvent, SkillSpec
+from raytroupe.protocols.skill_files import MAX_SKILL_BYTES
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.operations import skills as skill_ops
 

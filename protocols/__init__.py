@@ -1,6 +1,8 @@
 """Data contracts of raytroupe: the envelope, its payloads, jobs, teams and the codec.
 
-Pure data: pydantic models, no Ray and no I/O (the codec works on bytes in memory).
+Data: pydantic models, no Ray, no network and no actor I/O (the codec works on bytes in
+memory). The configuration models (:mod:`raytroupe.protocols.config`) and the skill and eval
+suite readers (``skill_files``, ``eval_suites``) read the files they are given.
 """
 
 from raytroupe.protocols.addresses import (

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+from collections.abc import Collection, Iterable, Mapping
 from typing import Final
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -14,7 +15,15 @@ from raytroupe.protocols.job_context import JobContext, TextFile
 from raytroupe.protocols.llm import ImagePart
 from raytroupe.protocols.prompts import asked
 
-__all__ = ["IMAGE_TYPES", "TEXT_TYPES", "AgentInfo", "Attachment", "text_files", "with_files"]
+__all__ = [
+    "IMAGE_TYPES",
+    "TEXT_TYPES",
+    "AgentInfo",
+    "Attachment",
+    "text_files",
+    "with_files",
+    "with_load",
+]
 
 IMAGE_TYPES: Final = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 """Image media types every supported provider accepts."""
@@ -122,3 +131,20 @@ class AgentInfo(BaseModel):
         description="Whether the router can reach it now (False: its actor is gone or not "
         "started yet); None where not asked.",
     )
+
+
+def with_load(
+    agents: Iterable[AgentInfo],
+    in_flight: Mapping[str, int],
+    registered: Collection[str] | None = None,
+) -> list[AgentInfo]:
+    """``agents`` with the router's in-flight counts (and whether it can reach each) filled in."""
+    return [
+        a.model_copy(
+            update={
+                "in_flight": in_flight.get(a.name, 0),
+                "registered": None if registered is None else a.name in registered,
+            }
+        )
+        for a in agents
+    ]

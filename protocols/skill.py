@@ -35,6 +35,7 @@ from raytroupe.protocols.memory import EpisodePolicy, MemoryPolicy
 from raytroupe.protocols.output_schema import check_output_schema, schema_of
 
 __all__ = [
+    "LESSON",
     "CountRule",
     "ExecutionMode",
     "ImportPath",
@@ -53,6 +54,7 @@ __all__ = [
     "SkillTool",
     "Version",
     "compose_prompt",
+    "lesson_tags",
 ]
 
 _VERSION: Final = r"[0-9A-Za-z][0-9A-Za-z._-]{0,15}"
@@ -210,6 +212,15 @@ class ReflectionPolicy(_Config):
     )  # fmt: skip
     model: Name = Field(default="default", description="Model alias of the reflector.")
     recall: int = Field(default=3, ge=0, le=20, description="Lessons recalled into a job.")
+
+
+LESSON: Final = "lesson"
+"""The memory tag of every lesson reflection writes."""
+
+
+def lesson_tags(skill: str) -> tuple[str, str]:
+    """The tags of a skill's lessons in memory (what the memory store is asked for)."""
+    return LESSON, f"skill:{skill}"
 
 
 class SkillSpec(_Config):

@@ -13,19 +13,10 @@ rt.shutdown()
 
 from __future__ import annotations
 
+import importlib
 from typing import TYPE_CHECKING, Any
 
-from raytroupe.actors.lazy import lazy_exports
-
 if TYPE_CHECKING:
-    from raytroupe.actors.llm.config import LLMConfig
-    from raytroupe.actors.llm.gateway import RetryPolicy
-    from raytroupe.actors.memory.config import MemoryConfig
-    from raytroupe.actors.outbound import NetworkPolicy
-    from raytroupe.actors.skills.config import RoutingConfig, SkillsConfig
-    from raytroupe.actors.system_config import ScaleConfig, SystemConfig
-    from raytroupe.actors.tools.config import ToolsConfig
-    from raytroupe.actors.tools.isolation import ResourceLimits
     from raytroupe.protocols import (
         AgentInfo,
         AgentNotFound,
@@ -76,6 +67,12 @@ if TYPE_CHECKING:
         Unreachable,
         UsageRow,
     )
+    from raytroupe.protocols.config.llm import LLMConfig, RetryPolicy
+    from raytroupe.protocols.config.memory import MemoryConfig
+    from raytroupe.protocols.config.network import NetworkPolicy
+    from raytroupe.protocols.config.skills import RoutingConfig, SkillsConfig
+    from raytroupe.protocols.config.system import ScaleConfig, SystemConfig
+    from raytroupe.protocols.config.tools import ResourceLimits, ToolsConfig
     from raytroupe.protocols.intent import IntentChoice, IntentConfig, IntentRule
     from raytroupe.runtime.config import Team
     from raytroupe.runtime.connecting import connect
@@ -220,22 +217,22 @@ _HOMES = {
     "IntentConfig": "raytroupe.protocols.intent",
     "IntentRule": "raytroupe.protocols.intent",
     "JobHandle": "raytroupe.runtime.handle",
-    "NetworkPolicy": "raytroupe.actors.outbound",
+    "NetworkPolicy": "raytroupe.protocols.config.network",
     "TenantView": "raytroupe.runtime.tenant",
-    "LLMConfig": "raytroupe.actors.llm.config",
-    "ResourceLimits": "raytroupe.actors.tools.isolation",
-    "Limits": "raytroupe.actors.tools.isolation",  # the earlier name of ResourceLimits
-    "MemoryConfig": "raytroupe.actors.memory.config",
-    "RetryPolicy": "raytroupe.actors.llm.gateway",
+    "LLMConfig": "raytroupe.protocols.config.llm",
+    "ResourceLimits": "raytroupe.protocols.config.tools",
+    "Limits": "raytroupe.protocols.config.tools",  # the earlier name of ResourceLimits
+    "MemoryConfig": "raytroupe.protocols.config.memory",
+    "RetryPolicy": "raytroupe.protocols.config.llm",
     "Runtime": "raytroupe.runtime.driver",
-    "ScaleConfig": "raytroupe.actors.system_config",
-    "RoutingConfig": "raytroupe.actors.skills.config",
-    "SkillsConfig": "raytroupe.actors.skills.config",
-    "SystemConfig": "raytroupe.actors.system_config",
+    "ScaleConfig": "raytroupe.protocols.config.system",
+    "RoutingConfig": "raytroupe.protocols.config.skills",
+    "SkillsConfig": "raytroupe.protocols.config.skills",
+    "SystemConfig": "raytroupe.protocols.config.system",
     "Team": "raytroupe.runtime.config",
     "Tool": "raytroupe.runtime.tools",
     "tool": "raytroupe.runtime.tools",
-    "ToolsConfig": "raytroupe.actors.tools.config",
+    "ToolsConfig": "raytroupe.protocols.config.tools",
     "configure_logging": "raytroupe.runtime.logging",
     "connect": "raytroupe.runtime.connecting",
 }
@@ -248,11 +245,20 @@ if TYPE_CHECKING:
     RouteRule = IntentRule
     Route = IntentChoice
 
-_exported, __dir__ = lazy_exports(__name__, _HOMES)
 
-
+# The hook is written out here, not raytroupe.actors.lazy's: this package reaches the actors
+# only through raytroupe.actors.spawn (tests/unit/test_rooms.py), and raytroupe.protocols
+# would load pydantic with it.
 def __getattr__(name: str) -> Any:
     """A public name, imported on first use; an earlier release's name, as its new one."""
-    value = _exported(_ALIASES.get(name, name))
+    real = _ALIASES.get(name, name)
+    home = _HOMES.get(real)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(home), real)
     globals()[name] = value
     return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -22,14 +22,7 @@ from typing import Any, Final, TypeVar
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayTaskError
 
-from raytroupe.actors.desk.catalog import with_load
-from raytroupe.actors.llm.config import LLMConfig
-from raytroupe.actors.memory.config import MemoryConfig
-from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.spawn import SystemHandles, spawn_system
-from raytroupe.actors.system_config import OTEL_FLAG_DEPRECATED, SystemConfig
-from raytroupe.actors.telemetry.tracing import checked_traceparent, current_traceparent
-from raytroupe.actors.tools.config import ToolsConfig
 from raytroupe.protocols import (
     AgentInfo,
     AgentSpec,
@@ -53,14 +46,21 @@ from raytroupe.protocols import (
     TenantPolicy,
     UsageRow,
 )
+from raytroupe.protocols.config.llm import LLMConfig
+from raytroupe.protocols.config.memory import MemoryConfig
+from raytroupe.protocols.config.skills import SkillsConfig
+from raytroupe.protocols.config.system import OTEL_FLAG_DEPRECATED, SystemConfig
+from raytroupe.protocols.config.tools import ToolsConfig
 from raytroupe.protocols.graph_checkpoints import (
     GraphCheckpoint,
     GraphInterrupt,
     GraphState,
     Interrupted,
 )
+from raytroupe.protocols.inputs import with_load
 from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
+from raytroupe.protocols.traceparent import checked_traceparent, current_traceparent
 from raytroupe.runtime.evolution_client import EvolutionClient
 from raytroupe.runtime.memory_client import MemoryClient
 from raytroupe.runtime.ray_calls import call

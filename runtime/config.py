@@ -8,8 +8,8 @@ from typing import Any, Self
 
 from pydantic import PrivateAttr
 
-from raytroupe.actors.config_files import read_yaml, validated
 from raytroupe.protocols import AgentSpec, ConfigError, TeamSpec
+from raytroupe.protocols.config.files import read_yaml, validated
 from raytroupe.runtime.tools import Tool, as_tool
 
 __all__ = ["Team"]

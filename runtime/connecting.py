@@ -12,16 +12,15 @@ from pathlib import Path
 import ray
 from pydantic import BaseModel
 
-from raytroupe.actors.llm.config import LLMConfig
-from raytroupe.actors.memory.config import MemoryConfig
-from raytroupe.actors.skills.config import SkillsConfig
-from raytroupe.actors.spawn import NAMESPACE
-from raytroupe.actors.system_config import OTEL_FLAG_DEPRECATED, SystemConfig
-from raytroupe.actors.telemetry.tracing import env_inherited
-from raytroupe.actors.tools.config import ToolsConfig
+from raytroupe.actors.spawn import NAMESPACE, env_inherited
 from raytroupe.protocols import (
     ModelSpec,
 )
+from raytroupe.protocols.config.llm import LLMConfig
+from raytroupe.protocols.config.memory import MemoryConfig
+from raytroupe.protocols.config.skills import SkillsConfig
+from raytroupe.protocols.config.system import OTEL_FLAG_DEPRECATED, SystemConfig
+from raytroupe.protocols.config.tools import ToolsConfig
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.driver import Runtime
 from raytroupe.runtime.joining import env_address, prepare_join, stay_on_loopback

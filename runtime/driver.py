@@ -14,7 +14,6 @@ import ray
 from pydantic import BaseModel
 
 from raytroupe.actors.spawn import NAMESPACE
-from raytroupe.actors.telemetry.tracing import current_traceparent
 from raytroupe.protocols import (
     AgentSpec,
     Attachment,
@@ -39,6 +38,7 @@ from raytroupe.protocols.job_order import JobOrder
 from raytroupe.protocols.knowledge import IngestReport, KnowledgeDocument
 from raytroupe.protocols.output_schema import schema_of
 from raytroupe.protocols.sessions import HISTORY_TOKENS
+from raytroupe.protocols.traceparent import current_traceparent
 from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.config import Team
@@ -67,7 +67,7 @@ def _suite_read(arguments: Arguments) -> Arguments:
     """``optimise_skill`` took the suite's file before 0.3: read it (deprecated)."""
     suite = arguments.get("suite")
     if isinstance(suite, str | Path):
-        from raytroupe.actors.evals.suites import read_suite  # noqa: PLC0415 - files only
+        from raytroupe.protocols.eval_suites import read_suite  # noqa: PLC0415 - files only
 
         warnings.warn(
             "optimise_skill(name, <path>) is deprecated: pass read_suite(path), an EvalSuite",
@@ -338,7 +338,7 @@ class Runtime:
             SkillNotFound, TeamNotFound: the target is not registered.
         """
         if not isinstance(suite, EvalSuite):
-            from raytroupe.actors.evals.suites import read_suite  # noqa: PLC0415 - files only
+            from raytroupe.protocols.eval_suites import read_suite  # noqa: PLC0415 - files only
 
             suite = read_suite(suite)
         started = self.start_eval(
@@ -385,7 +385,7 @@ class Runtime:
             TeamNotFound: a ``team:<name>`` skill names no registered team.
         """
         if not isinstance(skill, SkillSpec):
-            from raytroupe.actors.skills.files import read_skill  # noqa: PLC0415 - files only
+            from raytroupe.protocols.skill_files import read_skill  # noqa: PLC0415 - files only
 
             source = str(skill)
             skill = read_skill(skill)

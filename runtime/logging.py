@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from raytroupe.actors.telemetry.logs import configure_logging, configure_worker_logging
+from raytroupe.actors.spawn import configure_logging, configure_worker_logging
 
 __all__ = ["configure_logging", "configure_worker_logging"]

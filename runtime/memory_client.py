@@ -75,7 +75,7 @@ class MemoryClient:
 
     async def lessons(self, skill: str, *, tenant: str) -> list[MemoryHit]:
         """The lessons reflection wrote for ``skill`` in ``tenant``'s memory, newest first."""
-        from raytroupe.actors.skills.reflect import lesson_tags  # noqa: PLC0415 - skills only
+        from raytroupe.protocols.skill import lesson_tags  # noqa: PLC0415 - skills only
 
         ref = self._memory.listed.remote(tenant, tags=lesson_tags(skill), limit=1000)
         result: list[MemoryHit] = await call(ref)
@@ -83,7 +83,7 @@ class MemoryClient:
 
     async def delete_lesson(self, skill: str, lesson_id: str, *, tenant: str) -> MemoryHit | None:
         """Delete one of ``skill``'s lessons in ``tenant``'s memory; what it was (None: none)."""
-        from raytroupe.actors.skills.reflect import lesson_tags  # noqa: PLC0415 - skills only
+        from raytroupe.protocols.skill import lesson_tags  # noqa: PLC0415 - skills only
 
         tags = lesson_tags(skill)
         found: list[MemoryHit] = await call(

@@ -6,7 +6,7 @@ from typing import Any
 
 from ray.exceptions import RayActorError, RayTaskError
 
-from raytroupe.actors.ray_handles import unwrap
+from raytroupe.actors.spawn import unwrap
 from raytroupe.protocols import RecipientUnavailable
 
 __all__ = ["call"]

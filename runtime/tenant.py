@@ -7,7 +7,6 @@ from collections.abc import Coroutine, Iterable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from raytroupe.actors.telemetry.tracing import current_traceparent
 from raytroupe.protocols import (
     Attachment,
     Budget,
@@ -18,6 +17,7 @@ from raytroupe.protocols import (
 from raytroupe.protocols.job_order import JobOrder
 from raytroupe.protocols.knowledge import IngestReport, KnowledgeDocument
 from raytroupe.protocols.sessions import HISTORY_TOKENS
+from raytroupe.protocols.traceparent import current_traceparent
 from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.config import Team

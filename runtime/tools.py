@@ -37,11 +37,10 @@ from typing import Any, overload
 
 from ray import cloudpickle
 
-from raytroupe.actors.tools.config import RESERVED_TOOL_NAMES
-from raytroupe.actors.tools.functions import ShippedFunction, function_schema
-from raytroupe.actors.tools.shipped import digest_of
 from raytroupe.protocols import ConfigError
 from raytroupe.protocols.addresses import NAME_PATTERN
+from raytroupe.protocols.config.tools import RESERVED_TOOL_NAMES
+from raytroupe.protocols.functions import ShippedFunction, digest_of, function_schema
 
 __all__ = ["Tool", "tool"]
 

@@ -9,7 +9,7 @@ else restarts. The catalog is kept in the journal, so a restarted front desk sti
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Iterable
 
 from pydantic import ValidationError
 
@@ -24,6 +24,7 @@ from raytroupe.protocols import (
     TeamNotFound,
     TeamSpec,
 )
+from raytroupe.protocols.inputs import with_load
 
 __all__ = ["TeamCatalog", "with_load"]
 
@@ -208,20 +209,3 @@ def _with_agents(team: TeamSpec, agents: Iterable[AgentSpec]) -> TeamSpec:
             roles=missing,
         )
     return changed
-
-
-def with_load(
-    agents: Iterable[AgentInfo],
-    in_flight: Mapping[str, int],
-    registered: Collection[str] | None = None,
-) -> list[AgentInfo]:
-    """``agents`` with the router's in-flight counts (and whether it can reach each) filled in."""
-    return [
-        a.model_copy(
-            update={
-                "in_flight": in_flight.get(a.name, 0),
-                "registered": None if registered is None else a.name in registered,
-            }
-        )
-        for a in agents
-    ]

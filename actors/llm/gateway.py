@@ -19,7 +19,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
 from raytroupe.actors.llm.budget import Ledger
@@ -42,6 +41,7 @@ from raytroupe.protocols import (
     TroupeError,
     UnpricedModel,
 )
+from raytroupe.protocols.config.llm import RetryPolicy
 
 __all__ = ["CallContext", "Gateway", "RetryPolicy"]
 
@@ -49,24 +49,6 @@ _LONGEST_COOLDOWN_S = 3600.0
 """A cooldown another replica reports beyond this (or not positive) is ignored."""
 
 log = structlog.get_logger("raytroupe.llm")
-
-
-class RetryPolicy(BaseModel):
-    """How hard the pool tries before it gives up on a call."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    max_attempts: int = Field(
-        default=4, ge=1, le=50, description="Provider calls per request, fallbacks included."
-    )
-    base_backoff_s: float = Field(default=0.5, gt=0.0, description="First backoff, seconds.")
-    max_backoff_s: float = Field(default=30.0, gt=0.0, description="Longest backoff, seconds.")
-    max_wait_s: float = Field(
-        default=60.0, ge=0.0, description="Longest wait for a deployment to come off cooldown."
-    )
-    default_max_tokens: int = Field(
-        default=1024, gt=0, description="max_tokens set (and reserved) under a budget if unset."
-    )
 
 
 @dataclass(frozen=True)

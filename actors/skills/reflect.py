@@ -16,7 +16,7 @@ from typing import Final
 from raytroupe.protocols import ChatMessage, JobResult, LLMRequest, MemoryQuery, MemoryWrite
 from raytroupe.protocols.prompts import LESSONS_HEADING
 from raytroupe.protocols.quality import QualityReport
-from raytroupe.protocols.skill import SkillSpec
+from raytroupe.protocols.skill import LESSON, SkillSpec, lesson_tags
 
 __all__ = [
     "LESSON",
@@ -28,7 +28,6 @@ __all__ = [
     "reflection_due",
 ]
 
-LESSON: Final = "lesson"
 MAX_LESSON_CHARS: Final = 600
 _REFLECTOR: Final = (
     "You review a finished job of a skill. In one or two sentences, write the lesson to keep "
@@ -36,11 +35,6 @@ _REFLECTOR: Final = (
     "lesson."
 )
 _SAMPLE_BUCKETS: Final = 10_000
-
-
-def lesson_tags(skill: str) -> tuple[str, str]:
-    """The tags of a skill's lessons in memory."""
-    return LESSON, f"skill:{skill}"
 
 
 def reflection_due(skill: SkillSpec, result: JobResult, report: QualityReport | None) -> bool:

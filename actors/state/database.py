@@ -6,9 +6,9 @@ import contextlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any, Literal, Protocol
-from urllib.parse import urlsplit, urlunsplit
 
 from raytroupe.protocols import ConfigError
+from raytroupe.protocols.config.state import checked_state_url, is_postgres, redact_url, state_url
 
 __all__ = [
     "Database",
@@ -73,53 +73,9 @@ def upsert(table: str, columns: Sequence[str], key: Sequence[str]) -> str:
     )
 
 
-def state_url(value: str) -> str:
-    """``value`` if it names a PostgreSQL database (``postgresql://[user@]host[:port]/name``).
-
-    Raises:
-        ValueError: it does not (pydantic turns this into the config error of its field).
-    """
-    parts = urlsplit(value)
-    if not is_postgres(value) or not parts.hostname or parts.path.strip("/") == "":
-        raise ValueError(
-            f"{redact_url(value)!r} is not a PostgreSQL URL like "
-            "'postgresql://user@host:5432/name' (leave it out for SQLite files)"
-        )
-    return value
-
-
-def checked_state_url(value: str, *, field: str, said_as: str | None = None) -> str:
-    """:func:`state_url`, for a value from outside pydantic (a flag, a variable, an argument).
-
-    Raises:
-        ConfigError: not a PostgreSQL URL; the message starts with ``said_as`` (what the user
-            wrote it as), ``detail['field']`` is ``field``.
-    """
-    try:
-        return state_url(value)
-    except ValueError as exc:
-        raise ConfigError(f"{said_as}: {exc}" if said_as else str(exc), field=field) from None
-
-
 def first(rows: list[Row]) -> Row | None:
     """The first of ``rows``, or None when there are none."""
     return rows[0] if rows else None
-
-
-def is_postgres(location: str | Path) -> bool:
-    """Whether ``location`` names a PostgreSQL server rather than a SQLite file."""
-    return isinstance(location, str) and location.startswith(("postgresql://", "postgres://"))
-
-
-def redact_url(location: str | Path) -> str:
-    """``location`` fit for logs and errors: a URL's password replaced by ``***``."""
-    text = str(location)
-    parts = urlsplit(text)
-    if "@" not in parts.netloc or parts.password is None:
-        return text
-    netloc = parts.netloc.rsplit("@", 1)[1]
-    user = parts.username or ""
-    return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc}"))
 
 
 def open_database(

@@ -38,6 +38,12 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 import structlog
 
 from raytroupe.protocols import AgentMessage, TroupeError
+from raytroupe.protocols.traceparent import (
+    checked_traceparent,
+    context_of,
+    current_traceparent,
+    traceparent_of,
+)
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context
@@ -69,9 +75,6 @@ log = structlog.get_logger("raytroupe.tracing")
 
 Kind = Literal["internal", "client", "server"]
 """A span's kind: ``client`` for a call to another service (a model provider)."""
-
-MAX_TRACEPARENT: Final = 256
-"""A longer ``traceparent`` (a version-00 one has 55 characters) is not even parsed."""
 
 TRACER_NAME: Final = "raytroupe"
 DEFAULT_SERVICE: Final = "raytroupe"
@@ -257,7 +260,7 @@ def _span(  # noqa: PLR0917 - span()'s arguments, checked there
 
     with tracer.start_as_current_span(
         name,
-        context=None if parent is None else _extracted(parent),
+        context=None if parent is None else context_of(parent),
         kind=SpanKind[kind.upper()],
         attributes=attributes,
         start_time=None if start is None else int(start * 1e9),
@@ -301,7 +304,7 @@ def stamp(message: AgentMessage) -> AgentMessage:
     """``message`` carrying the current span's ``traceparent`` (tracing on, none set yet)."""
     if _tracer is None or message.traceparent is not None:
         return message
-    found = _inject(None)
+    found = traceparent_of(None)
     return message if found is None else message.model_copy(update={"traceparent": found})
 
 
@@ -312,7 +315,7 @@ def received(traceparent: str | None) -> AbstractContextManager[None]:
     """
     if _tracer is None or traceparent is None:
         return OFF
-    return _attached(_extracted(traceparent))
+    return _attached(context_of(traceparent))
 
 
 @contextmanager
@@ -324,41 +327,3 @@ def _attached(context: Context) -> Iterator[None]:
         yield None
     finally:
         otel_context.detach(token)
-
-
-def checked_traceparent(value: str | None) -> str | None:
-    """``value`` if it is a valid W3C ``traceparent`` (as the propagator writes it), else None.
-
-    What an HTTP caller sent is passed on only so: anything else (too long, malformed, an
-    invalid trace or span id) is dropped, as the W3C recommendation says.
-    """
-    if not value or len(value) > MAX_TRACEPARENT:
-        return None
-    return _inject(_extracted(value))
-
-
-def current_traceparent() -> str | None:
-    """The W3C ``traceparent`` of the span current here, if there is a valid one.
-
-    Works without an SDK: a driver with its own OpenTelemetry set-up hands its span to the
-    job it submits.
-    """
-    return _inject(None)
-
-
-def _extracted(traceparent: str) -> Context:
-    from opentelemetry.trace.propagation.tracecontext import (  # noqa: PLC0415
-        TraceContextTextMapPropagator,
-    )
-
-    return TraceContextTextMapPropagator().extract({"traceparent": traceparent})
-
-
-def _inject(context: Context | None) -> str | None:
-    from opentelemetry.trace.propagation.tracecontext import (  # noqa: PLC0415
-        TraceContextTextMapPropagator,
-    )
-
-    carrier: dict[str, str] = {}
-    TraceContextTextMapPropagator().inject(carrier, context=context)
-    return carrier.get("traceparent")

@@ -1,11 +1,12 @@
 """Function tools: plain Python functions, imported by path and offered with a JSON Schema.
 
-:func:`load_function_tool` imports a :class:`~raytroupe.actors.tools.config.FunctionTool`'s target
-and returns its ``ToolDef`` and runner. The schema comes from the signature (a pydantic model of the
-parameters, so ``Annotated[int, Field(ge=0, description=...)]`` works) unless one is given;
-validated arguments are then converted to the annotated types before the call. A synchronous
-function runs in the sandbox's worker threads, so the sandbox's event loop keeps serving other calls
-while it computes; a coroutine function is awaited on the loop. The return value is made JSON-ready
+:func:`load_function_tool` imports the target of a
+:class:`~raytroupe.protocols.config.tools.FunctionTool` and returns its ``ToolDef`` and runner.
+The schema comes from the signature (a pydantic model of the parameters, so
+``Annotated[int, Field(ge=0, description=...)]`` works) unless one is given; validated arguments
+are then converted to the annotated types before the call. A synchronous function runs in the
+sandbox's worker threads, so the sandbox's event loop keeps serving other calls while it
+computes; a coroutine function is awaited on the loop. The return value is made JSON-ready
 (pydantic models, dataclasses, sets, paths...).
 
 Timeouts: the sandbox stops waiting after the tool's ``timeout_s`` (which counts time queued
@@ -24,15 +25,15 @@ import inspect
 import typing
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ValidationError
 from pydantic_core import to_jsonable_python
 
 from raytroupe.actors.tools.builtins import Runner, ToolContext
 from raytroupe.actors.tools.config import FunctionTool
 from raytroupe.protocols import ConfigError, ToolDef, ToolError
+from raytroupe.protocols.functions import ShippedFunction, function_schema
 from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.llm import ToolArguments
 
@@ -42,9 +43,8 @@ __all__ = [
     "function_tool",
     "import_target",
     "load_function_tool",
+    "load_shipped",
 ]
-
-_BY_KEYWORD = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 
 
 def import_target(target: str) -> Callable[..., Any]:
@@ -71,43 +71,6 @@ def import_target(target: str) -> Callable[..., Any]:
     return typing.cast("Callable[..., Any]", found)
 
 
-def function_schema(
-    function: Callable[..., Any], *, tool: str
-) -> tuple[dict[str, Any], type[BaseModel]]:
-    """The JSON Schema of ``function``'s parameters, and the model that converts arguments.
-
-    Raises:
-        ConfigError: a parameter cannot be passed by keyword (``*args``, ``**kwargs``,
-            positional-only), or an annotation has no JSON Schema: give ``parameters``.
-    """
-    try:
-        signature = inspect.signature(function)
-        hints = typing.get_type_hints(function, include_extras=True)
-    except (TypeError, ValueError, NameError) as exc:
-        raise ConfigError(f"function tool {tool!r}: cannot read its signature: {exc}") from exc
-    fields: dict[str, Any] = {}
-    for parameter in signature.parameters.values():
-        if parameter.kind not in _BY_KEYWORD:
-            raise ConfigError(
-                f"function tool {tool!r}: parameter {parameter.name!r} cannot be passed by "
-                "keyword; give the tool explicit parameters and a wrapper function",
-                tool=tool,
-            )
-        default = ... if parameter.default is inspect.Parameter.empty else parameter.default
-        fields[parameter.name] = (hints.get(parameter.name, Any), default)
-    try:
-        model: type[BaseModel] = create_model(
-            f"{tool}_arguments", __config__=ConfigDict(extra="forbid"), **fields
-        )
-        schema = model.model_json_schema()
-    except Exception as exc:  # pydantic's schema errors have no common base worth naming
-        raise ConfigError(
-            f"function tool {tool!r}: no JSON Schema for its parameters ({exc}); give one",
-            tool=tool,
-        ) from exc
-    return _untitled(schema), model
-
-
 def load_function_tool(name: str, spec: FunctionTool, executor: Executor) -> tuple[ToolDef, Runner]:
     """Import ``spec.target`` and make it the tool ``name``; sync calls go to ``executor``.
 
@@ -130,39 +93,25 @@ def load_function_tool(name: str, spec: FunctionTool, executor: Executor) -> tup
     )
 
 
-@dataclass(frozen=True)
-class ShippedFunction:
-    """A driver's function tool as it travels to the sandboxes (pickled, by value).
+def load_shipped(
+    shipped: ShippedFunction, executor: Executor, digest: str
+) -> tuple[ToolDef, Runner]:
+    """A driver's shipped function as a tool and its runner (see :func:`function_tool`).
 
-    Made by ``raytroupe.tool``; the sandbox that unpickles it runs it like a function tool
-    of its configuration (trusted code: only a driver, which holds the cluster, ships one).
+    Raises:
+        ConfigError: the function has no usable schema.
     """
-
-    function: Callable[..., Any]
-    name: str
-    description: str
-    timeout_s: float = 30.0
-    side_effects: bool = False
-    requires_approval: bool = False
-    tags: tuple[str, ...] = ()
-
-    def load(self, executor: Executor, digest: str) -> tuple[ToolDef, Runner]:
-        """The tool and its runner (see :func:`function_tool`).
-
-        Raises:
-            ConfigError: the function has no usable schema.
-        """
-        return function_tool(
-            self.function,
-            executor,
-            name=self.name,
-            description=self.description,
-            timeout_s=self.timeout_s,
-            side_effects=self.side_effects,
-            requires_approval=self.requires_approval,
-            tags=self.tags,
-            source=f"shipped:{digest}",
-        )
+    return function_tool(
+        shipped.function,
+        executor,
+        name=shipped.name,
+        description=shipped.description,
+        timeout_s=shipped.timeout_s,
+        side_effects=shipped.side_effects,
+        requires_approval=shipped.requires_approval,
+        tags=shipped.tags,
+        source=f"shipped:{digest}",
+    )
 
 
 def function_tool(
@@ -249,20 +198,3 @@ def _converted(
             errors=problems,
         ) from None
     return {field: getattr(converted, field) for field in arguments}
-
-
-def _untitled(schema: Any) -> Any:
-    """``schema`` without pydantic's generated ``title`` keys (noise in a model's prompt)."""
-    if isinstance(schema, list):
-        return [_untitled(item) for item in schema]
-    if not isinstance(schema, dict):
-        return schema
-    cleaned: dict[str, Any] = {}
-    for key, value in schema.items():
-        if key == "title" and isinstance(value, str):
-            continue
-        if key in {"properties", "$defs", "patternProperties"} and isinstance(value, dict):
-            cleaned[key] = {k: _untitled(v) for k, v in value.items()}  # names, not keywords
-        else:
-            cleaned[key] = _untitled(value)
-    return cleaned

@@ -32,12 +32,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import structlog
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 from raytroupe.actors.tools.supervision import LauncherStatus, supervise
+from raytroupe.protocols.config.tools import Limits, ResourceLimits
 from raytroupe.protocols.errors import SandboxUnavailable, ToolError
 
-__all__ = ["LAUNCHER", "Isolation", "ResourceLimits", "RunResult"]
+__all__ = ["LAUNCHER", "Isolation", "Limits", "ResourceLimits", "RunResult"]
 
 log = structlog.get_logger("raytroupe.tools")
 
@@ -47,24 +48,6 @@ _SANDBOX_TMP = "/tmp"  # noqa: S108 - inside the sandbox, /tmp is the private sc
 _BASE_ENV = {"PATH": "/usr/bin:/bin", "HOME": _SANDBOX_TMP, "LANG": "C.UTF-8"}
 _PROBE_TIMEOUT_S = 30.0
 _APPARMOR_USERNS = "/proc/sys/kernel/apparmor_restrict_unprivileged_userns"
-
-
-class ResourceLimits(BaseModel):
-    """What one run may use."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    wall_s: float = Field(default=10.0, gt=0.0, description="Wall time; the group is killed.")
-    cpu_s: int = Field(default=10, ge=1, description="CPU seconds (RLIMIT_CPU).")
-    memory_mb: int = Field(default=256, ge=16, description="Address space (RLIMIT_AS).")
-    file_mb: int = Field(default=16, ge=1, description="Largest file written (RLIMIT_FSIZE).")
-    open_files: int = Field(default=64, ge=8, description="Open descriptors (RLIMIT_NOFILE).")
-    processes: int = Field(default=32, ge=1, description="Processes of the uid (RLIMIT_NPROC).")
-    output_bytes: int = Field(default=65536, ge=0, description="Kept of stdout and of stderr.")
-
-
-Limits = ResourceLimits
-"""The earlier name of :class:`ResourceLimits` (kept for scripts written for it)."""
 
 
 class RunResult(BaseModel):

@@ -13,7 +13,6 @@ Only a driver ships code (it holds the cluster already): nothing reachable over 
 from __future__ import annotations
 
 import base64
-import hashlib
 from concurrent.futures import Executor
 from pathlib import Path
 from typing import Final
@@ -22,8 +21,9 @@ from ray import cloudpickle
 
 from raytroupe.actors.state import Migration, first, open_database, upsert
 from raytroupe.actors.tools.builtins import Runner
-from raytroupe.actors.tools.functions import ShippedFunction
+from raytroupe.actors.tools.functions import load_shipped
 from raytroupe.protocols import ConfigError, ToolDef
+from raytroupe.protocols.functions import ShippedFunction, digest_of
 
 __all__ = ["MAX_SHIPPED_BYTES", "ShippedTools", "digest_of"]
 
@@ -33,11 +33,6 @@ MAX_SHIPPED_BYTES: Final = 4_000_000
 _MIGRATIONS: tuple[Migration, ...] = (
     ("CREATE TABLE IF NOT EXISTS shipped (digest TEXT PRIMARY KEY, name TEXT, payload TEXT)",),
 )
-
-
-def digest_of(payload: bytes) -> str:
-    """``sha256:<hex>`` of a shipped function's bytes: its identity."""
-    return f"sha256:{hashlib.sha256(payload).hexdigest()}"
 
 
 class ShippedTools:
@@ -94,7 +89,7 @@ class ShippedTools:
                 ) from None
             if not isinstance(shipped, ShippedFunction) or shipped.name != name:
                 raise ConfigError(f"{digest} is not the function tool {name!r}", tool=name)
-            self._loaded[digest] = shipped.load(self._executor, digest)
+            self._loaded[digest] = load_shipped(shipped, self._executor, digest)
         return self._loaded[digest]
 
     def close(self) -> None:

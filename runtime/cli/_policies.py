@@ -54,8 +54,8 @@ def set_policy(
     state_dir: StateDir = None,
 ) -> None:
     """Set a tenant's policy from a file: its new jobs are checked against it."""
-    from raytroupe.actors.config_files import read_yaml, validated
     from raytroupe.protocols import TenantPolicy
+    from raytroupe.protocols.config.files import read_yaml, validated
 
     policy = validated(TenantPolicy, read_yaml(file, what="policy"), source=str(file),
                        what="policy")  # fmt: skip

@@ -140,7 +140,7 @@ def _apply_remote(client: Client, path: Path) -> tuple[str, str, bool]:
 
 def _apply_local(rt: Runtime, path: Path) -> tuple[str, str, bool]:
     """Register the skill file at ``path``: its name, version, and whether it is new."""
-    from raytroupe.actors.skills.files import read_skill
+    from raytroupe.protocols.skill_files import read_skill
 
     created = rt.put_skill(path)
     spec = rt.skill(read_skill(path).name)
@@ -173,7 +173,7 @@ def optimise_skill(
     state_dir: StateDir = None,
 ) -> None:
     """Propose better prompts, run each on the suite, and say which beat the current one."""
-    from raytroupe.actors.evals.suites import read_suite
+    from raytroupe.protocols.eval_suites import read_suite
 
     checked = read_suite(suite)
     with transport(address, state_dir) as api:

@@ -23,8 +23,8 @@ from raytroupe.runtime.cli._show import ERR, OUT, error
 from raytroupe.runtime.cli._show import usage as usage_error
 
 if TYPE_CHECKING:
-    from raytroupe.actors.system_config import SystemConfig
     from raytroupe.deployments import APIConfig
+    from raytroupe.protocols.config.system import SystemConfig
     from raytroupe.runtime.cli._local import UpState
 
 __all__ = ["ApiConfigFile", "api_config_of", "down", "serve", "up"]
@@ -106,9 +106,9 @@ def up(
     ] = None,
 ) -> None:
     """Start a local Ray on 127.0.0.1 that outlives this command, raytroupe and its HTTP app."""
-    from raytroupe.actors.state import checked_state_url
     from raytroupe.deployments import APIKey, hash_key, new_key
     from raytroupe.protocols import ConfigError
+    from raytroupe.protocols.config.state import checked_state_url
     from raytroupe.runtime.cli import _local
     from raytroupe.runtime.cli._show import show_key
 
@@ -176,9 +176,9 @@ def up(
 
 def _system(path: Path | None, state_dir: Path, journal: Path) -> SystemConfig:
     """The system actors' configuration: the file's, else files in ``state_dir``."""
-    from raytroupe.actors.memory.config import MemoryConfig
-    from raytroupe.actors.system_config import StateConfig, SystemConfig
-    from raytroupe.actors.tools.config import ToolsConfig
+    from raytroupe.protocols.config.memory import MemoryConfig
+    from raytroupe.protocols.config.system import StateConfig, SystemConfig
+    from raytroupe.protocols.config.tools import ToolsConfig
 
     if path is not None:
         return SystemConfig.from_yaml(path)
@@ -191,7 +191,7 @@ def _system(path: Path | None, state_dir: Path, journal: Path) -> SystemConfig:
 
 def _refuse_own_api(llm_config: Path | None, system: SystemConfig, http_port: int) -> None:
     """Refuse, before Ray starts, a model whose base_url is this HTTP app's own OpenAI API."""
-    from raytroupe.actors.llm.config import LLMConfig, refuse_own_api
+    from raytroupe.protocols.config.llm import LLMConfig, refuse_own_api
 
     llm = LLMConfig.from_yaml(llm_config) if llm_config is not None else system.llm_config()
     if llm is not None:

@@ -47,7 +47,7 @@ LessonId = Annotated[str, Field(pattern=r"^[0-9a-f]{32}$")]
 
 def _skill_file(*, markdown: bool) -> Callable[[bytes], SkillSpec]:
     def read(raw: bytes) -> SkillSpec:
-        from raytroupe.actors.skills.files import (  # noqa: PLC0415 - skill files only
+        from raytroupe.protocols.skill_files import (  # noqa: PLC0415 - skill files only
             MAX_SKILL_BYTES,
             parse_skill,
         )

@@ -160,6 +160,24 @@ def test_the_store_refuses_bytes_that_are_not_the_digests_or_too_many(tmp_path):
         store.close()
 
 
+def test_a_function_kept_before_its_class_moved_to_the_protocols_still_loads(tmp_path):
+    from ray import cloudpickle  # noqa: PLC0415
+
+    from raytroupe.protocols.functions import ShippedFunction  # noqa: PLC0415
+
+    moved = ShippedFunction.__module__
+    ShippedFunction.__module__ = "raytroupe.actors.tools.functions"  # pickled by an older one
+    try:
+        old = bytes(cloudpickle.dumps(stock._shipped))
+    finally:
+        ShippedFunction.__module__ = moved
+    assert b"raytroupe.actors.tools.functions" in old
+    with ThreadPoolExecutor(1) as pool:
+        store = ShippedTools(tmp_path / "shipped.sqlite", pool)
+        assert store.put("stock", digest_of(old), old).name == "stock"
+        store.close()
+
+
 # -- the sandbox -------------------------------------------------------------------------------
 
 

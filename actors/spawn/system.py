@@ -1,4 +1,4 @@
-"""Ray glue: spawning and wiring the system actors.
+"""Ray glue: spawning and wiring the system actors (reached through :mod:`raytroupe.actors.spawn`).
 
 The actor classes stay plain; here they are made remote, named in the ``troupe`` namespace,
 given restart policies (see :mod:`raytroupe.actors.ray_placement`), and wired to each other
