@@ -4,9 +4,9 @@ import base64
 
 import pytest
 from pydantic import ValidationError
-from wiring import GatedPool, InProcessProvisioner, control_plane, in_process_sandbox, order, run
+from wiring import GatedPool, gated_system, order, run
 
-from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter
+from raytroupe.actors import LLMAdapterPool
 from raytroupe.actors.agent.turns import render_task
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.sizing import sized_plan, subtask_context
@@ -137,15 +137,8 @@ class Recording(GatedPool):
 
 
 async def _system(journal, allowed):
-    router = MessageRouter()
-    client = LocalRouterClient(router)
     pool = Recording(LLMAdapterPool(), allowed)
-    await router.register("llm-0", pool, ["llm"])
-    provisioner = InProcessProvisioner(
-        router, pool.pool, client, sandbox=await in_process_sandbox()
-    )
-    await router.register("tools-0", provisioner.sandbox, ["tools"])
-    desk, (orchestrator,) = await control_plane(client, provisioner, journal=journal)
+    desk, orchestrator = await gated_system(journal, pool)
     return desk, orchestrator, pool
 
 

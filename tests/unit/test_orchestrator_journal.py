@@ -1,9 +1,9 @@
 """The journal and resuming: a new orchestrator picks up where a dead one stopped."""
 
 import pytest
-from wiring import GatedPool, InProcessProvisioner, control_plane, in_process_sandbox, order, run
+from wiring import GatedPool, gated_system, order, run
 
-from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter
+from raytroupe.actors import LLMAdapterPool
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.protocols import AgentSpec, Attachment, InvalidInput, TeamSpec
 
@@ -12,15 +12,8 @@ TASK = "Tasks:\n- first thing.\n- second thing.\n- third thing."
 
 
 async def system(journal, allowed):
-    router = MessageRouter()
-    client = LocalRouterClient(router)
     pool = GatedPool(LLMAdapterPool(), allowed)
-    await router.register("llm-0", pool, ["llm"])
-    provisioner = InProcessProvisioner(
-        router, pool.pool, client, sandbox=await in_process_sandbox()
-    )
-    await router.register("tools-0", provisioner.sandbox, ["tools"])
-    desk, (orchestrator,) = await control_plane(client, provisioner, journal=journal)
+    desk, orchestrator = await gated_system(journal, pool)
     return desk, orchestrator, pool
 
 

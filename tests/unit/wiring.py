@@ -430,6 +430,19 @@ class Troupe:
         return result
 
 
+async def gated_system(journal: Journal, pool: GatedPool) -> tuple[FrontDesk, Orchestrator]:
+    """A desk and one job shard on ``journal``, their agents' model calls through ``pool``."""
+    router = MessageRouter()
+    client = LocalRouterClient(router)
+    await router.register("llm-0", pool, ["llm"])
+    provisioner = InProcessProvisioner(
+        router, pool.pool, client, sandbox=await in_process_sandbox()
+    )
+    await router.register("tools-0", provisioner.sandbox, ["tools"])
+    desk, (orchestrator,) = await control_plane(client, provisioner, journal=journal)
+    return desk, orchestrator
+
+
 def order(
     task: str = "", team: TeamSpec | str | None = None, **fields: Any
 ) -> tuple[JobOrder, Submitter]:
