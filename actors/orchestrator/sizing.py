@@ -87,13 +87,14 @@ def subtask_context(context: JobContext, sub: PlannedSubtask) -> JobContext:
 
     A part of a sized task is given the text the parts share in place of what was asked
     (the attachments' text is in it), with the rest of the context; a part that stands
-    alone, nothing. Any other subtask is given the job's whole context.
+    alone, nothing. Any other subtask is given the job's whole context. Lessons are the
+    planner's and the aggregator's: no agent is given them.
     """
     if sub.context is None:
-        return context
+        return context.model_copy(update={"lessons": ()})
     if not sub.context:
         return JobContext(request="")
-    return context.model_copy(update={"request": sub.context, "files": ()})
+    return context.model_copy(update={"request": sub.context, "files": (), "lessons": ()})
 
 
 def assembled(task: str, plan: Plan, results: list[SubtaskResult]) -> str:

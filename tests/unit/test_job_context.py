@@ -71,6 +71,7 @@ def test_a_subtask_sees_the_context_beside_its_instructions_once():
     request = TaskRequest(
         task_id=whole.id, instructions=whole.instructions, job=subtask_context(CONTEXT, whole)
     )
+    assert request.job.lessons == ()  # the planner's and the aggregator's, not an agent's
     shown = render_task(request)
     assert shown.count("How many rooms?") == 1
     assert shown.count("Lyon: 2 rooms.") == 1
