@@ -216,7 +216,8 @@ def test_images_and_text_files_reach_the_agents(api, wire):
         job = client.get(f"/v1/jobs/{job_id}").json()
 
     assert events[-1][1] == "job_succeeded"
-    assert "HELIOTROPE" in job["result"]["task"]
+    # the job's task is what the caller wrote; the file is in its context, which agents read
+    assert job["result"]["task"] == "Describe the picture and quote the notes."
     # the task's message (memories recalled for the tenant may come before it, as system text)
     opening = next(m for m in wire.requests[0].body["messages"] if m["role"] == "user")
     parts = {part["type"]: part for part in opening["content"]}
