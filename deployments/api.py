@@ -8,15 +8,12 @@ are shared by the deployment; changing them, and tenants' policies, takes an adm
 
 from __future__ import annotations
 
-import json
-from collections.abc import AsyncIterator
 from http import HTTPStatus
-from typing import Annotated, Final
 
 import structlog
-from fastapi import APIRouter, FastAPI, Header, Query, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from raytroupe import __version__
@@ -31,7 +28,6 @@ from raytroupe.deployments.problems import problem, troupe_problem
 from raytroupe.deployments.skills_api import skill_routes
 from raytroupe.protocols import (
     ApprovalRequest,
-    JobEvent,
     TroupeError,
 )
 from raytroupe.protocols.http import (
@@ -47,15 +43,6 @@ from raytroupe.runtime.operations import jobs as job_ops
 __all__ = ["create_api"]
 
 log = structlog.get_logger("raytroupe.http")
-
-_EVENTS: Final = (
-    "The job's events as Server-Sent Events: `id` is the event's seq, `event` its type, "
-    "`data` the JobEvent as JSON; `event: error` (data: code and detail) if the stream fails."
-)
-_TEXT: Final = {"type": "string"}
-EVENT_STREAM: Final = "text/event-stream"
-_SSE_WAIT_S: Final = 15.0
-"""Longest quiet spell on an event stream before a keep-alive comment."""
 
 
 def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
@@ -83,36 +70,6 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
 def _jobs(client: SystemClient) -> APIRouter:
     routes = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
-    @routes.get(
-        "/{job_id}/events",
-        response_class=StreamingResponse,
-        responses={200: {"description": _EVENTS, "content": {EVENT_STREAM: {"schema": _TEXT}}}},
-    )
-    async def stream_job_events(
-        job_id: str,
-        who: Caller,
-        *,
-        last_event_id: Annotated[str | None, Header()] = None,
-        after: Annotated[int | None, Query(ge=0, description="Resume after this seq.")] = None,
-        follow: Annotated[
-            bool, Query(description="False: the events so far, then the stream ends.")
-        ] = True,
-    ) -> StreamingResponse:
-        """The job's events as Server-Sent Events, live, until its last one.
-
-        Each event's ``id`` is its ``seq``: a client that reconnects with ``Last-Event-ID``
-        (or ``?after=``) gets every event after it, none twice. With ``?follow=false`` the
-        stream ends after the events the job has so far.
-        """
-        start = after if after is not None else _seq(last_event_id)
-        # a missing job is a 404 here, not a broken stream
-        first = await client.events(job_id, start, 0, tenant=who.tenant)
-        return StreamingResponse(
-            _event_stream(client, job_id, who.tenant, start, first, follow=follow),
-            media_type=EVENT_STREAM,
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-        )
-
     @routes.get("/{job_id}/approvals", response_model=list[ApprovalRequest], deprecated=True)
     async def list_job_approvals(job_id: str, who: Caller) -> list[ApprovalRequest]:
         """Deprecated: ``GET /v1/approvals?job_id=``. The job's held tool calls."""
@@ -128,44 +85,6 @@ def _jobs(client: SystemClient) -> APIRouter:
         return await decide.run_for(at_of(who, client), arguments)
 
     return routes
-
-
-async def _event_stream(
-    client: SystemClient,
-    job_id: str,
-    tenant: str,
-    after: int,
-    first: list[JobEvent],
-    *,
-    follow: bool,
-) -> AsyncIterator[str]:
-    batch = first
-    while True:
-        for event in batch:
-            after = event.seq
-            yield _sse(event)
-            if event.terminal:
-                return
-        if not follow:
-            return
-        if not batch:
-            yield ": waiting\n\n"  # keeps proxies from closing a quiet stream
-        try:
-            batch = await client.events(job_id, after, _SSE_WAIT_S, tenant=tenant)
-        except TroupeError as exc:  # the stream has started: say so in-band, then stop
-            data = json.dumps({"code": exc.code.value, "detail": exc.message})
-            yield f"event: error\ndata: {data}\n\n"
-            return
-
-
-def _sse(event: JobEvent) -> str:
-    return f"id: {event.seq}\nevent: {event.type}\ndata: {event.model_dump_json()}\n\n"
-
-
-def _seq(last_event_id: str | None) -> int:
-    if last_event_id is None or not last_event_id.strip().isdigit():
-        return 0
-    return int(last_event_id.strip())
 
 
 def _ops(client: SystemClient) -> APIRouter:

@@ -7,25 +7,31 @@ model itself when it is the only parameter there, else an object of them). They 
 against the declaration's types before anything runs (a 422 problem); a body is checked as a
 document is (:mod:`raytroupe.deployments.documents`: off the event loop, in the caller's share
 and time). An admin operation answers 403 to another key, as every admin route does.
+
+A streamed operation's route answers Server-Sent Events: its errors before the stream begins
+(no such job) are problems as any route's; one after is an ``event: error`` message.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterable
+import json
+from collections.abc import AsyncIterator, Iterable
 from typing import Annotated, Any, Final
 
 import structlog
-from fastapi import APIRouter, Path, Query, Request, Response
+from fastapi import APIRouter, Header, Path, Query, Request, Response
+from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, create_model
 
 from raytroupe.deployments.access import Admin, Caller
 from raytroupe.deployments.documents import body_of, document
 from raytroupe.deployments.guard import Principal, request_id_of
-from raytroupe.protocols import Conflict
+from raytroupe.protocols import Conflict, TroupeError
 from raytroupe.runtime.client import SystemClient
+from raytroupe.runtime.http_calls import EVENT_STREAM
 from raytroupe.runtime.operations import At, Operation
-from raytroupe.runtime.operations.declare import Arguments, field_of
+from raytroupe.runtime.operations.declare import Arguments, Stream, field_of
 
 __all__ = ["at_of", "declared_routes"]
 
@@ -73,6 +79,7 @@ _KEPT_IDS: Final = {
     "apply_agent": "put_agent",
     "apply_skill": "put_skill",
     "submit": "submit_job",
+    "events": "stream_job_events",
 }
 """The OpenAPI operation ids the routes had before they were declared (generated clients name
 their functions by them); every other declared route's id is its operation's name."""
@@ -100,12 +107,14 @@ def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) ->
     router = APIRouter()
     for op in sorted(ops, key=_specific_first):
         body, alone = _body_of(op)
-        nothing = op.answer is type(None)
-        shape: Arguments = (  # add_api_route's keyword arguments
-            {"response_model": None, "status_code": 204, "response_class": Response}
-            if nothing
-            else {"response_model": op.answer, "status_code": op.status}
-        )
+        shape: Arguments  # add_api_route's keyword arguments
+        if op.stream is not None:
+            shape = {"response_model": None, "response_class": StreamingResponse,
+                     "responses": _streamed(op, op.stream)}  # fmt: skip
+        elif op.answer is type(None):
+            shape = {"response_model": None, "status_code": 204, "response_class": Response}
+        else:
+            shape = {"response_model": op.answer, "status_code": op.status}
         router.add_api_route(
             op.route_path,
             _endpoint(op, system, body, alone=alone),
@@ -119,6 +128,39 @@ def declared_routes(ops: Iterable[Operation[..., Any]], system: SystemClient) ->
             tags=[op.tag],
         )
     return router
+
+
+def _streamed(op: Operation[..., Any], stream: Stream) -> dict[int | str, Any]:
+    """The OpenAPI answer of a streamed operation: its Server-Sent Events."""
+    item = op.item.__name__
+    said = (
+        f"Server-Sent Events: `id` is the {item}'s {stream.id}, `event` its {stream.event}, "
+        f"`data` the {item} as JSON; `event: error` (data: code and detail) if the stream "
+        "fails after it began."
+    )
+    return {200: {"description": said, "content": {EVENT_STREAM: {"schema": {"type": "string"}}}}}
+
+
+async def _server_sent(
+    items: AsyncIterator[BaseModel | None], stream: Stream
+) -> AsyncIterator[str]:
+    """``items`` as Server-Sent Events (a None: a comment, that the stream is still there)."""
+    try:
+        async for item in items:
+            if item is None:
+                yield ": waiting\n\n"
+                continue
+            place, kind = getattr(item, stream.id), getattr(item, stream.event)
+            yield f"id: {place}\nevent: {kind}\ndata: {item.model_dump_json()}\n\n"
+    except TroupeError as exc:  # the stream has begun: said in-band, and it ends
+        data = json.dumps({"code": exc.code.value, "detail": exc.message})
+        yield f"event: error\ndata: {data}\n\n"
+
+
+def _resumed(last_event_id: str | None, default: Any) -> Any:
+    """Where a stream resumes: after the ``Last-Event-ID`` a reconnecting reader sent."""
+    said = (last_event_id or "").strip()
+    return int(said) if said.isdigit() else default
 
 
 def _specific_first(op: Operation[..., Any]) -> tuple[int, ...]:
@@ -172,6 +214,13 @@ def _endpoint(
             params.append(inspect.Parameter(
                 name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[tp, Path()]
             ))  # fmt: skip
+        elif op.stream is not None and name == op.stream.resume:  # or Last-Event-ID says it
+            params.append(inspect.Parameter(
+                name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                annotation=Annotated[tp | None, Query(description=(
+                    f"Resume after this {op.stream.id} (else after Last-Event-ID's)."
+                ))],
+            ))  # fmt: skip
         elif name not in op.body_names():
             params.append(inspect.Parameter(
                 name, inspect.Parameter.KEYWORD_ONLY, annotation=Annotated[tp, Query()],
@@ -186,15 +235,26 @@ def _endpoint(
             "body_", inspect.Parameter.KEYWORD_ONLY,
             annotation=Annotated[body, document(body, op.readers)]
         ))  # fmt: skip
+    if op.stream is not None:
+        params.append(inspect.Parameter(
+            "last_event_id", inspect.Parameter.KEYWORD_ONLY,
+            annotation=Annotated[str | None, Header(description=(
+                f"The {op.stream.id} of the last event a reconnecting reader had."
+            ))], default=None,
+        ))  # fmt: skip
 
     async def endpoint(
         who: Principal,
         response: Response,
         request: Request,
         body_: BaseModel | None = None,
+        last_event_id: str | None = None,
         **values: Any,
     ) -> Any:
         in_url = {n: values.pop(n) for n in op.path_fields}
+        if op.stream is not None and values[op.stream.resume] is None:
+            default = op.signature.parameters[op.stream.resume].default
+            values[op.stream.resume] = _resumed(last_event_id, default)
         arguments = dict(values)
         if body_ is not None:
             if alone:
@@ -210,6 +270,11 @@ def _endpoint(
                 )
         at = at_of(who, system, request)
         answer = await op.invoke(at, arguments)
+        if op.stream is not None:  # opened: a missing job was a 404 above, not a broken stream
+            return StreamingResponse(
+                _server_sent(answer, op.stream), media_type=EVENT_STREAM,
+                headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            )  # fmt: skip
         if at.reply.created is False and op.status == 201:  # noqa: PLR2004 - made, or there
             response.status_code = 200
         if op.method != "GET":  # a change: who made it, as every change is logged

@@ -27,13 +27,18 @@ class Portal:
             target=self._loop.run_forever, name="troupe-client", daemon=True
         )
         self._thread.start()
+        self._closed = False
 
     def run(self, call: Coroutine[Any, Any, T], timeout: float | None = None) -> T:
         """Run ``call`` on the portal's loop and return its result (or raise its error).
 
         Raises:
             TimeoutError: ``timeout`` seconds passed first (the call is cancelled).
+            RuntimeError: the portal is closed (nothing would run it).
         """
+        if self._closed:
+            call.close()
+            raise RuntimeError("the runtime has shut down: its calls cannot run")
         future = asyncio.run_coroutine_threadsafe(call, self._loop)
         try:
             return future.result(timeout)
@@ -52,6 +57,7 @@ class Portal:
 
     def close(self) -> None:
         """Stop the loop and its thread."""
+        self._closed = True
         if self._loop.is_running():
             self._loop.call_soon_threadsafe(self._loop.stop)
             self._thread.join(timeout=5)

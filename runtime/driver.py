@@ -411,6 +411,8 @@ class Runtime:
         self._run(self.client.status(job_id))
         return JobHandle(job_id, self.client, self._portal)
 
+    events = in_process(read_ops.events)
+
     def jobs(self, tenant: str | None = None) -> dict[str, JobStatus]:
         """Known jobs (of ``tenant``, when given) and their status, oldest first.
 

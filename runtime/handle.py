@@ -26,10 +26,10 @@ from raytroupe.protocols.http import JobView
 from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.operations.declare import At
+from raytroupe.runtime.operations.surfaces import pulled, pulled_async
 
 __all__ = ["JobHandle"]
 
-_EVENT_POLL_S: Final = 5.0
 _GRACE_S: Final = 10.0
 _RESTART_RETRIES: Final = 30
 
@@ -68,10 +68,13 @@ class JobHandle:
         """Where the job is, and its result once it has one (the operation ``job``)."""
         from raytroupe.runtime.operations import job_reads  # noqa: PLC0415 - a handle's reads
 
-        mine = self._tenant is None  # the driver's handle: every tenant's jobs
-        at = At(self._client, tenant=self._tenant or "default", admin=mine, source="driver",
-                every_tenant=mine)  # fmt: skip
-        return self._portal.run(job_reads.job.run_for(at, {"job_id": self.job_id}))
+        return self._portal.run(job_reads.job.run_for(self._at(), {"job_id": self.job_id}))
+
+    def _at(self) -> At:
+        """Who the handle reads the job as: the driver (every tenant's jobs), or its tenant."""
+        mine = self._tenant is None
+        return At(self._client, tenant=self._tenant or "default", admin=mine, source="driver",
+                  every_tenant=mine)  # fmt: skip
 
     def status(self) -> JobStatus:
         """Where the job is now."""
@@ -250,64 +253,19 @@ class JobHandle:
         return self._portal.run(self._client.feedbacks(self.job_id, tenant=self._tenant))
 
     def events(self, timeout: float | None = None) -> Iterator[JobEvent]:
-        """Yield the job's events in order, as they happen, until its last one.
+        """Yield the job's events in order, as they happen, until its last one (``events``).
 
         Raises:
             JobTimeout: ``timeout`` seconds passed before the job's last event.
         """
-        cursor = _Cursor(self.job_id, timeout)
-        while not cursor.done:
-            wait = cursor.wait_s()
-            batch = self._portal.run(
-                self._client.events(self.job_id, cursor.seen, wait, tenant=self._tenant),
-                wait + _GRACE_S,
-            )
-            yield from cursor.take(batch)
+        from raytroupe.runtime.operations import job_reads  # noqa: PLC0415 - a handle's reads
 
-    async def aevents(self, timeout: float | None = None) -> AsyncIterator[JobEvent]:
+        every = job_reads.events.bind(self.job_id)
+        return pulled(self._portal.run, job_reads.events, self._at(), every, timeout)
+
+    def aevents(self, timeout: float | None = None) -> AsyncIterator[JobEvent]:
         """:meth:`events` for ``async for``."""
-        cursor = _Cursor(self.job_id, timeout)
-        while not cursor.done:
-            wait = cursor.wait_s()
-            batch = self._client.events(self.job_id, cursor.seen, wait, tenant=self._tenant)
-            for event in cursor.take(
-                await asyncio.wait_for(self._portal.arun(batch), wait + _GRACE_S)
-            ):
-                yield event
+        from raytroupe.runtime.operations import job_reads  # noqa: PLC0415 - a handle's reads
 
-
-class _Cursor:
-    """Where a reader of a job's events is: the last event seen, the deadline, the end."""
-
-    def __init__(self, job_id: str, timeout: float | None) -> None:
-        self._job_id = job_id
-        self._timeout = timeout
-        self._deadline = None if timeout is None else time.monotonic() + timeout
-        self.seen = 0
-        self.done = False
-
-    def wait_s(self) -> float:
-        """How long the next read may wait for new events.
-
-        Raises:
-            JobTimeout: the deadline has passed.
-        """
-        if self._deadline is None:
-            return _EVENT_POLL_S
-        left = self._deadline - time.monotonic()
-        if left <= 0:
-            raise JobTimeout(
-                f"job {self._job_id} still running after {self._timeout} s", job_id=self._job_id
-            )
-        return min(_EVENT_POLL_S, left)
-
-    def take(self, batch: list[JobEvent]) -> list[JobEvent]:
-        """The events of ``batch`` up to the job's last one; notes where the reader is."""
-        taken = []
-        for event in batch:
-            self.seen = event.seq
-            taken.append(event)
-            if event.terminal:
-                self.done = True
-                break
-        return taken
+        every = job_reads.events.bind(self.job_id)
+        return pulled_async(self._portal.arun, job_reads.events, self._at(), every, timeout)

@@ -18,13 +18,13 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 from httpx_sse import EventSource
+from pydantic import BaseModel
 
 from raytroupe.protocols import (
-    JobEvent,
     JobResult,
     JobSummary,
 )
@@ -34,7 +34,7 @@ from raytroupe.protocols.http import (
     SkillApplied,
 )
 from raytroupe.runtime import http_routes as routes
-from raytroupe.runtime.http_calls import Call, base_url, checked_key, event_of
+from raytroupe.runtime.http_calls import Call, base_url, checked_key
 from raytroupe.runtime.http_follow import (
     Follow,
     checked_timeout,
@@ -56,6 +56,7 @@ from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import submit as submit_ops
 from raytroupe.runtime.operations import teams as team_ops
+from raytroupe.runtime.operations.declare import Arguments, Operation
 from raytroupe.runtime.operations.job_reads import JobsShown
 from raytroupe.runtime.operations.surfaces import renamed
 
@@ -120,6 +121,26 @@ class AsyncClient:
     async def _send_op(self, call: Call[T], long_running: bool) -> T:
         return await self._send(call, op_timeout(self.timeout, long_running=long_running))
 
+    async def _follow_op(
+        self, op: Operation[..., Any], arguments: Arguments, timeout: float | None
+    ) -> AsyncIterator[BaseModel]:
+        place = Follow(op, arguments, timeout)
+        while True:
+            broken: httpx.HTTPError | None = None
+            async with self._stream(place.call(), place.read_timeout(self.timeout)) as response:
+                try:
+                    async for sse in EventSource(response).aiter_sse():
+                        item = place.item_of(sse)
+                        if item is None:
+                            continue
+                        yield item
+                        if place.seen(item):
+                            return
+                except httpx.HTTPError as e:
+                    broken = e
+            if not place.broke(response.request.url, broken):
+                return
+
     @asynccontextmanager
     async def _stream(
         self, call: Call[None], timeout: httpx.Timeout
@@ -152,43 +173,7 @@ class AsyncClient:
             view = await self.job(job_id)
         return outcome(view)
 
-    async def events(
-        self,
-        job_id: str,
-        *,
-        after: int = 0,
-        follow: bool = True,
-        timeout: float | None = None,
-    ) -> AsyncIterator[JobEvent]:
-        """The job's events after ``after``, in order, live, until its last one.
-
-        ``follow=False``: the events it has so far, then the iterator ends.
-
-        A stream that breaks is picked up again where it stopped (none twice, none lost).
-
-        Raises:
-            JobNotFound: no such job for this key.
-            JobTimeout: ``timeout`` seconds passed before the job's last event.
-            Unreachable: the stream kept breaking.
-        """
-        place = Follow(job_id, after, timeout, follow=follow)
-        while True:
-            call = place.call()
-            broken: httpx.HTTPError | None = None
-            async with self._stream(call, place.read_timeout(self.timeout)) as response:
-                try:
-                    async for sse in EventSource(response).aiter_sse():
-                        event = event_of(sse)
-                        if event is None:
-                            continue
-                        place.seen(event)
-                        yield event
-                        if event.terminal:
-                            return
-                except httpx.HTTPError as e:
-                    broken = e
-            if not place.broke(response.request.url, broken):
-                return
+    events = over_http_async(read_ops.events)
 
     # --- jobs ------------------------------------------------------------------------------
 

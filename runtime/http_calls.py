@@ -20,7 +20,6 @@ from typing import Any, Final, Generic, TypeVar
 from urllib.parse import quote
 
 import httpx
-from httpx_sse import ServerSentEvent
 from pydantic import BaseModel, TypeAdapter, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
@@ -30,7 +29,6 @@ from raytroupe.protocols import (
     ErrorCode,
     Forbidden,
     InvalidInput,
-    JobEvent,
     RateLimited,
     TroupeError,
     Unauthorized,
@@ -44,11 +42,11 @@ __all__ = [
     "base_url",
     "checked_key",
     "error_of",
-    "event_of",
     "json_body",
     "nothing",
     "read",
     "segment",
+    "stream_error",
 ]
 
 T = TypeVar("T")
@@ -280,25 +278,7 @@ def _class_of(code: str, status: int) -> type[TroupeError]:
     return InvalidInput if 400 <= status < 500 else TroupeError  # noqa: PLR2004
 
 
-# --- job events ----------------------------------------------------------------------------
-
-
-def event_of(sse: ServerSentEvent) -> JobEvent | None:
-    """The job event an SSE message carries (None: not one, such as a comment).
-
-    Raises:
-        TroupeError: the stream's in-band error (the job's store failed mid-stream), as the
-            class its code names.
-        BadResponse: a message that is not a job event.
-    """
-    if sse.event == "error":
-        raise _stream_error(sse.data)
-    if not sse.data:
-        return None
-    try:
-        return JobEvent.model_validate_json(sse.data)
-    except ValidationError as e:
-        raise BadResponse(f"an event of the stream is not a job event: {_first(e)}") from None
+# --- streams ------------------------------------------------------------------------------
 
 
 class _StreamError(BaseModel):
@@ -306,7 +286,8 @@ class _StreamError(BaseModel):
     detail: str
 
 
-def _stream_error(data: str) -> TroupeError:
+def stream_error(data: str) -> TroupeError:
+    """The error an ``event: error`` message of a stream says (its ``data``: code, detail)."""
     try:
         error = _StreamError.model_validate_json(data)
     except ValidationError:

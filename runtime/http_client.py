@@ -25,13 +25,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Self, TypeVar
+from typing import Any, Self, TypeVar
 
 import httpx
 from httpx_sse import EventSource
+from pydantic import BaseModel
 
 from raytroupe.protocols import (
-    JobEvent,
     JobResult,
     JobSummary,
 )
@@ -42,7 +42,7 @@ from raytroupe.protocols.http import (
 )
 from raytroupe.runtime import http_routes as routes
 from raytroupe.runtime.http_async_client import AsyncClient
-from raytroupe.runtime.http_calls import Call, base_url, checked_key, event_of
+from raytroupe.runtime.http_calls import Call, base_url, checked_key
 from raytroupe.runtime.http_follow import (
     Follow,
     checked_timeout,
@@ -64,6 +64,7 @@ from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import submit as submit_ops
 from raytroupe.runtime.operations import teams as team_ops
+from raytroupe.runtime.operations.declare import Arguments, Operation
 from raytroupe.runtime.operations.job_reads import JobsShown
 from raytroupe.runtime.operations.surfaces import renamed
 
@@ -131,6 +132,26 @@ class Client:
     def _send_op(self, call: Call[T], long_running: bool) -> T:
         return self._send(call, op_timeout(self.timeout, long_running=long_running))
 
+    def _follow_op(
+        self, op: Operation[..., Any], arguments: Arguments, timeout: float | None
+    ) -> Iterator[BaseModel]:
+        place = Follow(op, arguments, timeout)
+        while True:
+            broken: httpx.HTTPError | None = None
+            with self._stream(place.call(), place.read_timeout(self.timeout)) as response:
+                try:
+                    for sse in EventSource(response).iter_sse():
+                        item = place.item_of(sse)
+                        if item is None:
+                            continue
+                        yield item
+                        if place.seen(item):
+                            return
+                except httpx.HTTPError as e:
+                    broken = e
+            if not place.broke(response.request.url, broken):
+                return
+
     @contextmanager
     def _stream(self, call: Call[None], timeout: httpx.Timeout) -> Iterator[httpx.Response]:
         request = call.request(self._http, timeout)
@@ -167,43 +188,7 @@ class Client:
             view = self.job(job_id)
         return outcome(view)
 
-    def events(
-        self,
-        job_id: str,
-        *,
-        after: int = 0,
-        follow: bool = True,
-        timeout: float | None = None,
-    ) -> Iterator[JobEvent]:
-        """The job's events after ``after``, in order, live, until its last one.
-
-        ``follow=False``: the events it has so far, then the iterator ends.
-
-        A stream that breaks is picked up again where it stopped (none twice, none lost).
-
-        Raises:
-            JobNotFound: no such job for this key.
-            JobTimeout: ``timeout`` seconds passed before the job's last event.
-            Unreachable: the stream kept breaking.
-        """
-        place = Follow(job_id, after, timeout, follow=follow)
-        while True:
-            call = place.call()
-            broken: httpx.HTTPError | None = None
-            with self._stream(call, place.read_timeout(self.timeout)) as response:
-                try:
-                    for sse in EventSource(response).iter_sse():
-                        event = event_of(sse)
-                        if event is None:
-                            continue
-                        place.seen(event)
-                        yield event
-                        if event.terminal:
-                            return
-                except httpx.HTTPError as e:
-                    broken = e
-            if not place.broke(response.request.url, broken):
-                return
+    events = over_http(read_ops.events)
 
     statuses = over_http(read_ops.statuses)
 

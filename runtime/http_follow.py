@@ -1,33 +1,36 @@
-"""What the two HTTP clients share: headers, timeouts, errors, and following a job's events.
+"""What the two HTTP clients share: headers, timeouts, errors, and following a stream.
 
-A job's event stream is followed across reconnects (``Last-Event-ID``: no event twice) until
-its last event, a deadline, or ``RECONNECTS`` breaks in a row. This module imports httpx,
-pydantic and the protocols: no Ray, no server code.
+A streamed operation's answer (a job's events) is followed across reconnects (each resumes
+after the last item seen: none twice) until its last item, a deadline, or ``RECONNECTS``
+breaks in a row. This module imports httpx, pydantic and the protocols: no Ray, no server
+code.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final
 
 import httpx
+from httpx_sse import ServerSentEvent
+from pydantic import BaseModel, ValidationError
 
 from raytroupe.protocols import (
     BadResponse,
     InvalidInput,
     JobCancelled,
-    JobEvent,
     JobFailed,
     JobResult,
-    JobTimeout,
     Unreachable,
 )
 from raytroupe.protocols.http import (
     JobView,
 )
-from raytroupe.runtime import http_routes as routes
-from raytroupe.runtime.http_calls import EVENT_STREAM, Call
+from raytroupe.runtime.http_calls import EVENT_STREAM, Call, stream_error
+
+if TYPE_CHECKING:
+    from raytroupe.runtime.operations.declare import Arguments, Operation, Stream
 
 __all__ = [
     "QUIET_S",
@@ -108,19 +111,22 @@ def outcome(view: JobView) -> JobResult:
 
 
 class Follow:
-    """Where a job's event stream is, across reconnects, and how long it may still wait."""
+    """Where a streamed operation's answer is, across reconnects, and how long it may wait."""
 
-    def __init__(self, job_id: str, after: int, timeout: float | None, *, follow: bool) -> None:
-        self.job_id = job_id
-        self.after = after
-        self.follow = follow
+    def __init__(
+        self, op: Operation[..., Any], arguments: Arguments, timeout: float | None
+    ) -> None:
+        assert op.stream is not None  # noqa: S101 - only streams are followed
+        self.op = op
+        self.stream: Stream = op.stream
+        self.arguments = dict(arguments)
         self._timeout = timeout
         self._deadline = None if timeout is None else time.monotonic() + timeout
         self._broken = 0
 
     def call(self) -> Call[None]:
-        """The request that opens the stream after the last event seen."""
-        return routes.events(self.job_id, self.after, follow=self.follow)
+        """The request that opens the stream after the last item seen."""
+        return self.op.call(**self.arguments)
 
     def read_timeout(self, default: float) -> httpx.Timeout:
         """The stream's timeouts: a read waits ``QUIET_S``, or until the deadline."""
@@ -129,31 +135,50 @@ class Follow:
             quiet = max(0.001, min(quiet, self._deadline - time.monotonic()))
         return httpx.Timeout(default, read=quiet)
 
-    def seen(self, event: JobEvent) -> None:
-        """``event`` arrived: the stream goes on after it, and is not broken."""
-        self.after = event.seq
+    def item_of(self, sse: ServerSentEvent) -> BaseModel | None:
+        """The item an SSE message carries (None: not one, such as a keep-alive comment).
+
+        Raises:
+            TroupeError: the stream's in-band error (what it reads failed mid-stream), as
+                the class its code names.
+            BadResponse: a message that is not an item of the stream.
+        """
+        if sse.event == "error":
+            raise stream_error(sse.data)
+        if not sse.data:
+            return None
+        try:
+            return self.op.item.model_validate_json(sse.data)
+        except ValidationError as e:
+            where = ".".join(str(p) for p in e.errors()[0]["loc"])
+            raise BadResponse(
+                f"an item of the stream is not a {self.op.item.__name__}: {where}"
+            ) from None
+
+    def seen(self, item: BaseModel) -> bool:
+        """``item`` arrived: the stream resumes after it, unbroken; True if it is the last."""
+        self.arguments[self.stream.resume] = getattr(item, self.stream.id)
         self._broken = 0
+        return bool(getattr(item, self.stream.last))
 
     def broke(self, url: httpx.URL, error: httpx.HTTPError | None) -> bool:
-        """The stream stopped before the job's last event: whether to go on, or why not.
+        """The stream stopped before its last item: whether to go on, or why not.
 
         A stream asked not to follow ends there (unless it broke).
 
         Raises:
-            JobTimeout: the deadline has passed.
+            the stream's ``late`` error: the deadline has passed.
             Unreachable: it broke ``RECONNECTS`` times in a row.
         """
-        if error is None and not self.follow:
+        if error is None and not self.arguments[self.stream.follow]:
             return False
         if self._deadline is not None and time.monotonic() >= self._deadline:
-            raise JobTimeout(
-                f"job {self.job_id} still running after {self._timeout} s", job_id=self.job_id
-            )
+            raise self.stream.late(self.arguments, self._timeout or 0.0)
         self._broken += 1
         if self._broken > RECONNECTS:
             if error is None:
                 raise Unreachable(
-                    f"the event stream of job {self.job_id} kept ending before its last event",
+                    f"the stream of {self.op.method} {url.path} kept ending before its last item",
                     url=str(url),
                 )
             raise unreachable(url, error) from error

@@ -1,6 +1,6 @@
 """The HTTP calls that are no declared operation, each a ``Call`` builder.
 
-A job's event stream, the probes, OpenAI's model list, and a skill sent as its file.
+The probes, OpenAI's model list, and a skill sent as its file.
 
 Every other call is made from its operation's declaration
 (:meth:`~raytroupe.runtime.operations.Operation.call`). The OpenAI-compatible
@@ -22,22 +22,13 @@ from raytroupe.protocols.http import (
     Readiness,
     SkillApplied,
 )
-from raytroupe.runtime.http_calls import Call, nothing, read, segment
+from raytroupe.runtime.http_calls import Call, read, segment
 
 _JOBS: Final = "/v1/jobs"
 
 
 def _job(job_id: str, *rest: str) -> str:
     return "/".join((_JOBS, segment(job_id, "job_id"), *rest))
-
-
-# --- jobs ----------------------------------------------------------------------------------
-
-
-def events(job_id: str, after: int, *, follow: bool) -> Call[None]:
-    """``GET /v1/jobs/{job_id}/events?after=&follow=`` (its answer is streamed, not read)."""
-    params = {"after": after, "follow": follow}
-    return Call("GET", _job(job_id, "events"), nothing, params=params)
 
 
 # --- teams and agents ----------------------------------------------------------------------

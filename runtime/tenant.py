@@ -122,6 +122,8 @@ class TenantView:
         self._portal.run(self._client.status(job_id, tenant=self.tenant))
         return JobHandle(job_id, self._client, self._portal, tenant=self.tenant)
 
+    events = in_process(read_ops.events)
+
     def jobs(self) -> dict[str, JobStatus]:
         """The tenant's jobs and their status, oldest first (:meth:`statuses`)."""
         return self.statuses()

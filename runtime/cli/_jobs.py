@@ -58,8 +58,6 @@ __all__ = [
     "watch",
 ]
 
-_CAUGHT_UP_S: Final = 1.0
-"""How long ``events --no-follow`` waits for more before it stops (the events so far)."""
 _TASK_CHARS: Final = 60
 
 JobId = Annotated[str, typer.Argument(help="The job's id.")]
@@ -277,7 +275,7 @@ def events(
     """A job's events, in order: those so far, or (--follow) each as it happens."""
     try:
         with tenant_transport(tenant, address, state_dir, default=None) as api:
-            _print_events(_so_far(followed(api, job_id), follow_job), as_json=as_json)
+            _print_events(api.events(job_id, follow=follow_job), as_json=as_json)
     except KeyboardInterrupt:  # stops reading; the job goes on
         ERR.print(f"stopped following job {job_id} (it goes on)", style="dim")
         raise typer.Exit(130) from None
@@ -289,23 +287,6 @@ def _print_events(stream: Iterable[JobEvent], *, as_json: bool) -> None:
             typer.echo(event.model_dump_json())
         else:
             OUT.print(event_line(event), soft_wrap=True, markup=False)
-
-
-def _so_far(job: Followed, follow_job: bool) -> Iterator[JobEvent]:
-    """The job's events until its last; without ``follow_job``, those of its first second.
-
-    The first read answers with every event the job has had, so a second's wait is what the
-    job has said so far; a job that has ended stops at its last event either way.
-    """
-    from raytroupe.protocols import JobTimeout
-
-    if follow_job:
-        yield from job.events()
-        return
-    try:
-        yield from job.events(timeout=_CAUGHT_UP_S)
-    except JobTimeout:
-        return
 
 
 def cancel(

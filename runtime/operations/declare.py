@@ -20,6 +20,10 @@ cluster is. Each surface is derived from it and never restates it:
 - the HTTP API serves it by the same rule (:mod:`raytroupe.deployments.declared`);
 - the CLI calls it on whichever of the two a command was pointed at.
 
+An operation declared with a :class:`Stream` answers a stream of items (its answer is an
+``AsyncIterator``, got once the operation has opened it); over HTTP, as Server-Sent Events
+that a client follows across reconnects.
+
 Those methods are made by :mod:`raytroupe.runtime.operations.surfaces`.
 
 Nothing here imports Ray, FastAPI or the deployments: the HTTP clients import it.
@@ -33,7 +37,7 @@ import re
 import sys
 import types
 import typing
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
@@ -48,7 +52,7 @@ from typing import (
 
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from raytroupe.protocols import Forbidden, InvalidInput
+from raytroupe.protocols import Forbidden, InvalidInput, TroupeError
 from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
 
 if TYPE_CHECKING:
@@ -59,6 +63,7 @@ __all__ = [
     "At",
     "Operation",
     "Reply",
+    "Stream",
     "WireName",
     "given",
     "operation",
@@ -87,6 +92,27 @@ class Reply:
     """
 
     created: bool | None = None
+
+
+@dataclass(frozen=True)
+class Stream:
+    """How an operation's answer streams: what says each item's place, and where it resumes.
+
+    The answer is ``AsyncIterator[Item | None]`` (None: nothing new for a while, a keep-alive).
+    ``id``: the item's field that is its place in the stream (an SSE message's ``id``);
+    ``event``: the field that names its kind (``event``); ``last``: the boolean field that
+    marks the stream's last item. ``resume``: the parameter a reader that reconnects sets to
+    the last ``id`` it had (HTTP's ``Last-Event-ID`` sets it too); ``follow``: the boolean
+    parameter that, False, asks for the items so far (the stream's end is then no break).
+    ``late``: the error of a reader that gave up waiting, from the arguments and its seconds.
+    """
+
+    id: str
+    event: str
+    last: str
+    resume: str
+    follow: str
+    late: Callable[[Mapping[str, Any], float], TroupeError]
 
 
 @dataclass(frozen=True)
@@ -141,6 +167,7 @@ class Operation(Generic[P, T]):
         cli: str,
         location: Callable[[T], str] | None = None,
         readers: Mapping[str, Callable[[bytes], Any]] | None = None,
+        stream: Stream | None = None,
     ) -> None:
         if method not in _METHODS:
             raise ValueError(f"{run.__name__}: {method} is not an HTTP method of the API")
@@ -167,6 +194,12 @@ class Operation(Generic[P, T]):
         """A segment that is a field of a body parameter (``{team.name}``), by its route name
         (``name``): the URL says it, and the body must say the same."""
         self.route_path = _PATH_FIELD.sub(r"{\2}", path)
+        self.stream = stream
+        """How its answer streams (None: it answers once)."""
+        if stream is not None and (
+            method != "GET" or {stream.resume, stream.follow} - set(self.signature.parameters)
+        ):
+            raise TypeError(f"{self.name}: a stream is a GET's, resumed and followed by its own")
         """The path as the HTTP router reads it (``{team.name}`` is ``{name}``)."""
         self._hints: Types | None = None
 
@@ -215,6 +248,17 @@ class Operation(Generic[P, T]):
     def answer(self) -> Any:
         """The type of the answer (None: the operation answers nothing)."""
         return self.hints["return"]
+
+    @property
+    def item(self) -> type[BaseModel]:
+        """The type of each item of a streamed answer (``AsyncIterator[Item | None]``'s)."""
+        (stream,) = typing.get_args(self.answer) or (None,)
+        items = [a for a in typing.get_args(stream) if a is not type(None)] or [stream]
+        if typing.get_origin(self.answer) is not AsyncIterator or not (
+            len(items) == 1 and isinstance(items[0], type) and issubclass(items[0], BaseModel)
+        ):
+            raise TypeError(f"{self.name}: a stream answers AsyncIterator[Model | None]")
+        return items[0]
 
     def body_names(self) -> tuple[str, ...]:
         """The parameters that travel in the JSON body (none for a GET or DELETE)."""
@@ -291,7 +335,8 @@ class Operation(Generic[P, T]):
             if not isinstance(value, str):
                 raise InvalidInput(f"the {param} has no {name}", field=f"{param}.{name}")
             path = path.replace(f"{{{param}.{name}}}", segment(value, f"{param}.{name}"))
-        reader: Callable[[Any], T] = nothing if self.answer is type(None) else read(self.answer)  # type: ignore[assignment]
+        streamed = self.answer is type(None) or self.stream is not None  # not read at once
+        reader: Callable[[Any], T] = nothing if streamed else read(self.answer)  # type: ignore[assignment]
         if self.method in _QUERY_METHODS:
             params = {n: v for n, v in arguments.items() if v is not None}
             return Call(self.method, path, reader, params=params)
@@ -330,6 +375,7 @@ def operation(
     long_running: bool = False,
     location: Callable[[Any], str] | None = None,
     readers: Mapping[str, Callable[[bytes], Any]] | None = None,
+    stream: Stream | None = None,
 ) -> Callable[[Callable[Concatenate[At, P], Awaitable[T]]], Operation[P, T]]:
     """Declare the decorated function an operation at ``method`` ``path`` (see the module).
 
@@ -338,12 +384,13 @@ def operation(
     clients wait for it without a read timeout. ``location``: the path of what it made, from
     its answer (the HTTP answer's ``Location`` header). ``readers``: by content type, how
     the HTTP route reads its one body model from a body that is not JSON (run off the loop).
+    ``stream``: it answers a stream of items (see :class:`Stream`).
     """
 
     def declare(run: Callable[Concatenate[At, P], Awaitable[T]]) -> Operation[P, T]:
         return Operation(
             run, method, path, admin=admin, status=status, long_running=long_running, cli=cli,
-            location=location, readers=readers,
+            location=location, readers=readers, stream=stream,
         )  # fmt: skip
 
     return declare

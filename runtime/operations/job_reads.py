@@ -1,4 +1,4 @@
-"""Reading jobs: one job, the jobs list, a job's line and trace, usage by day, who is asking.
+"""Reading jobs: one job, its events, the jobs list, its line and trace, usage by day, who asks.
 
 A key reads its tenant's jobs (an admin's key too); the driver every tenant's. Usage by day
 is the caller's tenant's, an admin's every tenant's.
@@ -7,17 +7,19 @@ is the caller's tenant's, an admin's every tenant's.
 from __future__ import annotations
 
 import time
-from typing import Annotated, Final, Literal
+from collections.abc import AsyncIterator, Mapping
+from typing import Annotated, Any, Final, Literal
 
 from pydantic import Field
 
-from raytroupe.protocols import JobsQuery, JobStatus, JobSummary
+from raytroupe.protocols import JobEvent, JobsQuery, JobStatus, JobSummary, JobTimeout
 from raytroupe.protocols.http import DailyUsage, JobSummaries, JobTrace, JobView, Me
-from raytroupe.runtime.operations.declare import At, operation
+from raytroupe.runtime.operations.declare import At, Stream, operation
 
 __all__ = [
     "JobsShown",
     "daily_usage",
+    "events",
     "job",
     "me",
     "statuses",
@@ -36,6 +38,8 @@ JobsShown = Literal[
 """What the jobs list may be narrowed to: one status, or ``live`` (every unfinished job)."""
 Text = Annotated[str, Field(max_length=200, pattern=r"^[^\x00]*$", description="Text to find.")]
 PageSize = Annotated[int, Field(ge=1, le=1000)]
+QUIET_S: Final = 15.0
+"""Longest quiet spell on a job's event stream before it says it is still there (a None)."""
 
 
 @operation("GET", "/v1/jobs/{job_id}", cli="result")
@@ -51,6 +55,57 @@ async def job(at: At, job_id: JobId) -> JobView:
     status = await at.system.status(job_id, tenant=at.jobs_of)
     result = await at.system.wait(job_id, 0, tenant=at.jobs_of)
     return JobView(id=job_id, status=result.status if result else status, result=result)
+
+
+def _late(arguments: Mapping[str, Any], seconds: float) -> JobTimeout:
+    job_id = arguments["job_id"]
+    return JobTimeout(f"job {job_id} still running after {seconds} s", job_id=job_id)
+
+
+@operation(
+    "GET", "/v1/jobs/{job_id}/events", cli="events",
+    stream=Stream(id="seq", event="type", last="terminal", resume="after", follow="follow",
+                  late=_late),
+)  # fmt: skip
+async def events(
+    at: At,
+    job_id: JobId,
+    *,
+    after: Annotated[int, Field(ge=0, description="Resume after this seq.")] = 0,
+    follow: Annotated[
+        bool, Field(description="False: the events so far, then the stream ends.")
+    ] = True,
+) -> AsyncIterator[JobEvent | None]:
+    """The job's events after ``after``, in order, live, until its last one.
+
+    Each event's ``seq`` is its place: a reader that reconnects with ``Last-Event-ID`` (or
+    ``after``) gets every event after it, none twice. ``follow=False``: the events the job has
+    had so far, then the stream ends. Over HTTP, Server-Sent Events: ``id`` is the event's
+    seq, ``event`` its type, ``data`` the JobEvent as JSON; ``event: error`` (data: code and
+    detail) if the stream fails after it began.
+
+    Raises:
+        JobNotFound: no such job (of the caller's), before the stream begins.
+    """
+    first = await at.system.events(job_id, after, 0, tenant=at.jobs_of)
+    return _following(at, job_id, after, first, follow=follow)
+
+
+async def _following(
+    at: At, job_id: str, after: int, first: list[JobEvent], *, follow: bool
+) -> AsyncIterator[JobEvent | None]:
+    batch = first
+    while True:
+        for event in batch:
+            after = event.seq
+            yield event
+            if event.terminal:
+                return
+        if not follow:
+            return
+        if not batch:
+            yield None  # still there: keeps a proxy from closing a quiet stream
+        batch = await at.system.events(job_id, after, QUIET_S, tenant=at.jobs_of)
 
 
 @operation("GET", "/v1/jobs", cli="jobs")

@@ -4,18 +4,26 @@
 operation where the driver is; :func:`over_http` and :func:`over_http_async` the HTTP
 clients', which send it by the rule of :mod:`raytroupe.runtime.operations.declare`. Each is a
 descriptor with the operation's name, signature and documentation.
+
+A streamed operation's method gives an iterator of its items (a coroutine method's, an async
+iterator), and takes one keyword of its own: ``timeout``, the seconds its reader waits for the
+stream's last item before it raises the stream's ``late`` error.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import dataclasses
 import inspect
+import time
 import warnings
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
 from typing import (
     Any,
     Concatenate,
+    Final,
     Generic,
     ParamSpec,
     TypeVar,
@@ -24,6 +32,7 @@ from typing import (
 
 from raytroupe.protocols import TroupeError
 from raytroupe.runtime.http_calls import Call
+from raytroupe.runtime.http_follow import checked_timeout
 from raytroupe.runtime.operations.declare import Arguments, At, Operation
 
 __all__ = [
@@ -33,12 +42,16 @@ __all__ = [
     "invoke",
     "over_http",
     "over_http_async",
+    "pulled",
+    "pulled_async",
     "renamed",
     "widens",
 ]
 
 P = ParamSpec("P")
 T = TypeVar("T")
+I = TypeVar("I")  # noqa: E741 - an item of a stream
+R = TypeVar("R")  # what a streamed method answers: an iterator, or an async one
 
 
 class _Surface(Generic[P, T]):
@@ -54,6 +67,11 @@ class _Surface(Generic[P, T]):
 
     @property
     def __signature__(self) -> inspect.Signature:
+        return self.signature
+
+    @property
+    def signature(self) -> inspect.Signature:
+        """The method's parameters (without ``self``) and answer: the operation's."""
         return self.op.signature
 
     def _unbound(self, owner: type | None) -> Any:
@@ -64,15 +82,15 @@ class _Surface(Generic[P, T]):
 
         named = self._named(function)
         this = inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY)
-        named.__signature__ = self.op.signature.replace(
-            parameters=[this, *self.op.signature.parameters.values()]
+        named.__signature__ = self.signature.replace(
+            parameters=[this, *self.signature.parameters.values()]
         )
         return named
 
     def _named(self, method: Callable[..., Any]) -> Any:
         method.__name__ = method.__qualname__ = self.op.name
         method.__doc__ = self.op.doc
-        method.__signature__ = self.op.signature  # type: ignore[attr-defined]
+        method.__signature__ = self.signature  # type: ignore[attr-defined]
         return method
 
 
@@ -192,13 +210,156 @@ class _OverHttpAsync(_Surface[P, T]):
         return self._named(method)
 
 
+_TIMEOUT: Final = inspect.Parameter(
+    "timeout", inspect.Parameter.KEYWORD_ONLY, default=None, annotation="float | None"
+)
+_END: Final = object()
+_LATE: Final = object()
+
+
+class _Streamed(_Surface[..., Any], Generic[R]):
+    """A streamed operation's method: ``(*arguments, timeout=None)``, its items' iterator.
+
+    ``_items(obj)`` is what the method answers, from the arguments (by name) and the timeout.
+    """
+
+    def __init__(self, op: Operation[..., Any], *, asynchronous: bool) -> None:
+        super().__init__(op)
+        if op.stream is None:
+            raise TypeError(f"{op.name} does not stream")
+        self.stream = op.stream
+        self.asynchronous = asynchronous
+
+    @property
+    def signature(self) -> inspect.Signature:
+        items = AsyncIterator if self.asynchronous else Iterator
+        return self.op.signature.replace(
+            parameters=[*self.op.signature.parameters.values(), _TIMEOUT],
+            return_annotation=items[self.op.item],
+        )
+
+    @overload
+    def __get__(self, obj: None, owner: type | None = None) -> Callable[..., R]: ...
+    @overload
+    def __get__(self, obj: object, owner: type | None = None) -> Callable[..., R]: ...
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            return self._unbound(owner)
+        op, items = self.op, self._items(obj)
+
+        def method(*args: Any, timeout: float | None = None, **kwargs: Any) -> R:
+            seconds = None if timeout is None else checked_timeout(timeout)
+            return items(op.bind(*args, **kwargs), seconds)
+
+        return self._named(method)
+
+    @abstractmethod
+    def _items(self, obj: object) -> Callable[[Arguments, float | None], R]:
+        """For ``obj``: the items of the stream, from the arguments and the timeout."""
+
+
+class _StreamedInProcess(_Streamed[Iterator[I]]):
+    def _items(self, obj: object) -> Callable[[Arguments, float | None], Iterator[I]]:
+        at: Callable[[], At] = obj._at  # type: ignore[attr-defined]
+        run: Callable[[Coroutine[Any, Any, Any]], Any] = obj._run  # type: ignore[attr-defined]
+        return lambda arguments, timeout: pulled(run, self.op, at(), arguments, timeout)
+
+
+class _StreamedOverHttp(_Streamed[R]):
+    def _items(self, obj: object) -> Callable[[Arguments, float | None], R]:
+        follow: Callable[..., Any] = obj._follow_op  # type: ignore[attr-defined]
+        return lambda arguments, timeout: follow(self.op, arguments, timeout)
+
+
+def pulled(
+    run: Callable[[Coroutine[Any, Any, Any]], Any],
+    op: Operation[..., AsyncIterator[I | None]],
+    at: At,
+    arguments: Arguments,
+    timeout: float | None,
+) -> Iterator[I]:
+    """The items of streamed ``op`` run for ``at``, each pulled by ``run``, until its last.
+
+    ``run`` runs a coroutine and answers its result (:meth:`Portal.run`): each it is given, on
+    the one event loop where the stream lives. Keep-alives (None) are not items.
+
+    Raises:
+        TroupeError: the operation's (at once, or as the stream fails).
+        the stream's ``late`` error: ``timeout`` seconds passed before its last item.
+    """
+    deadline = None if timeout is None else time.monotonic() + timeout
+    items: AsyncIterator[I | None] = run(op.run_for(at, arguments))
+    try:
+        while (item := run(_next(items, deadline))) is not _END:
+            if item is _LATE:
+                raise _late(op, arguments, timeout)
+            if item is not None:
+                yield item
+    finally:
+        with contextlib.suppress(RuntimeError):  # the runtime shut down before the reader
+            run(items.aclose())  # type: ignore[attr-defined]
+
+
+async def pulled_async(
+    arun: Callable[[Coroutine[Any, Any, Any]], Awaitable[Any]],
+    op: Operation[..., AsyncIterator[I | None]],
+    at: At,
+    arguments: Arguments,
+    timeout: float | None,
+) -> AsyncIterator[I]:
+    """:func:`pulled`, for ``async for``: ``arun`` awaits each coroutine where the stream is."""
+    deadline = None if timeout is None else time.monotonic() + timeout
+    items: AsyncIterator[I | None] = await arun(op.run_for(at, arguments))
+    try:
+        while (item := await arun(_next(items, deadline))) is not _END:
+            if item is _LATE:
+                raise _late(op, arguments, timeout)
+            if item is not None:
+                yield item
+    finally:
+        await arun(items.aclose())  # type: ignore[attr-defined]
+
+
+async def _next(items: AsyncIterator[I | None], deadline: float | None) -> Any:
+    """The stream's next item; ``_END`` after its last, ``_LATE`` once ``deadline`` passed."""
+    left = None if deadline is None else deadline - time.monotonic()
+    if left is not None and left <= 0:
+        return _LATE
+    try:
+        async with asyncio.timeout(left) as limit:
+            return await anext(items)
+    except StopAsyncIteration:
+        return _END
+    except TimeoutError:
+        if not limit.expired():
+            raise  # the stream's own, not the deadline's
+        return _LATE
+
+
+def _late(op: Operation[..., Any], arguments: Arguments, timeout: float | None) -> TroupeError:
+    assert op.stream is not None  # noqa: S101 - only streams are pulled
+    return op.stream.late(arguments, timeout or 0.0)
+
+
+@overload
+def in_process(  # type: ignore[overload-overlap]
+    op: Operation[P, AsyncIterator[I | None]],
+) -> _Streamed[Iterator[I]]: ...
+@overload
 def in_process(
     op: Operation[P, T],
     *,
     legacy: Callable[[Arguments], Arguments] | None = None,
     tenant_keyword: bool = False,
     missing: tuple[type[TroupeError], Any] | None = None,
-) -> _InProcess[P, T]:
+) -> _InProcess[P, T]: ...
+def in_process(
+    op: Operation[P, T],
+    *,
+    legacy: Callable[[Arguments], Arguments] | None = None,
+    tenant_keyword: bool = False,
+    missing: tuple[type[TroupeError], Any] | None = None,
+) -> _InProcess[P, T] | _Streamed[Any]:
     """``op`` as a method of a class with ``_at()`` (who calls) and ``_run(coroutine)``.
 
     Where the method took or answered something else before, it still does, and warns that
@@ -207,6 +368,8 @@ def in_process(
     and an answer (``(KnowledgeNotFound, False)``): it answered that where the operation
     raises that error.
     """
+    if op.stream is not None:
+        return _StreamedInProcess(op, asynchronous=False)
     return _InProcess(op, legacy, tenant_keyword=tenant_keyword, missing=missing)
 
 
@@ -243,23 +406,45 @@ def handle(op: Operation[..., Any]) -> Callable[[F], F]:
     return mark
 
 
-def over_http(op: Operation[P, T], *, older: Callable[..., Any] | None = None) -> _OverHttp[P, T]:
+@overload
+def over_http(  # type: ignore[overload-overlap]
+    op: Operation[P, AsyncIterator[I | None]],
+) -> _Streamed[Iterator[I]]: ...
+@overload
+def over_http(
+    op: Operation[P, T], *, older: Callable[..., Any] | None = None
+) -> _OverHttp[P, T]: ...
+def over_http(
+    op: Operation[P, T], *, older: Callable[..., Any] | None = None
+) -> _OverHttp[P, T] | _Streamed[Any]:
     """``op`` as a method of a blocking client with ``_send_op(call, long_running)``.
 
     ``older``: where the method took another form before, a function of ``(client, *args,
     **kwargs)`` that answers a call of that form (and warns that it is deprecated), or
     :data:`OLDER_FORM` (NotImplemented) for a call of the operation's form.
     """
+    if op.stream is not None:
+        return _StreamedOverHttp(op, asynchronous=False)
     return _OverHttp(op, older)
 
 
+@overload
+def over_http_async(  # type: ignore[overload-overlap]
+    op: Operation[P, AsyncIterator[I | None]],
+) -> _Streamed[AsyncIterator[I]]: ...
+@overload
 def over_http_async(
     op: Operation[P, T], *, older: Callable[..., Any] | None = None
-) -> _OverHttpAsync[P, T]:
+) -> _OverHttpAsync[P, T]: ...
+def over_http_async(
+    op: Operation[P, T], *, older: Callable[..., Any] | None = None
+) -> _OverHttpAsync[P, T] | _Streamed[Any]:
     """``op`` as a coroutine method of a client whose ``_send_op(call, long_running)`` is async.
 
     ``older``: as :func:`over_http`'s, answering an awaitable for a call of the older form.
     """
+    if op.stream is not None:
+        return _StreamedOverHttp(op, asynchronous=True)
     return _OverHttpAsync(op, older)
 
 

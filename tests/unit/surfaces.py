@@ -8,12 +8,13 @@ the real guard over httpx's ASGI transport, with a control plane of the test's b
 from __future__ import annotations
 
 import httpx
-from wiring import run
+from wiring import GUARD_S, run
 
 from raytroupe.deployments.api import create_api
 from raytroupe.deployments.config import APIConfig, APIKey
 from raytroupe.deployments.guard import Guard
 from raytroupe.deployments.keys import hash_key
+from raytroupe.runtime.blocking import Portal
 from raytroupe.runtime.http_client import AsyncClient
 from raytroupe.runtime.operations import At, declared, in_process
 
@@ -60,6 +61,11 @@ def sent(system, requests, key=ADMIN):
     return run(main())
 
 
+_PORTAL = Portal()
+"""The one loop the Drivers' calls run on, as a Runtime's do on its own (a stream lives
+there between the reads of its items)."""
+
+
 class Driver:
     """What a surface made by in_process needs: who calls, and how a coroutine runs."""
 
@@ -70,7 +76,7 @@ class Driver:
         return self.at
 
     def _run(self, coroutine):
-        return run(coroutine)
+        return _PORTAL.run(coroutine, GUARD_S)
 
 
 for _name, _op in declared().items():

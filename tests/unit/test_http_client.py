@@ -38,10 +38,9 @@ from raytroupe.runtime.http_calls import (
     base_url,
     checked_key,
     error_of,
-    event_of,
     segment,
 )
-from raytroupe.runtime.http_follow import RECONNECTS
+from raytroupe.runtime.http_follow import RECONNECTS, Follow
 from raytroupe.runtime.operations import job_reads
 
 KEY = "rt-unit-key"
@@ -138,14 +137,16 @@ def test_an_sse_message_is_a_job_event_and_an_in_band_error_is_raised_typed():
     message = ServerSentEvent(event="job_succeeded", data=event.model_dump_json(), id="3")
     failed = json.dumps({"code": "state_unavailable", "detail": "the store is down"})
 
-    assert event_of(message) == event
-    assert event_of(ServerSentEvent(data="")) is None
+    place = Follow(job_reads.events, job_reads.events.bind("j1"), None)
+
+    assert place.item_of(message) == event
+    assert place.item_of(ServerSentEvent(data="")) is None
     with pytest.raises(StateUnavailable, match="the store is down"):
-        event_of(ServerSentEvent(event="error", data=failed))
+        place.item_of(ServerSentEvent(event="error", data=failed))
     with pytest.raises(BadResponse):
-        event_of(ServerSentEvent(event="error", data="{not json"))
-    with pytest.raises(BadResponse):
-        event_of(ServerSentEvent(event="plan_ready", data='{"job_id": "j1"}'))
+        place.item_of(ServerSentEvent(event="error", data="{not json"))
+    with pytest.raises(BadResponse, match="not a JobEvent"):
+        place.item_of(ServerSentEvent(event="plan_ready", data='{"job_id": "j1"}'))
 
 
 @pytest.mark.parametrize(
