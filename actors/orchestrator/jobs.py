@@ -8,6 +8,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+import structlog
+
 from raytroupe.actors.telemetry import metrics
 from raytroupe.protocols import (
     AgentMessage,
@@ -33,6 +35,7 @@ from raytroupe.protocols import (
     TaskResult,
     TeamSpec,
     TraceContext,
+    TroupeError,
     Usage,
     orchestrator_address,
 )
@@ -45,6 +48,8 @@ from raytroupe.protocols.skill import SkillSpec
 
 if TYPE_CHECKING:
     from raytroupe.actors.orchestrator.graphs.desk import Waiting
+
+log = structlog.get_logger("raytroupe.orchestrator")
 
 __all__ = [
     "Job",
@@ -74,6 +79,8 @@ class Job:
     status: JobStatus = "pending"
     events: list[JobEvent] = field(default_factory=list)
     changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+    record: Callable[[JobEvent], None] | None = field(default=None, repr=False, compare=False)
+    """Where each event is journaled before a watcher sees it (None: nowhere)."""
     result: JobResult | None = None
     usage: Usage = field(default_factory=Usage)
     """Usage of the job's own model calls (planning, aggregation)."""
@@ -222,20 +229,30 @@ async def emit(
     *,
     result: JobResult | None = None,
 ) -> None:
-    """Append an event to the job's log (and its result, for the last one); wake waiters."""
+    """Append an event to the job's log (and its result, for the last one); wake waiters.
+
+    The event is journaled first (``job.record``), so that no watcher has seen an event the
+    job's next process would not have: its log goes on after it, none twice. A journal that
+    fails is logged, and the job goes on (its log in this process stays whole).
+    """
     async with job.changed:
-        job.events.append(
-            JobEvent.model_validate(
-                {
-                    "job_id": job.id,
-                    "seq": len(job.events) + 1,
-                    "at": time.time(),
-                    "type": kind,
-                    "subtask_id": subtask_id,
-                    "data": data or {},
-                }
-            )
+        event = JobEvent.model_validate(
+            {
+                "job_id": job.id,
+                "seq": len(job.events) + 1,
+                "at": time.time(),
+                "type": kind,
+                "subtask_id": subtask_id,
+                "data": data or {},
+            }
         )
+        if job.record is not None:
+            try:
+                job.record(event)
+            except TroupeError as exc:
+                log.warning("job_event_not_journaled", job_id=job.id, seq=event.seq,
+                            type=kind, code=exc.code.value)  # fmt: skip
+        job.events.append(event)
         if result is not None:
             job.result = result
         job.changed.notify_all()

@@ -23,8 +23,10 @@ from raytroupe.protocols import (
     ApprovalDecision,
     ApprovalRequest,
     Budget,
+    Conflict,
     Feedback,
     ImagePart,
+    JobEvent,
     JobResult,
     JobsQuery,
     JobSummary,
@@ -89,6 +91,12 @@ _MIGRATIONS: tuple[Migration, ...] = (
     # column keeps what was asked, for lists. NULL (journaled before this): the task column
     # holds the prompt as it was then, its context glued on, and is the context's request
     ("ALTER TABLE jobs ADD COLUMN context TEXT",),
+    # each job's event log, written before a watcher sees an event: a restarted job goes on
+    # numbering after its last, and a reader resuming after any seq finds every later one
+    (
+        "CREATE TABLE IF NOT EXISTS job_events (job_id TEXT NOT NULL, seq INTEGER NOT NULL, "
+        "event TEXT NOT NULL, PRIMARY KEY (job_id, seq))",
+    ),
 )
 _SUMMARY = (
     "SELECT id, status, tenant, team_name, skill_ref, submitted_by, submitted_at, finished_at, "
@@ -227,6 +235,25 @@ class Journal:
         )
         return [Feedback.model_validate_json(f) for (f,) in rows]
 
+    def event(self, event: JobEvent) -> None:
+        """Record an event of a job's log (before a watcher sees it).
+
+        Raises:
+            Conflict: the job's event of that seq was journaled already (by another process
+                running the job: this one's log has gone apart from the journal's).
+        """
+        kept = self._db.execute(
+            "INSERT INTO job_events (job_id, seq, event) VALUES (?, ?, ?) "
+            "ON CONFLICT DO NOTHING RETURNING seq",
+            (event.job_id, event.seq, event.model_dump_json()),
+        )
+        if not kept:
+            raise Conflict(
+                f"event {event.seq} of job {event.job_id} was journaled already",
+                job_id=event.job_id,
+                field="seq",
+            )
+
     def finish(self, result: JobResult) -> None:
         """Record the job's result; it will not be resumed."""
         self._db.execute(
@@ -283,12 +310,18 @@ class Journal:
         return self._restored.unfinished(owns)
 
     def resumable(self, owns: Callable[[str], bool] = lambda _: True) -> list[Job]:
-        """See :meth:`RestoredJobs.resumable`."""
-        return self._restored.resumable(owns)
+        """Every unfinished job whose id ``owns``, its event log continued in this journal."""
+        jobs = self._restored.resumable(owns)
+        for job in jobs:
+            job.record = self.event
+        return jobs
 
     def finished(self, job_id: str) -> Job | None:
         """See :meth:`RestoredJobs.finished`."""
-        return self._restored.finished(job_id)
+        job = self._restored.finished(job_id)
+        if job is not None:
+            job.record = self.event
+        return job
 
     def running_teams(self) -> set[str]:
         """The names of the teams of unfinished jobs (of every shard)."""

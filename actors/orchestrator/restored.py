@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import TypeAdapter
+from pydantic import TypeAdapter, ValidationError
 
 from raytroupe.actors.orchestrator.jobs import Job, last_event
 from raytroupe.actors.state import Database, first
@@ -147,9 +147,30 @@ class RestoredJobs:
                 skill=found.skill,
                 input=found.input,
                 admin=found.admin,
+                events=self.events(found.job_id),
             )
             for found in self.unfinished(owns)
         ]
+
+    def events(self, job_id: str) -> list[JobEvent]:
+        """The job's event log as journaled, in order (empty: journaled before events were).
+
+        An event that does not read back (written by a newer version) ends it there: a job
+        goes on numbering after the events it has, and has no gaps.
+        """
+        rows = self._db.execute(
+            "SELECT seq, event FROM job_events WHERE job_id = ? ORDER BY seq", (job_id,)
+        )
+        events: list[JobEvent] = []
+        for seq, text in rows:
+            try:
+                event = JobEvent.model_validate_json(text)
+            except ValidationError:
+                break
+            if seq != len(events) + 1:
+                break
+            events.append(event)
+        return events
 
     def finished(self, job_id: str) -> Job | None:
         """A job that finished before this process started, with its result.
@@ -169,12 +190,13 @@ class RestoredJobs:
         )
         budget, submitted_by, admin, task, context = row or (None, None, None, result.task, None)
         images, skill, given = self._given(job_id)
-        # its events are not journaled; its last one is, in effect: a watcher gets it and stops
-        kind, data = last_event(result)
-        ended = JobEvent.model_validate(
-            {"job_id": job_id, "seq": 1, "at": result.timings.finished_at, "type": kind,
-             "data": data}
-        )  # fmt: skip
+        events = self.events(job_id)
+        if not events:  # journaled before its events were: its last one, in effect
+            kind, data = last_event(result)
+            events = [JobEvent.model_validate(
+                {"job_id": job_id, "seq": 1, "at": result.timings.finished_at, "type": kind,
+                 "data": data}
+            )]  # fmt: skip
         return Job(
             id=job_id,
             context=_context(task, context),
@@ -183,7 +205,7 @@ class RestoredJobs:
             submitted_at=result.timings.submitted_at,
             status=result.status,
             result=result,
-            events=[ended],
+            events=events,
             budget=None if budget is None else Budget.model_validate_json(budget),
             images=images,
             skill=skill,

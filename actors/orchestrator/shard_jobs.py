@@ -115,6 +115,7 @@ class ShardJobs:
                 submitted_by=job.submitted_by,
                 admin=job.admin,
             )
+            job.record = self._journal.event
         if job.team.graph is not None and job.skill is None and job.input is not None:
             self._graphs.start(job.id, job.team.graph, job.input)  # its input, in its state
         self._jobs[job.id] = job

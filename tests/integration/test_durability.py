@@ -57,6 +57,24 @@ def test_a_killed_orchestrator_resumes_its_job_without_rerunning_finished_subtas
     assert rt.job(job.job_id).status() == "succeeded"
 
 
+def test_a_reader_resuming_after_its_last_event_across_an_orchestrator_kill_misses_nothing(rt):
+    job = rt.submit("Tasks:\n- one.\n- two.\n- three.\n- four.", team=_slow_team("lastid"))
+    seen = []
+    for event in job.events(timeout=60):  # the reader goes away after two subtasks
+        seen.append(event)
+        if sum(e.type == "subtask_finished" for e in seen) == 2:
+            break
+    kill_and_wait_for_restart(rt.client.handles.orchestrators.of(job.job_id))
+
+    rest = list(rt.events(job.job_id, after=seen[-1].seq, timeout=120))  # Last-Event-ID
+    whole = list(rt.events(job.job_id, timeout=30))
+
+    assert rest[-1].type == "job_succeeded"
+    assert whole == seen + rest  # one log: nothing renumbered, lost or given twice
+    assert [e.seq for e in whole] == list(range(1, len(whole) + 1))
+    assert [e.type for e in whole].count("job_submitted") == 1
+
+
 def test_a_killed_agent_has_its_subtask_dispatched_again(rt):
     team = _slow_team("lazarus", agents=1, max_parallel=1)
     job = rt.submit("- one.\n- two.", team=team)

@@ -5,7 +5,16 @@ from wiring import GatedPool, gated_system, order, run
 
 from raytroupe.actors import LLMAdapterPool
 from raytroupe.actors.orchestrator.journal import Journal
-from raytroupe.protocols import AgentSpec, Attachment, InvalidInput, TeamSpec
+from raytroupe.protocols import (
+    AgentSpec,
+    Attachment,
+    InvalidInput,
+    JobEvent,
+    StateUnavailable,
+    TeamSpec,
+)
+from raytroupe.protocols.job_context import JobContext
+from raytroupe.runtime.operations import At, job_reads
 
 TEAM = TeamSpec(name="j", agents=(AgentSpec(name="solo", role="w"),), max_parallel=1)
 TASK = "Tasks:\n- first thing.\n- second thing.\n- third thing."
@@ -72,3 +81,74 @@ def test_a_task_holding_a_nul_is_refused_before_anything_starts(tmp_path):
         assert pool.work == []
 
     run(main())
+
+
+# --- one event log per job, across restarts ---------------------------------------------------
+
+
+async def _read_on(orchestrator, job_id, after):
+    """The job's events after ``after`` until its last, read by the declared operation."""
+    at = At(orchestrator, tenant="default", admin=True, source="driver", every_tenant=True)
+    stream = await job_reads.events.run_for(at, {"job_id": job_id, "after": after})
+    return [event async for event in stream if event is not None]
+
+
+def test_a_restarted_job_goes_on_with_its_event_log_and_a_reader_misses_nothing(tmp_path):
+    path = tmp_path / "journal.sqlite"
+
+    async def first_life():
+        desk, orchestrator, pool = await system(Journal(path), allowed=1)
+        job_id = await desk.submit(*order(TASK, TEAM))
+        await pool.held.wait()  # s1 done, s2 held at the gate
+        seen = await orchestrator.events(job_id, 0, 0)
+        for task in list(orchestrator._tasks):  # the process dies here
+            task.cancel()
+        return job_id, seen
+
+    async def second_life(job_id, after):
+        _, orchestrator, _ = await system(Journal(path), allowed=99)
+        rest = await _read_on(orchestrator, job_id, after)  # Last-Event-ID: the last it had
+        return rest, await orchestrator.events(job_id, 0, 0)
+
+    async def third_life(job_id):
+        _, orchestrator, _ = await system(Journal(path), allowed=99)
+        return await orchestrator.events(job_id, 0, 0)
+
+    job_id, seen = run(first_life())
+    rest, whole = run(second_life(job_id, seen[-1].seq))
+    again = run(third_life(job_id))
+
+    assert [e.type for e in seen][:2] == ["job_submitted", "plan_ready"]
+    assert "subtask_finished" in [e.type for e in seen]  # s1's
+    assert whole[: len(seen)] == seen  # the log goes on: nothing renumbered or lost
+    assert rest == whole[len(seen) :]  # every later event, once, in order
+    assert [e.seq for e in whole] == list(range(1, len(whole) + 1))
+    assert rest[-1].type == "job_succeeded"
+    assert again == whole  # a finished job's whole log, after one more restart
+
+
+def test_an_event_the_journal_cannot_keep_still_reaches_watchers(tmp_path):
+    class Down(Journal):
+        def event(self, event):  # noqa: ARG002 - refused whatever it is
+            raise StateUnavailable("the store is down", store="test")
+
+    async def main():
+        desk, orchestrator, _ = await system(Down(tmp_path / "journal.sqlite"), allowed=99)
+        job_id = await desk.submit(*order("- only thing.", TEAM))
+        result = await orchestrator.wait(job_id, 10)
+        return result, await orchestrator.events(job_id, 0, 0)
+
+    result, events = run(main())
+    assert result.status == "succeeded"
+    assert [e.type for e in events][-1] == "job_succeeded"
+
+
+def test_a_job_journaled_before_its_events_were_is_read_back_with_its_last():
+    journal = Journal(":memory:")
+    journal.job("old", context=JobContext(request="t"), team=TEAM, tenant="default",
+                budget=None, submitted_at=1.0)  # fmt: skip
+    job = journal.resumable()[0]
+    assert job.events == []  # it numbers its events from 1 as it goes on
+    journal.event(JobEvent(job_id="old", seq=1, at=2.0, type="job_submitted"))
+    journal.event(JobEvent(job_id="old", seq=3, at=3.0, type="plan_ready"))  # not next: a gap
+    assert [e.seq for e in journal.resumable()[0].events] == [1]

@@ -28,7 +28,9 @@ from raytroupe.protocols import (
     Budget,
     BudgetExceeded,
     ConfigError,
+    Conflict,
     ImagePart,
+    JobEvent,
     JobResult,
     JobsQuery,
     Plan,
@@ -96,6 +98,14 @@ def test_an_unfinished_job_comes_back_whole_to_a_new_journal(state_at, keep):
     first.plan("j1", PLAN)
     first.subtask("j1", _done("s1", "draft v1"))
     first.subtask("j1", _done("s1", "draft v2"))  # a re-run replaces
+    log = [
+        JobEvent(job_id="j1", seq=n, at=1.5 + n, type=kind, data={"n": n, "text": "é"})
+        for n, kind in enumerate(("job_submitted", "plan_ready", "llm_delta"), start=1)
+    ]
+    for event in log:
+        first.event(event)
+    with pytest.raises(Conflict, match="event 2 of job j1 was journaled already"):
+        first.event(log[1])
     first.close()
 
     (found,) = keep(Journal(state_at("journal"))).unfinished()
@@ -106,6 +116,8 @@ def test_an_unfinished_job_comes_back_whole_to_a_new_journal(state_at, keep):
     assert found.plan == PLAN
     assert found.done == {"s1": _done("s1", "draft v2")}
     assert found.images == (IMAGE,)
+    (job,) = keep(Journal(state_at("journal"))).resumable()
+    assert job.events == log  # its event log goes on after its last
 
 
 def test_a_job_journaled_before_contexts_were_resumes_with_its_task_as_the_request(state_at, keep):
