@@ -85,7 +85,7 @@ export function summarize(event) {
     case "graph_interrupted":
       return `waiting for input at ${d.interrupt?.node ?? "?"} (${d.interrupt?.when ?? "?"})`;
     case "graph_resumed":
-      return `resumed at ${d.interrupt?.node ?? "?"}`;
+      return `resumed at ${d.node ?? "?"}${d.when ? ` (${d.when})` : ""}`;
     case "job_failed":
       return `${d.code ?? "failed"}: ${truncate(plain(d.error), 200)}`;
     default:

@@ -163,7 +163,7 @@ class JobPage {
         if (live) this.showInterrupt(data.interrupt, data.state);
         break;
       case "graph_resumed":
-        if (live && (!this.interrupt || this.interrupt.id === data.interrupt?.id)) this.hideInterrupt();
+        if (live && (!this.interrupt || this.interrupt.id === data.interrupt)) this.hideInterrupt();
         break;
       case "job_succeeded":
       case "job_failed":

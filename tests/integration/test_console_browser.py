@@ -273,6 +273,8 @@ def test_a_paused_graph_is_resumed_with_a_value_from_its_page(api, console, rt, 
         " === 'succeeded'",
         timeout=60_000,
     )
+    resumed = page.wait_for_selector("#events li[data-type=graph_resumed] .ev-summary")
+    assert resumed.text_content() == "resumed at publish (before)"  # the node, not "?"
 
 
 def test_another_tenants_job_is_refused_and_never_shown(api, console):

@@ -143,6 +143,8 @@ class GraphDesk:
             "graph_resumed",
             data={
                 "interrupt": waiting.interrupt.id,
+                "node": waiting.interrupt.node,
+                "when": waiting.interrupt.when,
                 "value": value,
                 "state": edit,
                 "at": time.time(),
