@@ -350,7 +350,7 @@ class ReAct:
         A delivery failure that may pass (a sandbox restarting: ``retryable``) is tried again
         first, in a fresh envelope, a few times within the deadline: the model should see what
         the tool did, not that its sandbox was restarting. Safe for side-effecting tools, which
-        run at most once per idempotency key (job, subtask, step, tool, arguments).
+        run at most once per idempotency key (job, subtask, tool, arguments).
         """
         stamped = call.model_copy(
             update={"task_id": request.task_id, "step": step, "budget": request.budget}

@@ -1,7 +1,10 @@
 """Idempotency for side-effecting tool calls: a retried call returns the recorded result.
 
-The key comes from the job, the subtask, the step of the agent's loop, the tool and its
-normalized arguments — never from the model's tool-call id, which changes on every retry. The
+A side-effecting call's key (:func:`effect_key`) comes from the job, the subtask, the tool and
+its normalized arguments: the same call made again in a subtask gets the recorded result,
+whatever turn of the agent's loop it comes at — never from the model's tool-call id, which
+changes on every retry, nor from the turn, which a subtask run again after a restart (or a
+model whose answer was lost on its way and asked again) may reach the call at another of. The
 record lives in the state store (a SQLite file, or the cluster's PostgreSQL that every sandbox
 on every node shares), so it outlasts a restart of the sandbox actor. A claim row marks a
 call in progress. A claim older than its lease was abandoned (its holder died mid-call): the
@@ -22,7 +25,7 @@ from raytroupe.actors.state import Migration, first, open_database
 from raytroupe.protocols import ToolError, ToolResult
 from raytroupe.protocols.llm import ToolArguments
 
-__all__ = ["AtMostOnce", "Claim", "IdempotencyStore", "idempotency_key"]
+__all__ = ["AtMostOnce", "Claim", "IdempotencyStore", "effect_key", "idempotency_key"]
 
 Claim = Literal["claimed", "held", "abandoned"]
 """What :meth:`IdempotencyStore.claim` found: the right to run is ours; someone runs the call
@@ -41,6 +44,15 @@ def idempotency_key(
         default=str,
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def effect_key(job_id: str | None, task_id: str | None, tool: str, arguments: ToolArguments) -> str:
+    """The key a side-effecting call runs at most once under: one per call in a subtask.
+
+    Not its step: the same call at another turn is the same effect (a model that repeats it,
+    a subtask run again from its first turn), and is given the recorded result.
+    """
+    return idempotency_key(job_id, task_id, None, tool, arguments)
 
 
 _MIGRATIONS: tuple[Migration, ...] = (

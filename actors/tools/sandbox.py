@@ -29,7 +29,7 @@ from raytroupe.actors.tools.config import ToolsConfig
 from raytroupe.actors.tools.delegation import DELEGATE, HANDOFF, Delegation
 from raytroupe.actors.tools.functions import load_function_tool
 from raytroupe.actors.tools.grants import Grants
-from raytroupe.actors.tools.idempotency import AtMostOnce, IdempotencyStore, idempotency_key
+from raytroupe.actors.tools.idempotency import AtMostOnce, IdempotencyStore, effect_key
 from raytroupe.actors.tools.isolation import Isolation
 from raytroupe.actors.tools.memory_tools import KNOWLEDGE_SEARCH, NOTE, READ_NOTES, MemoryTools
 from raytroupe.actors.tools.scratch import scratch_dir
@@ -287,7 +287,7 @@ class ToolSandbox(TakesBatches):
                     self._router, self._name, call, arguments, agent=agent, job_id=job_id
                 )
             if definition.side_effects:
-                key = idempotency_key(job_id, call.task_id, call.step, call.tool, arguments)
+                key = effect_key(job_id, call.task_id, call.tool, arguments)
                 result = await self._once.run(
                     key,
                     definition.name,

@@ -8,7 +8,7 @@ import tempfile
 import pytest
 from wiring import run, started, started_now
 
-from raytroupe.actors.tools.idempotency import IdempotencyStore, idempotency_key
+from raytroupe.actors.tools.idempotency import IdempotencyStore, effect_key, idempotency_key
 from raytroupe.actors.tools.sandbox import ToolSandbox, ToolsConfig
 from raytroupe.actors.tools.validation import coerce, validate_arguments
 from raytroupe.protocols import (
@@ -148,29 +148,33 @@ def test_a_side_effecting_call_runs_once_per_key_even_across_restarts(tmp_path):
         side_effects=True,
     )
 
-    async def one_call(box, call_id):
+    async def one_call(box, call_id, step, to="x@example.org", task_id="t1"):
         box.register(definition, effect)
         await box.grant("ada", ["send_mail"])
-        the_call = ToolCall(call_id=call_id, tool="send_mail", arguments={"to": "x@example.org"},
-                            task_id="t1", step=3)  # fmt: skip
+        the_call = ToolCall(call_id=call_id, tool="send_mail", arguments={"to": to},
+                            task_id=task_id, step=step)  # fmt: skip
         return await box.call(the_call, agent="ada", job_id="job-1")
 
     async def main():
         first = await started(ToolSandbox(config))
-        done = await one_call(first, "model-id-1")
+        done = await one_call(first, "model-id-1", 1000)
         await first.close()
         second = await started(
             ToolSandbox(config)
-        )  # a restarted sandbox, and the model changed its call id
-        again = await one_call(second, "model-id-2")
+        )  # a restarted sandbox, the model changed its call id, and the subtask run again
+        again = await one_call(second, "model-id-2", 2000)  # came to the call a turn later
+        other = await one_call(second, "model-id-3", 3000, to="y@example.org")
+        elsewhere = await one_call(second, "model-id-4", 1000, task_id="t2")
         await second.close()
-        return done, again
+        return done, again, other, elsewhere
 
-    done, again = run(main())
-    assert runs == [{"to": "x@example.org"}]
+    done, again, other, elsewhere = run(main())
+    assert runs == [{"to": "x@example.org"}, {"to": "y@example.org"}, {"to": "x@example.org"}]
     assert (done.data, again.data) == ({"sent": "x@example.org"}, {"sent": "x@example.org"})
     assert again.metadata["replayed"] is True
     assert again.call_id == "model-id-2"
+    assert "replayed" not in other.metadata  # another call: it runs
+    assert "replayed" not in elsewhere.metadata  # another subtask's: it runs
 
 
 class Gated:
@@ -351,6 +355,14 @@ def test_idempotency_keys_ignore_the_model_call_id_but_not_the_step():
     assert base != idempotency_key("j2", "t", 1, "mail", {"to": "a", "cc": ["b"]})
 
 
+def test_an_effects_key_is_its_call_in_its_subtask_at_whatever_step():
+    base = effect_key("j", "t", "mail", {"to": "a", "cc": ["b"]})
+    assert base == effect_key("j", "t", "mail", {"cc": ["b"], "to": "a"})
+    for other in (("j2", "t", "mail"), ("j", "t2", "mail"), ("j", "t", "post")):
+        assert effect_key(*other, {"to": "a", "cc": ["b"]}) != base
+    assert effect_key("j", "t", "mail", {"to": "a"}) != base
+
+
 def test_a_stale_claim_is_abandoned_never_taken_over(tmp_path):
     store = IdempotencyStore(tmp_path / "s.sqlite")
     assert store.claim("k", lease_s=60) == "claimed"
@@ -374,7 +386,7 @@ def test_a_call_whose_earlier_run_was_cut_short_is_not_run_again(tmp_path):
     sandbox = started_now(ToolSandbox(config))
     definition = ToolDef(name="charge", description="x", side_effects=True, timeout_s=0.01)
     sandbox.register(definition, effect)
-    key = idempotency_key("j", "t1", 1, "charge", {})
+    key = effect_key("j", "t1", "charge", {})
     IdempotencyStore(config.state_dir / "tools.sqlite").claim(key, lease_s=1)  # the dead run
 
     async def main():
