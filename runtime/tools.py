@@ -106,7 +106,8 @@ def tool(
 ) -> Tool | Callable[[Callable[..., Any]], Tool]:
     """Make ``function`` a tool: ``@tool`` or ``@tool(name=..., requires_approval=True)``.
 
-    ``side_effects`` makes the sandbox run it at most once per idempotency key;
+    ``side_effects`` makes the sandbox run it at most once per subtask for the same
+    arguments (the same call again gets the recorded result);
     ``requires_approval`` holds each call for a human; ``timeout_s`` bounds each call.
 
     Raises:

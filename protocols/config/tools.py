@@ -91,7 +91,9 @@ class FunctionTool(BaseModel):
     )
     timeout_s: float = Field(default=30.0, gt=0.0, le=3600.0, description="Wall time per call.")
     side_effects: bool = Field(
-        default=False, description="Changes the world: runs at most once per idempotency key."
+        default=False,
+        description="Changes the world: runs at most once per subtask for the same arguments "
+        "(the same call again gets the recorded result).",
     )
     requires_approval: bool = Field(default=False, description="A human must approve each call.")
     tags: tuple[str, ...] = Field(default=(), description="For discovery.")

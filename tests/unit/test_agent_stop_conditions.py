@@ -36,8 +36,7 @@ PROBE = ToolDef(
         "properties": {"q": {"type": "string"}, "n": {"type": "integer"}},
         "required": ["q"],
     },
-    side_effects=True,
-)
+)  # no side effects: each call runs (a side-effecting call made again gets its record)
 
 
 @dataclass
