@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import re
 from collections.abc import AsyncIterator, Iterable
 from typing import Annotated, Any, Final
 
@@ -84,6 +85,9 @@ _KEPT_IDS: Final = {
 """The OpenAPI operation ids the routes had before they were declared (generated clients name
 their functions by them); every other declared route's id is its operation's name."""
 
+
+_PLACE: Final = re.compile(r"[0-9]{1,18}")
+"""A place in a stream as ``Last-Event-ID`` says it (it fits an int64)."""
 
 _KEPT_BODIES: Final = {"submit": "JobRequest", "create_session": "SessionCreate"}
 """The names the OpenAPI document gave the bodies before their operations were declared
@@ -158,9 +162,13 @@ async def _server_sent(
 
 
 def _resumed(last_event_id: str | None, default: Any) -> Any:
-    """Where a stream resumes: after the ``Last-Event-ID`` a reconnecting reader sent."""
+    """Where a stream resumes: after the ``Last-Event-ID`` a reconnecting reader sent.
+
+    A header that is no place (not up to 18 ASCII digits: ``²``, a 5,000-digit number) is
+    none: the stream starts where it would without one.
+    """
     said = (last_event_id or "").strip()
-    return int(said) if said.isdigit() else default
+    return int(said) if _PLACE.fullmatch(said) else default
 
 
 def _specific_first(op: Operation[..., Any]) -> tuple[int, ...]:

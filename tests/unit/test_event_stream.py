@@ -113,17 +113,19 @@ def _ids(response):
 
 
 def test_a_reader_resumes_after_last_event_id_or_after_and_the_query_wins():
-    header, query, both, garbled = sent(EventLog(), [
+    header, query, both, *garbled = sent(EventLog(), [
         ("GET", "/v1/jobs/j1/events", {"headers": {"Last-Event-ID": "2"}}),
         ("GET", "/v1/jobs/j1/events", {"params": {"after": 3}}),
         ("GET", "/v1/jobs/j1/events", {"params": {"after": 1}, "headers": {"Last-Event-ID": "4"}}),
-        ("GET", "/v1/jobs/j1/events", {"headers": {"Last-Event-ID": "x; drop"}}),
+        *(("GET", "/v1/jobs/j1/events", {"headers": {"Last-Event-ID": said.encode()}})
+          for said in ("x; drop", "-1", "²", "9" * 5000, "1" * 19)),
     ])  # fmt: skip
 
     assert _ids(header) == [3, 4, 5]
     assert _ids(query) == [4, 5]
     assert _ids(both) == [2, 3, 4, 5]
-    assert _ids(garbled) == [1, 2, 3, 4, 5]  # not a place in the stream: from the start
+    for response in garbled:  # not a place in the stream: from the start, not a 500
+        assert (response.status_code, _ids(response)) == (200, [1, 2, 3, 4, 5])
     assert header.headers["content-type"].startswith("text/event-stream")
     assert "event: job_succeeded\ndata: {" in header.text
 
