@@ -27,7 +27,13 @@ def skills_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def rt(tmp_path_factory, postgres, skills_dir):
+def troupe_root(tmp_path_factory):
+    """Where the session's raytroupe keeps its files: state, journal, scratch, memories."""
+    return tmp_path_factory.mktemp("troupe")
+
+
+@pytest.fixture(scope="session")
+def rt(troupe_root, postgres, skills_dir):
     """The session's raytroupe, its durable state in a real PostgreSQL (as on a cluster).
 
     SQLite, the embedded default, is what `troupe up`, the examples, the ``ray up`` tier and
@@ -36,7 +42,7 @@ def rt(tmp_path_factory, postgres, skills_dir):
     from tests.support.postgres import SESSION_DATABASE  # noqa: PLC0415
 
     os.environ[TEST_KEY_ENV] = TEST_KEY
-    root = tmp_path_factory.mktemp("troupe")
+    root = troupe_root
     tools = runtime.ToolsConfig(
         state_dir=root / "state",
         scratch_root=root / "scratch",

@@ -189,7 +189,7 @@ def _http_texts(api, name):
 
 
 def test_secrets_never_appear_in_logs_traces_events_or_answers(
-    rt, api, postgres, tmp_path_factory, capfd
+    rt, api, postgres, *, troupe_root, skills_dir, capfd
 ):
     """A provider key (used for real, and echoed back by a failing provider), the HTTP API key,
     a guessed wrong key and the state store's password: after good and failing jobs, none is
@@ -234,8 +234,12 @@ def test_secrets_never_appear_in_logs_traces_events_or_answers(
     in_answers = [(s, t[:200]) for t in texts for s in secrets if s in t]
     out, err = capfd.readouterr()
     in_driver_output = [s for s in secrets if s in out or s in err]
-    # the session's state (journal, the pool's ledger, grants, memories) lives in the basetemp
-    roots = [_session_logs(), tmp_path_factory.getbasetemp()]
+    # what the product wrote: Ray's logs, and the session's state (journal, the pool's ledger,
+    # grants, memories, scratch) and skills. Not the whole basetemp: files other tests wrote
+    # from this pytest process, which holds the secrets as constants, may carry them as heap
+    # garbage (hnswlib writes its index buffer unzeroed: a Chroma store a test made in-process
+    # once held TEST_KEY in data_level0.bin)
+    roots = [_session_logs(), troupe_root, skills_dir]
     scanned, in_files = _files_holding(roots, secrets)
 
     found = len(in_answers) + len(in_driver_output) + len(in_files)
