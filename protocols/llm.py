@@ -203,6 +203,13 @@ class LLMRequest(_Frozen):
     budget: Budget | None = Field(
         default=None, description="The job's budget; the pool holds the job to it."
     )
+    replay: str | None = Field(
+        default=None,
+        max_length=200,
+        description="The call's place in its job's durable run (an agent's: "
+        "'<subtask>/<n>/<digest of the conversation>'). A call the pool already answered at "
+        "this place of this job is answered from its record, unbilled.",
+    )
 
 
 class LLMResponse(_Frozen):
@@ -222,6 +229,11 @@ class LLMResponse(_Frozen):
         gt=0,
         description="Tokens the deployment that answered takes (its spec's context_window; "
         "None: not configured). Set by the LLM pool.",
+    )
+    replayed: bool = Field(
+        default=False,
+        description="Answered from the pool's record of this very call (``LLMRequest.replay``): "
+        "the provider was not called again and nothing was billed.",
     )
 
 

@@ -141,19 +141,17 @@ class ReAct:
                     message, request, loop, spec=spec, bound=bound
                 )
                 asked = self._clock()
+                call = LLMRequest(
+                    model=spec.model,
+                    messages=tuple(loop.messages),
+                    tools=tools,
+                    tool_choice=choice,
+                    purpose="work",
+                    stream=spec.stream,
+                    budget=request.budget,
+                )
                 try:
-                    answer = await self._ask(
-                        message,
-                        LLMRequest(
-                            model=spec.model,
-                            messages=(*loop.messages[:1], *recalled, *loop.messages[1:]),
-                            tools=tools,
-                            tool_choice=choice,
-                            purpose="work",
-                            stream=spec.stream,
-                            budget=request.budget,
-                        ),
-                    )
+                    answer = await self._ask(message, loop.placed(request.task_id, call, recalled))
                 except ModelError as exc:  # a call the provider could not read: written again
                     if exc.detail.get("reason") not in UNREADABLE_CALL:
                         raise
@@ -275,16 +273,14 @@ class ReAct:
         """The agent's model's summary of ``cut``'s turns; None if it could not be had."""
         asked = self._clock()
         try:
-            answer = await self._ask(
-                cause,
-                LLMRequest(
-                    model=spec.model,
-                    messages=summary_prompt(cut, window),
-                    max_tokens=SUMMARY_TOKENS,
-                    purpose="summarize",
-                    budget=request.budget,
-                ),
+            call = LLMRequest(
+                model=spec.model,
+                messages=summary_prompt(cut, window),
+                max_tokens=SUMMARY_TOKENS,
+                purpose="summarize",
+                budget=request.budget,
             )
+            answer = await self._ask(cause, loop.placed(request.task_id, call))
         except TroupeError as exc:
             bound.warning("context_summary_failed", code=exc.code.value, error=exc.message)
             return None

@@ -14,7 +14,9 @@ The agent runs the loop (``raytroupe.actors.agent.react``); this module holds it
 
 from __future__ import annotations
 
+import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
@@ -32,6 +34,7 @@ from raytroupe.protocols import (
     ChatMessage,
     ContentPart,
     Handoff,
+    LLMRequest,
     LLMResponse,
     Span,
     TaskRequest,
@@ -80,6 +83,12 @@ def render_task(request: TaskRequest) -> str:
         parts.append(f"Results of earlier subtasks:\n{lines}")
     return "\n\n".join(parts)
 
+
+_LONGEST_PLACE_ID: Final = 150
+"""A subtask id longer than this is named by its digest in a model call's place."""
+
+_NOT_ASKED: Final = frozenset({"budget", "stream", "retry_partial_stream", "replay"})
+"""Fields of a request that do not change what the model is asked."""
 
 UNREADABLE_CALL: Final = frozenset({"tool_format", "tool_arguments"})
 """``ModelError`` reasons of a tool call the provider could not read (the model may fix it)."""
@@ -174,11 +183,34 @@ class Loop:
     """Corrective turns of ``raytroupe.actors.agent.checks`` had."""
     corrected: str | None = None
     """The answer the last corrective turn was about."""
+    calls: int = 0
+    """Model calls asked so far, summaries included."""
 
     def window(self, spec: AgentSpec) -> int | None:
         """The context window to keep within: the spec's or the deployment's, the smaller."""
         known = [w for w in (spec.context_window, self.served_window) if w is not None]
         return min(known, default=None)
+
+    def placed(
+        self, task_id: str, asked: LLMRequest, recalled: Sequence[ChatMessage] = ()
+    ) -> LLMRequest:
+        """The next model call: ``asked``, named by its place in the run, ``recalled`` shown.
+
+        What was recalled is shown after the system turn; the place (``LLMRequest.replay``)
+        is the call's number in the subtask's run and the conversation it continues: a run of
+        the subtask from its first turn (its agent died) that reaches the same conversation
+        is given the answer kept for it (``raytroupe.actors.llm.replay``), whatever memories
+        are recalled beside it now; a run that went another way makes the call.
+        """
+        self.calls += 1
+        if len(task_id) > _LONGEST_PLACE_ID:  # a place is at most 200 characters
+            task_id = hashlib.sha256(task_id.encode()).hexdigest()
+        conversation = asked.model_dump_json(exclude=set(_NOT_ASKED))
+        digest = hashlib.sha256(conversation.encode()).hexdigest()[:32]
+        messages = (*asked.messages[:1], *recalled, *asked.messages[1:])
+        return asked.model_copy(
+            update={"messages": messages, "replay": f"{task_id}/{self.calls}/{digest}"}
+        )
 
     def answered(self, answer: LLMResponse) -> None:
         """Book a model call's usage and the window of the deployment that made it."""

@@ -16,13 +16,17 @@ call), so a restart can only make a budget stricter, never let it be overspent.
 from __future__ import annotations
 
 import uuid
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Final, Protocol
 
-from raytroupe.protocols import Budget, BudgetExceeded, Spend, Usage
+from raytroupe.protocols import Budget, BudgetExceeded, LLMResponse, Spend, Usage
 
-__all__ = ["Ledger", "LedgerStore", "Reservation", "Spend", "over_limit"]
+__all__ = ["TURNS_KEPT", "KeptCall", "Ledger", "LedgerStore", "Reservation", "Spend", "over_limit"]
+
+TURNS_KEPT: Final = 10_000
+"""Answers a ledger without a store keeps for replay (the oldest go first)."""
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,19 @@ class Reservation:
     keys: tuple[str, ...]
     tokens: int
     usd: float
+
+
+@dataclass(frozen=True)
+class KeptCall:
+    """A call's answer, kept with its cost so that the call is never billed twice.
+
+    ``key`` names the call: its tenant, job, place in the run and request
+    (:func:`raytroupe.actors.llm.replay.turn_key`).
+    """
+
+    key: str
+    job_id: str
+    answer: LLMResponse
 
 
 class LedgerStore(Protocol):
@@ -50,8 +67,18 @@ class LedgerStore(Protocol):
         """
         ...
 
-    def settle(self, reservation: Reservation, tokens: int, usd: float) -> None:
-        """Close a hold and add what its call cost to each of its accounts, atomically."""
+    def settle(
+        self, reservation: Reservation, tokens: int, usd: float, turn: KeptCall | None = None
+    ) -> None:
+        """Close a hold and add what its call cost to each of its accounts, atomically.
+
+        With ``turn``, keep the call's answer in the same transaction: a call is billed if
+        and only if its answer is kept.
+        """
+        ...
+
+    def turn(self, key: str) -> LLMResponse | None:
+        """The answer kept for the call ``key``, if it was made."""
         ...
 
 
@@ -77,6 +104,7 @@ class Ledger:
         for tenant, budget in (tenant_budgets or {}).items():
             self.set_limit(f"tenant:{tenant}", budget)
         self._open: dict[str, Reservation] = {}
+        self._turns: OrderedDict[str, LLMResponse] = OrderedDict()
 
     def attach(self, store: LedgerStore) -> None:
         """Keep the ledger in ``store`` from now on (before any call is reserved)."""
@@ -111,21 +139,39 @@ class Ledger:
         self._open[reservation.id] = reservation
         return reservation
 
-    def settle(self, reservation: Reservation, usage: Usage | None) -> None:
-        """Release the hold and book what the call really cost (``None``: it cost nothing)."""
+    def settle(
+        self, reservation: Reservation, usage: Usage | None, turn: KeptCall | None = None
+    ) -> None:
+        """Release the hold and book what the call really cost (``None``: it cost nothing).
+
+        ``turn``: the call's answer, kept with its cost (see :meth:`turn`).
+        """
         if self._open.pop(reservation.id, None) is None:
             return
         tokens = 0 if usage is None else usage.total_tokens
         usd = 0.0 if usage is None else usage.cost_usd
         if self._store is not None:
-            self._store.settle(reservation, tokens, usd)
+            self._store.settle(reservation, tokens, usd, turn)
             return
+        if turn is not None:
+            self._turns[turn.key] = turn.answer
+            while len(self._turns) > TURNS_KEPT:
+                self._turns.popitem(last=False)
         for key in reservation.keys:
             account = self._accounts[key]
             account.held.tokens -= reservation.tokens
             account.held.usd -= reservation.usd
             account.spent.tokens += tokens
             account.spent.usd += usd
+
+    def turn(self, key: str) -> LLMResponse | None:
+        """The answer the call ``key`` was given and billed for; None if never made, or failed.
+
+        With a store, whichever replica made it.
+        """
+        if self._store is not None:
+            return self._store.turn(key)
+        return self._turns.get(key)
 
     def has_limit(self, key: str) -> bool:
         """True if ``key`` has a limit (a budget)."""

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import structlog
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt
 
-from raytroupe.actors.llm.budget import Ledger
+from raytroupe.actors.llm.budget import KeptCall, Ledger
 from raytroupe.actors.llm.deployment_state import DeploymentState, backoff_s, estimate_prompt_tokens
 from raytroupe.actors.llm.pricing import PriceTable
 from raytroupe.actors.llm.provider import DeltaSink, LLMProvider
@@ -58,6 +58,9 @@ class CallContext:
     job_id: str | None = None
     tenant: str = "default"
     agent: str = ""
+    turn: str | None = None
+    """The call's name in its job's run (``replay.turn_key``): its answer is kept when it is
+    billed, and a call of that name is answered from it (None: not kept)."""
 
 
 class Gateway:
@@ -209,6 +212,7 @@ class Gateway:
         estimate = 0.0 if state.price is None else state.price.cost(prompt, max_tokens)
         reservation = self._ledger.reserve(keys, prompt + max_tokens, estimate)
         usage = None
+        answer: LLMResponse | None = None
         try:
             async with state.admitted(prompt + max_tokens):
                 # a call that failed while this one waited for a slot may have asked for a pause
@@ -249,16 +253,20 @@ class Gateway:
                     chat_answered(made, response)
                 state.succeeded(self._clock() - start)
             usage = self._prices.priced(state.spec, response.usage)
+            answer = response.model_copy(
+                update={
+                    "usage": usage,
+                    "deployment": state.name,
+                    "context_window": state.spec.context_window,
+                }
+            )
         finally:
-            self._ledger.settle(reservation, usage)
+            kept = None
+            if answer is not None and context.turn is not None and context.job_id is not None:
+                kept = KeptCall(context.turn, context.job_id, answer)
+            self._ledger.settle(reservation, usage, kept)
         await state.charge_tokens(usage.total_tokens - (prompt + max_tokens))
-        return response.model_copy(
-            update={
-                "usage": usage,
-                "deployment": state.name,
-                "context_window": state.spec.context_window,
-            }
-        )
+        return answer
 
     def _failed(self, state: DeploymentState, exc: TroupeError) -> None:
         wait = self._cooldown_s(exc, state)

@@ -23,6 +23,7 @@ from raytroupe.actors.llm.local.provider import InProcessServers, LocalModelProv
 from raytroupe.actors.llm.peers import PoolPeers
 from raytroupe.actors.llm.pricing import Price, PriceTable
 from raytroupe.actors.llm.provider import DeltaSink, LLMProvider
+from raytroupe.actors.llm.replay import turn_key
 from raytroupe.actors.llm.replicas import check_share, reaches_script, served_here
 from raytroupe.actors.llm.state import PoolState
 from raytroupe.actors.llm.streaming import DeltaForwarder
@@ -307,6 +308,12 @@ class LLMAdapterPool(TakesBatches):
         context = context or CallContext()
         if self._peers is not None and self._forwards(request.model):
             return await self._peers.complete_first(request, context)
+        if context.turn is not None:  # made before, in an earlier run of its subtask
+            kept = await self._kept_answer(context.turn)
+            if kept is not None:
+                log.info("model_call_replayed", job_id=context.job_id, agent=context.agent,
+                         place=request.replay)  # fmt: skip
+                return kept.model_copy(update={"replayed": True, "latency_s": 0.0})
         try:
             if request.model in self._broken:
                 raise self._broken[request.model]
@@ -317,6 +324,11 @@ class LLMAdapterPool(TakesBatches):
             raise
         self._usage.book(context, request.model, response)
         return response
+
+    async def _kept_answer(self, turn: str) -> LLMResponse | None:
+        if self._state is not None:
+            return await asyncio.to_thread(self._ledger.turn, turn)
+        return self._ledger.turn(turn)
 
     async def usage(self, job_id: str | None = None) -> list[UsageRow]:
         """Usage by job, agent and model (only ``job_id``'s when given), on all replicas."""
@@ -369,7 +381,12 @@ class LLMAdapterPool(TakesBatches):
     async def _serve(self, message: AgentMessage, request: LLMRequest) -> AgentMessage:
         if self._peers is not None and self._forwards(request.model):
             return await self._peers.first(message)  # llm-0 answers (and streams) it
-        context = CallContext(job_id=message.job_id, tenant=message.tenant, agent=message.sender)
+        context = CallContext(
+            job_id=message.job_id,
+            tenant=message.tenant,
+            agent=message.sender,
+            turn=turn_key(message.tenant, message.job_id, request),
+        )
         forwarder = None
         if request.stream and self._router is not None and message.job_id is not None:
             forwarder = DeltaForwarder(self._router, message)

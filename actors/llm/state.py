@@ -15,9 +15,9 @@ import json
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from raytroupe.actors.llm.budget import Reservation, Spend, over_limit
-from raytroupe.actors.state import Migration, Tx, open_database, upsert
-from raytroupe.protocols import Budget, BudgetExceeded, UsageRow
+from raytroupe.actors.llm.budget import KeptCall, Reservation, Spend, over_limit
+from raytroupe.actors.state import Migration, Tx, first, open_database, upsert
+from raytroupe.protocols import Budget, BudgetExceeded, LLMResponse, UsageRow
 
 __all__ = ["PoolState"]
 
@@ -43,6 +43,10 @@ _MIGRATIONS: tuple[Migration, ...] = (
         "FROM usage",
         "DROP TABLE usage",
         "CREATE INDEX usage_rows_by_job ON usage_rows (job_id)",
+    ),
+    (  # turn-level durability: each answered call, kept with its cost
+        "CREATE TABLE turns (key TEXT PRIMARY KEY, job_id TEXT NOT NULL, answer TEXT NOT NULL)",
+        "CREATE INDEX turns_by_job ON turns (job_id)",
     ),
 )
 
@@ -136,18 +140,32 @@ class PoolState:
                 ),
             )
 
-    def settle(self, reservation: Reservation, tokens: int, usd: float) -> None:
+    def settle(
+        self, reservation: Reservation, tokens: int, usd: float, turn: KeptCall | None = None
+    ) -> None:
         """Close the hold and add what the call cost to each of its accounts, atomically.
 
-        A hold no longer open (booked in full meanwhile by a recovering replica) changes
-        nothing.
+        A hold no longer open (booked in full meanwhile by a recovering replica) books nothing
+        more. ``turn``, the call's answer, is kept in the same transaction either way (the
+        call was paid for): the first answer kept for its key stays.
         """
         with self._db.transaction() as tx:
+            if turn is not None:
+                tx.execute(
+                    "INSERT INTO turns (key, job_id, answer) VALUES (?, ?, ?) "
+                    "ON CONFLICT (key) DO NOTHING",
+                    (turn.key, turn.job_id, turn.answer.model_dump_json()),
+                )
             if not tx.execute("DELETE FROM holds WHERE id = ? RETURNING id", (reservation.id,)):
                 return
             for key in sorted(reservation.keys):
                 held = (reservation.tokens, reservation.usd)
                 tx.execute(_BOOK, (tokens, usd, *held, key))
+
+    def turn(self, key: str) -> LLMResponse | None:
+        """The answer kept for the call ``key`` (by any replica), if it was made."""
+        row = first(self._db.execute("SELECT answer FROM turns WHERE key = ?", (key,)))
+        return None if row is None else LLMResponse.model_validate_json(row[0])
 
     def book(self, row: UsageRow) -> None:
         """Keep ``row`` (this replica's running totals of one job, agent and model)."""

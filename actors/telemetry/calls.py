@@ -28,6 +28,7 @@ def model_span(alias: str, answer: LLMResponse, start: float, end: float) -> Spa
             "cost_usd": answer.usage.cost_usd,
             "latency_s": answer.latency_s,
             "finish_reason": answer.finish_reason,
+            **({"replayed": True} if answer.replayed else {}),
         },
     )
 

@@ -22,10 +22,17 @@ from pathlib import Path
 from typing import Literal
 
 from raytroupe.actors.state import Migration, first, open_database
-from raytroupe.protocols import ToolError, ToolResult
+from raytroupe.protocols import ErrorCode, ToolError, ToolResult
 from raytroupe.protocols.llm import ToolArguments
 
-__all__ = ["AtMostOnce", "Claim", "IdempotencyStore", "effect_key", "idempotency_key"]
+__all__ = [
+    "AtMostOnce",
+    "Claim",
+    "IdempotencyStore",
+    "effect_key",
+    "idempotency_key",
+    "step_key",
+]
 
 Claim = Literal["claimed", "held", "abandoned"]
 """What :meth:`IdempotencyStore.claim` found: the right to run is ours; someone runs the call
@@ -44,6 +51,25 @@ def idempotency_key(
         default=str,
     )
     return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def step_key(  # noqa: PLR0917 - the parts of one key
+    job_id: str | None,
+    task_id: str | None,
+    step: int | None,
+    agent: str,
+    tool: str,
+    arguments: ToolArguments,
+) -> str | None:
+    """The key a call without side effects is kept under: its place in its agent's run.
+
+    The agent's: agents answering one subtask side by side each have their own run, and may
+    each have a function of that name of their own. None when the call has no place (made
+    outside a job's subtask).
+    """
+    if job_id is None or task_id is None or step is None:
+        return None
+    return idempotency_key(job_id, task_id, step, f"{agent}\0{tool}", arguments)
 
 
 def effect_key(job_id: str | None, task_id: str | None, tool: str, arguments: ToolArguments) -> str:
@@ -103,6 +129,14 @@ class IdempotencyStore:
             (result.model_dump_json(), key),
         )
 
+    def keep(self, key: str, result: ToolResult) -> None:
+        """Keep the result of a call that needs no claim (one without side effects)."""
+        self._db.execute(
+            "INSERT INTO calls (key, state, claimed_at, result) VALUES (?, 'done', ?, ?) "
+            "ON CONFLICT (key) DO NOTHING",
+            (key, time.time(), result.model_dump_json()),
+        )
+
     def release(self, key: str) -> None:
         """Give up a claim without a result (the call failed before it had any effect)."""
         self._db.execute("DELETE FROM calls WHERE key = ? AND state = 'running'", (key,))
@@ -151,6 +185,26 @@ class AtMostOnce:
         self._running[key] = running
         running.add_done_callback(lambda _: self._running.pop(key, None))
         return await asyncio.shield(running)
+
+    async def kept(self, key: str | None, run: Callable[[], Awaitable[ToolResult]]) -> ToolResult:
+        """``run()`` for a call without side effects, its result kept under ``key``.
+
+        ``key`` names the call's place in its subtask's run (:func:`step_key`): a run of the
+        subtask from its first turn (its agent died) is given what the tool answered the
+        first time, so that its model is shown the same and its kept answers replay
+        (``raytroupe.actors.llm.replay``). Nothing is claimed: a call cut short runs again.
+        A failure the host caused, or one that may pass, is not kept. None: not kept.
+        """
+        if key is not None and (recorded := self._store.recorded(key)) is not None:
+            return recorded.model_copy(update={"metadata": {**recorded.metadata, "replayed": True}})
+        result = await run()
+        error = result.error
+        passing = error is not None and (
+            error.retryable or error.code is ErrorCode.TOOL_INFRASTRUCTURE
+        )
+        if key is not None and not passing:
+            self._store.keep(key, result)
+        return result
 
     async def _recorded(self, key: str, run: Callable[[], Awaitable[ToolResult]]) -> ToolResult:
         try:

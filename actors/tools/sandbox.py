@@ -4,9 +4,11 @@ Its tools: the built-ins, the function tools of ``ToolsConfig.functions`` (impor
 sandbox starts; one that cannot load is left out, and granting it says why), and MCP servers'.
 
 A call goes: known tool? → granted to the calling agent? → arguments valid (after safe
-coercion)? → already done (side-effecting tools, by idempotency key)? → run, with the tool's
-timeout and retries → output checked against its schema and size-capped. Every outcome is
-one ``ToolResult`` ``{ok, data, error, metadata}``; nothing here raises at the caller.
+coercion)? → already done (a side-effecting tool: by idempotency key, at most once; any other:
+at this step of its subtask's run, so that a subtask run again sees what it saw)? → run, with
+the tool's timeout and retries → output checked against its schema and size-capped. Every
+outcome is one ``ToolResult`` ``{ok, data, error, metadata}``; nothing here raises at the
+caller.
 """
 
 from __future__ import annotations
@@ -29,7 +31,12 @@ from raytroupe.actors.tools.config import ToolsConfig
 from raytroupe.actors.tools.delegation import DELEGATE, HANDOFF, Delegation
 from raytroupe.actors.tools.functions import load_function_tool
 from raytroupe.actors.tools.grants import Grants
-from raytroupe.actors.tools.idempotency import AtMostOnce, IdempotencyStore, effect_key
+from raytroupe.actors.tools.idempotency import (
+    AtMostOnce,
+    IdempotencyStore,
+    effect_key,
+    step_key,
+)
 from raytroupe.actors.tools.isolation import Isolation
 from raytroupe.actors.tools.memory_tools import KNOWLEDGE_SEARCH, NOTE, READ_NOTES, MemoryTools
 from raytroupe.actors.tools.scratch import scratch_dir
@@ -295,7 +302,10 @@ class ToolSandbox(TakesBatches):
                     lease_s=definition.timeout_s * (definition.retries + 1),
                 )
             else:
-                result = await self._run(definition, run, arguments, context)
+                result = await self._once.kept(
+                    step_key(job_id, call.task_id, call.step, agent, call.tool, arguments),
+                    lambda: self._run(definition, run, arguments, context),
+                )
         except TroupeError as exc:
             result = _failure(exc)
         metadata = {**result.metadata, "duration_s": time.perf_counter() - start}

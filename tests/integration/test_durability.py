@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import time
+import uuid
 
 import ray
 
 from raytroupe import runtime
 from raytroupe.protocols.team import team_role
+from tests.support.ledger import TOOL_NAME, runs_by_token
 from tests.support.restarts import after_restart, kill_and_wait_for_restart
+from tests.support.wire_model import ToolCall as WireCall
+from tests.support.wire_server import Reply, WireServer
 
 LATENCY_S = 1.0
 
@@ -92,6 +96,62 @@ def test_a_killed_agent_has_its_subtask_dispatched_again(rt):
         d for d in rt.dead_letters(limit=1000) if d.message and d.message.job_id == job.job_id
     ]
     assert [d.reason.value for d in letters] == ["recipient_unavailable"] * (attempts - 1)
+
+
+def test_a_killed_agent_resumes_its_subtask_at_the_turn_it_reached(rt, tmp_path):
+    """A subtask of 4 model calls, its agent killed in its second tool call (after turn 2):
+    the subtask, dispatched again, replays turns 1 and 2 from the pool's record and the tools'
+    results, and the model server sees 4 calls in all; the side effect ran once, and the
+    ledger and the usage report count each call once."""
+    name = f"resume-{uuid.uuid4().hex[:6]}"
+    ledger, token = tmp_path / "effects.log", f"tok-{name}"
+    tokens = {"prompt_tokens": 10, "completion_tokens": 2}
+
+    def tool(name, **arguments):
+        return Reply(tool_calls=(WireCall(name, arguments),), **tokens)
+
+    with WireServer() as wire:
+        wire.script(
+            tool(TOOL_NAME, ledger=str(ledger), token=token),
+            tool("python", code="import time; time.sleep(6); print('slept')"),
+            tool("python", code="print(6 * 7)"),
+            Reply(text="Done: 42.", **tokens),
+        )
+        model = runtime.OpenAICompatibleModel(base_url=wire.base_url_openai, model="m")
+        team = runtime.Team(
+            name=name,
+            planner_model="offline",
+            models={f"{name}-m": model},
+            agents=[runtime.AgentSpec(name=f"{name}-agent", role="worker", model=f"{name}-m",
+                                      tools=[TOOL_NAME, "python"],
+                                      memory=runtime.MemoryPolicy(recall=False))],
+        )  # fmt: skip
+        job = rt.submit("Record the token, then compute 6 * 7.", team=team)
+        assert wire.wait_for_requests(2, timeout_s=90)  # the agent is in its 6 s tool call
+        time.sleep(1.0)
+        ray.kill(rt.actor(f"agent/{name}-agent"), no_restart=False)
+
+        result = job.result(timeout=180)
+        calls = [r.body["messages"] for r in wire.requests]
+
+    assert result.status == "succeeded", result.error
+    (sub,) = result.subtasks
+    assert sub.attempt >= 2  # it was dispatched again
+    assert sub.output == "Done: 42."
+    assert len(calls) == 4  # not 6: turns 1 and 2 were not asked again
+    # the third call, the first after the kill, went on with the conversation as it stood
+    assert [m["role"] for m in calls[2]] == ["system", "user", *["assistant", "tool"] * 2]
+    shown = [m["content"] for m in calls[2] if m["role"] == "tool"]
+    assert shown == [f"recorded {token}", '{"stdout": "slept\\n", "stderr": "", "exit_code": 0}']
+    assert runs_by_token(ledger) == {token: 1}
+    assert (sub.turns, sub.usage.calls, sub.usage.total_tokens) == (4, 4, 48)
+    rows = rt.usage(job.job_id)
+    assert sum(r.calls for r in rows) == 4
+    assert sum(r.prompt_tokens + r.completion_tokens for r in rows) == 48
+    spent = ray.get(rt.actor("llm/0").spent.remote(f"job:{job.job_id}"))
+    assert spent.tokens == 48  # billed once per call
+    models = [s for s in result.trace if s.kind == "model_call"]
+    assert sum(bool(s.attributes.get("replayed")) for s in models) == 2
 
 
 def test_a_restarted_router_rebuilds_its_registry(rt):

@@ -23,6 +23,7 @@ invariant that did not hold.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import random
 import statistics
@@ -104,6 +105,12 @@ class JobOutcome:
     latency_s: float
     detail: str = ""
     token: str | None = None
+    needed_calls: int = 0
+    """Model calls the agents' final runs of a completed job's subtasks counted (replays too)."""
+    billed_calls: int = 0
+    """Model calls the pool billed the job's agents (its usage rows)."""
+    replayed_calls: int = 0
+    """Model calls answered from the pool's record (a subtask run again after a kill)."""
 
 
 @dataclass(frozen=True)
@@ -181,6 +188,11 @@ class ChaosResult:
         return sum(1 for n in self.tool_runs.values() if n > 1)
 
     @property
+    def repeated_calls(self) -> int:
+        """Model calls billed beyond what the completed jobs' subtasks needed: made twice."""
+        return sum(max(0, o.billed_calls - o.needed_calls) for o in self.outcomes)
+
+    @property
     def failure_codes(self) -> dict[str, int]:
         """Error codes of the jobs that failed typed."""
         return dict(Counter(o.code or "?" for o in self.outcomes if o.status == "failed_typed"))
@@ -238,6 +250,12 @@ class ChaosResult:
             record(suite, f"dead letters {reason}", n, "envelopes", f"{tag}; {scope}")
         record(suite, "side-effecting tool keys", len(self.tool_runs), "keys", tag)
         record(suite, "tool double runs", self.double_runs, "keys", tag)
+        completed = [o for o in self.outcomes if o.status == "completed"]
+        record(suite, "model calls needed (completed jobs)",
+               sum(o.needed_calls for o in completed), "calls", tag)  # fmt: skip
+        record(suite, "model calls replayed from the record",
+               sum(o.replayed_calls for o in completed), "calls", tag)  # fmt: skip
+        record(suite, "model calls repeated (billed - needed)", self.repeated_calls, "calls", tag)
         record(suite, "job latency p50", round(self.latency(0.5), 3), "s", tag)
         record(suite, "job latency p99", round(self.latency(0.99), 3), "s", tag)
         record(suite, "run duration", round(self.duration_s, 2), "s", tag)
@@ -351,7 +369,15 @@ def _run_job(  # noqa: PLR0917 - one call site, a pool.submit
     missing = [e for e in expected if e not in result.answer]
     if missing:
         return outcome("wrong_answer", job_id, None, f"missing {missing} in {result.answer!r}")
-    return outcome("completed", job_id, None, "")
+    agents = {a.name for a in team.agents}
+    rows = _poll(lambda: rt.usage(result.job_id), time.monotonic() + plan.job_timeout_s)
+    models = [s for s in result.trace if s.kind == "model_call"]
+    return dataclasses.replace(
+        outcome("completed", job_id, None, ""),
+        needed_calls=sum(s.usage.calls for s in result.subtasks),
+        billed_calls=sum(r.calls for r in rows if r.agent in agents),
+        replayed_calls=sum(bool(s.attributes.get("replayed")) for s in models),
+    )
 
 
 # -- the kills ------------------------------------------------------------------------------

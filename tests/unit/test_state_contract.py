@@ -14,7 +14,7 @@ import time
 
 import pytest
 
-from raytroupe.actors.llm.budget import Reservation, Spend
+from raytroupe.actors.llm.budget import KeptCall, Reservation, Spend
 from raytroupe.actors.llm.state import PoolState
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.state import open_database, redact_url, upsert
@@ -33,6 +33,7 @@ from raytroupe.protocols import (
     JobEvent,
     JobResult,
     JobsQuery,
+    LLMResponse,
     Plan,
     StateUnavailable,
     SubtaskResult,
@@ -40,6 +41,7 @@ from raytroupe.protocols import (
     TenantPolicy,
     Timings,
     ToolResult,
+    Usage,
     UsageRow,
 )
 from raytroupe.protocols.job_context import Example, History, JobContext, TextFile, Turn
@@ -285,6 +287,29 @@ def test_spend_adds_up_per_account_and_open_holds_are_booked_by_the_next_pool(st
     expected = {"job:j1": Spend(40, 0.25), "tenant:acme": Spend(1050, 2.375)}
     assert restarted.spent() == expected
     assert restarted.account("tenant:acme") == (Spend(1050, 2.375), Spend(0, 0.0))
+
+
+def test_a_calls_answer_is_kept_with_its_cost_once_and_read_back_by_any_replica(state_at, keep):
+    """``settle(..., turn)`` bills the call and keeps its answer in one transaction."""
+    first = keep(PoolState(state_at("llm"), replica="llm-0"))
+    call = Reservation(id="t1", keys=("job:j1",), tokens=50, usd=0.0)
+    answer = LLMResponse(text="42", model="m", provider="p", usage=Usage(prompt_tokens=7))
+    first.hold(call)
+    first.settle(call, 7, 0.0, KeptCall("turn-a", "j1", answer))
+    other = answer.model_copy(update={"text": "43"})
+    late = Reservation(id="t2", keys=("job:j1",), tokens=50, usd=0.0)
+    first.hold(late)
+    first.settle(late, 7, 0.0, KeptCall("turn-a", "j1", other))  # the same call again: first kept
+    assert first.turn("turn-b") is None
+    second = keep(PoolState(state_at("llm"), replica="llm-1"))
+    assert second.turn("turn-a") == answer
+    # a hold already booked in full by a recovering replica: the answer is kept all the same
+    lost = Reservation(id="t3", keys=("job:j1",), tokens=50, usd=0.0)
+    first.hold(lost)
+    assert keep(PoolState(state_at("llm"), replica="llm-0")).recover() == 1
+    first.settle(lost, 7, 0.0, KeptCall("turn-c", "j1", answer))
+    assert second.turn("turn-c") == answer
+    assert second.spent() == {"job:j1": Spend(64, 0.0)}  # 7 + 7 + 50 booked in full
 
 
 def test_a_replica_books_its_own_holds_and_replica_0_those_of_replicas_gone(state_at, keep):

@@ -15,6 +15,7 @@ from raytroupe.protocols import (
     ConfigError,
     ErrorCode,
     InvalidArguments,
+    RecipientUnavailable,
     ToolCall,
     ToolDef,
     ToolError,
@@ -175,6 +176,49 @@ def test_a_side_effecting_call_runs_once_per_key_even_across_restarts(tmp_path):
     assert again.call_id == "model-id-2"
     assert "replayed" not in other.metadata  # another call: it runs
     assert "replayed" not in elsewhere.metadata  # another subtask's: it runs
+
+
+def test_a_call_without_side_effects_is_answered_as_before_at_its_step_after_a_restart(tmp_path):
+    """A subtask run again from its first turn is shown what its tools answered the first
+    time (so its model's kept answers replay); another step, or no job, runs the tool."""
+    config = ToolsConfig(state_dir=tmp_path / "state", scratch_root=tmp_path / "s")
+    runs = []
+
+    async def clock(_arguments, _ctx):
+        runs.append(1)
+        if len(runs) == 4:  # the fourth run fails in a way that may pass
+            raise RecipientUnavailable("the clock's peer is restarting")
+        return {"now": len(runs)}
+
+    async def one_call(box, step, job_id="job-1"):
+        box.register(ToolDef(name="clock", description="The time."), clock)
+        await box.grant("ada", ["clock"])
+        asked = ToolCall(call_id=f"c{step}", tool="clock", arguments={}, task_id="t1", step=step)
+        return await box.call(asked, agent="ada", job_id=job_id)
+
+    async def main():
+        first = await started(ToolSandbox(config))
+        before = await one_call(first, 1000)
+        await first.close()
+        second = await started(ToolSandbox(config))  # restarted, and the subtask run again
+        answers = [
+            await one_call(second, 1000),  # the same step: what it answered then
+            await one_call(second, 2000),  # the next turn: it runs
+            await one_call(second, 1000, job_id=None),  # no job's run: it runs
+            await one_call(second, 3000),  # fails in a way that may pass: not kept
+            await one_call(second, 3000),
+        ]
+        await second.close()
+        return before, answers
+
+    before, (again, later, unplaced, failed, retried) = run(main())
+    assert before.data == again.data == {"now": 1}
+    assert again.metadata["replayed"] is True
+    assert again.call_id == "c1000"
+    assert (later.data, unplaced.data) == ({"now": 2}, {"now": 3})
+    assert not failed.ok
+    assert (retried.data, retried.metadata.get("replayed")) == ({"now": 5}, None)
+    assert len(runs) == 5
 
 
 class Gated:
