@@ -302,10 +302,13 @@ class MessageRouter:
 
     async def _deliver_one(self, routed: Routed, target: str | None = None) -> bytes:
         message = routed.message
+        name = None
         try:
             name, entry = self._resolve(message, target)
             reply = await call(name, entry, routed)
         except TroupeError as exc:
+            if name is not None:  # who failed it: the sender may want it again, restarted
+                exc.detail.setdefault("recipient", name)
             self._ledger.dead_letter(exc, message)
             return encode(message.error_reply(exc, sender="router"))
         self._ledger.count.delivered += 1

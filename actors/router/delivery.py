@@ -99,8 +99,12 @@ def settle_answer(
     answer: Outcome,
     ledger: Ledger,
 ) -> None:
-    """Settle ``future`` with the reply to ``message``: ``answer``, or why it has none."""
+    """Settle ``future`` with the reply to ``message``: ``answer``, or why it has none.
+
+    An error names ``name``, who failed it: the sender may want it again, restarted.
+    """
     if isinstance(answer, TroupeError):
+        answer.detail.setdefault("recipient", name)
         ledger.dead_letter(answer, message)
         reply = encode(message.error_reply(answer, sender="router"))
     elif answer is None:

@@ -99,10 +99,11 @@ def test_a_killed_agent_has_its_subtask_dispatched_again(rt):
 
 
 def test_a_killed_agent_resumes_its_subtask_at_the_turn_it_reached(rt, tmp_path):
-    """A subtask of 4 model calls, its agent killed in its second tool call (after turn 2):
-    the subtask, dispatched again, replays turns 1 and 2 from the pool's record and the tools'
-    results, and the model server sees 4 calls in all; the side effect ran once, and the
-    ledger and the usage report count each call once."""
+    """A subtask of 4 model calls, its agent (one of two of its role) killed in its second
+    tool call, after turn 2: the subtask, dispatched again to that agent (restarted), replays
+    turns 1 and 2 from the pool's record and the tools' results, and the model server sees
+    4 calls in all; the side effect ran once, and the ledger and the usage report count
+    each call once."""
     name = f"resume-{uuid.uuid4().hex[:6]}"
     ledger, token = tmp_path / "effects.log", f"tok-{name}"
     tokens = {"prompt_tokens": 10, "completion_tokens": 2}
@@ -122,14 +123,17 @@ def test_a_killed_agent_resumes_its_subtask_at_the_turn_it_reached(rt, tmp_path)
             name=name,
             planner_model="offline",
             models={f"{name}-m": model},
-            agents=[runtime.AgentSpec(name=f"{name}-agent", role="worker", model=f"{name}-m",
+            agents=[runtime.AgentSpec(name=f"{name}-{n}", role="worker", model=f"{name}-m",
                                       tools=[TOOL_NAME, "python"],
-                                      memory=runtime.MemoryPolicy(recall=False))],
+                                      memory=runtime.MemoryPolicy(recall=False))
+                    for n in ("a", "b")],
         )  # fmt: skip
         job = rt.submit("Record the token, then compute 6 * 7.", team=team)
         assert wire.wait_for_requests(2, timeout_s=90)  # the agent is in its 6 s tool call
         time.sleep(1.0)
-        ray.kill(rt.actor(f"agent/{name}-agent"), no_restart=False)
+        system = wire.requests[1].body["messages"][0]["content"]  # "You are <name>, ..."
+        (agent,) = [a.name for a in team.agents if system.startswith(f"You are {a.name},")]
+        ray.kill(rt.actor(f"agent/{agent}"), no_restart=False)
 
         result = job.result(timeout=180)
         calls = [r.body["messages"] for r in wire.requests]
@@ -137,6 +141,7 @@ def test_a_killed_agent_resumes_its_subtask_at_the_turn_it_reached(rt, tmp_path)
     assert result.status == "succeeded", result.error
     (sub,) = result.subtasks
     assert sub.attempt >= 2  # it was dispatched again
+    assert sub.agent == agent  # to the agent that had it, restarted: not its idle teammate
     assert sub.output == "Done: 42."
     assert len(calls) == 4  # not 6: turns 1 and 2 were not asked again
     # the third call, the first after the kill, went on with the conversation as it stood
