@@ -41,6 +41,7 @@ __all__ = [
     "JobEnded",
     "LLMDeltas",
     "Payload",
+    "SubtaskTaken",
     "TaskRequest",
     "TaskResult",
     "ToolResult",
@@ -212,6 +213,18 @@ class LLMDeltas(_Frozen):
     deltas: tuple[LLMDelta, ...] = Field(min_length=1)
 
 
+class SubtaskTaken(_Frozen):
+    """An agent's word to the job's orchestrator that it runs a subtask.
+
+    Journaled: a dispatch again after the orchestrator restarted goes to that agent first,
+    which joins its run or resumes it (a teammate would start it over).
+    """
+
+    kind: Literal["subtask_taken"] = "subtask_taken"
+    task_id: str = Field(min_length=1, max_length=200)
+    agent: str = Field(min_length=1, max_length=200)
+
+
 class Handoff(_Frozen):
     """A tool sandbox's answer to the ``handoff`` tool: another agent took the subtask over.
 
@@ -268,6 +281,7 @@ Payload = Annotated[
     | JobEnded
     | Ack
     | LLMDeltas
+    | SubtaskTaken
     | Handoff
     | ErrorPayload,
     Field(discriminator="kind"),

@@ -32,9 +32,11 @@ from raytroupe.protocols import (
     ErrorCode,
     ErrorPayload,
     InvalidInput,
+    SubtaskTaken,
     TaskRequest,
     TaskResult,
     ToolSpec,
+    orchestrator_address,
 )
 
 __all__ = ["AgentActor"]
@@ -88,6 +90,7 @@ class AgentActor(TakesBatches):
         self._roles: tuple[str, ...] = ()
         self._by_job: dict[str, set[asyncio.Task[Any]]] = {}
         self._subtasks: dict[tuple[str | None, str], _Joined] = {}
+        self._telling: set[asyncio.Future[None]] = set()
         self._cancelled: deque[str] = deque(maxlen=1000)
         self._spec = spec
         self._tools = tuple(tools)
@@ -188,6 +191,7 @@ class AgentActor(TakesBatches):
             run = asyncio.ensure_future(self._work(message, request))
             joined = self._subtasks[key] = _Joined(run)
             run.add_done_callback(lambda _done: self._subtasks.pop(key, None))
+            self._say_taken(message, request)
         else:
             log.info("subtask_joined", agent=self._spec.name, job_id=message.job_id,
                      task_id=request.task_id, attempt=message.attempt)  # fmt: skip
@@ -200,6 +204,31 @@ class AgentActor(TakesBatches):
             raise
         finally:
             joined.waiting -= 1
+
+    def _say_taken(self, message: AgentMessage, request: TaskRequest) -> None:
+        """Tell the job's orchestrator, in the background, that this agent runs the subtask.
+
+        It journals it: dispatched again after it restarted, the subtask comes back here,
+        to join this run or resume it, not to a teammate that would start it over. Only for
+        an orchestrator's dispatch; a word that is lost costs only that.
+        """
+        if message.job_id is None or message.sender != orchestrator_address(message.job_id):
+            return
+        word = message.derive(
+            sender=self._spec.name,
+            recipient=message.sender,
+            payload=SubtaskTaken(task_id=request.task_id, agent=self._spec.name),
+        )
+
+        async def say() -> None:
+            try:
+                await self._router.request(word)
+            except Exception as exc:  # noqa: BLE001 - a lost word must not fail the subtask
+                log.info("subtask_taken_not_told", job_id=message.job_id, error=repr(exc))
+
+        told = asyncio.ensure_future(say())
+        self._telling.add(told)
+        told.add_done_callback(self._telling.discard)
 
     async def _work(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
         """Run one subtask; a ``cancel_job`` for its job ends it as ``cancelled``.

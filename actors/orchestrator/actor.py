@@ -52,6 +52,7 @@ from raytroupe.protocols import (
     JobSummary,
     LLMDeltas,
     Span,
+    SubtaskTaken,
     job_shard,
 )
 from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphState
@@ -210,13 +211,19 @@ class Orchestrator:
         return job.events[after:]
 
     async def receive(self, data: bytes) -> bytes | None:
-        """Envelope entry point: progress events about a job (e.g. streamed model tokens)."""
+        """Envelope entry point: progress about a job.
+
+        Streamed model tokens, an agent that took a subtask, a tool call held for a person.
+        """
         return await serve_envelope(
-            data, self._handle, me=self._address, accepts=(LLMDeltas, ApprovalRequest)
+            data,
+            self._handle,
+            me=self._address,
+            accepts=(LLMDeltas, SubtaskTaken, ApprovalRequest),
         )
 
     async def _handle(
-        self, message: AgentMessage, payload: LLMDeltas | ApprovalRequest
+        self, message: AgentMessage, payload: LLMDeltas | SubtaskTaken | ApprovalRequest
     ) -> AgentMessage:
         if message.job_id is None:
             raise InvalidInput(f"orchestrator takes messages about a job, not {message.kind!r}")
@@ -225,6 +232,13 @@ class Orchestrator:
             case LLMDeltas():
                 deltas = [d.model_dump(exclude={"kind"}) for d in payload.deltas]
                 await emit(job, "llm_delta", data={"agent": payload.agent, "deltas": deltas})
+                return message.reply(Ack(), sender=self._address)
+            case SubtaskTaken():
+                if payload.agent != message.sender:
+                    raise InvalidInput(
+                        f"{message.sender!r} cannot say {payload.agent!r} took a subtask"
+                    )
+                self._held.taken(job, payload.task_id, payload.agent)
                 return message.reply(Ack(), sender=self._address)
             case ApprovalRequest():
                 return message.reply(await self._desk.hold(job, payload), sender=self._address)

@@ -276,11 +276,13 @@ class Dispatcher:
         """One answer from an agent of the role (or agent ``to``), sent again while it is gone.
 
         Each attempt is a span under ``span`` (the subtask's), with the agent's spans below it.
-        A subtask whose agent died goes back to that agent once (Ray restarts it): run again
-        there, it resumes at the turn it reached, its model calls answered from the pool's
-        record; another agent of the role would start it over. If that fails too, the role.
+        A subtask an agent of its role took before (this shard restarted since) goes back to
+        that agent first, and so does one whose agent died (Ray restarts it): there, it joins
+        the run under way or resumes it at the turn it reached, its model calls answered from
+        the pool's record; another agent of the role would start it over. If that fails too,
+        the role.
         """
-        again: str | None = None
+        again = _holder(job, sub, job.taken.get(sub.id))
         for attempt in range(1, self._max_attempts + 1):
             await emit(job, "subtask_started", sub.id, {"role": sub.role, "attempt": attempt})
             recipient = to or again or f"role:{team_role(job.team.name, sub.role)}"
@@ -312,7 +314,7 @@ class Dispatcher:
                 case ErrorPayload() as error if error.retryable and attempt < self._max_attempts:
                     log.warning("subtask_retry", job_id=job.id, task_id=sub.id,
                                 attempt=attempt, code=error.code.value)  # fmt: skip
-                    again = _had_it(job, sub, error) if to is None and again is None else None
+                    again = None if again is not None else _died_with_it(job, sub, error)
                 case ErrorPayload() as error:
                     return failed(sub, error, attempt)
                 case unexpected:
@@ -320,16 +322,20 @@ class Dispatcher:
         raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
 
 
-def _had_it(job: Job, sub: PlannedSubtask, error: ErrorPayload) -> str | None:
+def _died_with_it(job: Job, sub: PlannedSubtask, error: ErrorPayload) -> str | None:
     """The agent of ``sub``'s role that died with it (the router names it), if one did.
 
     Not one that was too slow (``deadline_exceeded``): it may still be running the subtask.
     """
     if error.code is not ErrorCode.RECIPIENT_UNAVAILABLE:
         return None
-    failed = error.detail.get("recipient")
+    return _holder(job, sub, error.detail.get("recipient"))
+
+
+def _holder(job: Job, sub: PlannedSubtask, agent: object) -> str | None:
+    """``agent``, if it is an agent of ``sub``'s role."""
     holders = {a.name for a in job.team.agents if a.role == sub.role}
-    return failed if isinstance(failed, str) and failed in holders else None
+    return agent if isinstance(agent, str) and agent in holders else None
 
 
 def _error(answer: TaskResult | ErrorPayload) -> ErrorPayload | None:

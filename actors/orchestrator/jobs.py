@@ -91,6 +91,9 @@ class Job:
     """The plan, once made (or as journaled, when the job is resumed)."""
     done: dict[str, SubtaskResult] = field(default_factory=dict)
     """Subtasks that finished (before a restart too): they are not run again."""
+    taken: dict[str, str] = field(default_factory=dict)
+    """The agent that said it runs each subtask (before a restart too): a dispatch of it
+    again goes there first (``SubtaskTaken``)."""
     runner: asyncio.Task[None] | None = None
     cancel_requested: bool = False
     approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[ApprovalDecision]]] = field(

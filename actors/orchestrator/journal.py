@@ -97,6 +97,11 @@ _MIGRATIONS: tuple[Migration, ...] = (
         "CREATE TABLE IF NOT EXISTS job_events (job_id TEXT NOT NULL, seq INTEGER NOT NULL, "
         "event TEXT NOT NULL, PRIMARY KEY (job_id, seq))",
     ),
+    # which agent runs each subtask of a job: a restarted shard dispatches it there first
+    (
+        "CREATE TABLE IF NOT EXISTS subtask_takers (job_id TEXT NOT NULL, task_id TEXT NOT NULL, "
+        "agent TEXT NOT NULL, PRIMARY KEY (job_id, task_id))",
+    ),
 )
 _SUMMARY = (
     "SELECT id, status, tenant, team_name, skill_ref, submitted_by, submitted_at, finished_at, "
@@ -253,6 +258,13 @@ class Journal:
                 job_id=event.job_id,
                 field="seq",
             )
+
+    def taken(self, job_id: str, task_id: str, agent: str) -> None:
+        """Record that ``agent`` runs the job's subtask ``task_id`` (the latest to say so)."""
+        self._db.execute(
+            upsert("subtask_takers", ("job_id", "task_id", "agent"), key=("job_id", "task_id")),
+            (job_id, task_id, agent),
+        )
 
     def finish(self, result: JobResult) -> None:
         """Record the job's result; it will not be resumed."""

@@ -148,9 +148,17 @@ class RestoredJobs:
                 input=found.input,
                 admin=found.admin,
                 events=self.events(found.job_id),
+                taken=self.takers(found.job_id),
             )
             for found in self.unfinished(owns)
         ]
+
+    def takers(self, job_id: str) -> dict[str, str]:
+        """The agent each subtask of the job was last taken by."""
+        rows = self._db.execute(
+            "SELECT task_id, agent FROM subtask_takers WHERE job_id = ?", (job_id,)
+        )
+        return dict(rows)
 
     def events(self, job_id: str) -> list[JobEvent]:
         """The job's event log as journaled, in order (empty: journaled before events were).

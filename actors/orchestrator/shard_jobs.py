@@ -214,6 +214,20 @@ class ShardJobs:
         # still winding down after 30 s: cancelled all the same, it ends as soon as it can
         return job.result is None or job.result.status == "cancelled"
 
+    def taken(self, job: Job, task_id: str, agent: str) -> None:
+        """Keep, and journal, that ``agent`` runs the job's subtask ``task_id``.
+
+        A journal that fails is logged: a dispatch again then goes to the role.
+        """
+        job.taken[task_id] = agent
+        if self._journal is None:
+            return
+        try:
+            self._journal.taken(job.id, task_id, agent)
+        except TroupeError as exc:
+            log.warning("subtask_taker_not_journaled", job_id=job.id, task_id=task_id,
+                        code=exc.code.value)  # fmt: skip
+
     def feedback(self, job: Job, score: float, comment: str, by: str) -> Feedback:
         """Keep a person's verdict on ``job`` (see :meth:`Orchestrator.feedback`)."""
         if job.result is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 import uuid
 
+import pytest
 import ray
 
 from raytroupe import runtime
@@ -98,13 +99,15 @@ def test_a_killed_agent_has_its_subtask_dispatched_again(rt):
     assert [d.reason.value for d in letters] == ["recipient_unavailable"] * (attempts - 1)
 
 
-def test_a_killed_agent_resumes_its_subtask_at_the_turn_it_reached(rt, tmp_path):
-    """A subtask of 4 model calls, its agent (one of two of its role) killed in its second
-    tool call, after turn 2: the subtask, dispatched again to that agent (restarted), replays
-    turns 1 and 2 from the pool's record and the tools' results, and the model server sees
-    4 calls in all; the side effect ran once, and the ledger and the usage report count
-    each call once."""
-    name = f"resume-{uuid.uuid4().hex[:6]}"
+@pytest.mark.parametrize("killed", ["agent", "orchestrator"])
+def test_a_subtask_cut_short_resumes_at_the_turn_it_reached(rt, tmp_path, killed):
+    """A subtask of 4 model calls, in its second tool call (after turn 2) when its agent (one
+    of two of its role) or the job's orchestrator shard is killed. The subtask, dispatched
+    again to that agent (restarted, or still running it), goes on where it was: turns 1 and
+    2 are not asked again (replayed from the pool's record and the tools' results after an
+    agent's death), the model server sees 4 calls in all, the side effect ran once, and the
+    ledger and the usage report count each call once."""
+    name = f"resume-{killed[:5]}-{uuid.uuid4().hex[:6]}"
     ledger, token = tmp_path / "effects.log", f"tok-{name}"
     tokens = {"prompt_tokens": 10, "completion_tokens": 2}
 
@@ -133,17 +136,19 @@ def test_a_killed_agent_resumes_its_subtask_at_the_turn_it_reached(rt, tmp_path)
         time.sleep(1.0)
         system = wire.requests[1].body["messages"][0]["content"]  # "You are <name>, ..."
         (agent,) = [a.name for a in team.agents if system.startswith(f"You are {a.name},")]
-        ray.kill(rt.actor(f"agent/{agent}"), no_restart=False)
+        if killed == "agent":
+            ray.kill(rt.actor(f"agent/{agent}"), no_restart=False)
+        else:
+            ray.kill(rt.client.handles.orchestrators.of(job.job_id), no_restart=False)
 
         result = job.result(timeout=180)
         calls = [r.body["messages"] for r in wire.requests]
 
     assert result.status == "succeeded", result.error
     (sub,) = result.subtasks
-    assert sub.attempt >= 2  # it was dispatched again
-    assert sub.agent == agent  # to the agent that had it, restarted: not its idle teammate
+    assert sub.agent == agent  # to the agent that had it: not its idle teammate
     assert sub.output == "Done: 42."
-    assert len(calls) == 4  # not 6: turns 1 and 2 were not asked again
+    assert len(calls) == 4  # turns 1 and 2 were not asked again
     # the third call, the first after the kill, went on with the conversation as it stood
     assert [m["role"] for m in calls[2]] == ["system", "user", *["assistant", "tool"] * 2]
     shown = [m["content"] for m in calls[2] if m["role"] == "tool"]
@@ -155,8 +160,12 @@ def test_a_killed_agent_resumes_its_subtask_at_the_turn_it_reached(rt, tmp_path)
     assert sum(r.prompt_tokens + r.completion_tokens for r in rows) == 48
     spent = ray.get(rt.actor("llm/0").spent.remote(f"job:{job.job_id}"))
     assert spent.tokens == 48  # billed once per call
-    models = [s for s in result.trace if s.kind == "model_call"]
-    assert sum(bool(s.attributes.get("replayed")) for s in models) == 2
+    replayed = sum(bool(s.attributes.get("replayed")) for s in result.trace)
+    if killed == "agent":  # its run again replayed turns 1 and 2
+        assert sub.attempt >= 2
+        assert replayed == 2
+    else:  # the run under way was joined: nothing to replay
+        assert replayed == 0
 
 
 def test_a_restarted_router_rebuilds_its_registry(rt):

@@ -34,6 +34,7 @@ from raytroupe.protocols import (
     NoteWrite,
     Passage,
     Passages,
+    SubtaskTaken,
     TaskRequest,
     TaskResult,
     ToolCall,
@@ -163,6 +164,7 @@ def _samples() -> dict[str, Any]:
             agent="ada",
             deltas=(LLMDelta(text="he"), LLMDelta(tool_call_index=0, tool_name="f", arguments="{")),
         ),
+        "subtask_taken": SubtaskTaken(task_id="s1", agent="ada"),
         "handoff": Handoff(call_id="call-2", to_agent="grace", output="Grace's answer."),
         "error": error,
     }

@@ -1,17 +1,23 @@
 """The journal and resuming: a new orchestrator picks up where a dead one stopped."""
 
 import pytest
-from wiring import GatedPool, gated_system, order, run
+from wiring import GatedPool, InProcessProvisioner, control_plane, gated_system, order, run
 
-from raytroupe.actors import LLMAdapterPool
+from raytroupe.actors import LLMAdapterPool, LocalRouterClient, MessageRouter
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.protocols import (
+    AgentMessage,
     AgentSpec,
     Attachment,
+    ErrorCode,
     InvalidInput,
     JobEvent,
     StateUnavailable,
+    SubtaskTaken,
     TeamSpec,
+    decode,
+    encode,
+    orchestrator_address,
 )
 from raytroupe.protocols.job_context import JobContext
 from raytroupe.runtime.operations import At, job_reads
@@ -152,3 +158,32 @@ def test_a_job_journaled_before_its_events_were_is_read_back_with_its_last():
     journal.event(JobEvent(job_id="old", seq=1, at=2.0, type="job_submitted"))
     journal.event(JobEvent(job_id="old", seq=3, at=3.0, type="plan_ready"))  # not next: a gap
     assert [e.seq for e in journal.resumable()[0].events] == [1]
+
+
+def test_the_agent_that_took_each_subtask_is_journaled_and_only_it_may_say_so(tmp_path):
+    """A shard that restarts sends an unfinished subtask to the agent that took it first."""
+    path = tmp_path / "journal.sqlite"
+
+    async def life():
+        pool = GatedPool(LLMAdapterPool(), 1)
+        router = MessageRouter()
+        client = LocalRouterClient(router)
+        await router.register("llm-0", pool, ["llm"])
+        provisioner = InProcessProvisioner(router, pool.pool, client)
+        desk, (orchestrator,) = await control_plane(client, provisioner, journal=Journal(path))
+        await router.register("orchestrator", orchestrator)  # as under Ray: agents reach it
+        job_id = await desk.submit(*order(TASK, TEAM))
+        await pool.held.wait()  # s1 done, s2 held at the gate: both were taken by solo
+        word = SubtaskTaken(task_id="s3", agent="solo")  # said by another: refused
+        forged = AgentMessage(
+            sender="mallory", recipient=orchestrator_address(job_id), job_id=job_id, payload=word
+        )
+        refused = decode(await orchestrator.receive(encode(forged))).payload
+        for task in list(orchestrator._tasks):  # the process dies here
+            task.cancel()
+        return refused
+
+    refused = run(life())
+    assert refused.code is ErrorCode.INVALID_INPUT
+    (job,) = Journal(path).resumable()
+    assert job.taken == {"s1": "solo", "s2": "solo"}

@@ -40,6 +40,7 @@ KINDS = [
     "job_ended",
     "ack",
     "llm_deltas",
+    "subtask_taken",
     "handoff",
     "error",
 ]

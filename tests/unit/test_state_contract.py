@@ -108,6 +108,9 @@ def test_an_unfinished_job_comes_back_whole_to_a_new_journal(state_at, keep):
         first.event(event)
     with pytest.raises(Conflict, match="event 2 of job j1 was journaled already"):
         first.event(log[1])
+    first.taken("j1", "s2", "ada")
+    first.taken("j1", "s2", "grace")  # dispatched again, to another: the latest holds
+    first.taken("j1", "s3", "alan")
     first.close()
 
     (found,) = keep(Journal(state_at("journal"))).unfinished()
@@ -120,6 +123,7 @@ def test_an_unfinished_job_comes_back_whole_to_a_new_journal(state_at, keep):
     assert found.images == (IMAGE,)
     (job,) = keep(Journal(state_at("journal"))).resumable()
     assert job.events == log  # its event log goes on after its last
+    assert job.taken == {"s2": "grace", "s3": "alan"}  # where a dispatch again goes first
 
 
 def test_a_job_journaled_before_contexts_were_resumes_with_its_task_as_the_request(state_at, keep):
