@@ -81,6 +81,14 @@ class LedgerStore(Protocol):
         """The answer kept for the call ``key``, if it was made."""
         ...
 
+    def claim_turn(self, key: str, lease_s: float) -> str | None:
+        """Take the making of the kept call ``key`` (None), or name who makes it now."""
+        ...
+
+    def release_turn(self, key: str) -> None:
+        """Give up making the kept call ``key``."""
+        ...
+
 
 @dataclass
 class _Account:
@@ -172,6 +180,18 @@ class Ledger:
         if self._store is not None:
             return self._store.turn(key)
         return self._turns.get(key)
+
+    def claim_turn(self, key: str, lease_s: float) -> str | None:
+        """Take the making of the kept call ``key``: None, or the replica that makes it now.
+
+        Without a store there is one replica, and its pool joins its own calls.
+        """
+        return None if self._store is None else self._store.claim_turn(key, lease_s)
+
+    def release_turn(self, key: str) -> None:
+        """Give up making the kept call ``key`` (it failed)."""
+        if self._store is not None:
+            self._store.release_turn(key)
 
     def has_limit(self, key: str) -> bool:
         """True if ``key`` has a limit (a budget)."""

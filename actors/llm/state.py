@@ -12,6 +12,7 @@ replica that takes its place (see :mod:`raytroupe.actors.llm.budget`).
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
@@ -47,6 +48,10 @@ _MIGRATIONS: tuple[Migration, ...] = (
     (  # turn-level durability: each answered call, kept with its cost
         "CREATE TABLE turns (key TEXT PRIMARY KEY, job_id TEXT NOT NULL, answer TEXT NOT NULL)",
         "CREATE INDEX turns_by_job ON turns (job_id)",
+    ),
+    (  # a kept call being made, and by which replica: another asked it waits for its answer
+        "CREATE TABLE turn_calls (key TEXT PRIMARY KEY, owner TEXT NOT NULL, "
+        "since DOUBLE PRECISION NOT NULL)",
     ),
 )
 
@@ -93,7 +98,36 @@ class PoolState:
                 for key in sorted(json.loads(keys)):
                     tx.execute(_OPEN, (key,))
                     tx.execute(_BOOK, (tokens, usd, tokens, usd, key))
+            # and the kept calls it was making: whoever asks one again makes it
+            tx.execute(sql.replace("FROM holds", "FROM turn_calls", 1), params)
         return len(rows)
+
+    def claim_turn(self, key: str, lease_s: float) -> str | None:
+        """Take the making of the kept call ``key``: None if this replica makes it now.
+
+        Otherwise the replica making it. A claim older than ``lease_s`` is taken over (its
+        replica died, and was not started again to clear it).
+        """
+        now = time.time()
+        with self._db.transaction() as tx:
+            if tx.execute(
+                "INSERT INTO turn_calls (key, owner, since) VALUES (?, ?, ?) "
+                "ON CONFLICT (key) DO NOTHING RETURNING key",
+                (key, self.replica, now),
+            ):
+                return None
+            if tx.execute(
+                "UPDATE turn_calls SET owner = ?, since = ? WHERE key = ? AND since < ? "
+                "RETURNING key",
+                (self.replica, now, key, now - lease_s),
+            ):
+                return None
+            row = first(tx.execute("SELECT owner FROM turn_calls WHERE key = ?", (key,)))
+        return None if row is None else str(row[0])
+
+    def release_turn(self, key: str) -> None:
+        """Give up making the kept call ``key`` (it failed: whoever asks it again makes it)."""
+        self._db.execute("DELETE FROM turn_calls WHERE key = ? AND owner = ?", (key, self.replica))
 
     def spent(self) -> dict[str, Spend]:
         """What each account has spent (open holds not included)."""
@@ -156,6 +190,7 @@ class PoolState:
                     "ON CONFLICT (key) DO NOTHING",
                     (turn.key, turn.job_id, turn.answer.model_dump_json()),
                 )
+                tx.execute("DELETE FROM turn_calls WHERE key = ?", (turn.key,))
             if not tx.execute("DELETE FROM holds WHERE id = ? RETURNING id", (reservation.id,)):
                 return
             for key in sorted(reservation.keys):

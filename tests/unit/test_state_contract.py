@@ -316,6 +316,28 @@ def test_a_calls_answer_is_kept_with_its_cost_once_and_read_back_by_any_replica(
     assert second.spent() == {"job:j1": Spend(64, 0.0)}  # 7 + 7 + 50 booked in full
 
 
+def test_one_replica_at_a_time_makes_a_kept_call(state_at, keep):
+    """``claim_turn``: the first replica makes the call, another is told who; a failed call is
+    released, a kept answer ends the claim, a stale claim is taken over, a restarted replica
+    clears its own."""
+    zero = keep(PoolState(state_at("llm"), replica="llm-0"))
+    one = keep(PoolState(state_at("llm"), replica="llm-1"))
+    assert zero.claim_turn("k1", lease_s=60) is None
+    assert one.claim_turn("k1", lease_s=60) == "llm-0"
+    zero.release_turn("k1")  # the call failed
+    assert one.claim_turn("k1", lease_s=60) is None
+    call = Reservation(id="c1", keys=("job:j1",), tokens=5, usd=0.0)
+    answer = LLMResponse(text="x", model="m", provider="p")
+    one.hold(call)
+    one.settle(call, 5, 0.0, KeptCall("k1", "j1", answer))  # answered: the claim ends
+    assert zero.claim_turn("k1", lease_s=60) is None
+    assert one.claim_turn("k2", lease_s=60) is None
+    assert zero.claim_turn("k2", lease_s=0.0) is None  # older than its lease: taken over
+    assert one.claim_turn("k3", lease_s=60) is None
+    assert keep(PoolState(state_at("llm"), replica="llm-1")).recover() == 0  # llm-1 restarted
+    assert zero.claim_turn("k3", lease_s=60) is None  # its claims went with it
+
+
 def test_a_replica_books_its_own_holds_and_replica_0_those_of_replicas_gone(state_at, keep):
     location = state_at("llm")
     for owner in ("llm-0", "llm-1", "llm-5", ""):  # llm-5: scaled away; "": before replicas

@@ -45,14 +45,24 @@ class Counting:
         self.answers, self.hold_at = answers, hold_at
         self.made: list[LLMRequest] = []
         self.held = asyncio.Event()
-        self.fail = False
+        self.fail = 0
+        """Calls still to fail (after the gate)."""
+        self.gate: asyncio.Event | None = None
+        """When set: every call waits for it, counted (the server has it)."""
+        self.asked = 0
+        self.reached = asyncio.Event()
 
     async def complete(self, request: LLMRequest, *, on_delta=None) -> LLMResponse:  # noqa: ARG002
         if self.hold_at is not None and len(self.made) + 1 == self.hold_at:
             self.hold_at = None
             self.held.set()
             await asyncio.Event().wait()  # until cancelled
+        self.asked += 1
+        self.reached.set()
+        if self.gate is not None:
+            await self.gate.wait()
         if self.fail:
+            self.fail -= 1
             raise BadRequest("refused")
         self.made.append(request)
         return self.answers[(len(self.made) - 1) % len(self.answers)]
@@ -168,15 +178,63 @@ def test_a_failed_call_is_not_kept_and_is_made_again():
 
     async def main():
         pool = await pool_on(model)
-        model.fail = True
+        model.fail = 1
         refused = await ask(pool, placed("hi"))
-        model.fail = False
         return refused, await ask(pool, placed("hi")), await pool.spent("job:j1")
 
     refused, made, spent = run(main())
     assert refused.code.value == "bad_request"
     assert (made.text, made.replayed) == ("made", False)
     assert spent.tokens == 11
+
+
+def test_the_same_call_asked_again_while_it_is_made_waits_for_it_here_or_on_another_replica(
+    tmp_path,
+):
+    """An agent whose reply was lost (its router died while the call went on) asks again:
+    on the replica making it, or on another, the call is made once and both get its answer."""
+    model = Counting([answer("once"), answer("twice")])
+    state = tmp_path / "llm.sqlite"
+
+    async def main():
+        first = await pool_on(model, state, replica=0)
+        second = await pool_on(model, PoolState(state), replica=1)
+        model.gate = asyncio.Event()
+        making = asyncio.ensure_future(ask(first, placed("hi")))
+        await model.reached.wait()
+        here = asyncio.ensure_future(ask(first, placed("hi")))
+        there = asyncio.ensure_future(ask(second, placed("hi")))
+        await asyncio.sleep(0.3)  # both wait: neither reached the model
+        waiting = model.asked
+        model.gate.set()
+        return waiting, await making, await here, await there, await first.spent("job:j1")
+
+    waiting, made, here, there, spent = run(main())
+    assert waiting == 1
+    assert len(model.made) == 1
+    assert (made.text, made.replayed) == ("once", False)
+    assert (here.text, here.replayed) == ("once", True)
+    assert (there.text, there.replayed) == ("once", True)
+    assert spent.tokens == 11
+
+
+def test_a_call_waited_for_that_fails_is_made_by_the_one_that_waited(tmp_path):
+    model = Counting([answer("made")])
+
+    async def main():
+        pool = await pool_on(model, tmp_path / "llm.sqlite")
+        model.gate, model.fail = asyncio.Event(), 1  # the first call fails at the gate
+        failing = asyncio.ensure_future(ask(pool, placed("hi")))
+        await model.reached.wait()
+        waiting = asyncio.ensure_future(ask(pool, placed("hi")))
+        await asyncio.sleep(0.1)
+        model.gate.set()  # then the one that waited makes the call
+        return await failing, await waiting
+
+    refused, made = run(main())
+    assert refused.code.value == "bad_request"
+    assert (made.text, made.replayed) == ("made", False)
+    assert model.asked == 2
 
 
 # -- an agent run again after it died
