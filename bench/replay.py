@@ -98,7 +98,9 @@ async def _bench(runs: int) -> None:
         await sandbox.close()
 
     print(f"{platform.platform()}, Python {platform.python_version()}, {runs} runs each")
-    print(f"{'call':<12}{'mode':<20}{'median ms':>10}{'baseline':<12}{'median ms':>10}{'ratio':>8}")
+    heading = [("call", 12, "<"), ("mode", 20, "<"), ("median ms", 10, ">"), ("", 2, "<")]
+    heading += [("baseline", 10, "<"), ("median ms", 10, ">"), ("ratio", 8, ">")]
+    print("".join(f"{text:{align}{width}}" for text, width, align in heading))
     for what, mode, times, base, base_times in rows:
         median, baseline = statistics.median(times), statistics.median(base_times)
         print(
