@@ -73,7 +73,8 @@ class Orchestrator:
         shards: every job shard, this one included (a graph job waits for its children
             on theirs).
         max_running: subtasks running at once over all jobs.
-        max_attempts: deliveries of one subtask when its agent dies or is unreachable.
+        max_attempts: deliveries of one subtask when its agent dies or is unreachable (and one
+            more to the agent that had it, when it died or a restart left it running).
         keep_jobs: finished jobs remembered for status, result and events queries.
         journal: where jobs, plans and subtask results are recorded; with one, a restarted
             shard resumes every unfinished job of its partition (see :mod:`.journal`).

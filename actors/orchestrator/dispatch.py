@@ -7,6 +7,7 @@ Dependency-aware and parallel within limits; a subtask whose agent died is dispa
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Callable
 from typing import assert_never
@@ -65,7 +66,8 @@ class Dispatcher:
 
     Args:
         max_running: subtasks running at once over all jobs.
-        max_attempts: deliveries of one subtask when its agent dies or is unreachable.
+        max_attempts: deliveries of one subtask when its agent dies or is unreachable (and one
+            more to the agent that had it, when it died or a restart left it running).
         record: called with each finished subtask (the journal), before its slot frees.
     """
 
@@ -280,10 +282,12 @@ class Dispatcher:
         that agent first, and so does one whose agent died (Ray restarts it): there, it joins
         the run under way or resumes it at the turn it reached, its model calls answered from
         the pool's record; another agent of the role would start it over. If that fails too,
-        the role.
+        the role. That one try at the agent that had it is not one of ``max_attempts``: a
+        subtask may still go to the role as often as before.
         """
-        again = _holder(job, sub, job.taken.get(sub.id))
-        for attempt in range(1, self._max_attempts + 1):
+        again = None if to is not None else _holder(job, sub, job.taken.get(sub.id))
+        extra = 0 if again is None else 1  # a try at the agent that had it: one more
+        for attempt in itertools.count(1):
             await emit(job, "subtask_started", sub.id, {"role": sub.role, "attempt": attempt})
             recipient = to or again or f"role:{team_role(job.team.name, sub.role)}"
             timeout = sub.timeout_s or job.team.subtask_timeout_s
@@ -311,10 +315,16 @@ class Dispatcher:
             match answer:
                 case TaskResult() as done:
                     return from_task_result(sub, done, attempt)
-                case ErrorPayload() as error if error.retryable and attempt < self._max_attempts:
+                case ErrorPayload() as error if (
+                    error.retryable and attempt < self._max_attempts + extra
+                ):
                     log.warning("subtask_retry", job_id=job.id, task_id=sub.id,
                                 attempt=attempt, code=error.code.value)  # fmt: skip
-                    again = None if again is not None else _died_with_it(job, sub, error)
+                    if again is not None:  # it was tried: the role now
+                        again = None
+                    elif to is None and not extra:
+                        again = _died_with_it(job, sub, error)
+                        extra = 0 if again is None else 1
                 case ErrorPayload() as error:
                     return failed(sub, error, attempt)
                 case unexpected:

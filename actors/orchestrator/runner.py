@@ -68,7 +68,8 @@ class JobRunner:
         provision: makes a job's team ready (the catalog's current team, provisioned).
         journal: where plans, subtask results and results are recorded (None: nowhere).
         max_running: subtasks running at once over all jobs.
-        max_attempts: deliveries of one subtask when its agent dies or is unreachable.
+        max_attempts: deliveries of one subtask when its agent dies or is unreachable (and one
+            more to the agent that had it, when it died or a restart left it running).
         graphs: graph checkpoints and interrupts.
         children: runs a graph's team or skill node as a child job.
     """
