@@ -375,9 +375,11 @@ class LLMAdapterPool(TakesBatches):
         return answer
 
     async def _ledger_call(self, call: Callable[..., T], *args: object) -> T:
-        """``call(*args)`` on the ledger: off the event loop when it is a database's."""
-        if self._state is not None:
-            return await asyncio.to_thread(call, *args)
+        """``call(*args)`` on the ledger, on the event loop as its holds and settlements are.
+
+        Not in a thread: the ledger's one connection must never run two transactions at
+        once (SQLite: "cannot start a transaction within a transaction").
+        """
         return call(*args)
 
     async def _made(
