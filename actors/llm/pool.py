@@ -6,7 +6,7 @@ import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeGuard, TypeVar, assert_never
+from typing import TypeGuard, assert_never
 
 import structlog
 
@@ -62,8 +62,6 @@ clears its claims when Ray starts it again; this bounds the wait when it is not 
 
 CLAIM_POLL_S = 0.1
 """How often a call waiting for another replica's answer looks for it."""
-
-T = TypeVar("T")
 
 DEFAULT_MODELS: Mapping[str, ModelSpec] = {"default": OfflineModel(), "offline": OfflineModel()}
 """Aliases every pool starts with: the offline provider, with no latency."""
@@ -336,7 +334,7 @@ class LLMAdapterPool(TakesBatches):
         """
         waited = time.monotonic() + CLAIM_LEASE_S
         while True:
-            kept = await self._kept_answer(key)
+            kept = self._kept_answer(key)
             if kept is not None:  # made before, in an earlier run of its subtask
                 log.info("model_call_replayed", job_id=context.job_id, agent=context.agent,
                          place=request.replay)  # fmt: skip
@@ -353,7 +351,7 @@ class LLMAdapterPool(TakesBatches):
                         raise  # this call is cancelled, not the one it waited for
                     continue
                 return answer.model_copy(update={"replayed": True, "latency_s": 0.0})
-            holder = await self._ledger_call(self._ledger.claim_turn, key, CLAIM_LEASE_S)
+            holder = self._ledger.claim_turn(key, CLAIM_LEASE_S)
             if holder is None or time.monotonic() > waited:
                 break
             await asyncio.sleep(CLAIM_POLL_S)  # another replica makes it: wait for its answer
@@ -363,7 +361,7 @@ class LLMAdapterPool(TakesBatches):
         try:
             answer = await self._made(request, context, on_delta)
         except BaseException as exc:
-            await self._ledger_call(self._ledger.release_turn, key)
+            self._ledger.release_turn(key)
             if isinstance(exc, TroupeError):
                 made.set_exception(exc)
             else:
@@ -373,14 +371,6 @@ class LLMAdapterPool(TakesBatches):
             self._making.pop(key, None)
         made.set_result(answer)
         return answer
-
-    async def _ledger_call(self, call: Callable[..., T], *args: object) -> T:
-        """``call(*args)`` on the ledger, on the event loop as its holds and settlements are.
-
-        Not in a thread: the ledger's one connection must never run two transactions at
-        once (SQLite: "cannot start a transaction within a transaction").
-        """
-        return call(*args)
 
     async def _made(
         self, request: LLMRequest, context: CallContext, on_delta: DeltaSink | None
@@ -397,8 +387,12 @@ class LLMAdapterPool(TakesBatches):
         self._usage.book(context, request.model, response)
         return response
 
-    async def _kept_answer(self, turn: str) -> LLMResponse | None:
-        return await self._ledger_call(self._ledger.turn, turn)
+    def _kept_answer(self, turn: str) -> LLMResponse | None:
+        """The answer kept for ``turn``, read on the event loop as holds and settlements are.
+
+        The ledger's one connection must never run two transactions at once.
+        """
+        return self._ledger.turn(turn)
 
     async def usage(self, job_id: str | None = None) -> list[UsageRow]:
         """Usage by job, agent and model (only ``job_id``'s when given), on all replicas."""
