@@ -41,8 +41,11 @@ def test_a_budget_stops_the_job_before_it_is_exceeded(rt):
             runtime.AgentSpec(name="spender", role="worker", model="priced-offline"),
         ],
     )
-    # each call costs ~$0.0001 and reserves ~$0.0011: thirty calls cannot all fit in $0.0025
-    budget = runtime.Budget(usd=0.0025)
+    # each call costs ~$0.000017 (17 tokens) but reserves ~$0.0011 (its prompt and the 1,024
+    # tokens it may answer) until it settles: after seven calls or so the next reservation no
+    # longer fits in $0.0012, whether the calls run one at a time or together (thirty would
+    # need ~$0.0005 spent plus the last one's ~$0.0011 held)
+    budget = runtime.Budget(usd=0.0012)
     task = "Tasks:\n" + "\n".join(f"- item number {i}." for i in range(30))
     job = rt.submit(task, team=team, budget=budget)
     with pytest.raises(runtime.JobFailed) as info:
