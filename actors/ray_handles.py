@@ -132,6 +132,10 @@ def ray_mailbox(handle: Any) -> RayMailbox:
 async def _call(method: Any, argument: Any) -> Any:
     try:
         return await method.remote(argument)
+    except ActorUnavailableError as exc:  # Ray is restarting it: back in a second or so
+        raise RecipientUnavailable(
+            f"recipient actor is restarting: {exc}", restarting=True
+        ) from None
     except RayActorError as exc:
         raise RecipientUnavailable(f"recipient actor is unavailable: {exc}") from None
     except RayTaskError as exc:

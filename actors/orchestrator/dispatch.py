@@ -281,12 +281,14 @@ class Dispatcher:
         A subtask an agent of its role took before (this shard restarted since) goes back to
         that agent first, and so does one whose agent died (Ray restarts it): there, it joins
         the run under way or resumes it at the turn it reached, its model calls answered from
-        the pool's record; another agent of the role would start it over. If that fails too,
-        the role. That one try at the agent that had it is not one of ``max_attempts``: a
-        subtask may still go to the role as often as before.
+        the pool's record; another agent of the role would start it over. While Ray is
+        restarting that agent, the subtask waits for it (:data:`RESTART_WAIT_S` at most). If
+        that fails too, the role. The tries at the agent that had it are not among
+        ``max_attempts``: a subtask may still go to the role as often as before.
         """
         again = None if to is not None else _holder(job, sub, job.taken.get(sub.id))
         extra = 0 if again is None else 1  # a try at the agent that had it: one more
+        waiting = _RestartWait()
         for attempt in itertools.count(1):
             await emit(job, "subtask_started", sub.id, {"role": sub.role, "attempt": attempt})
             recipient = to or again or f"role:{team_role(job.team.name, sub.role)}"
@@ -320,7 +322,9 @@ class Dispatcher:
                 ):
                     log.warning("subtask_retry", job_id=job.id, task_id=sub.id,
                                 attempt=attempt, code=error.code.value)  # fmt: skip
-                    if again is not None:  # it was tried: the role now
+                    if again is not None and await waiting.for_restart(error):
+                        extra += 1  # Ray is restarting it: that agent again, in a moment
+                    elif again is not None:  # it was tried: the role now
                         again = None
                     elif to is None and not extra:
                         again = _died_with_it(job, sub, error)
@@ -330,6 +334,33 @@ class Dispatcher:
                 case unexpected:
                     assert_never(unexpected)
         raise AssertionError("unreachable: the last attempt returns")  # pragma: no cover
+
+
+RESTART_WAIT_S = 30.0
+"""How long a subtask waits for the agent that had it while Ray restarts that agent."""
+
+
+class _RestartWait:
+    """Waits, in growing pauses and :data:`RESTART_WAIT_S` in all, for a restarting agent.
+
+    An agent that died is called again by Ray at once, and answered "restarting" at once
+    (``RecipientUnavailable`` with ``restarting``) until its new incarnation is up: a second
+    or so, longer on a busy node. Sent to the role meanwhile, the subtask would start over.
+    """
+
+    def __init__(self) -> None:
+        self._waited, self._pause = 0.0, 0.1
+
+    async def for_restart(self, error: ErrorPayload) -> bool:
+        """Wait a pause and say True if ``error`` says the agent is restarting and time is left."""
+        if error.code is not ErrorCode.RECIPIENT_UNAVAILABLE or not error.detail.get("restarting"):
+            return False
+        if self._waited + self._pause > RESTART_WAIT_S:
+            return False
+        await asyncio.sleep(self._pause)
+        self._waited += self._pause
+        self._pause = min(self._pause * 2, 2.0)
+        return True
 
 
 def _died_with_it(job: Job, sub: PlannedSubtask, error: ErrorPayload) -> str | None:

@@ -6,6 +6,7 @@ import pytest
 from wiring import FlakyMailbox, Tap, build_troupe, control_plane, order, run
 
 from raytroupe.actors import LocalRouterClient, MessageRouter
+from raytroupe.actors.orchestrator import dispatch
 from raytroupe.protocols import (
     AgentSpec,
     ConfigError,
@@ -270,6 +271,49 @@ def test_retries_stop_at_max_attempts():
         assert (subtask.status, subtask.attempt) == ("failed", 3)
         assert subtask.error.code is ErrorCode.RECIPIENT_UNAVAILABLE
         assert result.error.code is ErrorCode.JOB_FAILED
+
+    run(main())
+
+
+def test_a_subtask_waits_for_the_agent_that_died_with_it_while_ray_restarts_it():
+    async def main():
+        flaky: dict[str, FlakyMailbox] = {}
+
+        def wrap(name, agent):  # whichever agent takes it dies, and restarts for a while
+            flaky[name] = FlakyMailbox(agent, failures=1, restarting=3)
+            return flaky[name]
+
+        troupe = await build_troupe(wrap=wrap, max_attempts=2)
+        team = TeamSpec(agents=(AgentSpec(name="ada", role="researcher"),
+                                AgentSpec(name="bob", role="researcher")))  # fmt: skip
+        result = await troupe.run("Find the answer.", team)
+        assert result.status == "succeeded", result.error
+        [subtask] = result.subtasks
+        took = flaky[subtask.agent]
+        # the role, then that agent again while it restarted (not counted), then it answered
+        assert (took.calls, subtask.attempt) == (5, 5)
+        other = {"ada": "bob", "bob": "ada"}[subtask.agent]
+        assert flaky[other].calls == 0  # its teammate would have started the subtask over
+
+    run(main())
+
+
+def test_the_wait_for_a_restarting_agent_is_bounded(monkeypatch):
+    monkeypatch.setattr(dispatch, "RESTART_WAIT_S", 0.25)  # one pause of 0.1 s, then no more
+
+    async def main():
+        ada: list[FlakyMailbox] = []
+        troupe = await build_troupe(
+            wrap=lambda _name, agent: ada.append(FlakyMailbox(agent, 1, 99)) or ada[-1],
+            max_attempts=2,
+        )
+        team = TeamSpec(agents=(AgentSpec(name="ada", role="researcher"),))
+        result = await troupe.run("Find the answer.", team)
+        [subtask] = result.subtasks
+        # role (died), ada (restarting), one wait, ada again, the role's last attempt
+        assert (subtask.status, subtask.attempt, ada[0].calls) == ("failed", 4, 4)
+        assert subtask.error.code is ErrorCode.RECIPIENT_UNAVAILABLE
+        assert subtask.error.detail["restarting"] is True
 
     run(main())
 

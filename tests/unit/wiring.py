@@ -209,17 +209,21 @@ class GatedPool:
 
 
 class FlakyMailbox:
-    """A mailbox whose first ``failures`` deliveries fail as if the actor had died."""
+    """A mailbox whose first ``failures`` deliveries fail as if the actor had died, and the
+    ``restarting`` after them as Ray answers while it restarts the actor."""
 
-    def __init__(self, inner: Mailbox, failures: int = 1) -> None:
+    def __init__(self, inner: Mailbox, failures: int = 1, restarting: int = 0) -> None:
         self.inner = inner
         self.failures = failures
+        self.restarting = restarting
         self.calls = 0
 
     async def receive(self, data: bytes, /) -> bytes | None:
         self.calls += 1
         if self.calls <= self.failures:
             raise RecipientUnavailable("actor died (simulated)")
+        if self.calls <= self.failures + self.restarting:
+            raise RecipientUnavailable("actor is restarting (simulated)", restarting=True)
         return await self.inner.receive(data)
 
 
