@@ -51,6 +51,10 @@ MAX_GRAPH_NODES: Final = 128
 MAX_GRAPH_EDGES: Final = 512
 """Edges of one graph: each ``when`` is a pattern run on a node's text."""
 
+MAX_WAIT_S: Final = 30 * 24 * 3600.0
+"""Longest a node may wait for its time (``wait_s``, ``wait_until``): thirty days. A
+``wait_until`` computed from the state (which models write) further off fails the graph."""
+
 REDUCERS: Final = ("replace", "append", "merge", "add")
 """Built-in reducers: how an update to a field joins its current value."""
 
@@ -149,6 +153,21 @@ class GraphNode(_Frozen):
     resume_field: Name | None = Field(
         default=None, description="The state field a resume value is written to."
     )
+    wait_s: float | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_WAIT_S,
+        description="Wait this many seconds before the node runs. A durable timer: the time "
+        "it ends is checkpointed, a restart waits only what is left, and nothing runs "
+        "meanwhile.",
+    )
+    wait_until: str | None = Field(
+        default=None,
+        max_length=1000,
+        description="Wait before the node runs until the UNIX time this expression over the "
+        "state gives (e.g. 'deadline - 3600'); a time gone by does not wait. Durable, as "
+        "wait_s.",
+    )
     join: Literal["all"] | Annotated[int, Field(ge=1)] | None = Field(
         default=None,
         description="'all': run once every other branch has finished; k: run once k "
@@ -176,7 +195,16 @@ class GraphNode(_Frozen):
             raise ValueError(f"graph node {self.id!r}: a team node's input is its task")
         for field, expression in self.inputs.items():
             _checked(expression, f"input {field!r} of node {self.id!r}")
+        if self.wait_s is not None and self.wait_until is not None:
+            raise ValueError(f"graph node {self.id!r} has both wait_s and wait_until")
+        if self.wait_until is not None:
+            _checked(self.wait_until, f"wait_until of node {self.id!r}")
         return self
+
+    @property
+    def waits(self) -> bool:
+        """Whether it waits for a time before it runs."""
+        return self.wait_s is not None or self.wait_until is not None
 
     @property
     def kind(self) -> Literal["agent", "graph", "team", "skill"]:

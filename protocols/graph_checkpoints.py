@@ -17,6 +17,7 @@ __all__ = [
     "GraphCheckpoint",
     "GraphInterrupt",
     "GraphTask",
+    "GraphTimer",
     "Interrupted",
 ]
 
@@ -46,6 +47,13 @@ class GraphInterrupt(_Frozen):
     node: Name
     when: Literal["before", "after"]
     namespace: str = Field(default="", description="The subgraph path ('' for the graph).")
+
+
+class GraphTimer(_Frozen):
+    """Where a graph sleeps until a time: before ``node`` (``wait_s``, ``wait_until``)."""
+
+    node: Name
+    wake_at: float = Field(description="UNIX time it goes on: set once, kept across restarts.")
 
 
 class Interrupted(NamedTuple):
@@ -80,4 +88,10 @@ class GraphCheckpoint(_Frozen):
     resumed: dict[str, Any] = Field(
         default_factory=dict,
         description="Nodes due next that a person already let through, with their values.",
+    )
+    timer: GraphTimer | None = Field(
+        default=None, description="Where it sleeps until a time, if it does."
+    )
+    woken: tuple[Name, ...] = Field(
+        default=(), description="Nodes due next whose wait for a time is over."
     )

@@ -249,6 +249,8 @@ class JobEvent(_Data):
         "graph_step",
         "graph_interrupted",
         "graph_resumed",
+        "graph_waiting",
+        "graph_woken",
     ]
     subtask_id: str | None = None
     data: dict[str, object] = Field(default_factory=dict)

@@ -3,6 +3,7 @@ checkpoints, forks and resumes, with scripted models (each plays its answers onc
 node run twice runs out of answers and fails the job)."""
 
 import asyncio
+import time
 
 import pytest
 from wiring import build_troupe, order, run
@@ -490,3 +491,115 @@ def test_teams_whose_graphs_name_each_other_stop_at_the_depth_limit():
     assert result.error.code is ErrorCode.INVALID_INPUT
     assert result.error.detail["node"] == "hop"
     assert "at most 4" in result.error.message
+
+
+WAITING = {
+    "start": "draft",
+    "answer": "text",
+    "state": {"json_schema": {"type": "object", "properties": {
+        "text": {"type": "string"}, "deadline": {"type": "number"}}}},
+    "nodes": [
+        {"id": "draft", "role": "writer", "writes": ["text"], "instructions": "Write {task}"},
+        {"id": "publish", "role": "editor", "writes": ["text"], "wait_s": 1.0,
+         "instructions": "Publish {state.text}"},
+    ],
+    "edges": [{"source": "draft", "target": "publish"}],
+}  # fmt: skip
+"""A second node that waits a second after the first: a durable timer between them."""
+
+
+def _waiting(**publish) -> dict:
+    nodes = [WAITING["nodes"][0], {**WAITING["nodes"][1], "wait_s": None, **publish}]
+    return {**WAITING, "nodes": nodes}
+
+
+async def _timer(troupe, job_id, tries=200):
+    for _ in range(tries):
+        points = await troupe.orchestrator.checkpoints(job_id)
+        if points and points[-1].timer is not None:
+            return points[-1].timer
+        await asyncio.sleep(0.02)
+    raise AssertionError("the graph never slept")
+
+
+def test_a_node_waits_for_its_time_and_a_restart_sleeps_only_what_is_left(tmp_path):
+    """The process goes away while the graph sleeps; the next one wakes it at the time set
+    before, not a whole wait later, and runs each node once (one scripted answer each)."""
+    journal = tmp_path / "journal.db"
+
+    async def before():
+        troupe = await build_troupe({"writer": scripted("v1")}, journal=journal)
+        job_id = await troupe.desk.submit(*order("a notice", team(WAITING, "writer", "editor")))
+        timer = await _timer(troupe, job_id)
+        assert await troupe.orchestrator.status(job_id) == "running"
+        await troupe.orchestrator.on_stop()
+        return job_id, timer
+
+    async def after(job_id):
+        troupe = await build_troupe({"editor": scripted("v2")}, journal=journal)
+        result = await troupe.orchestrator.wait(job_id, 20)
+        return result, await troupe.orchestrator.events(job_id)
+
+    job_id, timer = run(before())
+    assert timer.node == "publish"
+    result, events = run(after(job_id))
+    assert result.status == "succeeded", result.error
+    assert [s.id for s in result.subtasks] == ["draft.1", "publish.2"]
+    assert result.state["text"] == "v2"
+    slept = [e.data["wake_at"] for e in events if e.type == "graph_waiting"]
+    assert set(slept) == {timer.wake_at}  # set once: not again after the restart
+    (woken,) = [e for e in events if e.type == "graph_woken"]
+    started = [e for e in events if e.type == "subtask_started" and e.subtask_id == "publish.2"]
+    assert woken.at >= timer.wake_at
+    assert started[0].at >= timer.wake_at
+
+
+def test_wait_until_reads_the_time_from_the_state_and_a_time_gone_by_does_not_wait():
+    async def main(deadline):
+        graph = _waiting(wait_until="deadline - 60")
+        graph["state"] = {**graph["state"], "initial": {"deadline": deadline}}
+        troupe = await build_troupe({"writer": scripted("v1"), "editor": scripted("v2")})
+        job_id = await troupe.desk.submit(*order("a notice", team(graph, "writer", "editor")))
+        result = await troupe.orchestrator.wait(job_id, 20)
+        return result, await troupe.orchestrator.events(job_id)
+
+    result, events = run(main(0.0))  # 1970: long gone
+    assert result.status == "succeeded", result.error
+    (waiting,) = [e for e in events if e.type == "graph_waiting"]
+    assert waiting.data == {"namespace": "", "node": "publish", "wake_at": -60.0}
+    soon = time.time() + 61.0  # a second from now
+    result, events = run(main(soon))
+    assert result.status == "succeeded", result.error
+    (woken,) = [e for e in events if e.type == "graph_woken"]
+    assert woken.at >= soon - 60
+
+
+@pytest.mark.parametrize(
+    ("deadline", "why"),
+    [("tomorrow", "not a UNIX time"), (1e12, "more than 2592000 s")],
+)
+def test_a_wait_until_that_is_no_time_or_too_far_fails_the_job_naming_the_node(deadline, why):
+    """The state is written by models: a deadline a thousand years off does not hold a job."""
+
+    async def main():
+        graph = _waiting(wait_until="deadline")
+        schema = {"type": "object", "properties": {"text": {"type": "string"}, "deadline": {}}}
+        graph["state"] = {"json_schema": schema, "initial": {"deadline": deadline}}
+        troupe = await build_troupe({"writer": scripted("v1"), "editor": scripted("v2")})
+        job_id = await troupe.desk.submit(*order("a notice", team(graph, "writer", "editor")))
+        return await troupe.orchestrator.wait(job_id, 20)
+
+    result = run(main())
+    assert result.status == "failed"
+    assert result.error.code is ErrorCode.INVALID_INPUT
+    assert "wait_until of 'publish'" in result.error.message
+    assert why in result.error.message
+
+
+def test_a_node_waits_for_one_time_or_the_other_and_its_expression_is_checked():
+    with pytest.raises(ValueError, match="both wait_s and wait_until"):
+        GraphSpec.model_validate(_waiting(wait_s=5, wait_until="deadline"))
+    with pytest.raises(ValueError, match="wait_until of node 'publish'"):
+        GraphSpec.model_validate(_waiting(wait_until="__import__('os')"))
+    with pytest.raises(ValueError, match="less than or equal to 2592000"):
+        GraphSpec.model_validate(_waiting(wait_s=1e9))

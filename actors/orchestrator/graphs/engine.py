@@ -33,6 +33,7 @@ from raytroupe.actors.orchestrator.graphs.nodes import (
 )
 from raytroupe.actors.orchestrator.graphs.routing import Edges, GraphFailed, failed
 from raytroupe.actors.orchestrator.graphs.state import StateKeeper
+from raytroupe.actors.orchestrator.graphs.timers import Timers
 from raytroupe.actors.orchestrator.jobs import Job, emit, skipped
 from raytroupe.protocols import (
     ErrorCode,
@@ -95,6 +96,7 @@ class GraphRun:
         self._keeper = StateKeeper(graph)
         self._slots = asyncio.Semaphore(job.team.max_parallel)
         self._edges = Edges(graph, job.asked, job.team.max_subtasks)
+        self._timers = Timers(job, graph, self._edges, host.store, namespace)
         self._runs = NodeRuns(
             job, graph, namespace, self._keeper, self._edges, slots=self._slots,
             run_subtask=host.run_subtask, run_child=host.run_child,
@@ -122,6 +124,9 @@ class GraphRun:
                 point = await self.first(given)
                 self._host.store.put(point)
             while True:
+                if point.timer is not None:
+                    point = await self._timers.slept(point)
+                    continue
                 if point.interrupt is not None:
                     point = await self._resumed(point)
                     continue
@@ -136,7 +141,7 @@ class GraphRun:
                         point.next[0].node,
                         next=due,
                     )
-                waiting = self._pause_before(point)
+                waiting = self._timers.sleep_before(point) or self._pause_before(point)
                 if waiting is not None:
                     point = waiting
                     continue
@@ -232,6 +237,7 @@ class GraphRun:
             "state": state,
             "last": last,
             "resumed": {},
+            "woken": (),
         }
         if after is not None:
             update |= {
