@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeGuard, assert_never
@@ -24,7 +23,7 @@ from raytroupe.actors.llm.local.provider import InProcessServers, LocalModelProv
 from raytroupe.actors.llm.peers import PoolPeers
 from raytroupe.actors.llm.pricing import Price, PriceTable
 from raytroupe.actors.llm.provider import DeltaSink, LLMProvider
-from raytroupe.actors.llm.replay import turn_key
+from raytroupe.actors.llm.replay import KeptCalls, turn_key
 from raytroupe.actors.llm.replicas import check_share, reaches_script, served_here
 from raytroupe.actors.llm.state import PoolState
 from raytroupe.actors.llm.streaming import DeltaForwarder
@@ -55,13 +54,6 @@ log = structlog.get_logger("raytroupe.llm")
 _REPR_ALIASES = 8
 
 """Aliases named in the pool's ``repr`` (the Ray dashboard's); the rest are counted."""
-
-CLAIM_LEASE_S = 300.0
-"""How long a kept call another replica makes is waited for, at most: a replica that died
-clears its claims when Ray starts it again; this bounds the wait when it is not started."""
-
-CLAIM_POLL_S = 0.1
-"""How often a call waiting for another replica's answer looks for it."""
 
 DEFAULT_MODELS: Mapping[str, ModelSpec] = {"default": OfflineModel(), "offline": OfflineModel()}
 """Aliases every pool starts with: the offline provider, with no latency."""
@@ -129,8 +121,7 @@ class LLMAdapterPool(TakesBatches):
         self._broken: dict[str, ConfigError] = {}
         self._usage = UsageBook()
         self._calls = JobCalls()
-        self._making: dict[str, asyncio.Future[LLMResponse]] = {}
-        """Kept calls being made here, by key: the same call asked again waits for them."""
+        self._kept_calls = KeptCalls(self._ledger)
         self._trust = ModelTrust(config.network, config.keys, own_addresses)
         self._trust.trust([*config.models.values(), *(models or {}).values()])
         self._bind_all({**DEFAULT_MODELS, **config.models, **(models or {})})
@@ -319,58 +310,10 @@ class LLMAdapterPool(TakesBatches):
         if self._peers is not None and self._forwards(request.model):
             return await self._peers.complete_first(request, context)
         if context.turn is not None:
-            return await self._kept_call(context.turn, request, context, on_delta)
+            return await self._kept_calls.call(
+                context.turn, lambda: self._made(request, context, on_delta), context, request
+            )
         return await self._made(request, context, on_delta)
-
-    async def _kept_call(
-        self, key: str, request: LLMRequest, context: CallContext, on_delta: DeltaSink | None
-    ) -> LLMResponse:
-        """A kept call (``replay.turn_key``): answered as kept, joined, or made and kept.
-
-        Its kept answer; else the answer of the same call being made (here, or by another
-        replica); else the call, made and kept. The same call asked twice at once (its first
-        asking's reply lost with a router or a replica that died, while the call went on) is
-        made once: the second waits for it.
-        """
-        waited = time.monotonic() + CLAIM_LEASE_S
-        while True:
-            kept = self._kept_answer(key)
-            if kept is not None:  # made before, in an earlier run of its subtask
-                log.info("model_call_replayed", job_id=context.job_id, agent=context.agent,
-                         place=request.replay)  # fmt: skip
-                return kept.model_copy(update={"replayed": True, "latency_s": 0.0})
-            making = self._making.get(key)
-            if making is not None:  # made here now: its answer, or a try of our own
-                try:
-                    answer = await asyncio.shield(making)
-                except TroupeError:
-                    continue
-                except asyncio.CancelledError:
-                    current = asyncio.current_task()
-                    if current is not None and current.cancelling():
-                        raise  # this call is cancelled, not the one it waited for
-                    continue
-                return answer.model_copy(update={"replayed": True, "latency_s": 0.0})
-            holder = self._ledger.claim_turn(key, CLAIM_LEASE_S)
-            if holder is None or time.monotonic() > waited:
-                break
-            await asyncio.sleep(CLAIM_POLL_S)  # another replica makes it: wait for its answer
-        made: asyncio.Future[LLMResponse] = asyncio.get_running_loop().create_future()
-        made.add_done_callback(lambda f: f.cancelled() or f.exception())  # seen, if unwaited
-        self._making[key] = made
-        try:
-            answer = await self._made(request, context, on_delta)
-        except BaseException as exc:
-            self._ledger.release_turn(key)
-            if isinstance(exc, TroupeError):
-                made.set_exception(exc)
-            else:
-                made.cancel()
-            raise
-        finally:
-            self._making.pop(key, None)
-        made.set_result(answer)
-        return answer
 
     async def _made(
         self, request: LLMRequest, context: CallContext, on_delta: DeltaSink | None
@@ -386,13 +329,6 @@ class LLMAdapterPool(TakesBatches):
             raise
         self._usage.book(context, request.model, response)
         return response
-
-    def _kept_answer(self, turn: str) -> LLMResponse | None:
-        """The answer kept for ``turn``, read on the event loop as holds and settlements are.
-
-        The ledger's one connection must never run two transactions at once.
-        """
-        return self._ledger.turn(turn)
 
     async def usage(self, job_id: str | None = None) -> list[UsageRow]:
         """Usage by job, agent and model (only ``job_id``'s when given), on all replicas."""
