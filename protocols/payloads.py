@@ -214,15 +214,22 @@ class LLMDeltas(_Frozen):
 
 
 class SubtaskTaken(_Frozen):
-    """An agent's word to the job's orchestrator that it runs a subtask.
+    """An agent's word to the job's orchestrator that it runs a subtask; and the answer.
 
     Journaled: a dispatch again after the orchestrator restarted goes to that agent first,
-    which joins its run or resumes it (a teammate would start it over).
+    which joins its run or resumes it (a teammate would start it over). The orchestrator
+    answers with the agent that runs the subtask: the asker, or, when the asker had the
+    dispatch through its role (``by_role``) and another agent of the role took that same
+    dispatch first (a router that died sent it again), that agent, to which the asker hands
+    the dispatch: one run, not two.
     """
 
     kind: Literal["subtask_taken"] = "subtask_taken"
     task_id: str = Field(min_length=1, max_length=200)
     agent: str = Field(min_length=1, max_length=200)
+    by_role: bool = Field(
+        default=False, description="The dispatch came through the role, not by name."
+    )
 
 
 class Handoff(_Frozen):

@@ -22,7 +22,13 @@ import structlog
 
 from raytroupe.actors.agent.react import ReAct
 from raytroupe.actors.agent.slots import Slots
-from raytroupe.actors.endpoint import RestartStore, RouterClient, TakesBatches, serve_envelope
+from raytroupe.actors.endpoint import (
+    RestartStore,
+    RouterClient,
+    TakesBatches,
+    expected,
+    serve_envelope,
+)
 from raytroupe.actors.telemetry.genai import agent_finished, agent_invocation
 from raytroupe.protocols import (
     AgentMessage,
@@ -37,11 +43,16 @@ from raytroupe.protocols import (
     TaskResult,
     ToolSpec,
     orchestrator_address,
+    parse_address,
 )
 
 __all__ = ["AgentActor"]
 
 log = structlog.get_logger("raytroupe.agent")
+
+TAKE_WAIT_S = 2.0
+"""How long an agent that had a dispatch through its role waits for the job's shard to say
+whether another agent took that dispatch first; then it runs it."""
 
 
 def _past(deadline: float | None, pause: float) -> bool:
@@ -90,7 +101,7 @@ class AgentActor(TakesBatches):
         self._roles: tuple[str, ...] = ()
         self._by_job: dict[str, set[asyncio.Task[Any]]] = {}
         self._subtasks: dict[tuple[str | None, str], _Joined] = {}
-        self._telling: set[asyncio.Future[None]] = set()
+        self._telling: set[asyncio.Future[str]] = set()
         self._cancelled: deque[str] = deque(maxlen=1000)
         self._spec = spec
         self._tools = tuple(tools)
@@ -188,10 +199,14 @@ class AgentActor(TakesBatches):
         key = (message.job_id, request.task_id)
         joined = self._subtasks.get(key)
         if joined is None:
+            holder = await self._taker(message, request)
+            if holder != self._spec.name:
+                return await self._hand_over(message, request, holder)
+            joined = self._subtasks.get(key)  # it may have come again meanwhile
+        if joined is None:
             run = asyncio.ensure_future(self._work(message, request))
             joined = self._subtasks[key] = _Joined(run)
             run.add_done_callback(lambda _done: self._subtasks.pop(key, None))
-            self._say_taken(message, request)
         else:
             log.info("subtask_joined", agent=self._spec.name, job_id=message.job_id,
                      task_id=request.task_id, attempt=message.attempt)  # fmt: skip
@@ -205,30 +220,54 @@ class AgentActor(TakesBatches):
         finally:
             joined.waiting -= 1
 
-    def _say_taken(self, message: AgentMessage, request: TaskRequest) -> None:
-        """Tell the job's orchestrator, in the background, that this agent runs the subtask.
+    async def _taker(self, message: AgentMessage, request: TaskRequest) -> str:
+        """The agent that runs the subtask: this one, unless the job's shard names another.
 
-        It journals it: dispatched again after it restarted, the subtask comes back here,
-        to join this run or resume it, not to a teammate that would start it over. Only for
-        an orchestrator's dispatch; a word that is lost costs only that.
+        This agent tells the job's orchestrator that it takes the subtask. It journals it:
+        dispatched again after it restarted, the subtask comes back here, to join this run
+        or resume it, not to a teammate that would start it over. A dispatch that came
+        through the role waits for the answer (:data:`TAKE_WAIT_S` at most): if another
+        agent of the role took the same dispatch first (a router that died sent it again),
+        that agent runs it. One sent by name is this agent's: the word goes in the
+        background. Only for an orchestrator's dispatch; a word that is lost costs only that.
         """
+        me = self._spec.name
         if message.job_id is None or message.sender != orchestrator_address(message.job_id):
-            return
+            return me
+        by_role = parse_address(message.recipient)[0] == "role"
         word = message.derive(
-            sender=self._spec.name,
+            sender=me,
             recipient=message.sender,
-            payload=SubtaskTaken(task_id=request.task_id, agent=self._spec.name),
+            payload=SubtaskTaken(task_id=request.task_id, agent=me, by_role=by_role),
         )
 
-        async def say() -> None:
+        async def say() -> str:
             try:
-                await self._router.request(word)
+                reply = await asyncio.wait_for(self._router.request(word), TAKE_WAIT_S)
             except Exception as exc:  # noqa: BLE001 - a lost word must not fail the subtask
                 log.info("subtask_taken_not_told", job_id=message.job_id, error=repr(exc))
+                return me
+            answer = reply.payload
+            return answer.agent if isinstance(answer, SubtaskTaken) and by_role else me
 
+        if by_role:
+            return await say()
         told = asyncio.ensure_future(say())
         self._telling.add(told)
         told.add_done_callback(self._telling.discard)
+        return me
+
+    async def _hand_over(
+        self, message: AgentMessage, request: TaskRequest, holder: str
+    ) -> TaskResult:
+        """``holder``'s answer to the dispatch: it took the same one first, and runs it."""
+        log.info("subtask_handed_over", agent=self._spec.name, holder=holder,
+                 job_id=message.job_id, task_id=request.task_id)  # fmt: skip
+        passed = message.derive(sender=self._spec.name, recipient=holder, payload=request)
+        answer = expected(await self._router.request(passed), TaskResult, unexpected=InvalidInput)
+        if isinstance(answer, ErrorPayload):
+            raise answer.to_exception()
+        return answer
 
     async def _work(self, message: AgentMessage, request: TaskRequest) -> TaskResult:
         """Run one subtask; a ``cancel_job`` for its job ends it as ``cancelled``.

@@ -239,8 +239,14 @@ class Orchestrator:
                     raise InvalidInput(
                         f"{message.sender!r} cannot say {payload.agent!r} took a subtask"
                     )
-                self._held.taken(job, payload.task_id, payload.agent)
-                return message.reply(Ack(), sender=self._address)
+                if payload.agent not in {a.name for a in job.team.agents}:
+                    raise InvalidInput(f"{payload.agent!r} is not an agent of the job's team")
+                holder = self._held.taken(
+                    job, payload.task_id, payload.agent,
+                    attempt=message.attempt, by_role=payload.by_role,
+                )  # fmt: skip
+                runs = SubtaskTaken(task_id=payload.task_id, agent=holder)
+                return message.reply(runs, sender=self._address)
             case ApprovalRequest():
                 return message.reply(await self._desk.hold(job, payload), sender=self._address)
             case _:

@@ -94,6 +94,8 @@ class Job:
     taken: dict[str, str] = field(default_factory=dict)
     """The agent that said it runs each subtask (before a restart too): a dispatch of it
     again goes there first (``SubtaskTaken``)."""
+    taken_at: dict[str, int] = field(default_factory=dict)
+    """The attempt of the dispatch each of those agents took (since this shard started)."""
     runner: asyncio.Task[None] | None = None
     cancel_requested: bool = False
     approvals: dict[str, tuple[ApprovalRequest, asyncio.Future[ApprovalDecision]]] = field(

@@ -214,19 +214,34 @@ class ShardJobs:
         # still winding down after 30 s: cancelled all the same, it ends as soon as it can
         return job.result is None or job.result.status == "cancelled"
 
-    def taken(self, job: Job, task_id: str, agent: str) -> None:
-        """Keep, and journal, that ``agent`` runs the job's subtask ``task_id``.
+    def taken(
+        self, job: Job, task_id: str, agent: str, *, attempt: int = 1, by_role: bool = False
+    ) -> str:
+        """Keep, and journal, that ``agent`` runs the job's subtask ``task_id``; who runs it.
+
+        That is ``agent``, unless it had the dispatch through its role and another agent took
+        the same attempt, or a later one, first: the router that died with that dispatch in
+        flight sent it again, to the role, and the role chose another agent. That agent runs
+        it (the asker hands it the dispatch). A later attempt, or one sent by name, is the
+        dispatcher's choice: its agent runs it.
 
         A journal that fails is logged: a dispatch again then goes to the role.
         """
-        job.taken[task_id] = agent
+        holder = job.taken.get(task_id)
+        if by_role and holder not in (None, agent) and attempt <= job.taken_at.get(task_id, 0):
+            assert holder is not None  # noqa: S101 - checked above
+            log.info("subtask_taken_already", job_id=job.id, task_id=task_id, agent=agent,
+                     holder=holder, attempt=attempt)  # fmt: skip
+            return holder
+        job.taken[task_id], job.taken_at[task_id] = agent, attempt
         if self._journal is None:
-            return
+            return agent
         try:
             self._journal.taken(job.id, task_id, agent)
         except TroupeError as exc:
             log.warning("subtask_taker_not_journaled", job_id=job.id, task_id=task_id,
                         code=exc.code.value)  # fmt: skip
+        return agent
 
     def feedback(self, job: Job, score: float, comment: str, by: str) -> Feedback:
         """Keep a person's verdict on ``job`` (see :meth:`Orchestrator.feedback`)."""

@@ -23,6 +23,7 @@ from raytroupe.protocols import (
     RecipientUnavailable,
     ScriptedModel,
     ScriptedTurn,
+    SubtaskTaken,
     TaskRequest,
     TaskResult,
     ToolCall,
@@ -471,3 +472,58 @@ def test_a_subtask_dispatched_again_while_it_runs_joins_the_run_under_way():
     assert [m.payload.output for m in (first, again)] == ["ran once", "ran once"]
     assert calls == 2  # one model call for s1 (joined), one for s2
     assert other.payload.status == "failed"  # s2 ran on its own: the script was used up
+
+
+class Answers:
+    """A mailbox that answers each envelope with ``answer(message)``, and keeps them."""
+
+    def __init__(self, answer):
+        self.answer, self.got = answer, []
+
+    async def receive(self, data: bytes, /) -> bytes | None:
+        message = decode(data)
+        self.got.append(message)
+        return encode(message.reply(self.answer(message), sender=message.recipient))
+
+
+def test_an_agent_hands_a_dispatch_its_teammate_took_first_to_that_teammate():
+    """The router that had the dispatch died and sent it again, to the role: bob, not ada,
+    got it this time. The job's shard says ada took it; bob hands it to ada (who joins or
+    resumes her run) and answers with her answer, making no model call of its own."""
+
+    async def main():
+        rig_ = await rig(AgentSpec(name="bob", role="worker", model="offline"))
+        shard = Answers(lambda m: SubtaskTaken(task_id=m.payload.task_id, agent="ada"))
+        done = TaskResult(task_id="s1", agent="ada", status="succeeded", output="ada's answer",
+                          started_at=1.0, finished_at=2.0)  # fmt: skip
+        ada = Answers(lambda _m: done)
+        await rig_.router.register("orchestrator", shard)
+        await rig_.router.register("ada", ada)
+        reply = await rig_.ask(TaskRequest(task_id="s1", instructions="Count the ducks."))
+        return reply, shard.got, ada.got, rig_.requests()
+
+    reply, told, handed, asked = run(main())
+    assert (reply.payload.agent, reply.payload.output) == ("ada", "ada's answer")
+    (word,) = told
+    assert (word.sender, word.payload.agent, word.payload.by_role) == ("bob", "bob", True)
+    (passed,) = handed
+    assert (passed.sender, passed.payload.task_id, passed.job_id) == ("bob", "s1", "job-1")
+    assert asked == []  # no model call: ada runs it
+
+
+def test_a_dispatch_by_name_is_run_whatever_the_shard_answers():
+    async def main():
+        rig_ = await rig(AgentSpec(name="bob", role="worker", model="offline"))
+        shard = Answers(lambda m: SubtaskTaken(task_id=m.payload.task_id, agent="ada"))
+        await rig_.router.register("orchestrator", shard)
+        reply = await rig_.ask(TaskRequest(task_id="s1", instructions="Say hi."), "bob")
+        for _ in range(100):  # the word goes in the background
+            if shard.got:
+                break
+            await asyncio.sleep(0.01)
+        return reply, shard.got
+
+    reply, told = run(main())
+    assert (reply.payload.agent, reply.payload.status) == ("bob", "succeeded")
+    (word,) = told
+    assert word.payload.by_role is False

@@ -179,11 +179,54 @@ def test_the_agent_that_took_each_subtask_is_journaled_and_only_it_may_say_so(tm
             sender="mallory", recipient=orchestrator_address(job_id), job_id=job_id, payload=word
         )
         refused = decode(await orchestrator.receive(encode(forged))).payload
+        mine = SubtaskTaken(task_id="s3", agent="mallory")  # an agent of no team of the job's
+        outsider = forged.model_copy(update={"payload": mine})
+        stranger = decode(await orchestrator.receive(encode(outsider))).payload
         for task in list(orchestrator._tasks):  # the process dies here
             task.cancel()
-        return refused
+        return refused, stranger
 
-    refused = run(life())
+    refused, stranger = run(life())
     assert refused.code is ErrorCode.INVALID_INPUT
+    assert stranger.code is ErrorCode.INVALID_INPUT
+    assert "'mallory' is not an agent of the job's team" in stranger.message
     (job,) = Journal(path).resumable()
     assert job.taken == {"s1": "solo", "s2": "solo"}
+
+
+def test_a_dispatch_a_second_agent_of_the_role_gets_again_is_run_by_the_first():
+    """A router that dies with a dispatch in flight sends it again, to the role: the shard
+    names the agent that took it first, unless the dispatcher sent a later attempt, or
+    sent it by name (its own choice)."""
+    agents = tuple(AgentSpec(name=n, role="w") for n in ("solo", "bob", "carl"))
+    trio = TeamSpec(name="j3", agents=agents, max_parallel=1)
+
+    async def life():
+        pool = GatedPool(LLMAdapterPool(), 1)
+        router = MessageRouter()
+        client = LocalRouterClient(router)
+        await router.register("llm-0", pool, ["llm"])
+        provisioner = InProcessProvisioner(router, pool.pool, client)
+        desk, (orchestrator,) = await control_plane(client, provisioner)
+        await router.register("orchestrator", orchestrator)  # as under Ray: agents reach it
+        job_id = await desk.submit(*order(TASK, trio))
+        await pool.held.wait()  # s2 taken, its model call held at the gate
+        taker = orchestrator._held.job(job_id).taken["s2"]
+        one, two = sorted({"solo", "bob", "carl"} - {taker})
+
+        async def say(agent, attempt, *, by_role):
+            word = SubtaskTaken(task_id="s2", agent=agent, by_role=by_role)
+            message = AgentMessage(sender=agent, recipient=orchestrator_address(job_id),
+                                   job_id=job_id, attempt=attempt, payload=word)  # fmt: skip
+            return decode(await orchestrator.receive(encode(message))).payload.agent
+
+        answers = [await say(one, 1, by_role=True), await say(two, 2, by_role=True),
+                   await say(one, 2, by_role=True), await say(one, 2, by_role=False)]  # fmt: skip
+        for task in list(orchestrator._tasks):
+            task.cancel()
+        return taker, one, two, answers
+
+    taker, one, two, answers = run(life())
+    # the first dispatch again, to the role: its taker has it; a later attempt: the one it
+    # reached; that one again, to the role: that agent has it; sent by name: its agent's
+    assert answers == [taker, two, two, one]
