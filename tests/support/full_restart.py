@@ -24,12 +24,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+from examples.ab_experiment import notes_skill, request
 from raytroupe import runtime
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.tools.config import FunctionTool
 from raytroupe.protocols import KnowledgeDocument, TeamSpec
 from raytroupe.protocols.graph import GraphSpec
-from raytroupe.protocols.skill import SkillSpec
 from tests.support.graph_specs import PAUSED
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET
 from tests.support.mcp_servers import STDIO_COMMAND
@@ -115,22 +115,6 @@ def chat_team() -> runtime.Team:
     )
 
 
-def notes_skill(version: str, instructions: str) -> SkillSpec:
-    """(d) The skill the experiment compares (as in examples/ab_experiment.py)."""
-    return SkillSpec.model_validate({
-        "name": "restart-notes", "version": version, "description": "The code of the note.",
-        "execution_mode": "direct", "prompt": {"instructions": instructions},
-        "quality_gate": {"regex": [{"pattern": r"\b\d*22\b", "message": "not the code"}],
-                         "max_retries": 0},
-    })  # fmt: skip
-
-
-def notes_request(k: int) -> str:
-    if k % 2 == 0:
-        return f"Alpha note: code {k}11. Beta note: code {k}22. Gamma note: code {k}33."
-    return f"Alpha note: code {k}11. Gamma note: code {k}33. Delta note: code {k}22."
-
-
 def document(k: int) -> KnowledgeDocument:
     """(f) The k-th document: one fact no other document holds."""
     text = f"# Shelf {k}\n\nShelf {k} holds the {k}th edition, catalogue mark QX-{k:04d}.\n"
@@ -139,7 +123,7 @@ def document(k: int) -> KnowledgeDocument:
 
 def send(rt: runtime.Runtime, first: int, count: int) -> list[str]:
     """``count`` requests for the experiment's skill, waited for; their job ids."""
-    jobs = [rt.submit(notes_request(first + k), skill="restart-notes") for k in range(count)]
+    jobs = [rt.submit(request(first + k), skill="restart-notes") for k in range(count)]
     for job in jobs:
         with contextlib.suppress(runtime.JobFailed):  # a wrong code fails its gate: measured
             job.result(timeout=120)
@@ -182,9 +166,10 @@ def before(rt: runtime.Runtime, config: dict[str, Any]) -> dict[str, Any]:
     session.ask(FACT, team, timeout=120)
     session.ask("Actors in Ray keep state. What do actors in Ray keep?", team, timeout=120)
     seen["session"] = {"id": session.id, "turns": [t.job_id for t in session.turns()]}
-    # (d) an experiment with half its samples
-    rt.put_skill(notes_skill("2", "Read the beta and delta notes."))
-    rt.put_skill(notes_skill("1", "Read the alpha and beta notes."))
+    # (d) an experiment with half its samples, over the two versions of the skill of
+    # examples/ab_experiment.py
+    rt.put_skill(notes_skill("2", "Read the beta and delta notes.", "restart-notes"))
+    rt.put_skill(notes_skill("1", "Read the alpha and beta notes.", "restart-notes"))
     info = rt.start_experiment({
         "name": EXPERIMENT, "skill": "restart-notes", "min_effect": 0.4,
         "arms": [{"version": "1"}, {"version": "2"}],

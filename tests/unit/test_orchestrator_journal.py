@@ -160,19 +160,24 @@ def test_a_job_journaled_before_its_events_were_is_read_back_with_its_last():
     assert [e.seq for e in journal.resumable()[0].events] == [1]
 
 
+async def held_at_the_gate(team, journal=None):
+    """A job of ``team`` on a shard the agents reach, its second model call held."""
+    pool = GatedPool(LLMAdapterPool(), 1)
+    router = MessageRouter()
+    client = LocalRouterClient(router)
+    await router.register("llm-0", pool, ["llm"])
+    provisioner = InProcessProvisioner(router, pool.pool, client)
+    desk, (orchestrator,) = await control_plane(client, provisioner, journal=journal)
+    await router.register("orchestrator", orchestrator)  # as under Ray: agents reach it
+    return pool, orchestrator, await desk.submit(*order(TASK, team))
+
+
 def test_the_agent_that_took_each_subtask_is_journaled_and_only_it_may_say_so(tmp_path):
     """A shard that restarts sends an unfinished subtask to the agent that took it first."""
     path = tmp_path / "journal.sqlite"
 
     async def life():
-        pool = GatedPool(LLMAdapterPool(), 1)
-        router = MessageRouter()
-        client = LocalRouterClient(router)
-        await router.register("llm-0", pool, ["llm"])
-        provisioner = InProcessProvisioner(router, pool.pool, client)
-        desk, (orchestrator,) = await control_plane(client, provisioner, journal=Journal(path))
-        await router.register("orchestrator", orchestrator)  # as under Ray: agents reach it
-        job_id = await desk.submit(*order(TASK, TEAM))
+        pool, orchestrator, job_id = await held_at_the_gate(TEAM, Journal(path))
         await pool.held.wait()  # s1 done, s2 held at the gate: both were taken by solo
         word = SubtaskTaken(task_id="s3", agent="solo")  # said by another: refused
         forged = AgentMessage(
@@ -202,14 +207,7 @@ def test_a_dispatch_a_second_agent_of_the_role_gets_again_is_run_by_the_first():
     trio = TeamSpec(name="j3", agents=agents, max_parallel=1)
 
     async def life():
-        pool = GatedPool(LLMAdapterPool(), 1)
-        router = MessageRouter()
-        client = LocalRouterClient(router)
-        await router.register("llm-0", pool, ["llm"])
-        provisioner = InProcessProvisioner(router, pool.pool, client)
-        desk, (orchestrator,) = await control_plane(client, provisioner)
-        await router.register("orchestrator", orchestrator)  # as under Ray: agents reach it
-        job_id = await desk.submit(*order(TASK, trio))
+        pool, orchestrator, job_id = await held_at_the_gate(trio)
         await pool.held.wait()  # s2 taken, its model call held at the gate
         taker = orchestrator._held.job(job_id).taken["s2"]
         one, two = sorted({"solo", "bob", "carl"} - {taker})
