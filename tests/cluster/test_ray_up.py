@@ -60,6 +60,9 @@ PROVIDER_KEY = "sk-wire-cluster-secret"
 PROVIDER_KEY_ENV = "TROUPE_WIRE_KEY"
 UP_TIMEOUT_S = 900
 READY_S = 180.0
+JOIN_S = 480.0
+"""A worker joins once the head's autoscaler has set it up over SSH (uv, a venv, the package
+and its dependencies from PyPI): 180 s was not enough on a 2-core host busy with other work."""
 JOB_S = 180.0
 # `ray down` stops the head's Ray; a worker's stops itself once its raylet has lost the GCS
 # (within Ray's 60 s timeout)
@@ -237,12 +240,12 @@ def _wait_nodes(dashboard: str, count: int, *, replaced: frozenset[str] = frozen
 
     started = time.monotonic()
     alive: list[Any] = []
-    while time.monotonic() - started < READY_S:
+    while time.monotonic() - started < JOIN_S:
         alive = [n for n in list_nodes(address=dashboard) if n.state == "ALIVE"]
         if len(alive) == count and not {n.node_id for n in alive} & replaced:
             return time.monotonic() - started
         time.sleep(2.0)
-    pytest.fail(f"{count} new nodes not alive within {READY_S} s: {alive}")
+    pytest.fail(f"{count} new nodes not alive within {JOIN_S} s: {alive}")
 
 
 def _restart(config: Path, env: dict[str, str], log: Path, nodes: Nodes, env_file: Path) -> float:

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.support.figures import record
 from tests.support.ledger import TOOL_NAME, runs_by_token
 from tests.support.wire_model import ToolCall as WireCall
 from tests.support.wire_server import Reply, WireServer
@@ -53,6 +54,12 @@ class Restarted:
     calls: dict[str, int]
     ledger: Path
     token: str
+    store: str
+
+    def record(self, situation: str, server: str | None = None) -> None:
+        """The situation continued (the test's asserts passed): a row of RELIABILITY.md."""
+        calls = "" if server is None else f"{self.calls[server]} model calls, each made once"
+        record("full_restart", f"{situation} ({self.store})", "continued", note=calls)
 
 
 @pytest.fixture(scope="module", params=["sqlite", "postgresql"])
@@ -88,7 +95,7 @@ def restarted(request, tmp_path_factory) -> Restarted:
     return Restarted(
         before=json.loads((root / "before.json").read_text()),
         after=json.loads((root / "after.json").read_text()),
-        calls_before=calls_before, calls=calls, ledger=ledger, token=token,
+        calls_before=calls_before, calls=calls, ledger=ledger, token=token, store=request.param,
     )  # fmt: skip
 
 
@@ -104,6 +111,7 @@ def test_a_graph_at_an_interrupt_waits_there_again_and_goes_on_when_resumed(rest
     assert after["subtasks"] == ["draft.1", "publish.2"]
     assert after["state"] == {"text": "published v1", "verdict": "approved"}
     assert (restarted.calls_before["graph"], restarted.calls["graph"]) == (1, 2)  # draft once
+    restarted.record("(a) a graph waiting at an interrupt", "graph")
 
 
 def test_a_tool_call_waiting_for_approval_waits_under_the_same_id_and_runs_once(restarted):
@@ -112,6 +120,7 @@ def test_a_tool_call_waiting_for_approval_waits_under_the_same_id_and_runs_once(
     assert after["approved"] is True
     assert (after["status"], after["output"]) == ("succeeded", "Echoed.")
     assert (restarted.calls_before["approval"], restarted.calls["approval"]) == (1, 2)
+    restarted.record("(b) a tool call waiting for approval", "approval")
 
 
 def test_a_session_keeps_its_turns_and_the_next_one_sees_them(restarted):
@@ -119,6 +128,7 @@ def test_a_session_keeps_its_turns_and_the_next_one_sees_them(restarted):
     assert after["turns"][:2] == before["turns"]
     assert len(after["turns"]) == 3
     assert "Marguerite lives in Lyon" in after["answer"]  # shown the first turn
+    restarted.record("(c) a session with turns")
 
 
 def test_an_experiment_goes_on_from_its_figures_and_decides_at_its_horizon(restarted):
@@ -131,6 +141,7 @@ def test_an_experiment_goes_on_from_its_figures_and_decides_at_its_horizon(resta
     assert all(a["finished"] == a["assigned"] for a in arms)
     sent = before["sent"] + after["sent"]
     assert sum(a["assigned"] for a in arms) <= sent  # none twice (after the decision: none)
+    restarted.record("(d) an A/B experiment at half its horizon")
 
 
 def test_a_half_ingested_knowledge_base_is_completed_with_one_copy_of_each(restarted):
@@ -138,6 +149,7 @@ def test_a_half_ingested_knowledge_base_is_completed_with_one_copy_of_each(resta
     assert before["ingested"] == 64
     assert (after["unchanged"], after["written"]) == (64, 64)
     assert after["sources"] == after["passages"] == 128
+    restarted.record("(f) a knowledge base half ingested")
 
 
 def test_a_job_mid_subtask_goes_on_at_the_turn_it_reached(restarted):
@@ -149,6 +161,7 @@ def test_a_job_mid_subtask_goes_on_at_the_turn_it_reached(restarted):
     assert (restarted.calls_before["subtask"], restarted.calls["subtask"]) == (2, 4)
     assert after["replayed"] == 2  # turns 1 and 2: from the record
     assert after["calls"] == after["usage_calls"] == 4  # and counted once
+    restarted.record("(e) a job mid-subtask", "subtask")
 
 
 def test_a_graph_asleep_wakes_at_the_time_it_was_given_before_the_restart(restarted):
@@ -158,3 +171,4 @@ def test_a_graph_asleep_wakes_at_the_time_it_was_given_before_the_restart(restar
     assert after["wake_at"] == [before["wake_at"]]  # set once, kept
     assert after["publish_started"][0] >= before["wake_at"]
     assert (restarted.calls_before["sleep"], restarted.calls["sleep"]) == (1, 2)
+    restarted.record("(g) a graph asleep until a time", "sleep")

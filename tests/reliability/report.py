@@ -3,11 +3,10 @@
 Usage: python -m tests.reliability.report [--out RELIABILITY.md]
 
 Five pytest runs, each in its own process: the suites that share one local Ray (router
-fuzzing, chaos smoke and full, security, sandbox escapes, model faults, load), node loss (a
-3-node cluster of its own), the node-loss matrix (a cluster of its own), the GCS kill (a head
-of its own, its GCS tables in Redis), and `ray up` on two SSH nodes of this host (root: it
-makes accounts and runs sshd).
-Every figure a test records
+fuzzing, chaos smoke and full, full restarts, security, sandbox escapes, model faults,
+load), node loss (a 3-node cluster of its own), the node-loss matrix (a cluster of its own),
+the GCS kill (a head of its own, its GCS tables in Redis), and `ray up` on two SSH nodes of
+this host (root: it makes accounts and runs sshd). Every figure a test records
 (``tests.support.figures.record``) lands in a fresh folder; the report is a table of them
 per suite, with the machine, the date, each run's outcome and duration. Exits non-zero if
 a run failed (the report says so too).
@@ -29,6 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SHARED_RAY = (
     "tests/unit/test_router_fuzz.py",
     "tests/integration/test_chaos_smoke.py",
+    "tests/integration/test_full_restart.py",
     "tests/integration/test_security.py",
     "tests/integration/test_sandbox_escapes.py",
     "tests/reliability/test_chaos.py",
@@ -45,6 +45,8 @@ TITLES = {
     "node_loss_matrix": "Node loss, all of it: the nodes of the orchestrator, the LLM pool, the "
     "sandboxes, the memory actor, one at a time and together (state in PostgreSQL)",
     "gcs": "The head's GCS killed mid-job and started again (tables in Redis)",
+    "full_restart": "Full restart: every process of a deployment stopped and started again "
+    "on the same state, with work waiting at each kind of point",
     "ray_up": "`ray up` of deployments/cluster.local.yaml: two SSH nodes on this host",
     "model_faults": "Model faults: 5xx, 429 + Retry-After, cut streams (llmock)",
     "load": "Load: concurrent jobs on loopback",
