@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,13 +32,25 @@ ROOT = Path(__file__).resolve().parents[2]
 TOKENS = {"prompt_tokens": 10, "completion_tokens": 2}
 
 
-def _side(side: str, config: Path) -> None:
+def _side(side: str, config: Path, *, stop_when: Callable[[], bool] | None = None) -> None:
+    """Run one side in a process of its own; ``before`` stops once ``stop_when()`` says so."""
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    done = subprocess.run(
-        [sys.executable, "-m", "tests.support.full_restart", side, str(config)],
-        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600, check=False,
-    )  # fmt: skip
-    assert done.returncode == 0, f"{side}:\n{done.stdout[-3000:]}\n{done.stderr[-6000:]}"
+    out = config.parent / f"{side}.out"
+    with out.open("w") as output:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tests.support.full_restart", side, str(config)],
+            cwd=ROOT, env=env, stdout=output, stderr=subprocess.STDOUT, text=True,
+        )  # fmt: skip
+        try:
+            if stop_when is not None:
+                ready = stop_when()
+                (config.parent / "stop").write_text("now" if ready else "never came")
+            code = process.wait(timeout=600)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert code == 0, f"{side}:\n{out.read_text()[-8000:]}"
 
 
 def _tool(name: str, **arguments) -> Reply:
@@ -85,10 +98,12 @@ def restarted(request, tmp_path_factory) -> Restarted:
         )
         config = root / "config.json"
         config.write_text(json.dumps({
-            "root": str(root), "state_url": state_url, "ledger": str(ledger),
+            "root": str(root), "state_url": state_url,
             "wires": {name: server.base_url_openai for name, server in servers.items()},
         }))  # fmt: skip
-        _side("before", config)
+        # the job of (e) is stopped once its second model call has come (into the 6 s tool
+        # call it asks for)
+        _side("before", config, stop_when=lambda: subtask.wait_for_requests(2, timeout_s=300))
         calls_before = {name: server.request_count for name, server in servers.items()}
         _side("after", config)
         calls = {name: server.request_count for name, server in servers.items()}

@@ -187,9 +187,10 @@ def before(rt: runtime.Runtime, config: dict[str, Any]) -> dict[str, Any]:
     seen["sleep"] = {"job": sleeper.job_id, "wake_at": timer.wake_at}
     # (e) a job in its subtask's 6 s tool call, after its side effect: then Ray stops
     busy = rt.submit("Record the token, then compute 6 * 7.", team=subtask_team(config))
-    ledger = Path(config["ledger"])  # its first tool call, the side effect, wrote there
-    until(ledger.exists, "the subtask's side effect")
-    time.sleep(3.0)  # its second model call, and into the 6 s tool call it asks for
+    stop = Path(config["root"]) / "stop"  # the test writes it once the second call came
+    until(stop.exists, "the test's word to stop", timeout=360)
+    assert stop.read_text() == "now", "the subtask's second model call never came"
+    time.sleep(1.0)  # its answer kept, and into the 6 s tool call it asks for
     seen["subtask"] = {"job": busy.job_id, "status": busy.status()}
     return seen
 
