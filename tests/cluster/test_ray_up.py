@@ -355,7 +355,8 @@ def _job(url: str, team: dict[str, object], task: str) -> dict[str, object]:
 def _assert_sandboxed_without_root(url: str, wire: WireServer, nodes: Nodes) -> None:
     """Untrusted code where Ray is an ordinary user: the launcher builds a user namespace, the
     program keeps the node account's uid and sees only the system's files, not the homes."""
-    homes = [str(node.home) for node in nodes.nodes]  # the accounts' secrets and Ray's files
+    # the accounts' secrets and Ray's files: where the host keeps them, where Ray sees them
+    homes = [*(str(node.home) for node in nodes.nodes), str(nodes.login_home)]
     code = SANDBOXED.format(f"[os.path.exists(h) for h in {homes!r}], os.path.exists('/home')")
     wire.reset()
     wire.script(Reply.tool("python", {"code": code}), Default())

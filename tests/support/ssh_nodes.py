@@ -2,28 +2,33 @@
 
 A cluster launcher needs machines it reaches over SSH as ``auth.ssh_user``. Here each node is
 an sshd bound to its own loopback address (127.0.0.2, 127.0.0.3, ...) on port 22, with a
-throwaway host key, a throwaway client key and a non-root account of its own:
+throwaway host key, a throwaway client key and a throwaway non-root account of its own, with a
+fresh random name (``rt<hex>n<k>``): the test never logs in as, writes to, or changes an account
+it did not make, whatever ``ssh_user`` is called and whether or not the host has one by that name
+(an Ubuntu VM's own ``ubuntu`` account stays as it was).
 
-- node 0 logs ``ssh_user`` in as the real account of that name;
-- node k logs the same ``ssh_user`` in as another account (``troupe-node<k>``): its sshd runs
-  in a mount namespace whose ``/etc/passwd`` gives ``ssh_user`` that account's uid and gid, and
-  where that account's home is mounted on ``ssh_user``'s home path. As on real machines, the
-  launcher sees one user name and one home path everywhere (Ray's ``cluster_synced_files``
-  rely on it), and the nodes' Rays are different Unix users with their own files: ``ray stop``
-  on one cannot stop another's.
+Each node's sshd runs in a mount namespace whose ``/etc/passwd``, ``/etc/shadow`` and
+``/etc/group`` are copies in which ``ssh_user`` is that node's account: its uid and gid, no
+password (``*``), no supplementary groups, and a home path shared by every node (a fresh
+directory under the temp dir) on which the account's own home is mounted. As on real machines,
+the launcher sees one user name and one home path everywhere (Ray's ``cluster_synced_files``
+rely on it), and the nodes' Rays are different Unix users with their own files: ``ray stop``
+on one cannot stop another's. Nothing may add or remove an account while the nodes run: the
+host replacing /etc/passwd takes the namespaces' copies away (the tests of this tier make none).
 
 Each account's ``~/.bashrc`` starts with ``RAY_TMPDIR`` (each node its own Ray temp dir, as
 separate machines have). Its sshd, and so the node, has this process's open-files limits.
-Packages (openssh-server, rsync) come from apt when missing; needs
-root. Everything is undone on exit: sshd stopped by PID, processes still left under the
-accounts since the node was made killed by PID (the test asserts there are none first, with
-:meth:`Node.processes`), accounts this created deleted with their homes.
+Packages (openssh-server, rsync) come from apt when missing; needs root. Everything is undone
+on exit: sshd stopped by PID, processes still left under the accounts killed by PID (the test
+asserts there are none first, with :meth:`Node.processes`), the accounts deleted with their
+homes, the shared home path removed.
 """
 
 from __future__ import annotations
 
 import os
 import pwd
+import secrets
 import shutil
 import signal
 import socket
@@ -67,6 +72,9 @@ class Nodes:
     ssh_user: str
     key: Path
     nodes: tuple[Node, ...]
+    login_home: Path
+    """``ssh_user``'s home path on every node, as the nodes' processes see it (each node's own
+    home is mounted there)."""
 
     @property
     def head(self) -> Node:
@@ -111,30 +119,34 @@ def ssh_nodes(root: Path, ssh_user: str, count: int = 2) -> Iterator[Nodes]:
         subprocess.run([_program("ssh-keygen"), "-q", "-t", "ed25519", "-N", "", "-f", str(path)],
                        check=True, capture_output=True)  # fmt: skip
     Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)  # sshd's privilege-separation dir
+    tag = secrets.token_hex(3)
     with ExitStack() as undo:
+        # the home path ``ssh_user`` has on every node: made here, each node's home mounted on it
+        login_home = Path(tempfile.mkdtemp(prefix=f"rt{tag}-home-"))
+        login_home.chmod(0o755)
+        undo.callback(shutil.rmtree, login_home, ignore_errors=True)
+        # every account first: making one rewrites /etc/passwd, and the host replacing a file
+        # that a namespace has a bind mount on takes that mount away
+        entries = [_account(f"rt{tag}n{k}", undo) for k in range(count)]
         nodes = []
-        for k, address in enumerate(addresses):
-            account = ssh_user if k == 0 else f"troupe-node{k}"
-            entry = _account(account, undo)
-            tmpdir = Path(tempfile.gettempdir()) / f"raytroupe-ray-{account}"
-            node = Node(address, account, entry.pw_uid, Path(entry.pw_dir), tmpdir,
+        for k, (address, entry) in enumerate(zip(addresses, entries, strict=True)):
+            tmpdir = Path(tempfile.gettempdir()) / f"raytroupe-ray-{entry.pw_name}"
+            node = Node(address, entry.pw_name, entry.pw_uid, Path(entry.pw_dir), tmpdir,
                         frozenset(_processes_of(entry.pw_uid)))  # fmt: skip
             _provision(node, key.with_suffix(".pub"))
             undo.callback(shutil.rmtree, node.ray_tmpdir, ignore_errors=True)
-            undo.callback(_keep_logs, node, root / f"ray-logs.{account}")
+            undo.callback(_keep_logs, node, root / f"ray-logs.{node.account}")
             undo.callback(_kill_processes, node)  # runs before its account is deleted
             config = _sshd_config(root, k, address, ssh_user, host_key)
-            if k == 0:
-                sshd = _start_sshd(config, root / f"sshd.{k}.log")
-            else:
-                login_home = Path(pwd.getpwnam(ssh_user).pw_dir)
-                passwd = _passwd_as(ssh_user, entry, root / f"passwd.{k}")
-                binds = ((passwd, Path("/etc/passwd")), (node.home, login_home))
-                sshd = _start_sshd(config, root / f"sshd.{k}.log", binds)
+            binds = (
+                *_files_as(ssh_user, entry, login_home, root / f"etc.{k}"),
+                (node.home, login_home),
+            )
+            sshd = _start_sshd(config, root / f"sshd.{k}.log", binds)
             undo.callback(_stop, sshd)
             _wait_listening(address, sshd, root / f"sshd.{k}.log")
             nodes.append(node)
-        yield Nodes(ssh_user, key, tuple(nodes))
+        yield Nodes(ssh_user, key, tuple(nodes), login_home)
 
 
 def _program(name: str) -> str:
@@ -146,6 +158,8 @@ def _program(name: str) -> str:
 
 def _port_free(address: str) -> None:
     with socket.socket() as probe:
+        # as sshd binds: a connection of a node made just before, in TIME_WAIT, is no listener
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind((address, PORT))
         except OSError as exc:
@@ -155,21 +169,19 @@ def _port_free(address: str) -> None:
 
 
 def _account(name: str, undo: ExitStack) -> pwd.struct_passwd:
-    """The account ``name``, created (and deleted on exit, with its home) if missing."""
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
-        subprocess.run([_program("useradd"), "--create-home", "--shell", "/bin/bash", name],
-                       check=True, capture_output=True)  # fmt: skip
-        undo.callback(subprocess.run, [_program("userdel"), "--remove", name], capture_output=True)
-        entry = pwd.getpwnam(name)
-    # '*': no password, and not locked ('!'), which sshd would refuse even for a key
-    subprocess.run([_program("usermod"), "-p", "*", name], check=True, capture_output=True)
-    return entry
+    """A new account ``name`` (no password: ``*``, which sshd takes for a key, unlike a locked
+    ``!``), deleted on exit with its home. One that exists already is never used."""
+    with suppress(KeyError):
+        pwd.getpwnam(name)
+        raise RuntimeError(f"an account {name!r} exists already: the tests use only their own")
+    subprocess.run([_program("useradd"), "--create-home", "--shell", "/bin/bash", "--password",
+                    "*", "--user-group", name], check=True, capture_output=True)  # fmt: skip
+    undo.callback(subprocess.run, [_program("userdel"), "--remove", name], capture_output=True)
+    return pwd.getpwnam(name)
 
 
 def _provision(node: Node, public_key: Path) -> None:
-    """The key in authorized_keys; RAY_TMPDIR first in ~/.bashrc (its own Ray temp dir)."""
+    """The key in authorized_keys; RAY_TMPDIR in ~/.bashrc (its own Ray temp dir)."""
     ssh_dir = node.home / ".ssh"
     ssh_dir.mkdir(mode=0o700, exist_ok=True)
     authorized = ssh_dir / "authorized_keys"
@@ -177,23 +189,43 @@ def _provision(node: Node, public_key: Path) -> None:
     authorized.chmod(0o600)
     bashrc = node.home / ".bashrc"
     lines = bashrc.read_text().splitlines() if bashrc.exists() else []
-    line = f"export RAY_TMPDIR={node.ray_tmpdir}"
-    bashrc.write_text("\n".join([line, *(x for x in lines if x != line)]) + "\n")
+    bashrc.write_text("\n".join([f"export RAY_TMPDIR={node.ray_tmpdir}", *lines]) + "\n")
     for path in (ssh_dir, authorized, bashrc):
         os.chown(path, node.uid, pwd.getpwuid(node.uid).pw_gid)
 
 
-def _passwd_as(login: str, entry: pwd.struct_passwd, path: Path) -> Path:
-    """A copy of /etc/passwd in which ``login`` is ``entry``'s uid and gid."""
-    rows = []
-    for row in Path("/etc/passwd").read_text().splitlines():
-        fields = row.split(":")
-        if fields[0] == login:
-            fields[2:4] = [str(entry.pw_uid), str(entry.pw_gid)]
-        rows.append(":".join(fields))
-    path.write_text("\n".join(rows) + "\n")
-    path.chmod(0o644)
-    return path
+def _files_as(
+    login: str, entry: pwd.struct_passwd, home: Path, folder: Path
+) -> tuple[tuple[Path, Path], ...]:
+    """Copies of /etc/passwd, /etc/shadow and /etc/group in which ``login`` is ``entry``'s uid
+    and gid with ``home``, no password and no supplementary groups (a host's own account of that
+    name, and its groups, are not the node's), as ``(copy, original)`` pairs to bind."""
+    folder.mkdir(mode=0o700)
+    rows = {
+        "passwd": f"{login}:x:{entry.pw_uid}:{entry.pw_gid}::{home}:/bin/bash",
+        "shadow": f"{login}:*:19000:0:99999:7:::",
+    }
+    pairs = []
+    for name in ("passwd", "shadow", "group"):
+        original = Path("/etc") / name
+        kept = [row for row in original.read_text().splitlines() if row.split(":")[0] != login]
+        if name == "group":  # the login is nobody's member
+            kept = [_without_member(row, login) for row in kept]
+        else:  # before the account's own row: the uid's name is ``login`` (``id -un``)
+            own = [row.split(":")[0] for row in kept].index(entry.pw_name)
+            kept.insert(own, rows[name])
+        copy = folder / name
+        copy.write_text("\n".join(kept) + "\n")
+        copy.chmod(0o600 if name == "shadow" else 0o644)
+        pairs.append((copy, original))
+    return tuple(pairs)
+
+
+def _without_member(row: str, login: str) -> str:
+    fields = row.split(":")
+    if len(fields) == 4:
+        fields[3] = ",".join(m for m in fields[3].split(",") if m and m != login)
+    return ":".join(fields)
 
 
 def _sshd_config(root: Path, k: int, address: str, login: str, host_key: Path) -> Path:
