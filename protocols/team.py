@@ -71,6 +71,13 @@ class AgentSpec(_Config):
     stagnation_turns: int | None = Field(
         default=4, ge=1, description="Stop after this many turns in a row bring nothing new."
     )
+    temperature: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=2.0,
+        description="Sampling temperature of the agent's model calls (0: the likeliest token "
+        "each time, for repeatable answers); None: the deployment's own default.",
+    )
     num_cpus: float = Field(default=0.0, ge=0.0, description="CPUs Ray reserves for the actor.")
     stream: bool = Field(
         default=False, description="Stream model answers; tokens show up as job events."

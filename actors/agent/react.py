@@ -148,6 +148,7 @@ class ReAct:
                     tool_choice=choice,
                     purpose="work",
                     stream=spec.stream,
+                    temperature=spec.temperature,
                     budget=request.budget,
                 )
                 try:
@@ -278,6 +279,7 @@ class ReAct:
                 messages=summary_prompt(cut, window),
                 max_tokens=SUMMARY_TOKENS,
                 purpose="summarize",
+                temperature=spec.temperature,
                 budget=request.budget,
             )
             answer = await self._ask(cause, loop.placed(request.task_id, call))

@@ -40,8 +40,10 @@ __all__ = [
     "usage",
 ]
 
-OUT: Final = Console(highlight=False)
-ERR: Final = Console(stderr=True, highlight=False)
+# soft_wrap: a path, id or URL is never broken by a newline (the terminal wraps it for show;
+# a copy, a pipe or a narrow CI log keeps it whole). Tables still fit the width.
+OUT: Final = Console(highlight=False, soft_wrap=True)
+ERR: Final = Console(stderr=True, highlight=False, soft_wrap=True)
 
 _STYLES: Final = {
     "pending": "dim",

@@ -12,7 +12,7 @@ import pytest
 import ray
 
 from raytroupe import runtime
-from raytroupe.deployments.console_api import CONSOLE_DIR, CSP
+from raytroupe.deployments.console_api import CONSOLE_DIR
 from raytroupe.protocols import AgentMessage, Event, encode
 from tests.support.http_api import (
     ADMIN_KEY,
@@ -185,6 +185,16 @@ def test_me_tells_the_console_who_is_signed_in(api):
         _problem(anon.get("/v1/me"), 401, "unauthorized")
 
 
+def _directives(header: str) -> dict[str, list[str]]:
+    """A Content-Security-Policy header as ``{directive: [sources]}`` (each directive once)."""
+    policy: dict[str, list[str]] = {}
+    for part in header.split(";"):
+        if words := part.split():
+            assert words[0].lower() not in policy, f"{words[0]} twice: the first one counts"
+            policy[words[0].lower()] = words[1:]
+    return policy
+
+
 def test_the_console_is_served_without_a_key_locked_down_and_free_of_secrets(api):
     with api.client(None) as anon:
         page = anon.get("/console/")
@@ -195,7 +205,14 @@ def test_the_console_is_served_without_a_key_locked_down_and_free_of_secrets(api
 
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
-    assert page.headers["content-security-policy"] == CSP
+    policy = _directives(page.headers["content-security-policy"])
+    assert policy["default-src"] == ["'self'"]  # objects, workers, fonts... from here only
+    assert policy["script-src"] == ["'self'"]  # no inline script, no eval, no other origin
+    assert policy["style-src"] == ["'self'"]
+    assert policy["connect-src"] == ["'self'"]  # the page can call nowhere but this API
+    assert policy["frame-ancestors"] == ["'none'"]
+    assert policy["base-uri"] == ["'none'"]
+    assert set(policy.get("img-src", ["'self'"])) <= {"'self'", "data:"}
     assert page.headers["x-content-type-options"] == "nosniff"
     assert page.headers["x-frame-options"] == "DENY"
     assert "<title>raytroupe console</title>" in page.text

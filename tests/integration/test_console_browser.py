@@ -34,6 +34,8 @@ from tests.support.http_api import (
 from tests.support.postgres import SESSION_DATABASE
 from tests.support.wire_server import Default, Reply, WireServer
 
+pytestmark = pytest.mark.system  # system tier: a headless Chromium
+
 WIDE_JOB = "job-wide0128"
 LIVE_TIMEOUT_MS = 180_000  # a loaded 2-core machine: generous, and bounded
 
@@ -278,13 +280,16 @@ def test_a_paused_graph_is_resumed_with_a_value_from_its_page(api, console, rt, 
 
 
 def test_another_tenants_job_is_refused_and_never_shown(api, console):
-    job_id = _submit(api, USER_KEY, register(api, _slow_team("console-private", 0.0)),
-                     "- acme's confidential roadmap.")  # fmt: skip
+    team = register(api, _slow_team("console-private", 0.0))
+    job_id = _submit(api, USER_KEY, team, "- acme's confidential roadmap.")
+    own_id = _submit(api, OTHER_KEY, team, "- a job of the other tenant's own.")
     with api.client(USER_KEY) as client:
         finished(client, job_id)
     page = console(OTHER_KEY)
-    page.wait_for_selector("#jobs")
+    # the list has loaded (its own job is in it) before acme's job is looked for
+    page.wait_for_selector(f"#jobs tr[data-job-id='{own_id}']")
     assert page.locator(f"#jobs tr[data-job-id='{job_id}']").count() == 0
+    assert not page.text_content("[data-testid=jobs-count]").startswith("Loading")
     page.goto(f"{api.url}/console/#/jobs/{job_id}")
     problem = page.wait_for_selector("[data-testid=problem]")
     assert "job_not_found" in problem.text_content()

@@ -41,8 +41,9 @@ def dashboard(rt):
 
 def _reprs() -> dict[str, str]:
     actors = list_actors(
-        filters=[("state", "=", "ALIVE")], limit=10_000, detail=True, raise_on_missing_output=False
-    )
+        address=ray.get_runtime_context().gcs_address,  # this session's: not any Ray running here
+        filters=[("state", "=", "ALIVE")], limit=10_000, detail=True, raise_on_missing_output=False,
+    )  # fmt: skip
     return {a.name: a.repr_name for a in actors if a.name}
 
 
@@ -74,6 +75,7 @@ def _token() -> str:
     return done.stdout.strip()
 
 
+@pytest.mark.system  # a headless Chromium
 def test_a_person_logs_in_with_the_token_and_finds_the_agents(dashboard, tmp_path):
     with headless_page() as page:
         page.goto(f"{dashboard}/#/actors")

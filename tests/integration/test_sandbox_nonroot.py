@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.system  # system tier: the escape suite again as a non-root user
+
 REPO = Path(__file__).resolve().parents[2]
 SUITE = "tests/integration/test_sandbox_escapes.py"
 NOBODY = 65534
@@ -54,10 +56,6 @@ def place():
         shutil.rmtree(top, ignore_errors=True)
 
 
-@pytest.mark.skipif(
-    os.geteuid() != 0,
-    reason="this session is not root: test_sandbox_escapes.py above already ran without root",
-)
 def _interpreter() -> str:
     """This Python's version, as a binary ``nobody`` can run with its libraries (this one may
     live under ``/root``, as pyenv's do, and load its libpython from there)."""
@@ -77,6 +75,10 @@ def _interpreter() -> str:
     pytest.fail(f"no {version} that uid {NOBODY} can run (install Debian's {version})")
 
 
+@pytest.mark.skipif(
+    os.geteuid() != 0,
+    reason="this session is not root: test_sandbox_escapes.py above already ran without root",
+)
 def test_escape_suite_passes_as_a_non_root_user(place):
     venv = Path(sys.prefix).resolve()
     site = [place / "venv" / _relative(p, venv) for p in sys.path if p.startswith(str(venv))]
@@ -93,8 +95,8 @@ def test_escape_suite_passes_as_a_non_root_user(place):
         "sh", "-c", f'{mounts} && shift 4 && exec "$@"', "sh",
         *(str(path) for pair in binds for path in pair),
         _program("setpriv"), f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", "--",
-        _interpreter(), "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "--noconftest",
-        f"--basetemp={place / 'home' / 'pytest'}", SUITE,
+        _interpreter(), "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider", "-n0",
+        "--noconftest", f"--basetemp={place / 'home' / 'pytest'}", SUITE,
     ]  # fmt: skip
     done = subprocess.run(
         command, cwd=place / "repo", env=env, capture_output=True, text=True,

@@ -341,3 +341,21 @@ def test_a_subtask_that_is_the_whole_job_is_said_once():
         task(instructions="Add 2 and 3.", job=JobContext(request="Add, then double."))
     )
     assert part == "Add 2 and 3.\n\nContext:\nAdd, then double."
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.7, None])
+def test_the_agents_temperature_goes_with_every_model_call(temperature):
+    async def main():
+        r = await rig(scripted(look("a"), ScriptedTurn(text="found a")), temperature=temperature)
+        result = await r.ask(task())
+        assert result.status == "succeeded"
+        sent = r.llm.payloads(LLMRequest)
+        assert [call.temperature for call in sent] == [temperature, temperature]
+
+    run(main())
+
+
+def test_a_temperature_out_of_range_is_refused():
+    for wrong in (-0.1, 2.5):
+        with pytest.raises(ValidationError, match="temperature"):
+            AgentSpec(name="ada", role="worker", temperature=wrong)

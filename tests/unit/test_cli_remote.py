@@ -68,9 +68,14 @@ def _key_file(path, key=KEY, mode=0o600):
     return path
 
 
-def _run_probe(*args, env=None):
+def _run_probe(*args, env=None, under_bash=False):
+    """The CLI in a child Python, with the modules it loaded; ``under_bash``: started by bash (a
+    shell among its ancestors, where ``--show-completion`` looks for the user's)."""
+    command = [sys.executable, "-c", PROBE.format(heavy=HEAVY), *args]
+    if under_bash:  # not `exec`: bash stays the child's parent
+        command = ["/bin/bash", "-c", '"$@"; exit $?', "bash", *command]
     done = subprocess.run(
-        [sys.executable, "-c", PROBE.format(heavy=HEAVY), *args],
+        command,
         capture_output=True,
         text=True,
         timeout=120,
@@ -117,7 +122,7 @@ def test_shell_completion_completes_commands_without_loading_ray():
 
 
 def test_show_completion_prints_a_script_for_the_troupe_command():
-    done, loaded = _run_probe("--show-completion", "bash")
+    done, loaded = _run_probe("--show-completion", under_bash=True)
     assert done.returncode == 0, done.stderr
     assert "_TROUPE_COMPLETE=complete_bash" in done.stdout
     assert "complete -o default -F _troupe_completion troupe" in done.stdout
