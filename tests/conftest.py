@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -13,11 +14,34 @@ from tests.support.keys import FRUGAL_BUDGET, FRUGAL_TENANT, TEST_KEY, TEST_KEY_
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET
 from tests.support.mcp_servers import STDIO_COMMAND
 
+SYSTEM_FOLDERS = ("tests/cluster/", "tests/examples/", "tests/reliability/")
+"""Folders whose every test is of the system tier (``-m system``); a module elsewhere joins it
+with ``pytestmark = pytest.mark.system``."""
 
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if "tests/integration/" in str(item.path).replace("\\", "/"):
-            item.add_marker(pytest.mark.integration)
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--durations-file",
+        metavar="PATH",
+        help="write every test's time, by file and by test, to PATH (tests/durations/)",
+    )
+
+
+def pytest_configure(config):
+    if path := config.getoption("--durations-file"):
+        from tests.support.durations import Durations  # noqa: PLC0415
+
+        command = " ".join(["pytest", *config.invocation_params.args])
+        config.pluginmanager.register(Durations(Path(path), command), "troupe-durations")
+
+
+def pytest_itemcollected(item):
+    """Each test's tier: the system tier's folders are marked as their tests are collected."""
+    path = str(item.path).replace("\\", "/")
+    if "tests/integration/" in path:
+        item.add_marker(pytest.mark.integration)
+    if any(folder in path for folder in SYSTEM_FOLDERS):
+        item.add_marker(pytest.mark.system)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,11 @@ every killed actor is back and registered with the router before the test ends.
 
 from __future__ import annotations
 
+import pytest
+
 from tests.support.chaos import ChaosPlan, run_chaos
+
+pytestmark = pytest.mark.system  # system tier: the reliability smoke: actors killed under load
 
 PLAN = ChaosPlan(
     jobs=8,

@@ -25,6 +25,9 @@ from raytroupe.runtime.http_client import Client
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, register, wire_team
 from tests.support.wire_server import Default, Reply, WireServer
 
+# system tier: the CLI's commands, each a process of its own, against Serve
+pytestmark = pytest.mark.system
+
 WRONG_KEY = "rt-not-a-key-of-this-deployment"
 TROUPE = [sys.executable, "-m", "raytroupe.runtime.cli"]
 AT_A_TERMINAL = [

@@ -13,6 +13,8 @@ import pytest
 from raytroupe.deployments.keys import hash_key
 from tests.support.sessions import free_ports, live_in_session
 
+pytestmark = pytest.mark.system  # system tier: `troupe up` Rays of its own
+
 TROUPE = Path(sys.executable).parent / "troupe"
 ROOT = Path(__file__).resolve().parents[2]
 TEAM = ROOT / "examples" / "teams" / "research.yaml"

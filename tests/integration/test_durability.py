@@ -15,6 +15,9 @@ from tests.support.restarts import after_restart, kill_and_wait_for_restart
 from tests.support.wire_model import ToolCall as WireCall
 from tests.support.wire_server import Reply, WireServer
 
+# system tier: actors killed mid-job: the reliability drills that share the session's Ray
+pytestmark = pytest.mark.system
+
 LATENCY_S = 1.0
 
 

@@ -56,7 +56,8 @@ from tests.support.wire_server import Reply, WireServer
 
 # the first test of a session that needs llama-server builds it (~5 min on a fresh 2-core
 # machine, a cached wheel after), then fetches the weights: more than the suite's 300 s
-pytestmark = pytest.mark.timeout(1500)
+# system tier: `troupe up` Rays of its own, and llama.cpp's server
+pytestmark = [pytest.mark.system, pytest.mark.timeout(1500)]
 
 ROOT = Path(__file__).resolve().parents[2]
 CONFIG = ROOT / "examples" / "config"

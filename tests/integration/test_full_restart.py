@@ -114,7 +114,8 @@ def restarted(request, tmp_path_factory) -> Restarted:
     )  # fmt: skip
 
 
-pytestmark = pytest.mark.timeout(1200)
+# system tier: its own Ray, started and stopped twice per backend
+pytestmark = [pytest.mark.system, pytest.mark.timeout(1200)]
 
 
 def test_a_graph_at_an_interrupt_waits_there_again_and_goes_on_when_resumed(restarted):

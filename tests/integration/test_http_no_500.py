@@ -33,6 +33,9 @@ from tests.support.graph_specs import PAUSED
 from tests.support.http_api import ADMIN_KEY, FUZZ_KEY
 from tests.support.listener import listening
 
+# system tier: hypothesis over request bodies, envelopes and graph state
+pytestmark = pytest.mark.system
+
 PROBLEM = "application/problem+json"
 REGISTERED = "no500-team"
 SKILL = "no500-skill"

@@ -17,6 +17,8 @@ from hypothesis import HealthCheck, given, settings
 from raytroupe import runtime
 from tests.support.http_api import ADMIN_KEY, FUZZ_KEY
 
+pytestmark = pytest.mark.system  # system tier: schemathesis over every route of the HTTP API
+
 TEAM = "http-fuzz"
 
 

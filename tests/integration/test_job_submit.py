@@ -23,6 +23,10 @@ from ray.dashboard.consts import DASHBOARD_AGENT_ADDR_NODE_ID_PREFIX
 from ray.experimental.internal_kv import _internal_kv_get
 from ray.job_submission import JobStatus, JobSubmissionClient
 
+# system tier: Ray's job server, which needs the dashboard agent's fixed port (52365) that
+# only one Ray on the machine can hold
+pytestmark = pytest.mark.system
+
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = "examples/research_team.py"
 # What is not uploaded with the working directory (Ray also skips .git and .venv by default).

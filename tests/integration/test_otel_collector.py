@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = pytest.mark.system  # system tier: a Ray of its own in a child process
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -58,7 +58,10 @@ COMMAND = "python -m tests.reliability.report"
 
 def _pytest(files: tuple[str, ...], figures: Path) -> tuple[int, float, str]:
     env = {**os.environ, "TROUPE_FIGURES_DIR": str(figures)}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *files]
+    # -m "": every test of the files, whatever its tier (the default deselects the system
+    # tier); -n0: in this one process, as the files that start a Ray of their own need
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n0", "-m", ""]
+    command += files
     start = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     summary = (done.stdout.strip().splitlines() or ["(no output)"])[-1]

@@ -40,7 +40,8 @@ from tests.support.local_models import alive, poll, smol_spec, smollm2
 
 # the first test of a session that needs llama-server builds it (~5 min on a fresh 2-core
 # machine, a cached wheel after): more than the suite's 300 s per test
-pytestmark = pytest.mark.timeout(1500)
+# system tier: llama.cpp's server and real weights
+pytestmark = [pytest.mark.system, pytest.mark.timeout(1500)]
 
 CONTEXT = CallContext(job_id="job-local", tenant="default", agent="tester")
 ADD = ToolSpec(

@@ -45,7 +45,8 @@ from tests.support.weights import QWEN_05B, fetch
 
 # the first test of a session that needs llama-server builds it (~5 min on a fresh 2-core
 # machine, a cached wheel after): more than the suite's 300 s per test
-pytestmark = pytest.mark.timeout(1500)
+# system tier: llama.cpp's server and real weights
+pytestmark = [pytest.mark.system, pytest.mark.timeout(1500)]
 
 T = TypeVar("T")
 WINDOW = 2048

@@ -1,0 +1,35 @@
+"""The system tier's reliability drills: one node lost, and the GCS killed and started again.
+
+Each drill starts a Ray cluster of its own (``ray.cluster_utils.Cluster``; a head whose GCS
+keeps its tables in Redis), which cannot share a process with the session's Ray that the
+rest of the tier uses: each runs here in a pytest process of its own, its output shown if it
+fails. The full chaos run, the node-loss matrix, model faults and load stay in
+``python -m tests.reliability.report`` (RELIABILITY.md).
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DRILLS = ("tests/reliability/test_node_loss.py", "tests/reliability/test_gcs_restart.py")
+DRILL_TIMEOUT_S = 900
+
+pytestmark = pytest.mark.timeout(DRILL_TIMEOUT_S + 60)
+
+
+@pytest.mark.parametrize("drill", DRILLS)
+def test_the_drill_passes_in_a_process_of_its_own(drill: str) -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n0", "-m", "", drill],
+        cwd=ROOT, capture_output=True, text=True, timeout=DRILL_TIMEOUT_S, check=False,
+    )  # fmt: skip
+    summary = (run.stdout.strip().splitlines() or ["(no output)"])[-1]
+    assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-4000:]
+    assert " passed" in summary
+    assert "skipped" not in summary
+    assert "deselected" not in summary

@@ -1,0 +1,55 @@
+"""The two tiers of tests, as the README gives them and CI runs them.
+
+CI (``.ci/run``) runs the README's two test commands exactly: the quick tier, then the system
+tier. Each test is in one tier: a module or folder of the system tier is marked (``-m
+system``), the rest is the quick tier (the default). The durations snapshots name the tiers'
+commands.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+
+
+def _bash_blocks(text: str) -> list[str]:
+    return [b.strip() for b in re.findall(r"^```bash\n(.*?)^```$", text, re.M | re.S)]
+
+
+def test_ci_runs_the_readmes_quick_and_system_commands_exactly_in_that_order():
+    commands = [
+        line
+        for line in (ROOT / ".ci" / "run").read_text().splitlines()
+        if line and not line.startswith(("#", "set ", "cd "))
+    ]
+    blocks = _bash_blocks(README.read_text(encoding="utf-8"))
+    quick, system = commands
+    assert quick in blocks
+    assert system in blocks
+    assert blocks.index(quick) < blocks.index(system)
+    assert quick.endswith("&& .venv/bin/pytest -q")
+    assert system == ".venv/bin/pytest -q -m system -n0"  # one process: its Rays one at a time
+
+
+def test_the_default_is_the_quick_tier_spread_over_the_cores():
+    options = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"]
+    addopts = options["ini_options"]["addopts"]
+    assert "-m 'not system'" in addopts
+    assert "-n auto" in addopts
+    assert options["ini_options"]["testpaths"][0] == "tests/cluster"  # `ray up` before any Ray
+    assert "system" in " ".join(options["ini_options"]["markers"])
+
+
+def test_each_tiers_durations_snapshot_is_kept_with_its_command():
+    for tier in ("quick", "system"):
+        snapshot = (ROOT / "tests" / "durations" / f"{tier}.txt").read_text()
+        first = snapshot.splitlines()[0]
+        assert first.startswith("# pytest -q"), first  # the command that measured it
+        assert ("-m system" in first) == (tier == "system"), first
+        assert "--durations-file" in first
+        assert re.search(r"; wall \d+ s;", snapshot)
+        assert "## by file (seconds)" in snapshot
