@@ -80,8 +80,10 @@ def test_a_job_streams_tokens_from_the_managed_server_and_books_its_usage(rt, sm
 @pytest.fixture(scope="module")
 def qwen(rt):
     """Qwen2.5-Coder-0.5B (native tool calls), the model of the tool loop."""
+    # an answer of at most 256 tokens: greedy decoding that runs on is cut short, not waited for
     spec = LocalModel(gguf=str(fetch(QWEN_05B)), sha256=QWEN_05B.sha256, threads=2, parallel=2,
-                      context_size=4096, timeout_s=120.0, binary=llama_server())  # fmt: skip
+                      context_size=4096, max_answer_tokens=256, timeout_s=120.0,
+                      binary=llama_server())  # fmt: skip
     ray.get(rt.actor("llm/0").configure.remote({QWEN: spec}, operator=True))
     yield
     ray.get(rt.actor("llm/0").remove.remote(QWEN))
@@ -89,7 +91,10 @@ def qwen(rt):
 
 def test_a_tool_loop_on_the_real_model_calls_the_calculator_and_answers_with_its_result(rt, qwen):
     # temperature 0: the likeliest token each time, so this model's answer is the same each run
-    team = _team("qwen-tools", QWEN, tools=["calculator"], max_turns=4, temperature=0.0)
+    # no recall: the session's memories (what earlier tests stored) would change the prompt,
+    # and so what the model says, from one run of the suite to the next
+    team = _team("qwen-tools", QWEN, tools=["calculator"], max_turns=4, temperature=0.0,
+                 memory=runtime.MemoryPolicy(recall=False))  # fmt: skip
     result = rt.submit("What is 17 * 23 + 4?", team=team).result(timeout=240)
 
     (sub,) = result.subtasks
