@@ -56,12 +56,17 @@ TITLES = {
 COMMAND = "python -m tests.reliability.report"
 
 
+def pytest_command(files: tuple[str, ...]) -> list[str]:
+    """A pytest run of ``files`` in a process of its own. ``-m ""``: every test of the files,
+    whatever its tier (the default deselects the system tier); ``-n0``: in that one process,
+    as the files that start a Ray of their own need."""
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n0", "-m", "",
+            *files]  # fmt: skip
+
+
 def _pytest(files: tuple[str, ...], figures: Path) -> tuple[int, float, str]:
     env = {**os.environ, "TROUPE_FIGURES_DIR": str(figures)}
-    # -m "": every test of the files, whatever its tier (the default deselects the system
-    # tier); -n0: in this one process, as the files that start a Ray of their own need
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n0", "-m", ""]
-    command += files
+    command = pytest_command(files)
     start = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
     summary = (done.stdout.strip().splitlines() or ["(no output)"])[-1]

@@ -10,13 +10,14 @@ fails. The full chaos run, the node-loss matrix, model faults and load stay in
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.reliability.report import OWN_CLUSTER, OWN_HEAD, pytest_command
+
 ROOT = Path(__file__).resolve().parents[2]
-DRILLS = ("tests/reliability/test_node_loss.py", "tests/reliability/test_gcs_restart.py")
+DRILLS = (*OWN_CLUSTER, *OWN_HEAD)
 DRILL_TIMEOUT_S = 900
 
 pytestmark = pytest.mark.timeout(DRILL_TIMEOUT_S + 60)
@@ -25,9 +26,13 @@ pytestmark = pytest.mark.timeout(DRILL_TIMEOUT_S + 60)
 @pytest.mark.parametrize("drill", DRILLS)
 def test_the_drill_passes_in_a_process_of_its_own(drill: str) -> None:
     run = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n0", "-m", "", drill],
-        cwd=ROOT, capture_output=True, text=True, timeout=DRILL_TIMEOUT_S, check=False,
-    )  # fmt: skip
+        pytest_command((drill,)),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=DRILL_TIMEOUT_S,
+        check=False,
+    )
     summary = (run.stdout.strip().splitlines() or ["(no output)"])[-1]
     assert run.returncode == 0, run.stdout[-8000:] + run.stderr[-4000:]
     assert " passed" in summary
