@@ -122,6 +122,15 @@ class RouterClient(Protocol):
         """Deliver ``message`` without waiting for a reply; return the delivery status."""
         ...
 
+    async def connect(self) -> None:
+        """Reach the router once, so that no later call has to look it up.
+
+        Under Ray, a process learns where an actor of a handle it was given lives at its
+        first call, from the GCS: an actor that calls the router for the first time while
+        the GCS is down waits for it to come back. Actors connect as they start.
+        """
+        ...
+
 
 async def serve_envelope(
     data: bytes, handler: Handler[P], *, me: str, accepts: tuple[type[Any], ...]

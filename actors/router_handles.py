@@ -139,6 +139,10 @@ class RayRouterClient:
             raise unwrap(exc) from None
         return status
 
+    async def connect(self) -> None:
+        """Call every shard once (see :meth:`RouterClient.connect`)."""
+        await asyncio.gather(*(through_restarts(router.shard.remote) for router in self._routers))
+
 
 async def _send_wanted(
     router: Any, batch: list[tuple[bytes, asyncio.Future[bytes | TroupeError]]]

@@ -120,7 +120,12 @@ class AgentActor(TakesBatches):
     # -- lifecycle --------------------------------------------------------------------------
 
     async def on_start(self) -> None:
-        """Come back as configured last, roles included, when this is a restart."""
+        """Reach the router; come back as configured last, roles included, when a restart.
+
+        Reaching it now, while the GCS answers, lets the agent serve through a GCS outage
+        (see :meth:`RouterClient.connect`).
+        """
+        await self._router.connect()
         if self._restart_store is None:
             return
         state = await asyncio.to_thread(self._restart_store.load)

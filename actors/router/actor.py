@@ -350,3 +350,6 @@ class LocalRouterClient:
     async def send(self, message: AgentMessage, /) -> str:
         """Deliver without waiting."""
         return await self._router.send(encode(stamp(message)))
+
+    async def connect(self) -> None:
+        """Nothing to reach: the router is in this process."""
