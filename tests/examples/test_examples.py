@@ -12,7 +12,7 @@ session's holds it; none of these examples needs it (they submit no Ray jobs).
 The README's quick start and its ``curl`` command that registers a team are run as the README
 writes them, read from README.md itself.
 
-Outside CI, for its 30 minutes (~2.5 min here, one Ray per example):
+In the system tier (~2.5 min here, one Ray per example); alone:
 ``.venv/bin/pytest -m system -n0 tests/examples``.
 """
 
@@ -120,6 +120,70 @@ def test_mcp_tools_the_servers_tools_are_offered_checked_and_called():
     assert 'convert_distance({"value": 42.195, "to": "mi"}) -> 26.219' in out
     assert 'convert_temperature({"value": 18, "to": "F"}) -> 64.4' in out
     assert "status: succeeded" in out
+
+
+def test_skills_demo_names_one_skill_and_routes_two_jobs_to_theirs():
+    out = run_example("skills_demo")
+    for loaded in ("arithmetic@1 (react)", "invoice-fields@1 (direct)", "sentiment@1 (direct)",
+                   "research-brief@1 (team:research)"):  # fmt: skip
+        assert f"skill {loaded}" in out
+    assert "not loaded:" not in out  # every file of examples/skills is valid
+    assert "invoice-fields@1: succeeded, named" in out
+    assert '"invoice_number": "INV-2024-117", "total": 1250.0, "due_date": "2025-07-15"' in out
+    assert "sentiment@1: succeeded, routed by similarity to sentiment" in out
+    assert '"sentiment": "negative"' in out
+    assert "arithmetic@1: succeeded, routed by similarity to arithmetic" in out
+    assert "1250 * 0.2 + 17 = 267" in out  # the calculator's answer, through the skill's agent
+    assert out.count("quality: passed=True") == 3
+
+
+def test_graph_team_pauses_resumes_and_forks_from_a_checkpoint():
+    out = run_example("graph_team")
+    assert "paused at 3/report/before; findings so far:" in out
+    assert "status: succeeded" in out
+    steps = ["step 0: next research", "step 1: next investigate, investigate",
+             "step 2: next report", "step 3: next (end)"]  # fmt: skip
+    assert all(step in out for step in steps)
+    forked = re.search(r"fork of (job-[0-9a-f]+) from step 0, topics \['serve'\]: (\w+)", out)
+    assert forked, out
+    assert forked.group(2) == "succeeded", out
+    assert 'findings: ["[source] Ray Serve exposes Python deployments' in out
+
+
+def test_conversation_and_knowledge_ingests_cites_and_keeps_the_session():
+    out = run_example("conversation_and_knowledge")
+    assert "ingested ray_basics.md: 3 passages" in out
+    assert "ingested serve_faq.html: 3 passages" in out
+    assert "[serve_faq.html#1] Ray Serve FAQ > How does autoscaling work?" in out
+    assert "adds replicas when the average stays above target_ongoing_requests" in out
+    assert "[serve_faq.html#1]." in out  # the answer cites its passage
+    # the third turn sees the first: the session carried the conversation
+    third = out.split("user: Which service do I look after?", 1)[1]
+    assert "billing service" in third
+    assert re.search(r"session s-[0-9a-f]+: 3 turns, \['succeeded', 'succeeded', 'succeeded'\]",
+                     out)  # fmt: skip
+
+
+def test_ab_experiment_measures_both_versions_to_its_horizon_and_decides():
+    # RAY_ADDRESS=local: a Ray of its own (without it, the example joins a running one)
+    out = run_example("ab_experiment", env={"RAY_ADDRESS": "local"})
+    horizon = re.search(r"experiment notes-ab-[0-9a-f]+: (\d+) jobs per arm", out)
+    assert horizon, out
+    per_arm = int(horizon.group(1))
+    arms = {
+        row.split()[0]: row.split()
+        for row in out.splitlines()
+        if row.startswith(("1 (control)", "2 "))
+    }
+    # version 2 reads the note the code is in, on every request: deterministic
+    assert arms["2"][2] == "100%", out
+    assert arms["2"][3] == f"{per_arm}/{per_arm}", out
+    assert arms["1"][4] == f"{per_arm}/{per_arm}", out  # both arms reached the horizon
+    # the decision is made at the horizon, whichever way the test goes (version 1 is right
+    # on the even requests only, a coin toss per job: its count is not asserted)
+    assert "decision: " in out
+    assert "promoted: False" in out  # not asked to promote
+    assert "current version of notes-code: 1" in out
 
 
 def test_real_provider_without_its_variables_says_what_to_set_and_exits_2():

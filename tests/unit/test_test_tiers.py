@@ -53,3 +53,18 @@ def test_each_tiers_durations_snapshot_is_kept_with_its_command():
         assert "--durations-file" in first
         assert re.search(r"; wall \d+ s;", snapshot)
         assert "## by file (seconds)" in snapshot
+
+
+def test_every_example_script_is_run_as_a_script_by_a_test_in_ci():
+    testpaths = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["pytest"][
+        "ini_options"
+    ]["testpaths"]
+    assert "tests/examples" in testpaths  # the system tier, which CI runs
+    tests = (ROOT / "tests" / "examples" / "test_examples.py").read_text()
+    run = set(re.findall(r'run_example\(\s*"(\w+)"', tests))
+    # research_team.py is the README's first command: the wheel test runs it, installed
+    wheel = (ROOT / "tests" / "cluster" / "test_wheel_install.py").read_text()
+    assert '"examples" / "research_team.py"' in wheel
+    helpers = {"mcp_server"}  # the MCP server that mcp_tools.py starts
+    scripts = {p.stem for p in (ROOT / "examples").glob("*.py")}
+    assert scripts - helpers - {"research_team"} == run, sorted(scripts ^ run)
