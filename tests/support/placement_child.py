@@ -16,7 +16,9 @@ import ray
 from ray.cluster_utils import Cluster
 from structlog.testing import capture_logs
 
-from raytroupe.actors.ray_handles import NAMESPACE
+from raytroupe.actors.ray_handles import NAMESPACE, ray_mailbox
+from raytroupe.actors.ray_placement import _remote
+from raytroupe.actors.router import MessageRouter
 from raytroupe.actors.router_handles import RouterShards
 from raytroupe.actors.team_provisioner import RayTeamProvisioner, agent_actor_name
 from raytroupe.protocols import AgentSpec, TeamSpec
@@ -43,7 +45,9 @@ def main() -> None:
             name="placed",
             agents=(AgentSpec(name="placed-0", role="worker", num_cpus=1),),
         )
-        provisioner = RayTeamProvisioner(routers=RouterShards([None]), llm=None, sandboxes=[])
+        # a router for the agents to reach as they start (no agent is registered with it)
+        router = _remote(MessageRouter).options(num_cpus=0).remote(mailbox_factory=ray_mailbox)
+        provisioner = RayTeamProvisioner(routers=RouterShards([router]), llm=None, sandboxes=[])
         with capture_logs() as logs:
             on_head = asyncio.run(_place(provisioner, team, cluster.head_node.node_id))
         asked_head = [e for e in logs if e["event"] == "agent.placed_elsewhere"]
