@@ -20,6 +20,15 @@
 #                        ~/ray_bootstrap_config.yaml (`scale: per_node` in troupe.yaml reads it)
 # PostgreSQL accepts password logins (SCRAM) from any address; Chroma has no login: keep both
 # ports, like Ray's, to the cluster's own network (the shipped security group admits only SSH).
+#
+# Off the head: a head node that is lost takes these with it. Name your own services in
+# ~/.troupe/env (the operator's file, which every node exports) and `start` runs neither of
+# them on the head, checks that each answers (else it fails, saying which and why), and leaves
+# their lines out of services.env, so that the operator's values stand:
+#   TROUPE_STATE_URL=postgresql://USER@HOST:5432/DB   a managed PostgreSQL (RDS, Cloud SQL, ...)
+#   PGPASSWORD=...                                    its password (or in the URL)
+#   TROUPE_MEMORY_SERVER=HOST:PORT                    a Chroma server (`chroma run`)
+# With TROUPE_GCS_REDIS there too (see node_env.sh), no state lives on the head at all.
 set -u
 venv="$HOME/troupe-venv"
 data="$HOME/troupe-data"
@@ -44,20 +53,24 @@ chroma_running() {
     [ -f "$data/chroma.pid" ] && grep -qs "chroma" "/proc/$(cat "$data/chroma.pid")/cmdline"
 }
 
-start() {
-    local ip=""
-    for arg in "$@"; do
-        case "$arg" in --node-ip-address=*) ip="${arg#*=}" ;; esac
-    done
-    [ -n "$ip" ] || { say "start needs --node-ip-address=IP"; return 2; }
-    umask 077
-    mkdir -p "$data" "$HOME/.troupe"
-    local password
-    password=$(sed -n 's/^PGPASSWORD=//p' "$services" 2>/dev/null)
-    [ -n "$password" ] || password=$("$venv/bin/python" -c 'import secrets; print(secrets.token_urlsafe(24))')
-    local bin
-    bin=$(pg_bin) || return 1
+# What the operator's ~/.troupe/env sets NAME to (nothing if it does not): read in a shell of
+# its own, as node_env.sh reads it, so that what a previous start wrote to services.env (which
+# node_env.sh exports after it) never counts as the operator's choice.
+operator_value() {
+    [ -f "$HOME/.troupe/env" ] || return 0
+    env -i HOME="$HOME" PATH="$PATH" bash -c \
+        'set -a; . "$HOME/.troupe/env" >/dev/null 2>&1; printf "%s" "${!1:-}"' _ "$1"
+}
 
+# A URL as it may be said: without the password it may hold.
+redacted() {
+    printf '%s' "$1" | sed -E 's#^([a-z]+://[^:/@]*):[^@]*@#\1:***@#'
+}
+
+# PostgreSQL on the head: created on the first start, its password generated once.
+start_postgres() {
+    local ip="$1" bin
+    bin=$(pg_bin) || return 1
     if [ ! -f "$data/pg/PG_VERSION" ]; then
         printf '%s\n' "$password" >"$data/pg.pw"
         "$bin/initdb" -D "$data/pg" -U troupe --auth=scram-sha-256 --pwfile="$data/pg.pw" \
@@ -76,23 +89,92 @@ start() {
         PGPASSWORD="$password" "$bin/createdb" -h "$ip" -p "$pg_port" -U troupe troupe ||
             { say "could not create the troupe database"; return 1; }
     fi
+}
 
-    if ! chroma_running; then
-        nohup "$venv/bin/chroma" run --path "$data/chroma" --host "$ip" --port "$chroma_port" \
-            </dev/null >"$data/chroma.log" 2>&1 &
-        local chroma_pid="$!"
-        echo "$chroma_pid" >"$data/chroma.pid"
-        local tries=0
-        until grep -qs "listening on address" "$data/chroma.log"; do
-            tries=$((tries + 1))
-            # kill -0, not chroma_running: until nohup has exec'd chroma, the child's command
-            # line is this script's, and a loaded machine can get there first
-            if [ "$tries" -gt 120 ] || ! kill -0 "$chroma_pid" 2>/dev/null; then
-                say "the Chroma server did not start: $(tail -5 "$data/chroma.log")"
-                return 1
-            fi
-            sleep 0.5
-        done
+# The Chroma server on the head.
+start_chroma() {
+    local ip="$1"
+    chroma_running && return 0
+    nohup "$venv/bin/chroma" run --path "$data/chroma" --host "$ip" --port "$chroma_port" \
+        </dev/null >"$data/chroma.log" 2>&1 &
+    local chroma_pid="$!"
+    echo "$chroma_pid" >"$data/chroma.pid"
+    local tries=0
+    until grep -qs "listening on address" "$data/chroma.log"; do
+        tries=$((tries + 1))
+        # kill -0, not chroma_running: until nohup has exec'd chroma, the child's command
+        # line is this script's, and a loaded machine can get there first
+        if [ "$tries" -gt 120 ] || ! kill -0 "$chroma_pid" 2>/dev/null; then
+            say "the Chroma server did not start: $(tail -5 "$data/chroma.log")"
+            return 1
+        fi
+        sleep 0.5
+    done
+}
+
+# The operator's own state store answers (a wrong URL or password fails `ray up` here, saying
+# so, rather than every system actor later).
+check_external_state() {
+    local url="$1" bin answer
+    bin=$(pg_bin) || return 1
+    if ! answer=$(PGCONNECT_TIMEOUT=10 PGPASSWORD="$(operator_value PGPASSWORD)" \
+        "$bin/psql" "$url" -tAc "SELECT 1" 2>&1) || [ "$answer" != 1 ]; then
+        say "the state store at $(redacted "$url") (TROUPE_STATE_URL in ~/.troupe/env) does not answer: $(printf '%s' "$answer" | tail -1)"
+        return 1
+    fi
+}
+
+# The operator's own Chroma server answers its heartbeat.
+check_external_memory() {
+    local server="$1"
+    if ! "$venv/bin/python" - "$server" >/dev/null 2>"$data/chroma-check.log" <<'PY'; then
+import sys
+import chromadb
+host, _, port = sys.argv[1].rpartition(":")
+chromadb.HttpClient(host=host, port=int(port)).heartbeat()
+PY
+        say "the Chroma server at $server (TROUPE_MEMORY_SERVER in ~/.troupe/env) does not answer: $(tail -1 "$data/chroma-check.log")"
+        return 1
+    fi
+}
+
+start() {
+    local ip=""
+    for arg in "$@"; do
+        case "$arg" in --node-ip-address=*) ip="${arg#*=}" ;; esac
+    done
+    [ -n "$ip" ] || { say "start needs --node-ip-address=IP"; return 2; }
+    umask 077
+    mkdir -p "$data" "$HOME/.troupe"
+    # the operator's own services (~/.troupe/env), off the head: then none is started here
+    local state_url memory_server
+    state_url=$(operator_value TROUPE_STATE_URL)
+    memory_server=$(operator_value TROUPE_MEMORY_SERVER)
+    local lines="" where=""
+    if [ -n "$state_url" ]; then
+        check_external_state "$state_url" || return 1
+        where="the state store at $(redacted "$state_url")"
+    else
+        # generated once, kept beside the data (and, before, only in services.env)
+        local password
+        password=$(cat "$data/pg.secret" 2>/dev/null)
+        [ -n "$password" ] || password=$(sed -n 's/^PGPASSWORD=//p' "$services" 2>/dev/null)
+        [ -n "$password" ] || password=$("$venv/bin/python" -c 'import secrets; print(secrets.token_urlsafe(24))')
+        printf '%s\n' "$password" >"$data/pg.secret"
+        start_postgres "$ip" || return 1
+        lines="TROUPE_STATE_URL=postgresql://troupe@$ip:$pg_port/troupe
+PGPASSWORD=$password
+"
+        where="PostgreSQL on $ip:$pg_port"
+    fi
+    if [ -n "$memory_server" ]; then
+        check_external_memory "$memory_server" || return 1
+        where="$where and the Chroma server at $memory_server"
+    else
+        start_chroma "$ip" || return 1
+        lines="${lines}TROUPE_MEMORY_SERVER=$ip:$chroma_port
+"
+        where="$where and Chroma on $ip:$chroma_port"
     fi
 
     local nodes
@@ -100,15 +182,11 @@ start() {
 import os, yaml
 with open(os.path.expanduser("~/ray_bootstrap_config.yaml")) as f:
     print(int(yaml.safe_load(f).get("max_workers") or 0) + 1)' 2>/dev/null) || nodes=1
-    cat >"$services.tmp" <<EOF
-TROUPE_CONFIG=$HOME/troupe-src/deployments/troupe.cluster.yaml
-TROUPE_NODES=$nodes
-TROUPE_STATE_URL=postgresql://troupe@$ip:$pg_port/troupe
-PGPASSWORD=$password
-TROUPE_MEMORY_SERVER=$ip:$chroma_port
-EOF
+    printf 'TROUPE_CONFIG=%s\nTROUPE_NODES=%s\n%s' \
+        "$HOME/troupe-src/deployments/troupe.cluster.yaml" "$nodes" "$lines" >"$services.tmp"
     mv "$services.tmp" "$services"
-    say "PostgreSQL on $ip:$pg_port and Chroma on $ip:$chroma_port (data in $data); $nodes node(s)"
+    [ -z "$lines" ] || where="$where (data in $data)"
+    say "$where; $nodes node(s)"
 }
 
 stop() {
