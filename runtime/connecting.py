@@ -23,7 +23,7 @@ from raytroupe.protocols.config.system import OTEL_FLAG_DEPRECATED, SystemConfig
 from raytroupe.protocols.config.tools import ToolsConfig
 from raytroupe.runtime.client import SystemClient
 from raytroupe.runtime.driver import Runtime
-from raytroupe.runtime.joining import env_address, prepare_join, stay_on_loopback
+from raytroupe.runtime.joining import env_address, prepare_join, running_here, stay_on_loopback
 from raytroupe.runtime.logging import configure_logging
 
 __all__ = ["connect"]
@@ -58,9 +58,10 @@ def connect(
     """Connect to raytroupe, starting what is missing.
 
     Uses the Ray this process is already connected to; else joins ``address`` (or
-    ``$RAY_ADDRESS``, or a cluster running on this machine); else starts a local Ray bound to
-    127.0.0.1. Then starts the system actors (``router/<n>``, ``llm/<n>``, ``orchestrator/<n>``,
-    ``memory``, ``tools/<n>``) in the ``troupe`` namespace, or reuses running ones.
+    ``$RAY_ADDRESS``, or a Ray running on this machine whose GCS answers: a record left by one
+    that stopped is passed over); else starts a local Ray bound to 127.0.0.1. Then starts the
+    system actors (``router/<n>``, ``llm/<n>``, ``orchestrator/<n>``, ``memory``,
+    ``tools/<n>``) in the ``troupe`` namespace, or reuses running ones.
 
     Args:
         address: a Ray address to join (``"auto"``, ``"ray://..."``), or ``"local"`` to start
@@ -111,12 +112,8 @@ def connect(
     )  # fmt: skip
     owns_connection = not ray.is_initialized()
     if owns_connection:
-        target = address or env_address()
-        if target is None:
-            try:
-                ray.init(address="auto", namespace=NAMESPACE)
-            except ConnectionError:
-                target = "local"
+        # a Ray running on this machine, if one answers (never a stale record of one)
+        target = address or env_address() or running_here() or "local"
         if target == "local":
             stay_on_loopback()
             ray.init(

@@ -8,12 +8,23 @@ same way; without these two steps, joining the Ray that `troupe up` started hang
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
-from ray._private import ray_constants
+from ray._private import ray_constants, services
 from ray._private.authentication import authentication_token_setup
 
-__all__ = ["env_address", "on_loopback", "prepare_join", "ray_auth", "stay_on_loopback"]
+__all__ = [
+    "answering",
+    "env_address",
+    "on_loopback",
+    "prepare_join",
+    "ray_auth",
+    "running_here",
+    "stay_on_loopback",
+]
+
+ANSWER_WAIT_S = 2.0
 
 
 def env_address() -> str | None:
@@ -70,3 +81,29 @@ def prepare_join(address: str) -> None:
     ray_auth()
     if on_loopback(address):
         stay_on_loopback()
+
+
+def answering(address: str, *, within_s: float = ANSWER_WAIT_S) -> bool:
+    """Whether something accepts a TCP connection at ``host:port``."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=within_s):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def running_here() -> str | None:
+    """The Ray on this machine that ``address="auto"`` would join, if its GCS answers; else None.
+
+    Ray takes the address from ``<temp dir>/ray_current_cluster``, which the last ``ray start``
+    wrote, or from a GCS process it finds. The file outlives a Ray that was killed or whose
+    machine restarted without clearing /tmp, and ``ray.init(address="auto")`` then waits for
+    that GCS without end (measured: still waiting when stopped at 300 s). A port that refuses
+    connections is no Ray.
+    """
+    try:
+        found = services.get_ray_address_from_environment("auto", None)
+    except ConnectionError:  # none found
+        return None
+    return found if found and answering(found) else None
