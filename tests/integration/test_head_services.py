@@ -34,7 +34,7 @@ def _home(tmp_path: Path, env: str) -> Path:
 
 def _run(home: Path, script: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        ["bash", "-c", script],
+        ["/bin/bash", "-c", script],
         env={"HOME": str(home), "PATH": os.environ["PATH"]},
         capture_output=True,
         text=True,
@@ -97,13 +97,13 @@ def test_a_state_store_that_does_not_answer_fails_the_start_saying_which(tmp_pat
 
 
 def test_a_password_in_the_state_url_is_never_said(tmp_path, postgres):
-    secret = "s3cret-in-the-url"
-    url = postgres.url(password=False).replace("troupe@", f"troupe:{secret}@")
+    planted = "s3cret-in-the-url"
+    url = postgres.url(password=False).replace("troupe@", f"troupe:{planted}@")
     home = _home(tmp_path, f"TROUPE_STATE_URL={url}\n")
     started = _start(home)
     assert started.returncode == 1
     assert "postgresql://troupe:***@127.0.0.1" in started.stderr
-    assert secret not in started.stderr
+    assert planted not in started.stderr
 
 
 def test_a_chroma_server_that_does_not_answer_fails_the_start_saying_which(tmp_path, postgres):
