@@ -84,10 +84,10 @@ def prepare_join(address: str) -> None:
 
 
 def answering(address: str, *, within_s: float = ANSWER_WAIT_S) -> bool:
-    """Whether something accepts a TCP connection at ``host:port``."""
+    """Whether something accepts a TCP connection at ``host:port`` (no host: 127.0.0.1)."""
     host, _, port = address.rpartition(":")
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=within_s):
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), within_s):
             return True
     except (OSError, ValueError):
         return False

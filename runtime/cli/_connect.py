@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
@@ -36,14 +35,13 @@ def resolve_address(explicit: str | None, state_dir: Path) -> str | None:
 def _probe(address: str) -> None:
     """Fail fast on a ``host:port`` nothing listens on (Ray itself retries for a minute)."""
     from raytroupe.protocols import ConfigError
+    from raytroupe.runtime.joining import answering
 
-    host, sep, port = address.rpartition(":")
+    _, sep, port = address.rpartition(":")
     if "://" in address or not sep or not port.isdigit():
         return
-    try:
-        socket.create_connection((host or "127.0.0.1", int(port)), timeout=_PROBE_S).close()
-    except OSError:
-        raise ConfigError(f"no Ray answers at {address}", address=address) from None
+    if not answering(address, within_s=_PROBE_S):
+        raise ConfigError(f"no Ray answers at {address}", address=address)
 
 
 def connect(address: str | None, *, start_local: bool = False, **options: Any) -> Runtime:
