@@ -89,7 +89,7 @@ OTEL_FLAG_DEPRECATED: Final = (
     "otel=True (tracing.otel) is deprecated and does nothing: every raytroupe actor sends its "
     "spans to a collector as they happen when the standard OpenTelemetry variables ask for it "
     "(e.g. OTEL_EXPORTER_OTLP_ENDPOINT=http://collector:4318), set where raytroupe starts or, "
-    "on a ray up cluster, in ~/.troupe/env; see the README's Tracing section"
+    "on a ray up cluster, in ~/.troupe/env; see docs/observability.md#tracing"
 )
 
 

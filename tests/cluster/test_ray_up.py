@@ -1,9 +1,9 @@
-"""`ray up` as the README documents it, end to end, on real SSH "machines" on this host.
+"""`ray up` as docs/cluster.md documents it, end to end, on real SSH "machines" on this host.
 
 Two nodes (tests/support/ssh_nodes.py): a head on 127.0.0.2 and a worker on 127.0.0.3, each a
 real sshd and a non-root account of its own, both logged in as the config's `ssh_user`. The
 config is deployments/cluster.local.yaml with what a user edits (addresses, key, the head's
---node-ip-address) changed; every command is the README's, run with this project's `ray`:
+--node-ip-address) changed; every command is the documentation's, run with this project's `ray`:
 
 1. `ray up -y` installs uv from PyPI, a venv and raytroupe on both nodes, starts Ray, deploys
    the HTTP application; `/readyz` answers 200. On each node the venv's Python, started in the
@@ -434,7 +434,7 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
 
     _assert_sandboxed_without_root(url, wire, nodes)
 
-    # the example driver through the job server, as the README says
+    # the example driver through the job server, as docs/cluster.md says
     submit_s = _ray(["job", "submit", "--address", dashboard, "--working-dir", ".", "--",
                      "python", "examples/research_team.py"], env, log)  # fmt: skip
     assert "status: succeeded" in log.read_text()[-4000:]

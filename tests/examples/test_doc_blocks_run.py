@@ -1,0 +1,130 @@
+"""The Python blocks of ``docs/`` run as written, each page's in order, as one reader's session.
+
+A page's blocks are fragments of one session (``rt``, a ``team``), so each page runs as one
+script: a prelude that connects to an embedded Ray of its own, then every block of the page
+as the page writes it. The OpenAI client of the HTTP page runs against the tests' Serve
+application. ``tests/unit/test_doc_blocks.py`` checks every block against the code; it also
+holds that each Python block is run here, by the README's test, or shown with a reason.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from raytroupe import runtime
+from tests.support.http_api import ADMIN_KEY
+
+ROOT = Path(__file__).resolve().parents[2]
+RUN_TIMEOUT_S = 300
+PRELUDE = (
+    "from raytroupe import runtime\n"
+    "rt = runtime.connect()\n"
+    'team = runtime.Team.from_yaml("examples/teams/research.yaml")\n'
+)
+
+RUN_HERE = {"docs/driver.md": "", "docs/memory.md": PRELUDE, "docs/http-api.md": None}
+"""Pages whose Python blocks run here, with the prelude each gets (None: a test of its own)."""
+
+RUN_ELSEWHERE = {
+    "README.md:Quick start in Python": "tests/examples/test_examples.py runs it and compares",
+}
+SHOWN_NOT_RUN = {
+    "README.md:A real model": "four providers' real endpoints and keys",
+    "docs/llm-gateway.md": "the README's real-model block, by snippet",
+    "docs/local-models.md": "a GGUF file of the reader's; test_local_model_ray.py runs LocalModel",
+}
+"""Python blocks that need what a test cannot have (a provider's key, a reader's model file)."""
+
+
+def python_blocks(page: str) -> list[str]:
+    text = (ROOT / page).read_text(encoding="utf-8")
+    return re.findall(r"^```python\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
+
+
+def _run(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "page.py"
+    script.write_text(code, encoding="utf-8")
+    home = tmp_path / "home"  # its ~/.raytroupe (journal, memory) is this run's alone
+    home.mkdir()
+    return subprocess.run(
+        [sys.executable, str(script)],
+        cwd=ROOT,  # the pages' paths (examples/teams/research.yaml, docs/) are the repository's
+        env={**os.environ, "HOME": str(home), "RAY_ADDRESS": "local"},
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT_S,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("page", [p for p, prelude in RUN_HERE.items() if prelude is not None])
+def test_the_python_blocks_of_a_page_run_in_order(page, tmp_path):
+    blocks = python_blocks(page)
+    assert blocks, page
+    prelude = RUN_HERE[page] or ""
+    # each block's last expression is printed, as a reader at a prompt would see it
+    shown = "".join(_printing_last(b) for b in blocks)
+    epilogue = EPILOGUES.get(page, "") + ("rt.shutdown()\n" if prelude else "")
+    done = _run(prelude + shown + epilogue, tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout.splitlines()
+    if page == "docs/memory.md":
+        _first, second, turns, ingested, passages, spec, recalled = out
+        assert "billing service" in second  # the session's second job saw the first turn
+        assert turns.count("SessionTurn(") == 2
+        assert "source='memory.md'" in ingested
+        assert "replicas" in passages  # the two best passages on Serve's replicas
+        assert "knowledge=('ray-docs',)" in spec
+        assert recalled == "Grace wants reports as bullet points."  # acme's memory, best first
+
+
+EPILOGUES = {"docs/memory.md": "print(hits[0].text)\n"}
+"""What a test reads back after a page's blocks (the blocks keep some results in names)."""
+
+
+def _printing_last(block: str) -> str:
+    """The block, with each top-level line that is an expression statement printed."""
+    import ast  # noqa: PLC0415
+
+    tree = ast.parse(block)
+    lines = block.splitlines(keepends=True)
+    out = list(lines)
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and not isinstance(node.value, ast.Constant):
+            start, end = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+            expression = "".join(lines[start : end + 1]).split("#", 1)[0].strip()
+            out[start] = f"print(repr({expression}))\n"
+            for i in range(start + 1, end + 1):
+                out[i] = ""
+    return "".join(out)
+
+
+def test_the_openai_client_block_talks_to_a_registered_team(api, tmp_path):
+    (block,) = python_blocks("docs/http-api.md")
+    code = f"KEY = {ADMIN_KEY!r}\n" + block.replace("http://127.0.0.1:18200", api.url)
+    assert api.url in code  # the block's URL was found and pointed at the tests' application
+    with api.client(ADMIN_KEY) as admin:
+        before = admin.get("/v1/teams/research")
+        team = runtime.Team.from_yaml(ROOT / "examples/teams/research.yaml").spec()
+        put = admin.put("/v1/teams/research", json=team.model_dump(mode="json"))
+        try:
+            assert put.status_code in (200, 201), put.text
+            done = _run(code, tmp_path)
+        finally:  # leave the session's catalog as it was
+            if before.status_code == 200:
+                admin.put("/v1/teams/research", json=before.json())
+            else:
+                admin.delete("/v1/teams/research")
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    text = (ROOT / "docs/http-api.md").read_text(encoding="utf-8")
+    shown = text.split(block, 1)[1].split("```text\n", 1)[1].split("```", 1)[0].splitlines()
+    assert "'research'" in out[0]  # the models: the registered teams this key may run
+    assert out[1:-1] == shown[1:-1], done.stdout  # the answer, as the page shows it
+    assert out[-1].startswith("CompletionUsage(completion_tokens=")
