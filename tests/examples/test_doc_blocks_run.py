@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from raytroupe import runtime
-from tests.support.http_api import ADMIN_KEY
+from tests.support.http_api import ADMIN_KEY, team_kept
 
 ROOT = Path(__file__).resolve().parents[2]
 RUN_TIMEOUT_S = 300
@@ -109,18 +109,11 @@ def test_the_openai_client_block_talks_to_a_registered_team(api, tmp_path):
     (block,) = python_blocks("docs/http-api.md")
     code = f"KEY = {ADMIN_KEY!r}\n" + block.replace("http://127.0.0.1:18200", api.url)
     assert api.url in code  # the block's URL was found and pointed at the tests' application
-    with api.client(ADMIN_KEY) as admin:
-        before = admin.get("/v1/teams/research")
-        team = runtime.Team.from_yaml(ROOT / "examples/teams/research.yaml").spec()
+    team = runtime.Team.from_yaml(ROOT / "examples/teams/research.yaml").spec()
+    with api.client(ADMIN_KEY) as admin, team_kept(admin, "research"):
         put = admin.put("/v1/teams/research", json=team.model_dump(mode="json"))
-        try:
-            assert put.status_code in (200, 201), put.text
-            done = _run(code, tmp_path)
-        finally:  # leave the session's catalog as it was
-            if before.status_code == 200:
-                admin.put("/v1/teams/research", json=before.json())
-            else:
-                admin.delete("/v1/teams/research")
+        assert put.status_code in (200, 201), put.text
+        done = _run(code, tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
     text = (ROOT / "docs/http-api.md").read_text(encoding="utf-8")

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.http_api import ADMIN_KEY
+from tests.support.http_api import ADMIN_KEY, team_kept
 from tests.support.wire_server import Reply, WireServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -270,29 +270,22 @@ def test_the_readme_curl_command_registers_the_research_team_over_http(api):
     command = "python -c 'import raytroupe; print(raytroupe.Team.from_yaml" + lines[1]
     command = command.split("\n201\n", 1)[0]  # the command, up to its shown answer
     assert command.endswith("-w '%{http_code}\\n'"), command
-    with api.client(ADMIN_KEY) as admin:
-        before = admin.get("/v1/teams/research")
-        try:
-            done = subprocess.run(
-                ["/bin/bash", "-c", command],
-                cwd=ROOT,
-                env={
-                    **os.environ,
-                    "URL": api.url,
-                    "KEY": ADMIN_KEY,
-                    "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-                },
-                capture_output=True,
-                text=True,
-                timeout=120,
-                check=False,
-            )
-            registered = admin.get("/v1/teams/research")
-        finally:  # leave the session's catalog as it was
-            if before.status_code == 200:
-                admin.put("/v1/teams/research", json=before.json())
-            else:
-                admin.delete("/v1/teams/research")
+    with api.client(ADMIN_KEY) as admin, team_kept(admin, "research") as before:
+        done = subprocess.run(
+            ["/bin/bash", "-c", command],
+            cwd=ROOT,
+            env={
+                **os.environ,
+                "URL": api.url,
+                "KEY": ADMIN_KEY,
+                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            },
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        registered = admin.get("/v1/teams/research")
     assert done.returncode == 0, done.stderr
     assert done.stdout == ("200\n" if before.status_code == 200 else "201\n")
     assert registered.status_code == 200

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -47,6 +48,19 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+@contextmanager
+def team_kept(admin: httpx.Client, name: str) -> Iterator[httpx.Response]:
+    """The registered team ``name`` as it is now (a 404 if none); put back as it was after."""
+    before = admin.get(f"/v1/teams/{name}")
+    try:
+        yield before
+    finally:  # leave the session's catalog as it was
+        if before.status_code == 200:
+            admin.put(f"/v1/teams/{name}", json=before.json())
+        else:
+            admin.delete(f"/v1/teams/{name}")
 
 
 @dataclass(frozen=True)
