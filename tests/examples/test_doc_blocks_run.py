@@ -1,10 +1,12 @@
 """The Python blocks of ``docs/`` run as written, each page's in order, as one reader's session.
 
 A page's blocks are fragments of one session (``rt``, a ``team``), so each page runs as one
-script: a prelude that connects to an embedded Ray of its own, then every block of the page
-as the page writes it. The OpenAI client of the HTTP page runs against the tests' Serve
-application. ``tests/unit/test_doc_blocks.py`` checks every block against the code; it also
-holds that each Python block is run here, by the README's test, or shown with a reason.
+script: a prelude that connects, then every block of the page as the page writes it. The
+script is a second driver of the tests' own Ray (``RAY_ADDRESS``, as ``ray job submit`` and
+cluster drivers join one), which spares it a Ray of its own. The OpenAI client of the HTTP
+page runs against the tests' Serve application. ``tests/unit/test_doc_blocks.py`` checks
+every block against the code; it also holds that each Python block is run here, by the
+README's test, or shown with a reason.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import ray
 
 from raytroupe import runtime
 from tests.support.http_api import ADMIN_KEY, team_kept
@@ -47,7 +50,7 @@ def python_blocks(page: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
 
 
-def _run(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+def _run(code: str, tmp_path: Path, ray_address: str = "local") -> subprocess.CompletedProcess[str]:
     script = tmp_path / "page.py"
     script.write_text(code, encoding="utf-8")
     home = tmp_path / "home"  # its ~/.raytroupe (journal, memory) is this run's alone
@@ -55,7 +58,13 @@ def _run(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, str(script)],
         cwd=ROOT,  # the pages' paths (examples/teams/research.yaml, docs/) are the repository's
-        env={**os.environ, "HOME": str(home), "RAY_ADDRESS": "local"},
+        env={
+            **os.environ,
+            "HOME": str(home),
+            "RAY_ADDRESS": ray_address,
+            # the tests' Ray asks its drivers for the token it keeps in the real home
+            "RAY_AUTH_TOKEN_PATH": str(Path.home() / ".ray" / "auth_token"),
+        },
         capture_output=True,
         text=True,
         timeout=RUN_TIMEOUT_S,
@@ -64,21 +73,22 @@ def _run(code: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 
 
 @pytest.mark.parametrize("page", [p for p, prelude in RUN_HERE.items() if prelude is not None])
-def test_the_python_blocks_of_a_page_run_in_order(page, tmp_path):
+def test_the_python_blocks_of_a_page_run_in_order(page, tmp_path, rt):
     blocks = python_blocks(page)
     assert blocks, page
     prelude = RUN_HERE[page] or ""
     # each block's last expression is printed, as a reader at a prompt would see it
     shown = "".join(_printing_last(b) for b in blocks)
     epilogue = EPILOGUES.get(page, "") + ("rt.shutdown()\n" if prelude else "")
-    done = _run(prelude + shown + epilogue, tmp_path)
+    done = _run(prelude + shown + epilogue, tmp_path, ray.get_runtime_context().gcs_address)
     assert done.returncode == 0, done.stdout + done.stderr
+    assert "Started a local Ray instance" not in done.stderr  # it joined the tests' Ray
     out = done.stdout.splitlines()
     if page == "docs/memory.md":
         _first, second, turns, ingested, passages, spec, recalled = out
         assert "billing service" in second  # the session's second job saw the first turn
         assert turns.count("SessionTurn(") == 2
-        assert "source='memory.md'" in ingested
+        assert "source='ray_basics.md'" in ingested
         assert "replicas" in passages  # the two best passages on Serve's replicas
         assert "knowledge=('ray-docs',)" in spec
         assert recalled == "Grace wants reports as bullet points."  # acme's memory, best first
