@@ -11,6 +11,7 @@ README's test, or shown with a reason.
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -100,8 +101,6 @@ EPILOGUES = {"docs/memory.md": "print(hits[0].text)\n"}
 
 def _printing_last(block: str) -> str:
     """The block, with each top-level line that is an expression statement printed."""
-    import ast  # noqa: PLC0415
-
     tree = ast.parse(block)
     lines = block.splitlines(keepends=True)
     out = list(lines)

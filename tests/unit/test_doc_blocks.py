@@ -39,13 +39,13 @@ from raytroupe.deployments.api import create_api
 from raytroupe.deployments.config import APIConfig
 from raytroupe.protocols import SkillSpec
 from raytroupe.runtime.cli import app as cli_app
+from raytroupe.runtime.cli._remote import _PROFILE_FIELDS  # the keys the CLI reads
 from raytroupe.runtime.driver import Runtime
 from raytroupe.runtime.handle import JobHandle
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 _BLOCK = re.compile(r"^```(\w*)\n(.*?)^```$", re.MULTILINE | re.DOTALL)
-PROFILE_FIELDS = {"url", "key_env", "key_file"}
 
 
 @dataclass(frozen=True)
@@ -243,7 +243,7 @@ def check_block(block: Block) -> str:
         return "yaml"
     if block.lang == "toml":
         for fields in tomllib.loads(block.text)["profiles"].values():
-            assert set(fields) <= PROFILE_FIELDS, fields
+            assert set(fields) <= _PROFILE_FIELDS, fields
         return "toml"
     commands = _commands(block)
     for command in commands:
