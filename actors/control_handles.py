@@ -138,9 +138,9 @@ class RayDesk(_ByName):
         policies: dict[str, TenantPolicy] = await self._ask(DESK, "policies")
         return policies
 
-    async def use_inline(self, tenant: str, team: TeamSpec) -> None:
+    async def use_inline(self, tenant: str, team: TeamSpec, *, refuse: bool = True) -> None:
         """Count an inline ``team`` among its tenant's live agents."""
-        await self._ask(DESK, "use_inline", tenant, team)
+        await self._ask(DESK, "use_inline", tenant, team, refuse=refuse)
 
 
 DESK: Final = "desk"

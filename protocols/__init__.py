@@ -157,7 +157,13 @@ from raytroupe.protocols.payloads import (
     ToolResult,
     WorkDone,
 )
-from raytroupe.protocols.policy import TenantPolicy, scoped_name, tenant_scope, unscoped
+from raytroupe.protocols.policy import (
+    TenantPolicy,
+    as_written,
+    scoped_name,
+    tenant_scope,
+    unscoped,
+)
 from raytroupe.protocols.quality import QualityCheck, QualityReport, StandardOutput
 from raytroupe.protocols.router import RouterStats
 from raytroupe.protocols.skill import (
@@ -336,6 +342,7 @@ __all__ = [
     "UsageRow",
     "WorkDone",
     "WorkLimitExceeded",
+    "as_written",
     "decode",
     "encode",
     "job_shard",

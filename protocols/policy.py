@@ -4,21 +4,26 @@ A tenant (an API key that is not an admin's, or a driver acting for a tenant) ma
 registered teams and, within its :class:`TenantPolicy`, inline teams. An inline team is data:
 it names model aliases and tools the operator configured, and its agents' and team's names are
 scoped to the tenant (:func:`scoped_name`), so that no choice of names reaches another
-tenant's agents or a registered team's.
+tenant's agents or a registered team's. An admin's inline team (a driver's) is scoped to its
+tenant too, unchecked by any policy. What a job's caller reads of it (its result, events,
+approvals, trace, usage) names them as the caller wrote them (:func:`as_written`); actor
+names (the Ray dashboard's) keep the scope.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from typing import Final
+from typing import Any, Final, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from raytroupe.protocols.addresses import Name
 from raytroupe.protocols.llm import Budget
 
-__all__ = ["TenantPolicy", "scoped_name", "tenant_scope", "unscoped"]
+__all__ = ["TenantPolicy", "as_written", "scoped_name", "tenant_scope", "unscoped"]
+
+T = TypeVar("T")
 
 
 class TenantPolicy(BaseModel):
@@ -105,3 +110,46 @@ def unscoped(name: str, tenant: str) -> str:
     """``name`` as ``tenant`` wrote it: without its scope, if it is one of its scoped names."""
     prefix = f"{tenant_scope(tenant)}."
     return name.removeprefix(prefix) if name.startswith(prefix) and name != prefix else name
+
+
+def as_written(value: T, tenant: str) -> T:
+    """``value`` (a record of one of ``tenant``'s jobs) with its names as the tenant wrote them.
+
+    Every string in it (a model's fields, lists, tuples, dicts' keys and values, recursively)
+    loses ``tenant``'s scope: ``acme-3f2a9c.ada`` is ``ada`` again, in a field of its own or in
+    a sentence. Other tenants' scopes are left as they are. What has nothing to change is
+    returned itself, not copied.
+    """
+    return _unscope(value, f"{tenant_scope(tenant)}.")  # type: ignore[no-any-return]
+
+
+def _unscope(value: Any, prefix: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(prefix, "") if prefix in value else value
+    if isinstance(value, BaseModel):
+        return _unscope_model(value, prefix)
+    if isinstance(value, list | tuple | dict):
+        return _unscope_items(value, prefix)
+    return value
+
+
+def _unscope_model(model: BaseModel, prefix: str) -> BaseModel:
+    changed = {}
+    for name in type(model).model_fields:
+        old = getattr(model, name)
+        new = _unscope(old, prefix)
+        if new is not old:
+            changed[name] = new
+    return model.model_copy(update=changed) if changed else model
+
+
+def _unscope_items(value: list[Any] | tuple[Any, ...] | dict[Any, Any], prefix: str) -> Any:
+    if isinstance(value, dict):
+        pairs = [(_unscope(k, prefix), _unscope(v, prefix)) for k, v in value.items()]
+        old = value.items()
+        same = all(k is k0 and v is v0 for (k, v), (k0, v0) in zip(pairs, old, strict=True))
+        return value if same else dict(pairs)
+    items = [_unscope(item, prefix) for item in value]
+    if all(new is old for new, old in zip(items, value, strict=True)):
+        return value
+    return items if isinstance(value, list) else type(value)(items)

@@ -21,6 +21,7 @@ from raytroupe.protocols import (
     MemoryQuery,
     MemoryWrite,
     TaskRequest,
+    unscoped,
 )
 from raytroupe.protocols.prompts import knowledge_text
 
@@ -89,7 +90,7 @@ async def remember(
         text=f"{request.instructions.strip()} -> {output.strip()}"[:20_000],
         importance=spec.memory.importance,
         tags=("result", spec.role),
-        agent=spec.name,
+        agent=unscoped(spec.name, cause.tenant),  # as its team's author named it
     )
     reply = await router.request(cause.derive(sender=spec.name, recipient="memory", payload=memory))
     if isinstance(reply.payload, ErrorPayload):

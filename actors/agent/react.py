@@ -104,7 +104,7 @@ class ReAct:
         started = self._clock()
         loop = Loop(
             [
-                ChatMessage(role="system", content=system_prompt(spec)),
+                ChatMessage(role="system", content=system_prompt(spec, message.tenant)),
                 ChatMessage(role="user", content=task_content(request)),
             ],
             StopConditions(spec, self._clock, message.deadline),
@@ -332,7 +332,7 @@ class ReAct:
             bound.info("tool_called", tool=call.tool, ok=outcome.ok)
             if outcome.error is not None and outcome.error.code is ErrorCode.TOOL_INFRASTRUCTURE:
                 raise outcome.error.to_exception()  # the host failed, not the tool: not the model's
-            text = tool_text(outcome)
+            text = tool_text(outcome, cause.tenant)
             if call.tool == "calculator":
                 expression = str(call.arguments.get("expression", ""))
                 loop.calculated.append(Calculation(expression, text, outcome.ok))

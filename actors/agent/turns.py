@@ -42,6 +42,8 @@ from raytroupe.protocols import (
     ToolResult,
     ToolSpec,
     Usage,
+    as_written,
+    unscoped,
 )
 from raytroupe.protocols.prompts import asked, job_prompt
 
@@ -140,10 +142,15 @@ def one_more_turn(loop: Loop, stop: Stop | None, max_turns: int) -> Stop | None:
     return None
 
 
-def system_prompt(spec: AgentSpec) -> str:
-    """Who the agent is and what it was told: "You are alan, an analyst. <instructions>"."""
+def system_prompt(spec: AgentSpec, tenant: str) -> str:
+    """Who the agent is and what it was told: "You are alan, an analyst. <instructions>".
+
+    Its name is the one its team's author wrote (an inline team's, without ``tenant``'s
+    scope), the one its teammates know it by.
+    """
     article = "an" if spec.role[:1].lower() in "aeiou" else "a"
-    return f"You are {spec.name}, {article} {spec.role}. {spec.instructions}".strip()
+    name = unscoped(spec.name, tenant)
+    return f"You are {name}, {article} {spec.role}. {spec.instructions}".strip()
 
 
 def task_content(request: TaskRequest) -> str | tuple[ContentPart, ...]:
@@ -293,9 +300,13 @@ def handoff_result(handoff: Handoff) -> ToolResult:
     )
 
 
-def tool_text(result: ToolResult) -> str:
-    """What the model is shown of a tool's result: its data, or ``ERROR:`` and why."""
+def tool_text(result: ToolResult, tenant: str) -> str:
+    """What the model is shown of a tool's result: its data, or ``ERROR:`` and why.
+
+    The runtime's reasons name agents as the team's author wrote them (without ``tenant``'s
+    scope), as the model knows them.
+    """
     if result.ok:
         return result.data if isinstance(result.data, str) else json.dumps(result.data)
     message = result.error.message if result.error else "failed"
-    return f"ERROR: {message}"
+    return f"ERROR: {as_written(message, tenant)}"

@@ -35,6 +35,7 @@ from raytroupe.protocols import (
 from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.protocols.job_order import JobOrder, Submitter
+from raytroupe.protocols.policy import as_written
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 
@@ -119,11 +120,14 @@ class FrontDesk:
         """Jobs newest first, every shard's, as the journal has them (``Journal.summaries``).
 
         Unfinished jobs show ``pending`` here: their live status is their shard's (the client
-        puts it in). Without a journal: the lines the shards hold in memory.
+        puts it in). Without a journal: the lines the shards hold in memory. Each names its
+        team as its tenant wrote it (:func:`~raytroupe.protocols.as_written`).
         """
         if self._journal is not None:
-            return await asyncio.to_thread(self._journal.summaries, tenant, query)
-        return await self._shards.summaries(tenant, query)
+            lines = await asyncio.to_thread(self._journal.summaries, tenant, query)
+        else:
+            lines = await self._shards.summaries(tenant, query)
+        return [as_written(line, line.tenant) for line in lines]
 
     # -- tenant policies ------------------------------------------------------------------
 
@@ -141,16 +145,17 @@ class FrontDesk:
         if self._journal is not None:
             self._journal.put_policy(tenant, policy)
 
-    async def use_inline(self, tenant: str, team: TeamSpec) -> None:
+    async def use_inline(self, tenant: str, team: TeamSpec, *, refuse: bool = True) -> None:
         """Count a fork's inline ``team`` among its tenant's live agents, as submit does.
 
+        ``refuse=False``: an admin's fork, which runs even when the tenant has no room left.
+
         Raises:
-            Forbidden: the tenant would run more agents than its policy allows.
+            Forbidden: (``refuse``) the tenant would run more agents than its policy allows.
         """
         policy_name, policy = self._kept.policies.policy(tenant)
-        await self._kept.inline.use(
-            tenant, team, policy_name, policy, await self._submission.running_teams()
-        )
+        running = await self._submission.running_teams()
+        await self._kept.inline.use(tenant, team, policy_name, policy, running, refuse=refuse)
 
     # -- teams registered at run time ---------------------------------------------------------
 

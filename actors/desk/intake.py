@@ -1,15 +1,16 @@
 """What the front desk checks and shapes a submission with, before it admits it.
 
 Plain functions of a job's own fields (no desk state): the task and its attachments, the
-answer schema, a budget's account, a graph job's input, a tenant's inline documents.
+answer schema, a budget's account, a graph job's input, a tenant's inline documents, an
+admin's inline teams.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from typing import Any
 
-from raytroupe.actors.orchestrator.admission import admit_attachments, admit_inline
+from raytroupe.actors.orchestrator.admission import admit_attachments, admit_inline, scope_inline
 from raytroupe.protocols import Attachment, Budget, InvalidInput, TeamSpec, TenantPolicy
 from raytroupe.protocols.inputs import text_files
 from raytroupe.protocols.job_context import History, JobContext
@@ -24,6 +25,7 @@ __all__ = [
     "checked_task",
     "drawing_on",
     "no_account",
+    "scoped_teams",
     "shaped",
     "state_input",
 ]
@@ -77,6 +79,22 @@ def admitted_documents(
     if isinstance(team, TeamSpec):
         team = admit_inline(team, tenant, policy_name, policy)
     return team, {k: admit_inline(t, tenant, policy_name, policy) for k, t in teams.items()}
+
+
+def scoped_teams(
+    tenant: str,
+    team: TeamSpec | str | None,
+    teams: Mapping[str, TeamSpec],
+    registered: Set[str],
+) -> tuple[TeamSpec | str | None, dict[str, TeamSpec]]:
+    """An admin's job's inline team(s), named in ``tenant``'s scope (no policy checks them).
+
+    Raises:
+        ConfigError: names too long once scoped.
+    """
+    if isinstance(team, TeamSpec):
+        team = scope_inline(team, tenant, registered=registered)
+    return team, {k: scope_inline(t, tenant, registered=registered) for k, t in teams.items()}
 
 
 def shaped(

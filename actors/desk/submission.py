@@ -21,6 +21,7 @@ from raytroupe.actors.desk.intake import (
     checked_task,
     drawing_on,
     no_account,
+    scoped_teams,
     shaped,
     state_input,
 )
@@ -106,8 +107,9 @@ class Submission:
         ``account`` (a job shard's, for a graph node's child job) is the job whose budget
         account its model calls draw on; an order's budget naming one is refused.
         ``admin=False`` submits for ``tenant`` as a tenant: the job must pass the tenant's
-        policy (see :mod:`raytroupe.actors.orchestrator.admission`); its inline teams run
-        under names scoped to it.
+        policy (see :mod:`raytroupe.actors.orchestrator.admission`). Inline teams, an
+        admin's too, run under names scoped to ``tenant`` (an admin's may still delegate to
+        registered teams' agents by name).
 
         Raises:
             Forbidden: (a tenant's job) a field its policy refuses; nothing was started.
@@ -135,6 +137,9 @@ class Submission:
                 tenant, ADMISSION_WORK_S, "admission_work_s", admitted_documents,
                 tenant, policy_name, policy, order.attachments, team=team, teams=teams,
             )  # fmt: skip
+        else:  # an admin's inline teams are its tenant's too: no name of theirs is taken
+            kept_names = {agent.name for agent in self._kept.catalog.agents()}
+            team, teams = scoped_teams(tenant, team, teams, kept_names)
         with received(traceparent):  # a routing model's calls: in the caller's trace
             spec, named, route, arm = await self._kept.what_runs.skill_for(
                 job_id, asked(given), tenant=tenant, admin=admin, skill=order.skill,

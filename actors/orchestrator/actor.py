@@ -53,6 +53,7 @@ from raytroupe.protocols import (
     LLMDeltas,
     Span,
     SubtaskTaken,
+    as_written,
     job_shard,
 )
 from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphState
@@ -189,7 +190,7 @@ class Orchestrator:
         """
         job = self._held.job(job_id, tenant)
         await wait_until(job, lambda: job.result is not None, timeout)
-        return job.result
+        return as_written(job.result, job.tenant)
 
     @job_owner
     async def events(
@@ -209,7 +210,7 @@ class Orchestrator:
         """
         job = self._held.job(job_id, tenant)
         await wait_until(job, lambda: len(job.events) > after, timeout)
-        return job.events[after:]
+        return as_written(job.events[after:], job.tenant)
 
     async def receive(self, data: bytes) -> bytes | None:
         """Envelope entry point: progress about a job.
@@ -255,7 +256,8 @@ class Orchestrator:
     @job_owner
     async def approvals(self, job_id: str, *, tenant: str | None = None) -> list[ApprovalRequest]:
         """The job's tool calls waiting for a human."""
-        return self._desk.pending(self._held.job(job_id, tenant))
+        job = self._held.job(job_id, tenant)
+        return as_written(self._desk.pending(job), job.tenant)
 
     @job_owner
     async def decide(
@@ -330,12 +332,13 @@ class Orchestrator:
         if self._journal is not None:
             kept = await asyncio.to_thread(self._journal.summary, job_id)
         line = kept or summary_of(job)
-        return line.model_copy(update={"status": job.status})
+        return as_written(line.model_copy(update={"status": job.status}), job.tenant)
 
     @job_owner
     async def trace(self, job_id: str, *, tenant: str | None = None) -> tuple[Span, ...]:
         """The job's trace so far: the root first (ending now, while the job runs)."""
-        return live_trace(self._held.job(job_id, tenant))
+        job = self._held.job(job_id, tenant)
+        return as_written(live_trace(job), job.tenant)
 
     async def waiting(
         self, *, tenant: str | None = None
@@ -361,7 +364,8 @@ class Orchestrator:
     @job_owner
     async def checkpoints(self, job_id: str, *, tenant: str | None = None) -> list[GraphCheckpoint]:
         """See :meth:`GraphControl.checkpoints`."""
-        return await self._graph_control.checkpoints(self._held.job(job_id, tenant))
+        job = self._held.job(job_id, tenant)
+        return as_written(await self._graph_control.checkpoints(job), job.tenant)
 
     @job_owner
     async def resume(

@@ -16,12 +16,11 @@ submitted, and by a job shard when a stored job runs again: they live here, bene
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
-from pydantic import ValidationError
+import re
+from collections.abc import Sequence, Set
+from typing import Final
 
 from raytroupe.actors.orchestrator.jobs import Job
-from raytroupe.actors.orchestrator.plan_checks import describe_errors
 from raytroupe.protocols import (
     Attachment,
     Budget,
@@ -32,6 +31,7 @@ from raytroupe.protocols import (
     scoped_name,
     tenant_scope,
 )
+from raytroupe.protocols.addresses import NAME_PATTERN
 from raytroupe.protocols.evals import CustomExpect, EvalSuite, JudgeExpect
 from raytroupe.protocols.graph import GraphSpec
 from raytroupe.protocols.skill import SkillSpec
@@ -47,7 +47,10 @@ __all__ = [
     "readmit",
     "refusal",
     "runs_inline",
+    "scope_inline",
 ]
+
+_NAME: Final = re.compile(NAME_PATTERN)
 
 DEFAULT_POLICY = "*"
 """The key of the policy of tenants that have none of their own."""
@@ -213,9 +216,9 @@ def readmit(job: Job, policy_name: str, policy: TenantPolicy) -> None:
 
 
 def runs_inline(job: Job) -> bool:
-    """Whether ``job`` runs its tenant's inline team, not a registered team or a skill.
+    """Whether ``job`` runs an inline team (a tenant's or an admin's), not a registered one.
 
-    A tenant's inline teams, and only they, are named in its scope (:func:`admit_inline`);
+    Inline teams, and only they, are named in their tenant's scope (:func:`scope_inline`);
     that holds for jobs read back from the journal too, which do not keep ``registered``.
     """
     scoped = job.team.name.startswith(f"{tenant_scope(job.tenant)}.")
@@ -265,21 +268,40 @@ def admit_inline(team: TeamSpec, tenant: str, policy_name: str, policy: TenantPo
     problems = _inline_problems(team, policy)
     if problems:
         raise refusal(problems, policy_name)
-    data = team.model_dump()
-    data["name"] = scoped_name(tenant, team.name)
-    for agent in data["agents"]:
-        agent["name"] = scoped_name(tenant, agent["name"])
-    # the agents outside the team it may delegate to: the tenant's own, never anyone else's
-    data["delegates"] = [scoped_name(tenant, name) for name in team.delegates]
-    try:
-        return TeamSpec.model_validate(data)
-    except ValidationError as exc:
-        problems_text = describe_errors(exc.errors(include_url=False))
+    return scope_inline(team, tenant)
+
+
+def scope_inline(team: TeamSpec, tenant: str, *, registered: Set[str] = frozenset()) -> TeamSpec:
+    """``team`` (given inline) with its own names and its delegates' scoped to ``tenant``.
+
+    Its agents are then actors of the tenant's own (``agent/acme-3f2a9c.ada``), which no
+    registered team's agent and no other tenant's can be. ``registered``: agent names of
+    registered teams that its ``delegates`` may name as they are (an admin's team may ask
+    them; a tenant's names only its own agents, so it passes none). Only the names change:
+    the team is not validated again (the orchestrator judges its plan as it did before).
+
+    Raises:
+        ConfigError: a name is too long, or otherwise no name, once scoped to the tenant.
+    """
+    name = scoped_name(tenant, team.name)
+    agents = tuple(a.model_copy(update={"name": scoped_name(tenant, a.name)}) for a in team.agents)
+    delegates = tuple(d if d in registered else scoped_name(tenant, d) for d in team.delegates)
+    problems = [
+        f"{where}: {scoped!r} is no name (at most 64 letters, digits, '.', '_' and '-')"
+        for where, scoped in (
+            ("name", name),
+            *((f"agents.{n}.name", a.name) for n, a in enumerate(agents)),
+            *((f"delegates.{n}", d) for n, d in enumerate(delegates)),
+        )
+        if not _NAME.fullmatch(scoped)
+    ]
+    if problems:
         raise ConfigError(
             f"team {team.name!r} does not fit once its names are scoped to the tenant "
-            f"({scoped_name(tenant, '')}...): {'; '.join(problems_text)}",
-            problems=problems_text,
-        ) from None
+            f"({scoped_name(tenant, '')}...): {'; '.join(problems)}",
+            problems=problems,
+        )
+    return team.model_copy(update={"name": name, "agents": agents, "delegates": delegates})
 
 
 def _inline_problems(team: TeamSpec, policy: TenantPolicy) -> list[tuple[str, str]]:

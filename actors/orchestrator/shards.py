@@ -103,8 +103,11 @@ class Desk(Protocol):
         """Every tenant policy set, by tenant (``*``: the default)."""
         ...
 
-    async def use_inline(self, tenant: str, team: TeamSpec) -> None:
-        """Count an inline ``team`` among its tenant's live agents (raises ``Forbidden``)."""
+    async def use_inline(self, tenant: str, team: TeamSpec, *, refuse: bool = True) -> None:
+        """Count an inline ``team`` among its tenant's live agents.
+
+        Raises ``Forbidden`` (``refuse``, as an admin's fork does not) if it leaves no room.
+        """
         ...
 
 

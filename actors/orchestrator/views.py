@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.telemetry.jobs import job_trace
-from raytroupe.protocols import ApprovalRequest, JobsQuery, JobSummary, Span, Timings
+from raytroupe.protocols import ApprovalRequest, JobsQuery, JobSummary, Span, Timings, as_written
 from raytroupe.protocols.graph_checkpoints import Interrupted
 from raytroupe.protocols.jobs import TERMINAL
 
@@ -69,7 +69,7 @@ def live_trace(job: Job) -> tuple[Span, ...]:
 def waiting_approvals(jobs: Iterable[Job], tenant: str | None) -> list[tuple[str, ApprovalRequest]]:
     """``(job id, request)`` of every tool call held for a person, of ``tenant``'s jobs."""
     return [
-        (job.id, request)
+        (job.id, as_written(request, job.tenant))
         for job in jobs
         if tenant is None or job.tenant == tenant
         for request, answered in job.approvals.values()

@@ -420,7 +420,8 @@ def test_ray_up_as_documented_runs_jobs_on_two_nodes_and_ray_down_leaves_nothing
               if a.state == "ALIVE" and a.ray_namespace == "troupe"]  # fmt: skip
     names = {a.name for a in actors}
     assert {"router/0", "orchestrator/0", "llm/0", "memory", "tools/0"} <= names, names
-    agents = [a for a in actors if a.name.startswith("agent/cluster-solver-")]
+    # the inline team's agents, under the key's tenant's scope (agent/<scope>.cluster-solver-0)
+    agents = [a for a in actors if a.name.startswith("agent/") and ".cluster-solver-" in a.name]
     assert len(agents) == 3, names
     on_workers = [a.name for a in agents if a.node_id != head.node_id]
     assert on_workers, (

@@ -12,20 +12,15 @@ README's test, or shown with a reason.
 from __future__ import annotations
 
 import ast
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 import ray
 
 from raytroupe import runtime
+from tests.support.drivers import ROOT, run_script
 from tests.support.http_api import ADMIN_KEY, team_kept
 
-ROOT = Path(__file__).resolve().parents[2]
-RUN_TIMEOUT_S = 300
 PRELUDE = (
     "from raytroupe import runtime\n"
     "rt = runtime.connect()\n"
@@ -51,28 +46,6 @@ def python_blocks(page: str) -> list[str]:
     return re.findall(r"^```python\n(.*?)^```$", text, re.MULTILINE | re.DOTALL)
 
 
-def _run(code: str, tmp_path: Path, ray_address: str = "local") -> subprocess.CompletedProcess[str]:
-    script = tmp_path / "page.py"
-    script.write_text(code, encoding="utf-8")
-    home = tmp_path / "home"  # its ~/.raytroupe (journal, memory) is this run's alone
-    home.mkdir()
-    return subprocess.run(
-        [sys.executable, str(script)],
-        cwd=ROOT,  # the pages' paths (examples/teams/research.yaml, docs/) are the repository's
-        env={
-            **os.environ,
-            "HOME": str(home),
-            "RAY_ADDRESS": ray_address,
-            # the tests' Ray asks its drivers for the token it keeps in the real home
-            "RAY_AUTH_TOKEN_PATH": str(Path.home() / ".ray" / "auth_token"),
-        },
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-    )
-
-
 @pytest.mark.parametrize("page", [p for p, prelude in RUN_HERE.items() if prelude is not None])
 def test_the_python_blocks_of_a_page_run_in_order(page, tmp_path, rt):
     blocks = python_blocks(page)
@@ -81,7 +54,7 @@ def test_the_python_blocks_of_a_page_run_in_order(page, tmp_path, rt):
     # each block's last expression is printed, as a reader at a prompt would see it
     shown = "".join(_printing_last(b) for b in blocks)
     epilogue = EPILOGUES.get(page, "") + ("rt.shutdown()\n" if prelude else "")
-    done = _run(prelude + shown + epilogue, tmp_path, ray.get_runtime_context().gcs_address)
+    done = run_script(prelude + shown + epilogue, tmp_path, ray.get_runtime_context().gcs_address)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "Started a local Ray instance" not in done.stderr  # it joined the tests' Ray
     out = done.stdout.splitlines()
@@ -122,7 +95,7 @@ def test_the_openai_client_block_talks_to_a_registered_team(api, tmp_path):
     with api.client(ADMIN_KEY) as admin, team_kept(admin, "research"):
         put = admin.put("/v1/teams/research", json=team.model_dump(mode="json"))
         assert put.status_code in (200, 201), put.text
-        done = _run(code, tmp_path)
+        done = run_script(code, tmp_path)
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
     text = (ROOT / "docs/http-api.md").read_text(encoding="utf-8")

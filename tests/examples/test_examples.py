@@ -9,8 +9,9 @@ official SDKs, as it would to a real provider.
 A second local Ray cannot have the dashboard agent's fixed HTTP port (52365) while the
 session's holds it; none of these examples needs it (they submit no Ray jobs).
 
-The README's quick start and its ``curl`` command that registers a team are run as the README
-writes them, read from README.md itself.
+The README's ``curl`` command that registers a team and its Python quick start are run as the
+README writes them, read from README.md itself, in its order, against the tests' own
+deployment (the quick start as a second driver of the tests' Ray).
 
 In the system tier (~2.5 min here, one Ray per example); alone:
 ``.venv/bin/pytest -m system -n0 tests/examples``.
@@ -25,8 +26,11 @@ import sys
 from pathlib import Path
 
 import pytest
+import ray
 
+from tests.support.drivers import block_after, readme, run_script
 from tests.support.http_api import ADMIN_KEY, team_kept
+from tests.support.inline import agent_actor
 from tests.support.wire_server import Reply, WireServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -230,65 +234,64 @@ def test_real_provider_runs_through_the_official_sdk_against_a_wire_server(provi
     assert WIRE_KEY not in out
 
 
-def _readme() -> str:
-    return (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_readmes_blocks_run_in_order_against_one_deployment(api, rt, tmp_path):
+    """The README's blocks, in its order, against the tests' deployment.
 
-
-def _block_after(text: str, marker: str, language: str) -> str:
-    """The first fenced ``language`` block after ``marker``."""
-    rest = text.split(marker, 1)[1]
-    found = re.search(rf"^```{language}\n(.*?)^```$", rest, re.MULTILINE | re.DOTALL)
-    assert found, f"no {language} block after {marker!r}"
-    return found.group(1)
-
-
-def test_the_readme_quick_start_runs_as_written_and_prints_what_the_readme_shows(tmp_path):
-    readme = _readme()
-    code = _block_after(readme, "## Quick start in Python", "python")
-    shown = _block_after(readme, code, "text")
-    script = tmp_path / "quickstart.py"
-    script.write_text(code, encoding="utf-8")
-    home = tmp_path / "home"  # its ~/.raytroupe (journal, memory) is this test's alone
-    home.mkdir()
-    done = subprocess.run(
-        [sys.executable, str(script)],
-        cwd=tmp_path,
-        # RAY_ADDRESS=local: connect() starts a Ray of its own instead of joining another
-        env={**os.environ, "HOME": str(home), "RAY_ADDRESS": "local"},
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
+    Its ``curl`` command registers ``research`` over HTTP (an ``ada`` who is a researcher);
+    then its Python quick start, a second driver of the same Ray, defines an inline team
+    whose ``ada`` is an analyst, runs it, and prints what the README shows. A driver's
+    inline team runs under its tenant's names, so it takes none of a registered team's:
+    the registered ``ada`` is left as the operator put it.
+    """
+    text = readme()
+    command = (
+        "python -c 'import raytroupe; print(raytroupe.Team.from_yaml"
+        + (text.split("$ python -c 'import raytroupe; print(raytroupe.Team.from_yaml", 1)[1])
     )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout == shown
-
-
-def test_the_readme_curl_command_registers_the_research_team_over_http(api):
-    readme = _readme()
-    lines = readme.split("$ python -c 'import raytroupe; print(raytroupe.Team.from_yaml", 1)
-    command = "python -c 'import raytroupe; print(raytroupe.Team.from_yaml" + lines[1]
     command = command.split("\n201\n", 1)[0]  # the command, up to its shown answer
     assert command.endswith("-w '%{http_code}\\n'"), command
+    code = block_after(text, "## Quick start in Python", "python")
+    shown = block_after(text, code, "text")
+    skill = "invoice-reader"  # the quick start registers it; the test takes it away again
+    assert skill not in {s.name for s in rt.skills()}
     with api.client(ADMIN_KEY) as admin, team_kept(admin, "research") as before:
-        done = subprocess.run(
-            ["/bin/bash", "-c", command],
-            cwd=ROOT,
-            env={
-                **os.environ,
-                "URL": api.url,
-                "KEY": ADMIN_KEY,
-                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-            },
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=False,
-        )
-        registered = admin.get("/v1/teams/research")
-    assert done.returncode == 0, done.stderr
-    assert done.stdout == ("200\n" if before.status_code == 200 else "201\n")
-    assert registered.status_code == 200
-    agents = {a["name"]: a for a in registered.json()["agents"]}
+        try:
+            registered = _curl(command, api.url)
+            team = admin.get("/v1/teams/research")
+            done = run_script(code, tmp_path, ray.get_runtime_context().gcs_address)
+            after = admin.get("/v1/teams/research")
+            researcher = ray.get(rt.actor("agent/ada").spec.remote())  # the registered one
+            analyst = ray.get(rt.actor(agent_actor("ada")).spec.remote())  # the quick start's
+        finally:
+            if skill in {s.name for s in rt.skills()}:
+                rt.delete_skill(skill)
+    assert registered.returncode == 0, registered.stderr
+    assert registered.stdout == ("200\n" if before.status_code == 200 else "201\n")
+    assert team.status_code == 200
+    agents = {a["name"]: a for a in team.json()["agents"]}
     assert set(agents) == {"ada", "grace", "alan"}
     assert agents["alan"]["tools"] == ["calculator"]
+    assert agents["ada"]["role"] == "researcher"
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Started a local Ray instance" not in done.stderr  # it joined the tests' Ray
+    assert done.stdout == shown
+    assert after.json() == team.json()  # the registered ada is the researcher it was
+    assert (researcher.role, analyst.role) == ("researcher", "analyst")
+
+
+def _curl(command: str, url: str) -> subprocess.CompletedProcess[str]:
+    """The README's ``curl`` command, run by bash with its ``$URL`` and ``$KEY`` set."""
+    return subprocess.run(
+        ["/bin/bash", "-c", command],
+        cwd=ROOT,
+        env={
+            **os.environ,
+            "URL": url,
+            "KEY": ADMIN_KEY,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        },
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )

@@ -20,6 +20,7 @@ from ray.util.state import list_actors
 
 from raytroupe import runtime
 from tests.support.browser import headless_page
+from tests.support.inline import agent_actor, agent_name
 
 TEAM = runtime.Team(
     name="dash",
@@ -49,11 +50,13 @@ def _reprs() -> dict[str, str]:
 
 def test_every_troupe_actor_describes_itself_through_rays_state_api(dashboard):
     reprs = _reprs()
-    assert reprs["agent/dash-ada"] == (
-        "Agent(dash-ada: team dash, role researcher, model offline, 4 subtask(s) at once)"
+    # the driver's inline team: its actors are the driver's tenant's (default-<hash>.dash-ada)
+    ada, alan, dash = agent_name("dash-ada"), agent_name("dash-alan"), agent_name("dash")
+    assert reprs[f"agent/{ada}"] == (
+        f"Agent({ada}: team {dash}, role researcher, model offline, 4 subtask(s) at once)"
     )
-    assert reprs["agent/dash-alan"] == (
-        "Agent(dash-alan: team dash, role analyst, model default, 2 subtask(s) at once)"
+    assert reprs[f"agent/{alan}"] == (
+        f"Agent({alan}: team {dash}, role analyst, model default, 2 subtask(s) at once)"
     )
     assert reprs["router/0"].startswith("Router(shard 0 of 2, hop limit 16")
     assert reprs["router/1"].startswith("Router(shard 1 of 2, hop limit 16")
@@ -82,11 +85,14 @@ def test_a_person_logs_in_with_the_token_and_finds_the_agents(dashboard, tmp_pat
         page.get_by_text("Authentication Token Required").wait_for(timeout=60_000)
         page.get_by_placeholder("Enter your authentication token").fill(_token())
         page.get_by_role("button", name="Submit").click()
-        page.get_by_role("textbox", name="Name", exact=True).fill("agent/dash-")
+        page.get_by_role("textbox", name="Name", exact=True).fill(agent_actor("dash-"))
         page.keyboard.press("Enter")
-        ada = "Agent(dash-ada: team dash, role researcher, model offline, 4 subtask(s) at once)"
-        page.get_by_text(ada).wait_for(timeout=60_000)
-        page.get_by_text("agent/dash-alan").wait_for(timeout=60_000)
+        ada, dash = agent_name("dash-ada"), agent_name("dash")
+        described = (
+            f"Agent({ada}: team {dash}, role researcher, model offline, 4 subtask(s) at once)"
+        )
+        page.get_by_text(described).wait_for(timeout=60_000)
+        page.get_by_text(agent_actor("dash-alan")).wait_for(timeout=60_000)
         shot = tmp_path / "dashboard-actors.png"
         page.screenshot(path=str(shot))
     assert shot.stat().st_size > 10_000

@@ -94,7 +94,9 @@ def test_delegated_work_recalls_writes_and_spends_as_the_callers_tenant(rt, wire
     assert "HERON" in _tool_texts(boss_last)[0]
     # the helper's model calls are the job's and the tenant's spend, none the default's
     helper_rows = [
-        r for r in rt.usage(result.job_id) if r.agent == scoped_name("deleg-a", "helper")
+        r
+        for r in rt.usage(result.job_id)
+        if r.agent == "helper"  # as deleg-a wrote it
     ]
     assert helper_rows
     assert helper_rows[0].prompt_tokens > 0

@@ -10,6 +10,7 @@ import ray
 
 from raytroupe import runtime
 from raytroupe.protocols.team import team_role
+from tests.support.inline import agent_actor, agent_name, inline_role
 from tests.support.ledger import TOOL_NAME, runs_by_token
 from tests.support.restarts import after_restart, kill_and_wait_for_restart
 from tests.support.wire_model import ToolCall as WireCall
@@ -87,7 +88,7 @@ def test_a_killed_agent_has_its_subtask_dispatched_again(rt):
     team = _slow_team("lazarus", agents=1, max_parallel=1)
     job = rt.submit("- one.\n- two.", team=team)
     _wait_for(job, "subtask_started", 1)
-    ray.kill(rt.actor("agent/lazarus-0"), no_restart=False)
+    ray.kill(rt.actor(agent_actor("lazarus-0")), no_restart=False)
 
     result = job.result(timeout=120)
 
@@ -140,7 +141,7 @@ def test_a_subtask_cut_short_resumes_at_the_turn_it_reached(rt, tmp_path, killed
         system = wire.requests[1].body["messages"][0]["content"]  # "You are <name>, ..."
         (agent,) = [a.name for a in team.agents if system.startswith(f"You are {a.name},")]
         if killed == "agent":
-            ray.kill(rt.actor(f"agent/{agent}"), no_restart=False)
+            ray.kill(rt.actor(agent_actor(agent)), no_restart=False)
         else:
             ray.kill(rt.client.handles.orchestrators.of(job.job_id), no_restart=False)
 
@@ -178,8 +179,9 @@ def test_a_restarted_router_rebuilds_its_registry(rt):
     kill_and_wait_for_restart(rt.actor("router/0"))  # the stats below are the new one's
 
     after = after_restart(rt.actor("router/0").stats.remote).registered
-    assert after.keys() >= {"llm-0", "orchestrator", "memory", "tools-0", "rebuild-0"}
-    assert after["rebuild-0"] == before["rebuild-0"] == ["rebuild.worker"]
+    rebuilt = agent_name("rebuild-0")
+    assert after.keys() >= {"llm-0", "orchestrator", "memory", "tools-0", rebuilt}
+    assert after[rebuilt] == before[rebuilt] == [inline_role("rebuild", "worker")]
     # and it routes: an agent reaches the pool, the orchestrator reaches the agent
     result = rt.submit("- once more.", team=team).result(timeout=60)
     assert result.status == "succeeded"
@@ -194,7 +196,7 @@ def test_restarted_agents_and_pool_come_back_as_last_configured(rt):
         update={"agents": (team.agents[0].model_copy(update={"instructions": "Be brief."}),)}
     )
     assert rt.submit("- two.", team=updated).result(timeout=120).status == "succeeded"
-    agent, llm = rt.actor("agent/revenant-0"), rt.actor("llm/0")
+    agent, llm = rt.actor(agent_actor("revenant-0")), rt.actor("llm/0")
 
     kill_and_wait_for_restart(agent)
     kill_and_wait_for_restart(llm)

@@ -10,6 +10,7 @@ import ray
 
 from raytroupe import runtime
 from raytroupe.protocols import AgentMessage, Event, encode
+from tests.support.inline import agent_name
 
 TENANT = "metrics-test"
 """Used by no other test: the LLM series of this tenant come from this test's job only."""
@@ -108,6 +109,7 @@ def test_a_job_shows_up_in_the_router_llm_tool_and_dead_letter_metrics(rt):
     # the router's in-flight gauge has a series per recipient, back at zero once idle
     depths = [(t["name"], v) for n, t, v in after if n == "ray_troupe_queue_depth"]
     names = {name for name, _ in depths}
-    assert "meter" in names
+    meter = agent_name("meter", TENANT)  # the actor's name: the inline agent, scoped
+    assert meter in names
     assert names & {"llm-0", "llm-1"}  # the pool replica (of two) that took the job's calls
-    assert [v for name, v in depths if name == "meter"] == [0.0]
+    assert [v for name, v in depths if name == meter] == [0.0]

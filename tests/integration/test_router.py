@@ -25,6 +25,7 @@ from raytroupe.protocols import (
     decode,
     encode,
 )
+from tests.support.inline import agent_actor, agent_name
 
 
 def _request(rt, message: AgentMessage) -> AgentMessage:
@@ -55,7 +56,7 @@ def test_named_actors_are_listed_in_the_troupe_namespace(rt):
         "desk",
         "orchestrator/0",
         "orchestrator/1",
-        "agent/lister",
+        agent_actor("lister"),
     } <= alive
 
 
@@ -95,15 +96,16 @@ def test_expired_deadline_is_dead_lettered(rt):
 def test_dead_recipient_is_dead_lettered_as_unavailable(rt):
     team = runtime.Team(agents=[runtime.AgentSpec(name="doomed", role="doomed-role")])
     rt.submit("- a\n- b", team=team).result(timeout=60)
-    ray.kill(rt.actor("agent/doomed"), no_restart=True)
+    ray.kill(rt.actor(agent_actor("doomed")), no_restart=True)
 
-    message = AgentMessage(sender="driver", recipient="doomed", payload=Event(name="hello"))
+    doomed = agent_name("doomed")  # an inline agent of the driver's tenant
+    message = AgentMessage(sender="driver", recipient=doomed, payload=Event(name="hello"))
     reply = _request(rt, message)
 
     assert reply.payload.code is ErrorCode.RECIPIENT_UNAVAILABLE
     assert reply.payload.retryable is True
     assert _letter(rt, message.id).reason is ErrorCode.RECIPIENT_UNAVAILABLE
-    ray.get([shard.unregister.remote("doomed") for shard in rt.client.handles.routers.handles])
+    ray.get([shard.unregister.remote(doomed) for shard in rt.client.handles.routers.handles])
 
 
 def test_malformed_bytes_raise_the_typed_error_and_are_kept(rt):

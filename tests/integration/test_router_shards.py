@@ -26,6 +26,7 @@ from raytroupe.protocols import (
     LLMResponse,
     router_shard,
 )
+from tests.support.inline import agent_name
 from tests.support.restarts import kill_and_wait_for_restart, wait_started
 
 
@@ -54,7 +55,7 @@ def test_every_shard_holds_the_whole_registry(rt):
     registries = [set(s.registered) for s in _stats(rt)]
     assert len(registries) == 2
     expected = {"orchestrator", "memory", "llm-0", "llm-1", "tools-0"}
-    expected |= {f"shardreg-{i}" for i in range(3)}
+    expected |= {agent_name(f"shardreg-{i}") for i in range(3)}  # the driver's, scoped
     for registry in registries:
         assert expected <= registry
     assert registries[0] == registries[1]
@@ -137,7 +138,7 @@ def test_a_shard_that_dies_mid_job_loses_no_subtask_and_finds_the_registry_again
     assert result.status == "succeeded", result.error
     assert len(result.subtasks) == 6
     registry = ray.get(shard.stats.remote()).registered  # the new shard found every actor
-    assert {f"shardloss-{i}" for i in range(3)} <= set(registry)
+    assert {agent_name(f"shardloss-{i}") for i in range(3)} <= set(registry)
     assert {"orchestrator", "memory", "llm-0", "llm-1"} <= set(registry)
     after = rt.submit("- after the loss.\n- still here.", team=team).result(timeout=60)
     assert after.status == "succeeded", after.error

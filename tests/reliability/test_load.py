@@ -21,6 +21,7 @@ import ray
 from raytroupe import runtime
 from tests.support.figures import record
 from tests.support.http_api import ADMIN_KEY
+from tests.support.inline import agent_actor
 
 LATENCY_S = 0.2
 LOAD_JOBS = 200
@@ -75,7 +76,7 @@ def _batch(rt, team, count, tag):
 def test_two_hundred_concurrent_jobs_through_the_driver_keep_memory_bounded(rt):
     name = f"load-{uuid.uuid4().hex[:6]}"
     team = _team(name)
-    agents = tuple(f"agent/{a.name}" for a in team.agents)
+    agents = tuple(agent_actor(a.name) for a in team.agents)
     rt.submit("Warm the team up.", team=team).result(timeout=120)  # spawns the agents
     pids = _pids(rt, SYSTEM + agents)
 

@@ -26,6 +26,7 @@ from raytroupe import runtime
 from raytroupe.actors.ray_handles import NAMESPACE
 from raytroupe.runtime.joining import stay_on_loopback
 from tests.support.figures import record
+from tests.support.inline import agent_actor
 from tests.support.restarts import node_of, wait_started
 
 LATENCY_S = 1.0
@@ -85,7 +86,7 @@ def test_jobs_complete_when_the_node_of_their_agents_is_removed(cluster, tmp_pat
     team = _team()
     warm = rt.submit("- warm up one.\n- warm up two.", team=team).result(timeout=120)
     assert warm.status == "succeeded", warm.error
-    agents = [f"agent/{a.name}" for a in team.agents]
+    agents = [agent_actor(a.name) for a in team.agents]
     assert {node_of(a) for a in agents} == {worker_a.node_id}
     assert node_of("router/0") == node_of("orchestrator/0") == head
 

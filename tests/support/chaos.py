@@ -44,6 +44,7 @@ from raytroupe.actors.ray_handles import NAMESPACE
 from raytroupe.actors.router import RouterStats
 from raytroupe.protocols import ErrorCode, ToolCall
 from tests.support.figures import record
+from tests.support.inline import agent_name
 from tests.support.ledger import TOOL_NAME, runs_by_token
 
 __all__ = [
@@ -338,7 +339,7 @@ def _run_job(  # noqa: PLR0917 - one call site, a pool.submit
     if token is not None:
         task, expected = f"Record entry {token}.", [f"recorded {token}"]
         team = _side_effect_team(plan, index, ledger, token)
-        submitted.append(team.agents[0].name)
+        submitted.append(agent_name(team.agents[0].name))
     else:
         task, expected = _arithmetic_task(index)
     kind: Literal["arithmetic", "side_effect"] = "side_effect" if side_effect else "arithmetic"
@@ -504,7 +505,7 @@ def run_chaos(rt: runtime.Runtime, plan: ChaosPlan, scratch: Path) -> ChaosResul
     """Run ``plan`` against the troupe behind ``rt``; return what happened (see module doc)."""
     ledger = scratch / f"{plan.prefix}-ledger.txt"
     team = _arithmetic_team(plan)
-    shared = [a.name for a in team.agents]
+    shared = [agent_name(a.name) for a in team.agents]  # the driver's inline agents' names
     side_agents: list[str] = []
     start = time.monotonic()
     # the team's agents exist before the first kill, so an agent kill has a target

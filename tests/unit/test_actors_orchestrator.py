@@ -21,6 +21,7 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.job_context import JobContext
 from raytroupe.runtime import Team
+from tests.support.inline import written
 
 EXAMPLE_TEAM = Path(__file__).parents[2] / "examples" / "teams" / "research.yaml"
 
@@ -181,8 +182,8 @@ def test_a_dependent_subtask_runs_after_its_dependency_with_its_output():
         taps: dict[str, Tap] = {}
 
         def wrap(name, agent):
-            taps[name] = Tap(agent)
-            return taps[name]
+            taps[written(name)] = Tap(agent)  # by the name the team wrote
+            return taps[written(name)]
 
         troupe = await build_troupe(wrap=wrap)
         team = dependent_team(scripted(DEPENDENT_PLAN, "final answer"))
@@ -238,8 +239,8 @@ def test_a_retryable_delivery_error_is_retried_with_the_next_attempt():
         flaky: dict[str, FlakyMailbox] = {}
 
         def wrap(name, agent):
-            flaky[name] = FlakyMailbox(agent, failures=1)
-            return flaky[name]
+            flaky[written(name)] = FlakyMailbox(agent, failures=1)
+            return flaky[written(name)]
 
         troupe = await build_troupe(wrap=wrap)
         team = TeamSpec(agents=(AgentSpec(name="ada", role="researcher"),))
@@ -280,8 +281,8 @@ def test_a_subtask_waits_for_the_agent_that_died_with_it_while_ray_restarts_it()
         flaky: dict[str, FlakyMailbox] = {}
 
         def wrap(name, agent):  # whichever agent takes it dies, and restarts for a while
-            flaky[name] = FlakyMailbox(agent, failures=1, restarting=3)
-            return flaky[name]
+            flaky[written(name)] = FlakyMailbox(agent, failures=1, restarting=3)
+            return flaky[written(name)]
 
         troupe = await build_troupe(wrap=wrap, max_attempts=2)
         team = TeamSpec(agents=(AgentSpec(name="ada", role="researcher"),

@@ -24,6 +24,7 @@ from raytroupe.actors.orchestrator.admission import (
     admit_skill,
     readmit,
     runs_inline,
+    scope_inline,
 )
 from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.orchestrator.journal import Journal
@@ -46,6 +47,7 @@ from raytroupe.protocols import (
     TeamSpec,
     TenantPolicy,
     Timings,
+    as_written,
     scoped_name,
     tenant_scope,
 )
@@ -179,6 +181,33 @@ def test_a_name_too_long_once_scoped_is_a_config_error_not_a_crash():
 
     with pytest.raises(ConfigError, match="scoped"):
         admit_inline(team(agent("a" * 60)), "acme", NAME, POLICY)
+
+
+def test_an_admins_inline_team_is_scoped_too_and_may_still_ask_registered_agents():
+    spec = team(agent("ada"), delegates=("vault", "helper"), name="analysis")
+    scoped = scope_inline(spec, "default", registered={"vault", "ada"})
+    assert scoped.name == scoped_name("default", "analysis")
+    assert [a.name for a in scoped.agents] == [scoped_name("default", "ada")]  # never "ada"
+    # a registered agent is asked by its name; any other name is one of the tenant's own
+    assert scoped.delegates == ("vault", scoped_name("default", "helper"))
+    assert scoped.agents[0].model_copy(update={"name": "ada"}) == spec.agents[0]  # only names
+    assert scope_inline(spec, "acme").delegates == tuple(
+        scoped_name("acme", n) for n in ("vault", "helper")
+    )
+
+
+def test_scoping_keeps_a_plan_the_orchestrator_will_judge_and_refuses_only_bad_names():
+    from raytroupe.protocols import ConfigError  # noqa: PLC0415
+
+    plan = (PlannedSubtask(id="s1", role="ghost", instructions="{task}"),)
+    ghostly = TeamSpec.model_construct(**{**team(agent("ada")).__dict__, "plan": plan})
+    assert scope_inline(ghostly, "default").plan == plan  # judged later, as before
+    with pytest.raises(ConfigError, match="scoped") as caught:
+        scope_inline(team(agent("a" * 60)), "default")
+    assert caught.value.detail["problems"] == [
+        f"agents.0.name: {scoped_name('default', 'a' * 60)!r} is no name "
+        "(at most 64 letters, digits, '.', '_' and '-')"
+    ]
 
 
 def test_budgets_stay_under_the_ceiling():
@@ -565,7 +594,7 @@ def test_a_restarted_orchestrator_fails_a_job_todays_policy_refuses_and_runs_non
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert events[-1].data["code"] == "forbidden"
     assert calls == []  # nothing of it ran: no model was asked
-    assert Journal(journal).known(tenants)[1] == result  # journaled: not resumed again
+    assert as_written(Journal(journal).known(tenants)[1], "acme") == result  # journaled
     assert admins_result.status == "succeeded", admins_result.error
 
 

@@ -30,10 +30,12 @@ from raytroupe.protocols import (
     TeamSpec,
     ToolCall,
 )
+from tests.support.inline import agent_name
 
 CLERK = AgentSpec(name="clerk", role="w", model="m", tools=("pay",),
                   memory=MemoryPolicy(recall=False, write_results=False))  # fmt: skip
 TEAM = TeamSpec(name="pay", planner_model="offline", agents=(CLERK,))
+CLERK_ACTOR = agent_name("clerk")  # the inline agent of the driver's tenant, as the sandbox sees it
 
 
 def pay_call(amount, call_id="c1"):
@@ -88,14 +90,14 @@ def test_an_approval_covers_its_arguments_only_before_and_after_a_restart(tmp_pa
         task_id = approved.task_id
         # the same step of the same subtask, other arguments: another decision is needed
         other = asyncio.ensure_future(
-            sandbox.call(paid_at_step(9999, task_id), agent="clerk", job_id=job_id)
+            sandbox.call(paid_at_step(9999, task_id), agent=CLERK_ACTOR, job_id=job_id)
         )
         pending = await asked(orchestrator, job_id, 9999)
         status = await orchestrator.status(job_id)
         await orchestrator.decide(job_id, pending.approval_id, approved=False, reason="no")
         refused = await other
         # the approved call itself, again (a redelivery): its recorded result, no second run
-        again = await sandbox.call(paid_at_step(120, task_id), agent="clerk", job_id=job_id)
+        again = await sandbox.call(paid_at_step(120, task_id), agent=CLERK_ACTOR, job_id=job_id)
         for task in list(orchestrator._tasks):
             task.cancel()
         return job_id, approved, pending, status, refused, again
@@ -107,11 +109,11 @@ def test_an_approval_covers_its_arguments_only_before_and_after_a_restart(tmp_pa
         pending = await asked(orchestrator, job_id, 5000)
         status = await orchestrator.status(job_id)
         paid_before = list(paid)
-        replayed = await sandbox.call(paid_at_step(120, task_id), agent="clerk", job_id=job_id)
-        rejected = await sandbox.call(paid_at_step(9999, task_id), agent="clerk", job_id=job_id)
+        replayed = await sandbox.call(paid_at_step(120, task_id), agent=CLERK_ACTOR, job_id=job_id)
+        rejected = await sandbox.call(paid_at_step(9999, task_id), agent=CLERK_ACTOR, job_id=job_id)
         # a request forged under the approved call's id, with other arguments
         approved_id = idempotency_key(job_id, task_id, 1000, "pay", {"amount": 120})
-        forged = ApprovalRequest(approval_id=approved_id, task_id=task_id, agent="clerk",
+        forged = ApprovalRequest(approval_id=approved_id, task_id=task_id, agent=CLERK_ACTOR,
                                  tool="pay", arguments={"amount": 9999})  # fmt: skip
         answer = await client.request(AgentMessage(
             sender="tools-0", recipient="orchestrator", job_id=job_id, payload=forged

@@ -20,6 +20,7 @@ from raytroupe.protocols import (
     TeamSpec,
     ToolCall,
 )
+from tests.support.inline import agent_name, written
 
 
 def delegate(agent, instructions="Help.", call_id="d"):
@@ -37,8 +38,8 @@ def tapped():
     seen = {}
 
     def wrap(name, agent):
-        seen[name] = Tap(agent)
-        return seen[name]
+        seen[written(name)] = Tap(agent)  # by the name the team wrote
+        return seen[written(name)]
 
     return seen, wrap
 
@@ -84,7 +85,7 @@ def test_a_loop_of_delegations_ends_at_the_hop_limit_with_a_dead_letter():
     (letter,) = dead
     assert letter.reason == ErrorCode.HOP_LIMIT
     assert isinstance(letter.message.payload, TaskRequest)
-    assert letter.message.recipient == "a"  # the 9th level, never started
+    assert written(letter.message.recipient) == "a"  # the 9th level, never started
     work = [r for r in troupe.llm.payloads(LLMRequest) if r.purpose == "work"]
     assert len(work) == 2 * depth  # one delegation and one answer per level, no more
     deepest = [m.text for m in work[depth].messages if m.role == "tool"]
@@ -154,7 +155,7 @@ def test_delegated_work_runs_in_the_callers_tenant_job_trace_deadline_and_budget
     assert sent.payload.budget == budget
     assert sent.payload.inputs == {"from": "boss"}
     calls = [m for m in troupe.llm.seen if isinstance(m.payload, LLMRequest)]
-    helper_calls = [m for m in calls if m.sender == "helper"]
+    helper_calls = [m for m in calls if written(m.sender) == "helper"]
     assert helper_calls
     assert {m.tenant for m in helper_calls} == {"acme"}
     assert all(m.payload.budget == budget for m in helper_calls)
@@ -195,16 +196,18 @@ def test_cancelling_the_job_stops_the_delegated_work(outside):
         )
         boss = AgentSpec(name="boss", role="m", model="boss", tools=("delegate",))
         slow = AgentSpec(name="slow", role="s", model="slow-model")
-        if outside:  # the slow agent belongs to another team; the boss's lists it
-            await troupe.provisioner.provision(TeamSpec(name="elsewhere", agents=(slow,)))
+        if outside:  # the slow agent belongs to another (inline) team; the boss's lists it
+            theirs = slow.model_copy(update={"name": agent_name("slow")})
+            await troupe.provisioner.provision(TeamSpec(name="elsewhere", agents=(theirs,)))
             team = one_step(boss, delegates=("slow",))
         else:
             team = one_step(boss, slow)
         job_id = await troupe.desk.submit(*order("Ask.", team))
         agents = troupe.provisioner.agents
-        while "slow" not in agents or not agents["slow"]._by_job.get(job_id):  # noqa: ASYNC110
+        name = agent_name("slow")
+        while name not in agents or not agents[name]._by_job.get(job_id):  # noqa: ASYNC110
             await asyncio.sleep(0.01)  # bounded by the test's guard
-        agent = agents["slow"]
+        agent = agents[name]
         cancelled = await troupe.orchestrator.cancel(job_id)
         result = await troupe.orchestrator.wait(job_id, 5)
         requests = [m for m in seen["slow"].seen if isinstance(m.payload, TaskRequest)]

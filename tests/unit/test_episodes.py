@@ -22,6 +22,7 @@ from raytroupe.protocols import (
 from raytroupe.protocols.job_context import Example, JobContext
 from raytroupe.protocols.prompts import EXAMPLES_HEADING, asked, job_prompt
 from raytroupe.protocols.quality import QualityReport, StandardOutput
+from tests.support.inline import agent_name
 
 KEEP = EpisodePolicy(keep=True, examples=2)
 
@@ -92,7 +93,8 @@ SECOND = "What is the boiling point of ethanol at sea level in Celsius?"
 
 async def _episodes(memory, tenant, count):
     for _ in range(300):  # the episode reaches the memory actor in the background
-        found = await memory.listed(tenant, tags=("episode", "team:lab"))
+        # an inline team's episodes are tagged with its name in the tenant's scope
+        found = await memory.listed(tenant, tags=("episode", f"team:{agent_name('lab', tenant)}"))
         if len(found) >= count:
             return found
         await asyncio.sleep(0.01)

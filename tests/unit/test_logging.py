@@ -4,6 +4,7 @@ from structlog.testing import capture_logs
 from wiring import build_troupe
 
 from raytroupe.protocols import AgentSpec, TeamSpec
+from tests.support.inline import agent_name
 
 
 def test_log_lines_carry_job_and_message_ids():
@@ -24,7 +25,7 @@ def test_log_lines_carry_job_and_message_ids():
     for entry in done:
         assert entry["job_id"] == result.job_id
         assert entry["msg_id"]
-        assert entry["agent"] == "logger-a"
+        assert entry["agent"] == agent_name("logger-a")  # the actor's: logs are the operator's
         assert entry["task_id"] in {"s1", "s2"}
     tool = [e for e in logs if e["event"] == "tool_called"]
     assert tool

@@ -45,6 +45,13 @@ class Cluster:
             raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
         return "succeeded"
 
+    async def summary(self, job_id, *, tenant=None):
+        self.calls.append(("summary", job_id, tenant))
+        if job_id not in self.owners or tenant not in {None, self.owners[job_id]}:
+            raise JobNotFound(f"no job {job_id!r}", job_id=job_id)
+        owner = self.owners[job_id]
+        return JobSummary(id=job_id, status="succeeded", tenant=owner, team="t", submitted_at=0.0)
+
     async def jobs(self, *, tenant=None):
         self.calls.append(("jobs", tenant))
         return {j: "succeeded" for j, t in self.owners.items() if tenant in {None, t}}

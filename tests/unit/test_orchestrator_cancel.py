@@ -5,6 +5,7 @@ import asyncio
 from wiring import build_troupe, order, run
 
 from raytroupe.protocols import AgentSpec, ErrorCode, LLMRequest, OfflineModel, TeamSpec
+from tests.support.inline import agent_name
 
 SLOW = {"slow": OfflineModel(latency_s=30.0)}
 
@@ -33,7 +34,7 @@ def test_cancel_stops_running_subtasks_at_their_agent():
         assert await troupe.orchestrator.cancel(job_id) is True
         result = await troupe.orchestrator.wait(job_id, 10)
         again = await troupe.orchestrator.cancel(job_id)
-        agent = troupe.provisioner.agents["sloth"]
+        agent = troupe.provisioner.agents[agent_name("sloth")]
         return result, again, agent, started, troupe
 
     result, again, agent, started, troupe = run(main())

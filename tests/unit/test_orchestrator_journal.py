@@ -15,12 +15,14 @@ from raytroupe.protocols import (
     StateUnavailable,
     SubtaskTaken,
     TeamSpec,
+    as_written,
     decode,
     encode,
     orchestrator_address,
 )
 from raytroupe.protocols.job_context import JobContext
 from raytroupe.runtime.operations import At, job_reads
+from tests.support.inline import agent_name
 
 TEAM = TeamSpec(name="j", agents=(AgentSpec(name="solo", role="w"),), max_parallel=1)
 TASK = "Tasks:\n- first thing.\n- second thing.\n- third thing."
@@ -54,7 +56,8 @@ def test_a_new_orchestrator_resumes_without_rerunning_finished_subtasks(tmp_path
     assert after == ["second thing.", "third thing."]  # s1 came from the journal
     assert result.status == "succeeded"
     assert [s.id for s in result.subtasks] == ["s1", "s2", "s3"]
-    assert Journal(path).load(job_id)[2] == result
+    # journaled with its actors' names; its caller reads them as the team wrote them
+    assert as_written(Journal(path).load(job_id)[2], "default") == result
 
 
 def test_a_finished_job_is_known_after_a_restart(tmp_path):
@@ -196,7 +199,7 @@ def test_the_agent_that_took_each_subtask_is_journaled_and_only_it_may_say_so(tm
     assert stranger.code is ErrorCode.INVALID_INPUT
     assert "'mallory' is not an agent of the job's team" in stranger.message
     (job,) = Journal(path).resumable()
-    assert job.taken == {"s1": "solo", "s2": "solo"}
+    assert job.taken == {"s1": agent_name("solo"), "s2": agent_name("solo")}
 
 
 def test_a_dispatch_a_second_agent_of_the_role_gets_again_is_run_by_the_first():
@@ -210,7 +213,7 @@ def test_a_dispatch_a_second_agent_of_the_role_gets_again_is_run_by_the_first():
         pool, orchestrator, job_id = await held_at_the_gate(trio)
         await pool.held.wait()  # s2 taken, its model call held at the gate
         taker = orchestrator._held.job(job_id).taken["s2"]
-        one, two = sorted({"solo", "bob", "carl"} - {taker})
+        one, two = sorted({agent_name(n) for n in ("solo", "bob", "carl")} - {taker})
 
         async def say(agent, attempt, *, by_role):
             word = SubtaskTaken(task_id="s2", agent=agent, by_role=by_role)

@@ -24,6 +24,7 @@ from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.shards import Admitted
 from raytroupe.protocols import AgentSpec, InvalidInput, JobNotFound, TeamSpec, job_shard
 from raytroupe.protocols.job_context import JobContext
+from tests.support.inline import agent_name
 
 TEAM = TeamSpec(name="sh", agents=(AgentSpec(name="sh-solo", role="w"),), max_parallel=1)
 TASK = "- first thing.\n- second thing."
@@ -94,7 +95,8 @@ def test_a_restarted_shard_resumes_its_partition_only(tmp_path):
         return set(shards[1]._jobs)
 
     ids, running = run(first_life())
-    assert running == {"sh"}  # the journal knows which teams unfinished jobs use, every shard's
+    # the journal knows which teams unfinished jobs use, every shard's
+    assert running == {agent_name("sh")}
     resumed = run(second_life())
     assert resumed == {i for i in ids if job_shard(i, 2) == 1}
 

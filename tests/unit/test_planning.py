@@ -28,6 +28,7 @@ from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.job_order import JobOrder
 from raytroupe.protocols.prompts import plan_schema
 from raytroupe.runtime import Team
+from tests.support.inline import written
 
 PIPELINE = Path(__file__).parents[2] / "examples" / "teams" / "pipeline.yaml"
 
@@ -86,8 +87,8 @@ def plan_requests(troupe) -> list[LLMRequest]:
 
 def tapped_agents(taps: dict[str, Tap]):
     def wrap(name, agent):
-        taps[name] = Tap(agent)
-        return taps[name]
+        taps[written(name)] = Tap(agent)  # by the name the team wrote
+        return taps[written(name)]
 
     return wrap
 

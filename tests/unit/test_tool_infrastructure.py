@@ -23,6 +23,7 @@ from raytroupe.protocols import (
     TeamSpec,
     ToolCall,
 )
+from tests.support.inline import written
 
 CALC = ToolCall(call_id="c1", tool="calculator", arguments={"expression": "6*7"})
 DELEGATE = ToolCall(call_id="d1", tool="delegate",
@@ -137,7 +138,7 @@ def test_delegated_work_failed_by_its_host_fails_the_delegating_subtask_too():
 
     async def main():
         models = {"boss": script(ScriptedTurn(tool_calls=(DELEGATE,)), ScriptedTurn(text="done"))}
-        wrap = lambda name, agent: HostFailed(name) if name == "helper" else agent  # noqa: E731
+        wrap = lambda name, agent: HostFailed(name) if written(name) == "helper" else agent  # noqa: E731
         troupe = await build_troupe(models, wrap=wrap)
         return await troupe.run("Ask the helper.", one_step(boss, helper)), troupe
 

@@ -375,8 +375,8 @@ class LocalDesk:
     async def policies(self) -> dict[str, TenantPolicy]:
         return await self._bound().policies()
 
-    async def use_inline(self, tenant: str, team: TeamSpec) -> None:
-        await self._bound().use_inline(tenant, team)
+    async def use_inline(self, tenant: str, team: TeamSpec, *, refuse: bool = True) -> None:
+        await self._bound().use_inline(tenant, team, refuse=refuse)
 
 
 async def control_plane(

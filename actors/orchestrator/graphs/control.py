@@ -99,7 +99,7 @@ class GraphControl:
             self._graphs.fork_point, source.id, graph, step, state, new_id,
         )  # fmt: skip
         if runs_inline(source):  # its agents run again: within the tenant's live agents
-            await self._front.use_inline(source.tenant, source.team)
+            await self._front.use_inline(source.tenant, source.team, refuse=not admin)
         await asyncio.to_thread(self._graphs.store.fork, new_id, start, (source.id, step, state))
         return Admitted(
             id=new_id,
