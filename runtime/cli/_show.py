@@ -253,11 +253,29 @@ def agents_table(agents: Iterable[AgentInfo], unregistered: Mapping[str, tuple[s
         count += 1
         tools = ", ".join(info.tools)
         plain_row(table, info.name, info.team, info.role, info.model, tools, str(info.in_flight))
-    for name, (role, in_flight) in sorted(unregistered.items()):
+    for name, (roles, in_flight) in sorted(unregistered.items()):
         count += 1
-        plain_row(table, name, Text("(not registered)", style="dim"), role, "", "", str(in_flight))
+        agent, team, role = _inline(name, roles)
+        plain_row(table, agent, Text(team, style="dim"), role, "", "", str(in_flight))
     table.title = f"{count} agent(s)"
     return table
+
+
+def _inline(name: str, roles: str) -> tuple[str, str, str]:
+    """An inline team's agent as its team wrote it: ``(agent, "team (scope)", role)``.
+
+    Its actor is named in its tenant's scope (``default-37a8ee.ada``), and so is its router
+    role (``default-37a8ee.research.researcher``): shown as ``ada``, ``research
+    (default-37a8ee)``, ``researcher``. A name in no scope is shown as it is.
+    """
+    scope, dot, agent = name.partition(".")
+    prefix = f"{scope}."
+    if not dot or not roles or not all(r.startswith(prefix) for r in roles.split(", ")):
+        return name, "(not registered)", roles
+    team_roles = [r.removeprefix(prefix).rpartition(".") for r in roles.split(", ")]
+    teams = sorted({team for team, _, _ in team_roles})
+    shown = ", ".join(role for _, _, role in team_roles)
+    return agent, f"{', '.join(teams)} ({scope})", shown
 
 
 def show_key(key: str, tenant: str, *, admin: bool, url: str | None = None) -> None:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from raytroupe.deployments.keys import hash_key
+from raytroupe.protocols import tenant_scope
 from tests.support.sessions import free_ports, live_in_session
 
 pytestmark = pytest.mark.system  # system tier: `troupe up` Rays of its own
@@ -176,7 +177,9 @@ def test_up_run_jobs_agents_http_down(troupe_up, rt, tmp_path):
     agents = _troupe("agents", env=env, timeout=120)
     assert agents.returncode == 0, agents.stdout + agents.stderr
     listed = {line.split("│")[1].strip() for line in agents.stdout.splitlines() if "│" in line}
+    # the run's inline team: its agents as it wrote them, its team in its tenant's scope
     assert {"ada", "grace", "alan"} <= listed
+    assert f"research ({tenant_scope('default')})" in agents.stdout
 
     assert httpx.get(f"{state['http_url']}/healthz", timeout=30).status_code == 200
 

@@ -9,7 +9,6 @@ import pytest
 import ray
 
 from raytroupe import runtime
-from raytroupe.protocols.team import team_role
 from tests.support.inline import agent_actor, agent_name, inline_role
 from tests.support.ledger import TOOL_NAME, runs_by_token
 from tests.support.restarts import after_restart, kill_and_wait_for_restart
@@ -202,7 +201,7 @@ def test_restarted_agents_and_pool_come_back_as_last_configured(rt):
     kill_and_wait_for_restart(llm)
 
     assert ray.get(agent.spec.remote()).instructions == "Be brief."  # not the creation spec
-    assert ray.get(agent.registration.remote()) == [team_role("revenant", "worker")]
+    assert ray.get(agent.registration.remote()) == [inline_role("revenant", "worker")]
     assert "revenant-slow" in ray.get(llm.models.remote())  # the team's alias
     result = rt.submit("- three.", team=updated).result(timeout=120)
     assert result.status == "succeeded", result.error

@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.inline import agent_name
+
 pytestmark = pytest.mark.system  # system tier: a Ray of its own in a child process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -159,10 +161,11 @@ def test_a_drivers_own_span_is_continued(received):
     driver = received["driver"]
     assert driver["status"] == "succeeded"
     spans = _trace(received, driver["trace_id"])
-    root = _one(spans, "job driven")
+    # the driver's inline team: exported spans name its actors (scoped to its tenant)
+    root = _one(spans, f"job {agent_name('driven')}")
     assert root["parent_span_id"] == driver["span_id"]
     assert root["attributes"]["raytroupe.job.id"] == driver["job_id"]
-    assert _one(spans, "invoke_agent writer")
+    assert _one(spans, f"invoke_agent {agent_name('writer')}")
 
 
 def test_no_secret_and_no_content_is_sent(received):

@@ -33,6 +33,7 @@ from raytroupe.deployments import APIConfig, APIKey, hash_key
 from raytroupe.protocols import ScriptedModel, ScriptedTurn, ToolCall
 from raytroupe.runtime.joining import stay_on_loopback
 from tests.support.http_api import free_port
+from tests.support.inline import agent_name
 from tests.support.otlp_receiver import OtlpReceiver
 
 ADMIN_KEY = "rt-otel-admin-key"
@@ -46,8 +47,8 @@ EXPECTED = (
     "invoke_agent counter",
     "execute_tool calculator",
     "chat traced-worker",
-    "job driven",
-    "invoke_agent writer",
+    f"job {agent_name('driven')}",  # the driver's inline team: its actors' names, scoped
+    f"invoke_agent {agent_name('writer')}",
 )
 """Spans the test looks at: the child waits for each before it reports."""
 WAIT_S = 120.0

@@ -474,3 +474,24 @@ def test_resume_without_naming_one_of_several_interrupts_lists_them(graph_calls)
         "error: job job-1 waits at 2 interrupts: name one (waiting: /1/a/before, /1/b/before)"
     )
     assert graph_calls[-1] == ("closed",)
+
+
+def test_troupe_agents_shows_an_inline_teams_agents_as_written_and_whose_they_are():
+    from raytroupe.protocols import scoped_name, tenant_scope  # noqa: PLC0415
+
+    scope = tenant_scope("default")
+    running = {
+        scoped_name("default", "ada"): (f"{scope}.research.researcher", 1),
+        "stray": ("elsewhere.x", 0),  # not in a tenant's scope: shown as it is
+    }
+    console = Console(file=io.StringIO(), width=200, color_system=None)
+    console.print(_show.agents_table([], running))
+    rows = [
+        [cell.strip() for cell in line.split("│")[1:-1]]
+        for line in console.file.getvalue().splitlines()
+        if line.startswith("│")
+    ]
+    assert rows == [
+        ["ada", f"research ({scope})", "researcher", "", "", "1"],
+        ["stray", "(not registered)", "elsewhere.x", "", "", "0"],
+    ]
