@@ -85,6 +85,8 @@ def test_the_built_wheel_installs_alone_in_a_clean_venv_and_runs_the_example(tmp
 
     # the README's example job, from outside the checkout, on the installed package
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "PYTHONPATH"))}
+    env["HOME"] = str(tmp_path / "home")  # its ~/.raytroupe is the run's, not the account's
+    (tmp_path / "home").mkdir()
     out = _run(python, ROOT / "examples" / "research_team.py", cwd=tmp_path, timeout=600, env=env)
     assert "status: succeeded" in out, out[-3000:]
     assert "17 * 23 + 4 = 395" in out

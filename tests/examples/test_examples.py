@@ -1,10 +1,12 @@
 """The examples the README links, each run as a user runs it: ``python examples/<name>.py``.
 
 Each one starts an embedded Ray of its own (``connect(address="local")``) beside the session's,
-with its state in a temporary directory, runs its jobs and exits; the assertions read what it
-printed. The examples' models are the offline model and ScriptedModels standing in for a
-model's decisions; ``real_provider.py`` talks to the wire server on 127.0.0.1 through the
-official SDKs, as it would to a real provider.
+with a home of its own (its ``~/.raytroupe``, never the account's), runs its jobs and exits;
+the assertions read what it printed. The runs that need nothing of a test's start two at a
+time when the module begins (each waits on its Ray much of the time). The examples' models
+are the offline model and ScriptedModels standing in for a model's decisions;
+``real_provider.py`` talks to the wire server on 127.0.0.1 through the official SDKs, as it
+would to a real provider.
 
 A second local Ray cannot have the dashboard agent's fixed HTTP port (52365) while the
 session's holds it; none of these examples needs it (they submit no Ray jobs).
@@ -13,7 +15,7 @@ The README's ``curl`` command that registers a team and its Python quick start a
 README writes them, read from README.md itself, in its order, against the tests' own
 deployment (the quick start as a second driver of the tests' Ray).
 
-In the system tier (~2.5 min here, one Ray per example); alone:
+In the system tier (~2 min on 2 cores, one Ray per example); alone:
 ``.venv/bin/pytest -m system -n0 tests/examples``.
 """
 
@@ -23,6 +25,9 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -38,18 +43,69 @@ RUN_TIMEOUT_S = 300.0
 WIRE_KEY = "sk-example-wire-3c9d0e"  # the wire server refuses any other (401)
 
 
+Run = tuple[str, tuple[str, ...], tuple[tuple[str, str], ...], int]
+"""An example's run: its name, arguments, variables and the exit status it must end with."""
+
+AHEAD: dict[Run, str] = {
+    ("custom_tools", (), (), 0): "test_custom_tools_",
+    ("approvals", (), (), 0): "test_approvals_",
+    ("approvals", ("--limit", "5000"), (), 0): "test_approvals_",
+    ("typed_output", (), (), 0): "test_typed_output_",
+    ("mcp_tools", (), (), 0): "test_mcp_tools_",
+    ("skills_demo", (), (), 0): "test_skills_demo_",
+    ("graph_team", (), (), 0): "test_graph_team_",
+    ("conversation_and_knowledge", (), (), 0): "test_conversation_and_knowledge_",
+    ("ab_experiment", (), (("RAY_ADDRESS", "local"),), 0): "test_ab_experiment_",
+}
+"""Runs that need nothing of a test's, and the start of the name of the test that reads
+each: the selected tests' runs start two at a time when the module begins (each waits on
+its Ray much of the time)."""
+
+_started: dict[Run, Future[str]] = {}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def examples_ahead(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Start the runs of :data:`AHEAD` that selected tests read; drop the rest at the end."""
+    here = request.module.__name__
+    selected = {item.name for item in request.session.items if item.module.__name__ == here}
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="example") as pool:
+        for run, test in AHEAD.items():
+            if any(name.startswith(test) for name in selected):
+                _started[run] = pool.submit(_run, *run)
+        try:
+            yield
+        finally:
+            for run in list(_started):
+                _started.pop(run).cancel()
+
+
 def run_example(name: str, *args: str, env: dict[str, str] | None = None, status: int = 0) -> str:
-    """Run ``examples/<name>.py`` from the repository root; its stdout (and stderr if it failed)."""
+    """Run ``examples/<name>.py`` from the repository root; its stdout (and stderr if it failed).
+
+    A run of :data:`AHEAD` was started already: its output is waited for.
+    """
+    run: Run = (name, args, tuple(sorted((env or {}).items())), status)
+    started = _started.get(run)
+    if started is not None:
+        return started.result(timeout=4 * RUN_TIMEOUT_S)
+    return _run(*run)
+
+
+def _run(name: str, args: tuple[str, ...], env: tuple[tuple[str, str], ...], status: int) -> str:
     base = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "LLM_"))}
-    done = subprocess.run(
-        [sys.executable, f"examples/{name}.py", *args],
-        cwd=ROOT,
-        env={**base, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=RUN_TIMEOUT_S,
-        check=False,
-    )
+    # a home of its own: the example's ~/.raytroupe (journal, memory, ledger) and Ray's
+    # token are the run's, never the account's that runs the tests
+    with tempfile.TemporaryDirectory(prefix="example-home-") as home:
+        done = subprocess.run(
+            [sys.executable, f"examples/{name}.py", *args],
+            cwd=ROOT,
+            env={**base, "HOME": home, **dict(env)},
+            capture_output=True,
+            text=True,
+            timeout=RUN_TIMEOUT_S,
+            check=False,
+        )
     assert done.returncode == status, f"{name}: {done.returncode}\n{done.stdout}\n{done.stderr}"
     return done.stdout + done.stderr if status else done.stdout
 
@@ -169,8 +225,7 @@ def test_conversation_and_knowledge_ingests_cites_and_keeps_the_session():
 
 
 def test_ab_experiment_measures_both_versions_to_its_horizon_and_decides():
-    # RAY_ADDRESS=local: a Ray of its own (without it, the example joins a running one)
-    out = run_example("ab_experiment", env={"RAY_ADDRESS": "local"})
+    out = run_example("ab_experiment", env={"RAY_ADDRESS": "local"})  # a Ray of its own
     horizon = re.search(r"experiment notes-ab-[0-9a-f]+: (\d+) jobs per arm", out)
     assert horizon, out
     per_arm = int(horizon.group(1))
@@ -253,7 +308,7 @@ def test_the_readmes_blocks_run_in_order_against_one_deployment(api, rt, tmp_pat
     code = block_after(text, "## Quick start in Python", "python")
     shown = block_after(text, code, "text")
     skill = "invoice-reader"  # the quick start registers it; the test takes it away again
-    assert skill not in {s.name for s in rt.skills()}
+    assert skill not in {s.name for s in rt.skills().skills}
     with api.client(ADMIN_KEY) as admin, team_kept(admin, "research") as before:
         try:
             registered = _curl(command, api.url)
@@ -263,7 +318,7 @@ def test_the_readmes_blocks_run_in_order_against_one_deployment(api, rt, tmp_pat
             researcher = ray.get(rt.actor("agent/ada").spec.remote())  # the registered one
             analyst = ray.get(rt.actor(agent_actor("ada")).spec.remote())  # the quick start's
         finally:
-            if skill in {s.name for s in rt.skills()}:
+            if skill in {s.name for s in rt.skills().skills}:
                 rt.delete_skill(skill)
     assert registered.returncode == 0, registered.stderr
     assert registered.stdout == ("200\n" if before.status_code == 200 else "201\n")
