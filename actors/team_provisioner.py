@@ -203,7 +203,12 @@ class RayTeamProvisioner:
 
     async def retire(self, agents: Sequence[str]) -> None:
         """Unregister the named agents from the router and stop their actors for good."""
-        self._provisioned.clear()  # their teams are set up afresh by their next job
+        gone = set(agents)  # their teams are set up afresh by their next job
+        self._provisioned = {
+            name: team
+            for name, team in self._provisioned.items()
+            if not gone.intersection(a.name for a in team.agents)
+        }
         for name in agents:
             self._agents.pop(name, None)
             self._nodes.pop(name, None)

@@ -65,6 +65,14 @@ class TenantPolicy(BaseModel):
         description="Agents of its inline teams kept running at once; the least recently "
         "used idle teams are stopped to make room.",
     )
+    agents_idle_s: float | None = Field(
+        default=300.0,
+        ge=1.0,
+        le=7 * 24 * 3600.0,
+        description="Seconds an inline team's agents keep running after its last job; then "
+        "they are stopped, and the team's next job starts them again. None: kept until "
+        "max_live_agents needs their room.",
+    )
     max_turns: int = Field(default=12, ge=1, le=100, description="AgentSpec.max_turns, at most.")
     max_agent_concurrency: int = Field(
         default=8, ge=1, le=256, description="AgentSpec.max_concurrency, at most."

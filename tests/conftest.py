@@ -14,6 +14,12 @@ from tests.support.keys import FRUGAL_BUDGET, FRUGAL_TENANT, TEST_KEY, TEST_KEY_
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET
 from tests.support.mcp_servers import STDIO_COMMAND
 
+RAY_TESTS = "tests/integration/"
+"""The quick tier's tests that share the session's Ray: one xdist worker runs them all."""
+
+SESSION_AGENTS_IDLE_S = 30.0
+"""The session's default ``TenantPolicy.agents_idle_s``."""
+
 SYSTEM_FOLDERS = ("tests/cluster/", "tests/examples/", "tests/reliability/")
 """Folders whose every test is of the system tier (``-m system``); a module elsewhere joins it
 with ``pytestmark = pytest.mark.system``."""
@@ -33,6 +39,28 @@ def pytest_configure(config):
 
         command = " ".join(["pytest", *config.invocation_params.args])
         config.pluginmanager.register(Durations(Path(path), command), "troupe-durations")
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """Spread tests over the workers, every test on the session's Ray to the same one.
+
+    A Ray per worker cost more CPU than the second core gave back (on 2 cores: 727 s against
+    527 s for the quick tier). xdist's own ``--dist loadgroup`` no longer groups on pytest 9.2
+    (pytest-dev/pytest-xdist#1386), hence a scheduler of ours: a scope per test, and one scope
+    for all of :data:`RAY_TESTS` (the largest, so it starts first).
+    """
+    from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only with -n
+
+    class OneRay(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope(nodeid)
+
+    return OneRay(config, log)
+
+
+def scope(nodeid: str) -> str:
+    """A test's unit of work under xdist: :data:`RAY_TESTS` together, the rest one by one."""
+    return RAY_TESTS if nodeid.startswith(RAY_TESTS) else nodeid
 
 
 def pytest_itemcollected(item):
@@ -103,6 +131,9 @@ def rt(troupe_root, postgres, skills_dir):
         journal=root / "state" / "journal.sqlite",
         state_url=postgres.database(SESSION_DATABASE),
     )
+    # a test's inline agents stop soon after its last job (the default keeps them 5 minutes):
+    # left running, a session's hundred idle agent processes took a third of its CPU
+    troupe.put_policy("*", runtime.TenantPolicy(agents_idle_s=SESSION_AGENTS_IDLE_S))
     yield troupe
     troupe.shutdown()
 

@@ -11,8 +11,12 @@ from the job's id).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 from pathlib import Path
+from typing import Final
+
+import structlog
 
 from raytroupe.actors.desk.intent import TeamChooser
 from raytroupe.actors.desk.keepers import Keepers
@@ -40,6 +44,11 @@ from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 
 __all__ = ["FrontDesk"]
+
+REAP_EVERY_S: Final = 10.0
+"""How often the desk looks for inline teams idle past their tenant's ``agents_idle_s``."""
+
+log = structlog.get_logger("raytroupe.desk")
 
 
 class FrontDesk:
@@ -70,6 +79,7 @@ class FrontDesk:
         self._turns = itertools.count()
         self._chooser = TeamChooser(router)
         self._skills_config = skills or SkillsConfig()
+        self._reaper: asyncio.Task[None] | None = None
         self._records(None)  # in memory until on_start opens the journal
 
     def _records(self, journal: Journal | None) -> None:
@@ -93,19 +103,34 @@ class FrontDesk:
     # -- lifecycle --------------------------------------------------------------------------
 
     async def on_start(self) -> None:
-        """Open the journal, load the skills, check the running experiments."""
+        """Open the journal, load the skills, check the running experiments and idle teams."""
         at = self._journal_at
         if at is not None:
             self._records(at if isinstance(at, Journal) else await asyncio.to_thread(Journal, at))
         await self._kept.skills.start()
         await self._kept.experiments.start_checking()
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_idle())
 
     async def on_stop(self) -> None:
-        """Stop watching skills and experiments; close the journal."""
+        """Stop watching skills, experiments and idle teams; close the journal."""
+        if self._reaper is not None:
+            self._reaper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._reaper
         await self._kept.skills.stop()
         await self._kept.experiments.stop_checking()
         if self._journal is not None and not isinstance(self._journal_at, Journal):
             self._journal.close()
+
+    async def _reap_idle(self) -> None:
+        """Every :data:`REAP_EVERY_S`, stop inline teams idle too long (``InlineTeams.reap``)."""
+        while True:
+            await asyncio.sleep(REAP_EVERY_S)
+            try:
+                running = await self._submission.running_teams()
+                await self._kept.inline.reap(running, lambda t: self._kept.policies.policy(t)[1])
+            except Exception as exc:  # noqa: BLE001 - the next round tries again
+                log.warning("inline.reap_failed", error=f"{type(exc).__name__}: {exc}")
 
     # -- jobs -----------------------------------------------------------------------------
 

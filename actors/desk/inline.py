@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
+from collections.abc import Callable
+
+import structlog
 
 from raytroupe.actors.orchestrator.admission import refusal
 from raytroupe.actors.orchestrator.journal import Journal
@@ -11,6 +15,8 @@ from raytroupe.protocols import TeamSpec, TenantPolicy
 
 __all__ = ["InlineTeams"]
 
+log = structlog.get_logger("raytroupe.desk")
+
 
 class InlineTeams:
     """Tenants' inline teams whose agents may be running, kept within each tenant's cap.
@@ -18,13 +24,23 @@ class InlineTeams:
     Agents outlive their jobs (the next job of the same team reuses them), so a tenant
     sending ever new inline teams would otherwise start actors without end. Each tenant keeps
     at most ``TenantPolicy.max_live_agents`` of them: when a job needs more, the least
-    recently used teams that no unfinished job uses are stopped. Recorded in the journal, so
-    a restarted desk still knows which actors are whose.
+    recently used teams that no unfinished job uses are stopped. A team no job has used for
+    its tenant's ``TenantPolicy.agents_idle_s`` is stopped too (:meth:`reap`). Recorded in the
+    journal, so a restarted desk still knows which actors are whose.
     """
 
-    def __init__(self, journal: Journal | None, provisioner: TeamProvisioner) -> None:
+    def __init__(
+        self,
+        journal: Journal | None,
+        provisioner: TeamProvisioner,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._journal = journal
         self._provisioner = provisioner
+        self._clock = clock
+        self._lock = asyncio.Lock()
+        """One of :meth:`use` and :meth:`reap` at a time: a team is never stopped as it is
+        taken."""
         self._teams: dict[str, tuple[str, TeamSpec, float]] = {
             team.name: (tenant, team, at)
             for tenant, team, at in (journal.inline_teams() if journal else [])
@@ -49,8 +65,21 @@ class InlineTeams:
             Forbidden: (``refuse``) the tenant's teams in use by unfinished jobs
                 (``running``) and this one would run more agents than its policy allows.
         """
+        async with self._lock:
+            await self._use(tenant, team, policy_name, policy, running, refuse=refuse)
+
+    async def _use(
+        self,
+        tenant: str,
+        team: TeamSpec,
+        policy_name: str,
+        policy: TenantPolicy,
+        running: set[str],
+        *,
+        refuse: bool,
+    ) -> None:
         new = team.name not in self._teams
-        self._teams[team.name] = (tenant, team, time.time())
+        self._teams[team.name] = (tenant, team, self._clock())
         mine = sorted(
             (at, name, spec)
             for name, (owner, spec, at) in self._teams.items()
@@ -86,3 +115,25 @@ class InlineTeams:
         self._teams.pop(name, None)
         if self._journal is not None:
             self._journal.drop_inline(name)
+
+    async def reap(self, running: set[str], policies: Callable[[str], TenantPolicy]) -> list[str]:
+        """Stop the teams idle for longer than their tenant's ``agents_idle_s``; their names.
+
+        A team an unfinished job uses (``running``) is not idle: it counts as used now, so
+        its idle time starts when its last job ends. ``policies`` gives a tenant's policy.
+        """
+        async with self._lock:
+            now = self._clock()
+            idle: list[tuple[str, TeamSpec, float]] = []
+            for name, (tenant, spec, at) in list(self._teams.items()):
+                if name in running:
+                    self._teams[name] = (tenant, spec, now)  # in memory: a restart is lenient
+                    continue
+                after = policies(tenant).agents_idle_s
+                if after is not None and now - at > after:
+                    idle.append((name, spec, now - at))
+            for name, spec, for_s in idle:
+                await self._provisioner.retire([a.name for a in spec.agents])
+                self._forget(name)
+                log.info("inline.stopped_idle", team=name, agents=len(spec.agents), idle_s=for_s)
+            return [name for name, _, _ in idle]

@@ -117,8 +117,6 @@ def up(
     state_dir = state_dir_of(state_dir)
     config = api_config_of(api_config)
     _refuse_if_up(state_dir)
-    _refuse_busy({"--ray-port": ray_port, "--dashboard-port": dashboard_port,
-                  "--http-port": http_port})  # fmt: skip
     key = None
     if not config.api_keys and not os.environ.get(config.api_keys_env or ""):
         key = new_key()
@@ -135,6 +133,9 @@ def up(
         raise usage_error(exc.message) from None
     system = _system(system_config, state_dir, journal)
     _refuse_own_api(llm_config, system, http_port)
+    # what was written is judged first: a bad option or file is named whatever the machine runs
+    _refuse_busy({"--ray-port": ray_port, "--dashboard-port": dashboard_port,
+                  "--http-port": http_port})  # fmt: skip
 
     head = _local.start_head(
         state_dir=state_dir,

@@ -293,6 +293,38 @@ def test_a_tenant_keeps_at_most_its_live_agents_idle_teams_go_first(tmp_path):
     asyncio.run(main())
 
 
+def test_a_team_idle_past_its_tenants_agents_idle_s_is_stopped_and_a_busy_one_is_not(tmp_path):
+    async def main():
+        now = [1000.0]
+        journal = Journal(tmp_path / "j.sqlite")
+        retirer = Retirer()
+        inline = InlineTeams(journal, retirer, clock=lambda: now[0])
+        brisk, patient = TenantPolicy(agents_idle_s=30), TenantPolicy(agents_idle_s=None)
+        policies = {"acme": brisk, "globex": patient}
+        quick, busy, kept = (
+            admit_inline(team(agent("x"), name=name), tenant, NAME, policies[tenant])
+            for name, tenant in (("quick", "acme"), ("busy", "acme"), ("kept", "globex"))
+        )
+        for tenant, spec in (("acme", quick), ("acme", busy), ("globex", kept)):
+            await inline.use(tenant, spec, NAME, policies[tenant], running=set())
+        now[0] += 30
+        assert await inline.reap(set(), policies.__getitem__) == []  # not past 30 s yet
+        now[0] += 1
+        # busy's job runs on: its idle time starts when the job ends, not when it began
+        assert await inline.reap({busy.name}, policies.__getitem__) == [quick.name]
+        assert retirer.retired == [[a.name for a in quick.agents]]
+        now[0] += 29
+        assert await inline.reap(set(), policies.__getitem__) == []
+        now[0] += 2
+        assert await inline.reap(set(), policies.__getitem__) == [busy.name]
+        now[0] += 10**6  # globex's policy keeps its agents until max_live_agents needs room
+        assert await inline.reap(set(), policies.__getitem__) == []
+        # stopped teams are gone from the journal: a restarted desk does not stop them again
+        assert [spec.name for _, spec, _ in journal.inline_teams()] == [kept.name]
+
+    asyncio.run(main())
+
+
 # -- property: no generated inline team gets past the policy --------------------------------
 
 OPERATOR_ALIASES = ("default", "cheap", "gpt-4o", "claude")

@@ -68,3 +68,11 @@ def test_every_example_script_is_run_as_a_script_by_a_test_in_ci():
     helpers = {"mcp_server"}  # the MCP server that mcp_tools.py starts
     scripts = {p.stem for p in (ROOT / "examples").glob("*.py")}
     assert scripts - helpers - {"research_team"} == run, sorted(scripts ^ run)
+
+
+def test_every_test_on_the_sessions_ray_goes_to_one_worker_the_rest_one_by_one():
+    from tests.conftest import RAY_TESTS, scope  # noqa: PLC0415
+
+    ray_tests = ["tests/integration/test_jobs.py::test_a", "tests/integration/test_x.py::t[1]"]
+    assert {scope(nodeid) for nodeid in ray_tests} == {RAY_TESTS}
+    assert scope("tests/unit/test_cli.py::test_b") == "tests/unit/test_cli.py::test_b"
