@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -14,8 +16,15 @@ from tests.support.keys import FRUGAL_BUDGET, FRUGAL_TENANT, TEST_KEY, TEST_KEY_
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET
 from tests.support.mcp_servers import STDIO_COMMAND
 
-RAY_TESTS = "tests/integration/"
-"""The quick tier's tests that share the session's Ray: one xdist worker runs them all."""
+ROOT = Path(__file__).resolve().parents[1]
+
+SESSION_RAY = "the session's Ray"
+"""The xdist unit of work of every test file on the session's Ray (the ``rt``/``api``
+fixtures): one worker runs them all."""
+
+_SESSION_FIXTURES = re.compile(r"\bdef \w+\([^)]*\b(?:rt|api)\b")
+"""A function (test or fixture) that takes the session's ``rt`` or ``api``."""
+
 
 SESSION_AGENTS_IDLE_S = 30.0
 """The session's default ``TenantPolicy.agents_idle_s``."""
@@ -45,22 +54,39 @@ def pytest_xdist_make_scheduler(config, log):
     """Spread tests over the workers, every test on the session's Ray to the same one.
 
     A Ray per worker cost more CPU than the second core gave back (on 2 cores: 727 s against
-    527 s for the quick tier). xdist's own ``--dist loadgroup`` no longer groups on pytest 9.2
-    (pytest-dev/pytest-xdist#1386), hence a scheduler of ours: a scope per test, and one scope
-    for all of :data:`RAY_TESTS` (the largest, so it starts first).
+    522 s for the quick tier); in the system tier, the tests that start Rays, clusters and
+    servers of their own wait much of the time, beside those on the session's Ray. xdist's own
+    ``--dist loadgroup`` no longer groups on pytest 9.2 (pytest-dev/pytest-xdist#1386), hence
+    a scheduler of ours over :func:`scope` (the largest unit first).
     """
     from xdist.scheduler import LoadScopeScheduling  # noqa: PLC0415 - only with -n
 
-    class OneRay(LoadScopeScheduling):
+    class ByScope(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
             return scope(nodeid)
 
-    return OneRay(config, log)
+    return ByScope(config, log)
 
 
-def scope(nodeid: str) -> str:
-    """A test's unit of work under xdist: :data:`RAY_TESTS` together, the rest one by one."""
-    return RAY_TESTS if nodeid.startswith(RAY_TESTS) else nodeid
+def scope(nodeid: str, root: Path = ROOT) -> str:
+    """A test's unit of work under xdist.
+
+    Every file on the session's Ray is one unit (:data:`SESSION_RAY`); a unit test is one by
+    itself; any other file is one (its module's fixtures are set up once). The ``ray up``
+    cluster (tests/cluster) needs the machine to itself: the system tier runs it first, alone.
+    """
+    path = nodeid.split("::", 1)[0]
+    if _on_session_ray(root / path):
+        return SESSION_RAY
+    return nodeid if path.startswith("tests/unit/") else path
+
+
+@functools.cache
+def _on_session_ray(path: Path) -> bool:
+    try:
+        return bool(_SESSION_FIXTURES.search(path.read_text(encoding="utf-8")))
+    except OSError:
+        return False
 
 
 def pytest_itemcollected(item):

@@ -66,50 +66,38 @@ class InlineTeams:
                 (``running``) and this one would run more agents than its policy allows.
         """
         async with self._lock:
-            await self._use(tenant, team, policy_name, policy, running, refuse=refuse)
-
-    async def _use(
-        self,
-        tenant: str,
-        team: TeamSpec,
-        policy_name: str,
-        policy: TenantPolicy,
-        running: set[str],
-        *,
-        refuse: bool,
-    ) -> None:
-        new = team.name not in self._teams
-        self._teams[team.name] = (tenant, team, self._clock())
-        mine = sorted(
-            (at, name, spec)
-            for name, (owner, spec, at) in self._teams.items()
-            if owner == tenant and name != team.name
-        )
-        live = len(team.agents) + sum(len(spec.agents) for _, _, spec in mine)
-        for _, name, spec in mine:
-            if live <= policy.max_live_agents:
-                break
-            if name in running:
-                continue
-            await self._provisioner.retire([a.name for a in spec.agents])
-            self._forget(name)
-            live -= len(spec.agents)
-        if live > policy.max_live_agents and refuse:
-            if new:
-                self._teams.pop(team.name, None)
-            raise refusal(
-                [
-                    (
-                        "team.agents",
-                        f"the tenant's unfinished jobs already run {live - len(team.agents)} "
-                        f"agents; with these {len(team.agents)} that is over max_live_agents "
-                        f"({policy.max_live_agents})",
-                    )
-                ],
-                policy_name,
+            new = team.name not in self._teams
+            self._teams[team.name] = (tenant, team, self._clock())
+            mine = sorted(
+                (at, name, spec)
+                for name, (owner, spec, at) in self._teams.items()
+                if owner == tenant and name != team.name
             )
-        if self._journal is not None:
-            self._journal.use_inline(tenant, team, self._teams[team.name][2])
+            live = len(team.agents) + sum(len(spec.agents) for _, _, spec in mine)
+            for _, name, spec in mine:
+                if live <= policy.max_live_agents:
+                    break
+                if name in running:
+                    continue
+                await self._provisioner.retire([a.name for a in spec.agents])
+                self._forget(name)
+                live -= len(spec.agents)
+            if live > policy.max_live_agents and refuse:
+                if new:
+                    self._teams.pop(team.name, None)
+                raise refusal(
+                    [
+                        (
+                            "team.agents",
+                            f"the tenant's unfinished jobs already run {live - len(team.agents)} "
+                            f"agents; with these {len(team.agents)} that is over max_live_agents "
+                            f"({policy.max_live_agents})",
+                        )
+                    ],
+                    policy_name,
+                )
+            if self._journal is not None:
+                self._journal.use_inline(tenant, team, self._teams[team.name][2])
 
     def _forget(self, name: str) -> None:
         self._teams.pop(name, None)

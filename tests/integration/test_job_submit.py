@@ -1,30 +1,31 @@
-"""`ray job submit` runs the example driver on the session's local Ray, as on a cluster.
+"""`ray job submit` runs the example driver on a head started as `troupe up` starts one.
 
-The job server is part of the dashboard the `rt` fixture starts. The job's driver joins that
-Ray through RAY_ADDRESS, which Ray sets for job drivers, so `runtime.connect()` without an
-address reuses the system actors the fixture started.
+The head is the product's own ``ray start --head`` (``runtime.cli._local.start_head``: every
+port free, the job agent's too, so it runs beside any other Ray of the machine). The job's
+driver joins it through RAY_ADDRESS, which Ray sets for job drivers: `runtime.connect()`
+without an address starts the system actors there. The head's processes, the job's driver
+among them, have a home of their own (the example keeps its journal in ``~/.raytroupe``);
+the head is stopped by its session, as `troupe down` does.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import ray
-from ray._private.authentication.authentication_utils import is_token_auth_enabled
-from ray._private.ray_constants import KV_NAMESPACE_DASHBOARD
-from ray.dashboard.consts import DASHBOARD_AGENT_ADDR_NODE_ID_PREFIX
-from ray.experimental.internal_kv import _internal_kv_get
 from ray.job_submission import JobStatus, JobSubmissionClient
 
-# system tier: Ray's job server, which needs the dashboard agent's fixed port (52365) that
-# only one Ray on the machine can hold
+from raytroupe.runtime.cli import _local
+
+# system tier: a Ray of its own
 pytestmark = pytest.mark.system
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -32,7 +33,7 @@ EXAMPLE = "examples/research_team.py"
 # What is not uploaded with the working directory (Ray also skips .git and .venv by default).
 EXCLUDES = [".venv", ".git", ".mypy_cache", ".ruff_cache", ".pytest_cache", "**/__pycache__"]
 SUBMIT_TIMEOUT_S = 240.0
-AGENT_WAIT_S = 30.0
+READY_S = 120.0
 
 # The example's real answer (offline model: deterministic): its four questions sized by their
 # text, the answers assembled in the order asked, with no planner or aggregation call.
@@ -46,44 +47,45 @@ EXPECTED = [
 ]
 
 
-def _dashboard_address() -> str:
-    """``host:port`` of the dashboard (and job server) of the Ray this process started."""
-    address: str = ray._private.worker.global_worker.node.address_info["webui_url"]
-    assert address, "the session's Ray runs without a dashboard"
-    return address
+@pytest.fixture
+def head(tmp_path, monkeypatch) -> Iterator[str]:
+    """A head as `troupe up` starts it, its processes' home in ``tmp_path``; its dashboard.
 
-
-def _wait_for_head_job_agent() -> None:
-    """The job server hands jobs to the head node's dashboard agent: wait until it can.
-
-    ``ray.init`` gives the agent a fixed HTTP port (52365) and no way to choose another. When a
-    different Ray on this machine holds that port, the agent stays up without HTTP (its port is
-    recorded as -1) and every submission answers 500 "No available agent": fail with that reason
-    instead of the job server's vaguer one.
+    This process may have read another auth mode already (Ray reads it once): its own calls
+    name the token themselves (:func:`_client`).
     """
-    node = ray._private.worker.global_worker.node
-    port = node.address_info["dashboard_agent_listen_port"]
-    log = Path(node.get_logs_dir_path()) / "dashboard_agent.log"
-    assert port > 0, (
-        f"the head node's dashboard agent has no HTTP server (port {port}), so the job server "
-        f"cannot run jobs: another Ray on this machine holds port 52365 (see {log})"
-    )
-    key = f"{DASHBOARD_AGENT_ADDR_NODE_ID_PREFIX}{ray.get_runtime_context().get_node_id()}"
-    deadline = time.monotonic() + AGENT_WAIT_S
-    while not _internal_kv_get(key, namespace=KV_NAMESPACE_DASHBOARD):
-        assert time.monotonic() < deadline, f"the job agent did not register in {AGENT_WAIT_S} s"
-        time.sleep(0.5)
+    token = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", token)  # the machine's token, as drivers read it
+    monkeypatch.setenv("RAY_AUTH_MODE", "token")
+    home = tmp_path / "home"
+    home.mkdir()
+    with monkeypatch.context() as inside:
+        inside.setenv("HOME", str(home))  # what the head's processes inherit
+        state = tmp_path / "state"
+        temp = _local.default_temp_dir(state)
+        started = _local.start_head(
+            state_dir=state, temp_dir=temp, ray_port=_local.free_port(),
+            dashboard_port=_local.free_port(), num_cpus=2, owns_temp_dir=True,
+        )  # fmt: skip
+    try:
+        _local.wait_ready(started, READY_S)
+        yield started.state.dashboard_url
+    finally:
+        report = _local.stop_head(started.state)
+        shutil.rmtree(temp, ignore_errors=True)
+        assert not report.left, f"processes of the head survived SIGKILL: {report.left}"
 
 
-def test_ray_job_submit_runs_the_example_driver(rt):
-    dashboard = _dashboard_address()
+def _client(dashboard: str) -> JobSubmissionClient:
+    token = Path(os.environ["RAY_AUTH_TOKEN_PATH"]).read_text().strip()
+    return JobSubmissionClient(f"http://{dashboard}", headers={"authorization": f"Bearer {token}"})
+
+
+def test_ray_job_submit_runs_the_example_driver(head):
+    dashboard = head.removeprefix("http://")
     assert dashboard.startswith("127.0.0.1:"), dashboard
-    _wait_for_head_job_agent()
-
-    # The CLI authenticates with ~/.ray/auth_token only when told that the cluster uses token
-    # auth: the same RAY_AUTH_MODE as the Ray this process started (ray.init turned it on here).
+    # The CLI authenticates with the machine's token when told the cluster uses token auth
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
-    env["RAY_AUTH_MODE"] = "token" if is_token_auth_enabled() else "disabled"
     submission_id = f"test-job-submit-{uuid.uuid4().hex[:8]}"
     command = [
         str(Path(sys.executable).with_name("ray")),
@@ -99,14 +101,14 @@ def test_ray_job_submit_runs_the_example_driver(rt):
         json.dumps({"excludes": EXCLUDES}),
         "--",
         # The entrypoint runs in a shell with the PATH Ray was started with, where `python` is
-        # not this virtual environment's: name its interpreter. `--latency 0` keeps the pool's
-        # `default` alias as the fixture left it (OfflineModel() has no latency).
+        # not this virtual environment's: name its interpreter. `--latency 0`: the offline
+        # model answers at once.
         sys.executable,
         EXAMPLE,
         "--latency",
         "0",
     ]
-    client = JobSubmissionClient(f"http://{dashboard}")
+    client = _client(dashboard)
     started = time.monotonic()
     try:
         submit = subprocess.run(

@@ -32,7 +32,12 @@ def test_ci_runs_the_readmes_quick_and_system_commands_exactly_in_that_order():
     assert system in blocks
     assert blocks.index(quick) < blocks.index(system)
     assert quick.endswith("&& .venv/bin/pytest -q")
-    assert system == ".venv/bin/pytest -q -m system -n0"  # one process: its Rays one at a time
+    # the `ray up` cluster alone (it needs Ray's default ports), then two workers: the tests on
+    # the session's Ray in one, the rest beside it (tests/conftest.py)
+    assert system == (
+        ".venv/bin/pytest -q -m system -n0 tests/cluster && "
+        ".venv/bin/pytest -q -m system -n 2 --ignore=tests/cluster"
+    )
 
 
 def test_the_default_is_the_quick_tier_spread_over_the_cores():
@@ -40,16 +45,17 @@ def test_the_default_is_the_quick_tier_spread_over_the_cores():
     addopts = options["ini_options"]["addopts"]
     assert "-m 'not system'" in addopts
     assert "-n auto" in addopts
-    assert options["ini_options"]["testpaths"][0] == "tests/cluster"  # `ray up` before any Ray
+    assert options["ini_options"]["testpaths"][0] == "tests/cluster"
     assert "system" in " ".join(options["ini_options"]["markers"])
 
 
 def test_each_tiers_durations_snapshot_is_kept_with_its_command():
-    for tier in ("quick", "system"):
+    for tier in ("quick", "cluster", "system"):  # the system tier's two commands
         snapshot = (ROOT / "tests" / "durations" / f"{tier}.txt").read_text()
         first = snapshot.splitlines()[0]
         assert first.startswith("# pytest -q"), first  # the command that measured it
-        assert ("-m system" in first) == (tier == "system"), first
+        assert ("-m system" in first) == (tier != "quick"), first
+        assert ("-n0 tests/cluster" in first) == (tier == "cluster"), first
         assert "--durations-file" in first
         assert re.search(r"; wall \d+ s;", snapshot)
         assert "## by file (seconds)" in snapshot
@@ -70,9 +76,31 @@ def test_every_example_script_is_run_as_a_script_by_a_test_in_ci():
     assert scripts - helpers - {"research_team"} == run, sorted(scripts ^ run)
 
 
-def test_every_test_on_the_sessions_ray_goes_to_one_worker_the_rest_one_by_one():
-    from tests.conftest import RAY_TESTS, scope  # noqa: PLC0415
+def test_every_file_on_the_sessions_ray_goes_to_one_worker_and_the_rest_spread(tmp_path):
+    from tests.conftest import SESSION_RAY, scope  # noqa: PLC0415
 
-    ray_tests = ["tests/integration/test_jobs.py::test_a", "tests/integration/test_x.py::t[1]"]
-    assert {scope(nodeid) for nodeid in ray_tests} == {RAY_TESTS}
-    assert scope("tests/unit/test_cli.py::test_b") == "tests/unit/test_cli.py::test_b"
+    for name, text in {
+        "tests/integration/test_a.py": "def test_a(rt, tmp_path):\n",
+        "tests/integration/test_b.py": "@pytest.fixture\ndef served(\n    api,\n):\n",
+        "tests/integration/test_c.py": "def test_c(tmp_path):\n    prompt = apis = 1\n",
+        "tests/examples/test_d.py": "def test_d(postgres): ...\ndef test_e(api, x): ...\n",
+        "tests/unit/test_e.py": "def test_e(): ...\n",
+    }.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+
+    def of(nodeid: str) -> str:
+        return scope(nodeid, tmp_path)
+
+    assert of("tests/integration/test_a.py::test_a") == SESSION_RAY
+    assert of("tests/integration/test_b.py::test_x[1]") == SESSION_RAY
+    assert of("tests/examples/test_d.py::test_d") == SESSION_RAY
+    assert of("tests/integration/test_c.py::test_c") == "tests/integration/test_c.py"
+    assert of("tests/unit/test_e.py::test_e") == "tests/unit/test_e.py::test_e"
+    # the repository's own: the quick tier's router tests, the system tier's full restarts
+    assert scope("tests/integration/test_router.py::test_router_client_from_the_driver") == (
+        SESSION_RAY
+    )
+    assert scope("tests/integration/test_full_restart.py::t[sqlite]") == (
+        "tests/integration/test_full_restart.py"
+    )
