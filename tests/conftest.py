@@ -96,6 +96,8 @@ def pytest_itemcollected(item):
         item.add_marker(pytest.mark.integration)
     if any(folder in path for folder in SYSTEM_FOLDERS):
         item.add_marker(pytest.mark.system)
+    if "tests/cluster/" in path:
+        item.add_marker(pytest.mark.cluster)
 
 
 @pytest.fixture(scope="session")

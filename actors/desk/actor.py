@@ -45,7 +45,7 @@ from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, S
 
 __all__ = ["FrontDesk"]
 
-REAP_EVERY_S: Final = 10.0
+REAP_EVERY_S: Final = 5.0
 """How often the desk looks for inline teams idle past their tenant's ``agents_idle_s``."""
 
 log = structlog.get_logger("raytroupe.desk")

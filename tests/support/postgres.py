@@ -90,7 +90,22 @@ def _account() -> Iterator[dict[str, int]]:
         entry = pwd.getpwnam(account)
         yield {"user": entry.pw_uid, "group": entry.pw_gid}
     finally:
-        subprocess.run(["/usr/sbin/userdel", account], check=False, capture_output=True, timeout=60)
+        _remove(account)
+
+
+def _remove(account: str, tries: int = 100) -> None:
+    """``userdel`` the account once no process of it is left (bounded: 100 x 0.1 s).
+
+    userdel refuses (exit 8) while a process runs as the account: the server's last ones may
+    still be exiting when it is stopped. A refusal taken as done left such accounts behind.
+    """
+    for _ in range(tries):
+        done = subprocess.run(["/usr/sbin/userdel", account], capture_output=True, text=True,
+                              timeout=60, check=False)  # fmt: skip
+        if done.returncode in (0, 6):  # removed; or no such account (removed already)
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"userdel {account} failed ({done.returncode}): {done.stderr.strip()}")
 
 
 @contextmanager
