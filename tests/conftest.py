@@ -25,7 +25,6 @@ fixtures): one worker runs them all."""
 _SESSION_FIXTURES = re.compile(r"\bdef \w+\([^)]*\b(?:rt|api)\b")
 """A function (test or fixture) that takes the session's ``rt`` or ``api``."""
 
-
 SESSION_AGENTS_IDLE_S = 30.0
 """The session's default ``TenantPolicy.agents_idle_s``."""
 

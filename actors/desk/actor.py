@@ -126,6 +126,8 @@ class FrontDesk:
         """Every :data:`REAP_EVERY_S`, stop inline teams idle too long (``InlineTeams.reap``)."""
         while True:
             await asyncio.sleep(REAP_EVERY_S)
+            if not self._kept.inline:  # nothing to stop: no query of the unfinished jobs
+                continue
             try:
                 running = await self._submission.running_teams()
                 await self._kept.inline.reap(running, lambda t: self._kept.policies.policy(t)[1])

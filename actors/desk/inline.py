@@ -79,8 +79,7 @@ class InlineTeams:
                     break
                 if name in running:
                     continue
-                await self._provisioner.retire([a.name for a in spec.agents])
-                self._forget(name)
+                await self._stop(name, spec)
                 live -= len(spec.agents)
             if live > policy.max_live_agents and refuse:
                 if new:
@@ -99,7 +98,13 @@ class InlineTeams:
             if self._journal is not None:
                 self._journal.use_inline(tenant, team, self._teams[team.name][2])
 
-    def _forget(self, name: str) -> None:
+    def __bool__(self) -> bool:
+        """Whether any inline team's agents may be running."""
+        return bool(self._teams)
+
+    async def _stop(self, name: str, team: TeamSpec) -> None:
+        """Stop ``team``'s agents and forget it (here and in the journal)."""
+        await self._provisioner.retire([a.name for a in team.agents])
         self._teams.pop(name, None)
         if self._journal is not None:
             self._journal.drop_inline(name)
@@ -121,7 +126,6 @@ class InlineTeams:
                 if after is not None and now - at > after:
                     idle.append((name, spec, now - at))
             for name, spec, for_s in idle:
-                await self._provisioner.retire([a.name for a in spec.agents])
-                self._forget(name)
+                await self._stop(name, spec)
                 log.info("inline.stopped_idle", team=name, agents=len(spec.agents), idle_s=for_s)
             return [name for name, _, _ in idle]

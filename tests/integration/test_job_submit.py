@@ -54,8 +54,8 @@ def head(tmp_path, monkeypatch) -> Iterator[str]:
     This process may have read another auth mode already (Ray reads it once): its own calls
     name the token themselves (:func:`_client`).
     """
-    token = os.environ.get("RAY_AUTH_TOKEN_PATH") or str(Path.home() / ".ray" / "auth_token")
-    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", token)  # the machine's token, as drivers read it
+    # a token of its own, made by start_head: nothing of the account's ~/.ray is read or made
+    monkeypatch.setenv("RAY_AUTH_TOKEN_PATH", str(tmp_path / "auth_token"))
     monkeypatch.setenv("RAY_AUTH_MODE", "token")
     home = tmp_path / "home"
     home.mkdir()
@@ -84,7 +84,7 @@ def _client(dashboard: str) -> JobSubmissionClient:
 def test_ray_job_submit_runs_the_example_driver(head):
     dashboard = head.removeprefix("http://")
     assert dashboard.startswith("127.0.0.1:"), dashboard
-    # The CLI authenticates with the machine's token when told the cluster uses token auth
+    # The CLI authenticates with the head's token (RAY_AUTH_MODE, RAY_AUTH_TOKEN_PATH)
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     submission_id = f"test-job-submit-{uuid.uuid4().hex[:8]}"
     command = [
