@@ -25,6 +25,9 @@ fixtures): one worker runs them all."""
 _SESSION_FIXTURES = re.compile(r"\bdef \w+\([^)]*\b(?:rt|api)\b")
 """A function (test or fixture) that takes the session's ``rt`` or ``api``."""
 
+METRICS_INTERVAL_MS = 5000
+"""How often the session's Ray exports metrics (``RAY_metrics_report_interval_ms``)."""
+
 SESSION_AGENTS_IDLE_S = 30.0
 """The session's default ``TenantPolicy.agents_idle_s``."""
 
@@ -131,7 +134,9 @@ def rt(troupe_root, postgres, skills_dir):
         # side-effecting, appends a line per run: the chaos suite counts real executions
         functions={TOOL_NAME: FunctionTool(target=TOOL_TARGET, side_effects=True)},
     )
-    os.environ.setdefault("RAY_metrics_report_interval_ms", "1000")  # metrics tests wait less
+    # Ray's default is 10 s; at 1 s its dashboard agent took ~3 s of CPU a minute more than at
+    # 5 s, and every process with a gauge sets it again each half interval
+    os.environ.setdefault("RAY_metrics_report_interval_ms", str(METRICS_INTERVAL_MS))
     # memories of this session only: the default lives in ~/.raytroupe and outlasts the run
     memory = runtime.MemoryConfig(path=root / "memory")
     # the operator of this session runs its model servers on loopback, keyed by TEST_KEY_ENV

@@ -9,11 +9,9 @@ are the offline model and ScriptedModels standing in for a model's decisions;
 would to a real provider.
 
 A second local Ray cannot have the dashboard agent's fixed HTTP port (52365) while the
-session's holds it; none of these examples needs it (they submit no Ray jobs).
-
-The README's ``curl`` command that registers a team and its Python quick start are run as the
-README writes them, read from README.md itself, in its order, against the tests' own
-deployment (the quick start as a second driver of the tests' Ray).
+session's holds it; none of these examples needs it (they submit no Ray jobs). Nothing here
+takes the session's Ray, so under xdist this file runs beside the tests on it (the README's
+own blocks run against that Ray in ``test_doc_blocks_run.py``).
 
 In the system tier (~2 min on 2 cores, one Ray per example); alone:
 ``.venv/bin/pytest -m system -n0 tests/examples``.
@@ -31,11 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-import ray
 
-from tests.support.drivers import block_after, readme, run_script
-from tests.support.http_api import ADMIN_KEY, team_kept
-from tests.support.inline import agent_actor
 from tests.support.wire_server import Reply, WireServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -287,66 +281,3 @@ def test_real_provider_runs_through_the_official_sdk_against_a_wire_server(provi
     assert {r.body["model"] for r in calls} == {"wire-test-model"}
     assert calls[0].body["stream"] is True  # the agent streams
     assert WIRE_KEY not in out
-
-
-def test_the_readmes_blocks_run_in_order_against_one_deployment(api, rt, tmp_path):
-    """The README's blocks, in its order, against the tests' deployment.
-
-    Its ``curl`` command registers ``research`` over HTTP (an ``ada`` who is a researcher);
-    then its Python quick start, a second driver of the same Ray, defines an inline team
-    whose ``ada`` is an analyst, runs it, and prints what the README shows. A driver's
-    inline team runs under its tenant's names, so it takes none of a registered team's:
-    the registered ``ada`` is left as the operator put it.
-    """
-    text = readme()
-    command = (
-        "python -c 'import raytroupe; print(raytroupe.Team.from_yaml"
-        + (text.split("$ python -c 'import raytroupe; print(raytroupe.Team.from_yaml", 1)[1])
-    )
-    command = command.split("\n201\n", 1)[0]  # the command, up to its shown answer
-    assert command.endswith("-w '%{http_code}\\n'"), command
-    code = block_after(text, "## Quick start in Python", "python")
-    shown = block_after(text, code, "text")
-    skill = "invoice-reader"  # the quick start registers it; the test takes it away again
-    assert skill not in {s.name for s in rt.skills().skills}
-    with api.client(ADMIN_KEY) as admin, team_kept(admin, "research") as before:
-        try:
-            registered = _curl(command, api.url)
-            team = admin.get("/v1/teams/research")
-            done = run_script(code, tmp_path, ray.get_runtime_context().gcs_address)
-            after = admin.get("/v1/teams/research")
-            researcher = ray.get(rt.actor("agent/ada").spec.remote())  # the registered one
-            analyst = ray.get(rt.actor(agent_actor("ada")).spec.remote())  # the quick start's
-        finally:
-            if skill in {s.name for s in rt.skills().skills}:
-                rt.delete_skill(skill)
-    assert registered.returncode == 0, registered.stderr
-    assert registered.stdout == ("200\n" if before.status_code == 200 else "201\n")
-    assert team.status_code == 200
-    agents = {a["name"]: a for a in team.json()["agents"]}
-    assert set(agents) == {"ada", "grace", "alan"}
-    assert agents["alan"]["tools"] == ["calculator"]
-    assert agents["ada"]["role"] == "researcher"
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert "Started a local Ray instance" not in done.stderr  # it joined the tests' Ray
-    assert done.stdout == shown
-    assert after.json() == team.json()  # the registered ada is the researcher it was
-    assert (researcher.role, analyst.role) == ("researcher", "analyst")
-
-
-def _curl(command: str, url: str) -> subprocess.CompletedProcess[str]:
-    """The README's ``curl`` command, run by bash with its ``$URL`` and ``$KEY`` set."""
-    return subprocess.run(
-        ["/bin/bash", "-c", command],
-        cwd=ROOT,
-        env={
-            **os.environ,
-            "URL": url,
-            "KEY": ADMIN_KEY,
-            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        },
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )

@@ -21,6 +21,16 @@ pytestmark = pytest.mark.system
 LATENCY_S = 1.0
 
 
+@pytest.fixture(scope="module", autouse=True)
+def agents_kept(rt):
+    """The default tenant's agents stay while idle: the drills kill and inspect them after a
+    job has ended, and on a loaded machine that took longer than the session's idle stop
+    (``agents_idle_s``), which then stopped the agent for good under the test."""
+    rt.put_policy("default", runtime.TenantPolicy(agents_idle_s=None))
+    yield
+    rt.delete_policy("default")
+
+
 def _slow_team(name: str, agents: int = 2, max_parallel: int = 2) -> runtime.Team:
     return runtime.Team(
         name=name,

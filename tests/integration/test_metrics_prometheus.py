@@ -41,7 +41,12 @@ def _total(series, name: str, **labels: str) -> float:
     return sum(v for n, tags, v in series if n == name and labels.items() <= tags.items())
 
 
-def _wait_for(check, timeout_s: float = 30.0):
+def _interval_s() -> float:
+    """Ray's metrics export interval in this session (``RAY_metrics_report_interval_ms``)."""
+    return float(ray._config.metrics_report_interval_ms()) / 1000
+
+
+def _wait_for(check, timeout_s: float = 60.0):
     """Scrape until ``check(series)`` holds (Ray exports metrics every report interval)."""
     deadline = time.monotonic() + timeout_s
     while True:
@@ -82,9 +87,9 @@ def test_a_job_shows_up_in_the_router_llm_tool_and_dead_letter_metrics(rt):
     )
     assert _total(after, "ray_troupe_jobs_finished_total", status="succeeded") > succeeded
     # the live jobs-by-status gauge has a series for each status a job passed through, and
-    # keeps it: Ray forgets a gauge two report intervals (1 s here) after it was last set, so
-    # every scrape over the next five intervals must still show each series
-    deadline = time.monotonic() + 5
+    # keeps it: Ray forgets a gauge two report intervals after it was last set, so every
+    # scrape over the next three intervals must still show each series
+    deadline = time.monotonic() + 3 * _interval_s()
     scrapes = 0
     while time.monotonic() < deadline or scrapes < 3:
         live = {t["status"] for n, t, _ in _scrape() if n == "ray_troupe_jobs"}

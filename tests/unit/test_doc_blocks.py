@@ -16,7 +16,7 @@ or field fails here rather than in a reader's shell. By kind:
 - anything else is output or a picture, shown as it came.
 
 Blocks that also run in full, their output compared: the README's quick start, its HTTP
-session's first command (``tests/examples/test_examples.py``), the set-up and test commands
+session's first command (``tests/examples/test_doc_blocks_run.py``), the set-up and test commands
 (``.ci/run``), the cluster commands (``tests/cluster/test_ray_up.py``).
 """
 
