@@ -12,6 +12,7 @@ import pytest
 from raytroupe import runtime
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.tools.config import FunctionTool
+from tests.support.host_guard import HostState
 from tests.support.keys import FRUGAL_BUDGET, FRUGAL_TENANT, TEST_KEY, TEST_KEY_ENV
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET
 from tests.support.mcp_servers import STDIO_COMMAND
@@ -50,6 +51,31 @@ def pytest_configure(config):
 
         command = " ".join(["pytest", *config.invocation_params.args])
         config.pluginmanager.register(Durations(Path(path), command), "troupe-durations")
+
+
+_HOST_AT_START = pytest.StashKey[HostState]()
+
+
+def pytest_sessionstart(session):
+    if not hasattr(session.config, "workerinput"):  # once, in the process that runs the rest
+        session.config.stash[_HOST_AT_START] = HostState.take()
+
+
+def pytest_sessionfinish(session):
+    """The session fails if its tests left the home or the accounts otherwise than they found
+    them (:mod:`tests.support.host_guard`); under xdist, once every worker has ended."""
+    before = session.config.stash.get(_HOST_AT_START, None)
+    if before is None:
+        return
+    changes = HostState.take().changes_since(before)
+    if not changes:
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.section("the tests changed the host", sep="=", red=True, bold=True)
+        for line in changes:
+            reporter.line(line, red=True)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -25,6 +25,7 @@ import importlib
 import importlib.util
 import itertools
 import math
+import os
 import re
 import threading
 from collections import Counter
@@ -128,6 +129,10 @@ def _load(max_length: int, threads: int) -> tuple[Tokenizer, _Session]:
             _TOKENIZERS[max_length] = tokenizer
         session = _SESSIONS.get(threads)
         if session is None:
+            # onnxruntime's usage telemetry writes a device id and an events database under the
+            # account's ~/.cache/Microsoft as it loads; a runtime on offline clusters writes
+            # nothing into a home it was not given (an operator's own setting is kept)
+            os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
             ort = importlib.import_module("onnxruntime")
             options = ort.SessionOptions()
             options.intra_op_num_threads = threads

@@ -41,6 +41,11 @@ def _total(series, name: str, **labels: str) -> float:
     return sum(v for n, tags, v in series if n == name and labels.items() <= tags.items())
 
 
+def _depths(series, recipient: str) -> list[float]:
+    """The router's in-flight gauge for ``recipient``, one value per series."""
+    return [v for n, t, v in series if n == "ray_troupe_queue_depth" and t["name"] == recipient]
+
+
 def _interval_s() -> float:
     """Ray's metrics export interval in this session (``RAY_metrics_report_interval_ms``)."""
     return float(ray._config.metrics_report_interval_ms()) / 1000
@@ -74,9 +79,12 @@ def test_a_job_shows_up_in_the_router_llm_tool_and_dead_letter_metrics(rt):
     assert result.status == "succeeded"
     assert result.subtasks[0].tool_calls == 1
     llm = {"alias": "default", "deployment": "default", "tenant": TENANT}
+    meter = agent_name("meter", TENANT)  # the actor's name: the inline agent, scoped
     after = _wait_for(
         lambda s: (
-            _total(s, "ray_troupe_messages_routed_total", kind="tool_call") > routed
+            # a gauge's export lags a report interval: the agent's depth is back at zero
+            _depths(s, meter) == [0.0]
+            and _total(s, "ray_troupe_messages_routed_total", kind="tool_call") > routed
             and _total(s, "ray_troupe_tool_calls_total", tool="calculator", outcome="ok") > tool_ok
             and _total(s, "ray_troupe_dead_letters_total", reason="unknown_recipient") > unknown
             and _total(s, "ray_troupe_llm_calls_total", **llm) >= result.usage.calls
@@ -114,7 +122,6 @@ def test_a_job_shows_up_in_the_router_llm_tool_and_dead_letter_metrics(rt):
     # the router's in-flight gauge has a series per recipient, back at zero once idle
     depths = [(t["name"], v) for n, t, v in after if n == "ray_troupe_queue_depth"]
     names = {name for name, _ in depths}
-    meter = agent_name("meter", TENANT)  # the actor's name: the inline agent, scoped
     assert meter in names
     assert names & {"llm-0", "llm-1"}  # the pool replica (of two) that took the job's calls
-    assert [v for name, v in depths if name == meter] == [0.0]
+    assert _depths(after, meter) == [0.0]

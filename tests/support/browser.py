@@ -5,7 +5,9 @@ Playwright drives it by path; ``playwright install`` is never run (it downloads 
 
 from __future__ import annotations
 
+import os
 import shutil
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -42,8 +44,12 @@ def headless_browser() -> Iterator[Any]:
     from playwright.sync_api import sync_playwright  # noqa: PLC0415 - only the browser tests
 
     path = ensure_chromium()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=path, args=list(FLAGS))
+    # a home of its own: Chromium keeps crash reports in ~/.config/chromium and GTK's settings
+    # cache in ~/.cache/dconf, in the account's home otherwise
+    with tempfile.TemporaryDirectory(prefix="chromium-home-") as home, sync_playwright() as pw:
+        env = {**os.environ, "HOME": home, "XDG_CONFIG_HOME": f"{home}/.config",
+               "XDG_CACHE_HOME": f"{home}/.cache"}  # fmt: skip
+        browser = pw.chromium.launch(executable_path=path, args=list(FLAGS), env=env)
         try:
             yield browser
         finally:

@@ -215,6 +215,29 @@ def test_minilm_loads_once_per_process_under_concurrent_first_use(monkeypatch):
         assert np.array_equal(result, results[0])
 
 
+def test_minilm_writes_nothing_into_the_accounts_home(tmp_path):
+    """onnxruntime's telemetry writes ~/.cache/Microsoft/DeveloperTools/.onnxruntime/ as it
+    loads unless ``ORT_DISABLE_TELEMETRY`` is set; the embedding function sets it."""
+    home = tmp_path / "home"
+    home.mkdir()
+    code = (
+        "from raytroupe.actors.memory.embeddings import MiniLMEmbedding; "
+        "print(len(MiniLMEmbedding().embed(['hello'])[0]))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env={"HOME": str(home), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == str(DIMENSION)
+    assert sorted(p.relative_to(home) for p in home.rglob("*")) == []
+
+
 def test_minilm_truncates_to_max_length(minilm):
     head = "The quarterly budget review moved to Thursday. " * 60  # well over 256 tokens
     a, b = minilm.embed([head, head + "Completely different trailing words about volcanoes."])
