@@ -9,14 +9,15 @@ through Ray handles. A team's agents are spawned by
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import ray
 import structlog
-from ray.exceptions import RayTaskError
+from ray.exceptions import ActorUnavailableError, RayTaskError
 
 from raytroupe.actors.control_handles import (
     DESK,
@@ -57,6 +58,7 @@ __all__ = [
 ]
 
 log = structlog.get_logger("raytroupe.ray")
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -236,16 +238,25 @@ def spawn_system(
         ("memory", memory_actor, []),
         *((f"tools-{n}", s, ["tools"]) for n, s in enumerate(sandboxes)),
     ]
-    pending = [
-        *(actor.started.remote() for actor in everyone),  # a start-up failure shows here
-        *(r.register.remote(*entry) for r in routers.handles for entry in registrations),
-    ]
-    pending += [desk.put_policy.remote(t, p) for t, p in (policies or {}).items()]
-    if models:  # a pool that was running already: its aliases are others' too
-        pending.append(llm.configure.remote(dict(models), replace=replace_models, operator=True))
-    try:
+
+    def settle() -> dict[str, str]:
+        pending = [
+            *(actor.started.remote() for actor in everyone),  # a start-up failure shows here
+            *(r.register.remote(*entry) for r in routers.handles for entry in registrations),
+        ]
+        pending += [desk.put_policy.remote(t, p) for t, p in (policies or {}).items()]
+        if models:  # a pool that was running already: its aliases are others' too
+            pending.append(
+                llm.configure.remote(dict(models), replace=replace_models, operator=True)
+            )
         ray.get(pending)
-        problems: dict[str, str] = ray.get(llm.unservable.remote())
+        unservable: dict[str, str] = ray.get(llm.unservable.remote())
+        return unservable
+
+    try:
+        # each call is idempotent: all are made again while an actor of a cluster this
+        # driver joins is being restarted (its node lost, the head's included)
+        problems = _through_restarts(settle)
     except RayTaskError as exc:
         raise unwrap(exc) from None
     if problems:
@@ -262,3 +273,27 @@ def spawn_system(
         sandboxes=sandboxes,
         memory=memory_actor,
     )
+
+
+JOIN_RESTART_WAIT_S = 120.0
+"""How long a driver joining a cluster waits for system actors Ray is restarting."""
+
+
+def _through_restarts(calls: Callable[[], T], within_s: float = JOIN_RESTART_WAIT_S) -> T:
+    """``calls()``, made again while one of its actors is restarting (``within_s`` at most).
+
+    Ray answers a call to an actor it is restarting with ``ActorUnavailableError`` at once; an
+    actor of a lost node comes back once Ray has noticed the loss (seconds; after a head is
+    lost, once the new head's GCS has given up on the old one).
+    """
+    deadline = time.monotonic() + within_s
+    pause = 0.1
+    while True:
+        try:
+            return calls()
+        except ActorUnavailableError:
+            if time.monotonic() + pause > deadline:
+                raise
+            log.info("spawn.waiting_for_restarting_actor", pause_s=pause)
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)

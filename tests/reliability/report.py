@@ -2,10 +2,11 @@
 
 Usage: python -m tests.reliability.report [--out RELIABILITY.md]
 
-Five pytest runs, each in its own process: the suites that share one local Ray (router
+Six pytest runs, each in its own process: the suites that share one local Ray (router
 fuzzing, chaos smoke and full, full restarts, security, sandbox escapes, model faults,
 load), node loss (a 3-node cluster of its own), the node-loss matrix (a cluster of its own),
-the GCS kill (a head of its own, its GCS tables in Redis), and `ray up` on two SSH nodes of
+the GCS kill (a head of its own, its GCS tables in Redis), the head node lost (a 2-node
+cluster of its own, the GCS tables in Redis), and `ray up` on two SSH nodes of
 this host (root: it makes accounts and runs sshd). Every figure a test records
 (``tests.support.figures.record``) lands in a fresh folder; the report is a table of them
 per suite, with the machine, the date, each run's outcome and duration. Exits non-zero if
@@ -38,6 +39,7 @@ SHARED_RAY = (
 OWN_CLUSTER = ("tests/reliability/test_node_loss.py",)
 MATRIX = ("tests/reliability/test_node_loss_matrix.py",)
 OWN_HEAD = ("tests/reliability/test_gcs_restart.py",)
+HEAD_LOSS = ("tests/reliability/test_head_loss.py",)
 RAY_UP = ("tests/cluster/test_ray_up.py",)
 TITLES = {
     "chaos": "Chaos: jobs while actors are killed",
@@ -45,6 +47,8 @@ TITLES = {
     "node_loss_matrix": "Node loss, all of it: the nodes of the orchestrator, the LLM pool, the "
     "sandboxes, the memory actor, one at a time and together (state in PostgreSQL)",
     "gcs": "The head's GCS killed mid-job and started again (tables in Redis)",
+    "head_loss": "The head node lost mid-job: every process of it killed, then a head started "
+    "again at its address (GCS tables in Redis, the journal in PostgreSQL)",
     "full_restart": "Full restart: every process of a deployment stopped and started again "
     "on the same state, with work waiting at each kind of point",
     "ray_up": "`ray up` of deployments/cluster.local.yaml: two SSH nodes on this host",
@@ -145,7 +149,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="troupe-figures-") as folder:
         figures = Path(folder)
         runs = []
-        for files in (SHARED_RAY, OWN_CLUSTER, MATRIX, OWN_HEAD, RAY_UP):
+        for files in (SHARED_RAY, OWN_CLUSTER, MATRIX, OWN_HEAD, HEAD_LOSS, RAY_UP):
             code, seconds, summary = _pytest(files, figures)
             print(f"{'ok' if code == 0 else 'FAILED'} {seconds:6.0f} s  {summary}")
             runs.append((files, code, seconds, summary))

@@ -1,4 +1,5 @@
-"""The system tier's reliability drills: one node lost, and the GCS killed and started again.
+"""The system tier's reliability drills: one node lost, the GCS killed and started again, and
+the head node lost and started again.
 
 Each drill starts a Ray cluster of its own (``ray.cluster_utils.Cluster``; a head whose GCS
 keeps its tables in Redis), which cannot share a process with the session's Ray that the
@@ -14,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.reliability.report import OWN_CLUSTER, OWN_HEAD, pytest_command
+from tests.reliability.report import HEAD_LOSS, OWN_CLUSTER, OWN_HEAD, pytest_command
 
 ROOT = Path(__file__).resolve().parents[2]
-DRILLS = (*OWN_CLUSTER, *OWN_HEAD)
+DRILLS = (*OWN_CLUSTER, *OWN_HEAD, *HEAD_LOSS)
 DRILL_TIMEOUT_S = 900
 
 pytestmark = pytest.mark.timeout(DRILL_TIMEOUT_S + 60)
