@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any, Final, TypeVar
 
 import ray
@@ -148,16 +148,31 @@ async def through_restarts(call: Callable[[], Awaitable[T]], *, within_s: float 
     Ray answers a call to an actor it knows to be restarting with ``ActorUnavailableError``
     at once; a restart takes about a second. Other failures propagate.
     """
-    deadline = time.monotonic() + within_s
-    pause = 0.05
-    while True:
+    for pause in _restart_pauses(within_s):
         try:
             return await call()
         except ActorUnavailableError:
-            if time.monotonic() + pause > deadline:
-                raise
             await asyncio.sleep(pause)
-            pause = min(pause * 2, 1.0)
+    return await call()  # the last try: its error propagates
+
+
+def through_restarts_blocking(call: Callable[[], T], *, within_s: float = 20.0) -> T:
+    """:func:`through_restarts` for code outside an event loop (a driver's ``ray.get``)."""
+    for pause in _restart_pauses(within_s):
+        try:
+            return call()
+        except ActorUnavailableError:
+            time.sleep(pause)
+    return call()
+
+
+def _restart_pauses(within_s: float) -> Iterator[float]:
+    """The waits between tries: from 50 ms, doubling up to 1 s, until ``within_s`` from now."""
+    deadline = time.monotonic() + within_s
+    pause = 0.05
+    while time.monotonic() + pause <= deadline:
+        yield pause
+        pause = min(pause * 2, 1.0)
 
 
 class RayPoolPeers:

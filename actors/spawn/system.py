@@ -9,15 +9,14 @@ through Ray handles. A team's agents are spawned by
 from __future__ import annotations
 
 import functools
-import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import ray
 import structlog
-from ray.exceptions import ActorUnavailableError, RayTaskError
+from ray.exceptions import RayTaskError
 
 from raytroupe.actors.control_handles import (
     DESK,
@@ -39,6 +38,7 @@ from raytroupe.actors.ray_handles import (
     discover_troupe,
     ray_mailbox,
     restarted_actor,
+    through_restarts_blocking,
     unwrap,
 )
 from raytroupe.actors.ray_placement import _placed, _remote, _spread
@@ -58,7 +58,13 @@ __all__ = [
 ]
 
 log = structlog.get_logger("raytroupe.ray")
-T = TypeVar("T")
+
+JOIN_RESTART_WAIT_S = 120.0
+"""How long a driver joining a cluster waits for system actors Ray is restarting.
+
+An actor of a lost node comes back once Ray has noticed the loss: seconds; after a head is
+lost, once the new head's GCS has given up on the old one.
+"""
 
 
 @dataclass(frozen=True)
@@ -256,7 +262,7 @@ def spawn_system(
     try:
         # each call is idempotent: all are made again while an actor of a cluster this
         # driver joins is being restarted (its node lost, the head's included)
-        problems = _through_restarts(settle)
+        problems = through_restarts_blocking(settle, within_s=JOIN_RESTART_WAIT_S)
     except RayTaskError as exc:
         raise unwrap(exc) from None
     if problems:
@@ -273,27 +279,3 @@ def spawn_system(
         sandboxes=sandboxes,
         memory=memory_actor,
     )
-
-
-JOIN_RESTART_WAIT_S = 120.0
-"""How long a driver joining a cluster waits for system actors Ray is restarting."""
-
-
-def _through_restarts(calls: Callable[[], T], within_s: float = JOIN_RESTART_WAIT_S) -> T:
-    """``calls()``, made again while one of its actors is restarting (``within_s`` at most).
-
-    Ray answers a call to an actor it is restarting with ``ActorUnavailableError`` at once; an
-    actor of a lost node comes back once Ray has noticed the loss (seconds; after a head is
-    lost, once the new head's GCS has given up on the old one).
-    """
-    deadline = time.monotonic() + within_s
-    pause = 0.1
-    while True:
-        try:
-            return calls()
-        except ActorUnavailableError:
-            if time.monotonic() + pause > deadline:
-                raise
-            log.info("spawn.waiting_for_restarting_actor", pause_s=pause)
-            time.sleep(pause)
-            pause = min(pause * 2, 2.0)

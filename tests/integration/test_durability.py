@@ -9,7 +9,7 @@ import pytest
 import ray
 
 from raytroupe import runtime
-from tests.support.inline import agent_actor, agent_name, inline_role
+from tests.support.inline import agent_actor, agent_name, idle_agents_kept, inline_role
 from tests.support.ledger import TOOL_NAME, runs_by_token
 from tests.support.restarts import after_restart, kill_and_wait_for_restart
 from tests.support.wire_model import ToolCall as WireCall
@@ -23,12 +23,10 @@ LATENCY_S = 1.0
 
 @pytest.fixture(scope="module", autouse=True)
 def agents_kept(rt):
-    """The default tenant's agents stay while idle: the drills kill and inspect them after a
-    job has ended, and on a loaded machine that took longer than the session's idle stop
-    (``agents_idle_s``), which then stopped the agent for good under the test."""
-    rt.put_policy("default", runtime.TenantPolicy(agents_idle_s=None))
-    yield
-    rt.delete_policy("default")
+    """The drills kill and inspect agents after their jobs have ended: once, on a loaded
+    machine, after the session's idle stop had stopped one for good under the test."""
+    with idle_agents_kept(rt):
+        yield
 
 
 def _slow_team(name: str, agents: int = 2, max_parallel: int = 2) -> runtime.Team:

@@ -120,7 +120,9 @@ def matrix(postgres: Server, tmp_path_factory: pytest.TempPathFactory) -> Iterat
                 memory=runtime.MemoryConfig(server=chroma, embedding="hashing"),
                 state=StateConfig(url=postgres.database()),
                 placement=PlacementConfig(
+                    # the desk (the control plane's front) lives with the orchestrator
                     actors={"router": {"troupe_router": 0.001},
+                            "desk": {_resource("orchestrator"): 0.001},
                             **{k: {_resource(k): 0.001} for k in KINDS}}  # type: ignore[dict-item]
                 ),
             )  # fmt: skip

@@ -44,7 +44,7 @@ from raytroupe.actors.ray_handles import NAMESPACE
 from raytroupe.actors.router import RouterStats
 from raytroupe.protocols import ErrorCode, ToolCall
 from tests.support.figures import record
-from tests.support.inline import agent_name
+from tests.support.inline import agent_name, idle_agents_kept
 from tests.support.ledger import TOOL_NAME, runs_by_token
 
 __all__ = [
@@ -502,7 +502,16 @@ def _quiet_router(rt: runtime.Runtime, timeout_s: float) -> RouterStats:
 
 
 def run_chaos(rt: runtime.Runtime, plan: ChaosPlan, scratch: Path) -> ChaosResult:
-    """Run ``plan`` against the troupe behind ``rt``; return what happened (see module doc)."""
+    """Run ``plan`` against the troupe behind ``rt``; return what happened (see module doc).
+
+    The agents are looked up by name after the run: the session's idle stop must not come
+    first (it did, once, in a 40-job run).
+    """
+    with idle_agents_kept(rt):
+        return _run_chaos(rt, plan, scratch)
+
+
+def _run_chaos(rt: runtime.Runtime, plan: ChaosPlan, scratch: Path) -> ChaosResult:
     ledger = scratch / f"{plan.prefix}-ledger.txt"
     team = _arithmetic_team(plan)
     shared = [agent_name(a.name) for a in team.agents]  # the driver's inline agents' names

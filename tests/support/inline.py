@@ -9,8 +9,11 @@ kill one, to read the router's registry) name them through these.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
 
-from raytroupe.protocols import scoped_name, team_role
+from raytroupe.protocols import TenantPolicy, scoped_name, team_role
 
 DRIVER_TENANT = "default"
 
@@ -36,3 +39,18 @@ _SCOPE = re.compile(r"^[A-Za-z0-9]{1,8}-[0-9a-f]{6}\.")
 def written(name: str) -> str:
     """``name`` without the tenant scope it may have (``acme-3f2a9c.ada`` is ``ada``)."""
     return _SCOPE.sub("", name, count=1)
+
+
+@contextmanager
+def idle_agents_kept(rt: Any, tenant: str = DRIVER_TENANT) -> Iterator[None]:
+    """Within: ``tenant``'s inline agents stay while idle (its policy's ``agents_idle_s`` is
+    None), for tests that reach agents by name after their jobs end. The session stops them
+    30 s after their last job (``tests/conftest.py``); on a loaded machine a drill took longer
+    than that between a job and its look at the agents. For a tenant without a policy of its
+    own, which it has again after."""
+    assert tenant not in rt.policies(), f"{tenant} has a policy of its own"
+    rt.put_policy(tenant, TenantPolicy(agents_idle_s=None))
+    try:
+        yield
+    finally:
+        rt.delete_policy(tenant)

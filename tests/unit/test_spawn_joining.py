@@ -1,13 +1,13 @@
 """A driver joining a cluster while Ray restarts one of its system actors waits for it
-(``actors/spawn/system.py``); the real case, a head lost and started again, is the drill
-``tests/reliability/test_head_loss.py``."""
+(``through_restarts_blocking``, which ``spawn_system`` calls); the real case, a head lost and
+started again, is the drill ``tests/reliability/test_head_loss.py``."""
 
 from __future__ import annotations
 
 import pytest
 from ray.exceptions import ActorDiedError, ActorUnavailableError
 
-from raytroupe.actors.spawn import system
+from raytroupe.actors.ray_handles import through_restarts_blocking
 
 
 def test_calls_are_made_again_while_an_actor_is_restarting():
@@ -19,7 +19,7 @@ def test_calls_are_made_again_while_an_actor_is_restarting():
             raise ActorUnavailableError("The actor is restarting.", None)
         return "settled"
 
-    assert system._through_restarts(calls, within_s=30) == "settled"
+    assert through_restarts_blocking(calls, within_s=30) == "settled"
     assert len(made) == 3
 
 
@@ -28,7 +28,7 @@ def test_an_actor_still_restarting_at_the_deadline_or_dead_is_raised():
         raise ActorUnavailableError("The actor is restarting.", None)
 
     with pytest.raises(ActorUnavailableError):
-        system._through_restarts(restarting, within_s=0.5)
+        through_restarts_blocking(restarting, within_s=0.5)
 
     made = []
 
@@ -37,5 +37,5 @@ def test_an_actor_still_restarting_at_the_deadline_or_dead_is_raised():
         raise ActorDiedError()
 
     with pytest.raises(ActorDiedError):
-        system._through_restarts(dead, within_s=30)
+        through_restarts_blocking(dead, within_s=30)
     assert made == [1]  # a dead actor is not waited for
