@@ -73,7 +73,10 @@ def _pytest(files: tuple[str, ...], figures: Path) -> tuple[int, float, str]:
     command = pytest_command(files)
     start = time.perf_counter()
     done = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, check=False)
-    summary = (done.stdout.strip().splitlines() or ["(no output)"])[-1]
+    lines = done.stdout.strip().splitlines() or ["(no output)"]
+    failed = [line.split(" - ", 1)[0].split(" ", 1)[1] for line in lines
+              if line.startswith(("FAILED ", "ERROR "))]  # fmt: skip
+    summary = lines[-1] + (f" ({', '.join(f'`{t}`' for t in failed)})" if failed else "")
     return done.returncode, time.perf_counter() - start, summary
 
 
