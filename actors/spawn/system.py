@@ -89,7 +89,9 @@ def _shard_count(first_name: str, asked: int) -> int:
         first = ray.get_actor(first_name, namespace=NAMESPACE)
     except ValueError:
         return asked
-    running: int = ray.get(first.shard.remote())[1]
+    running: int = through_restarts_blocking(  # a joining driver: Ray may be restarting it
+        lambda: ray.get(first.shard.remote()), within_s=JOIN_RESTART_WAIT_S
+    )[1]
     if running != asked:
         log.warning("shards_kept", actor=first_name, running=running, asked=asked)
     return running

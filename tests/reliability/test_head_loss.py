@@ -38,6 +38,7 @@ from ray.cluster_utils import Cluster
 
 from raytroupe.runtime.cli._local import free_port
 from raytroupe.runtime.joining import stay_on_loopback
+from tests.reliability.test_node_loss import HEALTH, NODE  # a dead node seen in ~1.5 s
 from tests.support.figures import record
 from tests.support.inline import agent_actor
 from tests.support.postgres import postgres_server
@@ -46,12 +47,6 @@ from tests.support.redis import Redis, redis_server
 ROOT = Path(__file__).resolve().parents[2]
 SUITE = "head_loss"
 LATENCY_S = 1.0
-HEALTH = {
-    "health_check_period_ms": 500,
-    "health_check_timeout_ms": 500,
-    "health_check_failure_threshold": 3,
-}
-NODE = {"node_ip_address": "127.0.0.1", "include_dashboard": False}
 CHILD_TIMEOUT_S = 420
 
 
