@@ -5,6 +5,9 @@ from __future__ import annotations
 import functools
 import os
 import re
+import secrets
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -37,6 +40,27 @@ SYSTEM_FOLDERS = ("tests/cluster/", "tests/examples/", "tests/reliability/")
 with ``pytestmark = pytest.mark.system``."""
 
 
+def _session_ray_token() -> Path | None:
+    """Give the session's Rays a token file of their own; the folder made here, if any.
+
+    Ray 2.60 turns token auth on for every new local cluster and, finding no token, writes one
+    to ``~/.ray/auth_token``: the tests' Rays (and drivers, ``troupe up`` heads) read and keep
+    it in a folder that the session removes instead. Set when the module loads, so xdist's
+    workers, and every process the tests start, inherit it from the first process.
+    """
+    if "RAY_AUTH_TOKEN" in os.environ or "RAY_AUTH_TOKEN_PATH" in os.environ:
+        return None
+    folder = Path(tempfile.mkdtemp(prefix="raytroupe-tests-ray-token-"))
+    token = folder / "auth_token"
+    token.write_text(secrets.token_hex(32), encoding="utf-8")
+    token.chmod(0o600)
+    os.environ["RAY_AUTH_TOKEN_PATH"] = str(token)
+    return folder
+
+
+_TOKEN_FOLDER = _session_ray_token()
+
+
 def pytest_addoption(parser):
     parser.addoption(
         "--durations-file",
@@ -67,6 +91,8 @@ def pytest_sessionfinish(session):
     before = session.config.stash.get(_HOST_AT_START, None)
     if before is None:
         return
+    if _TOKEN_FOLDER is not None:
+        shutil.rmtree(_TOKEN_FOLDER, ignore_errors=True)
     changes = HostState.take().changes_since(before)
     if not changes:
         return
