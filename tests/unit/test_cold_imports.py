@@ -18,8 +18,11 @@ PACKAGES = ("actors", "deployments", "protocols", "runtime")
 
 _CHECK = r"""
 import importlib, os, sys, traceback
-for heavy in ("ray", "pydantic", "httpx", "structlog", "jsonschema", "msgpack", "openai",
-              "anthropic", "typer", "rich", "starlette", "fastapi", "yaml"):
+for heavy in ("ray", "ray.serve", "pydantic", "pydantic_settings", "httpx", "httpx_sse",
+              "structlog", "jsonschema", "msgpack", "openai", "anthropic", "typer", "rich",
+              "starlette", "sse_starlette", "fastapi", "uvicorn", "yaml", "numpy", "tokenizers",
+              "grpc", "tenacity", "aiolimiter", "limits", "mcp", "chromadb", "psycopg",
+              "psycopg_pool", "cryptography", "statistics", "sqlite3"):
     try:
         importlib.import_module(heavy)
     except ImportError:
