@@ -15,7 +15,7 @@ import pytest
 from raytroupe import runtime
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.tools.config import FunctionTool
-from tests.support.host_guard import HostState
+from tests.support.host_guard import NOTES_ENV, HostState, read_notes
 from tests.support.keys import FRUGAL_BUDGET, FRUGAL_TENANT, TEST_KEY, TEST_KEY_ENV
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET
 from tests.support.mcp_servers import STDIO_COMMAND
@@ -81,8 +81,14 @@ _HOST_AT_START = pytest.StashKey[HostState]()
 
 
 def pytest_sessionstart(session):
-    if not hasattr(session.config, "workerinput"):  # once, in the process that runs the rest
-        session.config.stash[_HOST_AT_START] = HostState.take()
+    """The host as the session found it: once, in the process that runs the rest (not xdist's
+    workers), and only in the outermost session (not one that a test started)."""
+    if hasattr(session.config, "workerinput") or os.environ.get(NOTES_ENV):
+        return
+    handle, notes = tempfile.mkstemp(prefix="raytroupe-host-guard-")
+    os.close(handle)
+    os.environ[NOTES_ENV] = notes  # every process started from here on inherits it
+    session.config.stash[_HOST_AT_START] = HostState.take()
 
 
 def pytest_sessionfinish(session):
@@ -93,10 +99,17 @@ def pytest_sessionfinish(session):
         return
     if _TOKEN_FOLDER is not None:
         shutil.rmtree(_TOKEN_FOLDER, ignore_errors=True)
-    changes = HostState.take().changes_since(before)
+    notes = Path(os.environ.pop(NOTES_ENV))
+    installed = read_notes(notes)
+    notes.unlink(missing_ok=True)
+    changes = HostState.take().changes_since(before, installed)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None and installed:
+        reporter.section("made by the packages the tests installed", sep="-")
+        for name, purpose in sorted(installed.items()):
+            reporter.line(f"{name}: {purpose}")
     if not changes:
         return
-    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.section("the tests changed the host", sep="=", red=True, bold=True)
         for line in changes:

@@ -11,6 +11,8 @@ import shutil
 import subprocess
 from collections.abc import Mapping
 
+from tests.support.host_guard import note_installed, system_names
+
 APT_TIMEOUT_S = 600
 
 
@@ -32,15 +34,20 @@ def ensure_programs(packages: Mapping[str, str], *, purpose: str) -> None:
     env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
     install = [apt, "install", "-y", "-q", "--no-install-recommends", *missing]
 
+    accounts = system_names()
+
     def run(command: list[str], *, check: bool) -> int:
         done = subprocess.run(
             command, env=env, capture_output=True, timeout=APT_TIMEOUT_S, check=check
         )
         return done.returncode
 
-    if run(install, check=False):  # the package lists of a fresh machine may be empty
-        run([apt, "update", "-q"], check=True)
-        run(install, check=True)
+    try:
+        if run(install, check=False):  # the package lists of a fresh machine may be empty
+            run([apt, "update", "-q"], check=True)
+            run(install, check=True)
+    finally:  # sshd's account, by openssh-server: made on purpose, for the session's guard
+        note_installed(accounts, f"{wanted} (apt, for {purpose})")
     still = sorted(program for program in packages if not _present(program))
     if still:
         raise RuntimeError(f"installed {wanted}, and still no {', '.join(still)}")

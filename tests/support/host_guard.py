@@ -12,6 +12,13 @@ it starts and again when it ends, and fails naming each difference (``tests/conf
 
 A process left running after its test can still write later; this catches what is done by the
 time the session ends.
+
+Two exceptions, both written down as they happen. The system accounts and groups that a
+package installed by the tests makes (``sshd``, by openssh-server: ``tests/support/apt.py``)
+are listed apart, not as failures: the tiers install those packages on a fresh machine on
+purpose. And a session started by a test of another (a drill in a process of its own, a
+session under test) guards nothing: the outer one, which spans it, does; the inner one would
+see the outer's throwaway accounts come and go (:data:`NOTES_ENV`).
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import grp
 import os
 import pwd
 import stat
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +38,14 @@ CACHES = (
     ".npm",
 )
 """Under the home, what the project's installs and its tests' fixtures fill on purpose."""
+
+NOTES_ENV = "RAYTROUPE_HOST_GUARD_NOTES"
+"""Set by the session that guards the host (and inherited by every process it starts): the
+file where package installs note the system accounts and groups they made."""
+
+SYSTEM_ID_MAX = 999
+"""Debian's system accounts and groups (``SYS_UID_MAX``); ``useradd`` gives the throwaway
+accounts ids above it."""
 
 TOOLCHAINS = (".pyenv", ".rustup", ".cargo", ".m2")
 """Under the home, installed toolchains: their top entries are compared, not the ~250,000
@@ -58,8 +74,15 @@ class HostState:
             frozenset(g.gr_name for g in grp.getgrall()),
         )
 
-    def changes_since(self, before: HostState) -> list[str]:
-        """What differs from ``before``, one line each, sorted."""
+    def changes_since(
+        self, before: HostState, installed: Mapping[str, str] | None = None
+    ) -> list[str]:
+        """What differs from ``before``, one line each, sorted.
+
+        ``installed``: ``"account <name>"`` or ``"group <name>"`` that a package install made
+        (:func:`read_notes`), for what; those are not differences.
+        """
+        made = installed or {}
         found = []
         for path in sorted(self.entries.keys() | before.entries.keys()):
             was, now = before.entries.get(path), self.entries.get(path)
@@ -76,9 +99,40 @@ class HostState:
             ("account", before.users, self.users),
             ("group", before.groups, self.groups),
         ):
-            found += [f"{kind} {n} left behind" for n in sorted(now_names - was_names)]
+            found += [
+                f"{kind} {n} left behind"
+                for n in sorted(now_names - was_names)
+                if f"{kind} {n}" not in made
+            ]
             found += [f"{kind} {n} removed" for n in sorted(was_names - now_names)]
         return found
+
+
+def system_names() -> frozenset[str]:
+    """The system accounts and groups now, as ``"account <name>"`` / ``"group <name>"``."""
+    return frozenset(
+        [f"account {p.pw_name}" for p in pwd.getpwall() if p.pw_uid <= SYSTEM_ID_MAX]
+        + [f"group {g.gr_name}" for g in grp.getgrall() if g.gr_gid <= SYSTEM_ID_MAX]
+    )
+
+
+def note_installed(before: frozenset[str], purpose: str) -> None:
+    """Note the system accounts and groups made since ``before`` (:func:`system_names`) by a
+    package install for ``purpose``, for the session that guards the host, if one does."""
+    notes = os.environ.get(NOTES_ENV)
+    if not notes:
+        return
+    with open(notes, "a", encoding="utf-8") as f:
+        f.writelines(f"{name}\t{purpose}\n" for name in sorted(system_names() - before))
+
+
+def read_notes(path: Path) -> dict[str, str]:
+    """What :func:`note_installed` noted in ``path``: ``{"account sshd": purpose}``."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        return {}
+    return dict(line.split("\t", 1) for line in lines if "\t" in line)
 
 
 def _walk(

@@ -5,11 +5,18 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
-from tests.support.host_guard import HostState
+from tests.support.host_guard import (
+    NOTES_ENV,
+    HostState,
+    note_installed,
+    read_notes,
+    system_names,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -59,6 +66,38 @@ def test_an_account_left_behind_or_one_removed_is_named(tmp_path):
     ]
 
 
+def test_a_system_account_made_by_a_package_the_tests_installed_is_noted_not_failed(
+    tmp_path, monkeypatch
+):
+    assert {"account root", "group root"} <= system_names()  # ids 0: system ones
+    before = HostState.take(tmp_path)
+    notes = tmp_path / "notes"
+    monkeypatch.setenv(NOTES_ENV, str(notes))
+    system = frozenset({"account root", "group root"})  # what system_names() gave before
+    monkeypatch.setattr(
+        "tests.support.host_guard.system_names",
+        lambda: system | {"account rtpkgd", "group rtpkgd-cert"},  # as openssh-server makes sshd
+    )
+    note_installed(system, "openssh-server (apt, for the ray up tier)")
+    installed = read_notes(notes)
+    assert installed == {
+        "account rtpkgd": "openssh-server (apt, for the ray up tier)",
+        "group rtpkgd-cert": "openssh-server (apt, for the ray up tier)",
+    }
+    after = dataclasses.replace(
+        before,
+        users=before.users | {"rtpkgd", "rt1a2bn0"},
+        groups=before.groups | {"rtpkgd-cert"},
+    )
+    # the package's names are expected; a throwaway account left beside them still fails
+    assert after.changes_since(before, installed) == ["account rt1a2bn0 left behind"]
+    assert after.changes_since(before) == [
+        "account rt1a2bn0 left behind",
+        "account rtpkgd left behind",
+        "group rtpkgd-cert left behind",
+    ]
+
+
 def test_a_session_whose_test_writes_into_the_home_fails_naming_the_file(tmp_path):
     """A real pytest session, under xdist as the tiers run, with the guard of tests/conftest.py
     and a home of its own; the same session without the write passes."""
@@ -77,11 +116,14 @@ def test_a_session_whose_test_writes_into_the_home_fails_naming_the_file(tmp_pat
     home = tmp_path / "home"
     home.mkdir()
 
-    def session(write: str) -> subprocess.CompletedProcess[str]:
+    def session(write: str, outer: Path | None = None) -> subprocess.CompletedProcess[str]:
+        inherited = {k: v for k, v in os.environ.items() if k != NOTES_ENV}
+        if outer is not None:  # started by a test of a session that guards the host
+            inherited[NOTES_ENV] = str(outer)
         return subprocess.run(
             [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", "2", "."],
             cwd=project,
-            env={**os.environ, "HOME": str(home), "PYTHONPATH": str(ROOT), "WRITE": write},
+            env={**inherited, "HOME": str(home), "PYTHONPATH": str(ROOT), "WRITE": write},
             capture_output=True,
             text=True,
             timeout=300,
@@ -98,3 +140,10 @@ def test_a_session_whose_test_writes_into_the_home_fails_naming_the_file(tmp_pat
     assert "created ~/.config/left.txt" in dirty.stdout
     assert "1 passed" in dirty.stdout  # the test itself passed: the guard failed the session
     assert list(home.iterdir()) == [home / ".config"]  # only what the writer made
+
+    # inside another session's test, the session leaves the guarding to the outer one
+    shutil.rmtree(home / ".config")
+    inner = session("1", outer=tmp_path / "outer-notes")
+    assert inner.returncode == 0, inner.stdout + inner.stderr
+    assert "the tests changed the host" not in inner.stdout
+    assert (home / ".config" / "left.txt").exists()
