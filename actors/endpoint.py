@@ -367,22 +367,39 @@ async def request_through_restarts(
     envelope: Callable[[], AgentMessage],
     *,
     again: Callable[[ErrorPayload], bool] = undelivered,
+    repeats_answered: bool = False,
 ) -> AgentMessage:
     """The reply to a fresh ``envelope()``, requested again while its error may pass.
 
     ``again`` decides which errors may; the pauses stay within :data:`RETRY_S` and the
     envelope's deadline. Each try is a new envelope (a new id): the router would take a
     resent one for a duplicate.
+
+    ``repeats_answered``: the recipient answers a request it had already taken from its record
+    (a model call named by its place, a tool call by its idempotency key), so one the router
+    lost may be asked again too: its shard died holding it (``RecipientUnavailable``, raised by
+    the client), and whether it reached the recipient is unknown. Otherwise that error is raised.
     """
     pause, paused = RETRY_FIRST_S, 0.0
     while True:
         message = envelope()
-        reply = await router.request(message)
+        lost: TroupeError | None = None
+        try:
+            reply = await router.request(message)
+        except RecipientUnavailable as exc:
+            if not repeats_answered:
+                raise
+            lost, reply = exc, message.reply(ErrorPayload.from_exception(exc))
         error = reply.payload
-        if not isinstance(error, ErrorPayload) or not again(error):
-            return reply
         deadline = message.deadline
-        if paused + pause > RETRY_S or (deadline is not None and time.time() + pause >= deadline):
+        if (
+            not isinstance(error, ErrorPayload)
+            or not again(error)
+            or paused + pause > RETRY_S
+            or (deadline is not None and time.time() + pause >= deadline)
+        ):
+            if lost is not None:
+                raise lost
             return reply
         log.info("request_retry", sender=message.sender, recipient=message.recipient,
                  code=error.code.value, pause_s=pause)  # fmt: skip

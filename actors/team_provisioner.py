@@ -125,13 +125,16 @@ class RayTeamProvisioner:
         )
         tools = granted[0]
         roles = [team_role(team.name, spec.role)]
+        # an agent killed as it starts is started again by Ray: both calls are asked again
+        configure = functools.partial(_configure, spec, tools, roles)
         if node is not None and not await asyncio.to_thread(_exists, agent_actor_name(spec.name)):
             handle = await self._spawn_on(team, spec, tools, node)
-            await handle.configure.remote(spec, tools, roles)
+            await through_restarts(functools.partial(configure, handle))
         else:  # there already (kept where it is), or no node is big enough: Ray waits for one
             handle = self._spawn(team, spec, tools, "SPREAD")
             landed, _ = await asyncio.gather(
-                handle.started.remote(), handle.configure.remote(spec, tools, roles)
+                through_restarts(handle.started.remote),
+                through_restarts(functools.partial(configure, handle)),
             )
             self._nodes[spec.name] = landed
         await self._routers.register(spec.name, handle, roles)
@@ -150,7 +153,7 @@ class RayTeamProvisioner:
         strategy = NodeAffinitySchedulingStrategy(node_id=node, soft=True)
         for attempt in range(1, PLACE_TRIES + 1):
             handle = self._spawn(team, spec, tools, strategy, memory=PLACE_BYTES)
-            landed = await handle.started.remote()
+            landed = await through_restarts(handle.started.remote)
             if landed == node:
                 return handle
             alive = await asyncio.to_thread(_alive_nodes)
@@ -250,3 +253,7 @@ async def _until_gone(name: str, *, tries: int = 50) -> None:
 def _grant(sandbox: Any, team: TeamSpec, spec: AgentSpec) -> Any:
     functions = {n: d for n, d in team.functions.items() if n in spec.tools}
     return sandbox.grant.remote(spec.name, spec.tools, team.peers(spec.name), functions)
+
+
+def _configure(spec: AgentSpec, tools: Sequence[Any], roles: list[str], handle: Any) -> Any:
+    return handle.configure.remote(spec, tools, roles)

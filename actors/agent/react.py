@@ -345,10 +345,11 @@ class ReAct:
     ) -> ToolResult | Handoff:
         """Run ``call`` in a sandbox; an undeliverable call is a failed result the model sees.
 
-        A delivery failure that may pass (a sandbox restarting: ``retryable``) is tried again
-        first, in a fresh envelope, a few times within the deadline: the model should see what
-        the tool did, not that its sandbox was restarting. Safe for side-effecting tools, which
-        run at most once per idempotency key (job, subtask, tool, arguments).
+        A delivery failure that may pass (a sandbox restarting: ``retryable``; the router
+        dying with the call) is tried again first, in a fresh envelope, a few times within the
+        deadline: the model should see what the tool did, not that its sandbox was restarting.
+        Safe for side-effecting tools, which run at most once per idempotency key (job,
+        subtask, tool, arguments).
         """
         stamped = call.model_copy(
             update={"task_id": request.task_id, "step": step, "budget": request.budget}
@@ -357,6 +358,7 @@ class ReAct:
             self._router,
             lambda: cause.derive(sender=self._name, recipient="role:tools", payload=stamped),
             again=lambda error: error.retryable,
+            repeats_answered=True,
         )
         match expected(reply, ToolResult, Handoff, unexpected=ToolError):
             case ToolResult() | Handoff() as result:
@@ -369,11 +371,14 @@ class ReAct:
     async def _ask(self, cause: AgentMessage, request: LLMRequest) -> LLMResponse:
         """The model's answer; a pool that is restarting (its node lost, say) is waited for.
 
-        Only delivery failures are tried again: the pool retries the providers itself.
+        Only delivery failures are tried again: the pool retries the providers itself. A call
+        the router lost as it died is asked again too: named by its place in the run
+        (``LLMRequest.replay``), it is made once, whichever asking reaches the pool first.
         """
         reply = await request_through_restarts(
             self._router,
             lambda: cause.derive(sender=self._name, recipient=LLM_POOL, payload=request),
+            repeats_answered=request.replay is not None,
         )
         match expected(reply, LLMResponse, unexpected=ModelError):
             case LLMResponse() as response:

@@ -279,7 +279,8 @@ class Dispatcher:
 
         Each attempt is a span under ``span`` (the subtask's), with the agent's spans below it.
         A subtask an agent of its role took before (this shard restarted since) goes back to
-        that agent first, and so does one whose agent died (Ray restarts it): there, it joins
+        that agent first, and so does one whose agent died (Ray restarts it) or whose answer
+        the router lost as it died (the agent said it took it: ``SubtaskTaken``): there, it joins
         the run under way or resumes it at the turn it reached, its model calls answered from
         the pool's record; another agent of the role would start it over. While Ray is
         restarting that agent, the subtask waits for it (:data:`RESTART_WAIT_S` at most). If
@@ -364,13 +365,16 @@ class _RestartWait:
 
 
 def _died_with_it(job: Job, sub: PlannedSubtask, error: ErrorPayload) -> str | None:
-    """The agent of ``sub``'s role that died with it (the router names it), if one did.
+    """The agent of ``sub``'s role that died with it, or whose answer the router lost.
 
+    The router names an agent that died; a router that died itself holding the dispatch or
+    its answer names none: then the agent that said it took it (``SubtaskTaken``), if one did.
     Not one that was too slow (``deadline_exceeded``): it may still be running the subtask.
     """
     if error.code is not ErrorCode.RECIPIENT_UNAVAILABLE:
         return None
-    return _holder(job, sub, error.detail.get("recipient"))
+    named = error.detail.get("recipient")
+    return _holder(job, sub, job.taken.get(sub.id) if named is None else named)
 
 
 def _holder(job: Job, sub: PlannedSubtask, agent: object) -> str | None:

@@ -6,7 +6,7 @@ from wiring import Tap, envelope, in_process_sandbox, run
 
 from raytroupe.actors import AgentActor, LLMAdapterPool, LocalRouterClient, MessageRouter
 from raytroupe.actors.agent.turns import render_task
-from raytroupe.actors.endpoint import all_answers
+from raytroupe.actors.endpoint import all_answers, request_through_restarts
 from raytroupe.actors.llm import OfflineProvider
 from raytroupe.protocols import (
     AgentSpec,
@@ -457,6 +457,99 @@ def test_a_tool_call_to_a_restarting_sandbox_is_delivered_again_within_bounds(
     refused, tool_text = run(main())
     assert refused == min(outages, 6)  # six deliveries at most, then the model is told
     assert seen in tool_text  # the model saw the tool's answer, or, at the end, why not
+
+
+class LosingClient(LocalRouterClient):
+    """A router client whose shard dies holding each of the first ``losses`` requests to
+    ``recipient``, after delivering it: the recipient did the work, the reply is lost."""
+
+    def __init__(self, router, recipient, losses):
+        super().__init__(router)
+        self.recipient, self.losses, self.lost = recipient, losses, 0
+
+    async def request(self, message, /):
+        reply = await super().request(message)
+        if message.recipient == self.recipient and self.lost < self.losses:
+            self.lost += 1
+            raise RecipientUnavailable("router is unavailable: the actor was restarted")
+        return reply
+
+
+async def _losing_rig(recipient, losses, **models):
+    spec = AgentSpec(name="ada", role="worker", tools=("calculator",), model="m")
+    router = MessageRouter()
+    pool = LLMAdapterPool(models)
+    llm = Tap(pool)
+    await router.register("llm-0", llm, ["llm"])
+    sandbox = Tap(await in_process_sandbox())
+    await router.register("tools-0", sandbox, ["tools"])
+    losing = LosingClient(router, recipient, losses)
+    agent = AgentActor(spec, losing, await sandbox.inner.grant(spec.name, spec.tools))
+    await router.register(spec.name, agent, [spec.role])
+    return Rig(router, LocalRouterClient(router), agent, llm, pool), losing, sandbox
+
+
+@pytest.mark.parametrize(("losses", "status"), [(2, "succeeded"), (99, "failed")])
+def test_a_model_call_the_router_lost_is_asked_again_and_made_once(monkeypatch, losses, status):
+    _quick_retries(monkeypatch)
+    # a second call made for real would answer "made twice"
+    turns = (ScriptedTurn(text="the answer"), ScriptedTurn(text="made twice"))
+
+    async def main():
+        r, losing, _ = await _losing_rig("role:llm", losses, m=scripted(*turns))
+        reply = await r.ask(task("Name the answer"))
+        return losing.lost, reply.payload, len(r.requests()), await r.pool.usage()
+
+    lost, result, asked, usage = run(main())
+    assert lost == min(losses, 6)
+    assert result.status == status
+    assert asked == lost + (status == "succeeded")  # every asking reached the pool
+    assert sum(row.calls for row in usage) == 1  # and the provider was called, billed, once
+    if status == "succeeded":
+        assert result.output == "the answer"
+        assert result.usage.calls == 1
+    else:
+        assert result.error.code is ErrorCode.RECIPIENT_UNAVAILABLE
+
+
+def test_a_tool_call_the_router_lost_is_asked_again_and_the_model_sees_its_result(monkeypatch):
+    _quick_retries(monkeypatch)
+    turns = (calc("17 * 23 + 4"), ScriptedTurn(text="It is 395."))
+
+    async def main():
+        r, losing, sandbox = await _losing_rig("role:tools", 2, m=scripted(*turns))
+        reply = await r.ask(task())
+        return losing.lost, reply.payload, r.requests()[1].messages[-1].text, sandbox
+
+    lost, result, tool_text, sandbox = run(main())
+    assert (lost, result.status) == (2, "succeeded")
+    assert len(sandbox.payloads(ToolCall)) == 3  # the call reached its sandbox three times
+    assert "395" in tool_text
+
+
+def test_a_request_the_router_lost_is_not_asked_again_unless_its_recipient_keeps_answers(
+    monkeypatch,
+):
+    _quick_retries(monkeypatch)
+
+    async def main(*, repeats_answered):
+        router = MessageRouter()
+        sandbox = Tap(await in_process_sandbox())
+        await router.register("tools-0", sandbox, ["tools"])
+        losing = LosingClient(router, "role:tools", 1)
+        call = ToolCall(call_id="c1", tool="calculator", arguments={"expression": "1 + 1"})
+        try:
+            await request_through_restarts(
+                losing,
+                lambda: envelope(call, "role:tools", sender="ada", job_id="job-1"),
+                repeats_answered=repeats_answered,
+            )
+        except RecipientUnavailable:
+            return "raised", len(sandbox.seen)
+        return "answered", len(sandbox.seen)
+
+    assert run(main(repeats_answered=False)) == ("raised", 1)
+    assert run(main(repeats_answered=True)) == ("answered", 2)
 
 
 def test_a_subtask_dispatched_again_while_it_runs_joins_the_run_under_way():

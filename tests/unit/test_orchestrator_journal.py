@@ -12,8 +12,10 @@ from raytroupe.protocols import (
     ErrorCode,
     InvalidInput,
     JobEvent,
+    RecipientUnavailable,
     StateUnavailable,
     SubtaskTaken,
+    TaskRequest,
     TeamSpec,
     as_written,
     decode,
@@ -231,3 +233,48 @@ def test_a_dispatch_a_second_agent_of_the_role_gets_again_is_run_by_the_first():
     # the first dispatch again, to the role: its taker has it; a later attempt: the one it
     # reached; that one again, to the role: that agent has it; sent by name: its agent's
     assert answers == [taker, two, two, one]
+
+
+class _LosingFirstAnswer(LocalRouterClient):
+    """The shard's router client: the router dies holding the first subtask's answer."""
+
+    def __init__(self, router):
+        super().__init__(router)
+        self.dispatched = []
+
+    async def request(self, message, /):
+        reply = await super().request(message)
+        if isinstance(message.payload, TaskRequest):
+            self.dispatched.append(message.recipient)
+            if len(self.dispatched) == 1:
+                raise RecipientUnavailable("router is unavailable: the actor was restarted")
+        return reply
+
+
+def test_a_subtask_whose_answer_the_router_lost_goes_back_to_the_agent_that_took_it():
+    """The agent ran it and said so (``SubtaskTaken``); the router died with its answer. Sent
+    again to that agent, the run's model calls are answered from the pool's record; sent to
+    the role, another agent would start it over and pay for every call again."""
+    duo = TeamSpec(name="j4", agents=tuple(AgentSpec(name=n, role="w") for n in ("ann", "bob")))
+
+    async def life():
+        pool = LLMAdapterPool()
+        router = MessageRouter()
+        await router.register("llm-0", pool, ["llm"])
+        losing = _LosingFirstAnswer(router)
+        provisioner = InProcessProvisioner(router, pool, LocalRouterClient(router))
+        desk, (orchestrator,) = await control_plane(losing, provisioner)
+        await router.register("orchestrator", orchestrator)  # as under Ray: agents reach it
+        job_id = await desk.submit(*order("Tasks:\n- first thing.", duo))
+        result = await orchestrator.wait(job_id, 10)
+        taker = orchestrator._held.job(job_id).taken["s1"]
+        return result, losing.dispatched, taker, await pool.usage(job_id)
+
+    result, dispatched, taker, usage = run(life())
+    assert result.status == "succeeded"
+    assert dispatched == [f"role:{agent_name('j4')}.w", taker]  # the role, then its taker
+    (sub,) = result.subtasks
+    assert (sub.attempt, agent_name(sub.agent)) == (2, taker)  # the second, to its taker
+    team = {agent_name(n) for n in ("ann", "bob")}
+    billed = sum(row.calls for row in usage if row.agent in team)
+    assert billed == sub.usage.calls  # each model call of the subtask made and billed once
