@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import functools
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
 from typing import Any, Final
 
 import ray
@@ -125,16 +125,18 @@ class RayTeamProvisioner:
         )
         tools = granted[0]
         roles = [team_role(team.name, spec.role)]
-        # an agent killed as it starts is started again by Ray: both calls are asked again
-        configure = functools.partial(_configure, spec, tools, roles)
+
+        def configured(handle: Any) -> Awaitable[Any]:
+            # an agent killed as it starts is started again by Ray: the call is asked again
+            return through_restarts(lambda: handle.configure.remote(spec, tools, roles))
+
         if node is not None and not await asyncio.to_thread(_exists, agent_actor_name(spec.name)):
             handle = await self._spawn_on(team, spec, tools, node)
-            await through_restarts(functools.partial(configure, handle))
+            await configured(handle)
         else:  # there already (kept where it is), or no node is big enough: Ray waits for one
             handle = self._spawn(team, spec, tools, "SPREAD")
             landed, _ = await asyncio.gather(
-                through_restarts(handle.started.remote),
-                through_restarts(functools.partial(configure, handle)),
+                through_restarts(handle.started.remote), configured(handle)
             )
             self._nodes[spec.name] = landed
         await self._routers.register(spec.name, handle, roles)
@@ -253,7 +255,3 @@ async def _until_gone(name: str, *, tries: int = 50) -> None:
 def _grant(sandbox: Any, team: TeamSpec, spec: AgentSpec) -> Any:
     functions = {n: d for n, d in team.functions.items() if n in spec.tools}
     return sandbox.grant.remote(spec.name, spec.tools, team.peers(spec.name), functions)
-
-
-def _configure(spec: AgentSpec, tools: Sequence[Any], roles: list[str], handle: Any) -> Any:
-    return handle.configure.remote(spec, tools, roles)
