@@ -10,11 +10,22 @@ Without a store (one pool, nothing kept), the check and the hold happen in memor
 pool shares one ledger: however many reserve at once, a limit holds. Every hold is written
 before its call goes on, so a restarted replica starts from what was spent, not from zero:
 holds still open when it died are booked as spent in full (the provider may have billed the
-call), so a restart can only make a budget stricter, never let it be overspent.
+call), so such a restart can only make a budget stricter.
+
+A kept call (one named by its place in a job's run, see :mod:`raytroupe.actors.llm.replay`)
+is the exception: it will be asked again at the same place, and booking its hold in full
+while the call made again holds as much once more would end a job over budget because its
+pool moved. Its hold stays held, orphaned, until the call made again at its place takes it
+over (in the transaction that takes that call's own hold); when that call settles, the
+orphaned call is booked at what the new one cost (the same request), at most what its hold
+kept back, and in full if the new call fails. An orphaned hold nobody takes over within
+:data:`ORPHANS_WAIT_S` is booked in full. The one estimate: an orphaned call that cost more
+than the call made in its place is booked at the lower cost.
 """
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
@@ -23,10 +34,23 @@ from typing import Final, Protocol
 
 from raytroupe.protocols import Budget, BudgetExceeded, LLMResponse, Spend, Usage
 
-__all__ = ["TURNS_KEPT", "KeptCall", "Ledger", "LedgerStore", "Reservation", "Spend", "over_limit"]
+__all__ = [
+    "ORPHANS_WAIT_S",
+    "TURNS_KEPT",
+    "KeptCall",
+    "Ledger",
+    "LedgerStore",
+    "Reservation",
+    "Spend",
+    "over_limit",
+]
 
 TURNS_KEPT: Final = 10_000
 """Answers a ledger without a store keeps for replay (the oldest go first)."""
+
+ORPHANS_WAIT_S: Final = 600.0
+"""How long the hold of a kept call whose replica died waits for the call to be made again
+at its place before it is booked in full (its job failed, or went another way)."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +61,8 @@ class Reservation:
     keys: tuple[str, ...]
     tokens: int
     usd: float
+    turn: str | None = None
+    """The kept call's name (``replay.turn_key``), if it is one."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +88,8 @@ class LedgerStore(Protocol):
     def hold(self, reservation: Reservation, limits: Mapping[str, Budget | None]) -> None:
         """Hold ``reservation`` on each of its accounts if it fits that account's limit.
 
+        A kept call takes over the holds left by replicas that died making it.
+
         Raises:
             BudgetExceeded: one of them would go over its limit; nothing is held.
         """
@@ -79,6 +107,10 @@ class LedgerStore(Protocol):
 
     def turn(self, key: str) -> LLMResponse | None:
         """The answer kept for the call ``key``, if it was made."""
+        ...
+
+    def book_orphans(self) -> int:
+        """Book in full the kept calls' holds nobody took over in time; how many."""
         ...
 
     def claim_turn(self, key: str, lease_s: float) -> str | None:
@@ -113,6 +145,7 @@ class Ledger:
             self.set_limit(f"tenant:{tenant}", budget)
         self._open: dict[str, Reservation] = {}
         self._turns: OrderedDict[str, LLMResponse] = OrderedDict()
+        self._orphans_booked = time.monotonic()
 
     def attach(self, store: LedgerStore) -> None:
         """Keep the ledger in ``store`` from now on (before any call is reserved)."""
@@ -124,15 +157,22 @@ class Ledger:
         """Set (or replace) the limit of ``key``; what it spent so far stays."""
         self._limits[key] = budget
 
-    def reserve(self, keys: Iterable[str], tokens: int, usd: float) -> Reservation:
+    def reserve(
+        self, keys: Iterable[str], tokens: int, usd: float, turn: str | None = None
+    ) -> Reservation:
         """Hold ``tokens`` and ``usd`` on every account in ``keys``.
+
+        ``turn``: the kept call's name, if it is one (see the module's text).
 
         Raises:
             BudgetExceeded: one of them would go over its limit; nothing is held.
         """
         unique = tuple(dict.fromkeys(keys))
-        reservation = Reservation(uuid.uuid4().hex, unique, tokens, usd)
+        reservation = Reservation(uuid.uuid4().hex, unique, tokens, usd, turn)
         if self._store is not None:  # before the call: a crash from here on counts it
+            if time.monotonic() - self._orphans_booked > ORPHANS_WAIT_S / 10:
+                self._orphans_booked = time.monotonic()
+                self._store.book_orphans()
             self._store.hold(reservation, {k: self._limits.get(k) for k in unique})
         else:
             accounts = [self._accounts.setdefault(k, _Account()) for k in unique]

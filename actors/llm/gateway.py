@@ -210,7 +210,7 @@ class Gateway:
                 provider=state.spec.provider,
             )
         estimate = 0.0 if state.price is None else state.price.cost(prompt, max_tokens)
-        reservation = self._ledger.reserve(keys, prompt + max_tokens, estimate)
+        reservation = self._ledger.reserve(keys, prompt + max_tokens, estimate, context.turn)
         usage = None
         answer: LLMResponse | None = None
         try:

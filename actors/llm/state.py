@@ -5,8 +5,9 @@ reset by a restart. The tables are shared by every replica of the pool (a SQLite
 the journal, or the cluster's PostgreSQL, which a replica restarted on another node reads
 back): each account's spend and what its open holds keep back are one row, so a reservation
 checks a limit and takes its hold in one statement, atomically across replicas (see
-:meth:`PoolState.reserve`). Holds a dead replica left open are booked as spent by the
-replica that takes its place (see :mod:`raytroupe.actors.llm.budget`).
+:meth:`PoolState.hold`). Holds a dead replica left open are booked as spent by the
+replica that takes its place, except those of kept calls: the call asked again at the same
+place takes such a hold over (see :mod:`raytroupe.actors.llm.budget`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import time
 from collections.abc import Collection, Mapping
 from pathlib import Path
 
-from raytroupe.actors.llm.budget import KeptCall, Reservation, Spend, over_limit
+from raytroupe.actors.llm.budget import ORPHANS_WAIT_S, KeptCall, Reservation, Spend, over_limit
 from raytroupe.actors.state import Migration, Tx, first, open_database, upsert
 from raytroupe.protocols import Budget, BudgetExceeded, LLMResponse, UsageRow
 
@@ -53,6 +54,14 @@ _MIGRATIONS: tuple[Migration, ...] = (
         "CREATE TABLE turn_calls (key TEXT PRIMARY KEY, owner TEXT NOT NULL, "
         "since DOUBLE PRECISION NOT NULL)",
     ),
+    (  # the hold of a kept call whose replica died waits for the call made again at its place
+        "ALTER TABLE holds ADD COLUMN turn TEXT",
+        "ALTER TABLE holds ADD COLUMN orphaned DOUBLE PRECISION",
+        "ALTER TABLE holds ADD COLUMN adopted_calls BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE holds ADD COLUMN adopted_tokens BIGINT NOT NULL DEFAULT 0",
+        "ALTER TABLE holds ADD COLUMN adopted_usd DOUBLE PRECISION NOT NULL DEFAULT 0",
+        "CREATE INDEX holds_by_turn ON holds (turn)",
+    ),
 )
 
 _USAGE_KEY = ("replica", "job_id", "agent", "model", "deployment", "provider")
@@ -84,22 +93,53 @@ class PoolState:
 
         Its calls may have been billed. With ``live`` (the replicas configured now), also those
         of any other owner (a replica scaled away, or a pool from before replicas). Each hold
-        is booked once, whoever else recovers at the same time. Returns how many were booked.
+        is booked once, whoever else recovers at the same time.
+
+        The hold of a kept call (one named by its place in a job's run) is not booked: the
+        call will be asked again at that place, and the call made then takes the hold over
+        (:meth:`hold`); it stays held meanwhile. Such holds nobody took over within
+        :data:`~raytroupe.actors.llm.budget.ORPHANS_WAIT_S` are booked in full here too.
+        Returns how many holds were booked.
         """
-        sql, params = "DELETE FROM holds WHERE owner = ?", [self.replica]
+        owners, params = "owner = ?", [self.replica]
         if live is not None:
             others = sorted(set(live) - {self.replica})
             marks = ", ".join("?" * len(others))
-            sql += f" OR owner NOT IN ({marks})" if others else " OR TRUE"
+            owners += f" OR owner NOT IN ({marks})" if others else " OR TRUE"
             params += others
+        now = time.time()
         with self._db.transaction() as tx:
-            rows = tx.execute(sql + " RETURNING keys, tokens, usd", params)
-            for keys, tokens, usd in rows:
-                for key in sorted(json.loads(keys)):
-                    tx.execute(_OPEN, (key,))
-                    tx.execute(_BOOK, (tokens, usd, tokens, usd, key))
+            tx.execute(
+                f"UPDATE holds SET orphaned = ? WHERE orphaned IS NULL "  # noqa: S608
+                f"AND turn IS NOT NULL AND ({owners})",
+                [now, *params],
+            )
+            booked = self._book_in_full(
+                tx,
+                f"(orphaned IS NULL AND ({owners})) OR orphaned < ?",
+                [*params, now - ORPHANS_WAIT_S],
+            )
             # and the kept calls it was making: whoever asks one again makes it
-            tx.execute(sql.replace("FROM holds", "FROM turn_calls", 1), params)
+            tx.execute(f"DELETE FROM turn_calls WHERE {owners}", params)  # noqa: S608
+        return booked
+
+    def book_orphans(self, wait_s: float = ORPHANS_WAIT_S) -> int:
+        """Book in full the holds of kept calls nobody asked again within ``wait_s``."""
+        with self._db.transaction() as tx:
+            return self._book_in_full(tx, "orphaned < ?", [time.time() - wait_s])
+
+    @staticmethod
+    def _book_in_full(tx: Tx, where: str, params: list[object]) -> int:
+        """Close the holds ``where`` selects, each booked in full with those it took over."""
+        rows = tx.execute(
+            f"DELETE FROM holds WHERE {where} "  # noqa: S608
+            "RETURNING keys, tokens, usd, adopted_tokens, adopted_usd",
+            params,
+        )
+        for keys, tokens, usd, adopted_tokens, adopted_usd in rows:
+            for key in sorted(json.loads(keys)):
+                tx.execute(_OPEN, (key,))
+                tx.execute(_BOOK, (tokens + adopted_tokens, usd + adopted_usd, tokens, usd, key))
         return len(rows)
 
     def claim_turn(self, key: str, lease_s: float) -> str | None:
@@ -153,24 +193,32 @@ class PoolState:
         in a fixed order, so that two replicas never wait on each other): a limit holds
         however many replicas reserve at once.
 
+        A kept call (``reservation.turn``) made again after its replica died takes over the
+        hold that call left (on the same accounts): that hold is released here, in the same
+        transaction, and the call it stood for is booked when this one settles.
+
         Raises:
             BudgetExceeded: an account in ``limits`` has no room; nothing is held.
         """
         limits = limits or {}
         with self._db.transaction() as tx:
+            adopted = (0, 0, 0.0) if reservation.turn is None else _adopt(tx, reservation)
             for key in sorted(reservation.keys):
                 tx.execute(_OPEN, (key,))
                 sql, params = _take(key, reservation, limits.get(key))
                 if not tx.execute(sql, params):
                     raise _exceeded(key, reservation, limits.get(key), tx)
             tx.execute(
-                "INSERT INTO holds (id, keys, tokens, usd, owner) VALUES (?, ?, ?, ?, ?)",
+                "INSERT INTO holds (id, keys, tokens, usd, owner, turn, adopted_calls, "
+                "adopted_tokens, adopted_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     reservation.id,
                     json.dumps(reservation.keys),
                     reservation.tokens,
                     reservation.usd,
                     self.replica,
+                    reservation.turn,
+                    *adopted,
                 ),
             )
 
@@ -182,6 +230,10 @@ class PoolState:
         A hold no longer open (booked in full meanwhile by a recovering replica) books nothing
         more. ``turn``, the call's answer, is kept in the same transaction either way (the
         call was paid for): the first answer kept for its key stays.
+
+        The calls whose holds this one took over (:meth:`hold`) are booked with it: each at
+        what this one cost (the same request, asked at the same place), at most what their
+        holds kept back; in full if this one was not answered.
         """
         with self._db.transaction() as tx:
             if turn is not None:
@@ -191,11 +243,22 @@ class PoolState:
                     (turn.key, turn.job_id, turn.answer.model_dump_json()),
                 )
                 tx.execute("DELETE FROM turn_calls WHERE key = ?", (turn.key,))
-            if not tx.execute("DELETE FROM holds WHERE id = ? RETURNING id", (reservation.id,)):
+            row = first(
+                tx.execute(
+                    "DELETE FROM holds WHERE id = ? "
+                    "RETURNING adopted_calls, adopted_tokens, adopted_usd",
+                    (reservation.id,),
+                )
+            )
+            if row is None:
                 return
+            calls, adopted_tokens, adopted_usd = row
+            if turn is not None:  # answered: the calls it stands for cost about what it did
+                adopted_tokens = min(adopted_tokens, calls * tokens)
+                adopted_usd = min(adopted_usd, calls * usd)
+            booked = (tokens + adopted_tokens, usd + adopted_usd)
             for key in sorted(reservation.keys):
-                held = (reservation.tokens, reservation.usd)
-                tx.execute(_BOOK, (tokens, usd, *held, key))
+                tx.execute(_BOOK, (*booked, reservation.tokens, reservation.usd, key))
 
     def turn(self, key: str) -> LLMResponse | None:
         """The answer kept for the call ``key`` (by any replica), if it was made."""
@@ -244,6 +307,37 @@ class PoolState:
     def close(self) -> None:
         """Close the connection."""
         self._db.close()
+
+
+def _adopt(tx: Tx, reservation: Reservation) -> tuple[int, int, float]:
+    """Take over the holds left by replicas that died making ``reservation``'s kept call.
+
+    Each is closed (what it kept back on its accounts released) if it held the same accounts;
+    returns how many calls they stood for and what they kept back, all told.
+    """
+    calls, tokens, usd = 0, 0, 0.0
+    rows = tx.execute(
+        "SELECT id, keys FROM holds WHERE turn = ? AND orphaned IS NOT NULL", (reservation.turn,)
+    )
+    for hold_id, keys in rows:
+        if set(json.loads(keys)) != set(reservation.keys):
+            continue  # another account's: booked in full when its wait is over
+        taken = first(
+            tx.execute(  # by this replica only, however many adopt at once
+                "DELETE FROM holds WHERE id = ? "
+                "RETURNING tokens, usd, adopted_calls, adopted_tokens, adopted_usd",
+                (hold_id,),
+            )
+        )
+        if taken is None:
+            continue
+        held_tokens, held_usd, their_calls, their_tokens, their_usd = taken
+        for key in sorted(reservation.keys):
+            tx.execute(_BOOK, (0, 0.0, held_tokens, held_usd, key))
+        calls += 1 + their_calls
+        tokens += held_tokens + their_tokens
+        usd += held_usd + their_usd
+    return calls, tokens, usd
 
 
 def _take(

@@ -19,9 +19,10 @@ Each scenario runs the same jobs as an undisturbed run at the start: three of th
 reserves for three calls in flight) and one whose agent calls a
 side-effecting tool (``journal_append``: each real run appends a line to a ledger file). The
 node goes once every job has started. Then: every job completed or failed with a typed code;
-the completed ones answered exactly as undisturbed; no finished subtask started again; the
-side effect ran once; no job used more tokens than its budget; the lost actors serve again on
-the standby node; the memories written before the loss are all still there.
+the completed ones answered exactly as undisturbed; none ran out of budget (a call the lost
+pool was making is made again in its hold's place, not beside it); no finished subtask started
+again; the side effect ran once; no job used more tokens than its budget; the lost actors
+serve again on the standby node; the memories written before the loss are all still there.
 """
 
 from __future__ import annotations
@@ -222,6 +223,8 @@ def _check(m: Matrix, scenario: str, jobs: list[runtime.JobHandle], results: lis
         if result.status != "succeeded":
             if result.error is None or not isinstance(result.error.code, ErrorCode):
                 problems.append(f"{job.job_id} {result.status} without a typed error")
+            elif result.error.code is ErrorCode.BUDGET_EXCEEDED:  # the budget is 2 x its use
+                problems.append(f"{job.job_id} ran out of budget because its actors moved")
             continue
         if result.task in m.baseline and result.answer != m.baseline[result.task]:
             problems.append(f"{job.job_id} answered differently from the undisturbed run")

@@ -348,6 +348,67 @@ def test_a_replica_books_its_own_holds_and_replica_0_those_of_replicas_gone(stat
     assert keep(PoolState(location)).account("tenant:t") == (Spend(40, 0.0), Spend(0, 0.0))
 
 
+def test_a_kept_calls_hold_left_by_a_dead_replica_is_taken_over_by_the_call_made_again(
+    state_at, keep
+):
+    """Its hold stays held (not booked in full) until the call asked again at its place takes
+    it over; then the two cost what the budget holds for one, and the orphan is booked at the
+    new call's cost, at most its hold."""
+    dead = keep(PoolState(state_at("llm"), replica="llm-0"))
+    keys = ("job:j1", "tenant:t")
+    dead.hold(Reservation(id="lost", keys=keys, tokens=1000, usd=1.0, turn="k"))
+    dead.hold(Reservation(id="plain", keys=("tenant:t",), tokens=100, usd=0.0))
+    dead.hold(Reservation(id="other", keys=keys, tokens=1000, usd=1.0, turn="k2"))
+    again = keep(PoolState(state_at("llm"), replica="llm-0"))
+    assert again.recover() == 1  # only the call not kept is booked
+    assert again.account("job:j1") == (Spend(0, 0.0), Spend(2000, 2.0))
+    limit = {"job:j1": Budget(tokens=2100), "tenant:t": None}
+    remade = Reservation(id="remade", keys=keys, tokens=1000, usd=1.0, turn="k")
+    again.hold(remade, limit)  # 2,000 held + 1,000 more would not fit 2,100
+    assert again.account("job:j1") == (Spend(0, 0.0), Spend(2000, 2.0))
+    with pytest.raises(BudgetExceeded):  # another call: no hold to take over
+        again.hold(Reservation(id="new", keys=keys, tokens=1000, usd=1.0, turn="k3"), limit)
+    answer = LLMResponse(text="x", model="m", provider="p")
+    again.settle(remade, 300, 0.25, KeptCall("k", "j1", answer))
+    assert again.account("job:j1") == (Spend(600, 0.5), Spend(1000, 1.0))  # 300 + 300
+    # the other one's call is made again and fails: its orphan is booked in full
+    failed = Reservation(id="failed", keys=keys, tokens=1000, usd=1.0, turn="k2")
+    again.hold(failed, limit)
+    again.settle(failed, 0, 0.0)
+    assert again.account("job:j1") == (Spend(1600, 1.5), Spend(0, 0.0))
+    assert again.account("tenant:t") == (Spend(1700, 1.5), Spend(0, 0.0))
+
+
+def test_an_orphaned_hold_passes_on_through_a_second_death_and_waits_only_so_long(state_at, keep):
+    location = state_at("llm")
+    keys = ("job:j1",)
+    keep(PoolState(location, replica="llm-0")).hold(
+        Reservation(id="one", keys=keys, tokens=500, usd=0.0, turn="k")
+    )
+    assert keep(PoolState(location, replica="llm-0")).recover() == 0
+    second = keep(PoolState(location, replica="llm-1"))
+    second.hold(Reservation(id="two", keys=keys, tokens=600, usd=0.0, turn="k"))
+    assert keep(PoolState(location, replica="llm-1")).recover() == 0  # it died too
+    third = keep(PoolState(location, replica="llm-0"))
+    made = Reservation(id="three", keys=keys, tokens=600, usd=0.0, turn="k")
+    third.hold(made)
+    assert third.account("job:j1") == (Spend(0, 0.0), Spend(600, 0.0))
+    third.settle(
+        made, 400, 0.0, KeptCall("k", "j1", LLMResponse(text="x", model="m", provider="p"))
+    )
+    assert third.account("job:j1") == (Spend(400 + 800, 0.0), Spend(0, 0.0))  # 2 x 400 <= 1,100
+    # one not taken over: another job's call at that place does not take it; time does
+    keep(PoolState(location, replica="llm-1")).hold(
+        Reservation(id="four", keys=keys, tokens=50, usd=0.0, turn="k4")
+    )
+    assert keep(PoolState(location, replica="llm-1")).recover() == 0
+    third.hold(Reservation(id="elsewhere", keys=("job:j2",), tokens=50, usd=0.0, turn="k4"))
+    assert third.book_orphans(wait_s=60) == 0
+    assert third.account("job:j1") == (Spend(1200, 0.0), Spend(50, 0.0))
+    assert third.book_orphans(wait_s=0) == 1
+    assert third.account("job:j1") == (Spend(1250, 0.0), Spend(0, 0.0))
+
+
 def test_a_limit_holds_however_many_replicas_reserve_at_once(state_at, keep):
     """8 replicas (connections) race for one tenant's 1,000 tokens, 10 at a time."""
     location = state_at("llm")
