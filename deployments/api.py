@@ -15,6 +15,7 @@ from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from raytroupe import __version__
 from raytroupe.actors.spawn import Offload
@@ -22,6 +23,7 @@ from raytroupe.deployments.access import Caller, NotAdmin
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.console_api import console_app
 from raytroupe.deployments.declared import at_of, declared_routes
+from raytroupe.deployments.mcp_http import mcp_endpoint
 from raytroupe.deployments.openai_compat import openai_routes
 from raytroupe.deployments.openapi import DocumentedAPI
 from raytroupe.deployments.problems import problem, troupe_problem
@@ -63,6 +65,8 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app.include_router(skill_routes(client))
     app.include_router(_ops(client))
     app.include_router(openai_routes(client, config))
+    # MCP's streamable HTTP: every team and skill the key may run is a tool
+    app.router.routes.append(Route("/mcp", mcp_endpoint(client), include_in_schema=False))
     app.mount("/console", console_app(), name="console")
     return app
 

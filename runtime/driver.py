@@ -576,6 +576,20 @@ class Runtime:
         """The Ray handle of a named actor (``router``, ``llm``, ``agent/<name>`` ...)."""
         return ray.get_actor(name, namespace=NAMESPACE)
 
+    def serve_mcp(self, *, tenant: str | None = None) -> None:
+        """Serve the teams and skills as an MCP server on stdin and stdout until stdin ends.
+
+        What ``troupe mcp`` runs for a desktop client, which starts it as a child process
+        (see :mod:`raytroupe.runtime.mcp`). Its jobs run as the driver's (every team and
+        skill), or with ``tenant`` as that tenant's, under its policy.
+        """
+        from raytroupe.runtime.mcp import serve_stdio  # noqa: PLC0415 - mcp loads when asked
+
+        at = self._at()
+        if tenant is not None:
+            at = At(self.client, tenant=tenant, admin=False, source="mcp")
+        self._run(serve_stdio(at))
+
     def shutdown(self) -> None:
         """Disconnect from Ray if :func:`connect` connected; a local Ray it started stops.
 

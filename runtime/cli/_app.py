@@ -30,6 +30,7 @@ from raytroupe.runtime.cli._jobs import (
     usage_command,
 )
 from raytroupe.runtime.cli._knowledge import kb_app, sessions_app
+from raytroupe.runtime.cli._mcp import mcp
 from raytroupe.runtime.cli._models import models_app
 from raytroupe.runtime.cli._policies import me, policies_app
 from raytroupe.runtime.cli._show import OUT, reported
@@ -167,7 +168,7 @@ _COMMANDS: Final[dict[str, dict[str, Callable[..., None]]]] = {
         "fork": fork,
     },
     _RESOURCES: {"eval": evaluate, "me": me},
-    _LOCAL: {"up": up, "down": down, "serve": serve},
+    _LOCAL: {"up": up, "down": down, "serve": serve, "mcp": mcp},
 }
 for _panel, _commands in _COMMANDS.items():
     for _name, _command in _commands.items():

@@ -46,6 +46,7 @@ AHEAD: dict[Run, str] = {
     ("approvals", ("--limit", "5000"), (), 0): "test_approvals_",
     ("typed_output", (), (), 0): "test_typed_output_",
     ("mcp_tools", (), (), 0): "test_mcp_tools_",
+    ("mcp_client", (), (), 0): "test_mcp_client_",
     ("skills_demo", (), (), 0): "test_skills_demo_",
     ("graph_team", (), (), 0): "test_graph_team_",
     ("conversation_and_knowledge", (), (), 0): "test_conversation_and_knowledge_",
@@ -174,6 +175,17 @@ def test_mcp_tools_the_servers_tools_are_offered_checked_and_called():
     assert 'convert_distance({"value": 42.195, "to": "mi"}) -> 26.219' in out
     assert 'convert_temperature({"value": 18, "to": "F"}) -> 64.4' in out
     assert "status: succeeded" in out
+
+
+def test_mcp_client_lists_calls_and_reads_raytroupes_tools_over_http():
+    out = run_example("mcp_client")
+    assert "tool team_research: Run a job of the team research." in out
+    assert "tool skill_sentiment: Classify the sentiment of a review" in out
+    assert "progress 0/2: plan ready" in out
+    assert "progress 2/2: job succeeded" in out
+    assert "is_error: False; team research; 2 model calls" in out
+    assert "2. Chroma is an embedding database that stores vectors for retrieval." in out
+    assert re.search(r"troupe://jobs/job-\w+/result: status succeeded, 2 subtasks", out), out
 
 
 def test_skills_demo_names_one_skill_and_routes_two_jobs_to_theirs():
