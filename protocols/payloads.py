@@ -107,6 +107,11 @@ class TaskRequest(_Frozen):
     budget: Budget | None = Field(
         default=None, description="The job's budget, for every model call made for it."
     )
+    candidate: int = Field(
+        default=0, ge=0, le=64,
+        description="Which candidate of a subtask dispatched redundantly this is (0 when it "
+        "is dispatched once): each candidate is a run of its own, its model calls made for it.",
+    )  # fmt: skip
 
 
 StopReason = Literal[

@@ -22,6 +22,7 @@ import structlog
 
 from raytroupe.actors.agent.react import ReAct
 from raytroupe.actors.agent.slots import Slots
+from raytroupe.actors.agent.turns import run_of
 from raytroupe.actors.endpoint import (
     RestartStore,
     RouterClient,
@@ -199,9 +200,10 @@ class AgentActor(TakesBatches):
 
         An orchestrator that restarts dispatches its unfinished subtasks again, possibly while
         the first dispatch still runs: both get the one run's result instead of two runs
-        racing each other (and their tools) for the same subtask.
+        racing each other (and their tools) for the same subtask. Each candidate of a
+        subtask dispatched redundantly is a run of its own (:func:`run_of`).
         """
-        key = (message.job_id, request.task_id)
+        key = (message.job_id, run_of(request))
         joined = self._subtasks.get(key)
         if joined is None:
             holder = await self._taker(message, request)

@@ -35,6 +35,7 @@ from raytroupe.actors.agent.turns import (
     handoff_result,
     next_tool_choice,
     one_more_turn,
+    run_of,
     system_prompt,
     task_content,
     tool_text,
@@ -102,13 +103,15 @@ class ReAct:
     ) -> TaskResult:
         """Run the loop for one subtask, as ``spec`` and ``tools`` say (``AgentActor.run_task``)."""
         started = self._clock()
+        prompt = system_prompt(spec, message.tenant)
         loop = Loop(
             [
-                ChatMessage(role="system", content=system_prompt(spec, message.tenant)),
+                ChatMessage(role="system", content=prompt),
                 ChatMessage(role="user", content=task_content(request)),
             ],
             StopConditions(spec, self._clock, message.deadline),
             tools_tokens=tools_tokens(tools),
+            role_prompt=(prompt, system_prompt(spec, message.tenant, named=False)),
         )
         bound = log.bind(
             agent=spec.name, job_id=message.job_id, msg_id=message.id, task_id=request.task_id
@@ -152,7 +155,7 @@ class ReAct:
                     budget=request.budget,
                 )
                 try:
-                    answer = await self._ask(message, loop.placed(request.task_id, call, recalled))
+                    answer = await self._ask(message, loop.placed(run_of(request), call, recalled))
                 except ModelError as exc:  # a call the provider could not read: written again
                     if exc.detail.get("reason") not in UNREADABLE_CALL:
                         raise
@@ -282,7 +285,7 @@ class ReAct:
                 temperature=spec.temperature,
                 budget=request.budget,
             )
-            answer = await self._ask(cause, loop.placed(request.task_id, call))
+            answer = await self._ask(cause, loop.placed(run_of(request), call))
         except TroupeError as exc:
             bound.warning("context_summary_failed", code=exc.code.value, error=exc.message)
             return None

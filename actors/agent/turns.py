@@ -58,6 +58,7 @@ __all__ = [
     "next_tool_choice",
     "one_more_turn",
     "render_task",
+    "run_of",
     "system_prompt",
     "task_content",
     "tool_text",
@@ -142,15 +143,16 @@ def one_more_turn(loop: Loop, stop: Stop | None, max_turns: int) -> Stop | None:
     return None
 
 
-def system_prompt(spec: AgentSpec, tenant: str) -> str:
+def system_prompt(spec: AgentSpec, tenant: str, *, named: bool = True) -> str:
     """Who the agent is and what it was told: "You are alan, an analyst. <instructions>".
 
     Its name is the one its team's author wrote (an inline team's, without ``tenant``'s
-    scope), the one its teammates know it by.
+    scope), the one its teammates know it by. ``named=False``: the same without the name
+    ("You are an analyst. ..."), what any agent of that role and spec is told.
     """
     article = "an" if spec.role[:1].lower() in "aeiou" else "a"
-    name = unscoped(spec.name, tenant)
-    return f"You are {name}, {article} {spec.role}. {spec.instructions}".strip()
+    name = f"{unscoped(spec.name, tenant)}, " if named else ""
+    return f"You are {name}{article} {spec.role}. {spec.instructions}".strip()
 
 
 def task_content(request: TaskRequest) -> str | tuple[ContentPart, ...]:
@@ -192,6 +194,10 @@ class Loop:
     """The answer the last corrective turn was about."""
     calls: int = 0
     """Model calls asked so far, summaries included."""
+    role_prompt: tuple[str, str] | None = None
+    """The agent's system turn, and the same without its name: a call's place holds the
+    latter, so that a teammate of the same role and spec given the subtask again (its
+    agent died with the word that it took it) reaches the same places, and replays them."""
 
     def window(self, spec: AgentSpec) -> int | None:
         """The context window to keep within: the spec's or the deployment's, the smaller."""
@@ -212,7 +218,9 @@ class Loop:
         self.calls += 1
         if len(task_id) > _LONGEST_PLACE_ID:  # a place is at most 200 characters
             task_id = hashlib.sha256(task_id.encode()).hexdigest()
-        conversation = asked.model_dump_json(exclude=set(_NOT_ASKED))
+        conversation = _as_any_teammate(asked, self.role_prompt).model_dump_json(
+            exclude=set(_NOT_ASKED)
+        )
         digest = hashlib.sha256(conversation.encode()).hexdigest()[:32]
         messages = (*asked.messages[:1], *recalled, *asked.messages[1:])
         return asked.model_copy(
@@ -224,6 +232,23 @@ class Loop:
         self.usage += answer.usage
         if answer.context_window is not None:
             self.served_window = answer.context_window
+
+
+def run_of(request: TaskRequest) -> str:
+    """The name of ``request``'s run, which its calls' places start with.
+
+    The subtask's id, and the candidate's number when it is one of several: each candidate
+    is a run of its own, whichever agent of the role runs it.
+    """
+    return request.task_id if not request.candidate else f"{request.task_id}#{request.candidate}"
+
+
+def _as_any_teammate(asked: LLMRequest, role_prompt: tuple[str, str] | None) -> LLMRequest:
+    """``asked`` with its system turn not naming the agent (see ``Loop.role_prompt``)."""
+    if role_prompt is None or not asked.messages or asked.messages[0].content != role_prompt[0]:
+        return asked
+    anonymous = asked.messages[0].model_copy(update={"content": role_prompt[1]})
+    return asked.model_copy(update={"messages": (anonymous, *asked.messages[1:])})
 
 
 def calls_in_text(

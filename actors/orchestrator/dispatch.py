@@ -225,10 +225,11 @@ class Dispatcher:
         holders: list[str | None] = [
             *sorted(a.name for a in job.team.agents if a.role == sub.role)
         ] or [None]
+        asked = [request.model_copy(update={"candidate": n}) for n in range(sub.redundancy)]
         results = await asyncio.gather(
             *(
-                self._gated(job, sub, request, span, holders[n % len(holders)])
-                for n in range(sub.redundancy)
+                self._gated(job, sub, candidate, span, holders[n % len(holders)])
+                for n, candidate in enumerate(asked)
             )
         )
         for result in results:  # the tools' host failed: no vote over the others may hide it

@@ -304,3 +304,92 @@ def test_a_subtask_run_again_after_its_agent_died_makes_only_the_calls_it_had_no
     assert model.made[2].messages[-1].content == "395"  # 391 + 4, replayed from the sandbox
     assert "checked by hand" in model.made[2].messages[1].content
     assert "checked by hand" not in model.made[1].messages[1].text
+
+
+class ByTurn(Counting):
+    """Answers by the turn of the conversation it is asked (the tool results it holds)."""
+
+    async def complete(self, request: LLMRequest, *, on_delta=None) -> LLMResponse:
+        await super().complete(request, on_delta=on_delta)
+        return self.answers[sum(1 for m in request.messages if m.role == "tool")]
+
+
+@pytest.mark.parametrize(
+    ("teammate", "made"),
+    [({"name": "bea"}, 3), ({"name": "bea", "instructions": "Check every step twice."}, 5)],
+    ids=["same-spec", "other-instructions"],
+)
+def test_a_teammate_given_the_subtask_again_replays_it_only_if_asked_as_its_agent_was(
+    tmp_path, teammate, made
+):
+    """The agent that ran it died with the word that it took it: the job gives the subtask
+    to a teammate of the same role. Its own name is not part of a call's place, so a teammate
+    with the same spec reaches the same places, replays the two calls made and makes the
+    third (3 in all); one told otherwise is asked another conversation: 2 + 3 calls."""
+    model = ByTurn(
+        [
+            answer("", calc("17 * 23", "c1"), tokens=10),
+            answer("", calc("391 + 4", "c2"), tokens=20),
+            answer("It is 395.", tokens=30),
+        ],
+        hold_at=3,
+    )
+    spec = AgentSpec(name="ada", role="worker", tools=("calculator",), model="m")
+    other = spec.model_copy(update=teammate)
+    request = TaskRequest(task_id="s1", instructions="Compute 17 * 23 + 4")
+
+    async def main():
+        router = MessageRouter()
+        client = LocalRouterClient(router)
+        pool = await pool_on(model, tmp_path / "llm.sqlite")
+        await router.register("llm-0", pool, ["llm"])
+        sandbox = await in_process_sandbox()
+        await router.register("tools-0", sandbox, ["tools"])
+
+        def dispatch(to: str):
+            message = envelope(request, to, sender="orchestrator", job_id="job-1")
+            return asyncio.ensure_future(client.request(message))
+
+        first = AgentActor(spec, client, await sandbox.grant(spec.name, spec.tools))
+        await router.register(spec.name, first, [spec.role])
+        cut = dispatch(spec.name)
+        await asyncio.wait_for(model.held.wait(), 10)
+        await first.on_stop()
+        with pytest.raises(asyncio.CancelledError):
+            await cut
+        await router.unregister(spec.name)
+        second = AgentActor(other, client, await sandbox.grant(other.name, other.tools))
+        await router.register(other.name, second, [other.role])
+        reply = await dispatch(other.name)
+        return reply.payload
+
+    result = run(main(), guard_s=30)
+    assert isinstance(result, TaskResult), result
+    assert (result.status, result.output, result.agent) == ("succeeded", "It is 395.", "bea")
+    assert len(model.made) == made
+
+
+def test_each_candidate_of_a_redundant_subtask_is_a_run_of_its_own(tmp_path):
+    """Candidates of one subtask (redundancy 3 over two agents of one spec) are asked the same
+    conversation, and each is made: none is given another's answer, even from its own agent."""
+    model = ByTurn([answer("It is 395.", tokens=30)])
+    spec = AgentSpec(name="ada", role="worker", model="m")
+    specs = [spec, spec.model_copy(update={"name": "bea"})]
+    request = TaskRequest(task_id="s1", instructions="Compute 17 * 23 + 4")
+
+    async def main():
+        router = MessageRouter()
+        client = LocalRouterClient(router)
+        await router.register("llm-0", await pool_on(model, tmp_path / "llm.sqlite"), ["llm"])
+        for agent in specs:
+            await router.register(agent.name, AgentActor(agent, client, ()), [agent.role])
+        asked = [
+            envelope(request.model_copy(update={"candidate": n}), specs[n % 2].name,
+                     sender="orchestrator", job_id="job-1")
+            for n in range(3)
+        ]  # fmt: skip
+        return await asyncio.gather(*(client.request(m) for m in asked))
+
+    replies = run(main(), guard_s=30)
+    assert [r.payload.status for r in replies] == ["succeeded"] * 3
+    assert len(model.made) == 3
