@@ -28,6 +28,7 @@ from raytroupe.actors.endpoint import (
     RouterClient,
     TakesBatches,
     expected,
+    request_through_restarts,
     serve_envelope,
 )
 from raytroupe.actors.telemetry.genai import agent_finished, agent_invocation
@@ -54,6 +55,12 @@ log = structlog.get_logger("raytroupe.agent")
 TAKE_WAIT_S = 2.0
 """How long an agent that had a dispatch through its role waits for the job's shard to say
 whether another agent took that dispatch first; then it runs it."""
+
+
+_RESTARTING = frozenset(
+    {ErrorCode.UNKNOWN_RECIPIENT, ErrorCode.RECIPIENT_UNAVAILABLE, ErrorCode.DELIVERY}
+)
+"""What a teammate that is restarting answers, through the router, for a moment."""
 
 
 def _past(deadline: float | None, pause: float) -> bool:
@@ -267,11 +274,21 @@ class AgentActor(TakesBatches):
     async def _hand_over(
         self, message: AgentMessage, request: TaskRequest, holder: str
     ) -> TaskResult:
-        """``holder``'s answer to the dispatch: it took the same one first, and runs it."""
+        """``holder``'s answer to the dispatch: it took the same one first, and runs it.
+
+        A holder that is restarting (killed since it said so: the router knows no actor of its
+        name for a moment) is waited for; it joins or resumes the run it took, so asking it
+        again is safe.
+        """
         log.info("subtask_handed_over", agent=self._spec.name, holder=holder,
                  job_id=message.job_id, task_id=request.task_id)  # fmt: skip
-        passed = message.derive(sender=self._spec.name, recipient=holder, payload=request)
-        answer = expected(await self._router.request(passed), TaskResult, unexpected=InvalidInput)
+        reply = await request_through_restarts(
+            self._router,
+            lambda: message.derive(sender=self._spec.name, recipient=holder, payload=request),
+            again=lambda error: error.code in _RESTARTING,
+            repeats_answered=True,
+        )
+        answer = expected(reply, TaskResult, unexpected=InvalidInput)
         if isinstance(answer, ErrorPayload):
             raise answer.to_exception()
         return answer

@@ -604,6 +604,34 @@ def test_an_agent_hands_a_dispatch_its_teammate_took_first_to_that_teammate():
     assert asked == []  # no model call: ada runs it
 
 
+def test_a_dispatch_handed_to_a_teammate_that_is_restarting_waits_for_it():
+    """ada took the subtask and was killed since: for a moment the router knows no actor of
+    her name. bob hands the dispatch over once she is back (she joins or resumes her run),
+    instead of failing the subtask with unknown_recipient."""
+
+    async def main():
+        rig_ = await rig(AgentSpec(name="bob", role="worker", model="offline"))
+        shard = Answers(lambda m: SubtaskTaken(task_id=m.payload.task_id, agent="ada"))
+        done = TaskResult(task_id="s1", agent="ada", status="succeeded", output="ada's answer",
+                          started_at=1.0, finished_at=2.0)  # fmt: skip
+        ada = Answers(lambda _m: done)
+        await rig_.router.register("orchestrator", shard)
+
+        async def back() -> None:  # Ray restarts her; she registers again
+            await asyncio.sleep(0.5)
+            await rig_.router.register("ada", ada)
+
+        returning = asyncio.ensure_future(back())
+        reply = await rig_.ask(TaskRequest(task_id="s1", instructions="Count the ducks."))
+        await returning
+        return reply, ada.got, rig_.requests()
+
+    reply, handed, asked = run(main())
+    assert (reply.payload.agent, reply.payload.output) == ("ada", "ada's answer")
+    assert len(handed) == 1
+    assert asked == []
+
+
 def test_a_dispatch_by_name_is_run_whatever_the_shard_answers():
     async def main():
         rig_ = await rig(AgentSpec(name="bob", role="worker", model="offline"))
