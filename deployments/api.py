@@ -20,6 +20,7 @@ from starlette.routing import Route
 from raytroupe import __version__
 from raytroupe.actors.spawn import Offload
 from raytroupe.deployments.access import Caller, NotAdmin
+from raytroupe.deployments.ag_ui import ag_ui_routes
 from raytroupe.deployments.config import APIConfig
 from raytroupe.deployments.console_api import console_app
 from raytroupe.deployments.declared import at_of, declared_routes
@@ -65,6 +66,7 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app.include_router(skill_routes(client))
     app.include_router(_ops(client))
     app.include_router(openai_routes(client, config))
+    app.include_router(ag_ui_routes(client))
     # MCP's streamable HTTP: every team and skill the key may run is a tool
     app.router.routes.append(Route("/mcp", mcp_endpoint(client), include_in_schema=False))
     app.mount("/console", console_app(), name="console")

@@ -88,10 +88,13 @@ def mcp_server(at_for: AtFor) -> Server[Any]:
             return _failed(f"{exc.code.value}: {exc.message}", None)
         try:
             view = await _followed(at, accepted.id, ctx)
-        except BaseException:  # the request was cancelled (or failed): so is the job
+        except anyio.get_cancelled_exc_class():  # the call was cancelled: so is its job
             with anyio.CancelScope(shield=True), contextlib.suppress(TroupeError):
                 await jobs.cancel.run_for(at, {"job_id": accepted.id})
             raise
+        except TroupeError as exc:  # following it failed, not the job: it goes on
+            said = f"job {accepted.id} could not be followed ({exc.code.value}: {exc.message})"
+            return _failed(f"{said}; read troupe://jobs/{accepted.id}/result", accepted.id)
         return _answer(view)
 
     async def list_resources(
@@ -228,7 +231,7 @@ def _step(event: JobEvent) -> str:
 def _answer(view: JobView) -> mt.CallToolResult:
     result = view.result
     if result is None or result.status != "succeeded" or result.output is None:
-        return _failed(_why(view.id, result), result)
+        return _failed(_why(view.id, result), view.id)
     return mt.CallToolResult(
         content=[mt.TextContent(text=result.answer)],
         structured_content=result.output.model_dump(mode="json"),
@@ -242,8 +245,9 @@ def _why(job_id: str, result: JobResult | None) -> str:
     return f"job {job_id} {result.status}: {result.error.code.value}: {result.error.message}"
 
 
-def _failed(said: str, result: JobResult | None) -> mt.CallToolResult:
-    meta = None if result is None else {"raytroupe/job_id": result.job_id}
+def _failed(said: str, job_id: str | None) -> mt.CallToolResult:
+    """A tool error saying ``said`` (with the job's id, if one was started)."""
+    meta = None if job_id is None else {"raytroupe/job_id": job_id}
     return mt.CallToolResult(content=[mt.TextContent(text=said)], is_error=True, meta=meta)
 
 
