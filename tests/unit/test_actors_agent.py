@@ -579,6 +579,14 @@ class Answers:
         return encode(message.reply(self.answer(message), sender=message.recipient))
 
 
+def taken_by_ada() -> tuple[Answers, Answers]:
+    """A job's shard that says ada took every subtask, and ada, who answers with hers."""
+    shard = Answers(lambda m: SubtaskTaken(task_id=m.payload.task_id, agent="ada"))
+    done = TaskResult(task_id="s1", agent="ada", status="succeeded", output="ada's answer",
+                      started_at=1.0, finished_at=2.0)  # fmt: skip
+    return shard, Answers(lambda _m: done)
+
+
 def test_an_agent_hands_a_dispatch_its_teammate_took_first_to_that_teammate():
     """The router that had the dispatch died and sent it again, to the role: bob, not ada,
     got it this time. The job's shard says ada took it; bob hands it to ada (who joins or
@@ -586,10 +594,7 @@ def test_an_agent_hands_a_dispatch_its_teammate_took_first_to_that_teammate():
 
     async def main():
         rig_ = await rig(AgentSpec(name="bob", role="worker", model="offline"))
-        shard = Answers(lambda m: SubtaskTaken(task_id=m.payload.task_id, agent="ada"))
-        done = TaskResult(task_id="s1", agent="ada", status="succeeded", output="ada's answer",
-                          started_at=1.0, finished_at=2.0)  # fmt: skip
-        ada = Answers(lambda _m: done)
+        shard, ada = taken_by_ada()
         await rig_.router.register("orchestrator", shard)
         await rig_.router.register("ada", ada)
         reply = await rig_.ask(TaskRequest(task_id="s1", instructions="Count the ducks."))
@@ -611,10 +616,7 @@ def test_a_dispatch_handed_to_a_teammate_that_is_restarting_waits_for_it():
 
     async def main():
         rig_ = await rig(AgentSpec(name="bob", role="worker", model="offline"))
-        shard = Answers(lambda m: SubtaskTaken(task_id=m.payload.task_id, agent="ada"))
-        done = TaskResult(task_id="s1", agent="ada", status="succeeded", output="ada's answer",
-                          started_at=1.0, finished_at=2.0)  # fmt: skip
-        ada = Answers(lambda _m: done)
+        shard, ada = taken_by_ada()
         await rig_.router.register("orchestrator", shard)
 
         async def back() -> None:  # Ray restarts her; she registers again

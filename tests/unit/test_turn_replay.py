@@ -94,6 +94,16 @@ async def pool_on(model: Counting, state=None, replica: int = 0) -> LLMAdapterPo
     return pool
 
 
+async def wired(model: Counting, state):
+    """A router with a pool of ``model`` (its ledger at ``state``) and a sandbox registered."""
+    router = MessageRouter()
+    pool = await pool_on(model, state)
+    await router.register("llm-0", pool, ["llm"])
+    sandbox = await in_process_sandbox()
+    await router.register("tools-0", sandbox, ["tools"])
+    return router, LocalRouterClient(router), pool, sandbox
+
+
 async def ask(pool: LLMAdapterPool, request: LLMRequest, job_id="j1", tenant="acme"):
     message = envelope(request, "llm", sender="ada", job_id=job_id, tenant=tenant)
     return decode(await pool.receive(encode(message))).payload
@@ -258,12 +268,7 @@ def test_a_subtask_run_again_after_its_agent_died_makes_only_the_calls_it_had_no
     request = TaskRequest(task_id="s1", instructions="Compute (17 * 23 + 4) * 2")
 
     async def main():
-        router = MessageRouter()
-        client = LocalRouterClient(router)
-        pool = await pool_on(model, tmp_path / "llm.sqlite")
-        await router.register("llm-0", pool, ["llm"])
-        sandbox = await in_process_sandbox()
-        await router.register("tools-0", sandbox, ["tools"])
+        router, client, pool, sandbox = await wired(model, tmp_path / "llm.sqlite")
         memory = await in_process_memory()
         await router.register("memory", memory, ["memory"])
         tools = await sandbox.grant(spec.name, spec.tools)
@@ -339,12 +344,7 @@ def test_a_teammate_given_the_subtask_again_replays_it_only_if_asked_as_its_agen
     request = TaskRequest(task_id="s1", instructions="Compute 17 * 23 + 4")
 
     async def main():
-        router = MessageRouter()
-        client = LocalRouterClient(router)
-        pool = await pool_on(model, tmp_path / "llm.sqlite")
-        await router.register("llm-0", pool, ["llm"])
-        sandbox = await in_process_sandbox()
-        await router.register("tools-0", sandbox, ["tools"])
+        router, client, _pool, sandbox = await wired(model, tmp_path / "llm.sqlite")
 
         def dispatch(to: str):
             message = envelope(request, to, sender="orchestrator", job_id="job-1")
@@ -378,9 +378,7 @@ def test_each_candidate_of_a_redundant_subtask_is_a_run_of_its_own(tmp_path):
     request = TaskRequest(task_id="s1", instructions="Compute 17 * 23 + 4")
 
     async def main():
-        router = MessageRouter()
-        client = LocalRouterClient(router)
-        await router.register("llm-0", await pool_on(model, tmp_path / "llm.sqlite"), ["llm"])
+        router, client, _pool, _sandbox = await wired(model, tmp_path / "llm.sqlite")
         for agent in specs:
             await router.register(agent.name, AgentActor(agent, client, ()), [agent.role])
         asked = [
