@@ -54,23 +54,54 @@ from ag_ui.core import (
     ToolCallStartEvent,
 )
 from ag_ui.encoder import EventEncoder
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 from pydantic import Field
 
 from raytroupe.deployments.access import Caller
 from raytroupe.deployments.declared import at_of
+from raytroupe.deployments.documents import document
 from raytroupe.deployments.openai_answers import _AnswerTokens
 from raytroupe.deployments.openai_messages import _target
 from raytroupe.protocols import InvalidRequest, JobEvent, Span
 from raytroupe.protocols.job_order import JobOrder
 from raytroupe.protocols.sessions import checked_session_id
 from raytroupe.runtime.client import SystemClient
+from raytroupe.runtime.http_calls import EVENT_STREAM
 from raytroupe.runtime.operations import At, job_reads, jobs, sessions, submit
 
 __all__ = ["ag_ui_events", "ag_ui_routes"]
 
 _MEDIA: Final = EventEncoder().get_content_type()
+_STREAM: Final[dict[int | str, Any]] = {
+    200: {
+        "description": "AG-UI events as Server-Sent Events: each `data` line one event's JSON.",
+        "content": {EVENT_STREAM: {"schema": {"type": "string"}}},
+    }
+}
+_RUN_BODY: Final[dict[str, Any]] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/json": {
+                "schema": {
+                    "title": "RunAgentInput",
+                    "description": "AG-UI's RunAgentInput (the ag-ui-protocol package's model): "
+                    "the thread, the run, the thread's messages (the last user message is the "
+                    "task); state, tools, context and forwardedProps are accepted.",
+                    "type": "object",
+                    "required": ["threadId", "runId", "messages"],
+                    "properties": {
+                        "threadId": {"type": "string"},
+                        "runId": {"type": "string"},
+                        "messages": {"type": "array", "items": {"type": "object"}},
+                    },
+                }
+            }
+        },
+    }
+}
+"""Described by hand: the package's own schema names its ``ToolCall`` as raytroupe's is."""
 _HEADERS: Final = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 _KEEP_ALIVE: Final = ": keep-alive\n\n"
 JobId = Annotated[str, Field(min_length=1, max_length=64)]
@@ -81,9 +112,15 @@ def ag_ui_routes(client: SystemClient) -> APIRouter:
     """``POST /v1/ag-ui/{target}`` and ``GET /v1/jobs/{job_id}/ag-ui``."""
     routes = APIRouter(tags=["AG-UI"])
 
-    @routes.post("/v1/ag-ui/{target}", response_class=StreamingResponse)
+    @routes.post(
+        "/v1/ag-ui/{target}", response_class=StreamingResponse, responses=_STREAM,
+        openapi_extra=_RUN_BODY,
+    )  # fmt: skip
     async def run_agent(
-        target: Target, run: Annotated[RunAgentInput, Body()], who: Caller, request: Request
+        target: Target,
+        run: Annotated[RunAgentInput, document(RunAgentInput)],
+        who: Caller,
+        request: Request,
     ) -> StreamingResponse:
         """Run the thread's last user message as a job of ``target``; its AG-UI events.
 
@@ -100,7 +137,7 @@ def ag_ui_routes(client: SystemClient) -> APIRouter:
         events = ag_ui_events(at, job_id, thread_id=run.thread_id, run_id=run.run_id)
         return StreamingResponse(_encoded(events), media_type=_MEDIA, headers=_HEADERS)
 
-    @routes.get("/v1/jobs/{job_id}/ag-ui", response_class=StreamingResponse)
+    @routes.get("/v1/jobs/{job_id}/ag-ui", response_class=StreamingResponse, responses=_STREAM)
     async def follow(job_id: JobId, who: Caller, request: Request) -> StreamingResponse:
         """A job of the caller's as AG-UI events, from its start (404: none of the caller's)."""
         at = at_of(who, client, request)
