@@ -66,7 +66,9 @@ def main() -> None:
     key = deployments.new_key()
     held = deployments.APIKey(name="mcp-example", hash=deployments.hash_key(key), tenant="default")
     config = deployments.APIConfig(api_keys=[held])
-    rt = runtime.connect(llm=runtime.OfflineModel(latency_s=0.2), log_level="warning")
+    rt = runtime.connect(
+        address="local", num_cpus=2, llm=runtime.OfflineModel(latency_s=0.2), log_level="warning"
+    )
     try:
         rt.put_team(runtime.Team.from_yaml(HERE / "teams" / "research.yaml").spec())
         rt.put_skill(HERE / "skills" / "sentiment.yaml")

@@ -175,8 +175,10 @@ def test_a_subtask_cut_short_resumes_at_the_turn_it_reached(rt, tmp_path, killed
     if killed == "agent":  # its run again replayed turns 1 and 2
         assert sub.attempt >= 2
         assert replayed == 2
-    else:  # the run under way was joined: nothing to replay
-        assert replayed == 0
+    else:  # the run under way was joined (nothing to replay), or, when it had ended before
+        # the restarted shard dispatched the subtask again (a slow restart), run again with
+        # every call given from the record: never a call made twice (4 calls, billed once)
+        assert replayed in (0, 4), replayed
 
 
 def test_a_restarted_router_rebuilds_its_registry(rt):
