@@ -37,7 +37,17 @@ from mcp.server.stdio import stdio_server
 from mcp.shared.exceptions import MCPError
 
 from raytroupe import __version__
-from raytroupe.protocols import JobEvent, JobResult, StandardOutput, TroupeError
+from raytroupe.protocols import (
+    InvalidInput,
+    JobEvent,
+    JobResult,
+    SkillNotFound,
+    SkillSpec,
+    StandardOutput,
+    TeamNotFound,
+    TeamSpec,
+    TroupeError,
+)
 from raytroupe.protocols.http import JobView
 from raytroupe.runtime.operations import At, job_reads, jobs, skills, submit, teams
 
@@ -78,7 +88,7 @@ def mcp_server(at_for: AtFor) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: mt.CallToolRequestParams
     ) -> mt.CallToolResult:
         at = at_for(ctx)
-        entry = (await _tools(at)).get(params.name)
+        entry = await _tool(at, params.name)
         if entry is None:
             raise MCPError(_INVALID_PARAMS, f"no tool {params.name!r} for this caller")
         arguments = dict(params.arguments or {})
@@ -165,29 +175,51 @@ class _Entry:
 
 async def _tools(at: At) -> dict[str, _Entry]:
     """The tools ``at`` may call, by name: its teams', then its skills'."""
-    found: dict[str, _Entry] = {}
-    hints = mt.ToolAnnotations(read_only_hint=False, open_world_hint=True)
-    for name, spec in (await teams.teams.run_for(at, {})).items():
-        tool = mt.Tool(
-            name=TEAM_PREFIX + name, title=f"Team {name}",
-            description=spec.description or f"Run a job of the team {name}.",
-            input_schema=_TASK_SCHEMA, output_schema=_OUTPUT_SCHEMA, annotations=hints,
-        )  # fmt: skip
-        found[tool.name] = _Entry(tool, "task")
-    for info in (await skills.skills.run_for(at, {})).skills:
-        schema = (await skills.skill.run_for(at, {"name": info.name})).input_schema
-        takes: Literal["task", "input", "wrapped"] = "task"
-        if schema is not None:
-            takes = "input" if schema.get("type") == "object" else "wrapped"
-        if takes == "wrapped":
-            schema = {"type": "object", "properties": {"input": schema}, "required": ["input"]}
-        tool = mt.Tool(
-            name=SKILL_PREFIX + info.name, title=f"Skill {info.name} ({info.version})",
-            description=info.description, input_schema=schema or _TASK_SCHEMA,
-            output_schema=_OUTPUT_SCHEMA, annotations=hints,
-        )  # fmt: skip
-        found[tool.name] = _Entry(tool, takes)
-    return found
+    entries = [_team_entry(n, spec) for n, spec in (await teams.teams.run_for(at, {})).items()]
+    listed = (await skills.skills.run_for(at, {})).skills
+    entries += [_skill_entry(await skills.skill.run_for(at, {"name": i.name})) for i in listed]
+    return {entry.tool.name: entry for entry in entries}
+
+
+async def _tool(at: At, name: str) -> _Entry | None:
+    """The tool ``name`` if ``at`` may call it (only that team or skill is read)."""
+    try:
+        if name.startswith(TEAM_PREFIX):
+            team = name.removeprefix(TEAM_PREFIX)
+            return _team_entry(team, await teams.team.run_for(at, {"name": team}))
+        if name.startswith(SKILL_PREFIX):
+            skill = name.removeprefix(SKILL_PREFIX)
+            return _skill_entry(await skills.skill.run_for(at, {"name": skill}))
+    except (TeamNotFound, SkillNotFound, InvalidInput):
+        return None
+    return None
+
+
+_HINTS: Final = mt.ToolAnnotations(read_only_hint=False, open_world_hint=True)
+
+
+def _team_entry(name: str, spec: TeamSpec) -> _Entry:
+    tool = mt.Tool(
+        name=TEAM_PREFIX + name, title=f"Team {name}",
+        description=spec.description or f"Run a job of the team {name}.",
+        input_schema=_TASK_SCHEMA, output_schema=_OUTPUT_SCHEMA, annotations=_HINTS,
+    )  # fmt: skip
+    return _Entry(tool, "task")
+
+
+def _skill_entry(spec: SkillSpec) -> _Entry:
+    schema = spec.input_schema
+    takes: Literal["task", "input", "wrapped"] = "task"
+    if schema is not None:
+        takes = "input" if schema.get("type") == "object" else "wrapped"
+    if takes == "wrapped":
+        schema = {"type": "object", "properties": {"input": schema}, "required": ["input"]}
+    tool = mt.Tool(
+        name=SKILL_PREFIX + spec.name, title=f"Skill {spec.name} ({spec.version})",
+        description=spec.description, input_schema=schema or _TASK_SCHEMA,
+        output_schema=_OUTPUT_SCHEMA, annotations=_HINTS,
+    )  # fmt: skip
+    return _Entry(tool, takes)
 
 
 def _order(name: str, arguments: dict[str, Any], takes: str) -> dict[str, Any]:
