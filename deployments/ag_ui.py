@@ -199,6 +199,8 @@ class _Follower:
         self._writing = False
         self._steps: list[str] = []
         self._state: dict[str, Any] | None = None
+        self._step = 0  # the graph's last step said
+        self._graph = False
 
     async def said(self, event: JobEvent) -> list[BaseEvent]:
         """What ``event`` says to a front end (nothing, for most of the job's records)."""
@@ -216,6 +218,7 @@ class _Follower:
             case "llm_delta" | "job_aggregating":
                 said = self._text(self._answer.take(event))
             case "graph_step" if not event.data.get("namespace"):
+                self._graph = True
                 said = await self._graph_state(event)
             case "approval_requested" | "graph_interrupted":
                 said = [CustomEvent(name=f"raytroupe.{event.type}", value=event.data)]
@@ -235,6 +238,8 @@ class _Follower:
         view = await job_reads.job.run_for(self._at, {"job_id": self._job_id})
         result = view.result
         said: list[BaseEvent] = [StepFinishedEvent(step_name=s) for s in self._steps]
+        if self._graph:
+            said += await self._states(None)
         if result is not None and result.status == "succeeded":
             rest = self._answer.rest(result.answer) if self._writing else result.answer
             if rest is None:  # what streamed is not the answer's start: a check replaced it
@@ -280,17 +285,29 @@ class _Follower:
         return said
 
     async def _graph_state(self, event: JobEvent) -> list[BaseEvent]:
-        """The graph's state after the step ``event`` reports: in full first, then changes."""
+        """The graph's state up to the step ``event`` reports: in full first, then changes.
+
+        Every step not yet said, in order, so a step whose event went by before its
+        checkpoint could be read is said with the next one (or at the end).
+        """
         step = event.data.get("step")
+        return await self._states(step if isinstance(step, int) else None)
+
+    async def _states(self, upto: int | None) -> list[BaseEvent]:
         points = await jobs.checkpoints.run_for(self._at, {"job_id": self._job_id})
-        state = next((p.state for p in points if not p.namespace and p.step == step), None)
-        if not isinstance(state, dict):
-            return []
-        before, self._state = self._state, state
-        if before is None:
-            return [StateSnapshotEvent(snapshot=state)]
-        delta = _patch(before, state)
-        return [StateDeltaEvent(delta=delta)] if delta else []
+        said: list[BaseEvent] = []
+        for point in sorted((p for p in points if not p.namespace), key=lambda p: p.step):
+            if point.step <= self._step or (upto is not None and point.step > upto):
+                continue
+            self._step = point.step
+            if point.step == 0 or not isinstance(point.state, dict):
+                continue  # the input, before any node ran
+            before, self._state = self._state, dict(point.state)
+            if before is None:
+                said.append(StateSnapshotEvent(snapshot=self._state))
+            elif delta := _patch(before, self._state):
+                said.append(StateDeltaEvent(delta=delta))
+        return said
 
 
 def _under(spans: tuple[Span, ...] | list[Span], subtask_id: str) -> list[Span]:

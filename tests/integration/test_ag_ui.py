@@ -117,12 +117,13 @@ def test_the_answer_streams_as_its_tokens_come(api, teams, wire):
 def test_a_graph_job_streams_its_state_in_full_then_as_changes(api, teams):
     """The snapshot with every delta applied in order is the graph's last state."""
     _, events = _run(api, "review-loop", "Write one sentence about Ray actors.")
+    assert _types(events)[-1] == "RUN_FINISHED", events[-1]
     states = [e for e in events if e.type in (EventType.STATE_SNAPSHOT, EventType.STATE_DELTA)]
     assert states[0].type is EventType.STATE_SNAPSHOT
     state = dict(states[0].snapshot)
     assert "draft" in state
     ops = [op.model_dump(by_alias=True) for e in states[1:] for op in e.delta]
-    assert ops
+    assert ops, [(e.type.value, getattr(e, "name", None)) for e in events]
     for op in ops:
         key = op["path"].removeprefix("/").replace("~1", "/").replace("~0", "~")
         if op["op"] == "remove":
@@ -135,7 +136,6 @@ def test_a_graph_job_streams_its_state_in_full_then_as_changes(api, teams):
         points = http.get(f"/v1/jobs/{job_id}/checkpoints").json()
     last = max((p for p in points if not p["namespace"]), key=lambda p: p["step"])
     assert state == last["state"]
-    assert _types(events)[-1] == "RUN_FINISHED"
 
 
 def test_a_failed_job_ends_in_run_error_with_its_code(api, teams, rt):
