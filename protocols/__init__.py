@@ -182,13 +182,14 @@ from raytroupe.protocols.team import (
     TeamSpec,
     team_role,
 )
-from raytroupe.protocols.tools import MCPServerSpec, ToolDef
+from raytroupe.protocols.tools import A2AAgentSpec, MCPServerSpec, ToolDef
 from raytroupe.protocols.trace import Span, SpanKind, new_span_id
 
 __all__ = [
     "LLM_POOL",
     "SCHEMA_VERSION",
     "SYSTEM_ADDRESSES",
+    "A2AAgentSpec",
     "Ack",
     "Address",
     "AddressKind",

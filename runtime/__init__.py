@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from raytroupe.protocols import (
+        A2AAgentSpec,
         AgentInfo,
         AgentNotFound,
         AgentSpec,
@@ -84,6 +85,7 @@ if TYPE_CHECKING:
     from raytroupe.runtime.tools import Tool, tool
 
 __all__ = [
+    "A2AAgentSpec",
     "AgentInfo",
     "AgentNotFound",
     "AgentSpec",
@@ -165,6 +167,7 @@ __all__ = [
 _HOMES = {
     "AgentInfo": "raytroupe.protocols",
     "AgentNotFound": "raytroupe.protocols",
+    "A2AAgentSpec": "raytroupe.protocols",
     "AgentSpec": "raytroupe.protocols",
     "AnthropicModel": "raytroupe.protocols",
     "Attachment": "raytroupe.protocols",

@@ -180,7 +180,16 @@ def troupe_root(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def rt(troupe_root, postgres, skills_dir):
+def a2a_agent():
+    """A real A2A agent (the SDK's server) on 127.0.0.1, the session's tool ``a2a_shouter``."""
+    from tests.support.a2a_agents import running_agent  # noqa: PLC0415 - uvicorn only if used
+
+    with running_agent() as agent:
+        yield agent
+
+
+@pytest.fixture(scope="session")
+def rt(troupe_root, postgres, skills_dir, a2a_agent):
     """The session's raytroupe, its durable state in a real PostgreSQL (as on a cluster).
 
     SQLite, the embedded default, is what `troupe up`, the examples, the ``ray up`` tier and
@@ -194,6 +203,9 @@ def rt(troupe_root, postgres, skills_dir):
         state_dir=root / "state",
         scratch_root=root / "scratch",
         mcp_servers=(runtime.MCPServerSpec(name="testmcp", command=STDIO_COMMAND),),
+        # a remote A2A agent on loopback, which the operator of this session allows
+        a2a_agents=(runtime.A2AAgentSpec(name="shouter", url=a2a_agent.url, timeout_s=30.0),),
+        network=runtime.NetworkPolicy(allow=("127.0.0.1",)),
         limits=runtime.Limits(wall_s=10.0, memory_mb=256),
         approval_required=("echo",),
         # side-effecting, appends a line per run: the chaos suite counts real executions

@@ -1,7 +1,8 @@
-"""The tool sandbox actor: registry, allow-lists, validation, isolation, idempotency, MCP.
+"""The tool sandbox actor: registry, allow-lists, validation, isolation, idempotency, MCP, A2A.
 
 Its tools: the built-ins, the function tools of ``ToolsConfig.functions`` (imported when the
-sandbox starts; one that cannot load is left out, and granting it says why), and MCP servers'.
+sandbox starts; one that cannot load is left out, and granting it says why), MCP servers', and
+one ``a2a_<name>`` per remote agent of ``ToolsConfig.a2a_agents`` (under ``network``).
 
 A call goes: known tool? → granted to the calling agent? → arguments valid (after safe
 coercion)? → already done (a side-effecting tool: by idempotency key, at most once; any other:
@@ -62,6 +63,7 @@ from raytroupe.protocols.safe_schema import safe_validator
 __all__ = ["DELEGATE", "HANDOFF", "ToolSandbox", "ToolsConfig"]
 
 if TYPE_CHECKING:
+    from raytroupe.actors.tools.a2a_source import A2AToolSource
     from raytroupe.actors.tools.mcp_source import MCPToolSource
 
 log = structlog.get_logger("raytroupe.tools")
@@ -118,12 +120,28 @@ class ToolSandbox(TakesBatches):
 
             mcp_factory = MCPToolSource
         self._sources = [mcp_factory(spec) for spec in config.mcp_servers] if mcp_factory else []
+        self._agents: list[A2AToolSource] = []
+        if config.a2a_agents:
+            # a2a (and its protobuf types) only where an agent is configured
+            from raytroupe.actors.tools.a2a_source import A2AToolSource  # noqa: PLC0415
+
+            self._agents = [
+                A2AToolSource(
+                    spec,
+                    outbound=settings.outbound,
+                    max_body_bytes=config.http_max_bytes,
+                    max_output_bytes=config.max_output_bytes,
+                )
+                for spec in config.a2a_agents
+            ]
 
     def __repr__(self) -> str:
         """What the Ray dashboard shows of it (taken once, when Ray creates the actor)."""
         parts = [", ".join(sorted(self._tools))]  # the built-ins: the rest load in on_start
         if self._config.functions:
             parts.append(f"functions {', '.join(sorted(self._config.functions))}")
+        if self._agents:
+            parts.append(f"A2A {', '.join(a.name for a in self._config.a2a_agents)}")
         if self._sources:
             parts.append(f"MCP {', '.join(s.name for s in self._config.mcp_servers)}")
         return f"ToolSandbox({self._name}: {'; '.join(parts)})"
@@ -131,7 +149,7 @@ class ToolSandbox(TakesBatches):
     # -- lifecycle --------------------------------------------------------------------------
 
     async def on_start(self) -> None:
-        """Import the function tools, open the state files, start the MCP servers."""
+        """Import the function tools, open the state files, start the MCP servers and A2A agents."""
         config = self._config
         # threads start on first use: shipped functions may come with any job
         self._executor = executor = ThreadPoolExecutor(
@@ -156,6 +174,10 @@ class ToolSandbox(TakesBatches):
             await source.start()
             for definition in await source.tools():
                 self.register(definition, _mcp_runner(source, definition))
+        for agent in self._agents:  # an agent whose card cannot be read yet still has its tool
+            await agent.start()
+            for definition in await agent.tools():
+                self.register(definition, _a2a_runner(agent))
 
     async def on_stop(self) -> None:
         """Stop MCP servers and function workers, and close the state files."""
@@ -371,7 +393,7 @@ class ToolSandbox(TakesBatches):
                 return failure
 
     def _checked(self, definition: ToolDef, data: object, attempt: int) -> ToolResult:
-        if isinstance(data, ToolResult):  # an MCP source answers with a whole result
+        if isinstance(data, ToolResult):  # an MCP or A2A source answers with a whole result
             return data.model_copy(update={"metadata": {**data.metadata, "attempt": attempt}})
         if definition.output_schema is not None:
             errors = list(safe_validator(definition.output_schema).iter_errors(data))
@@ -388,6 +410,8 @@ class ToolSandbox(TakesBatches):
         """Stop MCP servers and function workers, and close the state files."""
         for source in self._sources:
             await source.close()
+        for agent in self._agents:
+            await agent.close()
         if self._executor is not None:
             self._executor.shutdown(wait=False, cancel_futures=True)
         self._store.close()
@@ -398,6 +422,13 @@ class ToolSandbox(TakesBatches):
 def _mcp_runner(source: MCPToolSource, definition: ToolDef) -> Runner:
     async def run(arguments: ToolArguments, _: ToolContext) -> object:
         return await source.call(definition.name, arguments, timeout_s=definition.timeout_s)
+
+    return run
+
+
+def _a2a_runner(agent: A2AToolSource) -> Runner:
+    async def run(arguments: ToolArguments, _: ToolContext) -> object:
+        return await agent.call(arguments)  # its own timeout, which cancels the remote task
 
     return run
 

@@ -15,7 +15,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from raytroupe.protocols import MCPServerSpec, Name
+from raytroupe.protocols import A2AAgentSpec, MCPServerSpec, Name
 from raytroupe.protocols.config.network import NetworkPolicy
 from raytroupe.protocols.config.state import state_url
 from raytroupe.protocols.json_data import JsonSchema
@@ -155,6 +155,11 @@ class ToolsConfig(BaseModel):
     file_max_bytes: int = Field(default=1_000_000, gt=0)
     max_output_bytes: int = Field(default=64_000, gt=0, description="Cap on a result's data.")
     mcp_servers: tuple[MCPServerSpec, ...] = Field(default=(), description="Tool sources.")
+    a2a_agents: tuple[A2AAgentSpec, ...] = Field(
+        default=(),
+        description="Remote A2A agents, each one tool 'a2a_<name>' (reached under 'network', "
+        "like http_get: a loopback or private agent must be allowed there).",
+    )
     approval_required: tuple[str, ...] = Field(
         default=(), description="Tools a human must approve call by call (besides those marked)."
     )
@@ -179,3 +184,14 @@ class ToolsConfig(BaseModel):
         if taken:
             raise ValueError(f"function tool name(s) {taken} are taken by built-in tools")
         return functions
+
+    @model_validator(mode="after")
+    def _a2a_names(self) -> ToolsConfig:
+        names = [agent.tool_name for agent in self.a2a_agents]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"A2A agent tool name(s) {twice} are configured more than once")
+        taken = sorted((set(names) & self.functions.keys()) | (set(names) & RESERVED_TOOL_NAMES))
+        if taken:
+            raise ValueError(f"A2A agent tool name(s) {taken} are taken by other tools")
+        return self

@@ -124,7 +124,8 @@ def test_no_inline_model_reaches_a_secret_or_an_address_of_the_tenants_choice(rt
 
 @pytest.mark.parametrize(
     "tool", ["python", "shell", "http_get", "file_write", "file_read", "delegate", "handoff",
-             "journal_append", "echo", "add", "info"],  # built-ins, a function tool, MCP tools
+             "journal_append", "echo", "add", "info",  # built-ins, a function tool, MCP tools
+             "a2a_shouter"],  # a remote A2A agent
 )  # fmt: skip
 def test_a_tool_outside_the_tenants_policy_is_refused_before_anything_runs(rt, api, tool):
     before = _actors()
