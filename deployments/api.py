@@ -19,6 +19,7 @@ from starlette.routing import Route
 
 from raytroupe import __version__
 from raytroupe.actors.spawn import Offload
+from raytroupe.deployments.a2a import a2a_routes
 from raytroupe.deployments.access import Caller, NotAdmin
 from raytroupe.deployments.ag_ui import ag_ui_routes
 from raytroupe.deployments.config import APIConfig
@@ -69,6 +70,8 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     app.include_router(ag_ui_routes(client))
     # MCP's streamable HTTP: every team and skill the key may run is a tool
     app.router.routes.append(Route("/mcp", mcp_endpoint(client), include_in_schema=False))
+    # A2A 1.0: every team and skill the key may run is an agent (its card and JSON-RPC)
+    app.router.routes.extend(a2a_routes(client))
     app.mount("/console", console_app(), name="console")
     return app
 

@@ -70,6 +70,9 @@ class JobContext(_Data):
     examples: tuple[Example, ...] = Field(
         default=(), description="Episodes of its team or skill, offered as examples."
     )
+    session: str | None = Field(
+        default=None, description="The session it is a turn of (its history is the session's)."
+    )
     lessons: tuple[str, ...] = Field(
         default=(), description="A team skill's lessons, recalled for this request."
     )

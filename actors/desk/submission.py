@@ -224,7 +224,8 @@ class Submission:
         examples = await recalled_examples(
             self._router, job_id, asked(given), tenant=tenant, team=team, skill=skill
         )
-        return given.model_copy(update={"history": history, "examples": examples})
+        update = {"history": history, "examples": examples, "session": session}
+        return given.model_copy(update=update)
 
     async def hand_off(
         self, admitted: Admitted, arm: Assignment | None, turn: tuple[str, str] | None

@@ -124,6 +124,8 @@ class ShardJobs:
         submitted: dict[str, object] = {"team": job.team.name, "task": job.context.request[:200]}
         if job.skill is not None:
             submitted["skill"] = job.skill.ref
+        if job.context.session is not None:
+            submitted["session"] = job.context.session
         if job.request_id is not None:
             submitted["request_id"] = job.request_id
         if admitted.forked_from is not None:

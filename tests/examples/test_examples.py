@@ -47,6 +47,7 @@ AHEAD: dict[Run, str] = {
     ("typed_output", (), (), 0): "test_typed_output_",
     ("mcp_tools", (), (), 0): "test_mcp_tools_",
     ("mcp_client", (), (), 0): "test_mcp_client_",
+    ("a2a_client", (), (), 0): "test_a2a_client_",
     ("skills_demo", (), (), 0): "test_skills_demo_",
     ("graph_team", (), (), 0): "test_graph_team_",
     ("conversation_and_knowledge", (), (), 0): "test_conversation_and_knowledge_",
@@ -186,6 +187,16 @@ def test_mcp_client_lists_calls_and_reads_raytroupes_tools_over_http():
     assert "is_error: False; team research; 2 model calls" in out
     assert "2. Chroma is an embedding database that stores vectors for retrieval." in out
     assert re.search(r"troupe://jobs/job-\w+/result: status succeeded, 2 subtasks", out), out
+
+
+def test_a2a_client_reads_the_card_and_follows_a_task_as_it_streams():
+    out = run_example("a2a_client")
+    assert re.search(r"JSONRPC 1\.0 at http://127\.0\.0\.1:\d+/a2a/research", out), out
+    assert "streaming True; security bearer" in out
+    assert "TASK_STATE_WORKING: planned 2 subtask(s)" in out
+    assert "TASK_STATE_WORKING: subtask s1 finished" in out
+    assert "2. Chroma is an embedding database that stores vectors for retrieval." in out
+    assert re.search(r"GetTask job-\w+: TASK_STATE_COMPLETED; artifacts answer, output", out), out
 
 
 def test_skills_demo_names_one_skill_and_routes_two_jobs_to_theirs():
