@@ -13,11 +13,11 @@ replica).
 - ``SendMessage``: a message without a ``taskId`` starts a job (its text parts are the task;
   a skill's data part its input); its ``contextId`` is the caller's session of that id (made
   if new), so the turns of one context see each other. The call answers when the job ends or
-  waits for a person (``returnImmediately``: at once). A message *with* the ``taskId`` of a
-  job waiting for input answers it: a graph's interrupt takes the message (its data part, else
-  its text) as the resume value; a tool call held for approval takes ``approve``/``reject``
-  (the first word of the text, the rest the reason) or a data part ``{"approved": bool,
-  "reason": str}``.
+  waits for a person (``returnImmediately``: at once; past the chat timeout, as it is then).
+  A message *with* the ``taskId`` of a job waiting for input answers it: a graph's interrupt
+  takes the message (its data part, else its text) as the resume value; a tool call held for
+  approval (the oldest, when several are) takes ``approve``/``reject`` (the first word of the
+  text, the rest the reason) or a data part ``{"approved": bool, "reason": str}``.
 - ``SendStreamingMessage``/``SubscribeToTask``: the task, then a status update per step
   (``working`` with what started or finished, ``input-required`` with what is asked), the
   answer as an artifact whose text arrives in chunks as the aggregation's tokens come, and the
@@ -32,6 +32,8 @@ replica).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Final
@@ -137,9 +139,12 @@ _UNSERVED: Final = (
 )
 
 
-def a2a_routes(client: SystemClient) -> list[Route]:
-    """The card and the JSON-RPC endpoint of every target, behind the guard."""
-    dispatcher = JsonRpcDispatcher(JobTasks(), context_builder=_Callers(client))
+def a2a_routes(client: SystemClient, wait_s: float) -> list[Route]:
+    """The card and the JSON-RPC endpoint of every target, behind the guard.
+
+    ``wait_s``: a blocking SendMessage's longest wait (the chat timeout).
+    """
+    dispatcher = JsonRpcDispatcher(JobTasks(wait_s), context_builder=_Callers(client))
 
     async def card(request: Request) -> JSONResponse:
         at = at_of(principal_of(request.scope), client, request)
@@ -224,7 +229,15 @@ async def agent_card(at: At, target: str, base_url: str) -> AgentCard:
 
 
 class JobTasks(RequestHandler):
-    """A2A's methods, each a job's operations for the request's caller."""
+    """A2A's methods, each a job's operations for the request's caller.
+
+    ``wait_s``: how long a blocking SendMessage waits for its task to end or wait for a
+    person before it answers the task as it is (``working``; GetTask or SubscribeToTask
+    follow it on).
+    """
+
+    def __init__(self, wait_s: float) -> None:
+        self._wait_s = wait_s
 
     async def on_message_send(
         self, params: SendMessageRequest, context: ServerCallContext
@@ -232,10 +245,11 @@ class JobTasks(RequestHandler):
         """Start a job (or answer the one waiting), then its task when it ends or waits."""
         at = _at(context)
         with _as_a2a():
-            job_id, context_id = await _started(at, context.state["target"], params.message)
-            if params.configuration.return_immediately:
-                return await _task(at, job_id, context_id)
-            await _followed_to_pause(at, job_id)
+            job_id, context_id, after = await _started(at, context.state["target"], params.message)
+            if not params.configuration.return_immediately:
+                with contextlib.suppress(TimeoutError):  # then the task as it is: working
+                    async with asyncio.timeout(self._wait_s):
+                        await _followed_to_pause(at, job_id, after)
             return await _task(at, job_id, context_id)
 
     async def on_message_send_stream(
@@ -244,10 +258,10 @@ class JobTasks(RequestHandler):
         """The task, then its updates until it ends or waits for a person."""
         at = _at(context)
         with _as_a2a():
-            job_id, context_id = await _started(at, context.state["target"], params.message)
+            job_id, context_id, after = await _started(at, context.state["target"], params.message)
             first = await _task(at, job_id, context_id)
         yield first
-        async for update in _updates(at, job_id, context_id, 0):
+        async for update in _updates(at, job_id, context_id, after):
             yield update
 
     async def on_subscribe_to_task(
@@ -366,12 +380,15 @@ class _as_a2a:  # noqa: N801 - used as a context manager, like contextlib's
         raise InvalidRequestError(exc.message, data) from None
 
 
-async def _started(at: At, target: str, message: Message) -> tuple[str, str]:
-    """The job ``message`` starts, or the waiting one it answers: (job id, context id)."""
+async def _started(at: At, target: str, message: Message) -> tuple[str, str, int]:
+    """The job ``message`` starts, or the waiting one it answers.
+
+    (job id, context id, the seq of its last event before: what follows is news).
+    """
     if message.task_id:
-        context_id, _ = await _context_of(at, message.task_id)
+        context_id, events = await _context_of(at, message.task_id)
         await _answered(at, message.task_id, message)
-        return message.task_id, context_id
+        return message.task_id, context_id, events[-1].seq if events else 0
     texts = [t for t in get_text_parts(message.parts) if t.strip()]
     data = get_data_parts(message.parts)
     team, skill = _target(target)
@@ -388,7 +405,7 @@ async def _started(at: At, target: str, message: Message) -> tuple[str, str]:
         task="\n".join(texts), team=team, skill=skill, input=given, session=context_id,
         stream_answer=True,
     )  # fmt: skip
-    return await submit.start(at, order), context_id
+    return await submit.start(at, order), context_id, 0
 
 
 async def _answered(at: At, job_id: str, message: Message) -> None:
@@ -440,9 +457,9 @@ async def _context_of(at: At, job_id: str) -> tuple[str, list[JobEvent]]:
     return (first if isinstance(first, str) else job_id), events
 
 
-async def _followed_to_pause(at: At, job_id: str) -> None:
-    """Follow the job until it ends or waits for a person."""
-    stream = await job_reads.events.run_for(at, {"job_id": job_id})
+async def _followed_to_pause(at: At, job_id: str, after: int) -> None:
+    """Follow the job's events after ``after`` until it ends or waits for a person."""
+    stream = await job_reads.events.run_for(at, {"job_id": job_id, "after": after})
     async for event in stream:
         if event is None:
             continue

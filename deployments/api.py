@@ -71,7 +71,7 @@ def create_api(client: SystemClient, config: APIConfig) -> FastAPI:
     # MCP's streamable HTTP: every team and skill the key may run is a tool
     app.router.routes.append(Route("/mcp", mcp_endpoint(client), include_in_schema=False))
     # A2A 1.0: every team and skill the key may run is an agent (its card and JSON-RPC)
-    app.router.routes.extend(a2a_routes(client))
+    app.router.routes.extend(a2a_routes(client, config.chat_timeout_s))
     app.mount("/console", console_app(), name="console")
     return app
 
