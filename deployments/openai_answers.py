@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from raytroupe.deployments.config import APIConfig
+from raytroupe.deployments.openai_tools import CallerTools, asked_calls, called
 from raytroupe.protocols import (
     JobEvent,
     JobFailed,
@@ -72,6 +73,7 @@ class _Stream:
     model: str
     include_usage: bool
     as_json: bool = False
+    tools: CallerTools | None = None
 
 
 async def _chunks(client: SystemClient, config: APIConfig, stream: _Stream) -> AsyncIterator[str]:
@@ -99,8 +101,17 @@ async def _chunks(client: SystemClient, config: APIConfig, stream: _Stream) -> A
             if not events:
                 yield ": waiting\n\n"  # keeps proxies from closing a quiet stream
         result = _succeeded(await _wait(client, config, stream.job_id, stream.tenant, 0.0))
+        calls = None if stream.tools is None else asked_calls(result.answer, stream.tools)
     except TroupeError as exc:  # headers are sent: report in the stream
         yield _error(exc.message, exc.code.value)
+        return
+    if calls:
+        listed = called(stream.job_id, calls)
+        yield chunk({"tool_calls": [{"index": n, **call} for n, call in enumerate(listed)]})
+        yield chunk({}, "tool_calls")
+        if stream.include_usage:
+            yield _data(stream, created, [], usage=_usage(result))
+        yield "data: [DONE]\n\n"
         return
     rest = tokens.rest(_content(result, stream.as_json))
     if rest is None:

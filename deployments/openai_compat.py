@@ -20,7 +20,10 @@ exactly the non-streamed answer:
   Progress (plan ready, subtasks started and finished, aggregating) goes as SSE comments,
   which OpenAI clients skip.
 
-Then a ``finish_reason: "stop"`` chunk, the usage chunk when ``stream_options.include_usage``
+An answer that asks for the caller's ``tools`` (see :mod:`.openai_tools`) is not streamed
+as it comes: its calls come as one ``tool_calls`` delta and ``finish_reason: "tool_calls"``.
+
+Otherwise a ``finish_reason: "stop"`` chunk, the usage chunk when ``stream_options.include_usage``
 asks, and ``[DONE]``. A failure once the stream has started is an in-stream error event
 (``data: {"error": ...}``, raised by OpenAI clients). A client that disconnects stops only
 its stream (nothing goes on reading for it): the job runs to its result, kept at
@@ -50,6 +53,7 @@ from raytroupe.deployments.openai_answers import (
     _wait,
 )
 from raytroupe.deployments.openai_messages import AUTO, _target, _task, _wants_json
+from raytroupe.deployments.openai_tools import asked_calls, called, caller_tools, tool_turns
 from raytroupe.deployments.problems import problem
 from raytroupe.protocols import TeamNotFound
 from raytroupe.protocols.job_order import JobOrder, Submitter
@@ -60,9 +64,9 @@ from raytroupe.runtime.operations.teams import visible
 __all__ = ["openai_routes"]
 
 _RESPONSE_FORMATS: Final = frozenset({"text", "json_object", "json_schema"})
-_TEAM_TOOLS: Final = "agents use the tools their team gives them, not a request's"
+_FUNCTIONS: Final = "functions is OpenAI's older form of tools: send tools and tool_choice"
 _UNSUPPORTED: Final = {
-    **dict.fromkeys(("tools", "tool_choice", "functions", "function_call"), _TEAM_TOOLS),
+    **dict.fromkeys(("functions", "function_call"), _FUNCTIONS),
     "audio": "answers are text",
     "prediction": "predicted outputs are not supported",
     "top_logprobs": "log probabilities are not returned",
@@ -91,6 +95,17 @@ class ChatRequest(BaseModel):
         default=None,
         description="{'type': 'json_object'} or {'type': 'json_schema', ...}: the message "
         "content is the job's answer in the standard shape (StandardOutput JSON).",
+    )
+    tools: list[dict[str, Any]] | None = Field(
+        default=None,
+        description="The caller's function tools: the team may answer by asking for calls "
+        "of them (finish_reason 'tool_calls'); it runs none of them itself.",
+    )
+    tool_choice: str | dict[str, Any] | None = Field(
+        default=None, description="none, auto (the default), required, or one function."
+    )
+    parallel_tool_calls: bool | None = Field(
+        default=None, description="False: at most one call per answer."
     )
     user: str | None = Field(
         default=None,
@@ -149,10 +164,16 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
     ) -> dict[str, Any] | StreamingResponse | JSONResponse:
         """Run the chat's last user message as a job of the team named by ``model``.
 
-        A field the team cannot honour (``tools``, ``n`` > 1, ``logprobs``, a non-text
+        A field the team cannot honour (``functions``, ``n`` > 1, ``logprobs``, a non-text
         modality, an unknown ``response_format``) is a 400 naming it; nothing is started. So
         is ``stream_options`` without ``stream``, or with an ``include_usage`` that is no
         boolean.
+
+        ``tools`` (with ``tool_choice``, ``parallel_tool_calls``): the team may answer by
+        asking the caller to run them (``tool_calls``, ``finish_reason: "tool_calls"``); the
+        conversation sent on with their results is the next job's (see
+        :mod:`~raytroupe.deployments.openai_tools`). A call the request does not allow is a
+        502 ``bad_response``, never passed on.
 
         Streamed, the answer's tokens come as the model writes them when they are the answer
         (see the module's docstring), else the answer once the job has it.
@@ -167,10 +188,16 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         session = x_session_id or body.user
         if session is not None:
             await client.create_session(who.tenant, checked_session_id(session))
-        task, history, attachments = _task(body.messages, in_session=session is not None)
+        offered = {"tools", "tool_choice", "parallel_tool_calls"}
+        tools = caller_tools(body.model_dump(include=offered, exclude_none=True))
+        since = tool_turns(body.messages)  # the caller's tool calls and results, told apart
+        asked = _before_tool_turns(body.messages) if since else body.messages
+        task, history, attachments = _task(asked, in_session=session is not None)
+        task = "\n\n".join(t for t in (task, since, tools and tools.instructions()) if t)
         team, skill = _target(body.model)
         as_json = _wants_json(body.response_format)
-        live = body.stream and not as_json  # JSON content is the envelope, not the tokens
+        # JSON content is the envelope, and an answer may be a tool call: neither streams live
+        live = body.stream and not as_json and tools is None
         order = JobOrder(
             task=task, team=team, skill=skill, attachments=tuple(attachments), session=session,
             history=history, stream_answer=live,
@@ -194,12 +221,17 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
                         body.model,
                         include_usage=usage,
                         as_json=as_json,
+                        tools=tools,
                     ),
                 ),
                 media_type="text/event-stream",
                 headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
             )
         result = _succeeded(await _wait(client, config, job_id, who.tenant))
+        calls = asked_calls(result.answer, tools) if tools is not None else None
+        message: dict[str, Any] = {"role": "assistant", "content": _content(result, as_json)}
+        if calls:
+            message = {"role": "assistant", "content": None, "tool_calls": called(job_id, calls)}
         return {
             "id": completion_id,
             "object": "chat.completion",
@@ -208,14 +240,20 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": _content(result, as_json)},
-                    "finish_reason": "stop",
+                    "message": message,
+                    "finish_reason": "tool_calls" if calls else "stop",
                 }
             ],
             "usage": _usage(result),
         }
 
     return routes
+
+
+def _before_tool_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages up to the last user message (what follows is told by ``tool_turns``)."""
+    last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
+    return messages[: last + 1]
 
 
 def _refused(body: ChatRequest, request_id: str) -> JSONResponse | None:

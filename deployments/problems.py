@@ -42,6 +42,7 @@ _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.STATE_UNAVAILABLE: 503,
     ErrorCode.WORK_LIMIT: 422,
     ErrorCode.BUSY: 429,
+    ErrorCode.BAD_RESPONSE: 502,  # a model's answer the request cannot pass on
 }
 _RETRYABLE_STATUS: Final = 503
 

@@ -48,6 +48,7 @@ AHEAD: dict[Run, str] = {
     ("mcp_tools", (), (), 0): "test_mcp_tools_",
     ("mcp_client", (), (), 0): "test_mcp_client_",
     ("a2a_client", (), (), 0): "test_a2a_client_",
+    ("openai_tool_loop", (), (), 0): "test_openai_tool_loop_",
     ("skills_demo", (), (), 0): "test_skills_demo_",
     ("graph_team", (), (), 0): "test_graph_team_",
     ("conversation_and_knowledge", (), (), 0): "test_conversation_and_knowledge_",
@@ -197,6 +198,13 @@ def test_a2a_client_reads_the_card_and_follows_a_task_as_it_streams():
     assert "TASK_STATE_WORKING: subtask s1 finished" in out
     assert "2. Chroma is an embedding database that stores vectors for retrieval." in out
     assert re.search(r"GetTask job-\w+: TASK_STATE_COMPLETED; artifacts answer, output", out), out
+
+
+def test_openai_tool_loop_runs_the_callers_tool_the_team_asks_for():
+    out = run_example("openai_tool_loop")
+    assert out.count("finish_reason: tool_calls") == 1
+    assert "the team asks for get_weather({'city': 'Paris'}): 18 C, clear" in out
+    assert "finish_reason: stop\nanswer: It is 18 C and clear in Paris." in out
 
 
 def test_skills_demo_names_one_skill_and_routes_two_jobs_to_theirs():

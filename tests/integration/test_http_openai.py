@@ -49,9 +49,8 @@ def test_one_model_is_read_back_and_an_unknown_or_hidden_one_is_not_found(api, t
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
-        ({"tools": [{"type": "function", "function": {"name": "pay", "parameters": {}}}]},
-         "tools"),
-        ({"tool_choice": "required"}, "tool_choice"),
+        ({"functions": [{"name": "pay", "parameters": {}}]}, "functions"),
+        ({"function_call": "auto"}, "function_call"),
         ({"n": 3}, "n"),
         ({"logprobs": True}, "logprobs"),
         ({"modalities": ["text", "audio"]}, "modalities"),

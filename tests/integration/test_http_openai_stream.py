@@ -193,7 +193,7 @@ def test_a_model_the_key_may_not_run_is_refused_alike_streamed_or_not(api, rt, k
 @pytest.mark.parametrize(
     ("extra", "field"),
     [
-        ({"stream": True, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+        ({"stream": True, "functions": [{"name": "f"}]}, "functions"),
         ({"stream": True, "n": 2}, "n"),
         ({"stream_options": {"include_usage": True}}, "stream_options"),  # without stream
         ({"stream": True, "stream_options": {"include_usage": "yes"}}, "stream_options"),

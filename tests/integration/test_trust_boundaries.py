@@ -289,7 +289,7 @@ def test_a_tenant_job_runs_under_its_ceiling_when_it_names_no_budget(api, regist
         response = _submit(blue, REGISTERED, task=task)
         assert response.status_code == 202, response.text
         job = _finish(blue, response.json()["id"])
-    assert job["status"] == "failed"
+    assert job["status"] == "failed", (job["result"]["usage"], len(job["result"]["subtasks"]))
     assert job["result"]["error"]["code"] == ErrorCode.BUDGET_EXCEEDED.value
     usage = job["result"]["usage"]
     assert usage["prompt_tokens"] + usage["completion_tokens"] <= 1_500
