@@ -10,9 +10,7 @@ streams (status updates, the answer as an artifact), then reads the task again b
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import socket
 import uuid
 from pathlib import Path
 
@@ -20,8 +18,9 @@ import httpx
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.helpers.proto_helpers import get_artifact_text, get_message_text, new_text_part
 from a2a.types import GetTaskRequest, Message, Role, SendMessageRequest, TaskState
+from http_app import port_argument, served
 
-from raytroupe import deployments, runtime
+from raytroupe import runtime
 
 HERE = Path(__file__).parent
 TASK = """\
@@ -65,29 +64,11 @@ async def talk(url: str, key: str) -> None:
 
 def main() -> None:
     """Start raytroupe and its HTTP app, then talk to it over A2A."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, default=0, help="the HTTP app's port (0: a free one)")
-    args = parser.parse_args()
-    port = args.port or _free_port()
-    key = deployments.new_key()
-    held = deployments.APIKey(name="a2a-example", hash=deployments.hash_key(key), tenant="default")
-    config = deployments.APIConfig(api_keys=[held])
-    rt = runtime.connect(
-        address="local", num_cpus=2, llm=runtime.OfflineModel(latency_s=0.2), log_level="warning"
-    )
-    try:
+    port = port_argument(__doc__)
+    with served("a2a-example", port, llm=runtime.OfflineModel(latency_s=0.2)) as (rt, url, key):
         rt.put_team(runtime.Team.from_yaml(HERE / "teams" / "research.yaml").spec())
-        url = deployments.deploy(port=port, config=config)
         print(f"HTTP app at {url}; the research team's A2A agent at {url}/a2a/research\n")
         asyncio.run(talk(url, key))
-    finally:
-        rt.shutdown()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 if __name__ == "__main__":

@@ -11,18 +11,17 @@ while the job runs) and reads the job's result as a resource.
 
 from __future__ import annotations
 
-import argparse
 import json
-import socket
 from pathlib import Path
 from typing import Any
 
 import anyio
+from http_app import port_argument, served
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from raytroupe import deployments, runtime
+from raytroupe import runtime
 
 HERE = Path(__file__).parent
 TASK = """\
@@ -59,30 +58,12 @@ async def talk(url: str, key: str) -> None:
 
 def main() -> None:
     """Start raytroupe and its HTTP app, then talk to it over MCP."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, default=0, help="the HTTP app's port (0: a free one)")
-    args = parser.parse_args()
-    port = args.port or _free_port()
-    key = deployments.new_key()
-    held = deployments.APIKey(name="mcp-example", hash=deployments.hash_key(key), tenant="default")
-    config = deployments.APIConfig(api_keys=[held])
-    rt = runtime.connect(
-        address="local", num_cpus=2, llm=runtime.OfflineModel(latency_s=0.2), log_level="warning"
-    )
-    try:
+    port = port_argument(__doc__)
+    with served("mcp-example", port, llm=runtime.OfflineModel(latency_s=0.2)) as (rt, url, key):
         rt.put_team(runtime.Team.from_yaml(HERE / "teams" / "research.yaml").spec())
         rt.put_skill(HERE / "skills" / "sentiment.yaml")
-        url = deployments.deploy(port=port, config=config)
         print(f"HTTP app at {url}; MCP at {url}/mcp\n")
         anyio.run(talk, url, key)
-    finally:
-        rt.shutdown()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 if __name__ == "__main__":

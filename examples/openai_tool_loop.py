@@ -13,15 +13,14 @@ shape of the exchange; with a real model the agent decides from the tool's descr
 
 from __future__ import annotations
 
-import argparse
 import json
-import socket
 from typing import Any
 
 import openai
+from http_app import port_argument, served
 from openai.types.chat import ChatCompletionFunctionToolParam
 
-from raytroupe import deployments, runtime
+from raytroupe import runtime
 
 TEAM = "weather-desk"
 WEATHER: ChatCompletionFunctionToolParam = {
@@ -65,37 +64,19 @@ def loop(url: str, key: str) -> None:
 
 def main() -> None:
     """Start raytroupe and its HTTP app, then run the tool loop against a team."""
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--port", type=int, default=0, help="the HTTP app's port (0: a free one)")
-    args = parser.parse_args()
-    port = args.port or _free_port()
-    key = deployments.new_key()
-    held = deployments.APIKey(
-        name="tools-example", hash=deployments.hash_key(key), tenant="default"
-    )
-    config = deployments.APIConfig(api_keys=[held])
+    port = port_argument(__doc__)
     asks = json.dumps({"tool_calls": [{"name": "get_weather", "arguments": {"city": "Paris"}}]})
     answer = "It is 18 C and clear in Paris."
     scripted = runtime.ScriptedModel(
         turns=(runtime.ScriptedTurn(text=asks), runtime.ScriptedTurn(text=answer))
     )
-    rt = runtime.connect(address="local", num_cpus=2, log_level="warning")
-    try:
+    with served("tools-example", port) as (rt, url, key):
         rt.put_team(runtime.Team(
             name=TEAM, models={"desk": scripted},
             agents=[runtime.AgentSpec(name="desk", role="forecaster", model="desk")],
         ).spec())  # fmt: skip
-        url = deployments.deploy(port=port, config=config)
         print(f"HTTP app at {url}; the team {TEAM!r} is the model at {url}/v1\n")
         loop(url, key)
-    finally:
-        rt.shutdown()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 if __name__ == "__main__":

@@ -70,7 +70,8 @@ def test_every_example_script_is_run_as_a_script_by_a_test_in_ci():
     # research_team.py is the README's first command: the wheel test runs it, installed
     wheel = (ROOT / "tests" / "cluster" / "test_wheel_install.py").read_text()
     assert '"examples" / "research_team.py"' in wheel
-    helpers = {"mcp_server"}  # the MCP server that mcp_tools.py starts
+    # the MCP server that mcp_tools.py starts; what the HTTP examples share (they run it)
+    helpers = {"mcp_server", "http_app"}
     scripts = {p.stem for p in (ROOT / "examples").glob("*.py")}
     assert scripts - helpers - {"research_team"} == run, sorted(scripts ^ run)
 
