@@ -30,7 +30,7 @@ from tests.support.http_api import BLUE_KEY, OTHER_KEY, SKILL_KEY, USER_KEY
 EXAMPLES = Path(__file__).parents[2] / "examples"
 TEAM = "mcp-team"
 SLOW = "mcp-slow"
-LATENCY_S = 2.0
+LATENCY_S = 30.0  # longer than a cancel takes to arrive on a loaded machine
 MODES = ["legacy", "auto"]
 
 
