@@ -119,7 +119,7 @@ def test_no_inline_model_reaches_a_secret_or_an_address_of_the_tenants_choice(rt
             assert "team.planner_model: alias not allowed" in " ".join(body["problems"]), n
     assert not attacker.reached
     assert rt.jobs() == before_jobs  # no job was even journaled
-    assert _actors() == before_actors  # nothing was provisioned
+    assert _actors() <= before_actors  # nothing was provisioned (others' idle teams may go)
 
 
 @pytest.mark.parametrize(
@@ -134,7 +134,7 @@ def test_a_tool_outside_the_tenants_policy_is_refused_before_anything_runs(rt, a
             _submit(red, _team(_agent(tools=["calculator", tool]))), "team.agents.0.tools"
         )
     assert tool in body["detail"]
-    assert _actors() == before
+    assert _actors() <= before  # nothing started (another test's idle team may go meanwhile)
 
 
 @pytest.mark.parametrize(
