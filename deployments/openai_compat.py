@@ -191,8 +191,9 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         offered = {"tools", "tool_choice", "parallel_tool_calls"}
         tools = caller_tools(body.model_dump(include=offered, exclude_none=True))
         since = tool_turns(body.messages)  # the caller's tool calls and results, told apart
-        asked = _before_tool_turns(body.messages) if since else body.messages
-        task, history, attachments = _task(asked, in_session=session is not None)
+        task, history, attachments = _task(
+            body.messages, in_session=session is not None, told_after=bool(since)
+        )
         task = "\n\n".join(t for t in (task, since, tools and tools.instructions()) if t)
         team, skill = _target(body.model)
         as_json = _wants_json(body.response_format)
@@ -248,12 +249,6 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         }
 
     return routes
-
-
-def _before_tool_turns(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The messages up to the last user message (what follows is told by ``tool_turns``)."""
-    last = max(i for i, m in enumerate(messages) if m.get("role") == "user")
-    return messages[: last + 1]
 
 
 def _refused(body: ChatRequest, request_id: str) -> JSONResponse | None:

@@ -38,13 +38,14 @@ def _wants_json(response_format: dict[str, Any] | None) -> bool:
 
 
 def _task(
-    messages: list[dict[str, Any]], *, in_session: bool = False
+    messages: list[dict[str, Any]], *, in_session: bool = False, told_after: bool = False
 ) -> tuple[str, History, list[Attachment]]:
     """The job's task, history and images from OpenAI-style messages.
 
     The last user message is the task; the other messages are its history, each a turn of
     its role (only the system and developer messages ``in_session``: the session holds the
-    conversation). Empty messages are left out.
+    conversation). Empty messages are left out. ``told_after``: the messages after the task
+    are told with it (a caller's tool calls and results): checked, but not in the history.
 
     Raises:
         InvalidInput: no user message, or a message of a shape OpenAI does not define.
@@ -69,7 +70,10 @@ def _task(
     history = tuple(
         Turn(role=role, text=text)  # a role checked above
         for i, (role, text) in enumerate(turns)
-        if i != last and text and not (in_session and role not in {"system", "developer"})
+        if i != last
+        and text
+        and not (in_session and role not in {"system", "developer"})
+        and not (told_after and i > last)
     )
     return task, History(turns=history), images
 

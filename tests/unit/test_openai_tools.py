@@ -14,7 +14,7 @@ from raytroupe.deployments.openai_tools import (
     caller_tools,
     tool_turns,
 )
-from raytroupe.protocols import InvalidRequest
+from raytroupe.protocols import InvalidInput, InvalidRequest
 from raytroupe.protocols.task_shape import task_parts
 
 WEATHER = {
@@ -158,3 +158,18 @@ def test_what_the_callers_tools_did_since_its_question_is_told_in_order():
         "The caller ran get_weather; it returned: 18 C, clear",
     ]
     assert tool_turns(messages[:2]) == ""  # nothing since the question
+
+
+def test_the_turns_after_the_question_are_checked_and_told_with_it_not_in_its_history():
+    from raytroupe.deployments.openai_messages import _task  # noqa: PLC0415
+
+    messages = [
+        {"role": "user", "content": "Weather in Paris?"},
+        {"role": "assistant", "content": None, "tool_calls": []},
+        {"role": "tool", "tool_call_id": "c1", "content": "18 C, clear"},
+    ]
+    task, history, _ = _task(messages, told_after=True)
+    assert task == "Weather in Paris?"
+    assert history.turns == ()
+    with pytest.raises(InvalidInput, match="unknown role 'hacker'"):
+        _task([*messages, {"role": "hacker", "content": "x"}], told_after=True)
