@@ -92,8 +92,10 @@ def mcp_server(at_for: AtFor) -> Server[Any]:
         if entry is None:
             raise MCPError(_INVALID_PARAMS, f"no tool {params.name!r} for this caller")
         arguments = dict(params.arguments or {})
-        try:
-            accepted = await submit.submit.run_for(at, _order(params.name, arguments, entry.takes))
+        try:  # shielded: a call cancelled while its job is being accepted cancels that job below
+            with anyio.CancelScope(shield=True):
+                order = _order(params.name, arguments, entry.takes)
+                accepted = await submit.submit.run_for(at, order)
         except TroupeError as exc:
             return _failed(f"{exc.code.value}: {exc.message}", None)
         try:
