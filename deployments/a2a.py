@@ -26,8 +26,12 @@ replica).
   ``TaskNotCancelableError``.
 - Job states: pending is ``submitted``; planning, running and aggregating ``working``;
   awaiting approval or input ``input-required``; then ``completed``/``failed``/``canceled``.
-- Not served (the card says so, and the calls answer ``UnsupportedOperationError``): push
-  notification configs, task lists and the extended card.
+- Push notification configs (create, get, list, delete) of a caller's task: each is a
+  webhook of kind ``a2a`` (see :mod:`raytroupe.protocols.webhooks`), so its pushes are
+  journaled with the job's events and sent by the job's shard, retried with backoff, under
+  the operator's webhooks network policy: a status update per change of the task's state,
+  as A2A's own push sender posts it, with the config's token and authentication.
+- Not served (``UnsupportedOperationError``): task lists and the extended card.
 """
 
 from __future__ import annotations
@@ -70,10 +74,11 @@ from a2a.types import (
 from a2a.utils.constants import PROTOCOL_VERSION_1_0, TransportProtocol
 from a2a.utils.errors import (
     InternalError,
-    PushNotificationNotSupportedError,
+    InvalidParamsError,
     TaskNotCancelableError,
     UnsupportedOperationError,
 )
+from pydantic import ValidationError
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
@@ -93,13 +98,16 @@ from raytroupe.deployments.guard import principal_of, request_id_of
 from raytroupe.deployments.openai_messages import _target
 from raytroupe.deployments.problems import troupe_problem
 from raytroupe.protocols import Conflict, TroupeError
+from raytroupe.protocols.webhooks import A2A_PUSHED, A2APush, WebhookEvent, WebhookSpec
 from raytroupe.runtime.client import SystemClient
-from raytroupe.runtime.operations import At, jobs, skills, teams
+from raytroupe.runtime.operations import At, job_reads, jobs, skills, teams, webhooks
 
 __all__ = ["JobTasks", "a2a_routes"]
 
 PREFIX: Final = "/a2a"
 _BEARER: Final = "bearer"
+_PUSHED: Final[tuple[WebhookEvent, ...]] = tuple(A2A_PUSHED)
+"""What a push config hears: every change of its task's state after it is made."""
 _UNSERVED: Final = (
     "raytroupe's A2A agents do not keep {what}: follow a task with SubscribeToTask, or list "
     "jobs with GET /v1/jobs/summaries"
@@ -171,7 +179,7 @@ async def agent_card(at: At, target: str, base_url: str) -> AgentCard:
                 protocol_version=PROTOCOL_VERSION_1_0,
             )
         ],
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         security_schemes={
             _BEARER: SecurityScheme(
                 http_auth_security_scheme=HTTPAuthSecurityScheme(
@@ -277,36 +285,63 @@ class JobTasks(RequestHandler):
         raise UnsupportedOperationError(_UNSERVED.format(what="task lists"))
 
     async def on_create_task_push_notification_config(
-        self,
-        params: TaskPushNotificationConfig,  # noqa: ARG002
-        context: ServerCallContext,  # noqa: ARG002
+        self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        """Not served (the card says so)."""
-        raise PushNotificationNotSupportedError()
+        """Keep a push config of the caller's task: a webhook of kind ``a2a`` (durable, retried).
+
+        Its URL is checked as a webhook's is (the operator's webhooks network policy); its id
+        defaults to the task's; set again under the same id, it replaces the one before.
+        """
+        at = _at(context)
+        config_id = params.id or params.task_id
+        authorization = None
+        if params.HasField("authentication") and params.authentication.scheme:
+            auth = params.authentication
+            authorization = f"{auth.scheme} {auth.credentials}".strip()
+        push = A2APush(config_id=config_id, token=params.token, authorization=authorization)
+        with as_a2a():
+            try:
+                spec = WebhookSpec(
+                    url=params.url, events=_PUSHED, job_id=params.task_id,
+                    description=config_id, a2a=push,
+                )  # fmt: skip
+            except ValidationError as exc:
+                raise InvalidParamsError(f"push config refused: {exc.errors()[0]['msg']}") from None
+            await webhooks.create_webhook.run_for(at, {"webhook": spec})
+        return _config(params.task_id, config_id, params.url, params.token)
 
     async def on_get_task_push_notification_config(
-        self,
-        params: GetTaskPushNotificationConfigRequest,  # noqa: ARG002
-        context: ServerCallContext,  # noqa: ARG002
+        self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        """Not served (the card says so)."""
-        raise PushNotificationNotSupportedError()
+        """The caller's push config of that id (the task's id, unnamed) for the task."""
+        at = _at(context)
+        config_id = params.id or params.task_id
+        webhook_id = A2APush(config_id=config_id).webhook_id(at.tenant, params.task_id)
+        with as_a2a():
+            found = await webhooks.webhook.run_for(at, {"webhook_id": webhook_id})
+        return _config(params.task_id, config_id, found.url)
 
     async def on_list_task_push_notification_configs(
-        self,
-        params: ListTaskPushNotificationConfigsRequest,  # noqa: ARG002
-        context: ServerCallContext,  # noqa: ARG002
+        self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        """Not served (the card says so)."""
-        raise PushNotificationNotSupportedError()
+        """The caller's push configs of the task (its job must be the caller's)."""
+        at = _at(context)
+        with as_a2a():
+            await job_reads.summary.run_for(at, {"job_id": params.task_id})  # the caller's
+            found = await webhooks.webhooks.run_for(at, {"job_id": params.task_id, "kind": "a2a"})
+        return ListTaskPushNotificationConfigsResponse(
+            configs=[_config(params.task_id, w.description, w.url) for w in found]
+        )
 
     async def on_delete_task_push_notification_config(
-        self,
-        params: DeleteTaskPushNotificationConfigRequest,  # noqa: ARG002
-        context: ServerCallContext,  # noqa: ARG002
+        self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        """Not served (the card says so)."""
-        raise PushNotificationNotSupportedError()
+        """Drop the caller's push config of that id for the task."""
+        at = _at(context)
+        config_id = params.id or params.task_id
+        webhook_id = A2APush(config_id=config_id).webhook_id(at.tenant, params.task_id)
+        with as_a2a():
+            await webhooks.delete_webhook.run_for(at, {"webhook_id": webhook_id})
 
     async def on_get_extended_agent_card(
         self,
@@ -315,6 +350,11 @@ class JobTasks(RequestHandler):
     ) -> AgentCard:
         """Not served: the public card is the whole card."""
         raise UnsupportedOperationError("the card at .well-known/agent-card.json is the whole")
+
+
+def _config(task_id: str, config_id: str, url: str, token: str = "") -> TaskPushNotificationConfig:
+    """A push config as A2A says it (its token only when just set; credentials never)."""
+    return TaskPushNotificationConfig(id=config_id, task_id=task_id, url=url, token=token)
 
 
 def _at(context: ServerCallContext) -> At:

@@ -74,6 +74,7 @@ from raytroupe.protocols.errors import (
     UnpricedModel,
     Unreachable,
     UnsupportedSchemaVersion,
+    WebhookNotFound,
     WorkLimitExceeded,
 )
 from raytroupe.protocols.graph import GraphEdge, GraphNode, GraphSpec
@@ -341,6 +342,7 @@ __all__ = [
     "UnsupportedSchemaVersion",
     "Usage",
     "UsageRow",
+    "WebhookNotFound",
     "WorkDone",
     "WorkLimitExceeded",
     "as_written",

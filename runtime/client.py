@@ -51,6 +51,7 @@ from raytroupe.protocols.config.memory import MemoryConfig
 from raytroupe.protocols.config.skills import SkillsConfig
 from raytroupe.protocols.config.system import OTEL_FLAG_DEPRECATED, SystemConfig
 from raytroupe.protocols.config.tools import ToolsConfig
+from raytroupe.protocols.config.webhooks import WebhooksConfig
 from raytroupe.protocols.graph_checkpoints import (
     GraphCheckpoint,
     GraphInterrupt,
@@ -61,6 +62,7 @@ from raytroupe.protocols.inputs import with_load
 from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.protocols.traceparent import checked_traceparent, current_traceparent
+from raytroupe.protocols.webhooks import Delivery, WebhookCreated, WebhookInfo, WebhookSpec
 from raytroupe.runtime.evolution_client import EvolutionClient
 from raytroupe.runtime.memory_client import MemoryClient
 from raytroupe.runtime.ray_calls import call
@@ -109,6 +111,7 @@ class SystemClient:
         router_shards: int | None = None,
         orchestrator_shards: int | None = None,
         skills: SkillsConfig | None = None,
+        webhooks: WebhooksConfig | None = None,
     ) -> SystemClient:
         """Find the running system actors (namespace ``troupe``) or start them (blocking).
 
@@ -135,6 +138,7 @@ class SystemClient:
             router_shards = router_shards or routers
             orchestrator_shards = orchestrator_shards or orchestrators
             skills = skills or config.skills
+            webhooks = webhooks or config.webhooks
         handles = spawn_system(
             models,
             llm,
@@ -149,6 +153,7 @@ class SystemClient:
             router_shards=router_shards or 1,
             orchestrator_shards=orchestrator_shards or 1,
             skills=skills,
+            webhooks=webhooks,
         )
         return cls(handles)
 
@@ -197,6 +202,39 @@ class SystemClient:
     async def delete_session(self, session_id: str, *, tenant: str) -> None:
         """Forget the tenant's session (its jobs stay)."""
         await call(self._desk.delete_session.remote(session_id, tenant=tenant))
+
+    # -- webhooks --------------------------------------------------------------------------
+
+    async def put_webhook(self, tenant: str, spec: WebhookSpec) -> WebhookCreated:
+        """Keep a webhook of ``tenant`` (an A2A push config with ``spec.a2a``); with its secret."""
+        result: WebhookCreated = await call(self._desk.put_webhook.remote(tenant, spec))
+        return result
+
+    async def webhooks(
+        self, tenant: str | None, *, job_id: str | None = None, kind: str | None = None
+    ) -> list[WebhookInfo]:
+        """The tenant's webhooks (None: every tenant's), oldest first."""
+        ref = self._desk.webhooks.remote(tenant, job_id=job_id, kind=kind)
+        result: list[WebhookInfo] = await call(ref)
+        return result
+
+    async def webhook(self, tenant: str | None, webhook_id: str) -> WebhookInfo:
+        """The tenant's webhook of that id."""
+        result: WebhookInfo = await call(self._desk.webhook.remote(tenant, webhook_id))
+        return result
+
+    async def delete_webhook(self, tenant: str | None, webhook_id: str) -> WebhookInfo:
+        """Drop the tenant's webhook; what it was."""
+        result: WebhookInfo = await call(self._desk.delete_webhook.remote(tenant, webhook_id))
+        return result
+
+    async def deliveries(
+        self, tenant: str | None, webhook_id: str, limit: int = 100
+    ) -> list[Delivery]:
+        """The webhook's latest deliveries, newest first."""
+        ref = self._desk.deliveries.remote(tenant, webhook_id, limit)
+        result: list[Delivery] = await call(ref)
+        return result
 
     async def status(self, job_id: str, *, tenant: str | None = None) -> JobStatus:
         """Where the job is."""

@@ -56,6 +56,7 @@ from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import submit as submit_ops
 from raytroupe.runtime.operations import teams as team_ops
+from raytroupe.runtime.operations import webhooks as webhook_ops
 from raytroupe.runtime.operations.declare import Arguments, Operation
 from raytroupe.runtime.operations.job_reads import JobsShown
 from raytroupe.runtime.operations.surfaces import renamed
@@ -296,3 +297,11 @@ class AsyncClient:
     sessions = over_http_async(session_ops.sessions)
     session = over_http_async(session_ops.session)
     delete_session = over_http_async(session_ops.delete_session)
+
+    # --- webhooks ---------------------------------------------------------------------------
+
+    create_webhook = over_http_async(webhook_ops.create_webhook)
+    webhooks = over_http_async(webhook_ops.webhooks)
+    webhook = over_http_async(webhook_ops.webhook)
+    delete_webhook = over_http_async(webhook_ops.delete_webhook)
+    webhook_deliveries = over_http_async(webhook_ops.webhook_deliveries)

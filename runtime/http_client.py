@@ -64,6 +64,7 @@ from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import submit as submit_ops
 from raytroupe.runtime.operations import teams as team_ops
+from raytroupe.runtime.operations import webhooks as webhook_ops
 from raytroupe.runtime.operations.declare import Arguments, Operation
 from raytroupe.runtime.operations.job_reads import JobsShown
 from raytroupe.runtime.operations.surfaces import renamed
@@ -305,3 +306,11 @@ class Client:
     sessions = over_http(session_ops.sessions)
     session = over_http(session_ops.session)
     delete_session = over_http(session_ops.delete_session)
+
+    # --- webhooks ---------------------------------------------------------------------------
+
+    create_webhook = over_http(webhook_ops.create_webhook)
+    webhooks = over_http(webhook_ops.webhooks)
+    webhook = over_http(webhook_ops.webhook)
+    delete_webhook = over_http(webhook_ops.delete_webhook)
+    webhook_deliveries = over_http(webhook_ops.webhook_deliveries)

@@ -33,6 +33,7 @@ from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import submit as submit_ops
 from raytroupe.runtime.operations import teams as team_ops
+from raytroupe.runtime.operations import webhooks as webhook_ops
 from raytroupe.runtime.sessions import Session
 
 __all__ = ["TenantView"]
@@ -111,6 +112,12 @@ class TenantView:
     sessions = in_process(session_ops.sessions)
     create_session = in_process(session_ops.create_session)
     delete_session = in_process(session_ops.delete_session)
+
+    create_webhook = in_process(webhook_ops.create_webhook)
+    webhooks = in_process(webhook_ops.webhooks)
+    webhook = in_process(webhook_ops.webhook)
+    delete_webhook = in_process(webhook_ops.delete_webhook)
+    webhook_deliveries = in_process(webhook_ops.webhook_deliveries)
 
     skills = in_process(skill_ops.skills)
     lessons = in_process(skill_ops.lessons)

@@ -236,6 +236,15 @@ def rt(troupe_root, postgres, skills_dir, a2a_agent):
             scale=runtime.ScaleConfig(router_shards=2, orchestrator_shards=2),
             # orchestrator/0 loads and watches this directory (tests/integration/test_skills.py)
             skills=SkillsConfig(directory=skills_dir),
+            # webhooks to receivers on loopback, which this session's operator allows; tried
+            # again soon, so a test sees a retry within seconds
+            webhooks=runtime.WebhooksConfig(
+                network=runtime.NetworkPolicy(allow=("127.0.0.1",)),
+                attempts=4,
+                retry_s=0.2,
+                max_retry_s=1.0,
+                poll_s=0.5,
+            ),
         ),
         journal=root / "state" / "journal.sqlite",
         state_url=postgres.database(SESSION_DATABASE),

@@ -22,6 +22,7 @@ from raytroupe.actors.desk.intent import TeamChooser
 from raytroupe.actors.desk.keepers import Keepers
 from raytroupe.actors.desk.submission import Submission
 from raytroupe.actors.endpoint import RouterClient
+from raytroupe.actors.notify.desk import WebhookDesk
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.shards import Shards, TeamProvisioner
 from raytroupe.actors.skills.config import SkillsConfig
@@ -36,12 +37,14 @@ from raytroupe.protocols import (
     TeamSpec,
     TenantPolicy,
 )
+from raytroupe.protocols.config.webhooks import WebhooksConfig
 from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.policy import as_written
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
+from raytroupe.protocols.webhooks import Delivery, WebhookCreated, WebhookInfo, WebhookSpec
 
 __all__ = ["FrontDesk"]
 
@@ -61,6 +64,7 @@ class FrontDesk:
         journal: where teams, policies, skills, sessions, eval runs and experiments are
             kept (the job shards' database); None keeps them in memory.
         skills: where skill files are loaded from, and how unnamed jobs are routed.
+        webhooks: where webhook URLs may point (their deliveries are the shards').
     """
 
     def __init__(
@@ -71,8 +75,10 @@ class FrontDesk:
         *,
         journal: Journal | str | Path | None = None,
         skills: SkillsConfig | None = None,
+        webhooks: WebhooksConfig | None = None,
     ) -> None:
         self._router = router
+        self._webhooks_config = webhooks
         self._provisioner = provisioner
         self._shards = shards
         self._journal_at = journal
@@ -85,6 +91,9 @@ class FrontDesk:
     def _records(self, journal: Journal | None) -> None:
         """Keep teams, policies, skills, sessions, evals in ``journal`` (None: in memory)."""
         self._journal = journal
+        self._hooks = WebhookDesk(
+            journal.webhooks if journal is not None else None, self._webhooks_config
+        )
         self._kept = Keepers(
             journal, self._router, self._provisioner, self._skills_config, self._chooser,
             submit=self.submit, wait=lambda job_id: self._shards.wait(job_id, None),
@@ -376,3 +385,29 @@ class FrontDesk:
     async def delete_session(self, session_id: str, *, tenant: str) -> None:
         """See :meth:`SessionDesk.delete`."""
         self._kept.sessions.delete(tenant, session_id)
+
+    # -- webhooks (see :mod:`raytroupe.actors.notify`) ---------------------------------------
+
+    async def put_webhook(self, tenant: str, spec: WebhookSpec) -> WebhookCreated:
+        """See :meth:`WebhookDesk.create`."""
+        return await self._hooks.create(tenant, spec)
+
+    async def webhooks(
+        self, tenant: str | None, *, job_id: str | None = None, kind: str | None = None
+    ) -> list[WebhookInfo]:
+        """See :meth:`WebhookDesk.webhooks`."""
+        return await self._hooks.webhooks(tenant, job_id=job_id, kind=kind)
+
+    async def webhook(self, tenant: str | None, webhook_id: str) -> WebhookInfo:
+        """See :meth:`WebhookDesk.webhook`."""
+        return await self._hooks.webhook(tenant, webhook_id)
+
+    async def delete_webhook(self, tenant: str | None, webhook_id: str) -> WebhookInfo:
+        """See :meth:`WebhookDesk.delete`."""
+        return await self._hooks.delete(tenant, webhook_id)
+
+    async def deliveries(
+        self, tenant: str | None, webhook_id: str, limit: int = 100
+    ) -> list[Delivery]:
+        """See :meth:`WebhookDesk.deliveries`."""
+        return await self._hooks.deliveries(tenant, webhook_id, limit)

@@ -13,6 +13,7 @@ dispatched again with ``attempt + 1``. The shard keeps its jobs in a
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections import OrderedDict
 from pathlib import Path
 from typing import Any, assert_never
@@ -21,6 +22,7 @@ import structlog
 
 from raytroupe.actors.endpoint import RouterClient, serve_envelope
 from raytroupe.actors.evals.experiment_store import ExperimentStore
+from raytroupe.actors.notify.deliverer import Deliverer
 from raytroupe.actors.orchestrator.admission import PolicyBook
 from raytroupe.actors.orchestrator.approvals import ApprovalDesk
 from raytroupe.actors.orchestrator.graphs.checkpoints import CheckpointStore
@@ -56,6 +58,7 @@ from raytroupe.protocols import (
     as_written,
     job_shard,
 )
+from raytroupe.protocols.config.webhooks import WebhooksConfig
 from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphState
 
 __all__ = ["Orchestrator"]
@@ -95,6 +98,7 @@ class Orchestrator:
         keep_jobs: int = 10_000,
         journal: Journal | str | Path | None = None,
         shard: int = 0,
+        webhooks: WebhooksConfig | None = None,
     ) -> None:
         if not 0 <= shard < len(shards):
             raise ValueError(f"shard {shard} of {len(shards)}")
@@ -107,6 +111,8 @@ class Orchestrator:
         self._limits = (max_running, max_attempts)
         self._jobs: OrderedDict[str, Job] = OrderedDict()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._webhooks = webhooks or WebhooksConfig()
+        self._delivering: asyncio.Task[None] | None = None
         self._records(None)  # in memory until on_start opens the journal
 
     def _records(self, journal: Journal | None) -> None:
@@ -143,14 +149,22 @@ class Orchestrator:
         if self._journal_at is None:
             return
         at = self._journal_at
-        journal = at if isinstance(at, Journal) else await asyncio.to_thread(Journal, at)
+        journal = (
+            at if isinstance(at, Journal)
+            else await asyncio.to_thread(functools.partial(Journal, at, shards=self._shards))
+        )  # fmt: skip
         self._records(journal)
+        deliverer = Deliverer(journal.webhooks, self._shard, self._webhooks)
+        journal.delivering = deliverer.wake
+        self._delivering = asyncio.create_task(deliverer.run(), name="webhook deliveries")
         policies = PolicyBook(journal.policies())  # as the desk journaled them: no call to it
         self._held.resume(journal, policies, self._owns, self._shard)
 
     async def on_stop(self) -> None:
         """Stop running jobs (the journal resumes them in the next process) and close it."""
         self._held.stop()
+        if self._delivering is not None:
+            self._delivering.cancel()
         if self._journal is not None and not isinstance(self._journal_at, Journal):
             self._journal.close()
 

@@ -16,6 +16,7 @@ from typing import Any
 import structlog
 from pydantic import ValidationError
 
+from raytroupe.actors.notify.store import WebhookStore
 from raytroupe.actors.orchestrator.jobs import Job
 from raytroupe.actors.orchestrator.restored import IMAGES, RestoredJobs, Unfinished
 from raytroupe.actors.state import Database, Migration, first, open_database, upsert
@@ -37,6 +38,7 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.skill import SkillSpec
+from raytroupe.protocols.webhooks import WEBHOOK_EVENTS
 
 __all__ = ["Journal"]
 
@@ -127,8 +129,12 @@ class Journal:
     tests; a ``postgresql://`` URL survives the orchestrator moving node.
     """
 
-    def __init__(self, location: str | Path) -> None:
+    def __init__(self, location: str | Path, *, shards: int = 1) -> None:
         self._db = open_database(location, "journal", _MIGRATIONS)
+        self.webhooks = WebhookStore(self._db)
+        self._shards = shards
+        self.delivering: Callable[[], None] | None = None
+        """Called when an event journaled here made deliveries (a shard's deliverer wakes)."""
         self._restored = RestoredJobs(self._db)
         self._fill_summaries()
 
@@ -247,11 +253,21 @@ class Journal:
             Conflict: the job's event of that seq was journaled already (by another process
                 running the job: this one's log has gone apart from the journal's).
         """
-        kept = self._db.execute(
+        insert = (
             "INSERT INTO job_events (job_id, seq, event) VALUES (?, ?, ?) "
-            "ON CONFLICT DO NOTHING RETURNING seq",
-            (event.job_id, event.seq, event.model_dump_json()),
+            "ON CONFLICT DO NOTHING RETURNING seq"
         )
+        row = (event.job_id, event.seq, event.model_dump_json())
+        made = 0
+        if event.type in WEBHOOK_EVENTS:  # the event and its deliveries land together
+            with self._db.transaction() as tx:
+                kept = tx.execute(insert, row)
+                if kept:
+                    made = WebhookStore.enqueue(tx, event, self._shards)
+        else:
+            kept = self._db.execute(insert, row)
+        if made and self.delivering is not None:
+            self.delivering()
         if not kept:
             raise Conflict(
                 f"event {event.seq} of job {event.job_id} was journaled already",

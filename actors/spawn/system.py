@@ -49,6 +49,7 @@ from raytroupe.actors.state import checked_state_url
 from raytroupe.actors.team_provisioner import RayTeamProvisioner
 from raytroupe.actors.tools.config import ToolsConfig
 from raytroupe.protocols import ConfigError, ModelSpec, TenantPolicy
+from raytroupe.protocols.config.webhooks import WebhooksConfig
 
 __all__ = [
     "NAMESPACE",
@@ -117,6 +118,7 @@ def spawn_system(
     router_shards: int = 1,
     orchestrator_shards: int = 1,
     skills: SkillsConfig | None = None,
+    webhooks: WebhooksConfig | None = None,
 ) -> SystemHandles:
     """Start the system actors, or find the running ones, and wire them together.
 
@@ -143,7 +145,8 @@ def spawn_system(
     (``desk``) admitting each and handing it to a shard in turn (see
     ``raytroupe.actors.orchestrator.shards``); a running orchestrator keeps its number too.
     ``skills`` says where the desk loads skill files from (and whether it watches them) and
-    how unnamed jobs are routed.
+    how unnamed jobs are routed. ``webhooks``: how the shards send webhooks (and where the
+    desk lets their URLs point).
 
     Raises:
         ConfigError: the pool cannot serve its configuration, or ``models`` would replace
@@ -221,6 +224,7 @@ def spawn_system(
                 RayShards(count),
                 journal=state_url or journal,
                 shard=k,
+                webhooks=webhooks,
             )
             for k in range(count)
         ]
@@ -234,6 +238,7 @@ def spawn_system(
             RayShards(count),
             journal=state_url or journal,
             skills=skills,
+            webhooks=webhooks,
         )
     )
     everyone = [*routers.handles, *pools, memory_actor, desk, *orchestrators.handles, *sandboxes]

@@ -29,6 +29,7 @@ from raytroupe.protocols.config.tools import (
     ToolsConfig,
     default_scratch_root,
 )
+from raytroupe.protocols.config.webhooks import WebhooksConfig
 
 __all__ = [
     "OTEL_FLAG_DEPRECATED",
@@ -49,6 +50,7 @@ __all__ = [
     "SystemConfig",
     "ToolsConfig",
     "TracingConfig",
+    "WebhooksConfig",
     "checked_state_url",
     "default_scratch_root",
     "is_postgres",

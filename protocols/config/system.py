@@ -29,6 +29,7 @@ from raytroupe.protocols.config.memory import MemoryConfig
 from raytroupe.protocols.config.skills import SkillsConfig
 from raytroupe.protocols.config.state import checked_state_url, state_url
 from raytroupe.protocols.config.tools import ToolsConfig
+from raytroupe.protocols.config.webhooks import WebhooksConfig
 
 __all__ = [
     "OTEL_FLAG_DEPRECATED",
@@ -215,6 +216,7 @@ class SystemConfig(BaseModel):
     placement: PlacementConfig = Field(default_factory=PlacementConfig)
     scale: ScaleConfig = Field(default_factory=ScaleConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
+    webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
 
     @model_validator(mode="after")
     def _home(self) -> Self:

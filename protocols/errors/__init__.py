@@ -15,7 +15,8 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   │   ├── AgentNotFound         no registered team has an agent of that name
     │   │   ├── SessionNotFound       the tenant has no session (conversation) of that id
     │   │   ├── KnowledgeNotFound     the tenant has no such knowledge base or document
-    │   │   └── LessonNotFound        the tenant has no such lesson of the skill
+    │   │   ├── LessonNotFound        the tenant has no such lesson of the skill
+    │   │   └── WebhookNotFound       the tenant has no webhook (or A2A push config) of that id
     │   ├── Conflict                  the change clashes with what exists (a name in use)
     │   ├── InvalidRequest            an HTTP request the API's schema refuses
     │   └── WorkLimitExceeded         checking the input took longer than its limit allows
@@ -110,6 +111,7 @@ from raytroupe.protocols.errors.invalid_input import (
     SkillNotFound,
     TeamNotFound,
     UnsupportedSchemaVersion,
+    WebhookNotFound,
     WorkLimitExceeded,
 )
 from raytroupe.protocols.errors.jobs import (
@@ -189,6 +191,7 @@ __all__ = [
     "UnpricedModel",
     "Unreachable",
     "UnsupportedSchemaVersion",
+    "WebhookNotFound",
     "WorkLimitExceeded",
     "error_class",
 ]

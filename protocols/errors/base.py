@@ -61,6 +61,7 @@ class ErrorCode(StrEnum):
     SESSION_NOT_FOUND = "session_not_found"
     KNOWLEDGE_NOT_FOUND = "knowledge_not_found"
     LESSON_NOT_FOUND = "lesson_not_found"
+    WEBHOOK_NOT_FOUND = "webhook_not_found"
     CONFLICT = "conflict"
     FORBIDDEN = "forbidden"
     QUOTA_EXCEEDED = "quota_exceeded"

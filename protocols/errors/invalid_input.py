@@ -19,6 +19,7 @@ __all__ = [
     "SkillNotFound",
     "TeamNotFound",
     "UnsupportedSchemaVersion",
+    "WebhookNotFound",
     "WorkLimitExceeded",
 ]
 
@@ -93,6 +94,12 @@ class LessonNotFound(ConfigError):
     """The tenant has no lesson of that id for the skill (reflection's, see ``lessons``)."""
 
     code = ErrorCode.LESSON_NOT_FOUND
+
+
+class WebhookNotFound(ConfigError):
+    """The tenant has no webhook (or A2A push config) of that id."""
+
+    code = ErrorCode.WEBHOOK_NOT_FOUND
 
 
 class Conflict(InvalidInput):

@@ -38,6 +38,7 @@ from raytroupe.runtime.cli._show import usage as usage_error
 from raytroupe.runtime.cli._skills import ask, skills_app
 from raytroupe.runtime.cli._teams import teams_app
 from raytroupe.runtime.cli._up import down, serve, up
+from raytroupe.runtime.cli._webhooks import webhooks_app
 
 if TYPE_CHECKING:
     pass
@@ -71,6 +72,7 @@ for _group, _name, _panel in (
     (policies_app, "policies", _RESOURCES),
     (kb_app, "kb", _RESOURCES),
     (sessions_app, "sessions", _RESOURCES),
+    (webhooks_app, "webhooks", _RESOURCES),
     (key_app, "key", _LOCAL),
     (config_app, "config", _LOCAL),
     (models_app, "models", _LOCAL),

@@ -9,7 +9,9 @@ each key its tenant.
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
+import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -39,11 +41,19 @@ from a2a.types import (
     Task,
     TaskState,
 )
+from a2a.types.a2a_pb2 import (
+    AuthenticationInfo,
+    GetTaskPushNotificationConfigRequest,
+    ListTaskPushNotificationConfigsRequest,
+    TaskPushNotificationConfig,
+)
 from a2a.utils.errors import A2AError
+from google.protobuf.json_format import ParseDict
 
 from raytroupe import runtime
 from raytroupe.protocols import PlannedSubtask, StandardOutput
 from tests.support.http_api import OTHER_KEY, SKILL_KEY, USER_KEY, register, wire_team
+from tests.support.listener import listening
 from tests.support.wire_server import Default, Hold, Reply, WireServer
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
@@ -147,7 +157,7 @@ def test_a_team_is_an_agent_with_a_card_and_answers_a_message_as_a_task(api, tea
     assert card.supported_interfaces[0].url == f"{api.url}/a2a/{TEAM}"
     assert card.supported_interfaces[0].protocol_binding == "JSONRPC"
     assert card.capabilities.streaming
-    assert not card.capabilities.push_notifications
+    assert card.capabilities.push_notifications
     assert "bearer" in card.security_schemes
     assert [s.id for s in card.skills] == [TEAM]
 
@@ -222,6 +232,68 @@ def test_a_held_tool_call_is_input_required_and_a_message_approves_it(api, teams
     assert done.id == held.id
     assert done.status.state == TaskState.TASK_STATE_COMPLETED
     assert wire.requests[1].body["messages"][-1]["content"] == "deploy v2"
+
+
+def test_a_push_config_of_a_waiting_task_pushes_each_change_to_its_url(api, teams, wire):
+    wire.reset()
+    wire.script(Reply.tool("echo", {"text": "ship it"}), Default())
+
+    async def body(url: str) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        async with (
+            _client(api, APPROVE) as (_, client),
+            _client(api, APPROVE, OTHER_KEY) as (_, other),
+        ):
+            held = _task(await _send(client, _message(new_text_part("Echo the ship call."))))
+            config = TaskPushNotificationConfig(
+                task_id=held.id, id="ops", url=f"{url}/push", token="tok-ops",  # noqa: S106
+                authentication=AuthenticationInfo(scheme="Bearer", credentials="abc"),
+            )  # fmt: skip
+            seen["made"] = await client.create_task_push_notification_config(config)
+            asked = GetTaskPushNotificationConfigRequest(task_id=held.id, id="ops")
+            seen["got"] = await client.get_task_push_notification_config(asked)
+            listed = ListTaskPushNotificationConfigsRequest(task_id=held.id)
+            seen["listed"] = await client.list_task_push_notification_configs(listed)
+            inside = TaskPushNotificationConfig(
+                task_id=held.id, id="x", url="http://169.254.169.254/latest/"
+            )
+            for name, attempt in {
+                "other get": other.get_task_push_notification_config(asked),
+                "other list": other.list_task_push_notification_configs(listed),
+                "other create": other.create_task_push_notification_config(config),
+                "metadata": client.create_task_push_notification_config(inside),
+            }.items():
+                try:
+                    await attempt
+                    seen[name] = None
+                except (A2AClientError, A2AError) as exc:
+                    seen[name] = str(exc)
+            seen["done"] = _task(await _send(client, _message(
+                new_text_part("approve"), task_id=held.id)))  # fmt: skip
+        return seen
+
+    with listening() as receiver:
+        seen = _run(lambda: body(receiver.url))
+        deadline = time.monotonic() + 60
+        while not any(b'"TASK_STATE_COMPLETED"' in r.body for r in receiver.requests):
+            assert time.monotonic() < deadline, receiver.requests
+            time.sleep(0.2)
+    done = seen["done"]
+    assert seen["made"].id == "ops"
+    assert seen["made"].url.endswith("/push")
+    assert (seen["got"].id, seen["got"].task_id) == ("ops", done.id)
+    assert [c.id for c in seen["listed"].configs] == ["ops"]
+    assert all(seen[k] is not None for k in ("other get", "other list", "other create"))
+    assert "refused" in seen["metadata"]
+    pushed = [ParseDict(json.loads(r.body), StreamResponse()) for r in receiver.requests]
+    states = [p.status_update.status.state for p in pushed]
+    assert states[-1] == TaskState.TASK_STATE_COMPLETED
+    assert TaskState.TASK_STATE_WORKING in states  # the approval decided
+    assert {p.status_update.task_id for p in pushed} == {done.id}
+    for request in receiver.requests:
+        assert request.path == "/push"
+        assert request.headers["x-a2a-notification-token"] == "tok-ops"
+        assert request.headers["authorization"] == "Bearer abc"
 
 
 def test_a_graph_waiting_for_input_takes_the_next_message_as_its_value(api, teams):

@@ -31,6 +31,8 @@ class Listener:
     url: str
     requests: list[Seen] = field(default_factory=list)
     redirect_to: str | None = None
+    answers: list[int] = field(default_factory=list)
+    """Statuses to answer first, one per request, in order (then 200)."""
 
     @property
     def reached(self) -> bool:
@@ -39,9 +41,12 @@ class Listener:
 
 
 @contextmanager
-def listening(*, redirect_to: str | None = None) -> Iterator[Listener]:
-    """Run a recording listener (answering 307 to ``redirect_to`` if given) until exit."""
-    listener = Listener(url="", redirect_to=redirect_to)
+def listening(
+    *, redirect_to: str | None = None, answers: tuple[int, ...] = ()
+) -> Iterator[Listener]:
+    """Run a recording listener until exit (answering 307 to ``redirect_to`` if given, else
+    ``answers`` in turn, then 200)."""
+    listener = Listener(url="", redirect_to=redirect_to, answers=list(answers))
 
     class Handler(BaseHTTPRequestHandler):
         def _record(self) -> None:
@@ -57,7 +62,7 @@ def listening(*, redirect_to: str | None = None) -> Iterator[Listener]:
                 self.end_headers()
                 return
             payload = b'{"ok": true}'
-            self.send_response(200)
+            self.send_response(listener.answers.pop(0) if listener.answers else 200)
             self.send_header("Content-Type", "application/json")
             self.send_header("Content-Length", str(len(payload)))
             self.end_headers()

@@ -59,6 +59,7 @@ from raytroupe.protocols.errors import (
     UnpricedModel,
     Unreachable,
     UnsupportedSchemaVersion,
+    WebhookNotFound,
     WorkLimitExceeded,
     error_class,
 )
@@ -75,6 +76,7 @@ PARENTS = {
     SkillNotFound: ConfigError,
     AgentNotFound: ConfigError,
     SessionNotFound: ConfigError,
+    WebhookNotFound: ConfigError,
     KnowledgeNotFound: ConfigError,
     LessonNotFound: ConfigError,
     ExperimentNotFound: ConfigError,
