@@ -49,6 +49,7 @@ AHEAD: dict[Run, str] = {
     ("mcp_client", (), (), 0): "test_mcp_client_",
     ("a2a_client", (), (), 0): "test_a2a_client_",
     ("openai_tool_loop", (), (), 0): "test_openai_tool_loop_",
+    ("webhooks", (), (), 0): "test_webhooks_",
     ("skills_demo", (), (), 0): "test_skills_demo_",
     ("graph_team", (), (), 0): "test_graph_team_",
     ("conversation_and_knowledge", (), (), 0): "test_conversation_and_knowledge_",
@@ -205,6 +206,16 @@ def test_openai_tool_loop_runs_the_callers_tool_the_team_asks_for():
     assert out.count("finish_reason: tool_calls") == 1
     assert "the team asks for get_weather({'city': 'Paris'}): 18 C, clear" in out
     assert "finish_reason: stop\nanswer: It is 18 C and clear in Paris." in out
+
+
+def test_webhooks_tells_a_receiver_of_a_job_signed_and_lists_the_delivery():
+    out = run_example("webhooks")
+    assert re.search(r"webhook wh-[0-9a-f]{16} -> http://127\.0\.0\.1:\d+/hooks/raytroupe", out)
+    job = re.search(r"job (job-\w+) submitted", out)
+    assert job, out
+    assert f"receiver: job_succeeded of {job[1]}, signature verified" in out
+    assert "refused a body" not in out
+    assert re.search(r"msg_\w+  job_succeeded  delivered after 1 attempt\(s\), HTTP 204", out), out
 
 
 def test_skills_demo_names_one_skill_and_routes_two_jobs_to_theirs():
