@@ -28,6 +28,7 @@ _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.JOB_NOT_FOUND: 404,
     ErrorCode.SESSION_NOT_FOUND: 404,
     ErrorCode.WEBHOOK_NOT_FOUND: 404,
+    ErrorCode.SCHEDULE_NOT_FOUND: 404,
     ErrorCode.KNOWLEDGE_NOT_FOUND: 404,
     ErrorCode.LESSON_NOT_FOUND: 404,
     ErrorCode.CONFLICT: 409,

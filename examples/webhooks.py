@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import httpx
 from http_app import port_argument, served
@@ -33,9 +34,9 @@ Questions:
 
 
 @contextmanager
-def receiver(secret: queue.Queue[str]) -> Iterator[tuple[str, queue.Queue[dict]]]:
+def receiver(secret: queue.Queue[str]) -> Iterator[tuple[str, queue.Queue[dict[str, Any]]]]:
     """An endpoint on 127.0.0.1 that verifies each body with the webhook's secret."""
-    heard: queue.Queue[dict] = queue.Queue()
+    heard: queue.Queue[dict[str, Any]] = queue.Queue()
 
     class Handler(BaseHTTPRequestHandler):
         def do_POST(self) -> None:

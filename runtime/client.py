@@ -60,6 +60,7 @@ from raytroupe.protocols.graph_checkpoints import (
 )
 from raytroupe.protocols.inputs import with_load
 from raytroupe.protocols.job_order import JobOrder, Submitter
+from raytroupe.protocols.schedules import ScheduleInfo, ScheduleSpec
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.protocols.traceparent import checked_traceparent, current_traceparent
 from raytroupe.protocols.webhooks import Delivery, WebhookCreated, WebhookInfo, WebhookSpec
@@ -202,6 +203,32 @@ class SystemClient:
     async def delete_session(self, session_id: str, *, tenant: str) -> None:
         """Forget the tenant's session (its jobs stay)."""
         await call(self._desk.delete_session.remote(session_id, tenant=tenant))
+
+    # -- schedules -------------------------------------------------------------------------
+
+    async def put_schedule(
+        self, tenant: str, name: str, spec: ScheduleSpec
+    ) -> tuple[ScheduleInfo, bool]:
+        """Keep the tenant's schedule ``name``; it, and whether it is new."""
+        result: tuple[ScheduleInfo, bool] = await call(
+            self._desk.put_schedule.remote(tenant, name, spec)
+        )
+        return result
+
+    async def schedules(self, tenant: str | None) -> list[ScheduleInfo]:
+        """The tenant's schedules (None: every tenant's), by name."""
+        result: list[ScheduleInfo] = await call(self._desk.schedules.remote(tenant))
+        return result
+
+    async def schedule(self, tenant: str, name: str) -> ScheduleInfo:
+        """The tenant's schedule, with its latest firings."""
+        result: ScheduleInfo = await call(self._desk.schedule.remote(tenant, name))
+        return result
+
+    async def delete_schedule(self, tenant: str, name: str) -> ScheduleInfo:
+        """Drop the tenant's schedule; what it was."""
+        result: ScheduleInfo = await call(self._desk.delete_schedule.remote(tenant, name))
+        return result
 
     # -- webhooks --------------------------------------------------------------------------
 

@@ -52,6 +52,7 @@ from raytroupe.runtime.operations import knowledge as knowledge_ops
 from raytroupe.runtime.operations import observe as observe_ops
 from raytroupe.runtime.operations import over_http_async
 from raytroupe.runtime.operations import policies as policy_ops
+from raytroupe.runtime.operations import schedules as schedule_ops
 from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import submit as submit_ops
@@ -305,3 +306,7 @@ class AsyncClient:
     webhook = over_http_async(webhook_ops.webhook)
     delete_webhook = over_http_async(webhook_ops.delete_webhook)
     webhook_deliveries = over_http_async(webhook_ops.webhook_deliveries)
+    put_schedule = over_http_async(schedule_ops.put_schedule)
+    schedules = over_http_async(schedule_ops.schedules)
+    schedule = over_http_async(schedule_ops.schedule)
+    delete_schedule = over_http_async(schedule_ops.delete_schedule)

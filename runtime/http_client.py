@@ -60,6 +60,7 @@ from raytroupe.runtime.operations import knowledge as knowledge_ops
 from raytroupe.runtime.operations import observe as observe_ops
 from raytroupe.runtime.operations import over_http
 from raytroupe.runtime.operations import policies as policy_ops
+from raytroupe.runtime.operations import schedules as schedule_ops
 from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import submit as submit_ops
@@ -314,3 +315,7 @@ class Client:
     webhook = over_http(webhook_ops.webhook)
     delete_webhook = over_http(webhook_ops.delete_webhook)
     webhook_deliveries = over_http(webhook_ops.webhook_deliveries)
+    put_schedule = over_http(schedule_ops.put_schedule)
+    schedules = over_http(schedule_ops.schedules)
+    schedule = over_http(schedule_ops.schedule)
+    delete_schedule = over_http(schedule_ops.delete_schedule)

@@ -29,6 +29,7 @@ from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
 from raytroupe.runtime.operations import observe as observe_ops
 from raytroupe.runtime.operations import policies as policy_ops
+from raytroupe.runtime.operations import schedules as schedule_ops
 from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
 from raytroupe.runtime.operations import submit as submit_ops
@@ -118,6 +119,10 @@ class TenantView:
     webhook = in_process(webhook_ops.webhook)
     delete_webhook = in_process(webhook_ops.delete_webhook)
     webhook_deliveries = in_process(webhook_ops.webhook_deliveries)
+    put_schedule = in_process(schedule_ops.put_schedule)
+    schedules = in_process(schedule_ops.schedules)
+    schedule = in_process(schedule_ops.schedule)
+    delete_schedule = in_process(schedule_ops.delete_schedule)
 
     skills = in_process(skill_ops.skills)
     lessons = in_process(skill_ops.lessons)

@@ -20,6 +20,7 @@ import structlog
 
 from raytroupe.actors.desk.intent import TeamChooser
 from raytroupe.actors.desk.keepers import Keepers
+from raytroupe.actors.desk.schedules import Scheduler, ScheduleStore
 from raytroupe.actors.desk.submission import Submission
 from raytroupe.actors.endpoint import RouterClient
 from raytroupe.actors.notify.desk import WebhookDesk
@@ -34,6 +35,7 @@ from raytroupe.protocols import (
     JobsQuery,
     JobSummary,
     SkillNotFound,
+    StateUnavailable,
     TeamSpec,
     TenantPolicy,
 )
@@ -42,6 +44,7 @@ from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, Optimi
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.policy import as_written
+from raytroupe.protocols.schedules import ScheduleInfo, ScheduleSpec
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
 from raytroupe.protocols.skill import SkillEvent, SkillInfo, SkillProblemInfo, SkillSpec
 from raytroupe.protocols.webhooks import Delivery, WebhookCreated, WebhookInfo, WebhookSpec
@@ -86,6 +89,7 @@ class FrontDesk:
         self._chooser = TeamChooser(router)
         self._skills_config = skills or SkillsConfig()
         self._reaper: asyncio.Task[None] | None = None
+        self._firing: asyncio.Task[None] | None = None
         self._records(None)  # in memory until on_start opens the journal
 
     def _records(self, journal: Journal | None) -> None:
@@ -94,6 +98,7 @@ class FrontDesk:
         self._hooks = WebhookDesk(
             journal.webhooks if journal is not None else None, self._webhooks_config
         )
+        self._schedules = ScheduleStore(journal.db) if journal is not None else None
         self._kept = Keepers(
             journal, self._router, self._provisioner, self._skills_config, self._chooser,
             submit=self.submit, wait=lambda job_id: self._shards.wait(job_id, None),
@@ -119,9 +124,14 @@ class FrontDesk:
         await self._kept.skills.start()
         await self._kept.experiments.start_checking()
         self._reaper = asyncio.get_running_loop().create_task(self._reap_idle())
+        if self._schedules is not None:
+            firing = Scheduler(self._schedules, self.submit).run()
+            self._firing = asyncio.get_running_loop().create_task(firing)
 
     async def on_stop(self) -> None:
         """Stop watching skills, experiments and idle teams; close the journal."""
+        if self._firing is not None:
+            self._firing.cancel()
         if self._reaper is not None:
             self._reaper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -411,3 +421,28 @@ class FrontDesk:
     ) -> list[Delivery]:
         """See :meth:`WebhookDesk.deliveries`."""
         return await self._hooks.deliveries(tenant, webhook_id, limit)
+
+    # -- schedules (see :mod:`.schedules`) --------------------------------------------------
+
+    def _schedule_store(self) -> ScheduleStore:
+        if self._schedules is None:
+            raise StateUnavailable("schedules are kept in the journal, and this desk has none")
+        return self._schedules
+
+    async def put_schedule(
+        self, tenant: str, name: str, spec: ScheduleSpec
+    ) -> tuple[ScheduleInfo, bool]:
+        """See :meth:`ScheduleStore.put`."""
+        return await asyncio.to_thread(self._schedule_store().put, tenant, name, spec)
+
+    async def schedules(self, tenant: str | None) -> list[ScheduleInfo]:
+        """See :meth:`ScheduleStore.schedules`."""
+        return await asyncio.to_thread(self._schedule_store().schedules, tenant)
+
+    async def schedule(self, tenant: str, name: str) -> ScheduleInfo:
+        """See :meth:`ScheduleStore.schedule`."""
+        return await asyncio.to_thread(self._schedule_store().schedule, tenant, name)
+
+    async def delete_schedule(self, tenant: str, name: str) -> ScheduleInfo:
+        """See :meth:`ScheduleStore.delete`."""
+        return await asyncio.to_thread(self._schedule_store().delete, tenant, name)

@@ -16,7 +16,8 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   │   ├── SessionNotFound       the tenant has no session (conversation) of that id
     │   │   ├── KnowledgeNotFound     the tenant has no such knowledge base or document
     │   │   ├── LessonNotFound        the tenant has no such lesson of the skill
-    │   │   └── WebhookNotFound       the tenant has no webhook (or A2A push config) of that id
+    │   │   ├── WebhookNotFound       the tenant has no webhook (or A2A push config) of that id
+    │   │   └── ScheduleNotFound      the tenant has no schedule of that name
     │   ├── Conflict                  the change clashes with what exists (a name in use)
     │   ├── InvalidRequest            an HTTP request the API's schema refuses
     │   └── WorkLimitExceeded         checking the input took longer than its limit allows
@@ -107,6 +108,7 @@ from raytroupe.protocols.errors.invalid_input import (
     KnowledgeNotFound,
     LessonNotFound,
     MalformedEnvelope,
+    ScheduleNotFound,
     SessionNotFound,
     SkillNotFound,
     TeamNotFound,
@@ -176,6 +178,7 @@ __all__ = [
     "RateLimited",
     "RecipientUnavailable",
     "SandboxUnavailable",
+    "ScheduleNotFound",
     "ScriptError",
     "SessionNotFound",
     "SkillNotFound",

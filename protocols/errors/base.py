@@ -62,6 +62,7 @@ class ErrorCode(StrEnum):
     KNOWLEDGE_NOT_FOUND = "knowledge_not_found"
     LESSON_NOT_FOUND = "lesson_not_found"
     WEBHOOK_NOT_FOUND = "webhook_not_found"
+    SCHEDULE_NOT_FOUND = "schedule_not_found"
     CONFLICT = "conflict"
     FORBIDDEN = "forbidden"
     QUOTA_EXCEEDED = "quota_exceeded"

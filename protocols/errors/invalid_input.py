@@ -15,6 +15,7 @@ __all__ = [
     "KnowledgeNotFound",
     "LessonNotFound",
     "MalformedEnvelope",
+    "ScheduleNotFound",
     "SessionNotFound",
     "SkillNotFound",
     "TeamNotFound",
@@ -100,6 +101,12 @@ class WebhookNotFound(ConfigError):
     """The tenant has no webhook (or A2A push config) of that id."""
 
     code = ErrorCode.WEBHOOK_NOT_FOUND
+
+
+class ScheduleNotFound(ConfigError):
+    """The tenant has no schedule of that name."""
+
+    code = ErrorCode.SCHEDULE_NOT_FOUND
 
 
 class Conflict(InvalidInput):

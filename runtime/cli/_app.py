@@ -33,6 +33,7 @@ from raytroupe.runtime.cli._knowledge import kb_app, sessions_app
 from raytroupe.runtime.cli._mcp import mcp
 from raytroupe.runtime.cli._models import models_app
 from raytroupe.runtime.cli._policies import me, policies_app
+from raytroupe.runtime.cli._schedules import schedules_app
 from raytroupe.runtime.cli._show import OUT, reported
 from raytroupe.runtime.cli._show import usage as usage_error
 from raytroupe.runtime.cli._skills import ask, skills_app
@@ -73,6 +74,7 @@ for _group, _name, _panel in (
     (kb_app, "kb", _RESOURCES),
     (sessions_app, "sessions", _RESOURCES),
     (webhooks_app, "webhooks", _RESOURCES),
+    (schedules_app, "schedules", _RESOURCES),
     (key_app, "key", _LOCAL),
     (config_app, "config", _LOCAL),
     (models_app, "models", _LOCAL),
