@@ -14,13 +14,16 @@ a request sets one) serves both ways, interleaved task by task:
   as ``tool_calls`` only when it is exactly the documented object and the call fits the
   tool's schema, else a 502 ``bad_response``.
 
-Tasks (``TASKS`` below, written for this bench and not tuned on): 16 that need one of the
-offered tools (the expected tool, and words its arguments must hold) and 4 that need none
-(an answer in words is right; any call is wrong). Per way: right, median wall seconds, and
+Tasks: ``TASKS`` (``--tasks tuned``; written for this bench; the facade's instructions were
+then changed after a run on them) has 16 that need one of the offered tools (the expected
+tool, and words its arguments must hold) and 4 that need none (an answer in words is right;
+any call is wrong); ``HELDOUT`` (``--tasks heldout``) has 15 and 5, written before that
+change and never run before it was made. Per way: right, median wall seconds, and
 how each wrong one went (another tool, wrong arguments, no call, a call where none was
 needed, a 502). One run of each task each way (temperature 0).
 
-Usage: python bench/facade_tools.py [--model qwen-0.5b|qwen-1.5b|smol] [--limit N] [--json PATH]
+Usage: python bench/facade_tools.py [--model qwen-0.5b|qwen-1.5b|smol] [--tasks tuned|heldout|all]
+       [--limit N] [--json PATH]
 """
 
 from __future__ import annotations
@@ -123,6 +126,52 @@ TASKS: tuple[Task, ...] = (
 )  # fmt: skip
 
 
+STOCK = _fn("stock_price", "Latest price of a stock by its ticker symbol.", ticker="Ticker.")
+TRANSLATE = _fn("translate", "Translate a text into a language.", text="The text.",
+                language="The target language.")  # fmt: skip
+REMIND = _fn("create_reminder", "Set a reminder.", when="Date and time, ISO 8601.",
+             note="What to remind.")  # fmt: skip
+PACKAGE = _fn("track_package", "Where a parcel is, by its tracking number.",
+              tracking="The tracking number.")  # fmt: skip
+DEFINE = _fn("define_word", "Dictionary definition of an English word.", word="The word.")
+ROOM = _fn("book_room", "Book a meeting room.", room="Room name.", day="YYYY-MM-DD.")
+
+HELDOUT: tuple[Task, ...] = (
+    Task("What's Apple trading at? Ticker AAPL.", (STOCK, WEATHER), "stock_price", ("aapl",)),
+    Task("Translate 'good morning' into German.", (TRANSLATE, DEFINE), "translate",
+         ("good morning", "german")),
+    Task("Remind me on 2027-02-01T09:00 to renew the passport.", (REMIND, EMAIL),
+         "create_reminder", ("2027-02-01", "passport")),
+    Task("Where is my parcel 1Z999AA10123456784?", (PACKAGE, ORDER), "track_package",
+         ("1z999aa10123456784",)),
+    Task("Define the word 'ephemeral'.", (DEFINE, TRANSLATE), "define_word", ("ephemeral",)),
+    Task("Book the Orion room for 2027-04-12.", (ROOM, REMIND), "book_room",
+         ("orion", "2027-04-12")),
+    Task("Price of NVDA right now?", (STOCK,), "stock_price", ("nvda",)),
+    Task("How do you say 'thank you' in Japanese?", (TRANSLATE,), "translate",
+         ("thank you", "japanese")),
+    Task("Track package 7788-2211.", (PACKAGE, STOCK), "track_package", ("7788-2211",)),
+    Task("What does 'laconic' mean?", (DEFINE, STOCK, WEATHER), "define_word", ("laconic",)),
+    Task("Please reserve room Vega on 2027-05-20.", (ROOM, EMAIL), "book_room",
+         ("vega", "2027-05-20")),
+    Task("Set a reminder for 2027-03-03T18:30: call mum.", (REMIND,), "create_reminder",
+         ("2027-03-03", "mum")),
+    Task("Is it sunny in Athens today?", (WEATHER, STOCK), "get_weather", ("athens",)),
+    Task("Turn 45 Canadian dollars into US dollars.", (FX, TRANSLATE), "convert_currency",
+         ("45", "cad", "usd")),
+    Task("Find flights Lima to Bogota on 2027-08-09.", (FLIGHTS, ROOM), "search_flights",
+         ("lima", "bogota", "2027-08-09")),
+    Task("What is the boiling point of water in Celsius?", (STOCK, DEFINE), None),
+    Task("Write a haiku about autumn.", (TRANSLATE,), None),
+    Task("Who wrote Romeo and Juliet?", (ROOM, PACKAGE), None),
+    Task("What is the square root of 81?", (STOCK,), None),
+    Task("Name three primary colours.", (REMIND, WEATHER), None),
+)  # fmt: skip
+"""Written after the first run on ``TASKS`` and before any change it led to: not tuned on."""
+
+SETS = {"tuned": TASKS, "heldout": HELDOUT, "all": TASKS + HELDOUT}
+
+
 def _verdict(task: Task, calls: list[tuple[str, str]], text: str) -> str:
     """``right``, or how it went wrong (the same checks for both ways)."""
     if task.tool is None:
@@ -194,11 +243,12 @@ def main() -> None:
     """Ask each task both ways, interleaved, and print the rows and the totals."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="qwen-0.5b", choices=sorted(MODELS))
+    parser.add_argument("--tasks", default="tuned", choices=sorted(SETS))
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=300.0)
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
-    tasks = TASKS[: args.limit] if args.limit else TASKS
+    tasks = SETS[args.tasks][: args.limit] if args.limit else SETS[args.tasks]
     llama_server()
     alias = f"facade-{args.model}"
     served = {alias: _spec(MODELS[args.model], 2, binary=_greedy_binary())}
