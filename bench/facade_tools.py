@@ -9,10 +9,11 @@ a request sets one) serves both ways, interleaved task by task:
   ``tool_calls`` or, as a plain tool loop does (``read_written_calls``), from the answer's
   text: what a framework would do with the model alone.
 - ``facade``: the same request with the same client to raytroupe's ``/v1/chat/completions``,
-  ``model`` naming a one-agent team on the same model (a declarative plan: one subtask, no
-  planner call). The job is told of the caller's tools beside its task; its answer comes back
-  as ``tool_calls`` only when it is exactly the documented object and the call fits the
-  tool's schema, else a 502 ``bad_response``.
+  ``model`` naming a one-agent team on the same model (``planning: auto``: a task of one
+  part is one subtask and the agent's answer is the job's; no planner or aggregation call).
+  The job is told of the caller's tools beside its task; its answer comes back as
+  ``tool_calls`` only when it is exactly the documented object and the call fits the tool's
+  schema, else a 502 ``bad_response``.
 
 Tasks: ``TASKS`` (``--tasks tuned``; written for this bench; the facade's instructions were
 then changed after a run on them) has 16 that need one of the offered tools (the expected
@@ -47,7 +48,6 @@ from local_models import MODELS, _endpoint, _greedy_binary, _spec, _warm
 
 from raytroupe import deployments, runtime
 from raytroupe.actors.agent.written_calls import WrittenCalls, read_written_calls
-from raytroupe.protocols import PlannedSubtask
 from tests.support.local_models import llama_server
 
 
@@ -260,7 +260,6 @@ def main() -> None:
                                  config=deployments.APIConfig(api_keys=[held]))  # fmt: skip
         rt.put_team(runtime.Team(
             name="tool-asker", planner_model=alias,
-            plan=[PlannedSubtask(id="answer", role="worker", instructions="{task}")],
             agents=[runtime.AgentSpec(name="tool-asker-0", role="worker", model=alias)],
         ).spec())  # fmt: skip
         _warm(rt, alias)

@@ -70,12 +70,22 @@ class CallerTools:
     parallel: bool = True
 
     def instructions(self) -> str:
-        """What the job is told, beside its task, of the caller's tools."""
-        listed = "\n".join(
-            f"Tool {name}: {tool['description'] or '(no description)'}\n"
-            f"Its arguments (JSON Schema): {json.dumps(tool['parameters'], sort_keys=True)}"
+        """What the job is told, beside its task, of the caller's tools.
+
+        Each tool is one JSON object, as models are shown tools in their own templates (a
+        small model copied a ``Tool <name>:`` heading into the call's name), and the names
+        a call may take are said once more, exactly.
+        """
+        shown = [
+            {
+                "name": name,
+                "description": tool["description"] or "",
+                "parameters": tool["parameters"],
+            }
             for name, tool in self.tools.items()
-        )
+        ]
+        listed = "\n".join(json.dumps(one) for one in shown)
+        names = ", ".join(self.tools) if self.only is None else self.only
         must = {
             "auto": "Answer in words, or ask for calls when you need what a tool gives.",
             "required": "You must answer by asking for at least one call.",
@@ -85,8 +95,9 @@ class CallerTools:
         return (
             "The caller can run these tools of its own (you cannot run them; you may ask the "
             "caller to). To ask, make your whole answer only this JSON object: "
-            '{"tool_calls": [{"name": "<tool>", "arguments": {<its arguments>}}]}. '
-            f"{must}{many}\nThe caller's tools:\n{listed}"
+            '{"tool_calls": [{"name": "<tool>", "arguments": {<its arguments>}}]}, where '
+            f'"name" is exactly one of: {names}. {must}{many}\n'
+            f"The caller's tools:\n{listed}"
         )
 
 

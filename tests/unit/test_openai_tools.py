@@ -48,8 +48,11 @@ def test_no_tools_or_tool_choice_none_offers_nothing():
 def test_the_job_is_told_each_tool_its_schema_and_how_to_ask():
     told = _tools().instructions()
     assert not task_parts(f"What is the weather in Paris?\n\n{told}").split  # one part
-    assert "Tool get_weather: The weather in a city now." in told
-    assert '"required": ["city"]' in told
+    shown = [json.loads(line) for line in told.split("The caller's tools:\n", 1)[1].splitlines()]
+    assert shown[0]["name"] == "get_weather"
+    assert shown[0]["description"] == "The weather in a city now."
+    assert shown[0]["parameters"]["required"] == ["city"]
+    assert '"name" is exactly one of: get_weather' in told
     assert '{"tool_calls": [{"name": "<tool>", "arguments": {<its arguments>}}]}' in told
     assert (
         "You must answer by asking for a call of pay"

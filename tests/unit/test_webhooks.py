@@ -350,3 +350,29 @@ def test_an_a2a_push_carries_its_token_and_authorization_not_a_signature(tmp_pat
     assert sent.status_update.context_id == "job-a1-0"  # no session: the task is its context
     assert sent.status_update.status.message.parts[0].text == "budget: no budget"
     journal.close()
+
+
+def test_a_delivery_left_pending_by_a_stopped_shard_is_sent_by_the_next(tmp_path):
+    """Its row outlives the process: a restarted shard (a new journal and deliverer) sends it."""
+    path = tmp_path / "j.sqlite"
+    first = Journal(path)
+    first.job("job-a1-0", context=JobContext(request="t"), team=TEAM, tenant="acme",
+              budget=None, submitted_at=time.time())  # fmt: skip
+    with listening(answers=(503,)) as server:
+        made = first.webhooks.create("acme", WebhookSpec(url=server.url))
+        first.event(_event("job-a1-0", 1, "job_succeeded", error=None))
+
+        async def one_attempt() -> None:
+            deliverer = Deliverer(first.webhooks, 0, LOOPBACK)
+            await deliverer.send_due()
+            await deliverer.close()
+
+        asyncio.run(one_attempt())  # 503: left pending, then the process "stops"
+        first.close()
+        second = Journal(path)
+        _deliver(second, LOOPBACK)
+    assert len(server.requests) == 2
+    assert len({r.headers["webhook-id"] for r in server.requests}) == 1
+    (delivery,) = second.webhooks.deliveries("acme", made.id)
+    assert (delivery.state, delivery.attempts) == ("delivered", 2)
+    second.close()
