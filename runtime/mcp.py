@@ -100,13 +100,13 @@ def mcp_server(at_for: AtFor) -> Server[Any]:
             return _failed(f"{exc.code.value}: {exc.message}", None)
         try:
             view = await _followed(at, accepted.id, ctx)
-        except anyio.get_cancelled_exc_class():  # the call was cancelled: so is its job
-            with anyio.CancelScope(shield=True), contextlib.suppress(TroupeError):
-                await jobs.cancel.run_for(at, {"job_id": accepted.id})
-            raise
         except TroupeError as exc:  # following it failed, not the job: it goes on
             said = f"job {accepted.id} could not be followed ({exc.code.value}: {exc.message})"
             return _failed(f"{said}; read troupe://jobs/{accepted.id}/result", accepted.id)
+        except BaseException:  # the call was cancelled, or its caller's stream broke: so is its job
+            with anyio.CancelScope(shield=True), contextlib.suppress(TroupeError):
+                await jobs.cancel.run_for(at, {"job_id": accepted.id})
+            raise
         return _answer(view)
 
     async def list_resources(
