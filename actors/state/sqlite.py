@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
@@ -23,7 +24,13 @@ _WAL_RETRY_S = 0.01
 
 
 class SqliteDatabase:
-    """A SQLite file (created with its folder) in write-ahead-log mode."""
+    """A SQLite file (created with its folder) in write-ahead-log mode.
+
+    One connection, used by whichever thread calls (an actor's event loop, and the worker
+    threads of ``asyncio.to_thread``): a lock makes each statement, and each transaction
+    whole, one thread's at a time, so a statement of another thread never lands inside a
+    transaction, nor a second ``BEGIN`` on an open one.
+    """
 
     dialect: Literal["sqlite", "postgresql"] = "sqlite"
 
@@ -31,6 +38,7 @@ class SqliteDatabase:
         if str(path) != ":memory:":
             Path(path).parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(str(path), isolation_level=None, check_same_thread=False)
+        self._lock = threading.RLock()
         self._db.execute(f"PRAGMA busy_timeout={int(_BUSY_S * 1000)}")
         try:
             self._wal()
@@ -59,22 +67,25 @@ class SqliteDatabase:
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> list[Row]:
         """Run one statement (committed on its own, outside a transaction)."""
-        return self._db.execute(sql, params).fetchall()
+        with self._lock:
+            return self._db.execute(sql, params).fetchall()
 
     def executemany(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
         """Run one statement per row of parameters."""
-        self._db.executemany(sql, rows)
+        with self._lock:
+            self._db.executemany(sql, rows)
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Tx]:
-        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on an error)."""
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+        """``BEGIN IMMEDIATE`` ... ``COMMIT`` (``ROLLBACK`` on an error), this thread's alone."""
+        with self._lock:
+            self._db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self
+            except BaseException:
+                self._db.execute("ROLLBACK")
+                raise
+            self._db.execute("COMMIT")
 
     def close(self) -> None:
         """Release the connection(s)."""

@@ -708,3 +708,32 @@ def test_graph_checkpoints_resumes_children_and_forks_outlive_the_orchestrator(s
     assert again.forked_from("f1") == ("g1", 1, {"log": ["y"]})
     assert again.forked_from("g1") is None
     assert again.latest("f1").step == 1
+
+
+def test_threads_sharing_one_sqlite_store_never_mix_their_transactions(tmp_path):
+    """An actor's loop and its ``to_thread`` workers share one connection: each transaction
+    is one thread's, whole (a second BEGIN would fail, another's statement would join it)."""
+    db = open_database(tmp_path / "shared.sqlite", "shared", (
+        ("CREATE TABLE counters (name TEXT PRIMARY KEY, n INTEGER NOT NULL)",),
+    ))  # fmt: skip
+    db.execute("INSERT INTO counters (name, n) VALUES ('a', 0)")
+    failures: list[BaseException] = []
+
+    def bump(times: int) -> None:
+        try:
+            for _ in range(times):
+                with db.transaction() as tx:
+                    (n,) = tx.execute("SELECT n FROM counters WHERE name = 'a'")[0]
+                    time.sleep(0.0005)  # another thread would step in here
+                    tx.execute("UPDATE counters SET n = ? WHERE name = 'a'", (n + 1,))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    workers = [threading.Thread(target=bump, args=(50,)) for _ in range(4)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=60)
+    assert failures == []
+    assert db.execute("SELECT n FROM counters WHERE name = 'a'") == [(200,)]
+    db.close()
