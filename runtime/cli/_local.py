@@ -363,7 +363,11 @@ def _tail(path: Path, lines: int = 15) -> str:
 
 
 def wait_ready(head: Head, timeout: float) -> None:
-    """Wait until the head runs: it writes its address once all its processes are up.
+    """Wait until the head runs and its dashboard listens.
+
+    The head writes its address once its processes are up; its dashboard (which `ray job
+    submit` talks to) may start listening a little later on a loaded machine: both are
+    waited for.
 
     Raises:
         ConfigError: ``ray start`` exited (its log's tail is in the message and in
@@ -381,12 +385,24 @@ def wait_ready(head: Head, timeout: float) -> None:
                 log=log,
             )
         try:
-            if marker.read_text(encoding="utf-8").strip() == head.state.address:
+            if marker.read_text(encoding="utf-8").strip() == head.state.address and _listens(
+                head.state.dashboard_url
+            ):
                 return
         except OSError:
             pass
         time.sleep(_POLL_S)
     raise ConfigError(f"Ray did not start within {timeout} s; see {head.state.log_file}")
+
+
+def _listens(url: str) -> bool:
+    """Whether something accepts connections at ``url``'s host and port."""
+    host, _, port = url.removeprefix("http://").partition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=_POLL_S):
+            return True
+    except OSError:
+        return False
 
 
 @dataclass(frozen=True)
