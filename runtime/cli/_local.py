@@ -260,6 +260,8 @@ class Head:
     process: subprocess.Popen[bytes]
     state: UpState
     blocking: bool = True
+    dashboard: bool = True
+    """Whether it runs a dashboard (``--include-dashboard=false`` among its arguments: not)."""
 
 
 def _auth_env(env: dict[str, str]) -> None:
@@ -351,7 +353,8 @@ def start_head(
         log_file=log_file,
         started_at=time.time(),
     )
-    return Head(process=process, state=state, blocking=block)
+    dashboard = "--include-dashboard=false" not in extra_args
+    return Head(process=process, state=state, blocking=block, dashboard=dashboard)
 
 
 def _tail(path: Path, lines: int = 15) -> str:
@@ -366,8 +369,8 @@ def wait_ready(head: Head, timeout: float) -> None:
     """Wait until the head runs and its dashboard listens.
 
     The head writes its address once its processes are up; its dashboard (which `ray job
-    submit` talks to) may start listening a little later on a loaded machine: both are
-    waited for.
+    submit` talks to), when it has one, may start listening a little later on a loaded
+    machine: both are waited for.
 
     Raises:
         ConfigError: ``ray start`` exited (its log's tail is in the message and in
@@ -385,8 +388,8 @@ def wait_ready(head: Head, timeout: float) -> None:
                 log=log,
             )
         try:
-            if marker.read_text(encoding="utf-8").strip() == head.state.address and _listens(
-                head.state.dashboard_url
+            if marker.read_text(encoding="utf-8").strip() == head.state.address and (
+                not head.dashboard or _listens(head.state.dashboard_url)
             ):
                 return
         except OSError:
