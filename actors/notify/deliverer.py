@@ -124,10 +124,11 @@ class Deliverer:
         status: int | None = None
         error: str | None = None
         try:
-            answer = await self._http().post(
-                due.url, content=due.body.encode(), headers=self._headers(due)
-            )
-            status = answer.status_code
+            # the status is all that is read: an endpoint's body (however large) is never
+            async with self._http().stream(
+                "POST", due.url, content=due.body.encode(), headers=self._headers(due)
+            ) as answer:
+                status = answer.status_code
             if not 200 <= status < 300:  # noqa: PLR2004 - HTTP's success range
                 error = f"the endpoint answered {status}"
         except httpx.HTTPError as exc:
