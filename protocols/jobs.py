@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -317,6 +317,17 @@ class JobsQuery(_Data):
     limit: int = Field(default=100, ge=0)
 
 
+_COUNTS: Final = (
+    "calls",
+    "prompt_tokens",
+    "completion_tokens",
+    "cost_usd",
+    "cached_tokens",
+    "cache_write_tokens",
+    "reasoning_tokens",
+)
+
+
 class UsageRow(_Data):
     """Model usage of one agent of one job on one deployment."""
 
@@ -329,3 +340,10 @@ class UsageRow(_Data):
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float = 0.0
+    cached_tokens: int = Field(default=0, description="Of the prompt tokens, read from cache.")
+    cache_write_tokens: int = Field(default=0, description="Of them, written to the cache.")
+    reasoning_tokens: int = Field(default=0, description="Of the completion tokens, thinking.")
+
+    def __add__(self, other: UsageRow | Usage) -> UsageRow:
+        """The row with ``other``'s calls, tokens and cost added (its key stays this one's)."""
+        return self.model_copy(update={f: getattr(self, f) + getattr(other, f) for f in _COUNTS})

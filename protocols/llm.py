@@ -20,8 +20,10 @@ __all__ = [
     "LLMRequest",
     "LLMResponse",
     "Purpose",
+    "Reasoning",
     "Spend",
     "TextPart",
+    "Thought",
     "ToolCall",
     "ToolSpec",
     "Usage",
@@ -73,6 +75,27 @@ class Budget(_Frozen):
         description="The job whose budget account pays, when not the calling job's: set by "
         "the orchestrator on a graph node's child job (so a job and its children share one "
         "budget); refused when a caller sets it.",
+    )
+
+
+class Reasoning(_Frozen):
+    """How much a reasoning model thinks before it answers, for providers that let it be set.
+
+    OpenAI's reasoning models (and servers that take the parameter) are sent ``effort`` as
+    ``reasoning_effort``; Anthropic's are sent a thinking budget of ``budget_tokens`` (or
+    the effort's: 1,024, 2,048, 8,192 or 24,576 tokens), on top of the answer's own
+    ``max_tokens``. A provider without such a control is sent nothing.
+    """
+
+    effort: Literal["minimal", "low", "medium", "high"] = Field(
+        default="medium", description="How hard the model thinks."
+    )
+    budget_tokens: int | None = Field(
+        default=None,
+        ge=1024,
+        le=128_000,
+        description="Tokens of thinking, for providers that take a budget (Anthropic); None: "
+        "the effort's.",
     )
 
 
@@ -128,6 +151,22 @@ class ImagePart(_Frozen):
 ContentPart = Annotated[TextPart | ImagePart, Field(discriminator="type")]
 
 
+class Thought(_Frozen):
+    """A block of a model's thinking that its provider wants back on the next turn.
+
+    Anthropic's extended thinking with tool use needs the assistant turn's thinking blocks
+    sent back as they came, signature and all (a redacted one as its opaque ``data``); other
+    providers' turns carry none.
+    """
+
+    provider: str = Field(description="The provider whose model thought it, e.g. 'anthropic'.")
+    text: str = Field(default="", description="The thinking, as the provider showed it.")
+    signature: str | None = Field(default=None, description="The provider's seal on it.")
+    redacted: str | None = Field(
+        default=None, description="An encrypted block's opaque data (no text is shown)."
+    )
+
+
 class ChatMessage(_Frozen):
     """One turn of a conversation: plain text, or parts (text and images)."""
 
@@ -138,6 +177,10 @@ class ChatMessage(_Frozen):
     )
     tool_call_id: str | None = Field(
         default=None, description="For role 'tool': the call this message answers."
+    )
+    thoughts: tuple[Thought, ...] = Field(
+        default=(),
+        description="For role 'assistant': the thinking its provider wants back (``Thought``).",
     )
 
     @property
@@ -163,6 +206,15 @@ class Usage(_Frozen):
     completion_tokens: int = Field(default=0, ge=0)
     cost_usd: float = Field(default=0.0, ge=0.0)
     calls: int = Field(default=0, ge=0, description="Number of model calls summed here.")
+    cached_tokens: int = Field(
+        default=0, ge=0, description="Of the prompt tokens, those read from the provider's cache."
+    )
+    cache_write_tokens: int = Field(
+        default=0, ge=0, description="Of the prompt tokens, those written to the provider's cache."
+    )
+    reasoning_tokens: int = Field(
+        default=0, ge=0, description="Of the completion tokens, those the model spent thinking."
+    )
 
     @property
     def total_tokens(self) -> int:
@@ -175,6 +227,9 @@ class Usage(_Frozen):
             completion_tokens=self.completion_tokens + other.completion_tokens,
             cost_usd=self.cost_usd + other.cost_usd,
             calls=self.calls + other.calls,
+            cached_tokens=self.cached_tokens + other.cached_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
         )
 
 
@@ -192,6 +247,14 @@ class LLMRequest(_Frozen):
     temperature: float | None = Field(default=None, ge=0.0, le=2.0)
     max_tokens: int | None = Field(default=None, gt=0)
     stop: tuple[str, ...] = ()
+    parallel_tool_calls: bool = Field(
+        default=True,
+        description="False: the provider is asked for at most one tool call per answer, where "
+        "it can be (OpenAI's parallel_tool_calls, Anthropic's disable_parallel_tool_use).",
+    )
+    reasoning: Reasoning | None = Field(
+        default=None, description="Reasoning effort or thinking budget, where supported."
+    )
     purpose: Purpose = "chat"
     stream: bool = Field(
         default=False, description="Stream from the provider; deltas become job events."
@@ -229,6 +292,9 @@ class LLMResponse(_Frozen):
         gt=0,
         description="Tokens the deployment that answered takes (its spec's context_window; "
         "None: not configured). Set by the LLM pool.",
+    )
+    thoughts: tuple[Thought, ...] = Field(
+        default=(), description="Thinking the provider wants back with this turn (``Thought``)."
     )
     replayed: bool = Field(
         default=False,

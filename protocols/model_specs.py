@@ -48,6 +48,18 @@ class _Deployment(_Config):
     output_usd_per_mtok: float | None = Field(
         default=None, ge=0.0, description="Price per million completion tokens (overrides it)."
     )
+    cached_input_usd_per_mtok: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="Price per million prompt tokens read from the provider's cache (None: "
+        "the table's when the prompt price is the table's, else the prompt price).",
+    )
+    cache_write_usd_per_mtok: float | None = Field(
+        default=None,
+        ge=0.0,
+        description="Price per million prompt tokens written to the provider's cache "
+        "(Anthropic's cache writes; None: as for cached_input_usd_per_mtok).",
+    )
     weight: float = Field(default=1.0, gt=0.0, description="Share under the weighted strategy.")
     timeout_s: float = Field(default=60.0, gt=0.0, description="Per-call timeout, seconds.")
 
@@ -105,6 +117,13 @@ class AnthropicModel(_Remote):
     provider: Literal["anthropic"] = "anthropic"
     api_key_env: str | None = "ANTHROPIC_API_KEY"
     max_tokens: int = Field(default=1024, gt=0, description="Used when a request sets none.")
+    prompt_cache: bool = Field(
+        default=True,
+        description="Mark the tools, the system prompt and the conversation so far as cache "
+        "breakpoints (cache_control), so that an agent's next turn reads them from "
+        "Anthropic's cache (at 0.1x the input price) rather than paying for them again; "
+        "writes cost 1.25x. False: nothing is cached.",
+    )
 
 
 class _ToolModes(_Config):

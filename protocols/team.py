@@ -19,7 +19,7 @@ from raytroupe.protocols.graph import GraphSpec
 from raytroupe.protocols.intent import IntentHints
 from raytroupe.protocols.jobs import Plan, PlannedSubtask
 from raytroupe.protocols.json_data import JsonSchema
-from raytroupe.protocols.llm import Budget
+from raytroupe.protocols.llm import Budget, Reasoning
 from raytroupe.protocols.memory import EpisodePolicy, MemoryPolicy
 from raytroupe.protocols.model_specs import ModelSpec, OfflineModel, ScriptedModel, ScriptedTurn
 from raytroupe.protocols.output_schema import check_output_schema, schema_of
@@ -79,6 +79,17 @@ class AgentSpec(_Config):
         "each time, for repeatable answers); None: the deployment's own default.",
     )
     num_cpus: float = Field(default=0.0, ge=0.0, description="CPUs Ray reserves for the actor.")
+    parallel_tool_calls: bool = Field(
+        default=True,
+        description="Run the tool calls the model asks for in one turn at once (each still "
+        "waits for its own approval and runs at most once per side-effect key); False: one "
+        "after another, and providers that can be told so are asked for one call per turn.",
+    )
+    reasoning: Reasoning | None = Field(
+        default=None,
+        description="Reasoning effort or thinking budget of the agent's model calls (sent to "
+        "providers that support one); None: the model's default.",
+    )
     stream: bool = Field(
         default=False, description="Stream model answers; tokens show up as job events."
     )

@@ -5,11 +5,19 @@ it for each subtask): the model's calls through the LLM pool, the conversation k
 the context window (memories recalled, the oldest turns summarized), the tool calls run in
 the sandboxes, and the result of the subtask, with its stop reason. Its state is the
 subtask's :class:`~raytroupe.actors.agent.turns.Loop`, never its own.
+
+The tool calls of one answer run at once (``AgentSpec.parallel_tool_calls``): a model that
+asks for three lookups waits for the slowest, not for their sum, and a call held for a
+person's approval does not hold the others. What the model is shown next is the same as
+if they had run one after another: the results in the order it asked for them.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, assert_never
 
 import structlog
@@ -27,6 +35,7 @@ from raytroupe.actors.agent.context import (
 from raytroupe.actors.agent.memory import recall, remember
 from raytroupe.actors.agent.stop import Stop, StopConditions
 from raytroupe.actors.agent.turns import (
+    HANDOFF_TOOL,
     NOT_RUN,
     UNREADABLE_CALL,
     Loop,
@@ -70,6 +79,31 @@ from raytroupe.protocols import (
 __all__ = ["ReAct"]
 
 log = structlog.get_logger("raytroupe.agent")
+
+
+@dataclass(frozen=True)
+class _Ran:
+    """One tool call, what it came to, and when it was sent and answered."""
+
+    call: ToolCall
+    outcome: ToolResult | Handoff
+    called: float
+    finished: float
+
+
+def _same_call(call: ToolCall) -> str:
+    """What identical calls share: the tool and its arguments (not the call's id)."""
+    return json.dumps([call.tool, call.arguments], sort_keys=True, default=str)
+
+
+def _not_run(loop: Loop, calls: Sequence[ToolCall]) -> None:
+    """Answer ``calls`` :data:`NOT_RUN`.
+
+    Every call is answered, for the model's next turn: providers demand it.
+    """
+    loop.messages.extend(
+        ChatMessage(role="tool", tool_call_id=call.call_id, content=NOT_RUN) for call in calls
+    )
 
 
 class ReAct:
@@ -152,6 +186,8 @@ class ReAct:
                     purpose="work",
                     stream=spec.stream,
                     temperature=spec.temperature,
+                    parallel_tool_calls=spec.parallel_tool_calls,
+                    reasoning=spec.reasoning,
                     budget=request.budget,
                 )
                 try:
@@ -189,7 +225,9 @@ class ReAct:
                 stop = one_more_turn(
                     loop,
                     loop.limits.after_model_call(loop.usage)
-                    or await self._act(message, request, loop, answer, bound),
+                    or await self._act(
+                        message, request, loop, answer, bound, parallel=spec.parallel_tool_calls
+                    ),
                     max_turns,
                 )
                 if loop.handed_off is not None:
@@ -300,48 +338,177 @@ class ReAct:
         loop: Loop,
         answer: LLMResponse,
         bound: Any,
+        *,
+        parallel: bool,
     ) -> Stop | None:
-        """Run the tool calls of one turn, in order, unless a limit stops the loop first.
+        """Run the tool calls of one turn, unless a limit stops the loop first.
+
+        ``parallel``: the calls run at once (:meth:`_at_once`), their results shown in the
+        order the model asked for them; otherwise, or when one of them hands the subtask
+        off (which ends the agent's part in it: who owns the subtask must not change while
+        its other calls run), one after another (:meth:`_one_by_one`).
 
         A failed call's error is shown to the model, which may correct itself; but not a
         ``ToolInfrastructureError`` (the tool's host failed it): that fails the subtask.
         """
         loop.messages.append(
-            ChatMessage(role="assistant", content=answer.text, tool_calls=answer.tool_calls)
+            ChatMessage(
+                role="assistant",
+                content=answer.text,
+                tool_calls=answer.tool_calls,
+                thoughts=answer.thoughts,  # a provider's thinking goes back with its calls
+            )
         )
-        results: list[tuple[str, str]] = []
         schemas = {t.name: t.parameters for t in self._tools()}
-        for index, written in enumerate(answer.tool_calls):
-            call = without_schema_words(written, schemas.get(written.tool, {}))
+        calls = [without_schema_words(c, schemas.get(c.tool, {})) for c in answer.tool_calls]
+        if parallel and all(call.tool != HANDOFF_TOOL for call in calls):
+            return await self._at_once(cause, request, loop, answer, calls=calls, bound=bound)
+        return await self._one_by_one(cause, request, loop, answer, calls=calls, bound=bound)
+
+    async def _one_by_one(
+        self,
+        cause: AgentMessage,
+        request: TaskRequest,
+        loop: Loop,
+        answer: LLMResponse,
+        *,
+        calls: Sequence[ToolCall],
+        bound: Any,
+    ) -> Stop | None:
+        """Run ``calls`` in order, each after the one before it answered.
+
+        A handoff ends the turn: its answer is the subtask's. A host's failure fails the
+        subtask at once, before the calls after it run.
+        """
+        results: list[tuple[str, str]] = []
+        for index, call in enumerate(calls):
             if stop := loop.limits.before_tool_call(call):
-                for unrun in answer.tool_calls[index:]:  # every call is answered, for the
-                    loop.messages.append(  # model's next turn (providers demand it)
-                        ChatMessage(role="tool", tool_call_id=unrun.call_id, content=NOT_RUN)
-                    )
+                _not_run(loop, answer.tool_calls[index:])
                 return stop
-            loop.tool_calls += 1
-            step = loop.turns * 1000 + index
-            called = self._clock()
-            with tool_execution(call) as made:
-                outcome = await self._tool(cause, request, step, call)
-                tool_finished(made, outcome)
-            if isinstance(outcome, Handoff):  # control passed on: its answer is the answer
-                shown = handoff_result(outcome)
-                loop.spans.append(tool_span(shown, called, self._clock(), call.arguments))
-                bound.info("tool_called", tool=call.tool, ok=True, handed_off_to=outcome.to_agent)
-                loop.handed_off = outcome.output
+            ran = await self._run_call(cause, request, loop, index, call)
+            if failed := self._take(cause, loop, ran, results, bound):
+                raise failed
+            if loop.handed_off is not None:
                 return None
-            loop.spans.append(tool_span(outcome, called, self._clock(), call.arguments))
-            bound.info("tool_called", tool=call.tool, ok=outcome.ok)
-            if outcome.error is not None and outcome.error.code is ErrorCode.TOOL_INFRASTRUCTURE:
-                raise outcome.error.to_exception()  # the host failed, not the tool: not the model's
-            text = tool_text(outcome, cause.tenant)
-            if call.tool == "calculator":
-                expression = str(call.arguments.get("expression", ""))
-                loop.calculated.append(Calculation(expression, text, outcome.ok))
-            results.append((call.tool, text))
-            loop.messages.append(ChatMessage(role="tool", tool_call_id=call.call_id, content=text))
         return loop.limits.after_turn(answer.text, results)
+
+    async def _at_once(
+        self,
+        cause: AgentMessage,
+        request: TaskRequest,
+        loop: Loop,
+        answer: LLMResponse,
+        *,
+        calls: Sequence[ToolCall],
+        bound: Any,
+    ) -> Stop | None:
+        """Run ``calls`` at once; take their results in the order the model asked for them.
+
+        The limits see the calls in order before any runs: the calls before the first one
+        that stops the loop run, and the others are answered :data:`NOT_RUN`, as they would
+        be one after another. A host's failure fails the subtask once every call that runs
+        has finished (the first such failure, in the model's order).
+        """
+        admitted = list(calls)
+        stop: Stop | None = None
+        for index, call in enumerate(calls):
+            if stop := loop.limits.before_tool_call(call):
+                admitted = admitted[:index]
+                break
+        results: list[tuple[str, str]] = []
+        failures = [
+            failed
+            for ran in await self._run_all(cause, request, loop, admitted)
+            if (failed := self._take(cause, loop, ran, results, bound)) is not None
+        ]
+        if failures:
+            raise failures[0]
+        if stop:
+            _not_run(loop, answer.tool_calls[len(admitted) :])
+            return stop
+        return loop.limits.after_turn(answer.text, results)
+
+    async def _run_all(
+        self, cause: AgentMessage, request: TaskRequest, loop: Loop, calls: Sequence[ToolCall]
+    ) -> list[_Ran]:
+        """Run ``calls`` at once, except that identical calls run one after another.
+
+        Identical calls (the same tool and arguments) are the same side effect, run at most
+        once (``raytroupe.actors.tools.idempotency.effect_key``): the later one waits for
+        the first to finish and is given its recorded result, whichever sandbox it reaches.
+        At once, it could reach another sandbox while the first still runs there, and be
+        refused.
+
+        A call that raises cancels the others, and so does the subtask's cancellation: no
+        call is left running. What the first call to raise raised is raised on its own (not
+        in an exception group), as it would be one after another: the loop fails the subtask
+        with a ``TroupeError``.
+        """
+        lanes: dict[str, list[int]] = {}
+        for index, call in enumerate(calls):
+            lanes.setdefault(_same_call(call), []).append(index)
+        ran: dict[int, _Ran] = {}
+
+        async def one_after_another(indices: list[int]) -> None:
+            for index in indices:
+                ran[index] = await self._run_call(cause, request, loop, index, calls[index])
+
+        try:
+            async with asyncio.TaskGroup() as group:  # each task has its own trace context
+                for indices in lanes.values():
+                    group.create_task(one_after_another(indices))
+        except BaseExceptionGroup as failed:
+            raise failed.exceptions[0] from None
+        return [ran[index] for index in range(len(calls))]
+
+    async def _run_call(
+        self, cause: AgentMessage, request: TaskRequest, loop: Loop, index: int, call: ToolCall
+    ) -> _Ran:
+        """Run ``call``, the ``index``-th of the turn's calls, under its own telemetry span.
+
+        Its step is its place in the subtask's run (turn and index in the model's answer),
+        however the turn's calls are run: the key a call without side effects is kept
+        under, and its approval's id.
+        """
+        loop.tool_calls += 1
+        step = loop.turns * 1000 + index
+        called = self._clock()
+        with tool_execution(call) as made:
+            outcome = await self._tool(cause, request, step, call)
+            tool_finished(made, outcome)
+        return _Ran(call, outcome, called, self._clock())
+
+    def _take(
+        self,
+        cause: AgentMessage,
+        loop: Loop,
+        ran: _Ran,
+        results: list[tuple[str, str]],
+        bound: Any,
+    ) -> TroupeError | None:
+        """Keep what a call came to: its span, and its result for the model (and ``results``).
+
+        A handoff's answer becomes the subtask's (``loop.handed_off``). A host's failure is
+        returned, to be raised: it is not the model's to see.
+        """
+        call, outcome = ran.call, ran.outcome
+        if isinstance(outcome, Handoff):  # control passed on: its answer is the answer
+            shown = handoff_result(outcome)
+            loop.spans.append(tool_span(shown, ran.called, ran.finished, call.arguments))
+            bound.info("tool_called", tool=call.tool, ok=True, handed_off_to=outcome.to_agent)
+            loop.handed_off = outcome.output
+            return None
+        loop.spans.append(tool_span(outcome, ran.called, ran.finished, call.arguments))
+        bound.info("tool_called", tool=call.tool, ok=outcome.ok)
+        if outcome.error is not None and outcome.error.code is ErrorCode.TOOL_INFRASTRUCTURE:
+            return outcome.error.to_exception()  # the host failed, not the tool: not the model's
+        text = tool_text(outcome, cause.tenant)
+        if call.tool == "calculator":
+            expression = str(call.arguments.get("expression", ""))
+            loop.calculated.append(Calculation(expression, text, outcome.ok))
+        results.append((call.tool, text))
+        loop.messages.append(ChatMessage(role="tool", tool_call_id=call.call_id, content=text))
+        return None
 
     async def _tool(
         self, cause: AgentMessage, request: TaskRequest, step: int, call: ToolCall

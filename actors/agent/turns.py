@@ -48,6 +48,7 @@ from raytroupe.protocols import (
 from raytroupe.protocols.prompts import asked, job_prompt
 
 __all__ = [
+    "HANDOFF_TOOL",
     "NOT_RUN",
     "UNREADABLE_CALL",
     "WRAP_UP",
@@ -114,6 +115,11 @@ otherwise call again (often with the result as the argument) until the turns run
 
 
 NOT_RUN: Final = "Not run: you asked for this very call before; its result is above."
+
+HANDOFF_TOOL: Final = "handoff"
+"""The name of the tool that passes the subtask to another agent (the sandbox's ``HANDOFF``,
+``raytroupe.actors.tools.delegation``): named here so that agents need not import the tools'
+runners to know it."""
 
 
 def next_tool_choice(
@@ -319,7 +325,7 @@ def handoff_result(handoff: Handoff) -> ToolResult:
     """What the model is shown of a subtask it handed off: the other agent's answer."""
     return ToolResult(
         call_id=handoff.call_id,
-        tool="handoff",
+        tool=HANDOFF_TOOL,
         ok=True,
         data={"agent": handoff.to_agent, "output": handoff.output},
     )

@@ -5,6 +5,13 @@ the ``system`` parameter; tool results become ``tool_result`` blocks of a user t
 ``response_format`` is asked for in the system prompt (Anthropic's own structured outputs
 refuse many JSON Schema keywords, such as ``maxItems``), so the answer is JSON text.
 ``temperature`` is not sent: the messages API of SDK 2.x takes no sampling parameters.
+
+Prompt caching (``AnthropicModel.prompt_cache``): the last tool, the system prompt and the
+last message's last block are cache breakpoints, so each turn of an agent's loop reads the
+turns before it from the cache. Extended thinking (``LLMRequest.reasoning``): a budget of
+thinking tokens on top of the answer's ``max_tokens``; the thinking blocks of an answer come
+back as ``Thought`` objects, sent back with that assistant turn as the API requires for tool use.
+Thinking is not asked for with ``tool_choice`` 'required', which the API refuses with it.
 """
 
 from __future__ import annotations
@@ -17,12 +24,17 @@ from typing import Any, Final, Literal, cast
 import anthropic
 import httpx2
 from anthropic.types import (
+    CacheControlEphemeralParam,
     ContentBlockParam,
     ImageBlockParam,
     Message,
     MessageParam,
+    RawContentBlockDeltaEvent,
+    RawContentBlockStartEvent,
     RawMessageStreamEvent,
+    SignatureDelta,
     TextBlockParam,
+    ThinkingDelta,
     ToolChoiceParam,
     ToolParam,
     ToolResultBlockParam,
@@ -47,6 +59,7 @@ from raytroupe.protocols import (
     LLMResponse,
     StreamInterrupted,
     TextPart,
+    Thought,
     ToolCall,
     Usage,
 )
@@ -74,6 +87,9 @@ _CHOICES: Final[dict[str, ToolChoiceParam]] = {
     "required": {"type": "any"},
     "none": {"type": "none"},
 }
+_THINKING: Final[dict[str, int]] = {"minimal": 1024, "low": 2048, "medium": 8192, "high": 24576}
+"""Thinking budgets of the reasoning efforts, for a request that names no budget."""
+_BREAKPOINT: Final[CacheControlEphemeralParam] = {"type": "ephemeral"}
 
 
 class AnthropicProvider:
@@ -127,9 +143,8 @@ class AnthropicProvider:
             text="".join(state.text),
             tool_calls=state.tool_calls(),
             finish_reason=_FINISH.get(state.stop_reason or "", "stop"),
-            usage=Usage(
-                prompt_tokens=state.input_tokens, completion_tokens=state.output_tokens, calls=1
-            ),
+            usage=state.usage(),
+            thoughts=state.thoughts(),
             model=state.model,
             provider=self.name,
             latency_s=time.perf_counter() - start,
@@ -148,20 +163,27 @@ class AnthropicProvider:
                 "Answer with one JSON value only (no prose, no code fences) that satisfies "
                 f"this JSON Schema: {schema}"
             )
+        cached = self._spec.prompt_cache
         kwargs: dict[str, Any] = {
             "model": self._spec.model,
             "max_tokens": request.max_tokens or self._spec.max_tokens,
-            "messages": _messages(request.messages),
+            "messages": _messages(request.messages, cached=cached),
         }
         if system:
-            kwargs["system"] = "\n\n".join(system)
+            block: TextBlockParam = {"type": "text", "text": "\n\n".join(system)}
+            if cached:
+                block["cache_control"] = _BREAKPOINT
+            kwargs["system"] = [block]
         if request.tools:
-            tools: list[ToolParam] = [
-                {"name": t.name, "description": t.description, "input_schema": t.parameters}
-                for t in request.tools
-            ]
-            kwargs["tools"] = tools
-            kwargs["tool_choice"] = _CHOICES[request.tool_choice]
+            kwargs["tools"] = _tools(request, cached=cached)
+            choice = dict(_CHOICES[request.tool_choice])
+            if not request.parallel_tool_calls and request.tool_choice != "none":
+                choice["disable_parallel_tool_use"] = True
+            kwargs["tool_choice"] = choice
+        if request.reasoning is not None and request.tool_choice != "required":
+            budget = request.reasoning.budget_tokens or _THINKING[request.reasoning.effort]
+            kwargs["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            kwargs["max_tokens"] += budget  # the answer's room stays the answer's
         if request.stop:
             kwargs["stop_sequences"] = list(request.stop)
         return kwargs
@@ -198,6 +220,33 @@ class _State:
         self.stopped = False
         self.input_tokens = 0
         self.output_tokens = 0
+        self.cache_read = 0
+        self.cache_written = 0
+        self.thinking: dict[int, Thought] = {}
+
+    def usage(self) -> Usage:
+        """The call's usage.
+
+        Anthropic counts cache reads and writes apart from the other input tokens, which
+        ``Usage`` counts them among.
+        """
+        prompt = self.input_tokens + self.cache_read + self.cache_written
+        return Usage(
+            prompt_tokens=prompt,
+            completion_tokens=self.output_tokens,
+            calls=1,
+            cached_tokens=self.cache_read,
+            cache_write_tokens=self.cache_written,
+        )
+
+    def thoughts(self) -> tuple[Thought, ...]:
+        return tuple(thought for _, thought in sorted(self.thinking.items()))
+
+    def _cache(self, usage: Any) -> None:
+        self.cache_read = getattr(usage, "cache_read_input_tokens", None) or self.cache_read
+        self.cache_written = (
+            getattr(usage, "cache_creation_input_tokens", None) or self.cache_written
+        )
 
     def tool_calls(self) -> tuple[ToolCall, ...]:
         return tuple(
@@ -213,10 +262,28 @@ class _State:
             elif block.type == "tool_use":
                 self.calls[index] = (block.id, block.name)
                 self.inputs[index] = dict(block.input or {})
+            elif block.type == "thinking":
+                self.thinking[index] = Thought(
+                    provider="anthropic", text=block.thinking, signature=block.signature
+                )
+            elif block.type == "redacted_thinking":
+                self.thinking[index] = Thought(provider="anthropic", redacted=block.data)
         self.stop_reason = message.stop_reason
         self.stopped = True
         self.input_tokens = message.usage.input_tokens
         self.output_tokens = message.usage.output_tokens
+        self._cache(message.usage)
+
+    def _think(self, index: int, delta: ThinkingDelta | SignatureDelta) -> None:
+        """A thinking block's streamed text or signature, added to what it holds."""
+        thought = self.thinking.get(index, Thought(provider="anthropic"))
+        if delta.type == "thinking_delta":
+            thought = thought.model_copy(update={"text": thought.text + delta.thinking})
+        else:
+            thought = thought.model_copy(
+                update={"signature": (thought.signature or "") + delta.signature}
+            )
+        self.thinking[index] = thought
 
     def add_event(self, event: RawMessageStreamEvent) -> LLMDelta | None:
         """Take in one stream event; the delta to hand on, if it carries one."""
@@ -225,25 +292,11 @@ class _State:
                 self.model = event.message.model or self.model
                 self.input_tokens = event.message.usage.input_tokens
                 self.output_tokens = event.message.usage.output_tokens
+                self._cache(event.message.usage)
             case "content_block_start":
-                block = event.content_block
-                if block.type == "tool_use":
-                    self.calls[event.index] = (block.id, block.name)
-                    self.json[event.index] = []
-                    return LLMDelta(
-                        tool_call_index=event.index, tool_call_id=block.id, tool_name=block.name
-                    )
-                if block.type == "text" and block.text:
-                    self.text.append(block.text)
-                    return LLMDelta(text=block.text)
+                return self._start(event)
             case "content_block_delta":
-                delta = event.delta
-                if delta.type == "text_delta" and delta.text:
-                    self.text.append(delta.text)
-                    return LLMDelta(text=delta.text)
-                if delta.type == "input_json_delta" and event.index in self.calls:
-                    self.json[event.index].append(delta.partial_json)
-                    return LLMDelta(tool_call_index=event.index, arguments=delta.partial_json)
+                return self._delta(event)
             case "content_block_stop":
                 if event.index in self.calls:
                     name = self.calls[event.index][1]
@@ -255,12 +308,77 @@ class _State:
                 self.output_tokens = event.usage.output_tokens
                 if event.usage.input_tokens is not None:
                     self.input_tokens = event.usage.input_tokens
+                self._cache(event.usage)
             case "message_stop":
                 self.stopped = True
         return None
 
+    def _start(self, event: RawContentBlockStartEvent) -> LLMDelta | None:
+        block = event.content_block
+        match block.type:
+            case "thinking":
+                self.thinking[event.index] = Thought(
+                    provider="anthropic", text=block.thinking, signature=block.signature or None
+                )
+            case "redacted_thinking":
+                self.thinking[event.index] = Thought(provider="anthropic", redacted=block.data)
+            case "tool_use":
+                self.calls[event.index] = (block.id, block.name)
+                self.json[event.index] = []
+                return LLMDelta(
+                    tool_call_index=event.index, tool_call_id=block.id, tool_name=block.name
+                )
+            case "text" if block.text:
+                self.text.append(block.text)
+                return LLMDelta(text=block.text)
+        return None
 
-def _messages(messages: tuple[ChatMessage, ...]) -> list[MessageParam]:
+    def _delta(self, event: RawContentBlockDeltaEvent) -> LLMDelta | None:
+        delta = event.delta
+        match delta.type:
+            case "text_delta" if delta.text:
+                self.text.append(delta.text)
+                return LLMDelta(text=delta.text)
+            case "thinking_delta" | "signature_delta":
+                self._think(event.index, delta)
+            case "input_json_delta" if event.index in self.calls:
+                self.json[event.index].append(delta.partial_json)
+                return LLMDelta(tool_call_index=event.index, arguments=delta.partial_json)
+        return None
+
+
+def _tools(request: LLMRequest, *, cached: bool) -> list[ToolParam]:
+    """The request's tools; the last one a cache breakpoint (for all of them) if ``cached``."""
+    tools: list[ToolParam] = [
+        {"name": t.name, "description": t.description, "input_schema": t.parameters}
+        for t in request.tools
+    ]
+    if cached:
+        tools[-1]["cache_control"] = _BREAKPOINT
+    return tools
+
+
+def _messages(messages: tuple[ChatMessage, ...], *, cached: bool) -> list[MessageParam]:
+    """The turns; the last one's last block a cache breakpoint if ``cached``.
+
+    The next call of the conversation then reads all of it from the cache.
+    """
+    out = _turns(messages)
+    if cached and out:
+        last = out[-1]
+        content = last["content"]
+        blocks = (
+            [cast("ContentBlockParam", {"type": "text", "text": content})]
+            if isinstance(content, str)
+            else list(cast("list[ContentBlockParam]", content))
+        )
+        if blocks and blocks[-1].get("type") not in {"thinking", "redacted_thinking"}:
+            blocks[-1] = cast("ContentBlockParam", {**blocks[-1], "cache_control": _BREAKPOINT})
+            out[-1] = cast("MessageParam", {"role": last["role"], "content": blocks})
+    return out
+
+
+def _turns(messages: tuple[ChatMessage, ...]) -> list[MessageParam]:
     """User and assistant turns; consecutive tool results merge into one user turn."""
     out: list[MessageParam] = []
     merging = False
@@ -287,10 +405,12 @@ def _messages(messages: tuple[ChatMessage, ...]) -> list[MessageParam]:
                     out.append({"role": "user", "content": message.content})
                 else:
                     out.append({"role": "user", "content": [_part(p) for p in message.content]})
-            case "assistant" if not message.tool_calls:
+            case "assistant" if not message.tool_calls and not message.thoughts:
                 out.append({"role": "assistant", "content": message.text})
             case "assistant":
-                blocks: list[ContentBlockParam] = []
+                blocks: list[ContentBlockParam] = [
+                    _thought(t) for t in message.thoughts if t.provider == "anthropic"
+                ]
                 if message.text:
                     blocks.append({"type": "text", "text": message.text})
                 blocks.extend(
@@ -300,6 +420,13 @@ def _messages(messages: tuple[ChatMessage, ...]) -> list[MessageParam]:
                 out.append({"role": "assistant", "content": blocks})
         merging = False
     return out
+
+
+def _thought(thought: Thought) -> ContentBlockParam:
+    """A thinking block, sent back as it came."""
+    if thought.redacted is not None:
+        return {"type": "redacted_thinking", "data": thought.redacted}
+    return {"type": "thinking", "thinking": thought.text, "signature": thought.signature or ""}
 
 
 def _part(part: TextPart | ImagePart) -> TextBlockParam | ImageBlockParam:

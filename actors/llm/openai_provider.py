@@ -173,6 +173,10 @@ class OpenAIProvider:
                 for t in request.tools
             ]
             kwargs["tool_choice"] = request.tool_choice
+            if not request.parallel_tool_calls:
+                kwargs["parallel_tool_calls"] = False
+        if request.reasoning is not None:
+            kwargs["reasoning_effort"] = request.reasoning.effort
         schema = request.response_format
         if constrained:
             schema = constrained_schema(request.tools, request.tool_choice, schema)
@@ -232,9 +236,11 @@ class OpenAIProvider:
             text=text,
             tool_calls=calls,
             finish_reason=finish,
-            usage=Usage(
-                prompt_tokens=usage.prompt_tokens if usage else word_tokens(request.messages),
-                completion_tokens=usage.completion_tokens if usage else word_tokens(text),
+            usage=_usage(usage)
+            if usage
+            else Usage(
+                prompt_tokens=word_tokens(request.messages),
+                completion_tokens=word_tokens(text),
                 calls=1,
             ),
             model=model or self._spec.model,
@@ -365,6 +371,22 @@ class _StreamState:
                 )
             if choice.finish_reason is not None:
                 self.finish = choice.finish_reason
+
+
+def _usage(usage: CompletionUsage) -> Usage:
+    """A server's usage.
+
+    Its prompt tokens include those read from its cache (OpenAI caches long prompts'
+    prefixes by itself), its completion tokens those spent reasoning.
+    """
+    prompt, completion = usage.prompt_tokens_details, usage.completion_tokens_details
+    return Usage(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        calls=1,
+        cached_tokens=(prompt.cached_tokens or 0) if prompt else 0,
+        reasoning_tokens=(completion.reasoning_tokens or 0) if completion else 0,
+    )
 
 
 def _finish(reason: str | None, calls: tuple[ToolCall, ...]) -> FinishReason:

@@ -293,14 +293,7 @@ class PoolState:
             row = UsageRow.model_validate_json(text)
             key = (row.job_id, row.agent, row.model, row.deployment, row.provider)
             if (seen := total.get(key)) is not None:
-                row = seen.model_copy(
-                    update={
-                        "calls": seen.calls + row.calls,
-                        "prompt_tokens": seen.prompt_tokens + row.prompt_tokens,
-                        "completion_tokens": seen.completion_tokens + row.completion_tokens,
-                        "cost_usd": seen.cost_usd + row.cost_usd,
-                    }
-                )
+                row = seen + row
             total[key] = row
         return list(total.values())
 

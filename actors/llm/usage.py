@@ -49,14 +49,7 @@ class UsageBook:
             cost_usd=usage.cost_usd,
             latency_s=response.latency_s,
         )
-        row = self.rows[key] = row.model_copy(
-            update={
-                "calls": row.calls + 1,
-                "prompt_tokens": row.prompt_tokens + usage.prompt_tokens,
-                "completion_tokens": row.completion_tokens + usage.completion_tokens,
-                "cost_usd": row.cost_usd + usage.cost_usd,
-            }
-        )
+        row = self.rows[key] = row + usage.model_copy(update={"calls": 1})
         if self._state is not None:
             self._state.book(row)
 

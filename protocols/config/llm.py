@@ -69,9 +69,10 @@ class LLMConfig(BaseModel):
         "one budget ledger, and each deployment's rpm, tpm and max_concurrency are split "
         "between them, so that together they stay within the provider's quota.",
     )
-    prices: dict[str, tuple[float, float]] = Field(
+    prices: dict[str, tuple[float, float] | tuple[float, float, float, float]] = Field(
         default_factory=dict,
-        description="'provider/model-prefix' -> [USD per M prompt, per M completion tokens].",
+        description="'provider/model-prefix' -> [USD per M prompt, per M completion tokens], "
+        "or with the provider cache's prices [prompt, completion, cached prompt, cache write].",
     )
     allow_unpriced: bool = Field(
         default=False,

@@ -74,6 +74,66 @@ def test_a_tool_calling_agent_completes_through_the_openai_compatible_provider(r
     assert any(r.deployment == "wire-oai" and r.calls == 2 for r in rows)
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_thinking_claude_agent_sends_its_thoughts_back_and_pays_cache_prices(rt, server, stream):
+    """Extended thinking through a whole job: the tool-use turn goes back with its signed
+    thinking (the server refuses it otherwise), and the next call reads its prompt from the
+    cache, booked and priced at the deployment's cache prices."""
+    server.script(
+        Reply.tool("calculator", {"expression": "17 * 23 + 4"}), Reply(text="It comes to 395.")
+    )
+    prices = {
+        "input_usd_per_mtok": 3.0,
+        "output_usd_per_mtok": 15.0,
+        "cached_input_usd_per_mtok": 0.3,
+        "cache_write_usd_per_mtok": 3.75,
+    }
+    name = f"wire-think-{int(stream)}"
+    team = _solo(
+        name,
+        {name: _claude(server, **prices)},
+        name,
+        tools=["calculator"],
+        reasoning=runtime.Reasoning(effort="low"),
+        stream=stream,
+    )
+    result = rt.submit("What is 17 times 23, plus four?", team=team).result(timeout=60)
+
+    (sub,) = result.subtasks
+    assert sub.output == "It comes to 395."
+    assert (sub.turns, sub.tool_calls) == (2, 1)
+    first, second = (r.body for r in server.requests)
+    assert first["thinking"] == {"type": "enabled", "budget_tokens": 2048}
+    assert second["messages"][1]["content"][0]["type"] == "thinking"
+    (row,) = [r for r in rt.usage(result.job_id) if r.deployment == name]
+    assert row.calls == 2
+    assert row.cached_tokens > 0
+    assert row.cache_write_tokens > 0
+    plain = row.prompt_tokens - row.cached_tokens - row.cache_write_tokens
+    expected = (
+        plain * 3.0 + row.cached_tokens * 0.3 + row.cache_write_tokens * 3.75
+    ) / 1e6 + row.completion_tokens * 15.0 / 1e6
+    assert row.cost_usd == pytest.approx(expected)
+    assert result.usage.cached_tokens == row.cached_tokens
+
+
+def test_an_agent_that_runs_calls_in_order_asks_for_one_per_turn(rt, server):
+    server.script(Reply(text="Nothing to compute."))
+    name = "wire-serial"
+    team = _solo(
+        name,
+        {name: _oai(server)},
+        name,
+        tools=["calculator"],
+        parallel_tool_calls=False,
+        reasoning=runtime.Reasoning(effort="minimal"),
+    )
+    rt.submit("Say hello.", team=team).result(timeout=60)
+    (body,) = (r.body for r in server.requests)
+    assert body["parallel_tool_calls"] is False
+    assert body["reasoning_effort"] == "minimal"
+
+
 def test_a_server_without_native_tools_gets_them_in_text(rt, server):
     call = '<tool_call>{"name": "calculator", "arguments": {"expression": "6 * 7"}}</tool_call>'
     server.script(Reply(text=f"Let me compute.\n{call}"), Reply(text="It is 42."))

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import time
+import uuid
+
 import pytest
 import ray
 
 from raytroupe import runtime
 from raytroupe.protocols import ErrorCode, ToolCall
+from tests.support.ledger import TOOL_NAME, runs_by_token
 from tests.support.restarts import after_restart
+from tests.support.wire_model import ToolCall as WireCall
 from tests.support.wire_server import Default, Reply, WireServer
 
 
@@ -115,3 +120,32 @@ def test_a_tool_needing_approval_waits_for_a_human_on_ray(rt, wire):
     assert result.status == "succeeded"
     assert wire.requests[1].body["messages"][-1]["content"] == "ship it"
     assert job.approve(pending.approval_id) is False
+
+
+def test_a_call_runs_while_another_of_its_turn_waits_for_approval_on_ray(rt, wire, tmp_path):
+    ledger, token = tmp_path / "effects.log", f"tok-{uuid.uuid4().hex[:8]}"
+    wire.reset()
+    wire.script(
+        Reply(tool_calls=(WireCall("echo", {"text": "ship it"}),
+                          WireCall(TOOL_NAME, {"ledger": str(ledger), "token": token}))),
+        Default(),
+    )  # fmt: skip
+    team = _team(wire, "approver-at-once", ["echo", TOOL_NAME])
+    job = rt.submit("Echo the release call and record it.", team=team)
+    assert any(event.type == "approval_requested" for event in job.events(timeout=60))
+    waited = time.monotonic() + 60  # only a failing test waits this out
+    while not runs_by_token(ledger) and time.monotonic() < waited:
+        time.sleep(0.1)
+
+    assert runs_by_token(ledger) == {token: 1}  # it ran beside the held call
+    assert job.status() == "awaiting_approval"
+    (pending,) = job.approvals()
+    assert pending.tool == "echo"
+    assert wire.request_count == 1
+    assert job.approve(pending.approval_id) is True
+    result = job.result(timeout=60)
+
+    assert result.status == "succeeded"
+    shown = [m["content"] for m in wire.requests[1].body["messages"] if m["role"] == "tool"]
+    assert shown == ["ship it", f"recorded {token}"]  # in the order the model asked
+    assert runs_by_token(ledger) == {token: 1}

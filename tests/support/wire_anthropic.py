@@ -9,7 +9,9 @@ from tests.support.wire_model import (
     Answer,
     Conversation,
     HttpError,
+    digest,
     json_fragments,
+    signature,
     text_pieces,
     words,
 )
@@ -54,9 +56,14 @@ def conversation(body: dict[str, Any]) -> Conversation:
         if isinstance(t, dict) and "name" in t
     )
     choice = body.get("tool_choice") or {}
+    thinking = body.get("thinking") or {}
+    budget = thinking.get("budget_tokens") if thinking.get("type") == "enabled" else None
     return Conversation(
         model=str(body.get("model", "")),
         words=total,
+        cache_points=_breakpoints(body),
+        thinking_budget=budget,
+        problem=_thinking_problem(body, msgs, budget, choice),
         last_kind=kind,  # type: ignore[arg-type]
         last_user_text=user_texts[-1] if user_texts else "",
         tool_results=results,
@@ -68,12 +75,71 @@ def conversation(body: dict[str, Any]) -> Conversation:
     )
 
 
-def _usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
+def _breakpoints(body: dict[str, Any]) -> tuple[tuple[str, int, bool], ...]:
+    """Each block boundary (tools, system, messages) up to the last ``cache_control``."""
+    seen: list[Any] = []
+    count = 0
+    points: list[tuple[str, int, bool]] = []
+    blocks: list[tuple[Any, str]] = [(t, "") for t in body.get("tools") or []]
+    blocks += [(b, _text([b])) for b in _blocks(body.get("system"))]
+    for m in body.get("messages") or []:
+        if isinstance(m, dict):
+            for b in _blocks(m.get("content")):
+                inner = _text(b.get("content")) if b.get("type") == "tool_result" else ""
+                blocks.append(({"role": m.get("role"), **b}, f"{_text([b])} {inner}"))
+    for block, text in blocks:
+        if not isinstance(block, dict):
+            continue
+        seen.append({k: v for k, v in block.items() if k != "cache_control"})
+        count += words(text)
+        points.append((digest(seen), count, bool(block.get("cache_control"))))
+    last = max((i for i, p in enumerate(points) if p[2]), default=-1)
+    return tuple(points[: last + 1])
+
+
+def _thinking_problem(
+    body: dict[str, Any], msgs: list[dict[str, Any]], budget: Any, choice: dict[str, Any]
+) -> str | None:
+    """The 400 the messages API answers a request that breaks a rule of extended thinking."""
+    if budget is None:
+        return None
+    if not isinstance(budget, int) or budget < 1024:
+        return "thinking.enabled.budget_tokens: Input should be greater than or equal to 1024"
+    if budget >= int(body.get("max_tokens") or 0):
+        return "`max_tokens` must be greater than `thinking.budget_tokens`."
+    if choice.get("type") in {"any", "tool"}:
+        return "Thinking may not be enabled when tool_choice forces tool use."
+    return _thoughts_problem(msgs)
+
+
+def _thoughts_problem(msgs: list[dict[str, Any]]) -> str | None:
+    """A thinking block sent back altered, or a tool-use turn sent back without its own."""
+    for index, m in enumerate(msgs):
+        for block in _blocks(m.get("content")):
+            sealed = signature(str(block.get("thinking", "")))
+            if block.get("type") == "thinking" and block.get("signature") != sealed:
+                return f"messages.{index}.content: Invalid `signature` in `thinking` block"
+    turns = [i for i, m in enumerate(msgs) if m.get("role") == "assistant"]
+    blocks = _blocks(msgs[turns[-1]].get("content")) if turns else []
+    if any(b.get("type") == "tool_use" for b in blocks) and blocks[0].get("type") not in {
+        "thinking",
+        "redacted_thinking",
+    }:
+        return (
+            f"messages.{turns[-1]}.content.0.type: Expected `thinking` or `redacted_thinking`, "
+            f"but found `{blocks[0].get('type')}`. When `thinking` is enabled, a final "
+            "`assistant` message must start with a thinking block."
+        )
+    return None
+
+
+def _usage(answer: Answer, output_tokens: int | None = None) -> dict[str, Any]:
+    cached = answer.cached_tokens + answer.cache_write_tokens
     return {
-        "input_tokens": input_tokens,
-        "output_tokens": output_tokens,
-        "cache_creation_input_tokens": 0,
-        "cache_read_input_tokens": 0,
+        "input_tokens": max(0, answer.prompt_tokens - cached),
+        "output_tokens": answer.completion_tokens if output_tokens is None else output_tokens,
+        "cache_creation_input_tokens": answer.cache_write_tokens,
+        "cache_read_input_tokens": answer.cached_tokens,
         "service_tier": "standard",
     }
 
@@ -81,6 +147,14 @@ def _usage(input_tokens: int, output_tokens: int) -> dict[str, Any]:
 def message(answer: Answer, conv: Conversation, rid: str) -> dict[str, Any]:
     """A non-streamed ``message`` object."""
     content: list[dict[str, Any]] = []
+    if answer.thinking is not None:
+        content.append(
+            {
+                "type": "thinking",
+                "thinking": answer.thinking,
+                "signature": signature(answer.thinking),
+            }
+        )
     if answer.text or not answer.tool_calls:
         content.append({"type": "text", "text": answer.text})
     content += [
@@ -95,7 +169,7 @@ def message(answer: Answer, conv: Conversation, rid: str) -> dict[str, Any]:
         "content": content,
         "stop_reason": STOP[answer.finish],
         "stop_sequence": None,
-        "usage": _usage(answer.prompt_tokens, answer.completion_tokens),
+        "usage": _usage(answer),
     }
 
 
@@ -109,11 +183,22 @@ def stream_frames(answer: Answer, conv: Conversation, rid: str) -> tuple[list[by
     start = message(answer, conv, rid) | {
         "content": [],
         "stop_reason": None,
-        "usage": _usage(answer.prompt_tokens, 1),
+        "usage": _usage(answer, 1),
     }
     body = [event("message_start", {"type": "message_start", "message": start})]
     body.append(event("ping", {"type": "ping"}))
     index = 0
+    if answer.thinking is not None:
+        block = {"type": "thinking", "thinking": "", "signature": ""}
+        body.append(event("content_block_start", _start(index, block)))
+        body += [
+            event("content_block_delta", _delta(index, {"type": "thinking_delta", "thinking": p}))
+            for p in text_pieces(answer.thinking)
+        ]
+        sealed = {"type": "signature_delta", "signature": signature(answer.thinking)}
+        body.append(event("content_block_delta", _delta(index, sealed)))
+        body.append(event("content_block_stop", {"type": "content_block_stop", "index": index}))
+        index += 1
     if answer.text or not answer.tool_calls:
         block = {"type": "text", "text": ""}
         body.append(event("content_block_start", _start(index, block)))
@@ -134,7 +219,7 @@ def stream_frames(answer: Answer, conv: Conversation, rid: str) -> tuple[list[by
     final = {
         "type": "message_delta",
         "delta": {"stop_reason": STOP[answer.finish], "stop_sequence": None},
-        "usage": _usage(answer.prompt_tokens, answer.completion_tokens),
+        "usage": _usage(answer),
     }
     tail = [event("message_delta", final), event("message_stop", {"type": "message_stop"})]
     return body, tail

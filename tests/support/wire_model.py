@@ -8,6 +8,8 @@ request (``POST /v1/chat/completions`` or ``POST /v1/messages``) pops the next o
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 import re
 import threading
@@ -195,6 +197,18 @@ class Conversation:
     tools_disabled: bool = False
     stream: bool = False
     include_usage: bool = False
+    cache_points: tuple[tuple[str, int, bool], ...] = ()
+    """(digest of the prompt up to a point, its words, whether it is written there): each
+    block boundary up to Anthropic's last cache_control breakpoint, a read there and written
+    at the breakpoints; each message boundary for OpenAI (which caches prefixes itself)."""
+    reasoning_effort: str | None = None
+    thinking_budget: int | None = None
+    problem: str | None = None
+    """Why the provider would refuse the request with a 400 (a thinking rule broken)."""
+    cached: int = 0
+    """Prompt words read from the cache (set by the server, which keeps the cache)."""
+    written: int = 0
+    """Prompt words written to the cache (Anthropic's breakpoints not seen before)."""
 
 
 @dataclass(frozen=True)
@@ -206,6 +220,27 @@ class Answer:
     finish: Finish
     prompt_tokens: int
     completion_tokens: int
+    cached_tokens: int = 0
+    cache_write_tokens: int = 0
+    reasoning_tokens: int = 0
+    thinking: str | None = None
+    """The thinking block's text (asked for with Anthropic's ``thinking``), signed."""
+
+
+REASONING_TOKENS = {"minimal": 8, "low": 16, "medium": 64, "high": 256}
+"""Completion tokens an OpenAI reasoning answer spends thinking, by effort."""
+_THINKING_KEY = b"wire-server-thinking"
+
+
+def signature(thinking: str) -> str:
+    """The signature of a thinking block's text: a real one cannot be forged or edited."""
+    return hmac.new(_THINKING_KEY, thinking.encode(), hashlib.sha256).hexdigest()
+
+
+def digest(parts: Sequence[Any]) -> str:
+    """A prompt prefix's identity, for the cache."""
+    raw = json.dumps(list(parts), sort_keys=True, default=str)
+    return hashlib.sha256(raw.encode()).hexdigest()
 
 
 def words(text: str) -> int:
@@ -251,14 +286,24 @@ def resolve(reply: Reply, conv: Conversation, new_id: Callable[[], str]) -> Answ
         words(c.name) + words(json.dumps(dict(c.arguments))) for c in calls
     )
     finish: Finish = reply.finish or ("tool_calls" if calls else "stop")
+    reasoning = REASONING_TOKENS.get(conv.reasoning_effort or "", 0)
+    thinking = None
+    if conv.thinking_budget:
+        thinking = f"Thinking about: {conv.last_user_text or '; '.join(conv.tool_results)}"
+        reasoning = min(words(thinking), conv.thinking_budget)
     return Answer(
         text=reply.text,
         tool_calls=calls,
         finish=finish,
         prompt_tokens=conv.words if reply.prompt_tokens is None else reply.prompt_tokens,
-        completion_tokens=completion
-        if reply.completion_tokens is None
-        else reply.completion_tokens,
+        completion_tokens=(
+            completion if reply.completion_tokens is None else reply.completion_tokens
+        )
+        + reasoning,
+        cached_tokens=conv.cached,
+        cache_write_tokens=conv.written,
+        reasoning_tokens=reasoning,
+        thinking=thinking,
     )
 
 

@@ -9,6 +9,7 @@ from tests.support.wire_model import (
     Answer,
     Conversation,
     HttpError,
+    digest,
     json_fragments,
     text_pieces,
     words,
@@ -52,9 +53,15 @@ def conversation(body: dict[str, Any]) -> Conversation:
     forced = None
     if isinstance(choice, dict):
         forced = (choice.get("function") or {}).get("name")
+    counts = [words(_text(m.get("content"))) for m in msgs]
+    effort = body.get("reasoning_effort")
     return Conversation(
         model=str(body.get("model", "")),
-        words=sum(words(_text(m.get("content"))) for m in msgs),
+        words=sum(counts),
+        cache_points=tuple(
+            (digest(msgs[: k + 1]), sum(counts[: k + 1]), True) for k in range(len(msgs))
+        ),
+        reasoning_effort=effort if isinstance(effort, str) else None,
         last_kind=kinds.get(str(last_role), "none"),  # type: ignore[arg-type]
         last_user_text=user_texts[-1] if user_texts else "",
         tool_results=tuple(tool_results),
@@ -66,11 +73,18 @@ def conversation(body: dict[str, Any]) -> Conversation:
     )
 
 
-def _usage(answer: Answer) -> dict[str, int]:
+def _usage(answer: Answer) -> dict[str, Any]:
     return {
         "prompt_tokens": answer.prompt_tokens,
         "completion_tokens": answer.completion_tokens,
         "total_tokens": answer.prompt_tokens + answer.completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": answer.cached_tokens, "audio_tokens": 0},
+        "completion_tokens_details": {
+            "reasoning_tokens": answer.reasoning_tokens,
+            "audio_tokens": 0,
+            "accepted_prediction_tokens": 0,
+            "rejected_prediction_tokens": 0,
+        },
     }
 
 

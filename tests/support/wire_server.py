@@ -15,6 +15,7 @@ It binds 127.0.0.1 only, on a port the OS picks, and runs uvicorn in a daemon th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
 import socket
 import threading
@@ -41,6 +42,7 @@ from tests.support.wire_http import (
 )
 from tests.support.wire_model import (
     Behaviour,
+    Conversation,
     Default,
     Delay,
     Drop,
@@ -124,6 +126,7 @@ class WireServer:
         self._cond = threading.Condition()
         self._script: deque[Behaviour] = deque()
         self._requests: list[RecordedRequest] = []
+        self._cached: set[str] = set()
         self._ids = itertools.count(1)
         self._thread: threading.Thread | None = None
         self._server: UvicornServer | None = None
@@ -263,6 +266,7 @@ class WireServer:
         with self._cond:
             self._script.clear()
             self._requests.clear()
+            self._cached.clear()
 
     def _record(
         self, request: Request, protocol: Protocol, body: Any, *, pop: bool
@@ -295,6 +299,19 @@ class WireServer:
     async def _hold(self, release: threading.Event, seconds: float) -> None:
         if self._server is not None:
             await self._server.hold(release, seconds)
+
+    def _cache(self, conv: Conversation, protocol: Protocol) -> Conversation:
+        """``conv`` with the prompt words read from and written to the server's prompt cache.
+
+        Read: the longest cache point of ``conv`` written before. Written: its points that
+        are written and were not (beyond what was read); OpenAI writes without telling.
+        """
+        with self._cond:
+            read = max((n for d, n, _ in conv.cache_points if d in self._cached), default=0)
+            fresh = [n for d, n, w in conv.cache_points if w and d not in self._cached]
+            self._cached.update(d for d, _, w in conv.cache_points if w)
+        written = max(fresh, default=0) - read if protocol == "anthropic" else 0
+        return dataclasses.replace(conv, cached=read, written=max(0, written))
 
     def _new_id(self, prefix: str) -> str:
         return f"{prefix}{next(self._ids):06d}"
@@ -335,7 +352,11 @@ class WireServer:
             status = 400 if not isinstance(body, dict) else 401
             message = "Could not parse the JSON body of your request." if status == 400 else None
             return self._renderer.error(HttpError(status, message=message), conv, protocol)
+        if conv.problem is not None:  # refused before anything is answered, as the API does
+            self._record(request, protocol, body, pop=False)
+            return self._renderer.error(HttpError(400, message=conv.problem), conv, protocol)
         rec = self._record(request, protocol, body, pop=True)
+        conv = self._cache(conv, protocol)
         await self._sleep(self.latency_s)
         behaviour = rec.behaviour
         while callable(behaviour) or isinstance(behaviour, Delay):

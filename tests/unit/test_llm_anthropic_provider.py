@@ -184,6 +184,9 @@ def request(**fields) -> LLMRequest:
     return LLMRequest(model="claude", **fields)
 
 
+CACHE = {"type": "ephemeral"}
+
+
 def test_request_body_maps_system_tools_results_and_images():
     server = Server(httpx2.Response(200, json=message([{"type": "text", "text": "425"}])))
     calls = (
@@ -221,7 +224,7 @@ def test_request_body_maps_system_tools_results_and_images():
         "model": MODEL,
         "max_tokens": 1024,
         "stream": False,
-        "system": "Be brief.\n\nUse digits.",
+        "system": [{"type": "text", "text": "Be brief.\n\nUse digits.", "cache_control": CACHE}],
         "messages": [
             {
                 "role": "user",
@@ -270,7 +273,10 @@ def test_request_body_maps_system_tools_results_and_images():
                 ],
             },
             {"role": "assistant", "content": "391, at noon."},
-            {"role": "user", "content": "Add 34."},
+            {
+                "role": "user",
+                "content": [{"type": "text", "text": "Add 34.", "cache_control": CACHE}],
+            },
         ],
         "tools": [
             {
@@ -282,6 +288,7 @@ def test_request_body_maps_system_tools_results_and_images():
                 "name": "clock",
                 "description": "Tells the time.",
                 "input_schema": {"type": "object", "properties": {}},
+                "cache_control": CACHE,
             },
         ],
         "tool_choice": {"type": "auto"},
@@ -308,8 +315,8 @@ def test_max_tokens_response_format_and_no_tools():
     assert body["max_tokens"] == 77
     assert "tools" not in body
     assert "tool_choice" not in body
-    assert body["system"].startswith("Answer with one JSON value only")
-    assert json.dumps(schema, sort_keys=True) in body["system"]
+    assert body["system"][0]["text"].startswith("Answer with one JSON value only")
+    assert json.dumps(schema, sort_keys=True) in body["system"][0]["text"]
     server = Server(httpx2.Response(200, json=message([{"type": "text", "text": "ok"}])))
     ask(provider(server, spec), request())
     assert server.body["max_tokens"] == 300

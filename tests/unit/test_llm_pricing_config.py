@@ -30,14 +30,17 @@ from raytroupe.protocols import (
 @pytest.mark.parametrize(
     ("spec", "expected"),
     [
-        (OpenAIModel(model="gpt-4o"), Price(2.5, 10.0)),
-        (OpenAIModel(model="gpt-4o-mini"), Price(0.15, 0.6)),
-        (OpenAIModel(model="gpt-4o-mini-2024-07-18"), Price(0.15, 0.6)),
-        (OpenAIModel(model="gpt-4o-2024-08-06"), Price(2.5, 10.0)),
-        (OpenAIModel(model="gpt-4.1-mini-2025-04-14"), Price(0.4, 1.6)),
-        (OpenAIModel(model="gpt-4.1-2025-04-14"), Price(2.0, 8.0)),
-        (AnthropicModel(model="claude-sonnet-4-20250514"), Price(3.0, 15.0)),
-        (OpenAICompatibleModel(model="deepseek-chat", base_url="http://x/v1"), Price(0.27, 1.1)),
+        (OpenAIModel(model="gpt-4o"), Price(2.5, 10.0, 1.25, 2.5)),
+        (OpenAIModel(model="gpt-4o-mini"), Price(0.15, 0.6, 0.075, 0.15)),
+        (OpenAIModel(model="gpt-4o-mini-2024-07-18"), Price(0.15, 0.6, 0.075, 0.15)),
+        (OpenAIModel(model="gpt-4o-2024-08-06"), Price(2.5, 10.0, 1.25, 2.5)),
+        (OpenAIModel(model="gpt-4.1-mini-2025-04-14"), Price(0.4, 1.6, 0.1, 0.4)),
+        (OpenAIModel(model="gpt-4.1-2025-04-14"), Price(2.0, 8.0, 0.5, 2.0)),
+        (AnthropicModel(model="claude-sonnet-4-20250514"), Price(3.0, 15.0, 0.3, 3.75)),
+        (
+            OpenAICompatibleModel(model="deepseek-chat", base_url="http://x/v1"),
+            Price(0.27, 1.1, 0.07, 0.27),
+        ),
     ],
 )
 def test_the_longest_matching_model_prefix_wins(spec, expected):
@@ -84,7 +87,7 @@ def test_deployment_prices_override_the_table_field_by_field():
     free_output = OpenAIModel(model="gpt-4o", output_usd_per_mtok=0.0)
     assert table.price(both) == Price(1.0, 2.0)
     assert table.price(only_input) == Price(1.0, 10.0)
-    assert table.price(free_output) == Price(2.5, 0.0)
+    assert table.price(free_output) == Price(2.5, 0.0, 1.25, 2.5)  # the table's cache prices
     assert table.price(OfflineModel(input_usd_per_mtok=3.0)) == Price(3.0, 0.0)
 
 
@@ -97,12 +100,45 @@ def test_table_overrides_replace_and_extend_the_shipped_prices():
         }
     )
     assert table.price(OpenAIModel(model="gpt-4o-2024-08-06")) == Price(5.0, 20.0)
-    assert table.price(OpenAIModel(model="gpt-4o-mini")) == Price(0.15, 0.6)
+    assert table.price(OpenAIModel(model="gpt-4o-mini")) == Price(0.15, 0.6, 0.075, 0.15)
     assert table.price(OpenAIModel(model="gpt-4o-mini-2024-07-18")) == Price(0.01, 0.02)
     qwen = OpenAICompatibleModel(model="qwen2.5-7b", base_url="http://x/v1")
     assert table.price(qwen) == Price(0.1, 0.2)
     pinned = OpenAIModel(model="gpt-4o", output_usd_per_mtok=1.0)
     assert table.price(pinned) == Price(5.0, 1.0)  # the deployment still wins
+
+
+def test_cached_and_cache_written_prompt_tokens_are_charged_at_their_own_prices():
+    sonnet = PriceTable().price(AnthropicModel(model="claude-sonnet-4-20250514"))
+    assert sonnet is not None
+    usage = Usage(
+        prompt_tokens=10_000, completion_tokens=1_000, cached_tokens=6_000, cache_write_tokens=3_000
+    )
+    plain, read, write, out = 1_000 * 3.0, 6_000 * 0.3, 3_000 * 3.75, 1_000 * 15.0
+    assert sonnet.charge(usage) == pytest.approx((plain + read + write + out) / 1e6)
+    uncached = usage.model_copy(update={"cached_tokens": 0, "cache_write_tokens": 0})
+    assert sonnet.charge(uncached) == pytest.approx(sonnet.cost(10_000, 1_000))
+    # a deployment's own prompt price without cache prices charges cached tokens at it
+    own = PriceTable().price(AnthropicModel(model="claude-sonnet-4", input_usd_per_mtok=1.0))
+    assert own is not None
+    assert own.charge(usage) == pytest.approx((10_000 * 1.0 + 1_000 * 15.0) / 1e6)
+    # and a deployment may set them
+    priced = AnthropicModel(
+        model="x", input_usd_per_mtok=1.0, output_usd_per_mtok=2.0, cached_input_usd_per_mtok=0.5
+    )
+    assert PriceTable().price(priced) == Price(1.0, 2.0, 0.5, None)
+
+
+def test_usage_that_claims_more_cached_tokens_than_prompted_is_not_a_negative_charge():
+    price = Price(2.0, 8.0, 0.5, 2.5)
+    odd = Usage(prompt_tokens=100, cached_tokens=500, cache_write_tokens=500)
+    assert price.charge(odd) == pytest.approx(100 * 0.5 / 1e6)
+
+
+def test_a_pools_prices_may_carry_the_caches_prices():
+    config = LLMConfig.model_validate({"prices": {"openai/m": [1, 2, 0.1, 1.5]}})
+    table = PriceTable({k: Price(*v) for k, v in config.prices.items()})
+    assert table.price(OpenAIModel(model="m-1")) == Price(1.0, 2.0, 0.1, 1.5)
 
 
 def test_cost_math_is_per_million_tokens():
