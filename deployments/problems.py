@@ -28,6 +28,7 @@ _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.JOB_NOT_FOUND: 404,
     ErrorCode.SESSION_NOT_FOUND: 404,
     ErrorCode.WEBHOOK_NOT_FOUND: 404,
+    ErrorCode.GUARDRAIL_NOT_FOUND: 404,
     ErrorCode.SCHEDULE_NOT_FOUND: 404,
     ErrorCode.KNOWLEDGE_NOT_FOUND: 404,
     ErrorCode.LESSON_NOT_FOUND: 404,
@@ -36,6 +37,7 @@ _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.PLAN: 422,
     ErrorCode.TOOL_NOT_ALLOWED: 403,
     ErrorCode.FORBIDDEN: 403,
+    ErrorCode.GUARDRAIL: 422,
     ErrorCode.QUOTA_EXCEEDED: 403,
     ErrorCode.UNPRICED_MODEL: 402,
     ErrorCode.RECIPIENT_UNAVAILABLE: 503,
@@ -101,7 +103,8 @@ def troupe_problem(error: TroupeError, request_id: str | None) -> JSONResponse:
         listed = error.detail.get(name)
         if isinstance(listed, list):
             extra[name] = [str(p) for p in listed]
-    for name in ("field", "policy", "limit"):  # what it refused, by which policy or limit
+    # what it refused, by which policy, limit or guardrail rule (never the text it matched)
+    for name in ("field", "policy", "limit", "guardrail", "rule", "stage"):
         if isinstance(error.detail.get(name), str):
             extra[name] = error.detail[name]
     headers = None

@@ -13,6 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from raytroupe.protocols.guardrails import BoundGuardrail
+
 __all__ = ["Example", "History", "JobContext", "Role", "TextFile", "Turn"]
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
@@ -75,4 +77,8 @@ class JobContext(_Data):
     )
     lessons: tuple[str, ...] = Field(
         default=(), description="A team skill's lessons, recalled for this request."
+    )
+    guardrails: tuple[BoundGuardrail, ...] = Field(
+        default=(),
+        description="The guardrails that bind it, the versions set when it was admitted.",
     )

@@ -251,6 +251,7 @@ class JobEvent(_Data):
         "graph_resumed",
         "graph_waiting",
         "graph_woken",
+        "guardrail",
     ]
     subtask_id: str | None = None
     data: dict[str, object] = Field(default_factory=dict)

@@ -7,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from raytroupe.protocols.errors import ErrorCode, TroupeError, error_class
+from raytroupe.protocols.guardrails import GuardrailDecision
 from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.knowledge import KnowledgeQuery, Passages
 from raytroupe.protocols.llm import (
@@ -145,6 +146,9 @@ class WorkDone(_Frozen):
     usage: Usage = Field(default_factory=Usage)
     started_at: float | None = Field(default=None, description="UNIX time the work started.")
     finished_at: float | None = Field(default=None, description="UNIX time it finished.")
+    guardrails: tuple[GuardrailDecision, ...] = Field(
+        default=(), description="What the job's guardrails redacted in its tool calls."
+    )
 
 
 class TaskResult(WorkDone):

@@ -40,6 +40,7 @@ WebhookEvent = Literal[
     "approval_decided",
     "graph_interrupted",
     "graph_resumed",
+    "guardrail",
 ]
 """The job events a webhook may hear (not tokens or steps: those are for streams)."""
 

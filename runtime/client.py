@@ -46,6 +46,7 @@ from raytroupe.protocols import (
     TenantPolicy,
     UsageRow,
 )
+from raytroupe.protocols.config.guardrails import GuardrailsConfig
 from raytroupe.protocols.config.llm import LLMConfig
 from raytroupe.protocols.config.memory import MemoryConfig
 from raytroupe.protocols.config.skills import SkillsConfig
@@ -57,6 +58,12 @@ from raytroupe.protocols.graph_checkpoints import (
     GraphInterrupt,
     GraphState,
     Interrupted,
+)
+from raytroupe.protocols.guardrails import (
+    BoundGuardrail,
+    DecisionRecord,
+    GuardrailInfo,
+    GuardrailSpec,
 )
 from raytroupe.protocols.inputs import with_load
 from raytroupe.protocols.job_order import JobOrder, Submitter
@@ -113,6 +120,7 @@ class SystemClient:
         orchestrator_shards: int | None = None,
         skills: SkillsConfig | None = None,
         webhooks: WebhooksConfig | None = None,
+        guardrails: GuardrailsConfig | None = None,
     ) -> SystemClient:
         """Find the running system actors (namespace ``troupe``) or start them (blocking).
 
@@ -140,6 +148,7 @@ class SystemClient:
             orchestrator_shards = orchestrator_shards or orchestrators
             skills = skills or config.skills
             webhooks = webhooks or config.webhooks
+            guardrails = guardrails or config.guardrails
         handles = spawn_system(
             models,
             llm,
@@ -155,6 +164,7 @@ class SystemClient:
             orchestrator_shards=orchestrator_shards or 1,
             skills=skills,
             webhooks=webhooks,
+            guardrails=guardrails,
         )
         return cls(handles)
 
@@ -228,6 +238,46 @@ class SystemClient:
     async def delete_schedule(self, tenant: str, name: str) -> ScheduleInfo:
         """Drop the tenant's schedule; what it was."""
         result: ScheduleInfo = await call(self._desk.delete_schedule.remote(tenant, name))
+        return result
+
+    # -- guardrails ------------------------------------------------------------------------
+
+    async def put_guardrail(self, name: str, spec: GuardrailSpec, by: str | None) -> GuardrailInfo:
+        """Set ``name``'s next version; that version."""
+        result: GuardrailInfo = await call(self._desk.put_guardrail.remote(name, spec, by))
+        return result
+
+    async def guardrails(self) -> list[GuardrailInfo]:
+        """Every guardrail set (its current version), by name."""
+        result: list[GuardrailInfo] = await call(self._desk.guardrails.remote())
+        return result
+
+    async def guardrail(self, name: str, version: int | None = None) -> GuardrailInfo:
+        """A guardrail's current version (or ``version``)."""
+        result: GuardrailInfo = await call(self._desk.guardrail.remote(name, version))
+        return result
+
+    async def delete_guardrail(self, name: str) -> GuardrailInfo:
+        """Unset a guardrail; what it was."""
+        result: GuardrailInfo = await call(self._desk.delete_guardrail.remote(name))
+        return result
+
+    async def binding_guardrails(
+        self, tenant: str, team: str, skill: str | None, key: str | None
+    ) -> tuple[BoundGuardrail, ...]:
+        """The guardrails a job of ``tenant``/``team``/``skill`` by ``key`` would be bound by."""
+        result: tuple[BoundGuardrail, ...] = await call(
+            self._desk.binding_guardrails.remote(tenant, team, skill, key)
+        )
+        return result
+
+    async def guardrail_decisions(
+        self, tenant: str | None, *, job_id: str | None = None, limit: int = 100
+    ) -> list[DecisionRecord]:
+        """``tenant``'s guardrail decisions (None: every tenant's), newest first."""
+        result: list[DecisionRecord] = await call(
+            self._desk.guardrail_decisions.remote(tenant, job_id=job_id, limit=limit)
+        )
         return result
 
     # -- webhooks --------------------------------------------------------------------------

@@ -47,6 +47,7 @@ from raytroupe.runtime.knowledge import ingest_all
 from raytroupe.runtime.operations import At, handle, in_process, widens
 from raytroupe.runtime.operations import evals as eval_ops
 from raytroupe.runtime.operations import experiments as experiment_ops
+from raytroupe.runtime.operations import guardrails as guardrail_ops
 from raytroupe.runtime.operations import job_reads as read_ops
 from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
@@ -327,6 +328,11 @@ class Runtime:
     schedules = in_process(schedule_ops.schedules)
     schedule = in_process(schedule_ops.schedule)
     delete_schedule = in_process(schedule_ops.delete_schedule)
+    put_guardrail = in_process(guardrail_ops.put_guardrail)
+    guardrails = in_process(guardrail_ops.guardrails)
+    guardrail = in_process(guardrail_ops.guardrail)
+    delete_guardrail = in_process(guardrail_ops.delete_guardrail)
+    guardrail_decisions = in_process(guardrail_ops.guardrail_decisions)
 
     def evaluate(
         self,

@@ -54,6 +54,7 @@ from raytroupe.runtime.http_follow import (
 )
 from raytroupe.runtime.operations import evals as eval_ops
 from raytroupe.runtime.operations import experiments as experiment_ops
+from raytroupe.runtime.operations import guardrails as guardrail_ops
 from raytroupe.runtime.operations import job_reads as read_ops
 from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
@@ -319,3 +320,8 @@ class Client:
     schedules = over_http(schedule_ops.schedules)
     schedule = over_http(schedule_ops.schedule)
     delete_schedule = over_http(schedule_ops.delete_schedule)
+    put_guardrail = over_http(guardrail_ops.put_guardrail)
+    guardrails = over_http(guardrail_ops.guardrails)
+    guardrail = over_http(guardrail_ops.guardrail)
+    delete_guardrail = over_http(guardrail_ops.delete_guardrail)
+    guardrail_decisions = over_http(guardrail_ops.guardrail_decisions)

@@ -24,6 +24,7 @@ from raytroupe.runtime.config import Team
 from raytroupe.runtime.handle import JobHandle
 from raytroupe.runtime.knowledge import ingest_all
 from raytroupe.runtime.operations import At, handle, in_process, widens
+from raytroupe.runtime.operations import guardrails as guardrail_ops
 from raytroupe.runtime.operations import job_reads as read_ops
 from raytroupe.runtime.operations import jobs as job_ops
 from raytroupe.runtime.operations import knowledge as knowledge_ops
@@ -123,6 +124,7 @@ class TenantView:
     schedules = in_process(schedule_ops.schedules)
     schedule = in_process(schedule_ops.schedule)
     delete_schedule = in_process(schedule_ops.delete_schedule)
+    guardrail_decisions = in_process(guardrail_ops.guardrail_decisions)
 
     skills = in_process(skill_ops.skills)
     lessons = in_process(skill_ops.lessons)

@@ -15,6 +15,7 @@ import pytest
 from raytroupe import runtime
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.tools.config import FunctionTool
+from tests.support.guardrail_checks import NO_CODENAME, RAISES
 from tests.support.host_guard import NOTES_ENV, HostState, read_notes
 from tests.support.keys import FRUGAL_BUDGET, FRUGAL_TENANT, TEST_KEY, TEST_KEY_ENV
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET
@@ -245,6 +246,8 @@ def rt(troupe_root, postgres, skills_dir, a2a_agent):
                 max_retry_s=1.0,
                 poll_s=0.5,
             ),
+            # the callables this session's guardrails may name (tests/support/guardrail_checks)
+            guardrails=runtime.GuardrailsConfig(callables=(NO_CODENAME, RAISES)),
         ),
         journal=root / "state" / "journal.sqlite",
         state_url=postgres.database(SESSION_DATABASE),

@@ -53,6 +53,7 @@ from raytroupe.actors.agent.turns import (
 )
 from raytroupe.actors.agent.written_calls import WrittenCalls, without_schema_words
 from raytroupe.actors.endpoint import RouterClient, expected, request_through_restarts
+from raytroupe.actors.guardrails.check import Ask, guard, guard_json
 from raytroupe.actors.llm.tokens import messages_tokens, tools_tokens, upper_bound
 from raytroupe.actors.telemetry.calls import model_span, tool_span
 from raytroupe.actors.telemetry.genai import tool_execution, tool_finished
@@ -159,6 +160,7 @@ class ReAct:
                     "agent": spec.name,
                     "turns": loop.turns,
                     "tool_calls": loop.tool_calls,
+                    "guardrails": tuple(loop.guardrails),
                     "providers": tuple(dict.fromkeys(loop.providers)),
                     "usage": loop.usage,
                     "spans": tuple(loop.spans),
@@ -473,10 +475,63 @@ class ReAct:
         loop.tool_calls += 1
         step = loop.turns * 1000 + index
         called = self._clock()
+        call = await self._guarded_call(cause, request, loop, call)
         with tool_execution(call) as made:
             outcome = await self._tool(cause, request, step, call)
             tool_finished(made, outcome)
+        outcome = await self._guarded_result(cause, request, loop, outcome)
         return _Ran(call, outcome, called, self._clock())
+
+    def _judge(self, cause: AgentMessage, request: TaskRequest) -> Ask:
+        """How a judge rule of the job's guardrails asks its model: as the job, on its budget."""
+
+        async def ask(judging: LLMRequest) -> LLMResponse:
+            return await self._ask(cause, judging.model_copy(update={"budget": request.budget}))
+
+        return ask
+
+    async def _guarded_call(
+        self, cause: AgentMessage, request: TaskRequest, loop: Loop, call: ToolCall
+    ) -> ToolCall:
+        """``call`` after the job's ``tool_call`` guardrails (its arguments redacted).
+
+        Raises:
+            GuardrailTripped: a blocking guardrail refused it: the call is not made, and the
+                subtask (then its job) fails with it.
+        """
+        bound = request.job.guardrails
+        if not any(g.at("tool_call", call.tool) for g in bound):
+            return call
+        judge = self._judge(cause, request)
+        arguments, decided = await guard_json(
+            call.arguments, "tool_call", bound, ask=judge, tool=call.tool
+        )
+        loop.guardrails += decided
+        return call.model_copy(update={"arguments": arguments}) if decided else call
+
+    async def _guarded_result(
+        self, cause: AgentMessage, request: TaskRequest, loop: Loop, outcome: ToolResult | Handoff
+    ) -> ToolResult | Handoff:
+        """A tool's result after the job's ``tool_result`` guardrails, before the model sees it.
+
+        Raises:
+            GuardrailTripped: a blocking guardrail refused it (the model never sees it).
+        """
+        bound = request.job.guardrails
+        if not isinstance(outcome, ToolResult) or not outcome.ok:
+            return outcome
+        if not any(g.at("tool_result", outcome.tool) for g in bound):
+            return outcome
+        judge = self._judge(cause, request)
+        if isinstance(outcome.data, str):
+            guarded = await guard(outcome.data, "tool_result", bound, ask=judge, tool=outcome.tool)
+            data, decided = guarded.text, guarded.decisions
+        else:
+            data, decided = await guard_json(
+                outcome.data, "tool_result", bound, ask=judge, tool=outcome.tool
+            )
+        loop.guardrails += decided
+        return outcome.model_copy(update={"data": data}) if decided else outcome
 
     def _take(
         self,

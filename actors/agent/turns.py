@@ -45,6 +45,7 @@ from raytroupe.protocols import (
     as_written,
     unscoped,
 )
+from raytroupe.protocols.guardrails import GuardrailDecision
 from raytroupe.protocols.prompts import asked, job_prompt
 
 __all__ = [
@@ -200,6 +201,8 @@ class Loop:
     """The answer the last corrective turn was about."""
     calls: int = 0
     """Model calls asked so far, summaries included."""
+    guardrails: list[GuardrailDecision] = field(default_factory=list)
+    """What the job's guardrails redacted in this subtask's tool calls and results."""
     role_prompt: tuple[str, str] | None = None
     """The agent's system turn, and the same without its name: a call's place holds the
     latter, so that a teammate of the same role and spec given the subtask again (its

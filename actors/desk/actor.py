@@ -39,9 +39,17 @@ from raytroupe.protocols import (
     TeamSpec,
     TenantPolicy,
 )
+from raytroupe.protocols.config.guardrails import GuardrailsConfig
 from raytroupe.protocols.config.webhooks import WebhooksConfig
 from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
+from raytroupe.protocols.guardrails import (
+    BoundGuardrail,
+    DecisionRecord,
+    GuardrailDecision,
+    GuardrailInfo,
+    GuardrailSpec,
+)
 from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.policy import as_written
 from raytroupe.protocols.schedules import ScheduleInfo, ScheduleSpec
@@ -68,6 +76,7 @@ class FrontDesk:
             kept (the job shards' database); None keeps them in memory.
         skills: where skill files are loaded from, and how unnamed jobs are routed.
         webhooks: where webhook URLs may point (their deliveries are the shards').
+        guardrails: what guardrails may run (the callables a rule may name).
     """
 
     def __init__(
@@ -79,9 +88,11 @@ class FrontDesk:
         journal: Journal | str | Path | None = None,
         skills: SkillsConfig | None = None,
         webhooks: WebhooksConfig | None = None,
+        guardrails: GuardrailsConfig | None = None,
     ) -> None:
         self._router = router
         self._webhooks_config = webhooks
+        self._guardrails_config = guardrails or GuardrailsConfig()
         self._provisioner = provisioner
         self._shards = shards
         self._journal_at = journal
@@ -102,6 +113,7 @@ class FrontDesk:
         self._kept = Keepers(
             journal, self._router, self._provisioner, self._skills_config, self._chooser,
             submit=self.submit, wait=lambda job_id: self._shards.wait(job_id, None),
+            guardrails=self._guardrails_config,
         )  # fmt: skip
         self._submission = Submission(
             self._kept, journal, router=self._router, chooser=self._chooser,
@@ -421,6 +433,44 @@ class FrontDesk:
     ) -> list[Delivery]:
         """See :meth:`WebhookDesk.deliveries`."""
         return await self._hooks.deliveries(tenant, webhook_id, limit)
+
+    # -- guardrails (see :mod:`raytroupe.actors.guardrails`) --------------------------------
+
+    async def put_guardrail(self, name: str, spec: GuardrailSpec, by: str | None) -> GuardrailInfo:
+        """See :meth:`GuardrailStore.put`."""
+        return await asyncio.to_thread(self._kept.guardrails.put, name, spec, by)
+
+    async def guardrails(self) -> list[GuardrailInfo]:
+        """See :meth:`GuardrailStore.guardrails`."""
+        return await asyncio.to_thread(self._kept.guardrails.guardrails)
+
+    async def guardrail(self, name: str, version: int | None = None) -> GuardrailInfo:
+        """See :meth:`GuardrailStore.guardrail`."""
+        return await asyncio.to_thread(self._kept.guardrails.guardrail, name, version)
+
+    async def delete_guardrail(self, name: str) -> GuardrailInfo:
+        """See :meth:`GuardrailStore.delete`."""
+        return await asyncio.to_thread(self._kept.guardrails.delete, name)
+
+    async def binding_guardrails(
+        self, tenant: str, team: str, skill: str | None, key: str | None
+    ) -> tuple[BoundGuardrail, ...]:
+        """See :meth:`GuardrailStore.binding`."""
+        return await asyncio.to_thread(self._kept.guardrails.binding, tenant, team, skill, key)
+
+    async def guardrail_decisions(
+        self, tenant: str | None, *, job_id: str | None = None, limit: int = 100
+    ) -> list[DecisionRecord]:
+        """See :meth:`GuardrailStore.decisions`."""
+        return await asyncio.to_thread(
+            self._kept.guardrails.decisions, tenant, job_id=job_id, limit=limit
+        )
+
+    async def record_guardrail(
+        self, tenant: str, job_id: str | None, decision: GuardrailDecision
+    ) -> None:
+        """Keep a decision a job shard made (its output's)."""
+        await asyncio.to_thread(self._kept.guardrails.record, tenant, job_id, decision)
 
     # -- schedules (see :mod:`.schedules`) --------------------------------------------------
 

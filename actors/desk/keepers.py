@@ -18,12 +18,14 @@ from raytroupe.actors.endpoint import RouterClient
 from raytroupe.actors.evals.desk import EvalDesk, EvalStore
 from raytroupe.actors.evals.experiment_store import ExperimentStore
 from raytroupe.actors.evals.experiments import ExperimentDesk
+from raytroupe.actors.guardrails.store import GuardrailStore
 from raytroupe.actors.orchestrator.admission import PolicyBook
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.shards import TeamProvisioner
 from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.skills.desk import SkillDesk
 from raytroupe.actors.skills.registry import SkillStore
+from raytroupe.protocols.config.guardrails import GuardrailsConfig
 
 __all__ = ["Keepers"]
 
@@ -39,6 +41,7 @@ class Keepers:
         chooser: the intent cascade among teams and skills.
         submit: how the evolution of skills submits a job (the desk's own ``submit``).
         wait: how it waits for a job's result.
+        guardrails: what guardrails may run (the callables a rule may name).
     """
 
     def __init__(
@@ -51,8 +54,13 @@ class Keepers:
         *,
         submit: Submit,
         wait: Wait,
+        guardrails: GuardrailsConfig | None = None,
     ) -> None:
         db = journal.db if journal is not None else None
+        callables = guardrails.callables if guardrails is not None else ()
+        self.guardrails = (
+            GuardrailStore(db, callables) if db else GuardrailStore.in_memory(callables)
+        )
         self.sessions = SessionDesk(SessionStore(db) if db else SessionStore.in_memory())
         self.catalog = TeamCatalog(journal, provisioner)
         self.policies = PolicyBook(journal.policies() if journal else None)

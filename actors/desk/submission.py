@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from typing import Any
 
 import structlog
 
@@ -30,6 +31,7 @@ from raytroupe.actors.desk.keepers import Keepers
 from raytroupe.actors.desk.sessions import ResultOf
 from raytroupe.actors.endpoint import RouterClient
 from raytroupe.actors.evals.experiments import Assignment
+from raytroupe.actors.guardrails.check import decision_of, guard, guard_json
 from raytroupe.actors.offload import on_loop
 from raytroupe.actors.orchestrator.admission import admit_budget, admit_registered
 from raytroupe.actors.orchestrator.episodes import recalled_examples
@@ -37,10 +39,12 @@ from raytroupe.actors.orchestrator.graphs.desk import first_checkpoint
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.actors.orchestrator.shards import Admitted, Shards, new_job_id
 from raytroupe.actors.telemetry.tracing import received
-from raytroupe.protocols import InvalidInput, JobResult, TeamSpec
+from raytroupe.protocols import GuardrailTripped, InvalidInput, JobResult, TeamSpec
 from raytroupe.protocols.bounded import ADMISSION_WORK_S
+from raytroupe.protocols.guardrails import BoundGuardrail
 from raytroupe.protocols.job_context import JobContext
 from raytroupe.protocols.job_order import JobOrder, Submitter
+from raytroupe.protocols.policy import unscoped
 from raytroupe.protocols.prompts import asked
 from raytroupe.protocols.skill import SkillSpec
 
@@ -157,6 +161,11 @@ class Submission:
         elif spec is None:
             self._kept.catalog.check_unregistered(team)
         team, spec = shaped(team, spec, output_schema)
+        bound = await asyncio.to_thread(  # a team by the name its author gave it
+            self._kept.guardrails.binding, tenant, unscoped(team.name, tenant),
+            spec.name if spec else None, caller.by,
+        )  # fmt: skip
+        given, guarded_input = await self.guarded(job_id, tenant, given, order.input, bound)
         if spec is None and team.graph is not None and order.input is not None:
             # the door checks it, against the state's schema: the tenant's patterns
             await on_loop().run(
@@ -174,6 +183,7 @@ class Submission:
             context = await self.in_context(
                 job_id, given, tenant=tenant, session=order.session, team=team, skill=spec
             )
+        context = context.model_copy(update={"guardrails": bound})
         admitted = Admitted(
             id=job_id,
             context=context,
@@ -186,7 +196,7 @@ class Submission:
             request_id=caller.request_id,
             registered=registered,
             skill=spec,
-            input=order.input,
+            input=guarded_input,
             submitted_by=caller.by,
             admin=admin,
             stream_answer=order.stream_answer,
@@ -197,6 +207,48 @@ class Submission:
         log.info("job_submitted", job_id=job_id, team=team.name, tenant=tenant,
                  request_id=caller.request_id, shard=owner, session=order.session)  # fmt: skip
         return job_id
+
+    async def guarded(
+        self,
+        job_id: str,
+        tenant: str,
+        given: JobContext,
+        data: Any,
+        bound: tuple[BoundGuardrail, ...],
+    ) -> tuple[JobContext, Any]:
+        """The job's task, text files and structured input after its ``input`` guardrails.
+
+        Every decision is kept (:meth:`GuardrailStore.record`): a refusal with no job, as
+        nothing was started.
+
+        Raises:
+            GuardrailTripped: a blocking guardrail's rule matched; nothing was started.
+        """
+        if not any(g.at("input") for g in bound):
+            return given, data
+        ask = pool_asker(self._router, job_id, tenant)
+        store = self._kept.guardrails
+        try:
+            request = await guard(given.request, "input", bound, ask=ask)
+            files = [await guard(f.text, "input", bound, ask=ask) for f in given.files]
+            data, redacted = (
+                await guard_json(data, "input", bound, ask=ask) if data is not None else (None, ())
+            )
+        except GuardrailTripped as exc:
+            await asyncio.to_thread(store.record, tenant, None, decision_of(exc))
+            log.info("guardrail_refused_input", tenant=tenant, **exc.detail)
+            raise
+        decisions = [*request.decisions, *(d for f in files for d in f.decisions), *redacted]
+        for decision in decisions:
+            await asyncio.to_thread(store.record, tenant, job_id, decision)
+        update = {
+            "request": request.text,
+            "files": tuple(
+                f.model_copy(update={"text": g.text})
+                for f, g in zip(given.files, files, strict=True)
+            ),
+        }
+        return given.model_copy(update=update), data
 
     async def in_context(
         self,

@@ -9,13 +9,14 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import assert_never
 
 import structlog
 
 from raytroupe.actors.answer_gate import checked_gate, gate_feedback
 from raytroupe.actors.endpoint import RouterClient, expected
+from raytroupe.actors.guardrails.check import decision_of
 from raytroupe.actors.orchestrator.jobs import (
     Job,
     emit,
@@ -43,6 +44,7 @@ from raytroupe.actors.telemetry.jobs import (
 from raytroupe.protocols import (
     ErrorCode,
     ErrorPayload,
+    GuardrailTripped,
     InvalidInput,
     Plan,
     PlannedSubtask,
@@ -54,9 +56,13 @@ from raytroupe.protocols import (
     new_span_id,
     team_role,
 )
+from raytroupe.protocols.guardrails import GuardrailDecision
 from raytroupe.protocols.resolution import Candidate
 
-__all__ = ["Dispatcher"]
+__all__ = ["Decided", "Dispatcher"]
+
+Decided = Callable[[Job, GuardrailDecision, str | None], Awaitable[None]]
+"""Told of each guardrail decision of a job's subtasks (its event, and the record)."""
 
 log = structlog.get_logger("raytroupe.orchestrator")
 
@@ -69,6 +75,7 @@ class Dispatcher:
         max_attempts: deliveries of one subtask when its agent dies or is unreachable (and one
             more to the agent that had it, when it died or a restart left it running).
         record: called with each finished subtask (the journal), before its slot frees.
+        decided: told of what the job's guardrails decided in a subtask's tool calls.
     """
 
     def __init__(
@@ -78,11 +85,13 @@ class Dispatcher:
         max_running: int,
         max_attempts: int,
         record: Callable[[Job, SubtaskResult], None],
+        decided: Decided | None = None,
     ) -> None:
         self._router = router
         self._running = asyncio.Semaphore(max_running)
         self._max_attempts = max_attempts
         self._record = record
+        self._decided = decided
 
     async def run(self, job: Job, plan: Plan, ask: Ask) -> list[SubtaskResult]:
         """Run every subtask once its dependencies succeeded; skip those whose didn't.
@@ -139,6 +148,8 @@ class Dispatcher:
                 budget = result.error is not None and result.error.code is ErrorCode.BUDGET_EXCEEDED
                 if budget and result.stop_reason != "budget":
                     job.stopped = job.stopped or result.error
+                if result.error is not None and result.error.code is ErrorCode.GUARDRAIL:
+                    job.stopped = job.stopped or result.error  # a tripwire ends the job
 
     async def run_one(
         self,
@@ -172,6 +183,7 @@ class Dispatcher:
                 subtask_finished(live, result)
             self._record(job, result)  # before the slot frees: the next may start
             subtask_span(job, span, result, started, time.time())
+        await self._guardrails_decided(job, sub.id, result)
         await emit(
             job,
             "subtask_finished",
@@ -179,6 +191,18 @@ class Dispatcher:
             {"status": result.status, "agent": result.agent, "attempt": result.attempt},
         )
         return result
+
+    async def _guardrails_decided(self, job: Job, sid: str, result: SubtaskResult) -> None:
+        """Tell of what the job's guardrails did in the subtask's tool calls (and a trip)."""
+        if self._decided is None:
+            return
+        for decision in result.guardrails:
+            await self._decided(job, decision, sid)
+        error = result.error
+        if error is not None and error.code is ErrorCode.GUARDRAIL:
+            tripped = error.to_exception()
+            if isinstance(tripped, GuardrailTripped):
+                await self._decided(job, decision_of(tripped), sid)
 
     async def _gated(
         self,

@@ -17,6 +17,8 @@ from typing import Final, assert_never
 import structlog
 
 from raytroupe.actors.endpoint import RouterClient, expected, request_through_restarts
+from raytroupe.actors.guardrails.check import decision_of, guard
+from raytroupe.actors.guardrails.store import GuardrailStore
 from raytroupe.actors.orchestrator.dispatch import Dispatcher
 from raytroupe.actors.orchestrator.episodes import episode_write, policy_of
 from raytroupe.actors.orchestrator.graphs.desk import GraphDesk
@@ -38,6 +40,7 @@ from raytroupe.protocols import (
     LLM_POOL,
     ErrorCode,
     ErrorPayload,
+    GuardrailTripped,
     JobEnded,
     JobResult,
     LLMRequest,
@@ -49,6 +52,7 @@ from raytroupe.protocols import (
     TroupeError,
 )
 from raytroupe.protocols.graph import GraphSpec
+from raytroupe.protocols.guardrails import GuardrailDecision
 
 __all__ = ["JobRunner", "streams_answer"]
 
@@ -89,10 +93,12 @@ class JobRunner:
         self._graphs, self._children = graphs, children
         self._provision = provision
         self._journal = journal
+        self._guardrails = GuardrailStore(journal.db) if journal is not None else None
         self._finishing: set[asyncio.Future[None]] = set()
         self._dispatcher = Dispatcher(
-            router, max_running=max_running, max_attempts=max_attempts, record=self.record
-        )
+            router, max_running=max_running, max_attempts=max_attempts, record=self.record,
+            decided=self._decided,
+        )  # fmt: skip
         self._skills = SkillRuns(router, self._dispatcher, self._ask)
 
     async def run(self, job: Job, *, refused: TroupeError | None = None) -> None:
@@ -120,6 +126,8 @@ class JobRunner:
         try:
             if refused is None:
                 error = await self._work(job, done)
+                if error is None:
+                    done.answer = await self._guarded(job, done.answer)
             else:  # no longer admitted: it ends with the refusal, nothing of it run
                 error = ErrorPayload.from_exception(refused)
         except TroupeError as exc:
@@ -173,6 +181,35 @@ class JobRunner:
         if error is None and skill is not None:  # a team's answer, gated by the skill
             await self._skills.revised(job, skill, ask, done)
         return error
+
+    async def _guarded(self, job: Job, answer: str) -> str:
+        """The job's answer after its ``output`` guardrails; each decision a job event.
+
+        Raises:
+            GuardrailTripped: a blocking guardrail's rule matched (the job fails with it).
+        """
+        bound = job.context.guardrails
+        if not any(g.at("output") for g in bound):
+            return answer
+        try:
+            guarded = await guard(answer, "output", bound, ask=functools.partial(self._ask, job))
+        except GuardrailTripped as exc:
+            await self._decided(job, decision_of(exc))
+            raise
+        for decision in guarded.decisions:
+            await self._decided(job, decision)
+        return guarded.text
+
+    async def _decided(
+        self, job: Job, decision: GuardrailDecision, subtask: str | None = None
+    ) -> None:
+        """Tell the job's watchers of a guardrail's decision, and keep it with the others."""
+        await emit(job, "guardrail", subtask, decision.model_dump(mode="json", exclude_none=True))
+        if self._guardrails is not None:
+            try:
+                await asyncio.to_thread(self._guardrails.record, job.tenant, job.id, decision)
+            except TroupeError as exc:  # the event has it: the list is an aid
+                log.warning("guardrail_not_recorded", job_id=job.id, code=exc.code.value)
 
     async def _team(self, job: Job, ask: Ask, done: _Progress) -> ErrorPayload | None:
         """Plan (or walk the graph), dispatch, aggregate."""

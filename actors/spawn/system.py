@@ -49,6 +49,7 @@ from raytroupe.actors.state import checked_state_url
 from raytroupe.actors.team_provisioner import RayTeamProvisioner
 from raytroupe.actors.tools.config import ToolsConfig
 from raytroupe.protocols import ConfigError, ModelSpec, TenantPolicy
+from raytroupe.protocols.config.guardrails import GuardrailsConfig
 from raytroupe.protocols.config.webhooks import WebhooksConfig
 
 __all__ = [
@@ -119,6 +120,7 @@ def spawn_system(
     orchestrator_shards: int = 1,
     skills: SkillsConfig | None = None,
     webhooks: WebhooksConfig | None = None,
+    guardrails: GuardrailsConfig | None = None,
 ) -> SystemHandles:
     """Start the system actors, or find the running ones, and wire them together.
 
@@ -239,6 +241,7 @@ def spawn_system(
             journal=state_url or journal,
             skills=skills,
             webhooks=webhooks,
+            guardrails=guardrails,
         )
     )
     everyone = [*routers.handles, *pools, memory_actor, desk, *orchestrators.handles, *sandboxes]

@@ -7,6 +7,7 @@ sandboxes' isolation, the outbound guard, the stores) is in ``raytroupe.actors``
 """
 
 from raytroupe.protocols.config.files import read_yaml, validated
+from raytroupe.protocols.config.guardrails import GuardrailsConfig
 from raytroupe.protocols.config.llm import LLMConfig, RetryPolicy, refuse_own_api
 from raytroupe.protocols.config.memory import MemoryConfig
 from raytroupe.protocols.config.network import NetworkPolicy
@@ -35,6 +36,7 @@ __all__ = [
     "OTEL_FLAG_DEPRECATED",
     "RESERVED_TOOL_NAMES",
     "FunctionTool",
+    "GuardrailsConfig",
     "LLMConfig",
     "Limits",
     "MemoryConfig",

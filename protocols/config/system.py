@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from raytroupe.protocols import ConfigError
 from raytroupe.protocols.config.files import read_yaml, validated
+from raytroupe.protocols.config.guardrails import GuardrailsConfig
 from raytroupe.protocols.config.llm import LLMConfig
 from raytroupe.protocols.config.memory import MemoryConfig
 from raytroupe.protocols.config.skills import SkillsConfig
@@ -217,6 +218,7 @@ class SystemConfig(BaseModel):
     scale: ScaleConfig = Field(default_factory=ScaleConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     webhooks: WebhooksConfig = Field(default_factory=WebhooksConfig)
+    guardrails: GuardrailsConfig = Field(default_factory=GuardrailsConfig)
 
     @model_validator(mode="after")
     def _home(self) -> Self:

@@ -17,7 +17,8 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   │   ├── KnowledgeNotFound     the tenant has no such knowledge base or document
     │   │   ├── LessonNotFound        the tenant has no such lesson of the skill
     │   │   ├── WebhookNotFound       the tenant has no webhook (or A2A push config) of that id
-    │   │   └── ScheduleNotFound      the tenant has no schedule of that name
+    │   │   ├── ScheduleNotFound      the tenant has no schedule of that name
+    │   │   └── GuardrailNotFound     no guardrail (or version of one) is set under that name
     │   ├── Conflict                  the change clashes with what exists (a name in use)
     │   ├── InvalidRequest            an HTTP request the API's schema refuses
     │   └── WorkLimitExceeded         checking the input took longer than its limit allows
@@ -40,6 +41,8 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     ├── Forbidden                     the caller may not do this: its tenant's policy refuses a
     │   │                             field (``detail['field']``, ``detail['policy']``)
     │   └── QuotaExceeded             the tenant holds as much of something as it may
+    ├── GuardrailTripped              a guardrail's rule refused input, a tool call or result, or
+    │                                 output (``detail['guardrail']``, ``['rule']``, ``['stage']``)
     ├── BudgetExceeded                a job's or tenant's token or money budget would be exceeded
     │   └── UnpricedModel             a USD budget applies and the model has no known price
     ├── ToolError                     a tool call failed (bad arguments, the tool raised)
@@ -102,6 +105,7 @@ from raytroupe.protocols.errors.invalid_input import (
     ConfigError,
     Conflict,
     ExperimentNotFound,
+    GuardrailNotFound,
     InvalidAddress,
     InvalidInput,
     InvalidRequest,
@@ -129,6 +133,7 @@ from raytroupe.protocols.errors.refusals import (
     BudgetExceeded,
     Busy,
     Forbidden,
+    GuardrailTripped,
     QuotaExceeded,
     Unauthorized,
     UnpricedModel,
@@ -155,6 +160,8 @@ __all__ = [
     "ErrorCode",
     "ExperimentNotFound",
     "Forbidden",
+    "GuardrailNotFound",
+    "GuardrailTripped",
     "HopLimitExceeded",
     "InvalidAddress",
     "InvalidArguments",

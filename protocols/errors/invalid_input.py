@@ -9,6 +9,7 @@ __all__ = [
     "ConfigError",
     "Conflict",
     "ExperimentNotFound",
+    "GuardrailNotFound",
     "InvalidAddress",
     "InvalidInput",
     "InvalidRequest",
@@ -107,6 +108,12 @@ class ScheduleNotFound(ConfigError):
     """The tenant has no schedule of that name."""
 
     code = ErrorCode.SCHEDULE_NOT_FOUND
+
+
+class GuardrailNotFound(ConfigError):
+    """No guardrail (or no such version of one) is set under that name."""
+
+    code = ErrorCode.GUARDRAIL_NOT_FOUND
 
 
 class Conflict(InvalidInput):

@@ -8,6 +8,7 @@ __all__ = [
     "BudgetExceeded",
     "Busy",
     "Forbidden",
+    "GuardrailTripped",
     "QuotaExceeded",
     "Unauthorized",
     "UnpricedModel",
@@ -48,6 +49,17 @@ class BudgetExceeded(TroupeError):
     """A call would take a job or tenant past its token or money budget; nothing was spent."""
 
     code = ErrorCode.BUDGET_EXCEEDED
+
+
+class GuardrailTripped(TroupeError):
+    """A guardrail's rule refused the job's input, a tool call or its result, or its output.
+
+    ``detail``: ``guardrail`` and ``version`` (the policy), ``rule`` (its index and kind,
+    e.g. ``'1:pii'``), ``stage`` and, at a tool stage, ``tool``; never the text it matched.
+    Refused input starts nothing; elsewhere the job ends with this error.
+    """
+
+    code = ErrorCode.GUARDRAIL
 
 
 class UnpricedModel(BudgetExceeded):

@@ -18,6 +18,7 @@ from raytroupe.runtime.cli._approvals import approvals, approve, reject
 from raytroupe.runtime.cli._evals import evals_app, evaluate
 from raytroupe.runtime.cli._experiments import experiments_app
 from raytroupe.runtime.cli._graphs import checkpoints, fork, interrupts, resume
+from raytroupe.runtime.cli._guardrails import guardrails_app
 from raytroupe.runtime.cli._jobs import (
     agents,
     cancel,
@@ -75,6 +76,7 @@ for _group, _name, _panel in (
     (sessions_app, "sessions", _RESOURCES),
     (webhooks_app, "webhooks", _RESOURCES),
     (schedules_app, "schedules", _RESOURCES),
+    (guardrails_app, "guardrails", _RESOURCES),
     (key_app, "key", _LOCAL),
     (config_app, "config", _LOCAL),
     (models_app, "models", _LOCAL),

@@ -50,6 +50,7 @@ AHEAD: dict[Run, str] = {
     ("a2a_client", (), (), 0): "test_a2a_client_",
     ("openai_tool_loop", (), (), 0): "test_openai_tool_loop_",
     ("webhooks", (), (), 0): "test_webhooks_",
+    ("guardrails", (), (), 0): "test_guardrails_",
     ("skills_demo", (), (), 0): "test_skills_demo_",
     ("graph_team", (), (), 0): "test_graph_team_",
     ("conversation_and_knowledge", (), (), 0): "test_conversation_and_knowledge_",
@@ -216,6 +217,23 @@ def test_webhooks_tells_a_receiver_of_a_job_signed_and_lists_the_delivery():
     assert f"receiver: job_succeeded of {job[1]}, signature verified" in out
     assert "refused a body" not in out
     assert re.search(r"msg_\w+  job_succeeded  delivered after 1 attempt\(s\), HTTP 204", out), out
+
+
+def test_guardrails_refuses_one_job_redacts_another_and_lists_the_decisions():
+    out = run_example("guardrails")
+    assert "refused: guardrail 'no-secrets' v1 rule 0:keywords blocked the input" in out
+    job = re.search(r"job (job-\w+): succeeded", out)
+    assert job, out
+    assert (
+        "the agents were asked: Write a two-line reply to [EMAIL], who called from [PHONE]" in out
+    )
+    assert "jane.doe" not in out  # not in what the agents were asked, nor in the answer
+    assert "a job with nothing to guard: succeeded" in out
+    assert (
+        f"no-pii v1 rule 0:pii redacted the input of {job[1]}: personal data: email, phone (2)"
+        in out
+    )
+    assert "no-secrets v1 rule 0:keywords blocked the input of (no job: refused)" in out
 
 
 def test_skills_demo_names_one_skill_and_routes_two_jobs_to_theirs():

@@ -1,0 +1,1 @@
+"""Guardrails: policies that check and redact a job's input, tool calls and output."""
