@@ -5,13 +5,14 @@ import { h, problemBox } from "./dom.js";
 import { renderJobs } from "./jobs.js";
 import { renderJob } from "./job.js";
 import { renderApprovals } from "./approvals.js";
-import { renderCatalog, renderDeadLetters, renderUsage } from "./views.js";
+import { renderCatalog, renderDeadLetters, renderGuardrails, renderUsage } from "./views.js";
 
 const NAV = [
   { route: "jobs", label: "Jobs" },
   { route: "approvals", label: "Approvals" },
   { route: "catalog", label: "Catalog" },
   { route: "usage", label: "Usage" },
+  { route: "guardrails", label: "Guardrails" },
   { route: "dead-letters", label: "Dead letters", admin: true },
 ];
 
@@ -21,6 +22,7 @@ const VIEWS = {
   approvals: renderApprovals,
   catalog: renderCatalog,
   usage: renderUsage,
+  guardrails: renderGuardrails,
   "dead-letters": renderDeadLetters,
 };
 

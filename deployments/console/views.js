@@ -1,4 +1,4 @@
-// views.js: the read-only views: #/catalog, #/usage and #/dead-letters.
+// views.js: the read-only views: #/catalog, #/usage, #/guardrails and #/dead-letters.
 
 import { api, isAbort, Problem } from "./api.js";
 import { fmtCost, fmtDateTime, fmtInt, h, jobLink, plain, problemBox, section, thead, timeEl } from "./dom.js";
@@ -98,6 +98,55 @@ export async function renderUsage(root, { signal, me }) {
       h("th", { scope: "row", colspan: 3 }, "Total"), cell(fmtInt(total.calls), true),
       cell(fmtInt(total.prompt_tokens), true), cell(fmtInt(total.completion_tokens), true),
       cell(fmtCost(total.cost_usd), true))))));
+}
+
+// ---------------------------------------------------------------------------- guardrails
+
+export async function renderGuardrails(root, { signal, me }) {
+  root.append(h("h1", {}, "Guardrails"),
+    h("p", { class: "muted" }, me?.admin
+      ? "What guardrails blocked or redacted, every tenant, newest first; and the guardrails set."
+      : `What guardrails blocked or redacted in the jobs of tenant ${me?.tenant}, newest first.`));
+  const decisionsSlot = h("div", { class: "muted" }, "Loading…");
+  root.append(section("guardrail-decisions", "Decisions", decisionsSlot));
+  const setSlot = me?.admin ? h("div", { class: "muted" }, "Loading…") : null;
+  if (setSlot) root.append(section("guardrails-set", "Guardrails set", setSlot));
+  const [decisions, set] = await Promise.all([
+    load("/v1/guardrail-decisions?limit=200", decisionsSlot, signal),
+    setSlot ? load("/v1/guardrails", setSlot, signal) : null]);
+  if (signal.aborted) return;
+  if (decisions) {
+    decisionsSlot.className = "";
+    // the reason says what matched by kind and count, never the text: it is shown as text
+    decisionsSlot.replaceChildren(table("decisions", `Decisions (${decisions.length})`,
+      ["Time", "Tenant", "Job", "Guardrail", "Rule", "Stage", "Action", "Reason"], [],
+      decisions.length ? decisions.map((r) => h("tr", { "data-action": r.decision.action, "data-stage": r.decision.stage },
+        cell(timeEl(r.at, fmtDateTime(r.at))), cell(r.tenant),
+        cell(r.job_id ? jobLink(r.job_id) : "refused input"),
+        cell(`${r.decision.guardrail} v${r.decision.version}`), cell(h("code", {}, r.decision.rule)),
+        cell(r.decision.tool ? `${r.decision.stage} (${r.decision.tool})` : r.decision.stage),
+        cell(h("span", { class: r.decision.action === "blocked" ? "badge badge-failed" : "badge" }, r.decision.action)),
+        cell(r.decision.reason)))
+        : h("tr", {}, h("td", { colspan: 8, class: "muted" }, "No guardrail has decided anything yet."))));
+  }
+  if (set && setSlot) {
+    setSlot.className = "";
+    setSlot.replaceChildren(table("guardrails", `Guardrails set (${set.length})`,
+      ["Guardrail", "Version", "Stages", "Action", "Rules", "Binds", "Enabled"], [],
+      set.length ? set.map((g) => h("tr", { "data-guardrail": g.name },
+        h("th", { scope: "row" }, g.name), cell(String(g.version)), cell(g.spec.stages.join(", ")),
+        cell(g.spec.action), cell(g.spec.rules.map((rule) => rule.kind).join(", ")),
+        cell(binds(g.spec.applies_to)), cell(g.spec.enabled ? "yes" : "no")))
+        : h("tr", {}, h("td", { colspan: 7, class: "muted" }, "No guardrail is set."))));
+  }
+}
+
+function binds(to) {
+  const parts = [`tenants ${to.tenants.join(", ")}`];
+  for (const [name, values] of [["teams", to.teams], ["skills", to.skills], ["keys", to.keys]]) {
+    if (values.length) parts.push(`${name} ${values.join(", ")}`);
+  }
+  return parts.join("; ");
 }
 
 // ---------------------------------------------------------------------------- dead letters

@@ -24,6 +24,7 @@ from tests.support.browser import headless_browser
 from tests.support.console import fill_history, store_wide_job
 from tests.support.graph_specs import PAUSED
 from tests.support.http_api import (
+    ADMIN_KEY,
     BULK_KEY,
     OTHER_KEY,
     USER_KEY,
@@ -361,6 +362,52 @@ def test_a_plan_of_128_subtasks_is_drawn_as_a_dag(api, console, history, shots):
     _shot(page, shots, "console-dag-128")
 
 
+def test_guardrail_decisions_are_listed_for_their_tenant_never_the_matched_text(
+    api, console, rt, shots
+):
+    worker = runtime.AgentSpec(name="gd-a", role="worker")
+    team = register(
+        api, runtime.Team(name="guarded-desk", planner_model="offline", agents=[worker])
+    )
+    block = {"stages": ["input"], "rules": [{"kind": "keywords", "words": ["password"]}],
+             "applies_to": {"teams": [team]}}  # fmt: skip
+    redact = {"stages": ["input"], "action": "redact", "rules": [{"kind": "pii"}],
+              "applies_to": {"teams": [team]}}  # fmt: skip
+    rt.put_guardrail("console-block", block)
+    rt.put_guardrail("console-pii", redact)
+    try:
+        with api.client(USER_KEY) as acme:
+            refused = acme.post("/v1/jobs", json={"team": team, "task": "Tell me the password."})
+            job_id = _submit(api, USER_KEY, team, "Reply to ann.lee@example.com today.")
+            finished(acme, job_id)
+        page = console(USER_KEY)
+        page.goto(f"{api.url}/console/#/guardrails")
+        page.wait_for_selector("#decisions tbody tr[data-action='redacted']")
+        shown = page.inner_text("#decisions")
+        _shot(page, shots, "console-guardrails")
+        admin_page = console(ADMIN_KEY)
+        admin_page.goto(f"{api.url}/console/#/guardrails")
+        admin_page.wait_for_selector("#guardrails tr[data-guardrail='console-pii']")
+        other = console(OTHER_KEY)
+        other.goto(f"{api.url}/console/#/guardrails")
+        other.wait_for_selector("#decisions")
+        theirs = other.inner_text("#decisions")
+        tenants_set = other.locator("#guardrails").count()
+    finally:
+        rt.delete_guardrail("console-block")
+        rt.delete_guardrail("console-pii")
+
+    assert refused.status_code == 422
+    assert "console-pii v1" in shown
+    assert "console-block v1" in shown
+    assert "refused input" in shown  # the refused job never existed
+    assert job_id in shown
+    assert "ann.lee" not in shown  # what matched is never shown
+    assert "personal data: email (1)" in shown
+    assert "console-pii" not in theirs  # another tenant's decisions are not listed
+    assert tenants_set == 0  # only admins are shown the guardrails set
+
+
 def test_keyboard_only_labels_and_contrast(api, console, history):
     page = console(None, sign_in=False)
     for _ in range(8):  # bounded: the key field is among the first stops
@@ -390,7 +437,7 @@ def test_keyboard_only_labels_and_contrast(api, console, history):
             .map(el => el.outerHTML.slice(0, 80))"""
     )
     assert unlabelled == []
-    for route in ("#/jobs", f"#/jobs/{WIDE_JOB}", "#/catalog", "#/usage"):
+    for route in ("#/jobs", f"#/jobs/{WIDE_JOB}", "#/catalog", "#/usage", "#/guardrails"):
         page.goto(f"{api.url}/console/{route}")
         page.wait_for_selector("main h1 >> visible=true")
         page.wait_for_timeout(300)  # bounded settle for the view's first fetch
