@@ -45,6 +45,7 @@ __all__ = [
     "JsonSchemaRule",
     "JudgeRule",
     "KeywordsRule",
+    "PiiKind",
     "PiiRule",
     "RegexRule",
     "Rule",

@@ -103,7 +103,7 @@ async def guard(
                 reason=reason[:500],
                 tool=tool,
             )
-            if blocks:
+            if blocks or spans is None:
                 raise tripped(decision)
             text = _replaced(text, spans)
             decisions.append(decision)

@@ -24,23 +24,19 @@ import ipaddress
 import re
 from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Final
 
 import phonenumbers
 from stdnum import iban, luhn
 from stdnum.us import ssn
 
+from raytroupe.protocols.guardrails import PII_KINDS, PiiKind
+
 __all__ = ["MAX_TEXT_CHARS", "PII_ENTITIES", "Finding", "PiiEntity", "find_pii", "redact"]
 
-PiiEntity = Literal["email", "phone", "credit_card", "iban", "ssn", "ip_address"]
-PII_ENTITIES: Final[tuple[PiiEntity, ...]] = (
-    "email",
-    "phone",
-    "credit_card",
-    "iban",
-    "ssn",
-    "ip_address",
-)
+PiiEntity = PiiKind
+"""What the detector finds: the kinds a guardrail's PII rule may name."""
+PII_ENTITIES: Final = PII_KINDS
 MAX_TEXT_CHARS: Final = 200_000
 """The longest text :func:`find_pii` takes: about 0.1 s for prose this long, and 5 s at worst
 (nothing but phone numbers: libphonenumber parses each, ~0.3 ms a number). The caller splits
