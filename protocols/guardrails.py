@@ -47,7 +47,7 @@ __all__ = [
     "KeywordsRule",
     "PiiKind",
     "PiiRule",
-    "RegexRule",
+    "RegexPatternRule",
     "Rule",
 ]
 
@@ -78,7 +78,7 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
-class RegexRule(_Frozen):
+class RegexPatternRule(_Frozen):
     """Matches any of ``patterns`` (RE2 syntax: linear time, no backreferences or lookaround).
 
     Write ``(?i)`` at a pattern's start to ignore case.
@@ -149,7 +149,7 @@ class CallableRule(_Frozen):
 
 
 Rule = Annotated[
-    RegexRule | KeywordsRule | PiiRule | JsonSchemaRule | JudgeRule | CallableRule,
+    RegexPatternRule | KeywordsRule | PiiRule | JsonSchemaRule | JudgeRule | CallableRule,
     Field(discriminator="kind"),
 ]
 
@@ -168,7 +168,7 @@ class AppliesTo(_Frozen):
         default=(), max_length=100, description="API key names of the submitter (empty: any)."
     )
 
-    def binds(self, tenant: str, team: str, skill: str | None, key: str | None) -> bool:
+    def binds(self, tenant: str, team: str | None, skill: str | None, key: str | None) -> bool:
         """Whether a job of ``tenant``, ``team``, ``skill``, submitted with ``key``, is bound."""
 
         def hit(selectors: tuple[str, ...], value: str | None) -> bool:

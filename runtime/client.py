@@ -60,7 +60,6 @@ from raytroupe.protocols.graph_checkpoints import (
     Interrupted,
 )
 from raytroupe.protocols.guardrails import (
-    BoundGuardrail,
     DecisionRecord,
     GuardrailInfo,
     GuardrailSpec,
@@ -260,15 +259,6 @@ class SystemClient:
     async def delete_guardrail(self, name: str) -> GuardrailInfo:
         """Unset a guardrail; what it was."""
         result: GuardrailInfo = await call(self._desk.delete_guardrail.remote(name))
-        return result
-
-    async def binding_guardrails(
-        self, tenant: str, team: str, skill: str | None, key: str | None
-    ) -> tuple[BoundGuardrail, ...]:
-        """The guardrails a job of ``tenant``/``team``/``skill`` by ``key`` would be bound by."""
-        result: tuple[BoundGuardrail, ...] = await call(
-            self._desk.binding_guardrails.remote(tenant, team, skill, key)
-        )
         return result
 
     async def guardrail_decisions(

@@ -44,7 +44,6 @@ from raytroupe.protocols.config.webhooks import WebhooksConfig
 from raytroupe.protocols.evals import EvalComparison, EvalRun, EvalSuite, OptimisationReport
 from raytroupe.protocols.experiments import ExperimentInfo, ExperimentSpec
 from raytroupe.protocols.guardrails import (
-    BoundGuardrail,
     DecisionRecord,
     GuardrailDecision,
     GuardrailInfo,
@@ -451,12 +450,6 @@ class FrontDesk:
     async def delete_guardrail(self, name: str) -> GuardrailInfo:
         """See :meth:`GuardrailStore.delete`."""
         return await asyncio.to_thread(self._kept.guardrails.delete, name)
-
-    async def binding_guardrails(
-        self, tenant: str, team: str, skill: str | None, key: str | None
-    ) -> tuple[BoundGuardrail, ...]:
-        """See :meth:`GuardrailStore.binding`."""
-        return await asyncio.to_thread(self._kept.guardrails.binding, tenant, team, skill, key)
 
     async def guardrail_decisions(
         self, tenant: str | None, *, job_id: str | None = None, limit: int = 100

@@ -144,10 +144,16 @@ class Submission:
         else:  # an admin's inline teams are its tenant's too: no name of theirs is taken
             kept_names = {agent.name for agent in self._kept.catalog.agents()}
             team, teams = scoped_teams(tenant, team, teams, kept_names)
+        # the guardrails that bind whatever runs it check the input before any routing model
+        # reads it; those of a team or skill, once it is known
+        early = await asyncio.to_thread(
+            self._kept.guardrails.binding, tenant, None, None, caller.by
+        )
+        given, data = await self.guarded(job_id, tenant, given, order.input, early)
         with received(traceparent):  # a routing model's calls: in the caller's trace
             spec, named, route, arm = await self._kept.what_runs.skill_for(
                 job_id, asked(given), tenant=tenant, admin=admin, skill=order.skill,
-                input=order.input, routed=team is None and intent is None and not teams,
+                input=data, routed=team is None and intent is None and not teams,
             )  # fmt: skip
         team = named or team
         registered = isinstance(team, str)
@@ -157,7 +163,9 @@ class Submission:
             team = self._kept.catalog.team(team)
         elif team is None:
             with received(traceparent):
-                team, route = await self._chooser.choose(job_id, order.task, tenant, teams, intent)
+                team, route = await self._chooser.choose(
+                    job_id, given.request, tenant, teams, intent
+                )
         elif spec is None:
             self._kept.catalog.check_unregistered(team)
         team, spec = shaped(team, spec, output_schema)
@@ -165,12 +173,13 @@ class Submission:
             self._kept.guardrails.binding, tenant, unscoped(team.name, tenant),
             spec.name if spec else None, caller.by,
         )  # fmt: skip
-        given, guarded_input = await self.guarded(job_id, tenant, given, order.input, bound)
-        if spec is None and team.graph is not None and order.input is not None:
+        late = tuple(g for g in bound if g not in early)
+        given, data = await self.guarded(job_id, tenant, given, data, late)
+        if spec is None and team.graph is not None and data is not None:
             # the door checks it, against the state's schema: the tenant's patterns
             await on_loop().run(
                 tenant, ADMISSION_WORK_S, "admission_work_s",
-                first_checkpoint, job_id, team.graph, state_input(order.input),
+                first_checkpoint, job_id, team.graph, state_input(data),
             )  # fmt: skip
         budget = order.budget
         if not admin:
@@ -196,7 +205,7 @@ class Submission:
             request_id=caller.request_id,
             registered=registered,
             skill=spec,
-            input=guarded_input,
+            input=data,
             submitted_by=caller.by,
             admin=admin,
             stream_answer=order.stream_answer,
@@ -216,7 +225,7 @@ class Submission:
         data: Any,
         bound: tuple[BoundGuardrail, ...],
     ) -> tuple[JobContext, Any]:
-        """The job's task, text files and structured input after its ``input`` guardrails.
+        """The job's task, text files, history and structured input after ``input`` guardrails.
 
         Every decision is kept (:meth:`GuardrailStore.record`): a refusal with no job, as
         nothing was started.
@@ -231,6 +240,7 @@ class Submission:
         try:
             request = await guard(given.request, "input", bound, ask=ask)
             files = [await guard(f.text, "input", bound, ask=ask) for f in given.files]
+            turns = [await guard(t.text, "input", bound, ask=ask) for t in given.history.turns]
             data, redacted = (
                 await guard_json(data, "input", bound, ask=ask) if data is not None else (None, ())
             )
@@ -238,15 +248,29 @@ class Submission:
             await asyncio.to_thread(store.record, tenant, None, decision_of(exc))
             log.info("guardrail_refused_input", tenant=tenant, **exc.detail)
             raise
-        decisions = [*request.decisions, *(d for f in files for d in f.decisions), *redacted]
+        decisions = [
+            *request.decisions,
+            *(d for f in files for d in f.decisions),
+            *(d for t in turns for d in t.decisions),
+            *redacted,
+        ]
         for decision in decisions:
             await asyncio.to_thread(store.record, tenant, job_id, decision)
+        history = given.history.model_copy(
+            update={
+                "turns": tuple(
+                    t.model_copy(update={"text": g.text})
+                    for t, g in zip(given.history.turns, turns, strict=True)
+                )
+            }
+        )
         update = {
             "request": request.text,
             "files": tuple(
                 f.model_copy(update={"text": g.text})
                 for f, g in zip(given.files, files, strict=True)
             ),
+            "history": history,
         }
         return given.model_copy(update=update), data
 

@@ -35,7 +35,7 @@ from raytroupe.protocols.guardrails import (
     JudgeRule,
     KeywordsRule,
     PiiRule,
-    RegexRule,
+    RegexPatternRule,
     Rule,
     arguments_text,
 )
@@ -179,7 +179,7 @@ def tripped(decision: GuardrailDecision) -> GuardrailTripped:
 async def _matched(rule: Rule, text: str, stage: GuardrailStage, ask: Ask | None) -> Matched | None:
     """Where ``rule`` matched ``text`` and why (None: it did not)."""
     match rule:
-        case RegexRule() | KeywordsRule() | PiiRule():
+        case RegexPatternRule() | KeywordsRule() | PiiRule():
             spans, reason = await asyncio.to_thread(_found, rule, text)
             return (spans, reason) if spans is None or spans else None
         case JsonSchemaRule():
@@ -193,14 +193,14 @@ async def _matched(rule: Rule, text: str, stage: GuardrailStage, ask: Ask | None
             return None if said is None else ([], said)
 
 
-def _found(rule: RegexRule | KeywordsRule | PiiRule, text: str) -> Matched:
+def _found(rule: RegexPatternRule | KeywordsRule | PiiRule, text: str) -> Matched:
     """The spans a pattern rule matched, and how many of what (never the text itself).
 
     A text the PII detector does not take (over its length limit) is not checked: that
     blocks, whatever the guardrail's action (redacting part of it would leak the rest).
     """
     match rule:
-        case RegexRule():
+        case RegexPatternRule():
             spans = [
                 (m.start(), m.end(), rule.label)
                 for pattern in rule.patterns

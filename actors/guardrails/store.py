@@ -179,9 +179,12 @@ class GuardrailStore:
         return current
 
     def binding(
-        self, tenant: str, team: str, skill: str | None, key: str | None
+        self, tenant: str, team: str | None, skill: str | None, key: str | None
     ) -> tuple[BoundGuardrail, ...]:
-        """The enabled guardrails that bind a job of ``tenant``/``team``/``skill`` by ``key``."""
+        """The enabled guardrails that bind a job of ``tenant``/``team``/``skill`` by ``key``.
+
+        ``team`` None: those that bind whatever team runs the job (none names a team).
+        """
         return tuple(
             BoundGuardrail(name=g.name, version=g.version, spec=g.spec)
             for g in self.guardrails()

@@ -30,7 +30,7 @@ from raytroupe.actors.orchestrator.graphs.control import GraphControl
 from raytroupe.actors.orchestrator.graphs.desk import GraphDesk
 from raytroupe.actors.orchestrator.jobs import Job, emit, wait_until
 from raytroupe.actors.orchestrator.journal import Journal
-from raytroupe.actors.orchestrator.runner import JobRunner
+from raytroupe.actors.orchestrator.runner import JobRunner, guards_output
 from raytroupe.actors.orchestrator.shard_jobs import ShardJobs
 from raytroupe.actors.orchestrator.shards import Admitted, Desk, Shards, TeamProvisioner, job_owner
 from raytroupe.actors.orchestrator.views import (
@@ -246,8 +246,9 @@ class Orchestrator:
         job = self._held.job(message.job_id)
         match payload:
             case LLMDeltas():
-                deltas = [d.model_dump(exclude={"kind"}) for d in payload.deltas]
-                await emit(job, "llm_delta", data={"agent": payload.agent, "deltas": deltas})
+                if not guards_output(job):  # else the tokens would pass round its guardrails
+                    deltas = [d.model_dump(exclude={"kind"}) for d in payload.deltas]
+                    await emit(job, "llm_delta", data={"agent": payload.agent, "deltas": deltas})
                 return message.reply(Ack(), sender=self._address)
             case SubtaskTaken():
                 if payload.agent != message.sender:

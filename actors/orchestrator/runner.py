@@ -54,7 +54,7 @@ from raytroupe.protocols import (
 from raytroupe.protocols.graph import GraphSpec
 from raytroupe.protocols.guardrails import GuardrailDecision
 
-__all__ = ["JobRunner", "streams_answer"]
+__all__ = ["JobRunner", "guards_output", "streams_answer"]
 
 log = structlog.get_logger("raytroupe.orchestrator")
 
@@ -127,7 +127,7 @@ class JobRunner:
             if refused is None:
                 error = await self._work(job, done)
                 if error is None:
-                    done.answer = await self._guarded(job, done.answer)
+                    await self._guarded(job, done)
             else:  # no longer admitted: it ends with the refusal, nothing of it run
                 error = ErrorPayload.from_exception(refused)
         except TroupeError as exc:
@@ -182,23 +182,37 @@ class JobRunner:
             await self._skills.revised(job, skill, ask, done)
         return error
 
-    async def _guarded(self, job: Job, answer: str) -> str:
-        """The job's answer after its ``output`` guardrails; each decision a job event.
+    async def _guarded(self, job: Job, done: _Progress) -> None:
+        """The job's answer, and its subtasks' outputs, after its ``output`` guardrails.
+
+        The subtasks' outputs are delivered with the answer (on the result), so they are
+        redacted as it is; a tripwire withholds them all (the result keeps only who did what).
+        Each decision is a job event.
 
         Raises:
             GuardrailTripped: a blocking guardrail's rule matched (the job fails with it).
         """
         bound = job.context.guardrails
-        if not any(g.at("output") for g in bound):
-            return answer
+        if not guards_output(job):
+            return
+        ask = functools.partial(self._ask, job)
         try:
-            guarded = await guard(answer, "output", bound, ask=functools.partial(self._ask, job))
+            answer = await guard(done.answer, "output", bound, ask=ask)
+            outputs = [await guard(s.output, "output", bound, ask=ask) for s in done.subtasks]
         except GuardrailTripped as exc:
+            done.subtasks = [s.model_copy(update={"output": ""}) for s in done.subtasks]
             await self._decided(job, decision_of(exc))
             raise
-        for decision in guarded.decisions:
+        for decision in answer.decisions:
             await self._decided(job, decision)
-        return guarded.text
+        for sub, output in zip(done.subtasks, outputs, strict=True):
+            for decision in output.decisions:
+                await self._decided(job, decision, sub.id)
+        done.answer = answer.text
+        done.subtasks = [
+            s.model_copy(update={"output": o.text}) if o.decisions else s
+            for s, o in zip(done.subtasks, outputs, strict=True)
+        ]
 
     async def _decided(
         self, job: Job, decision: GuardrailDecision, subtask: str | None = None
@@ -395,8 +409,17 @@ def streams_answer(job: Job) -> bool:
     """
     team = job.team
     return (
-        job.stream_answer and job.skill is None and team.output_schema is None and not team.required
+        job.stream_answer
+        and job.skill is None
+        and team.output_schema is None
+        and not team.required
+        and not guards_output(job)  # its tokens would reach the caller before the check
     )
+
+
+def guards_output(job: Job) -> bool:
+    """Whether a guardrail checks the job's output: then no token of it is streamed."""
+    return any(g.at("output") for g in job.context.guardrails)
 
 
 def _cancelled() -> ErrorPayload:

@@ -42,12 +42,12 @@ def offline_team(name: str) -> runtime.Team:
                         agents=[runtime.AgentSpec(name=f"{name}-a", role="worker")])  # fmt: skip
 
 
-def wire_team(server: WireServer, name: str) -> runtime.Team:
+def wire_team(server: WireServer, name: str, *, stream: bool = False) -> runtime.Team:
     model = runtime.OpenAICompatibleModel(base_url=server.base_url_openai, model="wire-guard")
     return runtime.Team(
         name=name, planner_model="offline", models={f"{name}-m": model},
         agents=[runtime.AgentSpec(name=f"{name}-a", role="worker", model=f"{name}-m",
-                                  tools=[TOOL_NAME])],
+                                  tools=[TOOL_NAME], stream=stream)],
     )  # fmt: skip
 
 
@@ -81,7 +81,7 @@ def test_tool_arguments_and_the_answer_are_redacted_where_the_guardrail_says(rt,
     spec = {"stages": ["tool_call", "output"], "action": "redact", "rules": [{"kind": "pii"}],
             "applies_to": {"teams": [team]}}  # fmt: skip
     with guardrail(rt, spec) as name:
-        job = rt.submit("Record the contact.", team=wire_team(wire, team))
+        job = rt.submit("Record the contact.", team=wire_team(wire, team, stream=True))
         result = job.result(timeout=90)
         events = list(job.events(timeout=10))
         decisions = rt.guardrail_decisions(job_id=job.job_id)
@@ -91,15 +91,21 @@ def test_tool_arguments_and_the_answer_are_redacted_where_the_guardrail_says(rt,
     assert "jane@example.com" not in result.answer
     assert "[EMAIL]" in result.answer
     assert "[PHONE]" in result.answer
+    (sub,) = result.subtasks  # delivered with the answer: redacted as it is
+    assert "jane@example.com" not in sub.output
+    assert "[EMAIL]" in sub.output
+    # the agent streams, but its tokens would pass round the output guardrail: none is told
+    assert not [e for e in events if e.type == "llm_delta"]
     told = [e for e in events if e.type == "guardrail"]
     assert [(e.data["stage"], e.data["action"]) for e in told] == [
         ("tool_call", "redacted"),
-        ("output", "redacted"),
+        ("output", "redacted"),  # the answer
+        ("output", "redacted"),  # the subtask's output
     ]
     assert told[0].subtask_id is not None
     assert told[0].data["tool"] == TOOL_NAME
     assert all(e.data["guardrail"] == name for e in told)
-    assert sorted(d.decision.stage for d in decisions) == ["output", "tool_call"]
+    assert sorted(d.decision.stage for d in decisions) == ["output", "output", "tool_call"]
     assert all("jane" not in str(e.data) for e in told)  # what matched is never told
 
 
@@ -124,6 +130,31 @@ def test_a_tool_result_tripwire_ends_the_job_before_the_model_sees_it(rt, wire, 
     assert len(wire.requests) == 1  # the model was never shown the result
     (told,) = [e for e in events if e.type == "guardrail"]
     assert (told.data["action"], told.data["tool"]) == ("blocked", TOOL_NAME)
+
+
+def test_a_chats_earlier_messages_are_guarded_before_any_model_reads_them(rt, api, wire):
+    """The OpenAI endpoint's earlier turns become the job's history: input, like its task."""
+    import openai  # noqa: PLC0415
+
+    team = register(api, wire_team(wire, f"chat-guarded-{uuid.uuid4().hex[:6]}"))
+    wire.reset()
+    wire.script(Reply(text="Noted."))
+    spec = {"stages": ["input"], "action": "redact", "rules": [{"kind": "pii"}],
+            "applies_to": {"tenants": ["acme"]}}  # the tenant's: before routing too  # fmt: skip
+    client = openai.OpenAI(base_url=f"{api.url}/v1", api_key=USER_KEY, max_retries=0, timeout=90)
+    with guardrail(rt, spec):
+        answer = client.chat.completions.create(
+            model=team,
+            messages=[
+                {"role": "user", "content": "My card is 4111 1111 1111 1111."},
+                {"role": "assistant", "content": "Thanks."},
+                {"role": "user", "content": "Please confirm my details."},
+            ],
+        )
+    asked = str([r.body["messages"] for r in wire.requests])
+    assert answer.choices[0].message.content
+    assert "4111" not in asked
+    assert "[CREDIT_CARD]" in asked
 
 
 def test_over_http_admins_set_guardrails_and_tenants_see_only_their_decisions(api):
