@@ -66,7 +66,7 @@ app = typer.Typer(
 )
 key_app = typer.Typer(help="API keys of the HTTP app.", no_args_is_help=True)
 config_app = typer.Typer(help="Configuration files.", no_args_is_help=True)
-for _group, _name, _panel in (
+_GROUPS: Final = (
     (teams_app, "teams", _RESOURCES),
     (skills_app, "skills", _RESOURCES),
     (evals_app, "evals", _RESOURCES),
@@ -80,7 +80,8 @@ for _group, _name, _panel in (
     (key_app, "key", _LOCAL),
     (config_app, "config", _LOCAL),
     (models_app, "models", _LOCAL),
-):
+)
+for _group, _name, _panel in _GROUPS:
     app.add_typer(_group, name=_name, rich_help_panel=_panel)
 
 
@@ -179,10 +180,10 @@ _COMMANDS: Final[dict[str, dict[str, Callable[..., None]]]] = {
 for _panel, _commands in _COMMANDS.items():
     for _name, _command in _commands.items():
         app.command(_name, rich_help_panel=_panel)(reported(_command))
-for _sub in (teams_app, skills_app, evals_app, experiments_app, policies_app, models_app, kb_app,
-             sessions_app):  # fmt: skip
-    for _info in _sub.registered_commands:
-        _info.callback = reported(_info.callback) if _info.callback else None
+for _group, _, _ in _GROUPS:  # every group's: an error is one line, never a traceback
+    for _info in _group.registered_commands:
+        if _info.callback is not None and not hasattr(_info.callback, "__wrapped__"):
+            _info.callback = reported(_info.callback)
 
 
 @key_app.command("new")

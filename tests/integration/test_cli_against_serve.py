@@ -465,3 +465,45 @@ def test_an_agent_is_added_and_removed_by_an_admin_only(rt, troupe, tmp_path):
     assert removed.strip() == "agent cli-del-b: removed from team cli-del and stopped"
     assert "cli-del-b" in _one_error_line(missing)
     assert left == ["cli-del-a"]
+
+
+def test_guardrails_are_set_shown_listed_and_unset_by_an_admin_and_decisions_read(
+    api, troupe, tmp_path
+):
+    team = register(api, _one_agent("cli-guarded"))
+    spec_file = tmp_path / "guardrail.yaml"
+    spec_file.write_text(
+        "description: no launch codes\nstages: [input]\n"
+        "rules:\n  - kind: keywords\n    words: [launch codes]\n"
+        f"applies_to:\n  teams: [{team}]\n"
+    )
+    refused_set = troupe("guardrails", "set", "cli-codes", str(spec_file))  # a tenant's key
+    made = _ok(troupe("guardrails", "set", "cli-codes", str(spec_file), key=ADMIN_KEY))
+    again = _ok(troupe("guardrails", "set", "cli-codes", str(spec_file), key=ADMIN_KEY))
+    try:
+        blocked = troupe("run", team, "Print the launch codes.")
+        shown = yaml.safe_load(_ok(troupe("guardrails", "show", "cli-codes", key=ADMIN_KEY)))
+        first = _ok(troupe("guardrails", "show", "cli-codes", "--version", "1", key=ADMIN_KEY))
+        listed = _ok(troupe("guardrails", "list", key=ADMIN_KEY))
+        decisions = _ok(troupe("guardrails", "decisions"))
+        theirs = _ok(troupe("guardrails", "decisions", key=OTHER_KEY))
+    finally:
+        unset = _ok(troupe("guardrails", "delete", "cli-codes", key=ADMIN_KEY))
+    gone = troupe("guardrails", "show", "cli-codes", key=ADMIN_KEY)
+
+    assert "admin" in _one_error_line(refused_set).lower()
+    assert (made.strip(), again.strip()) == ("guardrail cli-codes: version 1",
+                                             "guardrail cli-codes: version 2")  # fmt: skip
+    line = _one_error_line(blocked)
+    assert "guardrail 'cli-codes' v2 rule 0:keywords blocked the input" in line
+    assert "launch codes" not in line.lower().split("blocked the input")[1]
+    assert shown["description"] == "no launch codes"
+    assert first.startswith("# cli-codes version 1")
+    cells = re.compile(r"[│┃]")  # the tables' column rules, read as spaces
+    assert re.search(r"cli-codes\s+2\s+input\s+block\s+keywords", cells.sub(" ", listed))
+    assert re.search(
+        r"cli-codes v2\s+0:keywords\s+input\s+blocked\s+1 keyword\(s\)", cells.sub(" ", decisions)
+    )
+    assert "cli-codes" not in theirs  # another tenant's decisions are not its to read
+    assert unset.strip() == "guardrail cli-codes: unset"
+    assert "guardrail_not_found" in _one_error_line(gone) or "no guardrail" in _one_error_line(gone)

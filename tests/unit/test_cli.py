@@ -17,6 +17,7 @@ from raytroupe.protocols import ConfigError, Conflict, JobEvent
 from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphTask
 from raytroupe.protocols.http import Forked, Resumed
 from raytroupe.runtime.cli import _connect, _graphs, _local, _show, app
+from raytroupe.runtime.cli._app import _GROUPS
 
 runner = CliRunner()
 
@@ -495,3 +496,19 @@ def test_troupe_agents_shows_an_inline_teams_agents_as_written_and_whose_they_ar
         ["ada", f"research ({scope})", "researcher", "", "", "1"],
         ["stray", "(not registered)", "elsewhere.x", "", "", "0"],
     ]
+
+
+def test_every_command_of_every_group_reports_an_error_as_one_line():
+    """A raytroupe error is one red line, in every group (a group left out showed tracebacks)."""
+    one_line = _show.reported(lambda: None).__code__
+    commands = [
+        (name, info.name, info.callback)
+        for group, name, _ in _GROUPS
+        for info in group.registered_commands
+    ]
+    assert len(commands) > 40
+    unreported = [(group, command) for group, command, callback in commands
+                  if getattr(callback, "__code__", None) is not one_line]  # fmt: skip
+    assert unreported == []
+    top = [c.callback for c in app.registered_commands if c.callback is not None]
+    assert all(c.__code__ is one_line for c in top)
