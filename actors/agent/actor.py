@@ -6,7 +6,8 @@ subtasks worked on at once is bounded by ``AgentSpec.max_concurrency``. Before e
 call the conversation is kept within the model's context window: the oldest turns are
 summarized by the agent's own model (``raytroupe.actors.agent.context``). What the loop decides from
 a turn's text (calls written in it, corrective turns, the answer kept) is
-``raytroupe.actors.agent.turns``; the loop itself is ``raytroupe.actors.agent.react``.
+``raytroupe.actors.agent.turns``; the loop itself is ``raytroupe.actors.agent.react``, and
+the tool calls of one of its turns ``raytroupe.actors.agent.tool_turn``.
 """
 
 from __future__ import annotations
