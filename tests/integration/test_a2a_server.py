@@ -56,6 +56,9 @@ from tests.support.http_api import OTHER_KEY, SKILL_KEY, USER_KEY, register, wir
 from tests.support.listener import listening
 from tests.support.wire_server import Default, Hold, Reply, WireServer
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 EXAMPLES = Path(__file__).parents[2] / "examples"
 TEAM = "a2a-team"
 SLOW = "a2a-slow"

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from raytroupe.protocols import (
     AgentSpec,
     PlannedSubtask,
@@ -16,6 +18,9 @@ from raytroupe.protocols import (
     TeamSpec,
     ToolCall,
 )
+
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
 
 _ids = itertools.count()
 

@@ -22,6 +22,9 @@ from raytroupe.protocols import Budget, PlannedSubtask, ToolCall
 from tests.support.http_api import OTHER_KEY, USER_KEY, register
 from tests.support.wire_server import Hold, Reply, WireServer
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 EXAMPLES = Path(__file__).parents[2] / "examples"
 EVENTS = TypeAdapter(Event)
 TOOLS = "ag-ui-tools"

@@ -17,6 +17,9 @@ from raytroupe import runtime
 from raytroupe.protocols import PlannedSubtask, TenantPolicy, scoped_name
 from tests.support.wire_server import Default, Reply, WireServer
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 WIRE = "deleg-wire"
 
 

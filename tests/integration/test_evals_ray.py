@@ -21,6 +21,9 @@ from raytroupe.protocols.skill import SkillSpec
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, finished
 from tests.support.wire_server import Reply, WireServer
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SENTIMENT = EXAMPLES / "evals" / "sentiment.jsonl"
 

@@ -25,6 +25,9 @@ from raytroupe.protocols.experiments import ExperimentInfo
 from raytroupe.protocols.skill import SkillSpec
 from tests.support.http_api import ADMIN_KEY, RED_KEY, USER_KEY, finished
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 ROOT = Path(__file__).parents[2]
 EXAMPLE = ROOT / "examples" / "ab_experiment.py"
 TROUPE = Path(sys.executable).parent / "troupe"

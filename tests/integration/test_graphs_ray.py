@@ -26,6 +26,9 @@ from tests.support.graph_specs import NESTED, PAUSED
 from tests.support.http_api import USER_KEY
 from tests.support.restarts import kill_and_wait_for_restart, until_status
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 
 def _scripted(*texts: str) -> ScriptedModel:
     return ScriptedModel(turns=tuple(ScriptedTurn(text=t) for t in texts))

@@ -35,6 +35,9 @@ from tests.support.http_api import (
 )
 from tests.support.wire_server import Default, Reply, WireServer
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 
 @pytest.fixture(scope="module")
 def wire():

@@ -19,6 +19,9 @@ from raytroupe.protocols import PlannedSubtask, orchestrator_address
 from tests.support.http_api import BLUE_KEY, OTHER_KEY, SKILL_KEY, USER_KEY, finished, register
 from tests.support.wire_server import Hold, Reply, StreamError, WireServer
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 TEAM = "http-openai-stream"
 PLANNER = f"{TEAM}-aggregator"
 WORKER = f"{TEAM}-worker"

@@ -16,6 +16,9 @@ import pytest
 from tests.support.http_api import USER_KEY, register, wire_team
 from tests.support.wire_server import Reply, WireServer
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 TEAM = "openai-tools"
 WEATHER = {
     "type": "function",

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import time
 
+import pytest
 import ray
 
 from raytroupe import runtime
 from raytroupe.actors.desk.actor import REAP_EVERY_S
 from raytroupe.actors.ray_handles import NAMESPACE
 from tests.support.inline import agent_actor
+
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
 
 
 def _alive(actor: str) -> bool:

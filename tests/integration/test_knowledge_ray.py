@@ -11,12 +11,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import ray
 
 from raytroupe import runtime
 from raytroupe.runtime.knowledge import media_type_of
 from tests.support.http_api import OTHER_KEY, USER_KEY
 from tests.support.wire_server import Reply, WireServer
+
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data" / "knowledge"

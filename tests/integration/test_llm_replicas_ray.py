@@ -21,6 +21,9 @@ from raytroupe.protocols import LLM_POOL, AgentMessage, LLMRequest, LLMResponse,
 from tests.support.wire_model import HttpError, Reply
 from tests.support.wire_server import WireServer
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 REPLICAS = ("llm/0", "llm/1")
 
 

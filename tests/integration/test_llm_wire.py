@@ -16,6 +16,9 @@ from raytroupe.protocols import ErrorCode
 from tests.support.keys import TEST_KEY, TEST_KEY_ENV
 from tests.support.wire_server import HttpError, Reply, WireServer, overloaded, rate_limited
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 
 @pytest.fixture(scope="module")
 def wire():

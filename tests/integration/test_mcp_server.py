@@ -27,6 +27,9 @@ from raytroupe import runtime
 from raytroupe.protocols import StandardOutput
 from tests.support.http_api import BLUE_KEY, OTHER_KEY, SKILL_KEY, USER_KEY
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 EXAMPLES = Path(__file__).parents[2] / "examples"
 TEAM = "mcp-team"
 SLOW = "mcp-slow"

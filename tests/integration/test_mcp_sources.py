@@ -17,6 +17,9 @@ from raytroupe.actors.tools.mcp_source import MCPToolSource
 from raytroupe.protocols import ErrorCode, MCPServerSpec, ToolError
 from tests.support.mcp_servers import STDIO_COMMAND, running_http_server
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 TIME_SERVER_INSTALL = f"{sys.executable} -m pip install mcp-server-time"
 
 

@@ -6,11 +6,15 @@ import re
 import time
 import urllib.request
 
+import pytest
 import ray
 
 from raytroupe import runtime
 from raytroupe.protocols import AgentMessage, Event, encode
 from tests.support.inline import agent_name
+
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
 
 TENANT = "metrics-test"
 """Used by no other test: the LLM series of this tenant come from this test's job only."""

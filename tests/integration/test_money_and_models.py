@@ -14,6 +14,9 @@ from raytroupe.actors.llm.budget import Spend
 from tests.support.keys import FRUGAL_BUDGET, FRUGAL_TENANT
 from tests.support.restarts import after_restart, kill_and_wait_for_restart
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 
 def _frugal_team() -> runtime.Team:
     return runtime.Team(

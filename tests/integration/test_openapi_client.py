@@ -24,6 +24,9 @@ from raytroupe import runtime
 from raytroupe.deployments.guard import OPEN_PATHS
 from tests.support.http_api import USER_KEY, register
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 PACKAGE = "raytroupe_generated_api"
 PROBLEM = {"$ref": "#/components/schemas/Problem"}
 READINESS = {"$ref": "#/components/schemas/Readiness"}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from raytroupe import runtime
 from raytroupe.protocols import (
     ErrorCode,
@@ -15,6 +17,9 @@ from raytroupe.protocols import (
     ScriptedTurn,
     ToolCall,
 )
+
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
 
 ROOT_TEAMS = "examples/teams"
 

@@ -21,6 +21,9 @@ from raytroupe.protocols import JobNotFound, job_shard
 from tests.support.restarts import kill_and_wait_for_restart
 from tests.support.wire_server import Default, Reply, WireServer
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 SHARDS = 2
 
 

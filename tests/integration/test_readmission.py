@@ -27,6 +27,9 @@ from tests.support.http_api import ADMIN_KEY, REVOKED_KEY, finished
 from tests.support.restarts import kill_and_wait_for_restart, until_status
 from tests.support.wire_server import WireServer
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 WIRE = "rv-wire"
 """The operator's model alias the admin revokes: the loopback wire server."""
 ALLOWED = TenantPolicy(models=("offline", WIRE))

@@ -12,6 +12,7 @@ import asyncio
 import uuid
 from typing import Any
 
+import pytest
 import ray
 
 from raytroupe import runtime
@@ -28,6 +29,9 @@ from raytroupe.protocols import (
 )
 from tests.support.inline import agent_name
 from tests.support.restarts import kill_and_wait_for_restart, wait_started
+
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
 
 
 def _shards(rt: Any) -> RouterShards:

@@ -9,6 +9,9 @@ import pytest
 from raytroupe import runtime
 from tests.support.http_api import OTHER_KEY, USER_KEY, finished, register
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 TEAM = "scheduled"
 WAIT_S = 90
 

@@ -14,6 +14,9 @@ from ray.serve.schema import ServeDeploySchema
 
 from raytroupe.protocols import ConfigError
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 CONFIG = Path(__file__).parents[2] / "deployments" / "serve_config.yaml"
 
 

@@ -26,6 +26,9 @@ from raytroupe.protocols import (
 from tests.support.http_api import ADMIN_KEY
 from tests.support.restarts import after_restart, kill_and_wait_for_restart
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 _ids = itertools.count()
 
 

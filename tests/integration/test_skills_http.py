@@ -16,6 +16,9 @@ from raytroupe.protocols import Forbidden, InvalidInput, SkillNotFound, SkillSpe
 from raytroupe.runtime.http_client import Client
 from tests.support.http_api import ADMIN_KEY, BLUE_KEY, SKILL_KEY, USER_KEY, finished
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 EXAMPLES = Path(__file__).parents[2] / "examples"
 PROBLEM = "application/problem+json"
 YAML = {"Content-Type": "application/yaml"}

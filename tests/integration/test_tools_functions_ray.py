@@ -27,6 +27,9 @@ from raytroupe.protocols import (
     encode,
 )
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 MODULE = "tests.integration.test_tools_functions_ray"
 
 

@@ -26,6 +26,9 @@ from tests.support.http_api import ADMIN_KEY, BLUE_KEY, RED_KEY, RED_POLICY
 from tests.support.keys import TEST_KEY, TEST_KEY_ENV
 from tests.support.listener import listening
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 PROBLEM = "application/problem+json"
 RED_POLICY_NAME = "tenant policy of 'red'"
 REGISTERED = "trust-registered"

@@ -29,6 +29,9 @@ from raytroupe.protocols import (
     Submitter,
 )
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 _ids = itertools.count()
 
 

@@ -21,6 +21,9 @@ from tests.support.http_api import OTHER_KEY, USER_KEY, finished, register, wire
 from tests.support.listener import Listener, listening
 from tests.support.wire_server import Default, Reply, WireServer
 
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
 TEAM = "hooked"
 WAIT_S = 60
 

@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("actors", "deployments", "protocols", "runtime")
 
@@ -73,6 +75,8 @@ def test_the_module_list_covers_the_product():
     assert "raytroupe.runtime.cli" in modules
 
 
+# system tier: a fresh interpreter's import of every product module (docs/testing.md)
+@pytest.mark.system
 def test_every_product_module_imports_first_on_its_own():
     done = subprocess.run(
         [sys.executable, "-c", _CHECK, *product_modules()],

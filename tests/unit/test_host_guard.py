@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.support.host_guard import (
     NOTES_ENV,
     HostState,
@@ -98,6 +100,7 @@ def test_a_system_account_made_by_a_package_the_tests_installed_is_noted_not_fai
     ]
 
 
+@pytest.mark.system  # system tier: three real pytest sessions under xdist (docs/testing.md)
 def test_a_session_whose_test_writes_into_the_home_fails_naming_the_file(tmp_path):
     """A real pytest session, under xdist as the tiers run, with the guard of tests/conftest.py
     and a home of its own; the same session without the write passes."""

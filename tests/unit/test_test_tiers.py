@@ -48,6 +48,32 @@ def test_the_default_is_the_quick_tier_spread_over_the_cores():
     assert "system" in " ".join(options["ini_options"]["markers"])
 
 
+CORE = (
+    "test_jobs", "test_cancel", "test_router", "test_http_api", "test_security",
+    "test_fair_shares", "test_llm_pool", "test_tools_jobs", "test_guardrails_ray",
+    "test_sessions_ray", "test_skills", "test_memory_actor", "test_http_openai",
+    "test_console_api", "test_sandbox_escapes", "test_wire_server", "test_llm_llmock",
+)  # fmt: skip
+"""The integration files the quick tier keeps: a file per surface on the session's Ray, and
+the sandbox escapes and a model server's wire protocol without it (docs/testing.md)."""
+
+
+def test_the_quick_tier_keeps_a_real_ray_test_of_each_core_surface():
+    for name in CORE:
+        text = (ROOT / "tests" / "integration" / f"{name}.py").read_text(encoding="utf-8")
+        assert not re.search(r"^pytestmark = .*system", text, re.M), name
+        assert "pytest.mark.system" not in text, name
+    on_ray = [
+        n
+        for n in CORE
+        if re.search(
+            r"\bdef \w+\([^)]*\b(?:rt|api)\b",
+            (ROOT / "tests" / "integration" / f"{n}.py").read_text(encoding="utf-8"),
+        )
+    ]
+    assert len(on_ray) >= 12, on_ray  # most of them on the session's real Ray
+
+
 def test_each_tiers_durations_snapshot_is_kept_with_its_command():
     for tier in ("quick", "cluster", "system"):  # the system tier's two commands
         snapshot = (ROOT / "tests" / "durations" / f"{tier}.txt").read_text()
