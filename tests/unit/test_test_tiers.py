@@ -59,18 +59,12 @@ the sandbox escapes and a model server's wire protocol without it (docs/testing.
 
 
 def test_the_quick_tier_keeps_a_real_ray_test_of_each_core_surface():
-    for name in CORE:
-        text = (ROOT / "tests" / "integration" / f"{name}.py").read_text(encoding="utf-8")
-        assert not re.search(r"^pytestmark = .*system", text, re.M), name
-        assert "pytest.mark.system" not in text, name
-    on_ray = [
-        n
-        for n in CORE
-        if re.search(
-            r"\bdef \w+\([^)]*\b(?:rt|api)\b",
-            (ROOT / "tests" / "integration" / f"{n}.py").read_text(encoding="utf-8"),
-        )
-    ]
+    from tests.conftest import _on_session_ray  # noqa: PLC0415
+
+    files = [ROOT / "tests" / "integration" / f"{name}.py" for name in CORE]
+    for path in files:
+        assert "pytest.mark.system" not in path.read_text(encoding="utf-8"), path.name
+    on_ray = [path.name for path in files if _on_session_ray(path)]
     assert len(on_ray) >= 12, on_ray  # most of them on the session's real Ray
 
 
