@@ -8,11 +8,17 @@ a tenant or a model wrote, where one backtracking pattern can take seconds.
 
 :func:`search` matches with two limits: :data:`PATTERN_TIMEOUT_S` per pattern and text (a
 pattern out of time fails closed: the text does not match, or the value is refused), and the
-deadline of the unit of work it runs in (:func:`bounded`: one request's documents, one
+budget of the unit of work it runs in (:func:`bounded`: one request's documents, one
 answer's gate, one eval case, one graph step), past which :class:`WorkLimitExceeded` names
-the unit's limit. Matching releases the GIL, and the actors and the HTTP replica run these
-units off their event loop, in fair shares per tenant (:mod:`raytroupe.actors.offload`): a slow
-pattern costs its own tenant time, not every tenant's latency.
+the unit's limit. Both count CPU time, not the clock on the wall: the ``regex`` module's
+timeout counts the process's CPU time, and a unit's budget its thread's
+(``time.thread_time``). The pool's threads run at a lower priority than the event loops, so
+on a loaded node a unit may wait seconds for a core; waiting is not work, and an innocent
+pattern is never refused for it.
+
+Matching releases the GIL, and the actors and the HTTP replica run these units off their
+event loop, in fair shares per tenant (:mod:`raytroupe.actors.offload`): a slow pattern
+costs its own tenant time, not every tenant's latency.
 """
 
 from __future__ import annotations
@@ -54,15 +60,19 @@ EVAL_CASE_WORK_S: Final = 0.5
 
 @dataclass(frozen=True)
 class WorkBudget:
-    """A unit of work's deadline (``time.monotonic``), and the limit it comes from."""
+    """A unit of work's budget in its thread's CPU time (``time.thread_time``), and its limit.
+
+    Read on the thread that made it (:func:`bounded`'s block), as the CPU clock is the
+    thread's own.
+    """
 
     limit: str
     seconds: float
     deadline: float
 
     def left(self) -> float:
-        """Seconds left before the deadline (negative once past it)."""
-        return self.deadline - time.monotonic()
+        """CPU seconds left before the deadline (negative once past it)."""
+        return self.deadline - time.thread_time()
 
     def exceeded(self) -> WorkLimitExceeded:
         """The error that says this budget ran out."""
@@ -79,12 +89,12 @@ _BUDGET: ContextVar[WorkBudget | None] = ContextVar("raytroupe_work_budget", def
 
 @contextmanager
 def bounded(seconds: float, limit: str) -> Iterator[WorkBudget]:
-    """Run the block as one unit of work of at most ``seconds`` (``limit`` names it).
+    """Run the block as one unit of work of at most ``seconds`` of this thread's CPU time.
 
-    Nested units keep the outer deadline when it is sooner. The budget is a context
-    variable: it follows the block into the functions it calls, on this thread.
+    ``limit`` names it. Nested units keep the outer deadline when it is sooner. The budget
+    is a context variable: it follows the block into the functions it calls, on this thread.
     """
-    budget = WorkBudget(limit, seconds, time.monotonic() + seconds)
+    budget = WorkBudget(limit, seconds, time.thread_time() + seconds)
     outer = _BUDGET.get()
     if outer is not None and outer.deadline <= budget.deadline:
         budget = outer
@@ -109,7 +119,7 @@ def spend() -> None:
 def search(
     pattern: str, text: str, *, flags: int = 0, timeout: float = PATTERN_TIMEOUT_S
 ) -> bool | None:
-    """Whether ``pattern`` is found in ``text``; None if the pattern took over ``timeout``.
+    """Whether ``pattern`` is found in ``text``; None if it took over ``timeout`` of CPU time.
 
     Raises:
         WorkLimitExceeded: the current unit of work (:func:`bounded`) ran out of time,

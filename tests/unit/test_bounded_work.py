@@ -7,6 +7,7 @@ regexes) and oversized documents must cost their sender time, never every tenant
 import asyncio
 import os
 import threading
+import time
 
 import pytest
 from pydantic import ValidationError
@@ -95,6 +96,18 @@ def test_a_spent_budget_refuses_the_next_pattern_naming_its_limit():
     with bounded(0.0, "test_work_s"), pytest.raises(WorkLimitExceeded):
         spend()
     spend()  # outside any unit: nothing to spend
+
+
+def test_a_unit_that_waits_for_a_core_is_not_charged_for_the_wait():
+    # the pool's threads run at a lower priority: on a loaded node a unit may wait longer
+    # than its budget before it runs; the budget counts the thread's work, not the wall
+    with bounded(0.05, "edges_work_s") as budget:
+        time.sleep(0.2)
+        assert search("Ray", "Ray actors") is True
+        spend()
+        assert budget.left() > 0
+        with pytest.raises(WorkLimitExceeded):
+            search(EVIL, EVIL_TEXT)  # work is charged: a slow pattern still spends it
 
 
 def test_the_budget_cuts_a_slow_pattern_short_and_nested_units_keep_the_sooner_deadline():
