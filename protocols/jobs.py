@@ -252,6 +252,7 @@ class JobEvent(_Data):
         "graph_waiting",
         "graph_woken",
         "guardrail",
+        "spend_alert",
     ]
     subtask_id: str | None = None
     data: dict[str, object] = Field(default_factory=dict)

@@ -28,6 +28,7 @@ from raytroupe.protocols.memory import (
     NotesQuery,
     NoteWrite,
 )
+from raytroupe.protocols.spend import SpendAlert
 from raytroupe.protocols.trace import Span
 
 __all__ = [
@@ -297,6 +298,7 @@ Payload = Annotated[
     | JobEnded
     | Ack
     | LLMDeltas
+    | SpendAlert
     | SubtaskTaken
     | Handoff
     | ErrorPayload,

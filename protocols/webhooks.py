@@ -41,6 +41,7 @@ WebhookEvent = Literal[
     "graph_interrupted",
     "graph_resumed",
     "guardrail",
+    "spend_alert",
 ]
 """The job events a webhook may hear (not tokens or steps: those are for streams)."""
 

@@ -76,6 +76,7 @@ if TYPE_CHECKING:
     from raytroupe.protocols.config.system import ScaleConfig, SystemConfig
     from raytroupe.protocols.config.tools import ResourceLimits, ToolsConfig
     from raytroupe.protocols.intent import IntentChoice, IntentConfig, IntentRule
+    from raytroupe.protocols.spend import SpendLimit
     from raytroupe.runtime.config import Team
     from raytroupe.runtime.connecting import connect
     from raytroupe.runtime.driver import Runtime
@@ -141,6 +142,7 @@ __all__ = [
     "SkillNotFound",
     "SkillSpec",
     "SkillsConfig",
+    "SpendLimit",
     "StandardOutput",
     "SubtaskResult",
     "SystemConfig",
@@ -238,6 +240,7 @@ _HOMES = {
     "ScaleConfig": "raytroupe.protocols.config.system",
     "RoutingConfig": "raytroupe.protocols.config.skills",
     "SkillsConfig": "raytroupe.protocols.config.skills",
+    "SpendLimit": "raytroupe.protocols.spend",
     "SystemConfig": "raytroupe.protocols.config.system",
     "Team": "raytroupe.runtime.config",
     "Tool": "raytroupe.runtime.tools",

@@ -17,7 +17,13 @@ from raytroupe.actors.skills.config import SkillsConfig
 from raytroupe.actors.tools.config import FunctionTool
 from tests.support.guardrail_checks import NO_CODENAME, RAISES
 from tests.support.host_guard import NOTES_ENV, HostState, read_notes
-from tests.support.keys import FRUGAL_BUDGET, FRUGAL_TENANT, TEST_KEY, TEST_KEY_ENV
+from tests.support.keys import (
+    FRUGAL_BUDGET,
+    FRUGAL_TENANT,
+    TEST_KEY,
+    TEST_KEY_ENV,
+    WINDOWED_LIMITS,
+)
 from tests.support.ledger import TOOL_NAME, TOOL_TARGET
 from tests.support.mcp_servers import STDIO_COMMAND
 
@@ -223,6 +229,7 @@ def rt(troupe_root, postgres, skills_dir, a2a_agent):
         network=runtime.NetworkPolicy(allow=("127.0.0.1",)),
         keys={TEST_KEY_ENV: ("127.0.0.1",)},
         tenant_budgets={FRUGAL_TENANT: FRUGAL_BUDGET},
+        spend_limits=WINDOWED_LIMITS,
     )
     troupe = runtime.connect(
         address="local",

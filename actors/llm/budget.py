@@ -35,6 +35,7 @@ from typing import Final, Protocol
 from raytroupe.protocols import Budget, BudgetExceeded, LLMResponse, Spend, Usage
 
 __all__ = [
+    "ALERTS_KNOWN",
     "ORPHANS_WAIT_S",
     "TURNS_KEPT",
     "KeptCall",
@@ -42,11 +43,15 @@ __all__ = [
     "LedgerStore",
     "Reservation",
     "Spend",
+    "WindowAccount",
     "over_limit",
 ]
 
 TURNS_KEPT: Final = 10_000
 """Answers a ledger without a store keeps for replay (the oldest go first)."""
+
+ALERTS_KNOWN: Final = 10_000
+"""Crossed alert thresholds a ledger remembers, so as not to ask its store again."""
 
 ORPHANS_WAIT_S: Final = 600.0
 """How long the hold of a kept call whose replica died waits for the call to be made again
@@ -63,6 +68,20 @@ class Reservation:
     usd: float
     turn: str | None = None
     """The kept call's name (``replay.turn_key``), if it is one."""
+
+
+@dataclass(frozen=True)
+class WindowAccount:
+    """A spend window's account a call falls under (:mod:`raytroupe.protocols.spend`).
+
+    ``earlier``: the accounts counted with it against its limit (a rolling window's earlier
+    hours); their spend only shrinks while this call is held (their holds settle at most
+    at what they held), so a check that reads them before the hold is never too lenient.
+    """
+
+    key: str
+    limit: Budget | None
+    earlier: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -85,10 +104,17 @@ class LedgerStore(Protocol):
         """What ``key`` has spent, and what open holds keep back on it."""
         ...
 
-    def hold(self, reservation: Reservation, limits: Mapping[str, Budget | None]) -> None:
+    def hold(
+        self,
+        reservation: Reservation,
+        limits: Mapping[str, Budget | None],
+        earlier: Mapping[str, tuple[str, ...]] | None = None,
+    ) -> None:
         """Hold ``reservation`` on each of its accounts if it fits that account's limit.
 
-        A kept call takes over the holds left by replicas that died making it.
+        ``earlier``: per account, the accounts whose spend and holds count with its own
+        against its limit (a rolling window's earlier hours). A kept call takes over the
+        holds left by replicas that died making it.
 
         Raises:
             BudgetExceeded: one of them would go over its limit; nothing is held.
@@ -107,6 +133,14 @@ class LedgerStore(Protocol):
 
     def turn(self, key: str) -> LLMResponse | None:
         """The answer kept for the call ``key``, if it was made."""
+        ...
+
+    def total(self, keys: Iterable[str]) -> Spend:
+        """What ``keys`` have spent, added up (open holds not included)."""
+        ...
+
+    def first_alert(self, key: str, threshold: float) -> bool:
+        """Record that ``key`` crossed ``threshold``: True the first time, by any replica."""
         ...
 
     def book_orphans(self) -> int:
@@ -145,6 +179,7 @@ class Ledger:
             self.set_limit(f"tenant:{tenant}", budget)
         self._open: dict[str, Reservation] = {}
         self._turns: OrderedDict[str, LLMResponse] = OrderedDict()
+        self._alerted: OrderedDict[tuple[str, float], None] = OrderedDict()
         self._orphans_booked = time.monotonic()
 
     def attach(self, store: LedgerStore) -> None:
@@ -158,27 +193,38 @@ class Ledger:
         self._limits[key] = budget
 
     def reserve(
-        self, keys: Iterable[str], tokens: int, usd: float, turn: str | None = None
+        self,
+        keys: Iterable[str],
+        tokens: int,
+        usd: float,
+        turn: str | None = None,
+        windows: Iterable[WindowAccount] = (),
     ) -> Reservation:
-        """Hold ``tokens`` and ``usd`` on every account in ``keys``.
+        """Hold ``tokens`` and ``usd`` on every account in ``keys``, and on ``windows``.
 
-        ``turn``: the kept call's name, if it is one (see the module's text).
+        ``turn``: the kept call's name, if it is one (see the module's text). A window's
+        account is held under its own limit, with its earlier accounts counted.
 
         Raises:
             BudgetExceeded: one of them would go over its limit; nothing is held.
         """
-        unique = tuple(dict.fromkeys(keys))
+        windows = tuple(windows)
+        unique = tuple(dict.fromkeys([*keys, *(w.key for w in windows)]))
+        limits = {k: self._limits.get(k) for k in unique} | {w.key: w.limit for w in windows}
+        earlier = {w.key: w.earlier for w in windows if w.earlier}
         reservation = Reservation(uuid.uuid4().hex, unique, tokens, usd, turn)
         if self._store is not None:  # before the call: a crash from here on counts it
             if time.monotonic() - self._orphans_booked > ORPHANS_WAIT_S / 10:
                 self._orphans_booked = time.monotonic()
                 self._store.book_orphans()
-            self._store.hold(reservation, {k: self._limits.get(k) for k in unique})
+            self._store.hold(reservation, limits, earlier)
         else:
             accounts = [self._accounts.setdefault(k, _Account()) for k in unique]
             for key, account in zip(unique, accounts, strict=True):
-                need = Spend(tokens, usd)
-                error = over_limit(key, self._limits.get(key), account.spent, account.held, need)
+                spent, held = account.spent, account.held
+                for other in filter(None, map(self._accounts.get, earlier.get(key, ()))):
+                    spent, held = _plus(spent, other.spent), _plus(held, other.held)
+                error = over_limit(key, limits[key], spent, held, Spend(tokens, usd))
                 if error is not None:
                     raise error
             for account in accounts:
@@ -233,6 +279,29 @@ class Ledger:
         if self._store is not None:
             self._store.release_turn(key)
 
+    def total(self, keys: Iterable[str]) -> Spend:
+        """What ``keys`` have spent, added up (a window with its earlier hours)."""
+        if self._store is not None:
+            return self._store.total(keys)
+        total = Spend()
+        for account in filter(None, map(self._accounts.get, keys)):
+            total = _plus(total, account.spent)
+        return total
+
+    def first_alert(self, key: str, threshold: float) -> bool:
+        """Record that ``key`` crossed ``threshold``: True the first time (on any replica).
+
+        What this replica knows was recorded is not asked of the store again (the latest
+        :data:`ALERTS_KNOWN`): every call after a crossing would write otherwise.
+        """
+        if (key, threshold) in self._alerted:
+            return False
+        first = True if self._store is None else self._store.first_alert(key, threshold)
+        self._alerted[key, threshold] = None
+        while len(self._alerted) > ALERTS_KNOWN:
+            self._alerted.popitem(last=False)
+        return first
+
     def has_limit(self, key: str) -> bool:
         """True if ``key`` has a limit (a budget)."""
         return key in self._limits
@@ -255,6 +324,10 @@ class Ledger:
             return self._store.account(key)[1]
         account = self._accounts.get(key)
         return Spend(account.held.tokens, account.held.usd) if account else Spend()
+
+
+def _plus(one: Spend, other: Spend) -> Spend:
+    return Spend(one.tokens + other.tokens, one.usd + other.usd)
 
 
 def over_limit(

@@ -25,6 +25,7 @@ from raytroupe.actors.llm.budget import KeptCall, Ledger
 from raytroupe.actors.llm.deployment_state import DeploymentState, backoff_s, estimate_prompt_tokens
 from raytroupe.actors.llm.pricing import PriceTable
 from raytroupe.actors.llm.provider import DeltaSink, LLMProvider
+from raytroupe.actors.llm.windows import SpendWindows
 from raytroupe.actors.telemetry.genai import chat_answered, chat_call
 from raytroupe.protocols import (
     AuthFailed,
@@ -42,6 +43,7 @@ from raytroupe.protocols import (
     UnpricedModel,
 )
 from raytroupe.protocols.config.llm import RetryPolicy
+from raytroupe.protocols.spend import SpendAlert
 
 __all__ = ["CallContext", "Gateway", "RetryPolicy"]
 
@@ -72,6 +74,9 @@ class Gateway:
         share: ``(replica, replicas)``: this pool's part of each deployment's limits.
         on_cooldown: told ``(deployment, seconds)`` when a failure cools a deployment down
             (the pool tells its other replicas, which then rest it too).
+        windows: the spend windows calls fall under (``LLMConfig.spend_limits``).
+        on_alert: told ``(context, alerts)`` when a call's cost crosses a window's alert
+            thresholds (each once, on whichever replica booked it).
         clock, sleep, rng: injected so tests can control time and jitter.
     """
 
@@ -84,6 +89,8 @@ class Gateway:
         allow_unpriced: bool = False,
         share: tuple[int, int] = (0, 1),
         on_cooldown: Callable[[str, float], None] | None = None,
+        windows: SpendWindows | None = None,
+        on_alert: Callable[[CallContext, list[SpendAlert]], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         rng: random.Random | None = None,
@@ -94,6 +101,8 @@ class Gateway:
         self._allow_unpriced = allow_unpriced
         self._share = share
         self._on_cooldown = on_cooldown
+        self._windows = windows or SpendWindows({})
+        self._on_alert = on_alert
         self._clock = clock
         self._sleep = sleep
         self._rng = rng or random.Random()  # noqa: S311 - jitter and weights, not secrets
@@ -192,13 +201,16 @@ class Gateway:
     ) -> LLMResponse:
         account = _account(request, context)
         keys = (f"tenant:{context.tenant}",) + ((account,) if account is not None else ())
+        windows = self._windows.accounts(context.tenant, context.agent)
+        limited = [w.limit for _, _, w in windows if w.limit is not None]
         max_tokens = request.max_tokens or self.policy.default_max_tokens
-        if request.max_tokens is None and self._budgeted(keys):
+        if request.max_tokens is None and (self._budgeted(keys) or limited):
             request = request.model_copy(update={"max_tokens": max_tokens})
         prompt = estimate_prompt_tokens(
             [m.text for m in request.messages] + [t.model_dump_json() for t in request.tools]
         )
-        if state.price is None and not self._allow_unpriced and self._ledger.limits_usd(keys):
+        usd_limited = self._ledger.limits_usd(keys) or any(w.usd is not None for w in limited)
+        if state.price is None and not self._allow_unpriced and usd_limited:
             model = getattr(state.spec, "model", state.name)
             raise UnpricedModel(
                 f"{state.name} ({state.spec.provider} model {model!r}) has no known price, so "
@@ -210,7 +222,9 @@ class Gateway:
                 provider=state.spec.provider,
             )
         estimate = 0.0 if state.price is None else state.price.cost(prompt, max_tokens)
-        reservation = self._ledger.reserve(keys, prompt + max_tokens, estimate, context.turn)
+        reservation = self._ledger.reserve(
+            keys, prompt + max_tokens, estimate, context.turn, (w for _, _, w in windows)
+        )
         usage = None
         answer: LLMResponse | None = None
         try:
@@ -265,6 +279,10 @@ class Gateway:
             if answer is not None and context.turn is not None and context.job_id is not None:
                 kept = KeptCall(context.turn, context.job_id, answer)
             self._ledger.settle(reservation, usage, kept)
+        if windows and self._on_alert is not None:
+            alerts = SpendWindows.crossed(self._ledger, windows)
+            if alerts:
+                self._on_alert(context, alerts)
         await state.charge_tokens(usage.total_tokens - (prompt + max_tokens))
         return answer
 

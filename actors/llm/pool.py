@@ -29,6 +29,7 @@ from raytroupe.actors.llm.state import PoolState
 from raytroupe.actors.llm.streaming import DeltaForwarder
 from raytroupe.actors.llm.trust import ModelTrust
 from raytroupe.actors.llm.usage import UsageBook
+from raytroupe.actors.llm.windows import SpendWindows
 from raytroupe.actors.telemetry import metrics
 from raytroupe.protocols import (
     AgentMessage,
@@ -44,7 +45,9 @@ from raytroupe.protocols import (
     OfflineModel,
     TroupeError,
     UsageRow,
+    orchestrator_address,
 )
+from raytroupe.protocols.spend import SpendAlert
 
 __all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "PoolPeers"]
 
@@ -116,7 +119,10 @@ class LLMAdapterPool(TakesBatches):
             allow_unpriced=config.allow_unpriced,
             share=(replica, config.replicas),
             on_cooldown=self._cooled_here,
+            windows=SpendWindows(config.spend_limits),
+            on_alert=self._alerted,
         )
+        self._telling: set[asyncio.Task[None]] = set()
         self._specs: dict[str, ModelSpec] = {}
         self._broken: dict[str, ConfigError] = {}
         self._usage = UsageBook()
@@ -357,6 +363,36 @@ class LLMAdapterPool(TakesBatches):
     async def cooled(self, deployment: str, wait_s: float) -> bool:
         """Rest ``deployment`` for ``wait_s``: another replica saw it fail (False: unknown)."""
         return self._gateway.cool(deployment, wait_s)
+
+    def _alerted(self, context: CallContext, alerts: list[SpendAlert]) -> None:
+        """Say that a call crossed spend windows' thresholds.
+
+        A log line, the metric, and a ``spend_alert`` event of the job (sent on, never
+        waited for by the call).
+        """
+        for alert in alerts:
+            log.warning("spend_alert", job_id=context.job_id, **alert.model_dump(exclude={"kind"}))
+            metrics.spend_alert(alert.limit, alert.tenant, alert.threshold)
+        if self._router is None or context.job_id is None:
+            return
+        task = asyncio.create_task(self._tell(context, alerts))
+        self._telling.add(task)
+        task.add_done_callback(self._telling.discard)
+
+    async def _tell(self, context: CallContext, alerts: list[SpendAlert]) -> None:
+        assert self._router is not None  # noqa: S101 - _alerted checked
+        for alert in alerts:
+            message = AgentMessage(
+                sender="llm",
+                recipient=orchestrator_address(context.job_id),
+                job_id=context.job_id,
+                tenant=context.tenant,
+                payload=alert,
+            )
+            try:
+                await self._router.request(message)
+            except Exception as exc:  # noqa: BLE001 - the log and the metric have it
+                log.warning("spend_alert_not_sent", job_id=context.job_id, error=repr(exc))
 
     def _cooled_here(self, deployment: str, wait_s: float) -> None:
         if self._peers is not None:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from pathlib import Path
 
 from raytroupe.actors.llm.budget import ORPHANS_WAIT_S, KeptCall, Reservation, Spend, over_limit
@@ -61,6 +61,10 @@ _MIGRATIONS: tuple[Migration, ...] = (
         "ALTER TABLE holds ADD COLUMN adopted_tokens BIGINT NOT NULL DEFAULT 0",
         "ALTER TABLE holds ADD COLUMN adopted_usd DOUBLE PRECISION NOT NULL DEFAULT 0",
         "CREATE INDEX holds_by_turn ON holds (turn)",
+    ),
+    (  # spend windows: each threshold a window's spend crossed, alerted once
+        "CREATE TABLE spend_alerts (key TEXT NOT NULL, threshold DOUBLE PRECISION NOT NULL, "
+        "at DOUBLE PRECISION NOT NULL, PRIMARY KEY (key, threshold))",
     ),
 )
 
@@ -185,7 +189,10 @@ class PoolState:
         return Spend(tokens, usd), Spend(held_tokens, held_usd)
 
     def hold(
-        self, reservation: Reservation, limits: Mapping[str, Budget | None] | None = None
+        self,
+        reservation: Reservation,
+        limits: Mapping[str, Budget | None] | None = None,
+        earlier: Mapping[str, tuple[str, ...]] | None = None,
     ) -> None:
         """Hold ``reservation`` on its accounts before its call is made, if each has room.
 
@@ -197,17 +204,21 @@ class PoolState:
         hold that call left (on the same accounts): that hold is released here, in the same
         transaction, and the call it stood for is booked when this one settles.
 
+        An account with ``earlier`` accounts (a rolling window's earlier hours) counts their
+        spend and holds with its own, read in the same statement.
+
         Raises:
             BudgetExceeded: an account in ``limits`` has no room; nothing is held.
         """
-        limits = limits or {}
+        limits, earlier = limits or {}, earlier or {}
         with self._db.transaction() as tx:
             adopted = (0, 0, 0.0) if reservation.turn is None else _adopt(tx, reservation)
             for key in sorted(reservation.keys):
                 tx.execute(_OPEN, (key,))
-                sql, params = _take(key, reservation, limits.get(key))
+                before = earlier.get(key, ())
+                sql, params = _take(key, reservation, limits.get(key), before)
                 if not tx.execute(sql, params):
-                    raise _exceeded(key, reservation, limits.get(key), tx)
+                    raise _exceeded(key, reservation, limits.get(key), before, tx)
             tx.execute(
                 "INSERT INTO holds (id, keys, tokens, usd, owner, turn, adopted_calls, "
                 "adopted_tokens, adopted_usd) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
@@ -264,6 +275,29 @@ class PoolState:
         """The answer kept for the call ``key`` (by any replica), if it was made."""
         row = first(self._db.execute("SELECT answer FROM turns WHERE key = ?", (key,)))
         return None if row is None else LLMResponse.model_validate_json(row[0])
+
+    def total(self, keys: Iterable[str]) -> Spend:
+        """What ``keys`` have spent, added up (open holds not included)."""
+        keys = sorted(set(keys))
+        if not keys:
+            return Spend()
+        marks = ", ".join("?" * len(keys))
+        tokens, usd = self._db.execute(
+            f"SELECT COALESCE(SUM(tokens), 0), COALESCE(SUM(usd), 0) FROM spent "  # noqa: S608
+            f"WHERE key IN ({marks})",
+            keys,
+        )[0]
+        return Spend(int(tokens), float(usd))
+
+    def first_alert(self, key: str, threshold: float) -> bool:
+        """Record that ``key`` crossed ``threshold``: True the first time, whoever asks."""
+        return bool(
+            self._db.execute(
+                "INSERT INTO spend_alerts (key, threshold, at) VALUES (?, ?, ?) "
+                "ON CONFLICT (key, threshold) DO NOTHING RETURNING key",
+                (key, threshold, time.time()),
+            )
+        )
 
     def book(self, row: UsageRow) -> None:
         """Keep ``row`` (this replica's running totals of one job, agent and model)."""
@@ -334,24 +368,48 @@ def _adopt(tx: Tx, reservation: Reservation) -> tuple[int, int, float]:
 
 
 def _take(
-    key: str, reservation: Reservation, limit: Budget | None
+    key: str, reservation: Reservation, limit: Budget | None, earlier: tuple[str, ...] = ()
 ) -> tuple[str, tuple[object, ...]]:
-    """The ``UPDATE`` that holds ``reservation`` on ``key`` only if it stays within ``limit``."""
+    """The ``UPDATE`` that holds ``reservation`` on ``key`` only if it stays within ``limit``.
+
+    ``earlier`` accounts' spend and holds count with ``key``'s own (a subquery: the row the
+    ``UPDATE`` locks is ``key``'s, which every call under the same window takes first).
+    """
     sql, params = _TAKE, [reservation.tokens, reservation.usd, key]
-    if limit is not None and limit.tokens is not None:
-        sql += " AND tokens + held_tokens + ? <= ?"
-        params += [reservation.tokens, limit.tokens]
-    if limit is not None and limit.usd is not None:
-        sql += " AND usd + held_usd + ? <= ?"
-        params += [reservation.usd, limit.usd + _USD_SLACK]
+    marks = ", ".join("?" * len(earlier))
+    for measure, need, most in (
+        ("tokens", reservation.tokens, None if limit is None else limit.tokens),
+        ("usd", reservation.usd, None if limit is None or limit.usd is None else limit.usd),
+    ):
+        if most is None:
+            continue
+        sql += f" AND {measure} + held_{measure} + ?"
+        if earlier:
+            sql += (
+                f" + (SELECT COALESCE(SUM(e.{measure} + e.held_{measure}), 0) "  # noqa: S608
+                f"FROM spent e WHERE e.key IN ({marks}))"  # a column of ours; the keys bound
+            )
+            params += [need, *earlier]
+        else:
+            params.append(need)
+        sql += " <= ?"
+        params.append(most + _USD_SLACK if measure == "usd" else most)
     return sql + " RETURNING key", tuple(params)
 
 
-def _exceeded(key: str, reservation: Reservation, limit: Budget | None, tx: Tx) -> Exception:
+def _exceeded(
+    key: str, reservation: Reservation, limit: Budget | None, earlier: tuple[str, ...], tx: Tx
+) -> Exception:
     """Why the hold of ``reservation`` does not fit ``key`` (read in the same transaction)."""
-    tokens, usd, held_tokens, held_usd = tx.execute(
-        "SELECT tokens, usd, held_tokens, held_usd FROM spent WHERE key = ?", (key,)
-    )[0]
+    rows = tx.execute(
+        "SELECT tokens, usd, held_tokens, held_usd FROM spent WHERE key IN "  # noqa: S608
+        f"({', '.join('?' * (1 + len(earlier)))})",
+        (key, *earlier),
+    )
+    tokens = sum(r[0] for r in rows)
+    usd = sum(r[1] for r in rows)
+    held_tokens = sum(r[2] for r in rows)
+    held_usd = sum(r[3] for r in rows)
     spent, held = Spend(tokens, usd), Spend(held_tokens, held_usd)
     need = Spend(reservation.tokens, reservation.usd)
     return over_limit(key, limit, spent, held, need) or (

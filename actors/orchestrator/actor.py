@@ -60,6 +60,7 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.config.webhooks import WebhooksConfig
 from raytroupe.protocols.graph_checkpoints import GraphCheckpoint, GraphInterrupt, GraphState
+from raytroupe.protocols.spend import SpendAlert
 
 __all__ = ["Orchestrator"]
 
@@ -235,11 +236,13 @@ class Orchestrator:
             data,
             self._handle,
             me=self._address,
-            accepts=(LLMDeltas, SubtaskTaken, ApprovalRequest),
+            accepts=(LLMDeltas, SubtaskTaken, ApprovalRequest, SpendAlert),
         )
 
     async def _handle(
-        self, message: AgentMessage, payload: LLMDeltas | SubtaskTaken | ApprovalRequest
+        self,
+        message: AgentMessage,
+        payload: LLMDeltas | SubtaskTaken | ApprovalRequest | SpendAlert,
     ) -> AgentMessage:
         if message.job_id is None:
             raise InvalidInput(f"orchestrator takes messages about a job, not {message.kind!r}")
@@ -265,6 +268,13 @@ class Orchestrator:
                 return message.reply(runs, sender=self._address)
             case ApprovalRequest():
                 return message.reply(await self._desk.hold(job, payload), sender=self._address)
+            case SpendAlert():
+                if message.sender != "llm":  # the pool's word, as its deltas are
+                    raise InvalidInput(f"{message.sender!r} cannot raise a spend alert")
+                if payload.tenant != job.tenant:
+                    raise InvalidInput("a spend alert names another tenant than its job's")
+                await emit(job, "spend_alert", data=payload.model_dump(exclude={"kind"}))
+                return message.reply(Ack(), sender=self._address)
             case _:
                 assert_never(payload)
 

@@ -21,6 +21,7 @@ metric                                type       tags
 ``troupe_llm_cost_usd``               counter    ``alias``, ``deployment``, ``tenant``
 ``troupe_llm_latency_seconds``        histogram  ``alias``, ``deployment``
 ``troupe_llm_failures``               counter    ``alias``, ``code``
+``troupe_spend_alerts``                counter    ``limit``, ``tenant``, ``threshold``
 ``troupe_tool_calls``                 counter    ``tool``, ``outcome`` (ok, or an error code)
 ``troupe_tool_call_seconds``          histogram  ``tool``
 ``troupe_memory_ops``                 counter    ``op``
@@ -74,6 +75,7 @@ __all__ = [
     "memory_op",
     "message_routed",
     "queue_depth",
+    "spend_alert",
     "tool_call",
 ]
 
@@ -102,6 +104,11 @@ class _Metrics:
         self.cost = c("troupe_llm_cost_usd", "Model spend, US dollars.", llm)
         self.latency = h("troupe_llm_latency_seconds", "Model call latency.", llm[:2])
         self.llm_failures = c("troupe_llm_failures", "Model calls failed.", ("alias", "code"))
+        self.spend_alerts = c(
+            "troupe_spend_alerts",
+            "Spend windows' alert thresholds crossed.",
+            ("limit", "tenant", "threshold"),
+        )
         self.tools = c("troupe_tool_calls", "Tool calls.", ("tool", "outcome"))
         self.tool_seconds = h("troupe_tool_call_seconds", "Tool call duration.", ("tool",))
         self.memory_ops = c("troupe_memory_ops", "Memory store operations.", ("op",))
@@ -242,6 +249,17 @@ def llm_usage(
 def llm_failed(metrics: _Metrics, alias: str, code: ErrorCode) -> None:
     """A model call for ``alias`` failed for good (retries and fallbacks spent) with ``code``."""
     metrics.llm_failures.inc(1, {"alias": metrics.bounded("alias", alias), "code": code.value})
+
+
+@_recorder
+def spend_alert(metrics: _Metrics, limit: str, tenant: str, threshold: float) -> None:
+    """A spend window of ``limit`` crossed ``threshold`` of it (counted once per window)."""
+    tags = {
+        "limit": metrics.bounded("limit", limit),
+        "tenant": metrics.bounded("tenant", tenant),
+        "threshold": f"{threshold:g}",
+    }
+    metrics.spend_alerts.inc(1, tags)
 
 
 @_recorder

@@ -27,6 +27,7 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.config.files import read_yaml, validated
 from raytroupe.protocols.config.network import NetworkPolicy
+from raytroupe.protocols.spend import MAX_SPEND_LIMITS, SpendLimit
 
 __all__ = ["LLMConfig", "RetryPolicy", "refuse_own_api"]
 
@@ -59,6 +60,12 @@ class LLMConfig(BaseModel):
     )
     tenant_budgets: dict[str, Budget] = Field(
         default_factory=dict, description="Spending limit of each tenant, over all its jobs."
+    )
+    spend_limits: dict[Name, SpendLimit] = Field(
+        default_factory=dict,
+        max_length=MAX_SPEND_LIMITS,
+        description="Named limits on what a tenant (or one of its agents) spends per day, "
+        "month, rolling hours or ever, with alert thresholds (docs/llm-gateway.md).",
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy, description="Retries and backoff.")
     replicas: int = Field(

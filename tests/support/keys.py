@@ -5,6 +5,7 @@ that it never shows up in errors, results or any Ray log file.
 """
 
 from raytroupe.protocols import Budget
+from raytroupe.protocols.spend import SpendLimit
 
 TEST_KEY_ENV = "TROUPE_TEST_PROVIDER_KEY"
 TEST_KEY = "sk-troupe-test-5f0c1e-never-log-me"
@@ -12,3 +13,14 @@ TEST_KEY = "sk-troupe-test-5f0c1e-never-log-me"
 FRUGAL_TENANT = "frugal"
 """A tenant with a budget of its own in the session's LLM pool configuration."""
 FRUGAL_BUDGET = Budget(tokens=3_000)
+
+WINDOWED_TENANT = "windowed"
+"""A tenant with spend windows in the session's LLM pool configuration."""
+WINDOWED_LIMITS = {
+    # alerts only: the tenant's first model call of the day crosses it
+    "windowed-day": SpendLimit(tenant=WINDOWED_TENANT, tokens=1, hard=False, alert_at=(1.0,)),
+    # hard, on one agent: no call of it fits
+    "windowed-capped": SpendLimit(
+        tenant=WINDOWED_TENANT, agent="capped", window="lifetime", tokens=1, alert_at=()
+    ),
+}

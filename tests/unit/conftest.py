@@ -43,6 +43,7 @@ from raytroupe.protocols import (
     Usage,
 )
 from raytroupe.protocols.job_context import JobContext
+from raytroupe.protocols.spend import SpendAlert
 
 
 @pytest.fixture(autouse=True)
@@ -165,6 +166,16 @@ def _samples() -> dict[str, Any]:
             deltas=(LLMDelta(text="he"), LLMDelta(tool_call_index=0, tool_name="f", arguments="{")),
         ),
         "subtask_taken": SubtaskTaken(task_id="s1", agent="ada"),
+        "spend_alert": SpendAlert(
+            limit="daily",
+            tenant="acme",
+            window="d2026-12-07",
+            threshold=0.8,
+            measure="usd",
+            spent=8.0,
+            allowed=10.0,
+            hard=True,
+        ),
         "handoff": Handoff(call_id="call-2", to_agent="grace", output="Grace's answer."),
         "error": error,
     }

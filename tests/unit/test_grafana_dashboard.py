@@ -74,7 +74,7 @@ def _prometheus_names(metric: Defined) -> set[str]:
 
 
 def test_the_code_defines_the_metrics_the_module_documents(defined):
-    assert len(defined) == 18
+    assert len(defined) == 19
     assert defined["troupe_llm_tokens"] == Defined(
         "troupe_llm_tokens", "counter", ("alias", "deployment", "tenant", "direction")
     )

@@ -23,6 +23,7 @@ from raytroupe.protocols import (
     orchestrator_address,
 )
 from raytroupe.protocols.job_context import JobContext
+from raytroupe.protocols.spend import SpendAlert
 from raytroupe.runtime.operations import At, job_reads
 from tests.support.inline import agent_name
 
@@ -202,6 +203,37 @@ def test_the_agent_that_took_each_subtask_is_journaled_and_only_it_may_say_so(tm
     assert "'mallory' is not an agent of the job's team" in stranger.message
     (job,) = Journal(path).resumable()
     assert job.taken == {"s1": agent_name("solo"), "s2": agent_name("solo")}
+
+
+def test_only_the_pools_word_of_the_jobs_own_tenant_is_a_spend_alert_event():
+    """A spend alert is the pool's (sender ``llm``) about the job's tenant: any other sender,
+    or an alert naming another tenant, is refused, and the job's events do not show it."""
+
+    def alert(tenant: str) -> SpendAlert:
+        return SpendAlert(limit="daily", tenant=tenant, window="d2026-12-07", threshold=0.8,
+                          measure="usd", spent=8.0, allowed=10.0, hard=True)  # fmt: skip
+
+    async def life():
+        pool, orchestrator, job_id = await held_at_the_gate(TEAM)
+        await pool.held.wait()
+        answers = []
+        for sender, tenant in (("mallory", "default"), ("llm", "acme"), ("llm", "default")):
+            message = AgentMessage(sender=sender, recipient=orchestrator_address(job_id),
+                                   job_id=job_id, payload=alert(tenant))  # fmt: skip
+            answers.append(decode(await orchestrator.receive(encode(message))).payload)
+        events = await orchestrator.events(job_id, 0, 0)
+        for task in list(orchestrator._tasks):
+            task.cancel()
+        return answers, events
+
+    (forged, elsewhere, told), events = run(life())
+    assert forged.code is ErrorCode.INVALID_INPUT
+    assert "'mallory' cannot raise a spend alert" in forged.message
+    assert elsewhere.code is ErrorCode.INVALID_INPUT
+    assert told.kind == "ack"
+    (shown,) = [e for e in events if e.type == "spend_alert"]
+    assert shown.data["tenant"] == "default"
+    assert shown.data["limit"] == "daily"
 
 
 def test_a_dispatch_a_second_agent_of_the_role_gets_again_is_run_by_the_first():

@@ -41,6 +41,7 @@ KINDS = [
     "ack",
     "llm_deltas",
     "subtask_taken",
+    "spend_alert",
     "handoff",
     "error",
 ]

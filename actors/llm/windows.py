@@ -1,0 +1,95 @@
+"""The spend windows a model call falls under, and the alerts its cost fires.
+
+:class:`SpendWindows` turns ``LLMConfig.spend_limits`` (:mod:`raytroupe.protocols.spend`)
+into the ledger's window accounts for one call (its tenant's limits, and its agent's), at
+the time it is made; after the call is settled, :meth:`SpendWindows.crossed` reads each
+window's spend and names the alert thresholds it has crossed for the first time.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from typing import Final
+
+from raytroupe.actors.llm.budget import Ledger, WindowAccount
+from raytroupe.protocols import Budget
+from raytroupe.protocols.policy import unscoped
+from raytroupe.protocols.spend import SpendAlert, SpendLimit, window_id
+
+__all__ = ["SpendWindows", "Windowed"]
+
+_HOUR_S: Final = 3600
+
+Windowed = tuple[str, SpendLimit, WindowAccount]
+"""A limit's name, the limit, and its window's account for one call."""
+
+
+class SpendWindows:
+    """The configured spend limits, as window accounts of the ledger (see the module)."""
+
+    def __init__(
+        self, limits: Mapping[str, SpendLimit], wall: Callable[[], float] = time.time
+    ) -> None:
+        self._by_tenant: dict[str, list[tuple[str, SpendLimit]]] = {}
+        for name, limit in limits.items():
+            self._by_tenant.setdefault(limit.tenant, []).append((name, limit))
+        self._wall = wall
+
+    def __bool__(self) -> bool:
+        return bool(self._by_tenant)
+
+    def accounts(self, tenant: str, agent: str) -> list[Windowed]:
+        """The windows a call of ``tenant``'s ``agent`` falls under, now.
+
+        An agent limit names the agent as the tenant wrote it: a registered agent's name, or
+        an inline team's (whose actor name carries the tenant's scope).
+        """
+        now = self._wall()
+        found: list[Windowed] = []
+        written = unscoped(agent, tenant)
+        for name, limit in self._by_tenant.get(tenant, ()):
+            if limit.agent is not None and limit.agent != written:
+                continue
+            key = f"spend:{name}@{window_id(limit, now)}"
+            earlier: tuple[str, ...] = ()
+            if limit.hours is not None:  # rolling: this hour's account, and the ones before
+                hour = int(now // _HOUR_S)
+                earlier = tuple(f"spend:{name}@h{h}" for h in range(hour - limit.hours + 1, hour))
+            budget = Budget(tokens=limit.tokens, usd=limit.usd) if limit.hard else None
+            found.append((name, limit, WindowAccount(key, budget, earlier)))
+        return found
+
+    @staticmethod
+    def crossed(ledger: Ledger, windows: list[Windowed]) -> list[SpendAlert]:
+        """The thresholds the windows' spend has crossed, each named once (by any replica)."""
+        alerts: list[SpendAlert] = []
+        for name, limit, account in windows:
+            if not limit.alert_at:
+                continue
+            spent = ledger.total((account.key, *account.earlier))
+            for measure, allowed, used in (
+                ("tokens", limit.tokens, float(spent.tokens)),
+                ("usd", limit.usd, spent.usd),
+            ):
+                if allowed is None or allowed <= 0:
+                    continue
+                for threshold in sorted(limit.alert_at):
+                    if used < threshold * allowed - 1e-12:
+                        break
+                    if not ledger.first_alert(f"{account.key}:{measure}", threshold):
+                        continue
+                    alerts.append(
+                        SpendAlert(
+                            limit=name,
+                            tenant=limit.tenant,
+                            agent=limit.agent,
+                            window=account.key.rsplit("@", 1)[1],
+                            threshold=threshold,
+                            measure="tokens" if measure == "tokens" else "usd",
+                            spent=used,
+                            allowed=float(allowed),
+                            hard=limit.hard,
+                        )
+                    )
+        return alerts

@@ -1,0 +1,114 @@
+"""Spend windows: limits on what a tenant (or one of its agents) spends per day, month or hours.
+
+A job's budget and a tenant's ``tenant_budgets`` are lifetime accounts. An operator running a
+shared service limits spend per period too: ``LLMConfig.spend_limits`` names limits, each on
+a tenant (or one agent of a tenant) over a window. A window is an account of the budget
+ledger whose key names the period (``spend:<limit>@d2026-12-07``): held before each call
+and settled after it in the same transaction as the call's other accounts, so it is durable
+across restarts and shared by every pool replica, as the ledger is. A rolling window of
+``hours`` is the sum of hourly accounts, checked in one transaction.
+
+Past a ``hard`` limit, a call is refused (``BudgetExceeded`` naming the window's account)
+before the provider is called. Each ``alert_at`` fraction of the limit, once crossed, fires
+one alert per window and threshold, whichever replica books it: a ``spend_alert`` event of
+the job whose call crossed it (webhooks hear it), a log line and the
+``troupe_spend_alerts`` metric.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Final, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from raytroupe.protocols.addresses import Name
+
+__all__ = [
+    "MAX_SPEND_LIMITS",
+    "SpendAlert",
+    "SpendLimit",
+    "SpendWindow",
+    "window_id",
+]
+
+SpendWindow = Literal["lifetime", "day", "month", "rolling"]
+"""A limit's period: ever, the UTC calendar day or month, or the last ``hours`` hours."""
+
+MAX_SPEND_LIMITS: Final = 256
+"""Spend limits a configuration may name."""
+
+_HOUR_S: Final = 3600
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+Fraction = Annotated[float, Field(gt=0.0, le=1.0)]
+
+
+class SpendLimit(_Frozen):
+    """What one tenant (or one agent of it) may spend over a window, and when to say so."""
+
+    tenant: str = Field(min_length=1, max_length=100, description="The tenant it limits.")
+    agent: Name | None = Field(
+        default=None,
+        description="Only this agent's calls (its name, as `troupe agents` lists it); "
+        "default: every call of the tenant.",
+    )
+    window: SpendWindow = Field(default="day", description="The period it counts over (UTC).")
+    hours: int | None = Field(
+        default=None, ge=1, le=24 * 31, description="A rolling window's length (rolling only)."
+    )
+    tokens: int | None = Field(default=None, ge=0, description="Tokens in the window.")
+    usd: float | None = Field(default=None, ge=0.0, description="US dollars in the window.")
+    alert_at: tuple[Fraction, ...] = Field(
+        default=(0.8,),
+        max_length=8,
+        description="Fractions of the limit whose crossing fires an alert, once per window.",
+    )
+    hard: bool = Field(
+        default=True,
+        description="Refuse a call that would go past the limit (false: alerts only).",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SpendLimit:
+        if self.tokens is None and self.usd is None:
+            raise ValueError("a spend limit needs tokens, usd or both")
+        if (self.window == "rolling") != (self.hours is not None):
+            raise ValueError("hours is set for a rolling window, and only for one")
+        return self
+
+
+def window_id(limit: SpendLimit, now: float) -> str:
+    """The period of ``limit`` that ``now`` (epoch seconds) falls in, as an account suffix.
+
+    ``life``, ``d2026-12-07``, ``m2026-12``, or the hour's number since the epoch for a
+    rolling window (``h493231``: its accounts are hourly).
+    """
+    match limit.window:
+        case "lifetime":
+            return "life"
+        case "day":
+            return "d" + time.strftime("%Y-%m-%d", time.gmtime(now))
+        case "month":
+            return "m" + time.strftime("%Y-%m", time.gmtime(now))
+        case "rolling":
+            return f"h{int(now // _HOUR_S)}"
+
+
+class SpendAlert(_Frozen):
+    """A window's spend crossed one of its limit's ``alert_at`` fractions (fired once)."""
+
+    kind: Literal["spend_alert"] = "spend_alert"
+    limit: Name = Field(description="The spend limit's name (its key in `spend_limits`).")
+    tenant: str
+    agent: str | None = None
+    window: str = Field(description="The period: `life`, `d<date>`, `m<month>`, `h<hour>`.")
+    threshold: float = Field(description="The fraction of the limit crossed.")
+    measure: Literal["tokens", "usd"]
+    spent: float = Field(description="What the window had spent when it was crossed.")
+    allowed: float = Field(description="The limit, in the same measure.")
+    hard: bool = Field(description="Whether the limit refuses calls past it.")

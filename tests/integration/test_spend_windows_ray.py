@@ -1,0 +1,77 @@
+"""Spend windows on a real Ray (Issue 47): the session's pool has limits for one tenant.
+
+``tests/support/keys.py``: the tenant ``windowed`` has a soft daily limit of one token (its
+first call of the day crosses it) and a hard lifetime limit of one token on its agent
+``capped``. The alert is a job event and a signed webhook delivery, once per window; the
+hard limit refuses the agent's call before any provider is asked, naming the window.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from raytroupe import runtime
+from tests.support.keys import WINDOWED_TENANT
+from tests.support.listener import listening
+
+# system tier: a deeper scenario than the quick tier's core (docs/testing.md)
+pytestmark = pytest.mark.system
+
+WAIT_S = 60
+
+
+def _team(agent: str) -> runtime.Team:
+    return runtime.Team(
+        name=f"spend-{agent}",
+        agents=[runtime.AgentSpec(name=agent, role="worker")],
+    )
+
+
+def _alerts(handle) -> list[dict]:
+    return [e.data for e in handle.events(timeout=WAIT_S) if e.type == "spend_alert"]
+
+
+def test_a_windows_alert_is_a_job_event_and_a_webhook_delivery_once_per_window(rt):
+    tenant = rt.as_tenant(WINDOWED_TENANT)
+    with listening() as receiver:
+        hook = tenant.create_webhook({"url": receiver.url, "events": ["spend_alert"]})
+        try:
+            first = tenant.submit("- name a colour.", _team("writer"))
+            assert first.result(timeout=120).status == "succeeded"
+            second = tenant.submit("- name a fruit.", _team("writer"))
+            assert second.result(timeout=120).status == "succeeded"
+            alerts = _alerts(first)
+            deadline = time.monotonic() + WAIT_S
+            while not receiver.requests and time.monotonic() < deadline:
+                time.sleep(0.1)
+            heard = [json.loads(r.body) for r in receiver.requests]
+        finally:
+            tenant.delete_webhook(hook.id)
+
+    (alert,) = [a for a in alerts if a["limit"] == "windowed-day"]
+    assert alert["threshold"] == 1.0
+    assert alert["tenant"] == WINDOWED_TENANT
+    assert alert["measure"] == "tokens"
+    assert alert["spent"] >= alert["allowed"] == 1
+    assert alert["hard"] is False
+    assert alert["window"] == "d" + time.strftime("%Y-%m-%d", time.gmtime())
+    # the same window and threshold is not said again (unless the day turned meanwhile)
+    assert [a for a in _alerts(second) if a["window"] == alert["window"]] == []
+    (body,) = heard
+    assert body["type"] == "spend_alert"
+    assert body["data"]["job_id"] == first.job_id
+    assert body["data"]["event"]["limit"] == "windowed-day"
+
+
+def test_a_hard_window_on_an_agent_refuses_its_call_naming_the_window(rt):
+    handle = rt.as_tenant(WINDOWED_TENANT).submit("- say hi.", _team("capped"))
+    with pytest.raises(runtime.JobFailed) as caught:
+        handle.result(timeout=120)
+
+    assert "spend:windowed-capped@life token budget: 0 spent + 0 held" in str(caught.value)
+    # the capped agent's call was refused before any provider answered it: no usage of it
+    rows = rt.usage(handle.job_id)
+    assert [r for r in rows if r.agent.endswith("capped")] == []

@@ -1,0 +1,289 @@
+"""Spend windows (Issue 47): limits per tenant or agent over a day, a month, rolling hours or
+ever; hard limits refuse before the call, alert thresholds fire once per window.
+
+The ledger's windows on both stores (SQLite, a real PostgreSQL) and without one; the gateway
+and the pool with fake providers and a fake wall clock. The job event and the webhook are
+tested on a real Ray in ``tests/integration/test_spend_windows_ray.py``.
+"""
+
+from __future__ import annotations
+
+import calendar
+import threading
+
+import pytest
+from llm_fakes import FakeProvider
+from pydantic import ValidationError
+from wiring import llm_request, run
+
+from raytroupe.actors.llm import LLMAdapterPool
+from raytroupe.actors.llm.budget import Ledger, Reservation, WindowAccount
+from raytroupe.actors.llm.config import LLMConfig
+from raytroupe.actors.llm.gateway import CallContext, RetryPolicy
+from raytroupe.actors.llm.state import PoolState
+from raytroupe.actors.llm.windows import SpendWindows
+from raytroupe.protocols import Budget, BudgetExceeded, OfflineModel, Usage
+from raytroupe.protocols.policy import scoped_name
+from raytroupe.protocols.spend import SpendAlert, SpendLimit, window_id
+
+DAY_1 = calendar.timegm((2026, 12, 7, 23, 30, 0))
+"""23:30 UTC: half an hour before the next day's window."""
+DAY_2 = DAY_1 + 3600
+
+
+class Wall:
+    """A wall clock the test moves."""
+
+    def __init__(self, now: float) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def keep():
+    stores = []
+    yield lambda store: stores.append(store) or store
+    for store in stores:
+        store.close()
+
+
+# -- what a limit is --------------------------------------------------------------------------
+
+
+def test_a_limit_needs_a_measure_and_hours_only_on_a_rolling_window():
+    with pytest.raises(ValidationError, match="needs tokens, usd or both"):
+        SpendLimit(tenant="acme")
+    with pytest.raises(ValidationError, match="rolling window"):
+        SpendLimit(tenant="acme", usd=1.0, window="rolling")
+    with pytest.raises(ValidationError, match="rolling window"):
+        SpendLimit(tenant="acme", usd=1.0, window="day", hours=3)
+    with pytest.raises(ValidationError):
+        SpendLimit(tenant="acme", usd=1.0, alert_at=(0.0,))  # a fraction in (0, 1]
+    with pytest.raises(ValidationError):
+        SpendLimit(tenant="acme", usd=-1.0)
+
+
+def test_each_window_names_its_period_in_utc():
+    assert window_id(SpendLimit(tenant="t", usd=1, window="day"), DAY_1) == "d2026-12-07"
+    assert window_id(SpendLimit(tenant="t", usd=1, window="day"), DAY_2) == "d2026-12-08"
+    assert window_id(SpendLimit(tenant="t", usd=1, window="month"), DAY_2) == "m2026-12"
+    assert window_id(SpendLimit(tenant="t", usd=1, window="lifetime"), DAY_2) == "life"
+    rolling = SpendLimit(tenant="t", usd=1, window="rolling", hours=3)
+    assert window_id(rolling, DAY_1) == f"h{int(DAY_1 // 3600)}"
+
+
+def test_windows_bind_their_tenant_and_an_agent_limit_only_that_agent():
+    windows = SpendWindows(
+        {
+            "acme-day": SpendLimit(tenant="acme", tokens=100),
+            "acme-writer": SpendLimit(tenant="acme", agent="writer", tokens=10, window="month"),
+            "soft": SpendLimit(tenant="acme", tokens=5, hard=False),
+        },
+        Wall(DAY_1),
+    )
+    keys = {w.key: w.limit for _, _, w in windows.accounts("acme", "writer")}
+    assert keys == {
+        "spend:acme-day@d2026-12-07": Budget(tokens=100),
+        "spend:acme-writer@m2026-12": Budget(tokens=10),
+        "spend:soft@d2026-12-07": None,  # alerts only: counted, never refused
+    }
+    assert [w.key for _, _, w in windows.accounts("acme", "reader")] == [
+        "spend:acme-day@d2026-12-07",
+        "spend:soft@d2026-12-07",
+    ]
+    assert windows.accounts("other", "writer") == []
+    # an inline team's agent runs under its tenant's scope: the limit names it as written
+    inline = windows.accounts("acme", scoped_name("acme", "writer"))
+    assert [w.key for _, _, w in inline][1] == "spend:acme-writer@m2026-12"
+    assert len(windows.accounts("acme", scoped_name("other", "writer"))) == 2  # not acme's
+
+
+# -- the ledger's windows, on each store ------------------------------------------------------
+
+
+def _ledgers(state_at, keep):
+    """Two ledgers sharing one store (two pool replicas), and one without a store."""
+    location = state_at("llm")
+    shared = [Ledger(store=keep(PoolState(location, replica=f"llm-{n}"))) for n in range(2)]
+    return [*shared, Ledger()]
+
+
+def test_a_day_window_refuses_past_its_limit_and_the_next_day_starts_afresh(state_at, keep):
+    zero, one, alone = _ledgers(state_at, keep)
+    for ledgers in ((zero, one), (alone, alone)):
+        day = WindowAccount("spend:d@d2026-12-07", Budget(tokens=100))
+        first = ledgers[0].reserve(("tenant:t",), 60, 0.0, windows=[day])
+        ledgers[0].settle(first, Usage(prompt_tokens=50))
+        with pytest.raises(BudgetExceeded) as caught:  # 50 spent + 60 > 100, on either replica
+            ledgers[1].reserve(("tenant:t",), 60, 0.0, windows=[day])
+        assert caught.value.detail["account"] == "spend:d@d2026-12-07"
+        assert ledgers[1].held("tenant:t").tokens == 0  # refused: nothing held anywhere
+        next_day = WindowAccount("spend:d@d2026-12-08", Budget(tokens=100))
+        ledgers[1].reserve(("tenant:t",), 60, 0.0, windows=[next_day])
+
+
+def test_a_rolling_window_counts_its_earlier_hours_and_forgets_older_ones(state_at, keep):
+    zero, one, alone = _ledgers(state_at, keep)
+    for ledgers in ((zero, one), (alone, alone)):
+        limit = Budget(tokens=100)
+
+        def hour(h, _limit=limit):
+            earlier = tuple(f"spend:r@h{e}" for e in range(h - 2, h))  # a 3-hour window
+            return WindowAccount(f"spend:r@h{h}", _limit, earlier)
+
+        for h in (10, 11):  # 40 in hour 10, 40 in hour 11
+            ledgers[h % 2].settle(
+                ledgers[h % 2].reserve(("tenant:t",), 40, 0.0, windows=[hour(h)]),
+                Usage(prompt_tokens=40),
+            )
+        held = ledgers[0].reserve(("tenant:t",), 20, 0.0, windows=[hour(12)])  # 100: fits
+        with pytest.raises(BudgetExceeded) as caught:  # 80 spent + 20 held + 1 > 100
+            ledgers[1].reserve(("tenant:t",), 1, 0.0, windows=[hour(12)])
+        assert "spend:r@h12 token budget: 80 spent + 20 held + 1 needed > 100" in str(caught.value)
+        ledgers[0].settle(held, None)  # failed: cost nothing
+        # hour 13's window is hours 11-13: hour 10's 40 have left it
+        ledgers[1].reserve(("tenant:t",), 60, 0.0, windows=[hour(13)])
+
+
+def test_a_rolling_limit_holds_however_many_replicas_reserve_at_once(state_at, keep):
+    """8 replicas race for a 3-hour window whose earlier hours spent 600 of 1,000 tokens."""
+    location = state_at("llm")
+    replicas = [keep(PoolState(location, replica=f"llm-{n}")) for n in range(8)]
+    past = Reservation(id="past", keys=("spend:r@h9",), tokens=600, usd=0.0)
+    replicas[0].hold(past)
+    replicas[0].settle(past, tokens=600, usd=0.0)
+    limits = {"spend:r@h11": Budget(tokens=1000), "tenant:t": None}
+    earlier = {"spend:r@h11": ("spend:r@h9", "spend:r@h10")}
+    start = threading.Barrier(len(replicas))
+    taken: list[int] = []
+
+    def race(n: int) -> None:
+        start.wait()
+        for i in range(100):
+            call = Reservation(id=f"{n}-{i}", keys=("spend:r@h11", "tenant:t"), tokens=10, usd=0)
+            try:
+                replicas[n].hold(call, limits, earlier)
+            except BudgetExceeded:
+                return
+            taken.append(n)
+
+    threads = [threading.Thread(target=race, args=(n,)) for n in range(len(replicas))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert len(taken) == 40  # (1,000 - 600) / 10, exactly
+    assert replicas[3].account("spend:r@h11")[1].tokens == 400
+
+
+def test_an_alert_threshold_is_crossed_once_whichever_replica_books_it(state_at, keep):
+    zero, one, alone = _ledgers(state_at, keep)
+    limit = SpendLimit(tenant="t", tokens=100, alert_at=(0.5, 0.9))
+    windows = SpendWindows({"daily": limit}, Wall(DAY_1))
+    for ledgers in ((zero, one), (alone, alone)):
+        crossed: list[list[SpendAlert]] = []
+        for n, used in enumerate((30, 30, 10, 25)):  # 30, 60, 70, 95
+            ledger = ledgers[n % 2]
+            found = windows.accounts("t", "a")
+            ledger.settle(
+                ledger.reserve((), used, 0.0, windows=[w for _, _, w in found]),
+                Usage(prompt_tokens=used),
+            )
+            crossed.append(SpendWindows.crossed(ledger, found))
+        assert [[a.threshold for a in alerts] for alerts in crossed] == [[], [0.5], [], [0.9]]
+        alert = crossed[1][0]
+        assert (alert.limit, alert.window, alert.measure) == ("daily", "d2026-12-07", "tokens")
+        assert (alert.spent, alert.allowed, alert.hard, alert.agent) == (60, 100, True, None)
+
+
+# -- through the gateway and the pool ---------------------------------------------------------
+
+
+def _pool(limits: dict[str, SpendLimit], wall: Wall, alerts: list, state=None) -> LLMAdapterPool:
+    config = LLMConfig(
+        models={"m": OfflineModel()},
+        spend_limits=limits,
+        retry=RetryPolicy(default_max_tokens=50),
+    )
+    pool = LLMAdapterPool(
+        config=config,
+        provider_factory=lambda _spec: FakeProvider("m", prompt_tokens=40, completion_tokens=10),
+        state=state,
+    )
+    pool._gateway._windows = SpendWindows(config.spend_limits, wall)
+    pool._gateway._on_alert = lambda context, found: alerts.append((context, found))
+    return pool
+
+
+def test_a_hard_window_refuses_before_the_provider_is_called_and_a_new_day_serves_again():
+    async def main():
+        wall, alerts = Wall(DAY_1), []
+        pool = _pool({"acme-day": SpendLimit(tenant="acme", tokens=120)}, wall, alerts)
+        provider = pool._gateway.deployment("m").provider
+        request = llm_request("hello there", model="m")
+        acme = CallContext(job_id="j1", tenant="acme", agent="writer")
+        await pool.complete(request, acme)  # 50 spent
+        await pool.complete(request, acme)  # 100 spent
+        with pytest.raises(BudgetExceeded) as caught:
+            await pool.complete(request, acme)  # 100 + (prompt + 50) > 120
+        assert caught.value.detail["account"] == "spend:acme-day@d2026-12-07"
+        assert provider.calls == 2  # refused before the call
+        await pool.complete(request, CallContext(job_id="j2", tenant="other", agent="writer"))
+        wall.now = DAY_2  # a new UTC day: a new window
+        await pool.complete(request, acme)
+        assert provider.calls == 4
+        assert (await pool.spent("spend:acme-day@d2026-12-08")).tokens == 50
+        # the default alert (80 %) fired once, on the call that crossed it
+        assert [(c.job_id, [a.threshold for a in found]) for c, found in alerts] == [("j1", [0.8])]
+
+    run(main())
+
+
+def test_a_soft_limit_only_alerts_and_an_agent_limit_binds_only_its_agent():
+    async def main():
+        wall, alerts = Wall(DAY_1), []
+        limits = {
+            "soft": SpendLimit(tenant="acme", tokens=60, hard=False, alert_at=(0.5, 1.0)),
+            "writer": SpendLimit(tenant="acme", agent="writer", tokens=60, window="month"),
+        }
+        pool = _pool(limits, wall, alerts)
+        request = llm_request("hello there", model="m")
+        writer = CallContext(job_id="j", tenant="acme", agent="writer")
+        reader = CallContext(job_id="j", tenant="acme", agent="reader")
+        await pool.complete(request, writer)  # writer 50 of 60
+        with pytest.raises(BudgetExceeded) as caught:
+            await pool.complete(request, writer)
+        assert caught.value.detail["account"] == "spend:writer@m2026-12"
+        for _ in range(3):  # the soft limit never refuses: 200 of its 60
+            await pool.complete(request, reader)
+        assert (await pool.spent("spend:soft@d2026-12-07")).tokens == 200
+        fired = [(a.limit, a.threshold, a.agent) for _, found in alerts for a in found]
+        assert fired == [
+            ("soft", 0.5, None),
+            ("writer", 0.8, "writer"),
+            ("soft", 1.0, None),
+        ]
+
+    run(main())
+
+
+def test_a_windows_spend_survives_a_pool_restart(tmp_path):
+    async def main():
+        wall, alerts = Wall(DAY_1), []
+        limits = {"acme-day": SpendLimit(tenant="acme", tokens=120, alert_at=(0.4,))}
+        request = llm_request("hello there", model="m")
+        acme = CallContext(job_id="j1", tenant="acme", agent="writer")
+        first = _pool(limits, wall, alerts, state=tmp_path / "llm.sqlite")
+        await first.on_start()
+        await first.complete(request, acme)
+        await first.complete(request, acme)
+        restarted = _pool(limits, wall, alerts, state=tmp_path / "llm.sqlite")
+        await restarted.on_start()
+        with pytest.raises(BudgetExceeded):
+            await restarted.complete(request, acme)
+        # the 40 % alert fired before the restart and is not fired again after it
+        assert [a.threshold for _, found in alerts for a in found] == [0.4]
+
+    run(main())
