@@ -25,7 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from raytroupe.protocols.addresses import Name
 
 __all__ = [
+    "MAX_RATE_LIMITS",
     "MAX_SPEND_LIMITS",
+    "AgentRateLimit",
     "SpendAlert",
     "SpendLimit",
     "SpendWindow",
@@ -37,6 +39,8 @@ SpendWindow = Literal["lifetime", "day", "month", "rolling"]
 
 MAX_SPEND_LIMITS: Final = 256
 """Spend limits a configuration may name."""
+MAX_RATE_LIMITS: Final = 256
+"""Agent rate limits a configuration may name."""
 
 _HOUR_S: Final = 3600
 
@@ -97,6 +101,24 @@ def window_id(limit: SpendLimit, now: float) -> str:
             return "m" + time.strftime("%Y-%m", time.gmtime(now))
         case "rolling":
             return f"h{int(now // _HOUR_S)}"
+
+
+class AgentRateLimit(_Frozen):
+    """How many model calls a minute a tenant's agents may make, each on its own.
+
+    Calls over the rate wait their turn (paced evenly, as a deployment's ``rpm``), they are
+    not refused: the job's cancel stops a waiting call, its deadline bounds how long its agent
+    waits. Each pool replica paces its share of the rate, so that together the replicas stay
+    within it.
+    """
+
+    tenant: str = Field(min_length=1, max_length=100, description="The tenant it limits.")
+    agent: Name | None = Field(
+        default=None,
+        description="Only this agent (its name as the tenant wrote it); default: each agent "
+        "of the tenant, each at this rate.",
+    )
+    rpm: int = Field(ge=1, le=100_000, description="Model calls a minute.")
 
 
 class SpendAlert(_Frozen):

@@ -25,6 +25,7 @@ from raytroupe.actors.llm.budget import KeptCall, Ledger
 from raytroupe.actors.llm.deployment_state import DeploymentState, backoff_s, estimate_prompt_tokens
 from raytroupe.actors.llm.pricing import PriceTable
 from raytroupe.actors.llm.provider import DeltaSink, LLMProvider
+from raytroupe.actors.llm.rates import AgentRates
 from raytroupe.actors.llm.windows import SpendWindows
 from raytroupe.actors.telemetry.genai import chat_answered, chat_call
 from raytroupe.protocols import (
@@ -75,6 +76,7 @@ class Gateway:
         on_cooldown: told ``(deployment, seconds)`` when a failure cools a deployment down
             (the pool tells its other replicas, which then rest it too).
         windows: the spend windows calls fall under (``LLMConfig.spend_limits``).
+        rates: the agents' call rates (``LLMConfig.agent_rate_limits``).
         on_alert: told ``(context, alerts)`` when a call's cost crosses a window's alert
             thresholds (each once, on whichever replica booked it).
         clock, sleep, rng: injected so tests can control time and jitter.
@@ -90,6 +92,7 @@ class Gateway:
         share: tuple[int, int] = (0, 1),
         on_cooldown: Callable[[str, float], None] | None = None,
         windows: SpendWindows | None = None,
+        rates: AgentRates | None = None,
         on_alert: Callable[[CallContext, list[SpendAlert]], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
@@ -102,6 +105,7 @@ class Gateway:
         self._share = share
         self._on_cooldown = on_cooldown
         self._windows = windows or SpendWindows({})
+        self._rates = rates or AgentRates({})
         self._on_alert = on_alert
         self._clock = clock
         self._sleep = sleep
@@ -143,6 +147,7 @@ class Gateway:
             ModelError: the last attempt's typed error, once attempts or candidates ran out.
         """
         groups = self._candidates(request.model, set())
+        await self._rates.wait(context.tenant, context.agent)
         account = _account(request, context)
         if account is not None and request.budget is not None:
             self._ledger.set_limit(account, request.budget)

@@ -23,6 +23,7 @@ from raytroupe.actors.llm.local.provider import InProcessServers, LocalModelProv
 from raytroupe.actors.llm.peers import PoolPeers
 from raytroupe.actors.llm.pricing import Price, PriceTable
 from raytroupe.actors.llm.provider import DeltaSink, LLMProvider
+from raytroupe.actors.llm.rates import AgentRates
 from raytroupe.actors.llm.replay import KeptCalls, turn_key
 from raytroupe.actors.llm.replicas import check_share, reaches_script, served_here
 from raytroupe.actors.llm.state import PoolState
@@ -120,6 +121,7 @@ class LLMAdapterPool(TakesBatches):
             share=(replica, config.replicas),
             on_cooldown=self._cooled_here,
             windows=SpendWindows(config.spend_limits),
+            rates=AgentRates(config.agent_rate_limits, config.replicas),
             on_alert=self._alerted,
         )
         self._telling: set[asyncio.Task[None]] = set()

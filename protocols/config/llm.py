@@ -27,7 +27,12 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.config.files import read_yaml, validated
 from raytroupe.protocols.config.network import NetworkPolicy
-from raytroupe.protocols.spend import MAX_SPEND_LIMITS, SpendLimit
+from raytroupe.protocols.spend import (
+    MAX_RATE_LIMITS,
+    MAX_SPEND_LIMITS,
+    AgentRateLimit,
+    SpendLimit,
+)
 
 __all__ = ["LLMConfig", "RetryPolicy", "refuse_own_api"]
 
@@ -66,6 +71,12 @@ class LLMConfig(BaseModel):
         max_length=MAX_SPEND_LIMITS,
         description="Named limits on what a tenant (or one of its agents) spends per day, "
         "month, rolling hours or ever, with alert thresholds (docs/llm-gateway.md).",
+    )
+    agent_rate_limits: dict[Name, AgentRateLimit] = Field(
+        default_factory=dict,
+        max_length=MAX_RATE_LIMITS,
+        description="Model calls a minute a tenant's agents may make (each agent on its own, "
+        "or one named agent); calls over it wait their turn.",
     )
     retry: RetryPolicy = Field(default_factory=RetryPolicy, description="Retries and backoff.")
     replicas: int = Field(

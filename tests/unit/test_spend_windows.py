@@ -1,5 +1,6 @@
 """Spend windows (Issue 47): limits per tenant or agent over a day, a month, rolling hours or
-ever; hard limits refuse before the call, alert thresholds fire once per window.
+ever; hard limits refuse before the call, alert thresholds fire once per window. And agents'
+call rates, paced per agent.
 
 The ledger's windows on both stores (SQLite, a real PostgreSQL) and without one; the gateway
 and the pool with fake providers and a fake wall clock. The job event and the webhook are
@@ -8,7 +9,9 @@ tested on a real Ray in ``tests/integration/test_spend_windows_ray.py``.
 
 from __future__ import annotations
 
+import asyncio
 import calendar
+import itertools
 import threading
 
 import pytest
@@ -20,11 +23,12 @@ from raytroupe.actors.llm import LLMAdapterPool
 from raytroupe.actors.llm.budget import Ledger, Reservation, WindowAccount
 from raytroupe.actors.llm.config import LLMConfig
 from raytroupe.actors.llm.gateway import CallContext, RetryPolicy
+from raytroupe.actors.llm.rates import AgentRates
 from raytroupe.actors.llm.state import PoolState
 from raytroupe.actors.llm.windows import SpendWindows
 from raytroupe.protocols import Budget, BudgetExceeded, OfflineModel, Usage
 from raytroupe.protocols.policy import scoped_name
-from raytroupe.protocols.spend import SpendAlert, SpendLimit, window_id
+from raytroupe.protocols.spend import AgentRateLimit, SpendAlert, SpendLimit, window_id
 
 DAY_1 = calendar.timegm((2026, 12, 7, 23, 30, 0))
 """23:30 UTC: half an hour before the next day's window."""
@@ -287,3 +291,52 @@ def test_a_windows_spend_survives_a_pool_restart(tmp_path):
         assert [a.threshold for _, found in alerts for a in found] == [0.4]
 
     run(main())
+
+
+# -- agents' call rates -----------------------------------------------------------------------
+
+
+def test_each_agent_of_a_tenant_is_paced_on_its_own_and_other_tenants_are_not():
+    """120 calls a minute: one every 0.5 s per agent, each agent on its own pacer."""
+
+    async def main():
+        config = LLMConfig(
+            models={"m": OfflineModel()},
+            agent_rate_limits={"acme-each": AgentRateLimit(tenant="acme", rpm=120)},
+        )
+        pool = LLMAdapterPool(config=config, provider_factory=lambda _s: FakeProvider("m"))
+        request = llm_request("hello there", model="m")
+        loop = asyncio.get_running_loop()
+        done: dict[str, list[float]] = {}
+
+        async def calls(tenant: str, agent: str, n: int) -> None:
+            for _ in range(n):
+                await pool.complete(request, CallContext(job_id="j", tenant=tenant, agent=agent))
+                done.setdefault(f"{tenant}/{agent}", []).append(loop.time())
+
+        await asyncio.gather(
+            calls("acme", "writer", 3),
+            calls("acme", scoped_name("acme", "reader"), 2),  # an inline agent: its own pace
+            calls("other", "writer", 3),
+        )
+        return done, pool._gateway._rates._pacers
+
+    done, pacers = run(main())
+    for agent in ("writer", scoped_name("acme", "reader")):
+        times = done[f"acme/{agent}"]
+        assert all(b - a >= 0.45 for a, b in itertools.pairwise(times)), times
+    # one pacer per agent of acme (by the name acme wrote), none for the other tenant
+    assert sorted(pacers) == [("acme-each", "reader"), ("acme-each", "writer")]
+
+
+def test_a_named_agents_rate_is_split_between_the_pools_replicas():
+    rates = AgentRates({"w": AgentRateLimit(tenant="acme", agent="writer", rpm=60)}, replicas=3)
+
+    async def main():
+        await rates.wait("acme", "reader")  # not limited: no pacer made
+        await rates.wait("acme", "writer")
+        return rates._pacers
+
+    pacers = run(main())
+    assert list(pacers) == [("w", "writer")]
+    assert pacers["w", "writer"].time_period == pytest.approx(3.0)  # 60 a minute over 3
