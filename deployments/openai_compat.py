@@ -56,6 +56,7 @@ from raytroupe.deployments.openai_messages import AUTO, _target, _task, _wants_j
 from raytroupe.deployments.openai_tools import asked_calls, called, caller_tools, tool_turns
 from raytroupe.deployments.problems import problem
 from raytroupe.protocols import TeamNotFound
+from raytroupe.protocols.job_context import checked_end_user
 from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.sessions import checked_session_id
 from raytroupe.runtime.client import SystemClient
@@ -110,8 +111,9 @@ class ChatRequest(BaseModel):
     user: str | None = Field(
         default=None,
         max_length=128,
-        description="A session of the caller's tenant (made if new): the job sees the "
-        "session's history instead of the request's earlier turns, and joins it.",
+        description="The tenant's end user the job is for (kept with it and its usage), and "
+        "a session of the caller's tenant (made if new, unless X-Session-Id names one): the "
+        "job sees the session's history instead of the request's earlier turns, and joins it.",
     )
 
 
@@ -186,6 +188,7 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         if refused is not None:
             return refused
         session = x_session_id or body.user
+        user = None if body.user is None else checked_end_user(body.user)
         if session is not None:
             await client.create_session(who.tenant, checked_session_id(session))
         offered = {"tools", "tool_choice", "parallel_tool_calls"}
@@ -201,7 +204,7 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         live = body.stream and not as_json and tools is None
         order = JobOrder(
             task=task, team=team, skill=skill, attachments=tuple(attachments), session=session,
-            history=history, stream_answer=live,
+            history=history, stream_answer=live, user=user,
         )  # fmt: skip
         caller = Submitter(
             tenant=who.tenant, admin=who.admin, by=who.name,

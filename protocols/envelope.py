@@ -66,6 +66,9 @@ class AgentMessage(BaseModel):
         "on (set as it is sent; a recipient's spans are its children).",
     )
     tenant: str = Field(default="default", min_length=1, max_length=64)
+    user: str | None = Field(
+        default=None, max_length=128, description="The job's end user (its tenant's word)."
+    )
     created_at: float = Field(default_factory=time.time)
     payload: Payload
 
@@ -98,6 +101,7 @@ class AgentMessage(BaseModel):
             hops=self.hops,
             trace=self.trace.child(),
             tenant=self.tenant,
+            user=self.user,
             payload=payload,
         )
 
@@ -112,6 +116,7 @@ class AgentMessage(BaseModel):
             hops=self.hops,
             trace=self.trace.child(),
             tenant=self.tenant,
+            user=self.user,
             payload=payload,
         )
 

@@ -9,17 +9,49 @@ them back out of a prompt.
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Annotated, Any, Final, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
+from raytroupe.protocols.errors import InvalidInput
 from raytroupe.protocols.guardrails import BoundGuardrail
 
-__all__ = ["Example", "History", "JobContext", "Role", "TextFile", "Turn"]
+__all__ = [
+    "END_USER",
+    "EndUser",
+    "Example",
+    "History",
+    "JobContext",
+    "Role",
+    "TextFile",
+    "Turn",
+    "checked_end_user",
+]
 
 Role = Literal["system", "developer", "user", "assistant", "tool"]
 """Who said a turn of a conversation (OpenAI's roles; a session's turns are users' and
 assistants')."""
+
+
+END_USER: Final = r"^[A-Za-z0-9][A-Za-z0-9_.@:+=-]{0,127}$"
+EndUser = Annotated[str, StringConstraints(pattern=END_USER)]
+"""One of a tenant's own users, as the tenant names them (an id, an e-mail address): 1-128
+letters, digits and ``_.@:+=-``. The tenant's word: it scopes that tenant's records only."""
+
+
+def checked_end_user(user: Any) -> str:
+    """``user`` if it is a valid end user id.
+
+    Raises:
+        InvalidInput: it is not.
+    """
+    if not isinstance(user, str) or re.fullmatch(END_USER, user) is None:
+        raise InvalidInput(
+            "an end user is 1-128 letters, digits and _.@:+=- (starting with a letter or digit)",
+            field="user",
+        )
+    return user
 
 
 class _Data(BaseModel):
@@ -77,6 +109,9 @@ class JobContext(_Data):
     )
     lessons: tuple[str, ...] = Field(
         default=(), description="A team skill's lessons, recalled for this request."
+    )
+    user: EndUser | None = Field(
+        default=None, description="The tenant's end user it is for (the caller's word)."
     )
     guardrails: tuple[BoundGuardrail, ...] = Field(
         default=(),

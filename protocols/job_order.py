@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from raytroupe.protocols.inputs import Attachment
 from raytroupe.protocols.intent import IntentConfig
-from raytroupe.protocols.job_context import History
+from raytroupe.protocols.job_context import EndUser, History
 from raytroupe.protocols.json_data import JsonSchema
 from raytroupe.protocols.llm import Budget
 from raytroupe.protocols.team import TeamSpec
@@ -42,6 +42,11 @@ class JobOrder(_Data):
         default=(), description="Text files (part of its context) and images (shown to agents)."
     )
     budget: Budget | None = Field(default=None, description="Overrides the team's.")
+    user: EndUser | None = Field(
+        default=None,
+        description="The tenant's end user the job is for: kept with the job, its usage and "
+        "its model calls (per-user spend limits).",
+    )
     session: str | None = Field(
         default=None, description="A session of the caller's tenant: its history is shown."
     )

@@ -294,6 +294,7 @@ class JobSummary(_Data):
     submitted_by: str | None = Field(
         default=None, description="The API key's name, or 'driver' for a Python driver's job."
     )
+    user: str | None = Field(default=None, description="The tenant's end user it is for.")
     submitted_at: float
     finished_at: float | None = None
     cost_usd: float | None = Field(default=None, description="Known once the job has finished.")
@@ -315,6 +316,7 @@ class JobsQuery(_Data):
         default=None,
         description="A case-insensitive substring of the id, task, team, skill or submitter.",
     )
+    user: str | None = Field(default=None, description="Only this end user's jobs.")
     before: float | None = Field(default=None, description="Submitted before (paging).")
     limit: int = Field(default=100, ge=0)
 
@@ -335,6 +337,7 @@ class UsageRow(_Data):
 
     job_id: str | None
     agent: str
+    user: str | None = Field(default=None, description="The job's end user, if it named one.")
     model: str = Field(description="The alias that was asked for.")
     deployment: str = Field(description="The deployment that answered.")
     provider: str

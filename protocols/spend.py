@@ -3,7 +3,8 @@
 A job's budget and a tenant's ``tenant_budgets`` are lifetime accounts. An operator running a
 shared service limits spend per period too: ``LLMConfig.spend_limits`` names limits, each on
 a tenant (or one agent of a tenant) over a window. A window is an account of the budget
-ledger whose key names the period (``spend:<limit>@d2026-12-07``): held before each call
+ledger whose key names the period (``spend:<limit>@d2026-12-07``; an each-user limit's
+names the user too: ``spend:<limit>/<user>@d2026-12-07``): held before each call
 and settled after it in the same transaction as the call's other accounts, so it is durable
 across restarts and shared by every pool replica, as the ledger is. A rolling window of
 ``hours`` is the sum of hourly accounts, checked in one transaction.
@@ -60,6 +61,11 @@ class SpendLimit(_Frozen):
         default=None,
         description="Only this agent's calls (its name, as `troupe agents` lists it); "
         "default: every call of the tenant.",
+    )
+    each_user: bool = Field(
+        default=False,
+        description="Each end user of the tenant on its own account (the job's `user`); a "
+        "call of a job without a user is not under it.",
     )
     window: SpendWindow = Field(default="day", description="The period it counts over (UTC).")
     hours: int | None = Field(
@@ -128,6 +134,7 @@ class SpendAlert(_Frozen):
     limit: Name = Field(description="The spend limit's name (its key in `spend_limits`).")
     tenant: str
     agent: str | None = None
+    user: str | None = Field(default=None, description="The end user, for an each-user limit.")
     window: str = Field(description="The period: `life`, `d<date>`, `m<month>`, `h<hour>`.")
     threshold: float = Field(description="The fraction of the limit crossed.")
     measure: Literal["tokens", "usd"]

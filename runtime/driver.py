@@ -126,6 +126,7 @@ class Runtime:
         skill: str | None = None,
         input: Any = None,  # noqa: A002 - a skill's structured input, as the API calls it
         session: str | None = None,
+        user: str | None = None,
         output_type: type[BaseModel] | None = None,
     ) -> JobHandle:
         """Start a job; returns at once (a routed job once its team is chosen).
@@ -151,7 +152,9 @@ class Runtime:
         holds the answer to it, and ``handle.output()`` returns an instance.
 
         ``session`` (the id of one of ``tenant``'s sessions, see :meth:`session`) shows the
-        job the conversation so far and makes it the session's next turn.
+        job the conversation so far and makes it the session's next turn. ``user`` names the
+        tenant's end user the job is for: kept with the job and its usage (``usage(user=)``),
+        and the account of per-user spend limits.
 
         A job submitted where an OpenTelemetry span is current (this process's own set-up)
         continues its trace: with tracing on in the actors, the job's spans are its children.
@@ -168,7 +171,7 @@ class Runtime:
         submitting = self._submitting(
             task, team, tenant=tenant, budget=budget, teams=teams, intent=intent or routing,
             attachments=attachments, skill=skill, input=input, session=session,
-            output_type=output_type,
+            user=user, output_type=output_type,
         )  # fmt: skip
         return self._handle(self._run(submitting), output_type)
 
@@ -185,6 +188,7 @@ class Runtime:
         skill: str | None = None,
         input: Any = None,  # noqa: A002 - a skill's structured input, as the API calls it
         session: str | None = None,
+        user: str | None = None,
         output_type: type[BaseModel] | None = None,
     ) -> JobHandle:
         """:meth:`submit`, awaited: for drivers that run on an event loop.
@@ -195,7 +199,7 @@ class Runtime:
         submitting = self._submitting(
             task, team, tenant=tenant, budget=budget, teams=teams, intent=intent,
             attachments=attachments, skill=skill, input=input, session=session,
-            output_type=output_type,
+            user=user, output_type=output_type,
         )  # fmt: skip
         return self._handle(await self._portal.arun(submitting), output_type)
 
@@ -251,6 +255,7 @@ class Runtime:
         skill: str | None,
         input: Any,  # noqa: A002
         session: str | None,
+        user: str | None,
         output_type: type[BaseModel] | None,
     ) -> Coroutine[Any, Any, str]:
         """The client call that starts the job (see :meth:`submit`), checked first."""
@@ -271,7 +276,7 @@ class Runtime:
                 task=task, team=team if team is None or isinstance(team, str) else plain(team),
                 budget=budget, attachments=tuple(attachments), skill=skill, input=input,
                 session=session, teams={k: plain(t) for k, t in (teams or {}).items()} or None,
-                intent=intent, output_schema=schema,
+                intent=intent, output_schema=schema, user=user,
             )  # fmt: skip
             return await submit_ops.start(at, order)
 

@@ -69,6 +69,7 @@ class TenantView:
         skill: str | None = None,
         input: Any = None,  # noqa: A002 - a skill's structured input, as the API calls it
         session: str | None = None,
+        user: str | None = None,
     ) -> JobHandle:
         """Start a job for the tenant (see :meth:`Runtime.submit`).
 
@@ -90,7 +91,7 @@ class TenantView:
         job_id = self._portal.run(
             submit_ops.start(at, JobOrder(
                 task=task, team=spec, budget=budget, attachments=tuple(attachments),
-                skill=skill, input=input, session=session,
+                skill=skill, input=input, session=session, user=user,
             ))
         )  # fmt: skip
         return self.job(job_id)

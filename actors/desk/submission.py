@@ -192,7 +192,7 @@ class Submission:
             context = await self.in_context(
                 job_id, given, tenant=tenant, session=order.session, team=team, skill=spec
             )
-        context = context.model_copy(update={"guardrails": bound})
+        context = context.model_copy(update={"guardrails": bound, "user": order.user})
         admitted = Admitted(
             id=job_id,
             context=context,

@@ -61,6 +61,8 @@ class CallContext:
     job_id: str | None = None
     tenant: str = "default"
     agent: str = ""
+    user: str | None = None
+    """The job's end user (the tenant's word): per-user spend windows key on it."""
     turn: str | None = None
     """The call's name in its job's run (``replay.turn_key``): its answer is kept when it is
     billed, and a call of that name is answered from it (None: not kept)."""
@@ -206,7 +208,7 @@ class Gateway:
     ) -> LLMResponse:
         account = _account(request, context)
         keys = (f"tenant:{context.tenant}",) + ((account,) if account is not None else ())
-        windows = self._windows.accounts(context.tenant, context.agent)
+        windows = self._windows.accounts(context.tenant, context.agent, context.user)
         limited = [w.limit for _, _, w in windows if w.limit is not None]
         max_tokens = request.max_tokens or self.policy.default_max_tokens
         if request.max_tokens is None and (self._budgeted(keys) or limited):

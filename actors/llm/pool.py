@@ -423,6 +423,7 @@ class LLMAdapterPool(TakesBatches):
             job_id=message.job_id,
             tenant=message.tenant,
             agent=message.sender,
+            user=message.user,
             turn=turn_key(message.tenant, message.job_id, request),
         )
         forwarder = None

@@ -35,6 +35,7 @@ class UsageBook:
         row = self.rows.get(key) or UsageRow(
             job_id=context.job_id,
             agent=context.agent,
+            user=context.user,
             model=alias,
             deployment=response.deployment,
             provider=response.provider,

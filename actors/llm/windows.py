@@ -39,11 +39,12 @@ class SpendWindows:
     def __bool__(self) -> bool:
         return bool(self._by_tenant)
 
-    def accounts(self, tenant: str, agent: str) -> list[Windowed]:
-        """The windows a call of ``tenant``'s ``agent`` falls under, now.
+    def accounts(self, tenant: str, agent: str, user: str | None = None) -> list[Windowed]:
+        """The windows a call of ``tenant``'s ``agent`` (for ``user``) falls under, now.
 
         An agent limit names the agent as the tenant wrote it: a registered agent's name, or
-        an inline team's (whose actor name carries the tenant's scope).
+        an inline team's (whose actor name carries the tenant's scope). An each-user limit
+        has an account per user (a call without a user is not under it).
         """
         now = self._wall()
         found: list[Windowed] = []
@@ -51,11 +52,15 @@ class SpendWindows:
         for name, limit in self._by_tenant.get(tenant, ()):
             if limit.agent is not None and limit.agent != written:
                 continue
-            key = f"spend:{name}@{window_id(limit, now)}"
+            if limit.each_user and user is None:
+                continue
+            # the window's suffix is last and has no '@': keys are distinct for any user
+            owner = f"spend:{name}/{user}" if limit.each_user else f"spend:{name}"
+            key = f"{owner}@{window_id(limit, now)}"
             earlier: tuple[str, ...] = ()
             if limit.hours is not None:  # rolling: this hour's account, and the ones before
                 hour = int(now // _HOUR_S)
-                earlier = tuple(f"spend:{name}@h{h}" for h in range(hour - limit.hours + 1, hour))
+                earlier = tuple(f"{owner}@h{h}" for h in range(hour - limit.hours + 1, hour))
             budget = Budget(tokens=limit.tokens, usd=limit.usd) if limit.hard else None
             found.append((name, limit, WindowAccount(key, budget, earlier)))
         return found
@@ -84,6 +89,7 @@ class SpendWindows:
                             limit=name,
                             tenant=limit.tenant,
                             agent=limit.agent,
+                            user=_user_of(account.key) if limit.each_user else None,
                             window=account.key.rsplit("@", 1)[1],
                             threshold=threshold,
                             measure="tokens" if measure == "tokens" else "usd",
@@ -93,3 +99,8 @@ class SpendWindows:
                         )
                     )
         return alerts
+
+
+def _user_of(key: str) -> str:
+    """The user of an each-user window's account key (``spend:<limit>/<user>@<window>``)."""
+    return key.rsplit("@", 1)[0].split("/", 1)[1]

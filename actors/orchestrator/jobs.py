@@ -212,6 +212,7 @@ def job_message(
         deadline=deadline,
         trace=job.trace.child(),
         tenant=job.tenant,
+        user=job.context.user,
         payload=payload,
     )
 

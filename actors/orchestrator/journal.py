@@ -104,18 +104,20 @@ _MIGRATIONS: tuple[Migration, ...] = (
         "CREATE TABLE IF NOT EXISTS subtask_takers (job_id TEXT NOT NULL, task_id TEXT NOT NULL, "
         "agent TEXT NOT NULL, PRIMARY KEY (job_id, task_id))",
     ),
+    # the tenant's end user a job is for (its context's user), for jobs lists by user
+    ("ALTER TABLE jobs ADD COLUMN end_user TEXT",),
 )
 _SUMMARY = (
-    "SELECT id, status, tenant, team_name, skill_ref, submitted_by, submitted_at, finished_at, "
-    "cost_usd, tokens, subtask_count, SUBSTR(task, 1, 200) FROM jobs"
+    "SELECT id, status, tenant, team_name, skill_ref, submitted_by, end_user, submitted_at, "
+    "finished_at, cost_usd, tokens, subtask_count, SUBSTR(task, 1, 200) FROM jobs"
 )
 """A jobs-list line's columns."""
 _TERMINAL = ("succeeded", "failed", "cancelled")
 
 
 def _summary(row: Any) -> JobSummary:
-    fields = ("id", "status", "tenant", "team", "skill", "submitted_by", "submitted_at",
-              "finished_at", "cost_usd", "tokens", "subtasks", "task")  # fmt: skip
+    fields = ("id", "status", "tenant", "team", "skill", "submitted_by", "user",
+              "submitted_at", "finished_at", "cost_usd", "tokens", "subtasks", "task")  # fmt: skip
     line = dict(zip(fields, row, strict=True))
     line["status"] = line["status"] or "pending"
     line["team"] = line["team"] or ""
@@ -183,12 +185,12 @@ class Journal:
             )
         self._db.execute(
             "INSERT INTO jobs (id, task, team, tenant, budget, submitted_at, result, team_name, "
-            "submitted_by, skill_ref, status, admin, context) "
-            "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, 'pending', ?, ?) ON CONFLICT DO NOTHING",
+            "submitted_by, skill_ref, status, admin, context, end_user) "
+            "VALUES (?, ?, ?, ?, ?, ?, NULL, ?, ?, ?, 'pending', ?, ?, ?) ON CONFLICT DO NOTHING",
             (job_id, context.request, team.model_dump_json(), tenant,
              None if budget is None else budget.model_dump_json(), submitted_at, team.name,
              submitted_by, None if skill is None else skill.ref, int(admin),
-             context.model_dump_json(exclude={"lessons"})),
+             context.model_dump_json(exclude={"lessons"}), context.user),
         )  # fmt: skip
 
     def plan(self, job_id: str, plan: Plan) -> None:
@@ -304,6 +306,9 @@ class Journal:
             params.append(query.status)
         elif query.status is not None:
             where.append("result IS NULL")
+        if query.user is not None:
+            where.append("end_user = ?")
+            params.append(query.user)
         if query.before is not None:
             where.append("submitted_at < ?")
             params.append(query.before)

@@ -35,6 +35,7 @@ def summary_of(job: Job) -> JobSummary:
         team=job.team.name,
         skill=None if job.skill is None else job.skill.ref,
         submitted_by=job.submitted_by,
+        user=job.context.user,
         submitted_at=job.submitted_at,
         finished_at=None if result is None else result.timings.finished_at,
         cost_usd=None if result is None else result.usage.cost_usd,
@@ -49,6 +50,8 @@ def listed(line: JobSummary, query: JobsQuery) -> bool:
     if query.status == "live" and line.status in TERMINAL:
         return False
     if query.status not in {None, "live", line.status}:
+        return False
+    if query.user is not None and line.user != query.user:
         return False
     if not query.text:
         return True

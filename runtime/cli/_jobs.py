@@ -71,6 +71,10 @@ Tenant = Annotated[
     typer.Option(help="Reach the job as this tenant (local Ray only; over HTTP the key decides).",
                  show_default=False),
 ]  # fmt: skip
+User = Annotated[
+    str | None,
+    typer.Option(help="The tenant's end user the jobs are for.", show_default=False),
+]
 
 
 class RemoteJob:
@@ -167,6 +171,7 @@ def run(
         str | None,
         typer.Option(help="A session (`troupe sessions new`): the job sees its turns so far."),
     ] = None,
+    user: User = None,
     state_dir: StateDir = None,
 ) -> None:
     """Run a job and show its subtasks live, then its answer (exit 1 if it fails)."""
@@ -176,12 +181,13 @@ def run(
     if client is not None:
         no_tenant(tenant)
         with client:
-            job = RemoteJob(client, client.submit(task, team=spec, session=session).id)
+            accepted = client.submit(task, team=spec, session=session, user=user)
+            job = RemoteJob(client, accepted.id)
             watch(job, label, timeout, as_json=as_json, detach=detach)
         return
     rt = connect_for_job(address, state_dir, detach=detach)
     try:
-        handle = rt.submit(task, team=spec, tenant=tenant or "default", session=session)
+        handle = rt.submit(task, team=spec, tenant=tenant or "default", session=session, user=user)
         watch(handle, label, timeout, as_json=as_json, detach=detach)
     finally:
         close(rt)
@@ -346,12 +352,14 @@ def jobs(
     tenant: Annotated[
         str | None, typer.Option(help="Only this tenant's jobs (local Ray).", show_default=False)
     ] = None,
+    user: User = None,
     address: Address = None,
     state_dir: StateDir = None,
 ) -> None:
     """List jobs, newest first: status, team or skill, who, when, cost."""
     with tenant_transport(tenant, address, state_dir, default=None) as api:
-        found = api.summaries(cast("JobsShown | None", status), search, limit=limit).jobs
+        shown = cast("JobsShown | None", status)
+        found = api.summaries(shown, search, limit=limit, user=user).jobs
     OUT.print(summaries_table(found))
 
 
@@ -415,14 +423,18 @@ def usage_command(
         bool, typer.Option("--daily", help="Totals by tenant, day (UTC) and model.")
     ] = False,
     tenant: Tenant = None,
+    user: User = None,
     address: Address = None,
     state_dir: StateDir = None,
 ) -> None:
     """Model usage (calls, tokens, cost): by job, agent and model, or by day."""
-    if daily and job_id is not None:
-        raise usage("--daily totals every job: drop --job")
+    if daily and (job_id is not None or user is not None):
+        raise usage("--daily totals every job: drop --job and --user")
     with tenant_transport(tenant, address, state_dir, default=None) as api:
-        OUT.print(daily_table(api.daily_usage()) if daily else usage_table(api.usage(job_id)))
+        if daily:
+            OUT.print(daily_table(api.daily_usage()))
+        else:
+            OUT.print(usage_table(api.usage(job_id, user=user)))
 
 
 def usage_table(rows: Iterable[UsageRow]) -> Table:

@@ -14,6 +14,7 @@ from pydantic import Field
 
 from raytroupe.protocols import JobEvent, JobsQuery, JobStatus, JobSummary, JobTimeout
 from raytroupe.protocols.http import DailyUsage, JobSummaries, JobTrace, JobView, Me
+from raytroupe.protocols.job_context import EndUser
 from raytroupe.runtime.operations.declare import At, Stream, operation
 
 __all__ = [
@@ -121,14 +122,16 @@ async def summaries(
     q: Text | None = None,
     before: float | None = None,
     limit: PageSize = 100,
+    *,
+    user: EndUser | None = None,
 ) -> JobSummaries:
     """The caller's jobs newest first (status, team or skill, who, when, cost), a page.
 
     ``q`` finds text in the id, task, team, skill and submitter; ``status`` is one status or
-    ``live`` (every unfinished job); ``before`` pages on (submitted before it). ``more``:
-    older jobs match too.
+    ``live`` (every unfinished job); ``user``: that end user's jobs only; ``before`` pages
+    on (submitted before it). ``more``: older jobs match too.
     """
-    query = JobsQuery(status=status, text=q or None, before=before, limit=limit + 1)
+    query = JobsQuery(status=status, text=q or None, before=before, limit=limit + 1, user=user)
     lines = await at.system.summaries(query, tenant=at.jobs_of)
     return JobSummaries(jobs=lines[:limit], more=len(lines) > limit)
 

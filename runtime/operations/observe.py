@@ -13,6 +13,7 @@ from pydantic import Field
 
 from raytroupe.protocols import InvalidInput, UsageRow, as_written
 from raytroupe.protocols.http import DeadLetterView
+from raytroupe.protocols.job_context import EndUser
 from raytroupe.runtime.operations.declare import At, operation
 from raytroupe.runtime.operations.surfaces import OLDER_FORM
 
@@ -24,23 +25,25 @@ JobId = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 @operation("GET", "/v1/usage", cli="usage")
-async def usage(at: At, job_id: JobId | None = None) -> list[UsageRow]:
+async def usage(at: At, job_id: JobId | None = None, user: EndUser | None = None) -> list[UsageRow]:
     """Model usage (calls, tokens, cost) of the caller's jobs, by job, agent and model.
 
-    ``job_id``: that job's only. Inline agents are named as their author wrote them (one
-    job's, as its tenant did; every job's, as the caller did).
+    ``job_id``: that job's only; ``user``: the jobs of that end user of the caller's tenant
+    only. Inline agents are named as their author wrote them (one job's, as its tenant did;
+    every job's, as the caller did).
 
     Raises:
         JobNotFound: ``job_id`` names no job (of the caller's).
     """
     if job_id is not None:
         line = await at.system.summary(job_id, tenant=at.jobs_of)
-        return as_written(await at.system.usage(job_id), line.tenant)
+        rows = await at.system.usage(job_id)
+        return as_written([r for r in rows if user in (None, r.user)], line.tenant)
     rows = await at.system.usage(None)
     if at.jobs_of is not None:
         mine = await at.system.jobs(tenant=at.jobs_of)
         rows = [row for row in rows if row.job_id in mine]
-    return as_written(rows, at.tenant)
+    return as_written([r for r in rows if user in (None, r.user)], at.tenant)
 
 
 @operation("GET", "/v1/dead-letters", cli="dead-letters", admin=True)

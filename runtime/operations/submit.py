@@ -17,6 +17,7 @@ from pydantic import Field
 
 from raytroupe.protocols import Attachment, Budget, InvalidRequest, TeamSpec
 from raytroupe.protocols.http import JobAccepted
+from raytroupe.protocols.job_context import EndUser
 from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.sessions import SessionId
 from raytroupe.runtime.operations.declare import At, WireName, operation
@@ -50,6 +51,7 @@ async def submit(
     attachments: Attachments | None = None,
     budget: Budget | None = None,
     session: Annotated[SessionId | None, WireName("session_id")] = None,
+    user: EndUser | None = None,
 ) -> JobAccepted:
     """Start a job; answers at once with its id (follow it with ``events`` or ``result``).
 
@@ -58,8 +60,9 @@ async def submit(
     the caller may run. ``input`` is a skill's structured input (checked by its
     ``input_schema``), or a graph team's first state. ``budget`` overrides the team's.
     ``session`` (``session_id`` in the JSON body): a session of the caller's tenant, whose
-    history the job sees and whose next turn it becomes. Over HTTP a W3C ``traceparent``
-    header is continued.
+    history the job sees and whose next turn it becomes. ``user``: the tenant's end user the
+    job is for (an id the tenant chooses), kept with the job and its usage, and the account
+    of per-user spend limits. Over HTTP a W3C ``traceparent`` header is continued.
 
     Raises:
         InvalidRequest: no task (and no input).
@@ -73,7 +76,7 @@ async def submit(
     inline = team if team is None or isinstance(team, str) else data_team(team)
     order = JobOrder(
         task=task, team=inline, skill=skill, input=input, attachments=tuple(attachments or ()),
-        budget=budget, session=session,
+        budget=budget, session=session, user=user,
     )  # fmt: skip
     job_id = await start(at, order)
     url = f"/v1/jobs/{job_id}"

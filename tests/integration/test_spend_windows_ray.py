@@ -2,8 +2,10 @@
 
 ``tests/support/keys.py``: the tenant ``windowed`` has a soft daily limit of one token (its
 first call of the day crosses it) and a hard lifetime limit of one token on its agent
-``capped``. The alert is a job event and a signed webhook delivery, once per window; the
-hard limit refuses the agent's call before any provider is asked, naming the window.
+``capped``, and one on each of its end users; acme has a soft limit on each of its end
+users. The alert is a job event and a signed webhook delivery, once per window; a hard
+limit refuses the call before any provider is asked, naming the window. An end user is
+kept with the job, its usage and its alerts, and another tenant sees none of them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import time
 import pytest
 
 from raytroupe import runtime
+from tests.support.http_api import OTHER_KEY, USER_KEY, finished, register
 from tests.support.keys import WINDOWED_TENANT
 from tests.support.listener import listening
 
@@ -75,3 +78,51 @@ def test_a_hard_window_on_an_agent_refuses_its_call_naming_the_window(rt):
     # the capped agent's call was refused before any provider answered it: no usage of it
     rows = rt.usage(handle.job_id)
     assert [r for r in rows if r.agent.endswith("capped")] == []
+
+
+def test_a_hard_limit_on_each_end_user_refuses_a_users_job_and_not_a_job_without_one(rt):
+    tenant = rt.as_tenant(WINDOWED_TENANT)
+    handle = tenant.submit("- say hi.", _team("writer"), user="carol")
+    with pytest.raises(runtime.JobFailed) as caught:
+        handle.result(timeout=120)
+
+    assert "spend:windowed-per-user/carol@life token budget" in str(caught.value)
+    assert tenant.summary(handle.job_id).user == "carol"
+    assert [line.id for line in tenant.summaries(user="carol").jobs] == [handle.job_id]
+
+
+def test_an_end_user_is_kept_with_the_job_its_usage_and_its_alerts_over_http(api):
+    team = register(api, _team("writer"))
+    user = "bob.spend@acme.example"  # also its chat session (OpenAI `user`)
+    with api.client(USER_KEY) as acme, api.client(OTHER_KEY) as globex:
+        made = acme.post("/v1/jobs", json={"team": team, "task": "- name a colour.", "user": user})
+        assert made.status_code == 202, made.text
+        job_id = made.json()["id"]
+        finished(acme, job_id)
+        plain = acme.post("/v1/jobs", json={"team": team, "task": "- name a fruit."}).json()
+        finished(acme, plain["id"])
+        chat = acme.post(
+            "/v1/chat/completions",
+            json={"model": team, "user": user, "messages": [{"role": "user", "content": "hi"}]},
+        )
+        assert chat.status_code == 200, chat.text
+        listed = acme.get("/v1/jobs/summaries", params={"user": user}).json()["jobs"]
+        usage = acme.get("/v1/usage", params={"user": user}).json()
+        events = acme.get(f"/v1/jobs/{job_id}/events", params={"timeout": 5}).text
+        theirs = globex.get("/v1/jobs/summaries", params={"user": user}).json()["jobs"]
+        their_usage = globex.get("/v1/usage", params={"user": user}).json()
+        bad = acme.post("/v1/jobs", json={"team": team, "task": "x", "user": "bob bob"})
+
+    chat_job = chat.json()["id"].removeprefix("chatcmpl-")
+    assert {line["id"] for line in listed} == {job_id, chat_job}  # not the job without one
+    assert all(line["user"] == user for line in listed)
+    assert usage
+    assert {row["job_id"] for row in usage} <= {job_id, chat_job}
+    assert all(row["user"] == user for row in usage)
+    # acme's per-user limit said once that this user crossed it, on the job that did
+    assert '"spend_alert"' in events
+    assert f'"user":"{user}"'.replace(" ", "") in events.replace(" ", "")
+    # another tenant sees nothing of acme's users
+    assert theirs == []
+    assert their_usage == []
+    assert bad.status_code == 422

@@ -23,4 +23,12 @@ WINDOWED_LIMITS = {
     "windowed-capped": SpendLimit(
         tenant=WINDOWED_TENANT, agent="capped", window="lifetime", tokens=1, alert_at=()
     ),
+    # hard, on each end user of the tenant: no call of a job that names a user fits
+    "windowed-per-user": SpendLimit(
+        tenant=WINDOWED_TENANT, each_user=True, window="lifetime", tokens=1, alert_at=()
+    ),
+    # alerts only, on each end user of acme (the tests' jobs that name a user)
+    "acme-per-user": SpendLimit(
+        tenant="acme", each_user=True, tokens=1, hard=False, alert_at=(1.0,)
+    ),
 }

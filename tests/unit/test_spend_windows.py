@@ -104,6 +104,25 @@ def test_windows_bind_their_tenant_and_an_agent_limit_only_that_agent():
     assert len(windows.accounts("acme", scoped_name("other", "writer"))) == 2  # not acme's
 
 
+def test_an_each_user_limit_keeps_an_account_per_user_and_skips_calls_without_one():
+    windows = SpendWindows(
+        {"per-user": SpendLimit(tenant="acme", each_user=True, tokens=10, alert_at=(0.5,))},
+        Wall(DAY_1),
+    )
+    assert windows.accounts("acme", "writer") == []  # a job without a user
+    (bob,) = windows.accounts("acme", "writer", "bob@acme.example")
+    assert bob[2].key == "spend:per-user/bob@acme.example@d2026-12-07"
+    # a user id that looks like a window is another account, never bob's
+    (odd,) = windows.accounts("acme", "writer", "bob@acme.example@d2026-12-07")
+    assert odd[2].key != bob[2].key
+    assert windows.accounts("other", "writer", "bob@acme.example") == []
+    ledger = Ledger()
+    ledger.settle(ledger.reserve((), 6, 0.0, windows=[bob[2]]), Usage(prompt_tokens=6))
+    (alert,) = SpendWindows.crossed(ledger, [bob])
+    assert (alert.user, alert.window, alert.spent) == ("bob@acme.example", "d2026-12-07", 6)
+    assert SpendWindows.crossed(ledger, [odd]) == []  # its own account spent nothing
+
+
 # -- the ledger's windows, on each store ------------------------------------------------------
 
 

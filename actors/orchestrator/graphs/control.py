@@ -144,8 +144,9 @@ class GraphControl:
             account = (budget.account or parent.id) if budget is not None else None
             budget = None if budget is None else budget.model_copy(update={"account": None})
             order = JobOrder(
-                task=task, team=node.team, budget=budget, skill=node.skill, input=given
-            )
+                task=task, team=node.team, budget=budget, skill=node.skill, input=given,
+                user=parent.context.user,  # the parent's end user: its spend, its jobs list
+            )  # fmt: skip
             caller = Submitter(tenant=parent.tenant, admin=False, account=account)
             child_id = await self._front.submit(order, caller)
             await asyncio.to_thread(store.child, parent.id, key, child_id)
