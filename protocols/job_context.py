@@ -40,18 +40,25 @@ EndUser = Annotated[str, StringConstraints(pattern=END_USER)]
 letters, digits and ``_.@:+=-``. The tenant's word: it scopes that tenant's records only."""
 
 
+def checked_id(value: Any, pattern: str, *, field: str, says: str) -> str:
+    """``value`` if it is a string matching ``pattern`` (an id a caller gave).
+
+    Raises:
+        InvalidInput: it is not (``says`` what an id is; ``field`` names it).
+    """
+    if not isinstance(value, str) or re.fullmatch(pattern, value) is None:
+        raise InvalidInput(says, field=field)
+    return value
+
+
 def checked_end_user(user: Any) -> str:
     """``user`` if it is a valid end user id.
 
     Raises:
         InvalidInput: it is not.
     """
-    if not isinstance(user, str) or re.fullmatch(END_USER, user) is None:
-        raise InvalidInput(
-            "an end user is 1-128 letters, digits and _.@:+=- (starting with a letter or digit)",
-            field="user",
-        )
-    return user
+    says = "an end user is 1-128 letters, digits and _.@:+=- (starting with a letter or digit)"
+    return checked_id(user, END_USER, field="user", says=says)
 
 
 class _Data(BaseModel):

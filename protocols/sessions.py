@@ -7,12 +7,11 @@ token budget; the job's own answer joins the history when it succeeds.
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from raytroupe.protocols.errors import InvalidInput
+from raytroupe.protocols.job_context import checked_id
 
 __all__ = [
     "HISTORY_TOKENS",
@@ -81,9 +80,5 @@ def checked_session_id(session_id: Any) -> str:
     Raises:
         InvalidInput: it is not.
     """
-    if not isinstance(session_id, str) or re.fullmatch(SESSION_ID, session_id) is None:
-        raise InvalidInput(
-            "a session id is 1-128 letters, digits and ._:@- (starting with a letter or digit)",
-            field="session",
-        )
-    return session_id
+    says = "a session id is 1-128 letters, digits and ._:@- (starting with a letter or digit)"
+    return checked_id(session_id, SESSION_ID, field="session", says=says)

@@ -184,3 +184,12 @@ def _samples() -> dict[str, Any]:
 @pytest.fixture
 def sample_payloads() -> dict[str, Any]:
     return _samples()
+
+
+@pytest.fixture
+def keep():
+    """``keep(store)``: the store, closed at the end of the test (its pool's threads too)."""
+    stores = []
+    yield lambda store: stores.append(store) or store
+    for store in stores:
+        store.close()

@@ -45,14 +45,6 @@ class Wall:
         return self.now
 
 
-@pytest.fixture
-def keep():
-    stores = []
-    yield lambda store: stores.append(store) or store
-    for store in stores:
-        store.close()
-
-
 # -- what a limit is --------------------------------------------------------------------------
 
 

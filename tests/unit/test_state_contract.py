@@ -66,15 +66,6 @@ def _result(job_id: str) -> JobResult:
     )  # fmt: skip
 
 
-@pytest.fixture
-def keep():
-    """``keep(store)``: the store, closed at the end of the test (its pool's threads too)."""
-    stores = []
-    yield lambda store: stores.append(store) or store
-    for store in stores:
-        store.close()
-
-
 # -- the journal: jobs, plans, subtasks, approvals, teams, policies, inline teams
 
 
