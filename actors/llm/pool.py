@@ -10,6 +10,7 @@ from typing import TypeGuard, assert_never
 import structlog
 
 from raytroupe.actors.endpoint import RestartStore, RouterClient, TakesBatches, serve_envelope
+from raytroupe.actors.llm.alerts import AlertSender
 from raytroupe.actors.llm.budget import Ledger, Spend
 from raytroupe.actors.llm.config import LLMConfig
 from raytroupe.actors.llm.configured import (
@@ -46,9 +47,7 @@ from raytroupe.protocols import (
     OfflineModel,
     TroupeError,
     UsageRow,
-    orchestrator_address,
 )
-from raytroupe.protocols.spend import SpendAlert
 
 __all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "PoolPeers"]
 
@@ -122,9 +121,8 @@ class LLMAdapterPool(TakesBatches):
             on_cooldown=self._cooled_here,
             windows=SpendWindows(config.spend_limits),
             rates=AgentRates(config.agent_rate_limits, config.replicas),
-            on_alert=self._alerted,
+            on_alert=AlertSender(router),
         )
-        self._telling: set[asyncio.Task[None]] = set()
         self._specs: dict[str, ModelSpec] = {}
         self._broken: dict[str, ConfigError] = {}
         self._usage = UsageBook()
@@ -365,36 +363,6 @@ class LLMAdapterPool(TakesBatches):
     async def cooled(self, deployment: str, wait_s: float) -> bool:
         """Rest ``deployment`` for ``wait_s``: another replica saw it fail (False: unknown)."""
         return self._gateway.cool(deployment, wait_s)
-
-    def _alerted(self, context: CallContext, alerts: list[SpendAlert]) -> None:
-        """Say that a call crossed spend windows' thresholds.
-
-        A log line, the metric, and a ``spend_alert`` event of the job (sent on, never
-        waited for by the call).
-        """
-        for alert in alerts:
-            log.warning("spend_alert", job_id=context.job_id, **alert.model_dump(exclude={"kind"}))
-            metrics.spend_alert(alert.limit, alert.tenant, alert.threshold)
-        if self._router is None or context.job_id is None:
-            return
-        task = asyncio.create_task(self._tell(context, alerts))
-        self._telling.add(task)
-        task.add_done_callback(self._telling.discard)
-
-    async def _tell(self, context: CallContext, alerts: list[SpendAlert]) -> None:
-        assert self._router is not None  # noqa: S101 - _alerted checked
-        for alert in alerts:
-            message = AgentMessage(
-                sender="llm",
-                recipient=orchestrator_address(context.job_id),
-                job_id=context.job_id,
-                tenant=context.tenant,
-                payload=alert,
-            )
-            try:
-                await self._router.request(message)
-            except Exception as exc:  # noqa: BLE001 - the log and the metric have it
-                log.warning("spend_alert_not_sent", job_id=context.job_id, error=repr(exc))
 
     def _cooled_here(self, deployment: str, wait_s: float) -> None:
         if self._peers is not None:

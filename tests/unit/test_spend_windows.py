@@ -20,13 +20,21 @@ from pydantic import ValidationError
 from wiring import llm_request, run
 
 from raytroupe.actors.llm import LLMAdapterPool
+from raytroupe.actors.llm.alerts import AlertSender
 from raytroupe.actors.llm.budget import Ledger, Reservation, WindowAccount
 from raytroupe.actors.llm.config import LLMConfig
 from raytroupe.actors.llm.gateway import CallContext, RetryPolicy
 from raytroupe.actors.llm.rates import AgentRates
 from raytroupe.actors.llm.state import PoolState
 from raytroupe.actors.llm.windows import SpendWindows
-from raytroupe.protocols import Budget, BudgetExceeded, OfflineModel, Usage
+from raytroupe.protocols import (
+    AgentMessage,
+    Budget,
+    BudgetExceeded,
+    OfflineModel,
+    Usage,
+    orchestrator_address,
+)
 from raytroupe.protocols.policy import scoped_name
 from raytroupe.protocols.spend import AgentRateLimit, SpendAlert, SpendLimit, window_id
 
@@ -351,3 +359,29 @@ def test_a_named_agents_rate_is_split_between_the_pools_replicas():
     pacers = run(main())
     assert list(pacers) == [("w", "writer")]
     assert pacers["w", "writer"].time_period == pytest.approx(3.0)  # 60 a minute over 3
+
+
+def test_an_alert_is_sent_to_the_jobs_shard_as_the_pools_word_with_its_tenant_and_user():
+    class Router:
+        def __init__(self) -> None:
+            self.sent: list[AgentMessage] = []
+
+        async def request(self, message: AgentMessage) -> None:
+            self.sent.append(message)
+
+    alert = SpendAlert(
+        limit="d", tenant="acme", user="bob", window="d2026-12-07",
+        threshold=0.8, measure="usd", spent=8.0, allowed=10.0, hard=True,
+    )  # fmt: skip
+
+    async def main():
+        router = Router()
+        send = AlertSender(router)
+        send(CallContext(job_id="job-1f-1", tenant="acme", agent="w", user="bob"), [alert])
+        send(CallContext(job_id=None, tenant="acme", agent="w"), [alert])  # no job: not sent
+        await asyncio.sleep(0)  # the sending task runs
+        return router.sent
+
+    (message,) = run(main())
+    assert (message.sender, message.recipient) == ("llm", orchestrator_address("job-1f-1"))
+    assert (message.tenant, message.user, message.payload) == ("acme", "bob", alert)
