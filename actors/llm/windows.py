@@ -36,9 +36,6 @@ class SpendWindows:
             self._by_tenant.setdefault(limit.tenant, []).append((name, limit))
         self._wall = wall
 
-    def __bool__(self) -> bool:
-        return bool(self._by_tenant)
-
     def accounts(self, tenant: str, agent: str, user: str | None = None) -> list[Windowed]:
         """The windows a call of ``tenant``'s ``agent`` (for ``user``) falls under, now.
 
