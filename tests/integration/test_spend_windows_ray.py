@@ -92,7 +92,8 @@ def test_a_hard_limit_on_each_end_user_refuses_a_users_job_and_not_a_job_without
 
 
 def test_an_end_user_is_kept_with_the_job_its_usage_and_its_alerts_over_http(api):
-    team = register(api, _team("writer"))
+    # a registered team's agent names are the cluster's: one no other test registers
+    team = register(api, _team("spend-user-writer"))
     user = "bob.spend@acme.example"  # also its chat session (OpenAI `user`)
     with api.client(USER_KEY) as acme, api.client(OTHER_KEY) as globex:
         made = acme.post("/v1/jobs", json={"team": team, "task": "- name a colour.", "user": user})
