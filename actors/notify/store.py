@@ -234,12 +234,19 @@ class WebhookStore:
         return made
 
     def due(self, shard: int, limit: int = 32, now: float | None = None) -> list[Due]:
-        """The shard's pending deliveries whose time has come, oldest first."""
+        """The shard's pending deliveries whose time has come, oldest first.
+
+        Only the first pending delivery of a job's events to a webhook is ever due: the next
+        waits until it is delivered or failed, so an endpoint hears a job's events in order
+        (an A2A receiver keeps the last state it is pushed).
+        """
         rows = self._db.execute(
             "SELECT d.id, d.webhook_id, w.kind, w.url, w.secret, w.headers, d.body, "
             "d.attempts, d.created_at FROM webhook_deliveries d "
             "JOIN webhooks w ON w.id = d.webhook_id "
             "WHERE d.state = 'pending' AND d.shard = ? AND d.next_at <= ? "
+            "AND NOT EXISTS (SELECT 1 FROM webhook_deliveries e WHERE e.webhook_id = "
+            "d.webhook_id AND e.job_id = d.job_id AND e.seq < d.seq AND e.state = 'pending') "
             "ORDER BY d.next_at, d.created_at LIMIT ?",
             (shard, time.time() if now is None else now, limit),
         )

@@ -153,20 +153,42 @@ def test_an_attempt_is_recorded_then_retried_or_failed_and_deleting_fails_whats_
     hook = store.create("acme", WebhookSpec(url="https://example.com/h"))
     journal.event(_event("job-a1-0", 1, "job_succeeded", error=None))
     journal.event(_event("job-a1-0", 2, "job_cancelled", error=None))  # (a made-up log)
-    first, second = _pending(store, 0)
+    (first,) = _pending(store, 0)  # a job's events reach a webhook in order: one at a time
     store.attempted(first.id, status_code=500, error="the endpoint answered 500",
                     retry_at=time.time() + 60)  # fmt: skip
-    store.attempted(second.id, status_code=200, error=None, retry_at=None)
-    assert [d.id for d in _pending(store, 0)] == []  # not due for a minute
+    assert _pending(store, 0) == []  # the first is not due for a minute, the second waits
+    (first_again,) = store.due(0, now=time.time() + 61)
+    assert first_again.id == first.id
+    store.attempted(first.id, status_code=200, error=None, retry_at=None)
+    (second,) = _pending(store, 0)
+    assert second.id != first.id
+    store.attempted(second.id, status_code=500, error="the endpoint answered 500",
+                    retry_at=time.time() + 60)  # fmt: skip
     by_id = {d.id: d for d in store.deliveries("acme", hook.id)}
-    assert (by_id[first.id].state, by_id[first.id].attempts) == ("pending", 1)
-    assert by_id[first.id].status_code == 500
-    assert (by_id[second.id].state, by_id[second.id].done_at is not None) == ("delivered", True)
+    assert (by_id[first.id].state, by_id[first.id].attempts) == ("delivered", 2)
+    assert by_id[first.id].status_code == 200
+    assert (by_id[second.id].state, by_id[second.id].attempts) == ("pending", 1)
 
     store.delete("acme", hook.id)
     kept = {d.id: d for d in store.deliveries(None, hook.id)}  # an admin's view: still listed
-    assert (kept[first.id].state, kept[first.id].last_error) == ("failed", "webhook deleted")
+    assert (kept[second.id].state, kept[second.id].last_error) == ("failed", "webhook deleted")
     assert store.due(0, now=time.time() + 120) == []
+
+
+def test_a_failed_delivery_lets_the_next_go_and_other_jobs_never_wait(journal):
+    store = journal.webhooks
+    journal.job("job-a2-0", context=JobContext(request="t"), team=TEAM, tenant="acme",
+                budget=None, submitted_at=time.time())  # fmt: skip
+    events = ("subtask_finished", "job_succeeded")
+    store.create("acme", WebhookSpec(url="https://example.com/h", events=events))
+    for seq, kind in ((1, "subtask_finished"), (2, "job_succeeded")):
+        journal.event(_event("job-a1-0", seq, kind, error=None))
+    journal.event(_event("job-a2-0", 1, "job_succeeded", error=None))
+    heads = _pending(store, 0)
+    assert sorted(json.loads(d.body)["data"]["job_id"] for d in heads) == ["job-a1-0", "job-a2-0"]
+    (started,) = [d for d in heads if json.loads(d.body)["type"] == "subtask_finished"]
+    store.attempted(started.id, status_code=None, error="refused", retry_at=None)  # given up
+    assert [json.loads(d.body)["type"] for d in _pending(store, 0)] == ["job_succeeded"] * 2
 
 
 def test_an_a2a_config_is_kept_under_its_tasks_id_and_replaced_by_the_same_id(journal):
