@@ -32,6 +32,7 @@ __all__ = [
     "SpendAlert",
     "SpendLimit",
     "SpendWindow",
+    "SpendWindowView",
     "window_id",
 ]
 
@@ -140,4 +141,28 @@ class SpendAlert(_Frozen):
     measure: Literal["tokens", "usd"]
     spent: float = Field(description="What the window had spent when it was crossed.")
     allowed: float = Field(description="The limit, in the same measure.")
+    hard: bool = Field(description="Whether the limit refuses calls past it.")
+
+
+class SpendWindowView(_Frozen):
+    """A spend limit's current window and what it has spent so far (``GET /v1/spend-windows``).
+
+    An each-user limit has one view per end user who spent in the window.
+    """
+
+    limit: Name = Field(description="The spend limit's name (its key in `spend_limits`).")
+    tenant: str
+    agent: str | None = Field(default=None, description="The one agent it limits, if any.")
+    user: str | None = Field(default=None, description="The end user, for an each-user limit.")
+    window: SpendWindow
+    hours: int | None = Field(default=None, description="A rolling window's length.")
+    period: str = Field(
+        description="The current period: `life`, `d<date>`, `m<month>`, or (rolling) this "
+        "hour's `h<hour>`."
+    )
+    tokens: int = Field(description="Tokens spent in the window (every replica's).")
+    usd: float = Field(description="US dollars spent in the window.")
+    tokens_limit: int | None = Field(description="The limit in tokens; null: not limited.")
+    usd_limit: float | None = Field(description="The limit in US dollars; null: not limited.")
+    alert_at: tuple[float, ...]
     hard: bool = Field(description="Whether the limit refuses calls past it.")

@@ -68,6 +68,7 @@ from raytroupe.protocols.inputs import with_load
 from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.schedules import ScheduleInfo, ScheduleSpec
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
+from raytroupe.protocols.spend import SpendWindowView
 from raytroupe.protocols.traceparent import checked_traceparent, current_traceparent
 from raytroupe.protocols.webhooks import Delivery, WebhookCreated, WebhookInfo, WebhookSpec
 from raytroupe.runtime.evolution_client import EvolutionClient
@@ -580,6 +581,11 @@ class SystemClient:
     async def spent(self, account: str) -> Spend:
         """What a budget account (``job:<id>``, ``tenant:<name>``) has spent."""
         result: Spend = await call(self._llm.spent.remote(account))
+        return result
+
+    async def spend_windows(self, tenant: str | None = None) -> list[SpendWindowView]:
+        """Each spend limit of ``tenant`` (None: every tenant's) with its window's spend now."""
+        result: list[SpendWindowView] = await call(self._llm.spend_windows.remote(tenant))
         return result
 
     async def models(self) -> dict[str, ModelSpec]:

@@ -499,6 +499,7 @@ class Runtime:
 
     dead_letters = in_process(observe_ops.dead_letters)
     usage = in_process(observe_ops.usage, missing=(JobNotFound, []))
+    spend_windows = in_process(observe_ops.spend_windows)
 
     def remember(self, memory: MemoryWrite | str, *, tenant: str = "default") -> str:
         """Store a long-term memory for ``tenant``; return its id."""

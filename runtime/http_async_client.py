@@ -233,6 +233,7 @@ class AsyncClient:
     # --- operations ------------------------------------------------------------------------
 
     usage = over_http_async(observe_ops.usage, older=observe_ops.usage_by_day)
+    spend_windows = over_http_async(observe_ops.spend_windows)
     dead_letters = over_http_async(observe_ops.dead_letters)
 
     async def models(self) -> list[str]:

@@ -242,6 +242,7 @@ class Client:
     # --- operations ------------------------------------------------------------------------
 
     usage = over_http(observe_ops.usage, older=observe_ops.usage_by_day)
+    spend_windows = over_http(observe_ops.spend_windows)
     dead_letters = over_http(observe_ops.dead_letters)
 
     def models(self) -> list[str]:

@@ -146,6 +146,7 @@ class TenantView:
     statuses = in_process(read_ops.statuses)
 
     usage = in_process(observe_ops.usage)
+    spend_windows = in_process(observe_ops.spend_windows)
 
     @widens(knowledge_ops.ingest)
     def ingest(

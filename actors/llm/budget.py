@@ -139,6 +139,10 @@ class LedgerStore(Protocol):
         """What ``keys`` have spent, added up (open holds not included)."""
         ...
 
+    def spent_under(self, prefix: str) -> dict[str, Spend]:
+        """What each account whose key starts with ``prefix`` has spent."""
+        ...
+
     def first_alert(self, key: str, threshold: float) -> bool:
         """Record that ``key`` crossed ``threshold``: True the first time, by any replica."""
         ...
@@ -287,6 +291,16 @@ class Ledger:
         for account in filter(None, map(self._accounts.get, keys)):
             total = _plus(total, account.spent)
         return total
+
+    def spent_under(self, prefix: str) -> dict[str, Spend]:
+        """What each account whose key starts with ``prefix`` has spent (every replica's)."""
+        if self._store is not None:
+            return self._store.spent_under(prefix)
+        return {
+            key: Spend(account.spent.tokens, account.spent.usd)
+            for key, account in self._accounts.items()
+            if key.startswith(prefix)
+        }
 
     def first_alert(self, key: str, threshold: float) -> bool:
         """Record that ``key`` crossed ``threshold``: True the first time (on any replica).

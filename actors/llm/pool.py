@@ -48,6 +48,7 @@ from raytroupe.protocols import (
     TroupeError,
     UsageRow,
 )
+from raytroupe.protocols.spend import SpendWindowView
 
 __all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "PoolPeers"]
 
@@ -112,6 +113,7 @@ class LLMAdapterPool(TakesBatches):
         self._state_at = state
         self._state: PoolState | None = None
         self._ledger = Ledger(config.tenant_budgets)
+        self._windows = SpendWindows(config.spend_limits)
         self._gateway = gateway or Gateway(
             config.retry,
             PriceTable({k: Price(*v) for k, v in config.prices.items()}),
@@ -119,7 +121,7 @@ class LLMAdapterPool(TakesBatches):
             allow_unpriced=config.allow_unpriced,
             share=(replica, config.replicas),
             on_cooldown=self._cooled_here,
-            windows=SpendWindows(config.spend_limits),
+            windows=self._windows,
             rates=AgentRates(config.agent_rate_limits, config.replicas),
             on_alert=AlertSender(router),
         )
@@ -351,6 +353,12 @@ class LLMAdapterPool(TakesBatches):
         if self._state is not None:
             return await asyncio.to_thread(self._ledger.spent, key)
         return self._ledger.spent(key)
+
+    async def spend_windows(self, tenant: str | None = None) -> list[SpendWindowView]:
+        """Each spend limit of ``tenant`` (None: every tenant's) with its window's spend now."""
+        if self._state is not None:
+            return await asyncio.to_thread(self._windows.report, self._ledger, tenant)
+        return self._windows.report(self._ledger, tenant)
 
     async def cancel_job(self, job_id: str) -> int:
         """Stop the job's model calls here; how many were running (a peer passing a cancel).

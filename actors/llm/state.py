@@ -289,6 +289,14 @@ class PoolState:
         )[0]
         return Spend(int(tokens), float(usd))
 
+    def spent_under(self, prefix: str) -> dict[str, Spend]:
+        """What each account whose key starts with ``prefix`` has spent."""
+        rows = self._db.execute(  # substr, not LIKE: a key's '_' and '%' are not wildcards
+            "SELECT key, tokens, usd FROM spent WHERE substr(key, 1, ?) = ?",
+            (len(prefix), prefix),
+        )
+        return {key: Spend(int(tokens), float(usd)) for key, tokens, usd in rows}
+
     def first_alert(self, key: str, threshold: float) -> bool:
         """Record that ``key`` crossed ``threshold``: True the first time, whoever asks."""
         return bool(

@@ -13,9 +13,9 @@ from collections.abc import Callable, Mapping
 from typing import Final
 
 from raytroupe.actors.llm.budget import Ledger, WindowAccount
-from raytroupe.protocols import Budget
+from raytroupe.protocols import Budget, Spend
 from raytroupe.protocols.policy import unscoped
-from raytroupe.protocols.spend import SpendAlert, SpendLimit, window_id
+from raytroupe.protocols.spend import SpendAlert, SpendLimit, SpendWindowView, window_id
 
 __all__ = ["SpendWindows", "Windowed"]
 
@@ -53,14 +53,40 @@ class SpendWindows:
                 continue
             # the window's suffix is last and has no '@': keys are distinct for any user
             owner = f"spend:{name}/{user}" if limit.each_user else f"spend:{name}"
-            key = f"{owner}@{window_id(limit, now)}"
-            earlier: tuple[str, ...] = ()
-            if limit.hours is not None:  # rolling: this hour's account, and the ones before
-                hour = int(now // _HOUR_S)
-                earlier = tuple(f"{owner}@h{h}" for h in range(hour - limit.hours + 1, hour))
+            # rolling: this hour's account, and the ones before it
+            *before, current = (f"{owner}@{period}" for period in _periods(limit, now))
             budget = Budget(tokens=limit.tokens, usd=limit.usd) if limit.hard else None
-            found.append((name, limit, WindowAccount(key, budget, earlier)))
+            found.append((name, limit, WindowAccount(current, budget, tuple(before))))
         return found
+
+    def report(self, ledger: Ledger, tenant: str | None = None) -> list[SpendWindowView]:
+        """Each limit of ``tenant`` (None: every tenant's) with what its window spent so far.
+
+        An each-user limit is listed once per end user with spend in the current window.
+        """
+        now = self._wall()
+        views: list[SpendWindowView] = []
+        for owner_tenant, named in sorted(self._by_tenant.items()):
+            if tenant is not None and owner_tenant != tenant:
+                continue
+            for name, limit in sorted(named, key=lambda pair: pair[0]):
+                periods = _periods(limit, now)
+                owner = f"spend:{name}"
+                if not limit.each_user:
+                    spent = ledger.total(f"{owner}@{period}" for period in periods)
+                    views.append(_view(name, limit, periods[-1], None, spent))
+                    continue
+                by_user: dict[str, Spend] = {}
+                for key, spent in ledger.spent_under(owner + "/").items():
+                    user, _, period = key[len(owner) + 1 :].rpartition("@")
+                    if period in periods:
+                        was = by_user.get(user, Spend())
+                        by_user[user] = Spend(was.tokens + spent.tokens, was.usd + spent.usd)
+                views.extend(
+                    _view(name, limit, periods[-1], user, spent)
+                    for user, spent in sorted(by_user.items())
+                )
+        return views
 
     @staticmethod
     def crossed(ledger: Ledger, windows: list[Windowed]) -> list[SpendAlert]:
@@ -101,3 +127,21 @@ class SpendWindows:
 def _user_of(key: str) -> str:
     """The user of an each-user window's account key (``spend:<limit>/<user>@<window>``)."""
     return key.rsplit("@", 1)[0].split("/", 1)[1]
+
+
+def _periods(limit: SpendLimit, now: float) -> tuple[str, ...]:
+    """The account suffixes of ``limit``'s window at ``now``, the current one last."""
+    if limit.hours is None:
+        return (window_id(limit, now),)
+    hour = int(now // _HOUR_S)
+    return tuple(f"h{h}" for h in range(hour - limit.hours + 1, hour + 1))
+
+
+def _view(
+    name: str, limit: SpendLimit, period: str, user: str | None, spent: Spend
+) -> SpendWindowView:
+    return SpendWindowView(
+        limit=name, tenant=limit.tenant, agent=limit.agent, user=user, window=limit.window,
+        hours=limit.hours, period=period, tokens=spent.tokens, usd=spent.usd,
+        tokens_limit=limit.tokens, usd_limit=limit.usd, alert_at=limit.alert_at, hard=limit.hard,
+    )  # fmt: skip

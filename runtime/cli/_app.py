@@ -28,7 +28,6 @@ from raytroupe.runtime.cli._jobs import (
     jobs,
     result,
     run,
-    usage_command,
 )
 from raytroupe.runtime.cli._knowledge import kb_app, sessions_app
 from raytroupe.runtime.cli._mcp import mcp
@@ -40,6 +39,7 @@ from raytroupe.runtime.cli._show import usage as usage_error
 from raytroupe.runtime.cli._skills import ask, skills_app
 from raytroupe.runtime.cli._teams import teams_app
 from raytroupe.runtime.cli._up import down, serve, up
+from raytroupe.runtime.cli._usage import spend, usage_command
 from raytroupe.runtime.cli._webhooks import webhooks_app
 
 if TYPE_CHECKING:
@@ -162,6 +162,7 @@ _COMMANDS: Final[dict[str, dict[str, Callable[..., None]]]] = {
         "jobs": jobs,
         "agents": agents,
         "usage": usage_command,
+        "spend": spend,
         "dead-letters": dead_letters,
     },
     _WAITING: {

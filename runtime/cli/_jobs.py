@@ -34,8 +34,8 @@ from raytroupe.runtime.cli._show import (
 )
 
 if TYPE_CHECKING:
-    from raytroupe.protocols import JobEvent, JobResult, JobSummary, UsageRow
-    from raytroupe.protocols.http import DailyUsage, DeadLetterView
+    from raytroupe.protocols import JobEvent, JobResult, JobSummary
+    from raytroupe.protocols.http import DeadLetterView
     from raytroupe.runtime.config import Team
     from raytroupe.runtime.driver import Runtime
     from raytroupe.runtime.http_client import Client
@@ -54,7 +54,6 @@ __all__ = [
     "jobs",
     "result",
     "run",
-    "usage_command",
     "watch",
 ]
 
@@ -414,56 +413,6 @@ def agents(*, address: Address = None, state_dir: StateDir = None) -> None:
                 if name not in known and any("." in role for role in roles)
             }
     OUT.print(agents_table(infos, running))
-
-
-def usage_command(
-    job_id: Annotated[str | None, typer.Option("--job", help="One job's usage.")] = None,
-    *,
-    daily: Annotated[
-        bool, typer.Option("--daily", help="Totals by tenant, day (UTC) and model.")
-    ] = False,
-    tenant: Tenant = None,
-    user: User = None,
-    address: Address = None,
-    state_dir: StateDir = None,
-) -> None:
-    """Model usage (calls, tokens, cost): by job, agent and model, or by day."""
-    if daily and (job_id is not None or user is not None):
-        raise usage("--daily totals every job: drop --job and --user")
-    with tenant_transport(tenant, address, state_dir, default=None) as api:
-        if daily:
-            OUT.print(daily_table(api.daily_usage()))
-        else:
-            OUT.print(usage_table(api.usage(job_id, user=user)))
-
-
-def usage_table(rows: Iterable[UsageRow]) -> Table:
-    """Usage by job, agent and model, with a total line."""
-    table = Table("job", "agent", "model", "deployment", title_justify="left")
-    for column in ("calls", "prompt", "completion", "$"):
-        table.add_column(column, justify="right")
-    calls = prompt = completion = 0
-    cost = 0.0
-    for row in rows:
-        figures = (row.calls, row.prompt_tokens, row.completion_tokens)
-        plain_row(table, row.job_id or "", row.agent, row.model, row.deployment,
-                      *map(str, figures), f"{row.cost_usd:.4f}")  # fmt: skip
-        calls, prompt = calls + row.calls, prompt + row.prompt_tokens
-        completion, cost = completion + row.completion_tokens, cost + row.cost_usd
-    table.add_section()
-    plain_row(table, "total", "", "", "", str(calls), str(prompt), str(completion), f"{cost:.4f}")
-    return table
-
-
-def daily_table(rows: Iterable[DailyUsage]) -> Table:
-    """Usage by tenant, day and model."""
-    table = Table("day", "tenant", "model", title_justify="left")
-    for column in ("calls", "prompt", "completion", "$"):
-        table.add_column(column, justify="right")
-    for row in rows:
-        plain_row(table, row.day, row.tenant, row.model, str(row.calls), str(row.prompt_tokens),
-                      str(row.completion_tokens), f"{row.cost_usd:.4f}")  # fmt: skip
-    return table
 
 
 def dead_letters(

@@ -53,6 +53,8 @@ def test_a_windows_alert_is_a_job_event_and_a_webhook_delivery_once_per_window(r
             heard = [json.loads(r.body) for r in receiver.requests]
         finally:
             tenant.delete_webhook(hook.id)
+    views = {view.limit: view for view in tenant.spend_windows()}
+    every = {(view.tenant, view.limit) for view in rt.spend_windows()}
 
     (alert,) = [a for a in alerts if a["limit"] == "windowed-day"]
     assert alert["threshold"] == 1.0
@@ -67,6 +69,13 @@ def test_a_windows_alert_is_a_job_event_and_a_webhook_delivery_once_per_window(r
     assert body["type"] == "spend_alert"
     assert body["data"]["job_id"] == first.job_id
     assert body["data"]["event"]["limit"] == "windowed-day"
+    # the windows' state: the tenant sees its own limits, the driver every tenant's
+    day = views["windowed-day"]
+    assert day.period == alert["window"]
+    assert day.tokens >= alert["spent"] > day.tokens_limit == 1
+    assert {view.tenant for view in views.values()} == {WINDOWED_TENANT}
+    assert ("acme", "acme-per-user") not in {(v.tenant, v.limit) for v in views.values()}
+    assert {(WINDOWED_TENANT, "windowed-day"), (WINDOWED_TENANT, "windowed-capped")} <= every
 
 
 def test_a_hard_window_on_an_agent_refuses_its_call_naming_the_window(rt):
@@ -112,6 +121,8 @@ def test_an_end_user_is_kept_with_the_job_its_usage_and_its_alerts_over_http(api
         events = acme.get(f"/v1/jobs/{job_id}/events", params={"timeout": 5}).text
         theirs = globex.get("/v1/jobs/summaries", params={"user": user}).json()["jobs"]
         their_usage = globex.get("/v1/usage", params={"user": user}).json()
+        windows = acme.get("/v1/spend-windows").json()
+        their_windows = globex.get("/v1/spend-windows").json()
         bad = acme.post("/v1/jobs", json={"team": team, "task": "x", "user": "bob bob"})
 
     chat_job = chat.json()["id"].removeprefix("chatcmpl-")
@@ -126,4 +137,10 @@ def test_an_end_user_is_kept_with_the_job_its_usage_and_its_alerts_over_http(api
     # another tenant sees nothing of acme's users
     assert theirs == []
     assert their_usage == []
+    # the spend windows' state: acme's per-user window of this user, as the pool booked it
+    (mine,) = [w for w in windows if w["limit"] == "acme-per-user" and w["user"] == user]
+    assert mine["tokens"] >= sum(row["prompt_tokens"] + row["completion_tokens"] for row in usage)
+    assert (mine["tokens_limit"], mine["hard"], mine["window"]) == (1, False, "day")
+    assert {w["tenant"] for w in windows} == {"acme"}
+    assert their_windows == []  # globex has no limit, and sees none of acme's
     assert bad.status_code == 422

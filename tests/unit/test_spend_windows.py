@@ -224,6 +224,72 @@ def test_an_alert_threshold_is_crossed_once_whichever_replica_books_it(state_at,
 # -- through the gateway and the pool ---------------------------------------------------------
 
 
+def test_accounts_under_a_prefix_are_found_by_the_prefix_not_as_a_pattern(state_at, keep):
+    zero, one, alone = _ledgers(state_at, keep)
+    for writes, reads in ((zero, one), (alone, alone)):
+        for key, tokens in (
+            ("spend:a_b/u@life", 3),
+            ("spend:aXb/u@life", 5),
+            ("spend:a%/v@life", 7),
+        ):
+            writes.settle(writes.reserve((key,), tokens, 0.0), Usage(prompt_tokens=tokens))
+        assert {k: s.tokens for k, s in reads.spent_under("spend:a_b/").items()} == {
+            "spend:a_b/u@life": 3
+        }
+        assert list(reads.spent_under("spend:a%/")) == ["spend:a%/v@life"]
+        assert reads.spent_under("spend:a") .keys() == {
+            "spend:a_b/u@life", "spend:aXb/u@life", "spend:a%/v@life"
+        }  # fmt: skip
+
+
+def test_the_report_lists_each_limits_window_with_its_spend_and_each_user_apart(state_at, keep):
+    zero, one, alone = _ledgers(state_at, keep)
+    limits = {
+        "acme-day": SpendLimit(tenant="acme", tokens=1000, usd=2.0),
+        "acme-users": SpendLimit(
+            tenant="acme", each_user=True, tokens=300, window="rolling", hours=2, hard=False
+        ),
+        "acme-writer": SpendLimit(tenant="acme", agent="writer", tokens=500, window="month"),
+        "blue-life": SpendLimit(tenant="blue", usd=5.0, window="lifetime"),
+    }
+    for writes, reads in ((zero, one), (alone, alone)):
+        wall = Wall(DAY_1 - 3600)  # 22:30: the hour before
+        windows = SpendWindows(limits, wall)
+
+        def spend(tenant, agent, user, tokens, *, _w=windows, _l=writes):
+            accounts = [a for _, _, a in _w.accounts(tenant, agent, user)]
+            held = _l.reserve((f"tenant:{tenant}",), tokens, 0.0, windows=accounts)
+            _l.settle(held, Usage(prompt_tokens=tokens))
+
+        spend("acme", "writer", "u_1@x", 30)  # the hour before: still in the 2-hour window
+        wall.now = DAY_1
+        spend("acme", "writer", "u_1@x", 20)
+        spend("acme", "reader", "bo", 7)
+        spend("acme", "reader", None, 5)  # no user: under no each-user account
+        spend("blue", "writer", "u_1@x", 11)
+        views = {(v.limit, v.user): v for v in windows.report(reads, "acme")}
+        assert sorted(views) == [
+            ("acme-day", None), ("acme-users", "bo"), ("acme-users", "u_1@x"),
+            ("acme-writer", None),
+        ]  # fmt: skip
+        day = views["acme-day", None]
+        assert (day.tokens, day.tokens_limit, day.usd_limit) == (62, 1000, 2.0)
+        assert day.period == "d2026-12-07"
+        assert (views["acme-users", "u_1@x"].tokens, views["acme-users", "bo"].tokens) == (50, 7)
+        users = views["acme-users", "u_1@x"]
+        assert (users.window, users.hours, users.hard, users.period) == (
+            "rolling", 2, False, f"h{int(DAY_1 // 3600)}")  # fmt: skip
+        assert (views["acme-writer", None].tokens, views["acme-writer", None].agent) == (
+            50,
+            "writer",
+        )
+        assert {v.tenant for v in windows.report(reads, None)} == {"acme", "blue"}
+        assert [v.limit for v in windows.report(reads, "blue")] == ["blue-life"]
+        assert windows.report(reads, "nobody") == []
+        wall.now = DAY_1 + 2 * 3600  # two hours on: the 30 and the 20 have left the window
+        assert {v.user: v.tokens for v in windows.report(reads, "acme") if v.user} == {}
+
+
 def _pool(limits: dict[str, SpendLimit], wall: Wall, alerts: list, state=None) -> LLMAdapterPool:
     config = LLMConfig(
         models={"m": OfflineModel()},
@@ -235,7 +301,7 @@ def _pool(limits: dict[str, SpendLimit], wall: Wall, alerts: list, state=None) -
         provider_factory=lambda _spec: FakeProvider("m", prompt_tokens=40, completion_tokens=10),
         state=state,
     )
-    pool._gateway._windows = SpendWindows(config.spend_limits, wall)
+    pool._windows = pool._gateway._windows = SpendWindows(config.spend_limits, wall)
     pool._gateway._on_alert = lambda context, found: alerts.append((context, found))
     return pool
 
