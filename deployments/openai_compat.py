@@ -190,7 +190,7 @@ def openai_routes(client: SystemClient, config: APIConfig) -> APIRouter:
         session = x_session_id or body.user
         user = None if body.user is None else checked_end_user(body.user)
         if session is not None:
-            await client.create_session(who.tenant, checked_session_id(session))
+            await client.create_session(who.tenant, checked_session_id(session), user=user)
         offered = {"tools", "tool_choice", "parallel_tool_calls"}
         tools = caller_tools(body.model_dump(include=offered, exclude_none=True))
         since = tool_turns(body.messages)  # the caller's tool calls and results, told apart

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
-from raytroupe.protocols.job_context import checked_id
+from raytroupe.protocols.job_context import EndUser, checked_id
 
 __all__ = [
     "HISTORY_TOKENS",
@@ -57,6 +57,11 @@ class SessionInfo(_Data):
     id: SessionId
     tenant: str
     title: str = ""
+    user: EndUser | None = Field(
+        default=None,
+        description="The tenant's end user it is for: only that user's jobs join it (a job "
+        "that names no user is that user's).",
+    )
     created_at: float
     updated_at: float
     turns: tuple[SessionTurn, ...] = Field(

@@ -190,10 +190,11 @@ class SystemClient:
         *,
         title: str = "",
         history_tokens: int = HISTORY_TOKENS,
+        user: str | None = None,
     ) -> SessionInfo:
         """The tenant's session ``session_id``, made now if new (a fresh id if None)."""
         ref = self._desk.create_session.remote(
-            tenant, session_id, title=title, history_tokens=history_tokens
+            tenant, session_id, title=title, history_tokens=history_tokens, user=user
         )
         result: SessionInfo = await call(ref)
         return result
@@ -203,10 +204,12 @@ class SystemClient:
         result: SessionInfo = await call(self._desk.session.remote(session_id, tenant=tenant))
         return result
 
-    async def sessions(self, *, tenant: str, limit: int = 100) -> list[SessionInfo]:
-        """The tenant's sessions, the most recently used first."""
+    async def sessions(
+        self, *, tenant: str, limit: int = 100, user: str | None = None
+    ) -> list[SessionInfo]:
+        """The tenant's sessions (``user``'s only, if given), the most recently used first."""
         result: list[SessionInfo] = await call(
-            self._desk.sessions.remote(tenant=tenant, limit=limit)
+            self._desk.sessions.remote(tenant=tenant, limit=limit, user=user)
         )
         return result
 

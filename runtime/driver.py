@@ -34,6 +34,7 @@ from raytroupe.protocols import (
 )
 from raytroupe.protocols.evals import EvalRun, EvalSuite
 from raytroupe.protocols.intent import IntentConfig
+from raytroupe.protocols.job_context import checked_end_user
 from raytroupe.protocols.job_order import JobOrder
 from raytroupe.protocols.knowledge import IngestReport, KnowledgeDocument
 from raytroupe.protocols.output_schema import schema_of
@@ -294,25 +295,29 @@ class Runtime:
         title: str = "",
         history_tokens: int = HISTORY_TOKENS,
         create: bool = True,
+        user: str | None = None,
     ) -> Session:
         """A conversation of ``tenant``: jobs submitted through it see the turns before them.
 
         ``session_id`` names one to go on with (made if new, unless ``create`` is False);
         None makes a fresh one. Each job is shown up to ``history_tokens`` of history: the
-        newest turns whole, the oldest summarized. Sessions are kept by the orchestrator
-        and survive its restarts.
+        newest turns whole, the oldest summarized. ``user``: the tenant's end user a new
+        session is for (its jobs are that user's; another user's job is refused). Sessions
+        are kept by the orchestrator and survive its restarts.
 
         Raises:
             SessionNotFound: ``create`` is False and ``tenant`` has no such session.
+            Forbidden: the session is another end user's.
         """
         if not create and session_id is not None:
             info = self._run(self.client.session(session_id, tenant=tenant))
         else:
             info = self._run(
                 self.client.create_session(
-                    tenant, session_id, title=title, history_tokens=history_tokens
+                    tenant, session_id, title=title, history_tokens=history_tokens,
+                    user=None if user is None else checked_end_user(user),
                 )
-            )
+            )  # fmt: skip
         return Session(
             info,
             self.client,

@@ -14,6 +14,7 @@ from raytroupe.protocols import (
     JobStatus,
     TeamSpec,
 )
+from raytroupe.protocols.job_context import checked_end_user
 from raytroupe.protocols.job_order import JobOrder
 from raytroupe.protocols.knowledge import IngestReport, KnowledgeDocument
 from raytroupe.protocols.sessions import HISTORY_TOKENS
@@ -103,13 +104,15 @@ class TenantView:
         *,
         title: str = "",
         history_tokens: int = HISTORY_TOKENS,
+        user: str | None = None,
     ) -> Session:
         """A conversation of the tenant (see :meth:`Runtime.session`)."""
         info = self._portal.run(
             self._client.create_session(
-                self.tenant, session_id, title=title, history_tokens=history_tokens
+                self.tenant, session_id, title=title, history_tokens=history_tokens,
+                user=None if user is None else checked_end_user(user),
             )
-        )
+        )  # fmt: skip
         return Session(info, self._client, self._portal, self.submit)
 
     sessions = in_process(session_ops.sessions)

@@ -385,9 +385,10 @@ class FrontDesk:
         *,
         title: str = "",
         history_tokens: int = HISTORY_TOKENS,
+        user: str | None = None,
     ) -> SessionInfo:
         """See :meth:`SessionDesk.create`."""
-        return self._kept.sessions.create(tenant, session_id, title, history_tokens)
+        return self._kept.sessions.create(tenant, session_id, title, history_tokens, user)
 
     async def session(self, session_id: str, *, tenant: str) -> SessionInfo:
         """The tenant's session with its turns, each as its job ended.
@@ -399,9 +400,11 @@ class FrontDesk:
             tenant, session_id, self._submission.result_of(tenant)
         )
 
-    async def sessions(self, *, tenant: str, limit: int = 100) -> list[SessionInfo]:
-        """The tenant's sessions, the most recently used first."""
-        return self._kept.sessions.store.listed(tenant, limit)
+    async def sessions(
+        self, *, tenant: str, limit: int = 100, user: str | None = None
+    ) -> list[SessionInfo]:
+        """The tenant's sessions (``user``'s only, if given), the most recently used first."""
+        return self._kept.sessions.store.listed(tenant, limit, user)
 
     async def delete_session(self, session_id: str, *, tenant: str) -> None:
         """See :meth:`SessionDesk.delete`."""

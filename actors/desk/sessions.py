@@ -24,6 +24,7 @@ from raytroupe.actors.llm.tokens import count_tokens, truncate
 from raytroupe.actors.state import Database, Migration, first, migrate, open_database
 from raytroupe.protocols import (
     ChatMessage,
+    Forbidden,
     InvalidInput,
     JobNotFound,
     JobResult,
@@ -58,6 +59,10 @@ _MIGRATIONS: tuple[Migration, ...] = (
         "task TEXT NOT NULL, status TEXT NOT NULL, answer TEXT, at DOUBLE PRECISION NOT NULL, "
         "PRIMARY KEY (tenant, session_id, seq))",
     ),
+    (  # the tenant's end user a session is for (None: the tenant's, any job joins it)
+        "ALTER TABLE sessions ADD COLUMN end_user TEXT",
+        "CREATE INDEX IF NOT EXISTS sessions_of_user ON sessions (tenant, end_user, updated_at)",
+    ),
 )
 
 TURN_TOKENS: Final = 600
@@ -69,12 +74,14 @@ Ask = Callable[[LLMRequest], Awaitable[LLMResponse]]
 ResultOf = Callable[[str], Awaitable[JobResult | None]]
 
 
-_COLUMNS: Final = "id, title, created_at, updated_at, summary, summarized_through, history_tokens"
+_COLUMNS: Final = (
+    "id, title, created_at, updated_at, summary, summarized_through, history_tokens, end_user"
+)
 
 
 def _info(tenant: str, row: Sequence[Any], turns: tuple[SessionTurn, ...] = ()) -> SessionInfo:
     """A session from a row of :data:`_COLUMNS`."""
-    names = _COLUMNS.split(", ")
+    names = _COLUMNS.replace("end_user", "user").split(", ")
     return SessionInfo(tenant=tenant, turns=turns, **dict(zip(names, row, strict=True)))
 
 
@@ -96,18 +103,35 @@ class SessionStore:
         session_id: str,
         title: str = "",
         history_tokens: int = HISTORY_TOKENS,
+        user: str | None = None,
     ) -> tuple[SessionInfo, bool]:
         """The tenant's session ``session_id``, made now if it has none; (it, whether made).
 
-        A session it has already keeps its title and history budget.
+        A session it has already keeps its title, history budget and end user.
         """
         now = time.time()
         made = self._db.execute(
-            "INSERT INTO sessions VALUES (?, ?, ?, ?, ?, '', 0, ?) "
+            "INSERT INTO sessions (tenant, id, title, created_at, updated_at, summary, "
+            "summarized_through, history_tokens, end_user) VALUES (?, ?, ?, ?, ?, '', 0, ?, ?) "
             "ON CONFLICT (tenant, id) DO NOTHING RETURNING id",
-            (tenant, session_id, title, now, now, history_tokens),
+            (tenant, session_id, title, now, now, history_tokens, user),
         )
         return self.get(tenant, session_id), bool(made)
+
+    def user(self, tenant: str, session_id: str) -> str | None:
+        """The end user the tenant's session is for (None: the tenant's own).
+
+        Raises:
+            SessionNotFound: the tenant has no session of that id.
+        """
+        row = first(
+            self._db.execute(
+                "SELECT end_user FROM sessions WHERE tenant = ? AND id = ?", (tenant, session_id)
+            )
+        )
+        if row is None:
+            raise SessionNotFound(f"no session {session_id!r}", session=session_id)
+        return None if row[0] is None else str(row[0])
 
     def get(self, tenant: str, session_id: str) -> SessionInfo:
         """The session with its turns.
@@ -134,12 +158,16 @@ class SessionStore:
         )
         return _info(tenant, row, turns)
 
-    def listed(self, tenant: str, limit: int = 100) -> list[SessionInfo]:
-        """The tenant's sessions, the most recently used first (without their turns)."""
+    def listed(self, tenant: str, limit: int = 100, user: str | None = None) -> list[SessionInfo]:
+        """The tenant's sessions (``user``'s only, if given), the most recently used first.
+
+        Without their turns.
+        """
+        mine = "" if user is None else "AND end_user = ? "
         rows = self._db.execute(
-            f"SELECT {_COLUMNS} FROM sessions WHERE tenant = ? "  # noqa: S608 - constant columns
+            f"SELECT {_COLUMNS} FROM sessions WHERE tenant = ? {mine}"  # noqa: S608 - constant
             "ORDER BY updated_at DESC, id LIMIT ?",
-            (tenant, max(1, min(limit, MAX_SESSIONS_LISTED))),
+            (tenant, *(() if user is None else (user,)), max(1, min(limit, MAX_SESSIONS_LISTED))),
         )
         return [_info(tenant, row) for row in rows]
 
@@ -232,15 +260,21 @@ class SessionDesk:
         self._model = model
 
     def create(
-        self, tenant: str, session_id: str | None, title: str, history_tokens: int
+        self,
+        tenant: str,
+        session_id: str | None,
+        title: str,
+        history_tokens: int,
+        user: str | None = None,
     ) -> SessionInfo:
         """The tenant's session ``session_id`` (made now if new; a fresh id if None).
 
         ``history_tokens`` bounds the history each of its jobs is shown (a session the
-        tenant has already keeps its own).
+        tenant has already keeps its own); ``user``, the end user a new one is for.
 
         Raises:
             InvalidInput: an invalid id, or a history budget out of bounds.
+            Forbidden: the tenant's session of that id is another end user's.
         """
         if not MIN_HISTORY_TOKENS <= history_tokens <= MAX_HISTORY_TOKENS:
             raise InvalidInput(
@@ -248,8 +282,30 @@ class SessionDesk:
                 field="history_tokens",
             )
         session_id = checked_session_id(session_id or new_session_id())
-        info, _made = self.store.create(tenant, session_id, title[:200], history_tokens)
+        info, _made = self.store.create(tenant, session_id, title[:200], history_tokens, user)
+        self.joined(info.user, session_id, user)
         return info
+
+    def user_of(self, tenant: str, session_id: str, user: str | None) -> str | None:
+        """The end user of a job of ``user`` joining the tenant's session: the session's.
+
+        A session for an end user takes only that user's jobs; a job that names no user is
+        that user's. A session without one (the tenant's own) takes any job, as it is.
+
+        Raises:
+            SessionNotFound: the tenant has no session of that id.
+            Forbidden: the session is another end user's.
+        """
+        return self.joined(self.store.user(tenant, session_id), session_id, user)
+
+    @staticmethod
+    def joined(owner: str | None, session_id: str, user: str | None) -> str | None:
+        """``user`` (or the session's ``owner``) if they may meet in the session."""
+        if owner is not None and user not in (None, owner):
+            raise Forbidden(
+                f"session {session_id!r} is another end user's", field="user", session=session_id
+            )
+        return owner if user is None else user
 
     def delete(self, tenant: str, session_id: str) -> None:
         """Forget the tenant's session (its jobs stay).

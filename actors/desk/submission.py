@@ -125,11 +125,17 @@ class Submission:
                 (``detail['fields']``); ``output_schema`` not a valid JSON Schema.
             SkillNotFound: ``skill`` names no registered skill or version.
             SessionNotFound: ``tenant`` has no session ``session``.
+            Forbidden: the session is for another end user than ``order.user``.
         """
         tenant, admin, traceparent = caller.tenant, caller.admin, caller.traceparent
         given = checked_task(order.task, order.attachments, order.history)
         output_schema = checked_schema(order.output_schema)
         no_account(order.budget)
+        user = (  # a session for an end user takes that user's jobs only
+            order.user
+            if order.session is None
+            else self._kept.sessions.user_of(tenant, order.session, order.user)
+        )
         owner = next(self._turns) % len(self._shards)  # in turn
         job_id = new_job_id(owner)
         policy_name, policy = self._kept.policies.policy(tenant)
@@ -192,7 +198,7 @@ class Submission:
             context = await self.in_context(
                 job_id, given, tenant=tenant, session=order.session, team=team, skill=spec
             )
-        context = context.model_copy(update={"guardrails": bound, "user": order.user})
+        context = context.model_copy(update={"guardrails": bound, "user": user})
         admitted = Admitted(
             id=job_id,
             context=context,

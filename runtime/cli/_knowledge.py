@@ -139,26 +139,37 @@ def new_session(
     ] = None,
     *,
     title: Annotated[str, typer.Option(help="What it is about.")] = "",
+    user: Annotated[
+        str | None,
+        typer.Option(help="The tenant's end user it is for (their jobs only).", show_default=False),
+    ] = None,
     tenant: Tenant = "default",
     address: Address = None,
     state_dir: StateDir = None,
 ) -> None:
     """Start a session; prints its id (a job joins it with `troupe run TEAM TASK --session ID`)."""
     with tenant_transport(tenant, address, state_dir, default="default") as api:
-        info = api.create_session(session_id, title=title)
+        info = api.create_session(session_id, title=title, user=user)
     OUT.print(info.id, markup=False)
 
 
 @sessions_app.command("list")
 def list_sessions(
-    *, tenant: Tenant = "default", address: Address = None, state_dir: StateDir = None
+    *,
+    user: Annotated[
+        str | None, typer.Option(help="One end user's sessions only.", show_default=False)
+    ] = None,
+    tenant: Tenant = "default",
+    address: Address = None,
+    state_dir: StateDir = None,
 ) -> None:
     """The tenant's sessions, the most recently used first."""
     with tenant_transport(tenant, address, state_dir, default="default") as api:
-        found = api.sessions()
-    table = Table("session", "title", "created", "last used")
+        found = api.sessions(user=user)
+    table = Table("session", "title", "user", "created", "last used")
     for info in found:
-        plain_row(table, info.id, info.title, _when(info.created_at), _when(info.updated_at))
+        plain_row(table, info.id, info.title, info.user or "", _when(info.created_at),
+                  _when(info.updated_at))  # fmt: skip
     OUT.print(table)
 
 

@@ -12,6 +12,7 @@ from typing import Annotated, Final
 
 from pydantic import AfterValidator, Field
 
+from raytroupe.protocols.job_context import EndUser
 from raytroupe.protocols.sessions import (
     HISTORY_TOKENS,
     MAX_HISTORY_TOKENS,
@@ -50,21 +51,31 @@ async def create_session(
     *,
     title: Title = "",
     history_tokens: HistoryTokens = HISTORY_TOKENS,
+    user: EndUser | None = None,
 ) -> SessionInfo:
     """Start a session of the caller's tenant (or go on with the one it has of that id).
 
     ``session_id`` (``id`` in the JSON body) defaults to a fresh one; ``title`` and
-    ``history_tokens`` apply to a new session.
+    ``history_tokens`` apply to a new session; ``user``, the tenant's end user a new session
+    is for: only that user's jobs join it (a job naming no user is taken as that user's).
+
+    Raises:
+        Forbidden: the tenant's session of that id is another end user's.
     """
     return await at.system.create_session(
-        at.tenant, session_id, title=title, history_tokens=history_tokens
+        at.tenant, session_id, title=title, history_tokens=history_tokens, user=user
     )
 
 
 @operation("GET", "/v1/sessions", cli="sessions list")
-async def sessions(at: At, limit: Annotated[int, Field(ge=1, le=1000)] = 100) -> list[SessionInfo]:
-    """The tenant's sessions, the most recently used first (without their turns)."""
-    return await at.system.sessions(tenant=at.tenant, limit=limit)
+async def sessions(
+    at: At, limit: Annotated[int, Field(ge=1, le=1000)] = 100, user: EndUser | None = None
+) -> list[SessionInfo]:
+    """The tenant's sessions, the most recently used first (without their turns).
+
+    ``user``: the sessions of that end user of the tenant only.
+    """
+    return await at.system.sessions(tenant=at.tenant, limit=limit, user=user)
 
 
 @operation("GET", "/v1/sessions/{session_id}", cli="sessions show")

@@ -96,6 +96,17 @@ def test_the_openai_endpoint_keeps_a_conversation_by_user_or_header(api, team):
         extra_headers={"X-Session-Id": "ray-openai-user"},
     )
     assert "Lyon" in by_header.choices[0].message.content
+    # the session made for the user is that user's: another end user's chat cannot join it
+    with pytest.raises(openai.PermissionDeniedError, match="another end user"):
+        client.chat.completions.create(
+            model=team, messages=[{"role": "user", "content": QUESTION}],
+            user="ray-openai-other", extra_headers={"X-Session-Id": "ray-openai-user"},
+        )  # fmt: skip
+    with api.client(USER_KEY) as http:
+        listed = http.get("/v1/sessions", params={"user": "ray-openai-user"}).json()
+        others = http.get("/v1/sessions", params={"user": "ray-openai-other"}).json()
+    assert [(s["id"], s["user"]) for s in listed] == [("ray-openai-user", "ray-openai-user")]
+    assert others == []
     # a conversation with no session knows nothing of it
     alone = client.chat.completions.create(
         model=team, messages=[{"role": "user", "content": QUESTION}]

@@ -10,6 +10,7 @@ from raytroupe.actors.llm.tokens import count_tokens
 from raytroupe.protocols import (
     AgentSpec,
     ChatMessage,
+    Forbidden,
     InvalidInput,
     LLMRequest,
     LLMResponse,
@@ -66,6 +67,35 @@ class TestStore:
         assert made
         assert not made_again
         assert (again.title, again.history_tokens) == ("first", 500)
+
+    def test_a_session_is_for_an_end_user_and_listed_under_them(self):
+        store = SessionStore.in_memory()
+        store.create("acme", "ana-1", user="ana")
+        store.create("acme", "bo-1", user="bo")
+        store.create("acme", "shared")
+        store.create("globex", "ana-g", user="ana")
+        assert store.user("acme", "ana-1") == "ana"
+        assert store.user("acme", "shared") is None
+        assert [s.id for s in store.listed("acme", user="ana")] == ["ana-1"]
+        assert {s.id for s in store.listed("acme")} == {"ana-1", "bo-1", "shared"}
+        assert store.get("acme", "bo-1").user == "bo"
+        again, made = store.create("acme", "ana-1", user="bo")  # kept as it was made
+        assert (again.user, made) == ("ana", False)
+        with pytest.raises(SessionNotFound):
+            store.user("globex", "ana-1")
+
+    def test_a_store_of_the_schema_before_end_users_is_migrated(self, tmp_path):
+        from raytroupe.actors.desk import sessions as sessions_module  # noqa: PLC0415
+        from raytroupe.actors.state import open_database  # noqa: PLC0415
+
+        path = tmp_path / "journal.sqlite"
+        old = open_database(path, "sessions", sessions_module._MIGRATIONS[:1])
+        old.execute("INSERT INTO sessions VALUES ('acme', 'before', 't', 1.0, 1.0, '', 0, 4000)")
+        old.close()
+        store = SessionStore(open_database(path, "sessions", sessions_module._MIGRATIONS))
+        assert store.get("acme", "before").user is None
+        store.create("acme", "after", user="ana")
+        assert [s.id for s in store.listed("acme", user="ana")] == ["after"]
 
     def test_turns_are_numbered_and_settled(self):
         store = SessionStore.in_memory()
@@ -225,6 +255,35 @@ class TestJobsInSessions:
             return await orch.session("private", tenant="acme")
 
         assert run(scenario()).turns == ()
+
+    def test_an_end_users_session_takes_only_that_users_jobs(self):
+        async def scenario():
+            troupe = await build_troupe(MODELS)
+            desk = troupe.desk
+            await desk.create_session("acme", "ana-chat", user="ana")
+            await desk.create_session("acme", "shared")
+            with pytest.raises(Forbidden) as refused:  # bo's job cannot read ana's turns
+                await desk.submit(*order("hi", TEAM, tenant="acme", session="ana-chat",
+                                         user="bo"))  # fmt: skip
+            with pytest.raises(Forbidden):  # nor be made bo's by creating it again
+                await desk.create_session("acme", "ana-chat", user="bo")
+            hers = await desk.submit(*order("hi", TEAM, tenant="acme", session="ana-chat"))
+            bos = await desk.submit(*order("hi", TEAM, tenant="acme", session="shared",
+                                           user="bo"))  # fmt: skip
+            for job_id in (hers, bos):
+                await troupe.orchestrator.wait(job_id, 30)
+            summaries = {
+                job_id: await troupe.orchestrator.summary(job_id, tenant="acme")
+                for job_id in (hers, bos)
+            }
+            listed = await desk.sessions(tenant="acme", user="ana")
+            return refused.value, summaries, listed, await desk.session("ana-chat", tenant="acme")
+
+        refused, summaries, listed, chat = run(scenario(), 60)
+        assert refused.detail["field"] == "user"
+        assert [s.user for s in summaries.values()] == ["ana", "bo"]  # taken from the session
+        assert [s.id for s in listed] == ["ana-chat"]
+        assert len(chat.turns) == 1  # the refused job was no turn of it
 
     def test_bad_ids_and_budgets_are_refused(self):
         async def scenario():
