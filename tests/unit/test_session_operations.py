@@ -25,13 +25,13 @@ class Desk:
         self.kept: dict[tuple[str, str], SessionInfo] = {}
 
     async def create_session(
-        self, tenant, session_id=None, *, title="", history_tokens=HISTORY_TOKENS
+        self, tenant, session_id=None, *, title="", history_tokens=HISTORY_TOKENS, user=None
     ):
-        self.calls.append(("create_session", tenant, session_id, title, history_tokens))
+        self.calls.append(("create_session", tenant, session_id, title, history_tokens, user))
         session_id = session_id or f"fresh-{len(self.kept)}"
         return self.kept.setdefault((tenant, session_id), SessionInfo(
             id=session_id, tenant=tenant, title=title, created_at=1.0, updated_at=1.0,
-            history_tokens=history_tokens,
+            history_tokens=history_tokens, user=user,
         ))  # fmt: skip
 
     async def session(self, session_id, *, tenant):
@@ -40,9 +40,10 @@ class Desk:
             raise SessionNotFound(f"no session {session_id!r}", session=session_id)
         return self.kept[tenant, session_id]
 
-    async def sessions(self, *, tenant, limit=100):
-        self.calls.append(("sessions", tenant, limit))
-        return [s for (t, _), s in self.kept.items() if t == tenant][:limit]
+    async def sessions(self, *, tenant, limit=100, user=None):
+        self.calls.append(("sessions", tenant, limit, user))
+        found = [s for (t, _), s in self.kept.items() if t == tenant and user in (None, s.user)]
+        return found[:limit]
 
     async def delete_session(self, session_id, *, tenant):
         self.calls.append(("delete_session", session_id, tenant))
@@ -54,6 +55,8 @@ def test_http_and_the_driver_keep_sessions_alike_in_the_callers_tenant():
     async def over(client):
         made = await client.create_session("chat-1", title="tea", history_tokens=500)
         fresh = await client.create_session()
+        await client.create_session("chat-ana", user="ana")
+        assert [s.id for s in await client.sessions(user="ana")] == ["chat-ana"]
         listed = await client.sessions(limit=5)
         shown = await client.session("chat-1")
         await client.delete_session("chat-1")
@@ -63,7 +66,7 @@ def test_http_and_the_driver_keep_sessions_alike_in_the_callers_tenant():
     made, fresh, listed, shown = over_http(desk, ADMIN, over)
     assert (made.id, made.title, made.history_tokens, made.tenant) == ("chat-1", "tea", 500, "acme")
     assert fresh.history_tokens == HISTORY_TOKENS  # the server's default, not the client's
-    assert [s.id for s in listed] == ["chat-1", fresh.id]
+    assert [s.id for s in listed] == ["chat-1", fresh.id, "chat-ana"]
     assert shown == made
     http_calls = desk.calls
 
@@ -71,6 +74,8 @@ def test_http_and_the_driver_keep_sessions_alike_in_the_callers_tenant():
     driver = Driver(desk, admin=True)
     assert driver.create_session("chat-1", title="tea", history_tokens=500) == made
     driver.create_session()
+    driver.create_session("chat-ana", user="ana")
+    assert [s.id for s in driver.sessions(user="ana")] == ["chat-ana"]
     assert [s.id for s in driver.sessions(limit=5)] == [s.id for s in listed]
     assert driver.session("chat-1") == shown
     assert driver.delete_session("chat-1") is None
