@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from raytroupe.protocols.knowledge import Passage
 
 __all__ = [
+    "EVERY_USER",
     "MAX_NOTES",
     "EpisodePolicy",
     "MemoryHit",
@@ -28,6 +29,10 @@ MAX_NOTES = 200
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
+
+
+EVERY_USER: Final = "*"
+"""Whose memories a query sees: every end user's (the tenant itself, through the driver)."""
 
 
 class MemoryWrite(_Frozen):
@@ -71,6 +76,9 @@ class MemoryHit(_Frozen):
     created_at: float
     agent: str | None = None
     tags: tuple[str, ...] = ()
+    user: str | None = Field(
+        default=None, description="The end user it is private to (None: the tenant's)."
+    )
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 

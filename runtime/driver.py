@@ -506,15 +506,28 @@ class Runtime:
     usage = in_process(observe_ops.usage, missing=(JobNotFound, []))
     spend_windows = in_process(observe_ops.spend_windows)
 
-    def remember(self, memory: MemoryWrite | str, *, tenant: str = "default") -> str:
-        """Store a long-term memory for ``tenant``; return its id."""
-        memory = MemoryWrite(text=memory) if isinstance(memory, str) else memory
-        return self._run(self.client.memory.remember(tenant, memory))
+    def remember(
+        self, memory: MemoryWrite | str, *, tenant: str = "default", user: str | None = None
+    ) -> str:
+        """Store a long-term memory for ``tenant``; return its id.
 
-    def recall(self, query: MemoryQuery | str, *, tenant: str = "default") -> list[MemoryHit]:
-        """The memories of ``tenant`` most relevant to ``query``, best first."""
+        ``user``: the tenant's end user it is private to (only that user's jobs recall it).
+        """
+        memory = MemoryWrite(text=memory) if isinstance(memory, str) else memory
+        user = None if user is None else checked_end_user(user)
+        return self._run(self.client.memory.remember(tenant, memory, user))
+
+    def recall(
+        self, query: MemoryQuery | str, *, tenant: str = "default", user: str | None = None
+    ) -> list[MemoryHit]:
+        """The memories of ``tenant`` most relevant to ``query``, best first.
+
+        ``user``: as a job of that end user recalls them (theirs and the tenant's shared
+        ones); None: every memory of the tenant.
+        """
         query = MemoryQuery(query=query) if isinstance(query, str) else query
-        return self._run(self.client.memory.recall(tenant, query))
+        user = None if user is None else checked_end_user(user)
+        return self._run(self.client.memory.recall(tenant, query, user))
 
     @widens(knowledge_ops.ingest)
     def ingest(

@@ -17,6 +17,7 @@ from raytroupe.protocols.knowledge import (
     KnowledgeDocument,
     Passages,
 )
+from raytroupe.protocols.memory import EVERY_USER
 from raytroupe.runtime.ray_calls import call
 
 __all__ = ["MemoryClient"]
@@ -28,14 +29,20 @@ class MemoryClient:
     def __init__(self, memory: Any) -> None:
         self._memory = memory
 
-    async def remember(self, tenant: str, memory: MemoryWrite) -> str:
-        """Store a long-term memory of ``tenant``; its id."""
-        result: str = await call(self._memory.write.remote(tenant, memory))
+    async def remember(self, tenant: str, memory: MemoryWrite, user: str | None = None) -> str:
+        """Store a long-term memory of ``tenant`` (private to its end ``user``); its id."""
+        result: str = await call(self._memory.write.remote(tenant, memory, user))
         return result
 
-    async def recall(self, tenant: str, query: MemoryQuery) -> list[MemoryHit]:
-        """``tenant``'s memories most relevant to ``query``, best first."""
-        hits: MemoryHits = await call(self._memory.query.remote(tenant, query))
+    async def recall(
+        self, tenant: str, query: MemoryQuery, user: str | None = None
+    ) -> list[MemoryHit]:
+        """``tenant``'s memories most relevant to ``query``, best first.
+
+        ``user``: as a job of that end user sees them (theirs and the tenant's); None: all.
+        """
+        viewer = EVERY_USER if user is None else user
+        hits: MemoryHits = await call(self._memory.query.remote(tenant, query, viewer))
         return list(hits.hits)
 
     async def ingest(

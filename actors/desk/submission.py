@@ -196,8 +196,9 @@ class Submission:
             )
         with received(traceparent):
             context = await self.in_context(
-                job_id, given, tenant=tenant, session=order.session, team=team, skill=spec
-            )
+                job_id, given, tenant=tenant, session=order.session, team=team, skill=spec,
+                user=user,
+            )  # fmt: skip
         context = context.model_copy(update={"guardrails": bound, "user": user})
         admitted = Admitted(
             id=job_id,
@@ -289,6 +290,7 @@ class Submission:
         session: str | None,
         team: TeamSpec,
         skill: SkillSpec | None,
+        user: str | None = None,
     ) -> JobContext:
         """The job's context: what it was ``given``, its history, the episodes it is offered.
 
@@ -304,7 +306,7 @@ class Submission:
             kept = await self._kept.sessions.history(tenant, session, self.result_of(tenant), asker)
             history = kept.model_copy(update={"turns": (*history.turns, *kept.turns)})
         examples = await recalled_examples(
-            self._router, job_id, asked(given), tenant=tenant, team=team, skill=skill
+            self._router, job_id, asked(given), tenant=tenant, team=team, skill=skill, user=user
         )
         update = {"history": history, "examples": examples, "session": session}
         return given.model_copy(update=update)

@@ -1,7 +1,10 @@
 """How a memory is kept in Chroma's metadata, found again, ranked and forgotten.
 
 A memory's tags are kept twice: joined in ``tags`` (to show them) and as one ``tag:<t>``
-flag each (to filter by them). Ranking is the cosine similarity weighted by recency and
+flag each (to filter by them). A memory written for one of the tenant's end users (by a job
+of that user) carries ``user`` and the flag ``private``: a job of another user, or of none,
+never finds it (:func:`where`). Memories without the flag, older ones included, are the
+tenant's, found by every job. Ranking is the cosine similarity weighted by recency and
 importance; a memory is forgotten once expired, or once its importance has decayed below
 the configured floor.
 """
@@ -14,16 +17,22 @@ from typing import Any
 from raytroupe.actors.memory.batched_query import Found
 from raytroupe.actors.memory.config import MemoryConfig
 from raytroupe.protocols import MemoryHit, MemoryWrite
+from raytroupe.protocols.memory import EVERY_USER
 
 __all__ = ["expired", "forgettable", "hit", "metadata", "ranked", "where"]
 
-_OWN_KEYS = frozenset({"tenant", "agent", "importance", "created_at", "expires_at", "tags"})
+_OWN_KEYS = frozenset(
+    {"tenant", "agent", "importance", "created_at", "expires_at", "tags", "user", "private"}
+)
 
 
-def metadata(tenant: str, memory: MemoryWrite, now: float) -> dict[str, str | int | float | bool]:
-    """What is kept beside the memory's text."""
+def metadata(
+    tenant: str, memory: MemoryWrite, now: float, user: str | None = None
+) -> dict[str, str | int | float | bool]:
+    """What is kept beside the memory's text (``user``: the end user it is private to)."""
     return {
         **memory.metadata,
+        **({"user": user, "private": True} if user is not None else {}),
         "tenant": tenant,
         "agent": memory.agent or "",
         "importance": memory.importance,
@@ -34,10 +43,20 @@ def metadata(tenant: str, memory: MemoryWrite, now: float) -> dict[str, str | in
     }
 
 
-def where(agent: str | None, tags: Sequence[str]) -> dict[str, Any] | None:
-    """The metadata filter for agent and tags (the tenant is the collection itself)."""
+def where(
+    agent: str | None, tags: Sequence[str], viewer: str | None = EVERY_USER
+) -> dict[str, Any] | None:
+    """The metadata filter for agent, tags and who looks (the tenant is the collection itself).
+
+    ``viewer``: the end user a job is for (their memories and the tenant's), None (a job of
+    no user: the tenant's only), or :data:`EVERY_USER`. Chroma's ``$ne`` matches a memory
+    without the key, so memories kept before end users existed are the tenant's.
+    """
     clauses: list[dict[str, Any]] = [{"agent": agent}] if agent is not None else []
     clauses.extend({f"tag:{t}": True} for t in tags)
+    if viewer != EVERY_USER:
+        shared = {"private": {"$ne": True}}
+        clauses.append(shared if viewer is None else {"$or": [shared, {"user": viewer}]})
     if not clauses:
         return None
     return clauses[0] if len(clauses) == 1 else {"$and": clauses}
@@ -68,6 +87,7 @@ def hit(
     return MemoryHit(id=memory_id, text=text, score=score, similarity=similarity,
                      importance=importance, created_at=created,
                      agent=str(meta.get("agent")) or None, tags=tags,
+                     user=str(meta["user"]) if meta.get("private") else None,
                      metadata=extra)  # fmt: skip
 
 

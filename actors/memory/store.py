@@ -51,6 +51,7 @@ from raytroupe.protocols.knowledge import (
     Passage,
     Passages,
 )
+from raytroupe.protocols.memory import EVERY_USER
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -115,16 +116,21 @@ class MemoryStore(TakesBatches):
 
     # -- long-term ------------------------------------------------------------------------
 
-    async def write(self, tenant: str, memory: MemoryWrite) -> str:
-        """Store ``memory`` for ``tenant``; return its id."""
-        (memory_id,) = await self.write_many(tenant, [memory])
+    async def write(self, tenant: str, memory: MemoryWrite, user: str | None = None) -> str:
+        """Store ``memory`` for ``tenant`` (private to its end ``user``, if given); its id."""
+        (memory_id,) = await self.write_many(tenant, [memory], user)
         return memory_id
 
-    async def write_many(self, tenant: str, memories: Sequence[MemoryWrite]) -> list[str]:
-        """Store several memories for ``tenant`` in one batch; return their ids in order."""
+    async def write_many(
+        self, tenant: str, memories: Sequence[MemoryWrite], user: str | None = None
+    ) -> list[str]:
+        """Store several memories for ``tenant`` in one batch; return their ids in order.
+
+        ``user``: the tenant's end user they are private to (a job of that user wrote them).
+        """
         now = self._clock()
         ids = [uuid.uuid4().hex for _ in memories]
-        metadatas = [records.metadata(tenant, memory, now) for memory in memories]
+        metadatas = [records.metadata(tenant, memory, now, user) for memory in memories]
         if memories:
             collection = await self._collection(tenant)
             await asyncio.to_thread(
@@ -136,10 +142,16 @@ class MemoryStore(TakesBatches):
         metrics.memory_op("write", len(ids))
         return ids
 
-    async def query(self, tenant: str, query: MemoryQuery) -> MemoryHits:
-        """The ``k`` best memories of ``tenant`` for ``query``, best first."""
+    async def query(
+        self, tenant: str, query: MemoryQuery, viewer: str | None = EVERY_USER
+    ) -> MemoryHits:
+        """The ``k`` best memories of ``tenant`` for ``query``, best first.
+
+        ``viewer``: whose memories a job may see (see :func:`records.where`): its end user's
+        and the tenant's, or (a job of no user) the tenant's only; by default every one.
+        """
         collection = await self._collection(tenant)
-        where = records.where(query.agent, query.tags)
+        where = records.where(query.agent, query.tags, viewer)
         now = self._clock()
         # room to re-rank by recency and importance
         found = await self._searches.query(collection, query.query, max(query.k * 2, 10), where)
@@ -241,8 +253,13 @@ class MemoryStore(TakesBatches):
         """The job's scratchpad, oldest first."""
         return await self._scratchpads.notes(tenant, job_id)
 
-    async def end_job(self, tenant: str, job_id: str, *, keep: bool = False) -> int:
-        """The job ended: drop its notes, or keep them as memories tagged ``note``; how many."""
+    async def end_job(
+        self, tenant: str, job_id: str, *, keep: bool = False, user: str | None = None
+    ) -> int:
+        """The job ended: drop its notes, or keep them as memories tagged ``note``; how many.
+
+        Kept notes are private to the job's end ``user``, if it has one.
+        """
         notes = await self._scratchpads.end(tenant, job_id)
         if keep and notes:
             await self.write_many(
@@ -256,12 +273,16 @@ class MemoryStore(TakesBatches):
                     )
                     for n in notes
                 ],
+                user,
             )
         return len(notes)
 
     async def _recalled(self, message: AgentMessage, query: MemoryQuery) -> MemoryHits:
-        """What an agent is shown: memories, and (if asked) its job's notes and passages."""
-        hits = await self.query(message.tenant, query)
+        """What an agent is shown: memories, and (if asked) its job's notes and passages.
+
+        Its job's end user's memories and the tenant's; never another end user's.
+        """
+        hits = await self.query(message.tenant, query, message.user)
         notes: list[Note] = []
         if query.job_notes and message.job_id is not None:
             notes = await self.notes(message.tenant, message.job_id)
@@ -331,14 +352,16 @@ class MemoryStore(TakesBatches):
             case MemoryQuery() as query:
                 return message.reply(await self._recalled(message, query), sender="memory")
             case MemoryWrite() as memory:
-                memory_id = await self.write(message.tenant, memory)
+                memory_id = await self.write(message.tenant, memory, message.user)
                 hit = MemoryHit(id=memory_id, text=memory.text, score=1.0, similarity=1.0,
                                 importance=memory.importance, created_at=self._clock(),
-                                agent=memory.agent, tags=memory.tags)  # fmt: skip
+                                agent=memory.agent, tags=memory.tags,
+                                user=message.user)  # fmt: skip
                 return message.reply(MemoryHits(hits=(hit,)), sender="memory")
             case JobEnded() as ended:
                 if message.job_id is not None:
-                    await self.end_job(message.tenant, message.job_id, keep=ended.keep_notes)
+                    await self.end_job(message.tenant, message.job_id, keep=ended.keep_notes,
+                                       user=message.user)  # fmt: skip
                 return message.reply(Ack(), sender="memory")
             case NoteWrite() | NotesQuery():
                 if message.job_id is None:

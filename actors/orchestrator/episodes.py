@@ -118,10 +118,12 @@ async def recalled_examples(
     tenant: str,
     team: TeamSpec,
     skill: SkillSpec | None,
+    user: str | None = None,
 ) -> tuple[Example, ...]:
     """The episodes the job's team or skill offers for ``request`` (what was asked).
 
-    Memory is an aid: when the memory actor cannot answer, the job goes on without.
+    A job of an end ``user`` is offered that user's and the tenant's episodes, never another
+    user's. Memory is an aid: when the memory actor cannot answer, the job goes on without.
     """
     policy, owner = policy_of(team, skill)
     query = examples_query(policy, owner, request)
@@ -129,8 +131,9 @@ async def recalled_examples(
         return ()
     try:
         message = AgentMessage(
-            sender="orchestrator", recipient="memory", tenant=tenant, job_id=job_id, payload=query
-        )
+            sender="orchestrator", recipient="memory", tenant=tenant, job_id=job_id,
+            user=user, payload=query,
+        )  # fmt: skip
         reply = await router.request(message)
     except TroupeError as exc:
         log.warning("episodes_not_recalled", job_id=job_id, code=exc.code.value)

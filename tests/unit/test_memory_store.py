@@ -3,7 +3,7 @@
 import asyncio
 
 import pytest
-from wiring import build_troupe, run, started_now
+from wiring import build_troupe, order, run, started_now
 
 from raytroupe.actors.memory.config import MemoryConfig
 from raytroupe.actors.memory.store import MemoryStore
@@ -16,6 +16,7 @@ from raytroupe.protocols import (
     MemoryWrite,
     TeamSpec,
 )
+from raytroupe.protocols.memory import EVERY_USER
 
 DAY = 86_400.0
 
@@ -176,3 +177,50 @@ def test_agents_write_results_and_recall_them_later():
     ]
     assert recalled
     assert "Lisbon" in recalled[0]
+
+
+# -- end users: what a user's job writes is that user's --------------------------------------
+
+
+def test_a_users_memories_are_found_by_that_users_jobs_and_the_tenant_only(store):
+    run(store.write("acme", MemoryWrite(text="The office wifi password rotates monthly.")))
+    run(store.write("acme", MemoryWrite(text="Ana's wifi password is ana-secret-wifi."), "ana"))
+    run(store.write("acme", MemoryWrite(text="Bo's wifi password is bo-secret-wifi."), "bo"))
+
+    def seen(viewer, **fields):
+        hits = run(store.query("acme", MemoryQuery(query="wifi password", **fields), viewer)).hits
+        return sorted((h.user or "", h.text.split()[0]) for h in hits)
+
+    assert seen("ana") == [("", "The"), ("ana", "Ana's")]
+    assert seen("bo") == [("", "The"), ("bo", "Bo's")]
+    assert seen(None) == [("", "The")]  # a job of no end user: the tenant's only
+    assert len(seen(EVERY_USER)) == 3  # the tenant itself (the driver's recall)
+    assert seen("carol") == [("", "The")]
+    assert seen("ana", agent="") == [("", "The"), ("ana", "Ana's")]  # with other filters
+    assert seen("ana", tags=("none",)) == []
+
+
+def test_a_users_job_writes_and_recalls_that_users_memories_never_anothers():
+    async def main():
+        troupe = await build_troupe()
+        writer = AgentSpec(name="scribe", role="w", memory=MemoryPolicy(write_results=True))
+        reader = AgentSpec(name="reader", role="r", memory=MemoryPolicy(min_score=0.1))
+        task = "My locker code is 4471.\n- What is the locker code?\n- Repeat it."
+        first = await troupe.desk.submit(*order(task, TeamSpec(name="w", agents=(writer,)),
+                                                tenant="acme", user="ana"))  # fmt: skip
+        assert (await troupe.orchestrator.wait(first, 30)).status == "succeeded"
+        recalls = {}
+        for user in ("bo", None, "ana"):
+            before = len(troupe.llm.payloads(LLMRequest))
+            job = await troupe.desk.submit(*order("What is my locker code?",
+                                                  TeamSpec(name="r", agents=(reader,)),
+                                                  tenant="acme", user=user))  # fmt: skip
+            await troupe.orchestrator.wait(job, 30)
+            asked = [r for r in troupe.llm.payloads(LLMRequest)[before:] if r.purpose == "work"]
+            recalls[user] = " ".join(m.text for r in asked for m in r.messages)
+        return recalls
+
+    recalls = run(main(), 60)
+    assert "4471" in recalls["ana"]
+    assert "4471" not in recalls["bo"]
+    assert "4471" not in recalls[None]
