@@ -202,6 +202,8 @@ class EvalDesk:
         """
         live = self._live.get(run_id)
         if live is not None and (tenant is None or live.tenant == tenant):
+            if live.run.status != "running":  # summarized once, with its end, when it ended
+                return live.run
             return summarize(live.run, list(live.cases), finished=False)
         known = self._store is not None and "\x00" not in run_id  # PostgreSQL keeps no NUL
         stored = self._store.run(run_id) if known and self._store is not None else None

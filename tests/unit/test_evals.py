@@ -212,6 +212,8 @@ def test_a_run_scores_every_case_with_bounded_concurrency(tmp_path):
     cluster, done = run(main())
     assert cluster.most == 3
     assert done.status == "finished"
+    assert done.finished_at is not None  # read live, as its desk still holds it
+    assert done.finished_at >= done.started_at
     statuses = {c.case_id: c.status for c in done.cases}
     assert [k for k, v in statuses.items() if v == "failed"] == ["c00", "c04", "c08"]
     assert statuses["c11"] == "error"
@@ -222,6 +224,7 @@ def test_a_run_scores_every_case_with_bounded_concurrency(tmp_path):
     again = _desk(EvalStore(Journal(tmp_path / "j.sqlite").db))
     stored = again.run(done.id)
     assert (stored.score, len(stored.cases), stored.status) == (done.score, 12, "finished")
+    assert stored.finished_at == done.finished_at
     assert [r.id for r in again.runs("acme")] == [done.id]
     assert again.runs("globex") == []
     with pytest.raises(JobNotFound):
