@@ -5,12 +5,18 @@ import { h, problemBox } from "./dom.js";
 import { renderJobs } from "./jobs.js";
 import { renderJob } from "./job.js";
 import { renderApprovals } from "./approvals.js";
+import { renderEvals, renderExperiments } from "./evolution.js";
+import { renderKnowledge, renderSessions } from "./library.js";
 import { renderCatalog, renderDeadLetters, renderGuardrails, renderUsage } from "./views.js";
 
 const NAV = [
   { route: "jobs", label: "Jobs" },
   { route: "approvals", label: "Approvals" },
   { route: "catalog", label: "Catalog" },
+  { route: "sessions", label: "Sessions" },
+  { route: "knowledge", label: "Knowledge" },
+  { route: "evals", label: "Evals" },
+  { route: "experiments", label: "Experiments", admin: true },
   { route: "usage", label: "Usage" },
   { route: "guardrails", label: "Guardrails" },
   { route: "dead-letters", label: "Dead letters", admin: true },
@@ -21,6 +27,10 @@ const VIEWS = {
   job: renderJob,
   approvals: renderApprovals,
   catalog: renderCatalog,
+  sessions: renderSessions,
+  knowledge: renderKnowledge,
+  evals: renderEvals,
+  experiments: renderExperiments,
   usage: renderUsage,
   guardrails: renderGuardrails,
   "dead-letters": renderDeadLetters,
@@ -31,12 +41,26 @@ const $ = (id) => document.getElementById(id);
 let me = null; // the signed-in caller: {name, tenant, admin}
 let current = null; // the AbortController of the view on screen
 
-/** "#/jobs/abc" → {name: "job", id: "abc"}; anything unknown is the jobs list. */
+// views that also show one of their items: "#/evals/<run id>" is {name: "evals", id}
+const ITEM_VIEWS = new Set(["evals", "experiments", "sessions", "knowledge"]);
+
+/**
+ * "#/jobs/abc" → {name: "job", id: "abc"}; "#/sessions/s1" → {name: "sessions", id: "s1"};
+ * anything unknown is the jobs list.
+ */
 function parseRoute(hash) {
   const [first, ...rest] = hash.replace(/^#\/?/, "").split("/");
   if (first === "jobs" && rest.length && rest[0]) {
     try {
       return { name: "job", id: decodeURIComponent(rest.join("/")) };
+    } catch {
+      return { name: "jobs", unknown: true };
+    }
+  }
+  // one segment (an id has no "/": encoded, it is "%2F"), a trailing "/" allowed
+  if (ITEM_VIEWS.has(first) && rest[0] && rest.slice(1).every((part) => !part)) {
+    try {
+      return { name: first, id: decodeURIComponent(rest[0]) };
     } catch {
       return { name: "jobs", unknown: true };
     }

@@ -46,6 +46,10 @@ export const svg = (tag, attrs, ...children) =>
 export const jobHref = (id) => `#/jobs/${encodeURIComponent(id)}`;
 export const jobLink = (id) => h("a", { href: jobHref(id), class: "mono" }, id);
 
+/** A hash link to one item of a view ("#/sessions/<id>"), its id encoded as a job's is. */
+export const itemHref = (view, id) => `#/${view}/${encodeURIComponent(id)}`;
+export const itemLink = (view, id, text = id) => h("a", { href: itemHref(view, id), class: "mono" }, text);
+
 /** A labelled form field: label above the control. */
 export function field(id, label, control, hint) {
   return h("div", { class: "field" }, h("label", { for: id }, label), control,
@@ -127,6 +131,14 @@ export function fmtCost(usd) {
 
 const intFormat = new Intl.NumberFormat("en-US");
 export const fmtInt = (n) => (Number.isFinite(Number(n)) ? intFormat.format(Number(n)) : "—");
+
+const known = (x) => x != null && Number.isFinite(Number(x));
+/** A 0-1 score: "0.833"; "—" when unknown. */
+export const fmtScore = (x) => (known(x) ? Number(x).toFixed(3) : "—");
+/** A change of score, signed: "+0.250", "-0.100", "0.000". */
+export const fmtSigned = (x) => (known(x) ? `${Number(x) > 0 ? "+" : ""}${Number(x).toFixed(3)}` : "—");
+/** A share as a percentage: 0.8333 → "83%"; "—" when unknown. */
+export const fmtPct = (share, digits = 0) => (known(share) ? `${(Number(share) * 100).toFixed(digits)}%` : "—");
 
 const pad = (n, w = 2) => String(n).padStart(w, "0");
 

@@ -65,8 +65,10 @@ function deltaText(deltas) {
 export function summarize(event) {
   const d = event.data ?? {};
   switch (event.type) {
-    case "job_submitted":
-      return `${d.skill ? `skill ${d.skill}` : `team ${d.team ?? "?"}`}: ${truncate(d.task, 120)}`;
+    case "job_submitted": {
+      const fork = d.forked_from?.job_id ? ` (forked from ${d.forked_from.job_id} at superstep ${d.forked_from.step})` : "";
+      return `${d.skill ? `skill ${d.skill}` : `team ${d.team ?? "?"}`}: ${truncate(d.task, 120)}${fork}`;
+    }
     case "job_routed":
       return d.target ? `routed to ${plain(d.target)}` : generic(d);
     case "plan_ready": {

@@ -1,11 +1,13 @@
 // job.js: the #/jobs/<id> view. Status and facts, approvals, graph input, the plan DAG,
-// the answer, the trace waterfall and the event log; kept live by the job's event stream.
+// the answer, a graph's checkpoints (and forks), the trace waterfall and the event log; kept
+// live by the job's event stream.
 
 import { api, isAbort, jobPath } from "./api.js";
 import { approvalCard, resumeForm, syncChildren } from "./approvals.js";
+import { Checkpoints } from "./checkpoints.js";
 import { Dag } from "./dag.js";
 import {
-  coalesce, fmtCost, fmtDuration, fmtInt, h, isTerminal, now, prettyJson, problemBox, section,
+  coalesce, fmtCost, fmtDuration, fmtInt, h, isTerminal, jobLink, now, prettyJson, problemBox, section,
   setBadge, statusBadge, timeEl,
 } from "./dom.js";
 import { EventLog } from "./eventlog.js";
@@ -43,12 +45,15 @@ class JobPage {
     this.dag = new Dag();
     this.waterfall = new Waterfall();
     this.log = new EventLog();
+    this.checkpoints = new Checkpoints(id, signal);
+    this.refreshCheckpointsSoon = coalesce(() => this.checkpoints.load(), 1000);
     this.refreshStatusSoon = coalesce(() => this.refreshStatus(), 400);
     this.refreshTraceSoon = coalesce(() => this.loadTrace(), 1500);
     this.refreshApprovalsSoon = coalesce(() => this.loadApprovals(), 300);
     this.traceRequest = 0;
     signal.addEventListener("abort", () => {
-      for (const d of [this.refreshStatusSoon, this.refreshTraceSoon, this.refreshApprovalsSoon]) d.cancel();
+      for (const d of [this.refreshStatusSoon, this.refreshTraceSoon, this.refreshApprovalsSoon,
+        this.refreshCheckpointsSoon]) d.cancel();
       clearInterval(this.ticker);
     });
     this.build(view);
@@ -66,6 +71,7 @@ class JobPage {
     };
     const m = this.meta;
     this.task = h("p", { class: "job-task" });
+    this.forkedFrom = h("p", { class: "forked-from", "data-testid": "job-forked-from", hidden: true });
     this.root.append(h("div", { class: "panel job-head" },
       h("div", { class: "job-head-top" },
         h("p", { class: "job-status-line", "aria-live": "polite" }, "Status ", this.badge),
@@ -75,6 +81,7 @@ class JobPage {
         h("div", {}, m.targetLabel, m.target), h("div", {}, h("dt", {}, "Submitted by"), m.by),
         h("div", {}, h("dt", {}, "Submitted"), m.submitted), h("div", {}, h("dt", {}, "Duration"), m.duration),
         h("div", {}, h("dt", {}, "Cost"), m.cost), h("div", {}, h("dt", {}, "Tokens"), m.tokens)),
+      this.forkedFrom,
       this.task));
 
     this.approvals = h("div", { id: "approvals", class: "cards" });
@@ -92,6 +99,7 @@ class JobPage {
     this.root.append(this.approvalsSection, this.inputSection,
       section("job-plan", "Plan", this.dag.el),
       section("job-answer", "Answer", this.answer),
+      this.checkpoints.el,
       section("job-trace", "Trace", this.traceProblems,
         h("div", { class: "trace-grid" }, this.waterfall.el, this.waterfall.detailBox)),
       section("job-events", "Events", this.eventProblems, this.log.box));
@@ -102,6 +110,7 @@ class JobPage {
     this.setStatus(this.status);
     this.loadSummary();
     this.loadTrace();
+    this.checkpoints.load();
     if (!isTerminal(this.status)) {
       this.loadApprovals();
       this.ticker = setInterval(() => this.showDuration(), 1000);
@@ -145,6 +154,9 @@ class JobPage {
     const data = event.data ?? {};
     const live = !isTerminal(this.status);
     switch (event.type) {
+      case "job_submitted":
+        this.showForkedFrom(data.forked_from);
+        break;
       case "plan_ready":
         if (!this.planFromResult) this.dag.draw(data.subtasks);
         break;
@@ -161,9 +173,11 @@ class JobPage {
         break;
       case "graph_interrupted":
         if (live) this.showInterrupt(data.interrupt, data.state);
+        if (live) this.refreshCheckpointsSoon();
         break;
       case "graph_resumed":
         if (live && (!this.interrupt || this.interrupt.id === data.interrupt)) this.hideInterrupt();
+        if (live) this.refreshCheckpointsSoon();
         break;
       case "job_succeeded":
       case "job_failed":
@@ -208,6 +222,16 @@ class JobPage {
     }
     this.loadSummary();
     this.loadTrace();
+    this.refreshCheckpointsSoon.cancel();
+    this.checkpoints.load();
+  }
+
+  /** A fork says where it comes from in its first event: "Forked from <job> at superstep N". */
+  showForkedFrom(fork) {
+    if (!fork?.job_id) return;
+    const edited = fork.state && Object.keys(fork.state).length ? ", its state edited" : "";
+    this.forkedFrom.replaceChildren("Forked from ", jobLink(fork.job_id), ` at superstep ${fork.step}${edited}.`);
+    this.forkedFrom.hidden = false;
   }
 
   // ------------------------------------------------------------------ facts and answer

@@ -1,10 +1,13 @@
-// views.js: the read-only views: #/catalog, #/usage, #/guardrails and #/dead-letters.
+// views.js: the read-only views: #/catalog, #/usage, #/guardrails and #/dead-letters, and the
+// helpers other views' modules share (load, cell, table).
 
 import { api, isAbort, Problem } from "./api.js";
-import { fmtCost, fmtDateTime, fmtInt, h, jobLink, plain, problemBox, section, thead, timeEl } from "./dom.js";
+import {
+  fmtCost, fmtDateTime, fmtInt, fmtPct, h, jobLink, plain, problemBox, section, thead, timeEl,
+} from "./dom.js";
 
 /** Fetch for a view; on failure show the problem in `slot` and return null. */
-async function load(path, slot, signal) {
+export async function load(path, slot, signal) {
   try {
     return await api(path, { signal });
   } catch (error) {
@@ -13,9 +16,13 @@ async function load(path, slot, signal) {
   }
 }
 
-const cell = (value, numeric = false) => h("td", { class: numeric ? "num" : null }, value ?? "—");
-const table = (id, caption, columns, numeric, rows) => h("div", { class: "table-scroll" },
+export const cell = (value, numeric = false) => h("td", { class: numeric ? "num" : null }, value ?? "—");
+export const table = (id, caption, columns, numeric, rows) => h("div", { class: "table-scroll" },
   h("table", { id, class: "data" }, h("caption", {}, caption), thead(columns, numeric), h("tbody", {}, rows)));
+/** The one row of an empty table, across its `columns`. */
+export const emptyRow = (columns, text) => h("tr", {}, h("td", { colspan: columns, class: "muted" }, text));
+/** A slot that says "Loading…" until its data comes. */
+export const loadingSlot = () => h("div", { class: "muted" }, "Loading…");
 
 // ---------------------------------------------------------------------------- catalog
 
@@ -76,11 +83,20 @@ function teamCard(name, spec) {
 
 export async function renderUsage(root, { signal, me }) {
   root.append(h("h1", {}, "Usage"),
-    h("p", { class: "muted" }, me?.admin ? "Model calls per day, every tenant." : `Model calls per day, tenant ${me?.tenant}.`));
-  const slot = h("div", { class: "muted" }, "Loading…");
-  root.append(h("section", { class: "panel", "aria-label": "Daily usage" }, slot));
-  const usage = await load("/v1/usage/daily", slot, signal);
-  if (!usage || signal.aborted) return;
+    h("p", { class: "muted" }, me?.admin ? "Spend limits and model calls per day, every tenant."
+      : `Spend limits and model calls per day, tenant ${me?.tenant}.`));
+  const windowsSlot = loadingSlot();
+  const slot = loadingSlot();
+  root.append(section("spend-windows-section", "Spend windows", windowsSlot),
+    h("section", { class: "panel", "aria-label": "Daily usage" }, slot));
+  const [windows, usage] = await Promise.all([
+    load("/v1/spend-windows", windowsSlot, signal), load("/v1/usage/daily", slot, signal)]);
+  if (signal.aborted) return;
+  if (windows) {
+    windowsSlot.className = "";
+    windowsSlot.replaceChildren(spendWindows(windows, me));
+  }
+  if (!usage) return;
   const rows = [...usage].sort((a, b) => String(b.day).localeCompare(String(a.day))
     || String(a.tenant).localeCompare(String(b.tenant)) || String(a.model).localeCompare(String(b.model)));
   const total = { calls: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0 };
@@ -98,6 +114,43 @@ export async function renderUsage(root, { signal, me }) {
       h("th", { scope: "row", colspan: 3 }, "Total"), cell(fmtInt(total.calls), true),
       cell(fmtInt(total.prompt_tokens), true), cell(fmtInt(total.completion_tokens), true),
       cell(fmtCost(total.cost_usd), true))))));
+}
+
+/** Each spend limit's current window: whom it limits, what was spent against what it allows. */
+function spendWindows(windows, me) {
+  const rows = [...windows].sort((a, b) => String(a.tenant).localeCompare(String(b.tenant))
+    || String(a.limit).localeCompare(String(b.limit)) || String(a.user ?? "").localeCompare(String(b.user ?? "")));
+  return table("spend-windows", "The operator's spend limits and what their current window has spent",
+    ["Limit", "Limits", "Window", "Period", "Tokens spent", "USD spent", "Alerts at", "Past the limit"], [],
+    rows.length ? rows.map((w) => h("tr", { "data-limit": w.limit, "data-tenant": w.tenant, "data-user": w.user ?? "" },
+      h("th", { scope: "row" }, w.limit),
+      cell([`tenant ${w.tenant}`, w.agent ? `agent ${w.agent}` : null, w.user ? `user ${w.user}` : null]
+        .filter(Boolean).join(" · ")),
+      cell(w.window === "rolling" ? `last ${w.hours} h` : w.window === "lifetime" ? "lifetime" : `${w.window} (UTC)`),
+      cell(h("code", {}, w.period)),
+      cell(spent(w.tokens, w.tokens_limit, w.alert_at, fmtInt, "tokens")),
+      cell(spent(w.usd, w.usd_limit, w.alert_at, fmtCost, "usd")),
+      cell(w.alert_at?.length ? w.alert_at.map((x) => fmtPct(x)).join(", ") : "none"),
+      cell(w.hard ? "refused (hard)" : "alerts only (soft)")))
+      : emptyRow(8, me?.admin ? "No spend limit is set." : "No spend limit applies to this tenant."));
+}
+
+/** "1,234 of 10,000 (12%)" with a meter, or "1,234 (not limited)". */
+function spent(amount, limit, alerts, format, measure) {
+  if (limit == null) return h("span", { class: "spend", "data-measure": measure }, `${format(amount)} (not limited)`);
+  const share = limit > 0 ? amount / limit : amount > 0 ? Infinity : 0;
+  const percent = Number.isFinite(share) ? `${fmtInt(Math.round(share * 100))}%` : "over";
+  const over = amount > limit;
+  // the meter's regions: good below the first alert, worse past it, worst at the limit (its
+  // value stops at max: `high` sits just under the limit so that a full meter is the worst)
+  const max = Math.max(limit, 1e-9);
+  const high = max * 0.999999;
+  const low = Math.min((alerts?.length ? Math.min(...alerts) : 1) * max, high * 0.999999);
+  return h("span", { class: "spend", "data-measure": measure, "data-over": over ? "true" : null },
+    h("meter", { min: "0", max: String(max), value: String(Math.min(amount, max)), low: String(low),
+      high: String(high), optimum: "0", "aria-hidden": "true" }),
+    ` ${format(amount)} of ${format(limit)} (${percent})`,
+    over ? h("span", { class: "badge badge-failed" }, "over") : null);
 }
 
 // ---------------------------------------------------------------------------- guardrails

@@ -10,9 +10,6 @@ the pages take is measured in the browser by ``bench/console.py``; here it is pr
 from __future__ import annotations
 
 import json
-import os
-import shutil
-from pathlib import Path
 
 import httpx
 import pytest
@@ -21,7 +18,14 @@ from raytroupe import runtime
 from raytroupe.protocols import AgentSpec, ScriptedModel, ScriptedTurn, TeamSpec
 from raytroupe.protocols.graph import GraphSpec
 from tests.support.browser import headless_browser
-from tests.support.console import fill_history, store_wide_job
+from tests.support.console import (
+    LOW_CONTRAST,
+    UNLABELLED,
+    console_tabs,
+    fill_history,
+    shot,
+    store_wide_job,
+)
 from tests.support.graph_specs import PAUSED
 from tests.support.http_api import (
     ADMIN_KEY,
@@ -64,41 +68,11 @@ def shots(tmp_path_factory):
 @pytest.fixture
 def console(api, browser, shots):
     """``console(key)``: a fresh tab signed in with ``key``; its errors are checked at the end."""
-    contexts, errors = [], []
-
-    def open_tab(key: str | None, *, sign_in: bool = True):
-        context = browser.new_context(viewport={"width": 1400, "height": 900})
-        contexts.append(context)
-        page = context.new_page()
-        page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
-        page.on(
-            "console",
-            lambda msg: (
-                errors.append(f"console: {msg.text}")
-                if msg.type == "error" and "Failed to load resource" not in msg.text
-                else None
-            ),
-        )
-        page.goto(f"{api.url}/console/")
-        if sign_in and key is not None:
-            page.fill("#key", key)
-            page.click("#login button[type=submit]")
-            page.wait_for_selector("[data-testid=whoami]")
-        return page
-
-    yield open_tab
-    for context in contexts:
-        context.close()
-    assert errors == []  # no script error, no CSP violation, in any tab
+    with console_tabs(browser, api.url) as open_tab:
+        yield open_tab
 
 
-def _shot(page, shots: Path, name: str) -> None:
-    path = shots / f"{name}.png"
-    page.screenshot(path=str(path), full_page=False)
-    assert path.stat().st_size > 5_000
-    if keep := os.environ.get("TROUPE_SCREENSHOTS"):
-        Path(keep).mkdir(parents=True, exist_ok=True)
-        shutil.copy(path, Path(keep) / path.name)
+_shot = shot
 
 
 def _slow_team(name: str, latency_s: float) -> runtime.Team:
@@ -430,49 +404,12 @@ def test_keyboard_only_labels_and_contrast(api, console, history):
     page.wait_for_url("**#/jobs/job-hist0999")
     page.wait_for_selector("#dag[data-ready='1']")
 
-    unlabelled = page.evaluate(
-        """() => [...document.querySelectorAll('input, select, textarea, button')]
-            .filter(el => !(el.labels?.length || el.getAttribute('aria-label')
-                            || el.getAttribute('aria-labelledby') || el.textContent.trim()))
-            .map(el => el.outerHTML.slice(0, 80))"""
-    )
-    assert unlabelled == []
-    for route in ("#/jobs", f"#/jobs/{WIDE_JOB}", "#/catalog", "#/usage", "#/guardrails"):
+    assert page.evaluate(UNLABELLED) == []
+    routes = ("#/jobs", f"#/jobs/{WIDE_JOB}", "#/catalog", "#/usage", "#/guardrails", "#/sessions",
+              "#/knowledge", "#/evals", "#/experiments")  # fmt: skip
+    for route in routes:
         page.goto(f"{api.url}/console/{route}")
         page.wait_for_selector("main h1 >> visible=true")
         page.wait_for_timeout(300)  # bounded settle for the view's first fetch
-        assert page.evaluate(_LOW_CONTRAST) == [], route
-
-
-_LOW_CONTRAST = """() => {
-  const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
-  const lum = ([r, g, b]) => {
-    const f = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
-    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
-  };
-  const background = el => {
-    for (let e = el; e; e = e.parentElement) {
-      const c = rgb(getComputedStyle(e).backgroundColor);
-      if (c.length >= 3 && (c.length < 4 || c[3] > 0.5)) return c.slice(0, 3);
-    }
-    return [255, 255, 255];
-  };
-  const bad = [];
-  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-  while (walker.nextNode()) {
-    const el = walker.currentNode.parentElement;
-    if (!walker.currentNode.textContent.trim() || !el || el.closest('svg')) continue;
-    const style = getComputedStyle(el);
-    if (style.visibility === 'hidden' || !el.getClientRects().length) continue;
-    const fg = rgb(style.color).slice(0, 3);
-    const [a, b] = [lum(fg), lum(background(el))].sort((x, y) => y - x);
-    const ratio = (a + 0.05) / (b + 0.05);
-    const large = parseFloat(style.fontSize) >= 24
-      || (parseFloat(style.fontSize) >= 18.66 && Number(style.fontWeight) >= 700);
-    if (ratio < (large ? 3 : 4.5)) {
-      const text = el.textContent.trim().slice(0, 30);
-      bad.push(`${el.tagName}.${el.className}: ${ratio.toFixed(2)} "${text}"`);
-    }
-  }
-  return bad.slice(0, 10);
-}"""
+        assert page.evaluate(LOW_CONTRAST) == [], route
+        assert page.evaluate(UNLABELLED) == [], route

@@ -1,4 +1,5 @@
-"""Stored history for the console tests: jobs written to the session's journal as finished.
+"""What the console's browser tests share: signed-in tabs, screenshots, an accessibility check,
+and stored history (jobs written to the session's journal as finished).
 
 A thousand jobs through the whole system would take minutes on two cores; the jobs page reads
 the journal, so these are written there directly, as an orchestrator writes a finished job
@@ -7,7 +8,13 @@ the journal, so these are written there directly, as an orchestrator writes a fi
 
 from __future__ import annotations
 
+import os
+import shutil
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 from raytroupe.actors.orchestrator.journal import Journal
 from raytroupe.protocols import (
@@ -121,3 +128,93 @@ def store_wide_job(url: str, tenant: str, job_id: str, count: int) -> JobResult:
                           at=time.time() - 30.0, subtasks=wide_plan(count))  # fmt: skip
     finally:
         journal.close()
+
+
+# ---------------------------------------------------------------------------- browser tabs
+
+
+@contextmanager
+def console_tabs(browser: Any, url: str) -> Iterator[Callable[..., Any]]:
+    """``open_tab(key)``: a fresh tab of the console at ``url``, signed in with ``key``.
+
+    Every tab's script errors and CSP violations are gathered; on leaving, the tabs are
+    closed and there must have been none.
+    """
+    contexts: list[Any] = []
+    errors: list[str] = []
+
+    def open_tab(key: str | None, *, sign_in: bool = True) -> Any:
+        context = browser.new_context(viewport={"width": 1400, "height": 900})
+        contexts.append(context)
+        page = context.new_page()
+        page.on("pageerror", lambda exc: errors.append(f"pageerror: {exc}"))
+        page.on(
+            "console",
+            lambda msg: (
+                errors.append(f"console: {msg.text}")
+                if msg.type == "error" and "Failed to load resource" not in msg.text
+                else None
+            ),
+        )
+        page.goto(f"{url}/console/")
+        if sign_in and key is not None:
+            page.fill("#key", key)
+            page.click("#login button[type=submit]")
+            page.wait_for_selector("[data-testid=whoami]")
+        return page
+
+    yield open_tab
+    for context in contexts:
+        context.close()
+    assert errors == []  # no script error, no CSP violation, in any tab
+
+
+def shot(page: Any, shots: Path, name: str) -> None:
+    """Screenshot the page as ``<shots>/<name>.png`` (copied to ``$TROUPE_SCREENSHOTS`` too)."""
+    path = shots / f"{name}.png"
+    page.screenshot(path=str(path), full_page=False)
+    assert path.stat().st_size > 5_000
+    if keep := os.environ.get("TROUPE_SCREENSHOTS"):
+        Path(keep).mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, Path(keep) / path.name)
+
+
+UNLABELLED = """() => [...document.querySelectorAll('input, select, textarea, button')]
+    .filter(el => !(el.labels?.length || el.getAttribute('aria-label')
+                    || el.getAttribute('aria-labelledby') || el.textContent.trim()))
+    .map(el => el.outerHTML.slice(0, 80))"""
+"""Script: the page's form controls that have no label (their HTML, cut short)."""
+
+LOW_CONTRAST = """() => {
+  const rgb = s => (s.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = c => { c /= 255; return c <= 0.03928 ? c / 12.92 : ((c + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const background = el => {
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length >= 3 && (c.length < 4 || c[3] > 0.5)) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const bad = [];
+  const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+  while (walker.nextNode()) {
+    const el = walker.currentNode.parentElement;
+    if (!walker.currentNode.textContent.trim() || !el || el.closest('svg')) continue;
+    const style = getComputedStyle(el);
+    if (style.visibility === 'hidden' || !el.getClientRects().length) continue;
+    const fg = rgb(style.color).slice(0, 3);
+    const [a, b] = [lum(fg), lum(background(el))].sort((x, y) => y - x);
+    const ratio = (a + 0.05) / (b + 0.05);
+    const large = parseFloat(style.fontSize) >= 24
+      || (parseFloat(style.fontSize) >= 18.66 && Number(style.fontWeight) >= 700);
+    if (ratio < (large ? 3 : 4.5)) {
+      const text = el.textContent.trim().slice(0, 30);
+      bad.push(`${el.tagName}.${el.className}: ${ratio.toFixed(2)} "${text}"`);
+    }
+  }
+  return bad.slice(0, 10);
+}"""
+"""Script: text whose contrast with its background is under WCAG AA's (4.5:1, 3:1 when large)."""
