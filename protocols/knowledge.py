@@ -229,3 +229,7 @@ class KnowledgeBaseInfo(_Frozen):
     name: KnowledgeBaseName
     chunks: int = Field(ge=0, description="Passages in it, over all its documents.")
     created_at: float = Field(description="UNIX time it was created.")
+    user: str | None = Field(
+        default=None,
+        description="The end user it is for: only their jobs search it (None: the tenant's).",
+    )

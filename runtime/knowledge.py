@@ -123,8 +123,11 @@ def ingest_all(
     given: Iterable[str | Path | KnowledgeDocument],
     *,
     base: str | Path | None = None,
+    user: str | None = None,
 ) -> IngestReport:
     """Ingest documents and files (paths, as :func:`documents_from` reads them) into ``kb``.
+
+    ``user``: the tenant's end user a new base is for (see the ``ingest`` operation).
 
     Every file is read (and refused) before anything is sent; then the ``ingest``
     operation runs for ``at`` (by ``run``) a request's worth (``MAX_DOCUMENTS``) at a time.
@@ -139,5 +142,5 @@ def ingest_all(
     batches = [documents[i : i + MAX_DOCUMENTS] for i in range(0, len(documents), MAX_DOCUMENTS)]
     done: list[IngestedDocument] = []
     for batch in batches or [[]]:
-        done.extend(run(op.run_for(at, op.bind(kb, batch))).documents)
+        done.extend(run(op.run_for(at, op.bind(kb, batch, user=user))).documents)
     return IngestReport(kb=kb, documents=tuple(done))

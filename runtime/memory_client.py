@@ -46,13 +46,18 @@ class MemoryClient:
         return list(hits.hits)
 
     async def ingest(
-        self, tenant: str, kb: str, documents: Sequence[KnowledgeDocument]
+        self,
+        tenant: str,
+        kb: str,
+        documents: Sequence[KnowledgeDocument],
+        user: str | None = None,
     ) -> IngestReport:
-        """Add documents to ``tenant``'s knowledge base ``kb`` (made if new).
+        """Add documents to ``tenant``'s knowledge base ``kb`` (made if new, ``user``'s if given).
 
         Each replaces the document of its source, if any (and is skipped if unchanged).
         """
-        report: IngestReport = await call(self._memory.ingest.remote(tenant, kb, list(documents)))
+        ref = self._memory.ingest.remote(tenant, kb, list(documents), user)
+        report: IngestReport = await call(ref)
         return report
 
     async def knowledge_search(self, tenant: str, kb: str, query: str, k: int = 5) -> Passages:
@@ -75,9 +80,12 @@ class MemoryClient:
         dropped: bool = await call(self._memory.knowledge_drop.remote(tenant, kb))
         return dropped
 
-    async def knowledge_bases(self, tenant: str) -> list[KnowledgeBaseInfo]:
-        """``tenant``'s knowledge bases."""
-        found: list[KnowledgeBaseInfo] = await call(self._memory.knowledge_bases.remote(tenant))
+    async def knowledge_bases(
+        self, tenant: str, user: str | None = None
+    ) -> list[KnowledgeBaseInfo]:
+        """``tenant``'s knowledge bases (``user``'s only, if given)."""
+        ref = self._memory.knowledge_bases.remote(tenant, user)
+        found: list[KnowledgeBaseInfo] = await call(ref)
         return found
 
     async def lessons(self, skill: str, *, tenant: str) -> list[MemoryHit]:

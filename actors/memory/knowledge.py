@@ -6,6 +6,11 @@ name and creation time live in the collection's metadata, so ``bases`` survives 
 Each passage's metadata holds its document's source, its position and section, the hash of
 what was ingested and the time (:mod:`raytroupe.actors.memory.passages`).
 
+A base made by an ingest for one of the tenant's end users (``user``) is that user's: a job of
+another user, or of none, does not find it (its search is ``KnowledgeNotFound``, as for a base
+that does not exist), nor can another user's ingest add to it; the tenant itself (its API
+calls, the driver) reaches every base.
+
 Re-ingesting a source replaces its passages without a half-done state: the new passages
 are written first (under new ids), then the old ones deleted, so that a failure leaves the
 old version searchable. A document whose hash is unchanged is skipped. Writes to one base
@@ -25,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final
 from raytroupe.actors.memory import passages
 from raytroupe.actors.memory.batched_query import BatchedQueries
 from raytroupe.actors.memory.documents import Chunk, ChunkingConfig, chunk_document, document_hash
-from raytroupe.protocols import InvalidInput, KnowledgeNotFound, QuotaExceeded
+from raytroupe.protocols import Forbidden, InvalidInput, KnowledgeNotFound, QuotaExceeded
 from raytroupe.protocols.knowledge import (
     DocumentInfo,
     IngestedDocument,
@@ -35,6 +40,7 @@ from raytroupe.protocols.knowledge import (
     Passages,
     check_kb_name,
 )
+from raytroupe.protocols.memory import EVERY_USER
 
 if TYPE_CHECKING:
     from chromadb.api import ClientAPI
@@ -48,6 +54,7 @@ __all__ = [
     "KnowledgeBases",
     "collection_name",
     "is_knowledge_collection",
+    "owner",
 ]
 
 KNOWLEDGE_PREFIX: Final = "kb_"
@@ -118,9 +125,16 @@ class KnowledgeBases:
     # -- writes -----------------------------------------------------------------------------
 
     async def ingest(
-        self, tenant: str, kb: str, documents: Sequence[KnowledgeDocument]
+        self,
+        tenant: str,
+        kb: str,
+        documents: Sequence[KnowledgeDocument],
+        user: str | None = None,
     ) -> IngestReport:
         """Add or replace ``documents`` in ``tenant``'s base ``kb`` (made if new).
+
+        ``user``: the end user a new base is for; a base of another user (or the tenant's
+        own, for a user's ingest) is refused.
 
         Every document is parsed before anything is written: one bad document fails the
         call and changes nothing. A document whose content (and type, metadata and chunking
@@ -131,6 +145,7 @@ class KnowledgeBases:
                 be read (``detail['source']``).
             QuotaExceeded: a new base past the tenant's ``max_bases``, or passages past its
                 ``max_passages`` (``detail['quota']``): nothing is written.
+            Forbidden: the base is another end user's, or the tenant's and ``user`` is set.
         """
         check_kb_name(kb)
         sources = [d.source for d in documents]
@@ -145,10 +160,13 @@ class KnowledgeBases:
             collection = await self._open(tenant, kb, create=False)
             stored = {}
             if collection is not None:
+                if owner(collection) != user:
+                    whose = "the tenant's" if owner(collection) is None else "another user's"
+                    raise Forbidden(f"knowledge base {kb!r} is {whose}", field="user", kb=kb)
                 stored = await asyncio.to_thread(passages.stored, collection, sources)
             await self._check_quota(tenant, kb, new=collection is None, stored=stored,
                                     prepared=prepared, sources=sources)  # fmt: skip
-            collection = await self._existing(tenant, kb, create=True)
+            collection = await self._existing(tenant, kb, create=True, user=user)
             reports = []
             for document, (digest, chunks) in zip(documents, prepared, strict=True):
                 hashes, old_ids = stored.get(document.source, (set(), []))
@@ -203,19 +221,24 @@ class KnowledgeBases:
 
     # -- reads ------------------------------------------------------------------------------
 
-    async def search(self, tenant: str, kb: str, query: str, k: int = 5) -> Passages:
+    async def search(
+        self, tenant: str, kb: str, query: str, k: int = 5, viewer: str | None = EVERY_USER
+    ) -> Passages:
         """The ``k`` passages of ``kb`` closest to ``query``, best first.
 
         Run inline, not in a thread (as memory queries): searches that arrive together are
-        embedded and searched in one Chroma call.
+        embedded and searched in one Chroma call. ``viewer``: the end user of the job that
+        searches (None: a job of no user); another user's base is not there for it.
 
         Raises:
             InvalidInput: a blank query, or ``k`` out of 1..50.
-            KnowledgeNotFound: no knowledge base ``kb``.
+            KnowledgeNotFound: no knowledge base ``kb`` (that ``viewer`` may search).
         """
         if not query.strip() or not 1 <= k <= MAX_K:
             raise InvalidInput(f"a search needs a query and k in 1..{MAX_K}", kb=kb, k=k)
         collection = await self._existing(tenant, kb)
+        if viewer != EVERY_USER and owner(collection) not in (None, viewer):
+            raise KnowledgeNotFound(f"no knowledge base named {kb!r}", kb=kb)
         ids, texts, metadatas, distances = await self._queries.query(collection, query, k)
         found = tuple(
             passages.passage(text or "", dict(meta or {}), float(distance))
@@ -254,14 +277,17 @@ class KnowledgeBases:
             for source, meta in sorted(newest.items())
         ]
 
-    async def bases(self, tenant: str) -> list[KnowledgeBaseInfo]:
-        """``tenant``'s knowledge bases, by name."""
+    async def bases(self, tenant: str, user: str | None = None) -> list[KnowledgeBaseInfo]:
+        """``tenant``'s knowledge bases (``user``'s only, if given), by name."""
         infos = [
             KnowledgeBaseInfo(
-                name=str(meta["kb"]), chunks=chunks, created_at=_number(meta.get("created_at", 0.0))
+                name=str(meta["kb"]),
+                chunks=chunks,
+                created_at=_number(meta.get("created_at", 0.0)),
+                user=owner(collection),
             )
             for collection, chunks in await self._held(tenant)
-            if (meta := collection.metadata or {})
+            if (meta := collection.metadata or {}) and user in (None, owner(collection))
         ]
         return sorted(infos, key=lambda info: info.name)
 
@@ -314,13 +340,17 @@ class KnowledgeBases:
     def _lock(self, tenant: str, kb: str) -> asyncio.Lock:
         return self._writing.setdefault(collection_name(tenant, kb), asyncio.Lock())
 
-    async def _existing(self, tenant: str, kb: str, *, create: bool = False) -> Collection:
-        collection = await self._open(tenant, kb, create=create)
+    async def _existing(
+        self, tenant: str, kb: str, *, create: bool = False, user: str | None = None
+    ) -> Collection:
+        collection = await self._open(tenant, kb, create=create, user=user)
         if collection is None:
             raise KnowledgeNotFound(f"no knowledge base named {kb!r}", kb=kb)
         return collection
 
-    async def _open(self, tenant: str, kb: str, *, create: bool) -> Collection | None:
+    async def _open(
+        self, tenant: str, kb: str, *, create: bool, user: str | None = None
+    ) -> Collection | None:
         import chromadb.errors  # noqa: PLC0415 - Chroma is imported only by the memory actor
 
         check_kb_name(kb)
@@ -338,6 +368,8 @@ class KnowledgeBases:
                 if not create:
                     return None
                 metadata = {"hnsw:space": "cosine", "kb": kb, "created_at": self._clock()}
+                if user is not None:
+                    metadata["user"] = user
                 self._collections[name] = await asyncio.to_thread(
                     self._client.get_or_create_collection,
                     name=name,
@@ -345,6 +377,12 @@ class KnowledgeBases:
                     metadata=metadata,
                 )
         return self._collections[name]
+
+
+def owner(collection: Collection) -> str | None:
+    """The end user a base is for (None: the tenant's own)."""
+    user = (collection.metadata or {}).get("user")
+    return None if user is None else str(user)
 
 
 def _number(value: object) -> float:

@@ -290,7 +290,7 @@ class MemoryStore(TakesBatches):
         for kb in query.knowledge:
             try:
                 found = await self._knowledge.search(
-                    message.tenant, kb, query.query, query.knowledge_k
+                    message.tenant, kb, query.query, query.knowledge_k, message.user
                 )
             except TroupeError as exc:  # a base not made yet: the others are still shown
                 log.warning("knowledge_not_recalled", kb=kb, code=exc.code.value)
@@ -303,18 +303,30 @@ class MemoryStore(TakesBatches):
     # -- knowledge bases ----------------------------------------------------------------------
 
     async def ingest(
-        self, tenant: str, kb: str, documents: Sequence[KnowledgeDocument]
+        self,
+        tenant: str,
+        kb: str,
+        documents: Sequence[KnowledgeDocument],
+        user: str | None = None,
     ) -> IngestReport:
         """Add or replace documents in ``tenant``'s knowledge base ``kb``, made if new.
 
+        ``user``: the end user a new base is for (only their jobs search it).
+
         Raises:
             InvalidInput: a bad name, or a document that cannot be read (nothing is written).
+            Forbidden: the base is another end user's (or the tenant's, for a user).
         """
-        return await self._knowledge.ingest(tenant, kb, documents)
+        return await self._knowledge.ingest(tenant, kb, documents, user)
 
-    async def knowledge_search(self, tenant: str, kb: str, query: str, k: int = 5) -> Passages:
-        """The ``k`` passages of ``tenant``'s base ``kb`` closest to ``query``, best first."""
-        return await self._knowledge.search(tenant, kb, query, k)
+    async def knowledge_search(
+        self, tenant: str, kb: str, query: str, k: int = 5, viewer: str | None = EVERY_USER
+    ) -> Passages:
+        """The ``k`` passages of ``tenant``'s base ``kb`` closest to ``query``, best first.
+
+        ``viewer``: the end user of the job that searches (another user's base is not there).
+        """
+        return await self._knowledge.search(tenant, kb, query, k, viewer)
 
     async def knowledge_documents(self, tenant: str, kb: str) -> list[DocumentInfo]:
         """The documents in ``tenant``'s base ``kb``."""
@@ -328,9 +340,11 @@ class MemoryStore(TakesBatches):
         """Delete ``tenant``'s base ``kb``; False if there was none."""
         return await self._knowledge.drop(tenant, kb)
 
-    async def knowledge_bases(self, tenant: str) -> list[KnowledgeBaseInfo]:
-        """``tenant``'s knowledge bases."""
-        return await self._knowledge.bases(tenant)
+    async def knowledge_bases(
+        self, tenant: str, user: str | None = None
+    ) -> list[KnowledgeBaseInfo]:
+        """``tenant``'s knowledge bases (``user``'s only, if given)."""
+        return await self._knowledge.bases(tenant, user)
 
     # -- envelopes --------------------------------------------------------------------------
 
@@ -374,7 +388,7 @@ class MemoryStore(TakesBatches):
                 return message.reply(Notes(notes=tuple(notes[-limit:])), sender="memory")
             case KnowledgeQuery() as search:
                 passages = await self.knowledge_search(message.tenant, search.kb, search.query,
-                                                       search.k)  # fmt: skip
+                                                       search.k, message.user)  # fmt: skip
                 return message.reply(passages, sender="memory")
             case _:
                 assert_never(payload)

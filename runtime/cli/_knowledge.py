@@ -29,6 +29,9 @@ SHOWN_CHARS = 300
 
 KnowledgeBase = Annotated[str, typer.Argument(help="The knowledge base's name.")]
 Tenant = Annotated[str, typer.Option(help="Whose knowledge base or session.")]
+User = Annotated[
+    str | None, typer.Option(help="The tenant's end user it is for.", show_default=False)
+]
 
 
 @kb_app.command("add")
@@ -38,6 +41,7 @@ def add(
         list[Path], typer.Argument(help="Files (.txt .md .html .pdf .json) or directories.")
     ],
     *,
+    user: User = None,
     tenant: Tenant = "default",
     address: Address = None,
     state_dir: StateDir = None,
@@ -50,7 +54,8 @@ def add(
     with tenant_transport(tenant, address, state_dir, default="default") as api:
         done: list[IngestedDocument] = []
         for start in range(0, len(documents), MAX_DOCUMENTS):
-            done.extend(api.ingest(kb, documents[start : start + MAX_DOCUMENTS]).documents)
+            batch = documents[start : start + MAX_DOCUMENTS]
+            done.extend(api.ingest(kb, batch, user=user).documents)
     OUT.print(_ingested(done))
 
 
@@ -91,6 +96,7 @@ def _passages(found: Passages) -> Table:
 def list_knowledge(
     kb: Annotated[str | None, typer.Argument(help="A knowledge base: its documents.")] = None,
     *,
+    user: User = None,
     tenant: Tenant = "default",
     address: Address = None,
     state_dir: StateDir = None,
@@ -98,9 +104,10 @@ def list_knowledge(
     """The tenant's knowledge bases, or the documents of one."""
     with tenant_transport(tenant, address, state_dir, default="default") as api:
         if kb is None:
-            table = Table("knowledge base", "passages", "created")
-            for info in api.knowledge_bases():
-                plain_row(table, info.name, str(info.chunks), _when(info.created_at))
+            table = Table("knowledge base", "user", "passages", "created")
+            for info in api.knowledge_bases(user=user):
+                plain_row(table, info.name, info.user or "", str(info.chunks),
+                          _when(info.created_at))  # fmt: skip
         else:
             table = Table("source", "type", "passages", "ingested")
             for doc in api.documents(kb):

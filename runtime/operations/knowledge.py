@@ -14,6 +14,7 @@ from pydantic import Field
 
 from raytroupe.protocols import KnowledgeNotFound
 from raytroupe.protocols.http import MAX_DOCUMENTS
+from raytroupe.protocols.job_context import EndUser
 from raytroupe.protocols.knowledge import (
     DocumentInfo,
     IngestReport,
@@ -42,22 +43,27 @@ HowMany = Annotated[int, Field(ge=1, le=50)]
 
 
 @operation("GET", "/v1/knowledge", cli="kb list")
-async def knowledge_bases(at: At) -> list[KnowledgeBaseInfo]:
-    """The tenant's knowledge bases."""
-    return await at.system.memory.knowledge_bases(at.tenant)
+async def knowledge_bases(at: At, user: EndUser | None = None) -> list[KnowledgeBaseInfo]:
+    """The tenant's knowledge bases (``user``: that end user's only)."""
+    return await at.system.memory.knowledge_bases(at.tenant, user)
 
 
 @operation("POST", "/v1/knowledge/{kb}/documents", cli="kb add")
-async def ingest(at: At, kb: KnowledgeBaseName, documents: Documents) -> IngestReport:
+async def ingest(
+    at: At, kb: KnowledgeBaseName, documents: Documents, *, user: EndUser | None = None
+) -> IngestReport:
     """Chunk, embed and store documents in knowledge base ``kb`` (made if new).
 
     A document whose source is stored already replaces it; an unchanged one is skipped.
+    ``user``: the tenant's end user a new base is for: only that user's jobs search it (a
+    job of another user, or of none, finds no such base); the tenant's own calls reach it.
 
     Raises:
         InvalidInput: a document that does not parse, named by its source (nothing of the
             request is stored).
+        Forbidden: the base is another end user's, or the tenant's own and ``user`` is set.
     """
-    return await at.system.memory.ingest(at.tenant, kb, documents)
+    return await at.system.memory.ingest(at.tenant, kb, documents, user)
 
 
 @operation("GET", "/v1/knowledge/{kb}/documents", cli="kb list")

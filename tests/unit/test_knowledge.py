@@ -16,10 +16,12 @@ from raytroupe.actors.memory.knowledge import (
 from raytroupe.actors.memory.store import MemoryStore
 from raytroupe.protocols import (
     AgentMessage,
+    Forbidden,
     InvalidInput,
     KnowledgeDocument,
     KnowledgeNotFound,
     KnowledgeQuery,
+    MemoryQuery,
     MemoryWrite,
     Passages,
     QuotaExceeded,
@@ -324,3 +326,46 @@ def test_forgetting_never_touches_knowledge(store, clock, monkeypatch):
     assert run(store.knowledge_search("acme", "policies", "hotels")).passages
     assert run(store.knowledge_delete("acme", "policies", "travel.md")) == 1
     assert run(store.knowledge_drop("acme", "policies")) is True
+
+
+def test_an_end_users_base_is_searched_by_that_users_jobs_only(store):
+    run(store.ingest("acme", "ana-notes", [md("locker.md", "Ana's locker code is 4471.")], "ana"))
+    run(store.ingest("acme", "policies", [md("travel.md", TRAVEL)]))  # the tenant's own
+
+    def ask(kb, user):
+        query = KnowledgeQuery(kb=kb, query="locker code", k=1)
+        message = AgentMessage(sender="agent-1", recipient="memory", tenant="acme", user=user,
+                               job_id="job-1", payload=query)  # fmt: skip
+        return decode(run(store.receive(encode(message)))).payload
+
+    assert ask("ana-notes", "ana").passages[0].source == "locker.md"
+    for someone in ("bo", None):  # another user's job, a job of no user: no such base
+        refused = ask("ana-notes", someone)
+        assert (refused.kind, refused.code) == ("error", "knowledge_not_found")
+    assert ask("policies", "bo").passages[0].source == "travel.md"  # the tenant's: everyone's
+    # the tenant itself reaches it; bo cannot add to it, nor ana to the tenant's own
+    assert run(store.knowledge_search("acme", "ana-notes", "locker")).passages
+    with pytest.raises(Forbidden):
+        run(store.ingest("acme", "ana-notes", [md("bo.md", "Bo was here.")], "bo"))
+    with pytest.raises(Forbidden):
+        run(store.ingest("acme", "policies", [md("ana.md", "Ana was here.")], "ana"))
+    assert [(b.name, b.user) for b in run(store.knowledge_bases("acme"))] == [
+        ("ana-notes", "ana"),
+        ("policies", None),
+    ]
+    assert [b.name for b in run(store.knowledge_bases("acme", "ana"))] == ["ana-notes"]
+    assert [d.source for d in run(store.knowledge_documents("acme", "ana-notes"))] == ["locker.md"]
+
+
+def test_a_users_memory_policy_recalls_their_base_and_not_anothers(store):
+    run(store.ingest("acme", "ana-notes", [md("locker.md", "Ana's locker code is 4471.")], "ana"))
+    query = MemoryQuery(query="locker code", knowledge=("ana-notes",))
+
+    def recalled(user):
+        message = AgentMessage(sender="agent-1", recipient="memory", tenant="acme", user=user,
+                               job_id="job-1", payload=query)  # fmt: skip
+        return [p.source for p in decode(run(store.receive(encode(message)))).payload.passages]
+
+    assert recalled("ana") == ["locker.md"]
+    assert recalled("bo") == []
+    assert recalled(None) == []

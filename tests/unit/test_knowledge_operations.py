@@ -38,8 +38,8 @@ class Shelf:
         self.calls = []
         self.bases: dict[tuple[str, str], list[str]] = {}
 
-    async def ingest(self, tenant, kb, documents):
-        self.calls.append(("ingest", tenant, kb, len(documents)))
+    async def ingest(self, tenant, kb, documents, user=None):
+        self.calls.append(("ingest", tenant, kb, len(documents)) + ((user,) if user else ()))
         self.bases.setdefault((tenant, kb), []).extend(d.source for d in documents)
         done = tuple(
             IngestedDocument(source=d.source, chunks=1, replaced=False, unchanged=False)
@@ -47,8 +47,8 @@ class Shelf:
         )
         return IngestReport(kb=kb, documents=done)
 
-    async def knowledge_bases(self, tenant):
-        self.calls.append(("knowledge_bases", tenant))
+    async def knowledge_bases(self, tenant, user=None):
+        self.calls.append(("knowledge_bases", tenant) + ((user,) if user else ()))
         return [
             KnowledgeBaseInfo(name=kb, chunks=len(docs), created_at=1.0)
             for (t, kb), docs in self.bases.items()
