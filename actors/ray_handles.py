@@ -226,6 +226,10 @@ class RayPoolPeers:
         """Stop serving ``alias`` on every other replica."""
         await self._each(lambda h: h.remove.remote(alias, local=True))
 
+    async def spend_limits(self, infos: list[Any]) -> None:
+        """Have every other replica hold ``infos`` as the spend limits set at run time."""
+        await self._each(lambda h: h.adopt_spend_limits.remote(list(infos)))
+
     async def cancel(self, job_id: str) -> int:
         """Stop the job's calls on every other replica; how many were stopped."""
         stopped = await self._each(lambda h: h.cancel_job.remote(job_id), within_s=2.0)

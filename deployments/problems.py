@@ -29,6 +29,7 @@ _STATUS: Final[dict[ErrorCode, int]] = {
     ErrorCode.SESSION_NOT_FOUND: 404,
     ErrorCode.WEBHOOK_NOT_FOUND: 404,
     ErrorCode.GUARDRAIL_NOT_FOUND: 404,
+    ErrorCode.SPEND_LIMIT_NOT_FOUND: 404,
     ErrorCode.SCHEDULE_NOT_FOUND: 404,
     ErrorCode.KNOWLEDGE_NOT_FOUND: 404,
     ErrorCode.LESSON_NOT_FOUND: 404,

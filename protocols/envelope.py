@@ -69,6 +69,14 @@ class AgentMessage(BaseModel):
     user: str | None = Field(
         default=None, max_length=128, description="The job's end user (its tenant's word)."
     )
+    key: str | None = Field(
+        default=None,
+        max_length=128,
+        description="Who submitted the job: an API key's name, `driver`, `eval`, `schedule:<n>`.",
+    )
+    team: str | None = Field(
+        default=None, max_length=256, description="The job's team, as its tenant named it."
+    )
     created_at: float = Field(default_factory=time.time)
     payload: Payload
 
@@ -102,6 +110,8 @@ class AgentMessage(BaseModel):
             trace=self.trace.child(),
             tenant=self.tenant,
             user=self.user,
+            key=self.key,
+            team=self.team,
             payload=payload,
         )
 
@@ -117,6 +127,8 @@ class AgentMessage(BaseModel):
             trace=self.trace.child(),
             tenant=self.tenant,
             user=self.user,
+            key=self.key,
+            team=self.team,
             payload=payload,
         )
 

@@ -2,9 +2,10 @@
 
 A job's budget and a tenant's ``tenant_budgets`` are lifetime accounts. An operator running a
 shared service limits spend per period too: ``LLMConfig.spend_limits`` names limits, each on
-a tenant (or one agent of a tenant) over a window. A window is an account of the budget
-ledger whose key names the period (``spend:<limit>@d2026-12-07``; an each-user limit's
-names the user too: ``spend:<limit>/<user>@d2026-12-07``): held before each call
+a tenant (or, of a tenant, one agent, API key or team, or each end user) over a window. A
+window is an account of the budget ledger whose key names the period
+(``spend:<limit>@d2026-12-07``; an each-user limit's names the user too:
+``spend:<limit>/<user>@d2026-12-07``): held before each call
 and settled after it in the same transaction as the call's other accounts, so it is durable
 across restarts and shared by every pool replica, as the ledger is. A rolling window of
 ``hours`` is the sum of hourly accounts, checked in one transaction.
@@ -31,6 +32,7 @@ __all__ = [
     "AgentRateLimit",
     "SpendAlert",
     "SpendLimit",
+    "SpendLimitInfo",
     "SpendWindow",
     "SpendWindowView",
     "window_id",
@@ -62,6 +64,18 @@ class SpendLimit(_Frozen):
         default=None,
         description="Only this agent's calls (its name, as `troupe agents` lists it); "
         "default: every call of the tenant.",
+    )
+    key: str | None = Field(
+        default=None,
+        max_length=128,
+        description="Only the calls of jobs this API key submitted (its name in the API "
+        "config's `keys`); default: every key's.",
+    )
+    team: str | None = Field(
+        default=None,
+        max_length=256,
+        description="Only the calls of this team's jobs (its name, as the tenant wrote it); "
+        "default: every team's.",
     )
     each_user: bool = Field(
         default=False,
@@ -135,6 +149,8 @@ class SpendAlert(_Frozen):
     limit: Name = Field(description="The spend limit's name (its key in `spend_limits`).")
     tenant: str
     agent: str | None = None
+    key: str | None = Field(default=None, description="The API key it limits, if one.")
+    team: str | None = Field(default=None, description="The team it limits, if one.")
     user: str | None = Field(default=None, description="The end user, for an each-user limit.")
     window: str = Field(description="The period: `life`, `d<date>`, `m<month>`, `h<hour>`.")
     threshold: float = Field(description="The fraction of the limit crossed.")
@@ -153,6 +169,8 @@ class SpendWindowView(_Frozen):
     limit: Name = Field(description="The spend limit's name (its key in `spend_limits`).")
     tenant: str
     agent: str | None = Field(default=None, description="The one agent it limits, if any.")
+    key: str | None = Field(default=None, description="The one API key it limits, if any.")
+    team: str | None = Field(default=None, description="The one team it limits, if any.")
     user: str | None = Field(default=None, description="The end user, for an each-user limit.")
     window: SpendWindow
     hours: int | None = Field(default=None, description="A rolling window's length.")
@@ -166,3 +184,16 @@ class SpendWindowView(_Frozen):
     usd_limit: float | None = Field(description="The limit in US dollars; null: not limited.")
     alert_at: tuple[float, ...]
     hard: bool = Field(description="Whether the limit refuses calls past it.")
+
+
+class SpendLimitInfo(_Frozen):
+    """A spend limit in force: the operator's configuration's, or one an admin set at run time."""
+
+    name: Name = Field(description="Its name (a configured one's key in `spend_limits`).")
+    limit: SpendLimit
+    source: Literal["config", "set"] = Field(
+        description="`config`: the operator's `spend_limits` (changed there only); `set`: "
+        "put at run time (`PUT /v1/spend-limits/{name}`), kept in the pool's state."
+    )
+    set_by: str | None = Field(default=None, description="Who set it (a key's name, `driver`).")
+    set_at: float | None = Field(default=None, description="When it was set (UNIX time).")

@@ -68,7 +68,7 @@ from raytroupe.protocols.inputs import with_load
 from raytroupe.protocols.job_order import JobOrder, Submitter
 from raytroupe.protocols.schedules import ScheduleInfo, ScheduleSpec
 from raytroupe.protocols.sessions import HISTORY_TOKENS, SessionInfo
-from raytroupe.protocols.spend import SpendWindowView
+from raytroupe.protocols.spend import SpendLimit, SpendLimitInfo, SpendWindowView
 from raytroupe.protocols.traceparent import checked_traceparent, current_traceparent
 from raytroupe.protocols.webhooks import Delivery, WebhookCreated, WebhookInfo, WebhookSpec
 from raytroupe.runtime.evolution_client import EvolutionClient
@@ -589,6 +589,21 @@ class SystemClient:
     async def spend_windows(self, tenant: str | None = None) -> list[SpendWindowView]:
         """Each spend limit of ``tenant`` (None: every tenant's) with its window's spend now."""
         result: list[SpendWindowView] = await call(self._llm.spend_windows.remote(tenant))
+        return result
+
+    async def spend_limits(self, tenant: str | None = None) -> list[SpendLimitInfo]:
+        """Every spend limit in force (on ``tenant``, if given): configured, then set."""
+        result: list[SpendLimitInfo] = await call(self._llm.spend_limits.remote(tenant))
+        return result
+
+    async def put_spend_limit(self, name: str, limit: SpendLimit, *, by: str) -> SpendLimitInfo:
+        """Set the spend limit ``name`` at run time, on every pool replica."""
+        result: SpendLimitInfo = await call(self._llm.put_spend_limit.remote(name, limit, by))
+        return result
+
+    async def delete_spend_limit(self, name: str) -> SpendLimitInfo:
+        """Drop the spend limit ``name`` set at run time, on every pool replica."""
+        result: SpendLimitInfo = await call(self._llm.delete_spend_limit.remote(name))
         return result
 
     async def models(self) -> dict[str, ModelSpec]:

@@ -57,6 +57,7 @@ from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import schedules as schedule_ops
 from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
+from raytroupe.runtime.operations import spend as spend_ops
 from raytroupe.runtime.operations import submit as submit_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.operations import webhooks as webhook_ops
@@ -504,7 +505,10 @@ class Runtime:
 
     dead_letters = in_process(observe_ops.dead_letters)
     usage = in_process(observe_ops.usage, missing=(JobNotFound, []))
-    spend_windows = in_process(observe_ops.spend_windows)
+    spend_windows = in_process(spend_ops.spend_windows)
+    spend_limits = in_process(spend_ops.spend_limits)
+    put_spend_limit = in_process(spend_ops.put_spend_limit)
+    delete_spend_limit = in_process(spend_ops.delete_spend_limit)
 
     def remember(
         self, memory: MemoryWrite | str, *, tenant: str = "default", user: str | None = None
@@ -537,6 +541,7 @@ class Runtime:
         *,
         tenant: str | None = None,
         base: str | Path | None = None,
+        user: str | None = None,
     ) -> IngestReport:
         """Add files (by path; directories are searched) or documents to a knowledge base.
 
@@ -548,7 +553,8 @@ class Runtime:
         cite) is its path, relative to ``base`` if given. The driver's tenant is
         ``default``; ``as_tenant(t).ingest`` ingests for ``t`` (``tenant=`` is deprecated).
         Any number of documents go, 64 a request (``MAX_DOCUMENTS``, the ``ingest``
-        operation's limit).
+        operation's limit). ``user``: the tenant's end user a new base is for (only that
+        user's jobs search it).
 
         Raises:
             InvalidInput: a file that cannot be read, an unknown format, a bad ``kb`` name, a
@@ -562,7 +568,7 @@ class Runtime:
                 stacklevel=2,
             )
             at = dataclasses.replace(at, tenant=tenant)
-        return ingest_all(at, self._run, kb, documents, base=base)
+        return ingest_all(at, self._run, kb, documents, base=base, user=user)
 
     knowledge_bases = in_process(knowledge_ops.knowledge_bases, tenant_keyword=True)
     documents = in_process(knowledge_ops.documents, tenant_keyword=True)

@@ -56,6 +56,7 @@ from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import schedules as schedule_ops
 from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
+from raytroupe.runtime.operations import spend as spend_ops
 from raytroupe.runtime.operations import submit as submit_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.operations import webhooks as webhook_ops
@@ -233,7 +234,10 @@ class AsyncClient:
     # --- operations ------------------------------------------------------------------------
 
     usage = over_http_async(observe_ops.usage, older=observe_ops.usage_by_day)
-    spend_windows = over_http_async(observe_ops.spend_windows)
+    spend_windows = over_http_async(spend_ops.spend_windows)
+    spend_limits = over_http_async(spend_ops.spend_limits)
+    put_spend_limit = over_http_async(spend_ops.put_spend_limit)
+    delete_spend_limit = over_http_async(spend_ops.delete_spend_limit)
     dead_letters = over_http_async(observe_ops.dead_letters)
 
     async def models(self) -> list[str]:

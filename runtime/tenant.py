@@ -34,6 +34,7 @@ from raytroupe.runtime.operations import policies as policy_ops
 from raytroupe.runtime.operations import schedules as schedule_ops
 from raytroupe.runtime.operations import sessions as session_ops
 from raytroupe.runtime.operations import skills as skill_ops
+from raytroupe.runtime.operations import spend as spend_ops
 from raytroupe.runtime.operations import submit as submit_ops
 from raytroupe.runtime.operations import teams as team_ops
 from raytroupe.runtime.operations import webhooks as webhook_ops
@@ -149,7 +150,7 @@ class TenantView:
     statuses = in_process(read_ops.statuses)
 
     usage = in_process(observe_ops.usage)
-    spend_windows = in_process(observe_ops.spend_windows)
+    spend_windows = in_process(spend_ops.spend_windows)
 
     @widens(knowledge_ops.ingest)
     def ingest(
@@ -158,9 +159,10 @@ class TenantView:
         documents: Iterable[str | Path | KnowledgeDocument],
         *,
         base: str | Path | None = None,
+        user: str | None = None,
     ) -> IngestReport:
         """Add files or documents to the tenant's knowledge base (see :meth:`Runtime.ingest`)."""
-        return ingest_all(self._at(), self._run, kb, documents, base=base)
+        return ingest_all(self._at(), self._run, kb, documents, base=base, user=user)
 
     knowledge_bases = in_process(knowledge_ops.knowledge_bases)
     documents = in_process(knowledge_ops.documents)

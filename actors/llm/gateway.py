@@ -63,6 +63,10 @@ class CallContext:
     agent: str = ""
     user: str | None = None
     """The job's end user (the tenant's word): per-user spend windows key on it."""
+    key: str | None = None
+    """Who submitted the job (an API key's name): key spend limits bind it."""
+    team: str | None = None
+    """The job's team as its tenant named it: team spend limits bind it."""
     turn: str | None = None
     """The call's name in its job's run (``replay.turn_key``): its answer is kept when it is
     billed, and a call of that name is answered from it (None: not kept)."""
@@ -208,7 +212,9 @@ class Gateway:
     ) -> LLMResponse:
         account = _account(request, context)
         keys = (f"tenant:{context.tenant}",) + ((account,) if account is not None else ())
-        windows = self._windows.accounts(context.tenant, context.agent, context.user)
+        windows = self._windows.accounts(
+            context.tenant, context.agent, context.user, key=context.key, team=context.team
+        )
         limited = [w.limit for _, _, w in windows if w.limit is not None]
         max_tokens = request.max_tokens or self.policy.default_max_tokens
         if request.max_tokens is None and (self._budgeted(keys) or limited):

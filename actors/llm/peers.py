@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Protocol
 
 from raytroupe.protocols import AgentMessage, LLMRequest, LLMResponse, ModelSpec
+from raytroupe.protocols.spend import SpendLimitInfo
 
 if TYPE_CHECKING:
     from raytroupe.actors.llm.gateway import CallContext
@@ -24,6 +25,10 @@ class PoolPeers(Protocol):
 
     async def remove(self, alias: str) -> None:
         """Stop serving ``alias`` on each."""
+        ...
+
+    async def spend_limits(self, infos: list[SpendLimitInfo]) -> None:
+        """Have each hold ``infos`` as the spend limits set at run time."""
         ...
 
     async def cancel(self, job_id: str) -> int:

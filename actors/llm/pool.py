@@ -27,6 +27,7 @@ from raytroupe.actors.llm.provider import DeltaSink, LLMProvider
 from raytroupe.actors.llm.rates import AgentRates
 from raytroupe.actors.llm.replay import KeptCalls, turn_key
 from raytroupe.actors.llm.replicas import check_share, reaches_script, served_here
+from raytroupe.actors.llm.set_limits import SetLimits
 from raytroupe.actors.llm.state import PoolState
 from raytroupe.actors.llm.streaming import DeltaForwarder
 from raytroupe.actors.llm.trust import ModelTrust
@@ -48,7 +49,7 @@ from raytroupe.protocols import (
     TroupeError,
     UsageRow,
 )
-from raytroupe.protocols.spend import SpendWindowView
+from raytroupe.protocols.spend import SpendLimit, SpendLimitInfo, SpendWindowView
 
 __all__ = ["DEFAULT_MODELS", "LLMAdapterPool", "PoolPeers"]
 
@@ -114,6 +115,7 @@ class LLMAdapterPool(TakesBatches):
         self._state: PoolState | None = None
         self._ledger = Ledger(config.tenant_budgets)
         self._windows = SpendWindows(config.spend_limits)
+        self._set_limits = SetLimits(config.spend_limits, self._windows)
         self._gateway = gateway or Gateway(
             config.retry,
             PriceTable({k: Price(*v) for k, v in config.prices.items()}),
@@ -171,6 +173,7 @@ class LLMAdapterPool(TakesBatches):
                 log.warning("open_holds_booked", replica=self.name, holds=booked)
             self._ledger.attach(state)
             self._usage.attach(state, self.name)
+            await asyncio.to_thread(self._set_limits.load, state)
             self._state = state
 
     async def on_stop(self) -> None:
@@ -360,6 +363,28 @@ class LLMAdapterPool(TakesBatches):
             return await asyncio.to_thread(self._windows.report, self._ledger, tenant)
         return self._windows.report(self._ledger, tenant)
 
+    async def spend_limits(self, tenant: str | None = None) -> list[SpendLimitInfo]:
+        """Every spend limit in force (on ``tenant``, if given): configured, then set."""
+        return self._set_limits.listed(tenant)
+
+    async def put_spend_limit(self, name: str, limit: SpendLimit, by: str = "") -> SpendLimitInfo:
+        """Set the spend limit ``name`` now, on every replica (see :mod:`.set_limits`)."""
+        info = await asyncio.to_thread(self._set_limits.put, name, limit, by, self._state)
+        if self._peers is not None:
+            await self._peers.spend_limits(self._set_limits.set_here())
+        return info
+
+    async def delete_spend_limit(self, name: str) -> SpendLimitInfo:
+        """Drop the spend limit ``name`` set at run time, on every replica; what it was."""
+        info = await asyncio.to_thread(self._set_limits.delete, name, self._state)
+        if self._peers is not None:
+            await self._peers.spend_limits(self._set_limits.set_here())
+        return info
+
+    async def adopt_spend_limits(self, infos: list[SpendLimitInfo]) -> None:
+        """Hold ``infos`` as the limits set at run time (a peer just changed them)."""
+        self._set_limits.adopt(infos)
+
     async def cancel_job(self, job_id: str) -> int:
         """Stop the job's model calls here; how many were running (a peer passing a cancel).
 
@@ -400,6 +425,8 @@ class LLMAdapterPool(TakesBatches):
             tenant=message.tenant,
             agent=message.sender,
             user=message.user,
+            key=message.key,
+            team=message.team,
             turn=turn_key(message.tenant, message.job_id, request),
         )
         forwarder = None

@@ -66,6 +66,10 @@ _MIGRATIONS: tuple[Migration, ...] = (
         "CREATE TABLE spend_alerts (key TEXT NOT NULL, threshold DOUBLE PRECISION NOT NULL, "
         "at DOUBLE PRECISION NOT NULL, PRIMARY KEY (key, threshold))",
     ),
+    (  # spend limits an admin set at run time (beside the operator's configuration)
+        "CREATE TABLE set_spend_limits (name TEXT PRIMARY KEY, spec TEXT NOT NULL, "
+        "set_by TEXT NOT NULL, at DOUBLE PRECISION NOT NULL)",
+    ),
 )
 
 _USAGE_KEY = ("replica", "job_id", "agent", "model", "deployment", "provider")
@@ -296,6 +300,23 @@ class PoolState:
             (len(prefix), prefix),
         )
         return {key: Spend(int(tokens), float(usd)) for key, tokens, usd in rows}
+
+    def set_limits(self) -> list[tuple[str, str, str, float]]:
+        """The spend limits set at run time: (name, spec as JSON, by whom, when), by name."""
+        rows = self._db.execute("SELECT name, spec, set_by, at FROM set_spend_limits ORDER BY name")
+        return [(str(n), str(spec), str(by), float(at)) for n, spec, by, at in rows]
+
+    def set_limit(self, name: str, spec: str | None, by: str = "") -> None:
+        """Keep the spend limit ``name`` (its spec as JSON), or drop it (``spec`` None)."""
+        if spec is None:
+            self._db.execute("DELETE FROM set_spend_limits WHERE name = ?", (name,))
+            return
+        self._db.execute(
+            "INSERT INTO set_spend_limits (name, spec, set_by, at) VALUES (?, ?, ?, ?) "
+            "ON CONFLICT (name) DO UPDATE SET spec = excluded.spec, set_by = excluded.set_by, "
+            "at = excluded.at",
+            (name, spec, by, time.time()),
+        )
 
     def first_alert(self, key: str, threshold: float) -> bool:
         """Record that ``key`` crossed ``threshold``: True the first time, whoever asks."""

@@ -32,15 +32,30 @@ class SpendWindows:
         self, limits: Mapping[str, SpendLimit], wall: Callable[[], float] = time.time
     ) -> None:
         self._by_tenant: dict[str, list[tuple[str, SpendLimit]]] = {}
-        for name, limit in limits.items():
-            self._by_tenant.setdefault(limit.tenant, []).append((name, limit))
         self._wall = wall
+        self.replace(limits)
 
-    def accounts(self, tenant: str, agent: str, user: str | None = None) -> list[Windowed]:
+    def replace(self, limits: Mapping[str, SpendLimit]) -> None:
+        """Hold ``limits`` from now on (the next call's windows are theirs)."""
+        by_tenant: dict[str, list[tuple[str, SpendLimit]]] = {}
+        for name, limit in limits.items():
+            by_tenant.setdefault(limit.tenant, []).append((name, limit))
+        self._by_tenant = by_tenant
+
+    def accounts(
+        self,
+        tenant: str,
+        agent: str,
+        user: str | None = None,
+        *,
+        key: str | None = None,
+        team: str | None = None,
+    ) -> list[Windowed]:
         """The windows a call of ``tenant``'s ``agent`` (for ``user``) falls under, now.
 
         An agent limit names the agent as the tenant wrote it: a registered agent's name, or
-        an inline team's (whose actor name carries the tenant's scope). An each-user limit
+        an inline team's (whose actor name carries the tenant's scope); a key limit, the API
+        key that submitted the call's job; a team limit, the job's team. An each-user limit
         has an account per user (a call without a user is not under it).
         """
         now = self._wall()
@@ -48,6 +63,10 @@ class SpendWindows:
         written = unscoped(agent, tenant)
         for name, limit in self._by_tenant.get(tenant, ()):
             if limit.agent is not None and limit.agent != written:
+                continue
+            if (limit.key is not None and limit.key != key) or (
+                limit.team is not None and limit.team != team
+            ):
                 continue
             if limit.each_user and user is None:
                 continue
@@ -112,6 +131,8 @@ class SpendWindows:
                             limit=name,
                             tenant=limit.tenant,
                             agent=limit.agent,
+                            key=limit.key,
+                            team=limit.team,
                             user=_user_of(account.key) if limit.each_user else None,
                             window=account.key.rsplit("@", 1)[1],
                             threshold=threshold,
@@ -141,7 +162,8 @@ def _view(
     name: str, limit: SpendLimit, period: str, user: str | None, spent: Spend
 ) -> SpendWindowView:
     return SpendWindowView(
-        limit=name, tenant=limit.tenant, agent=limit.agent, user=user, window=limit.window,
+        limit=name, tenant=limit.tenant, agent=limit.agent, key=limit.key, team=limit.team,
+        user=user, window=limit.window,
         hours=limit.hours, period=period, tokens=spent.tokens, usd=spent.usd,
         tokens_limit=limit.tokens, usd_limit=limit.usd, alert_at=limit.alert_at, hard=limit.hard,
     )  # fmt: skip

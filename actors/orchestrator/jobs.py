@@ -42,6 +42,7 @@ from raytroupe.protocols import (
 from raytroupe.protocols.graph_checkpoints import GraphState
 from raytroupe.protocols.intent import IntentChoice
 from raytroupe.protocols.job_context import JobContext
+from raytroupe.protocols.policy import unscoped
 from raytroupe.protocols.prompts import asked, job_prompt
 from raytroupe.protocols.quality import QualityReport
 from raytroupe.protocols.skill import SkillSpec
@@ -213,6 +214,8 @@ def job_message(
         trace=job.trace.child(),
         tenant=job.tenant,
         user=job.context.user,
+        key=job.submitted_by,
+        team=unscoped(job.team.name, job.tenant),
         payload=payload,
     )
 

@@ -18,7 +18,8 @@ bytes, bad config, bad address) is a different branch from a failure during a ru
     │   │   ├── LessonNotFound        the tenant has no such lesson of the skill
     │   │   ├── WebhookNotFound       the tenant has no webhook (or A2A push config) of that id
     │   │   ├── ScheduleNotFound      the tenant has no schedule of that name
-    │   │   └── GuardrailNotFound     no guardrail (or version of one) is set under that name
+    │   │   ├── GuardrailNotFound     no guardrail (or version of one) is set under that name
+    │   │   └── SpendLimitNotFound    no spend limit set at run time has that name
     │   ├── Conflict                  the change clashes with what exists (a name in use)
     │   ├── InvalidRequest            an HTTP request the API's schema refuses
     │   └── WorkLimitExceeded         checking the input took longer than its limit allows
@@ -115,6 +116,7 @@ from raytroupe.protocols.errors.invalid_input import (
     ScheduleNotFound,
     SessionNotFound,
     SkillNotFound,
+    SpendLimitNotFound,
     TeamNotFound,
     UnsupportedSchemaVersion,
     WebhookNotFound,
@@ -189,6 +191,7 @@ __all__ = [
     "ScriptError",
     "SessionNotFound",
     "SkillNotFound",
+    "SpendLimitNotFound",
     "StateUnavailable",
     "StreamInterrupted",
     "TeamNotFound",

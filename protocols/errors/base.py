@@ -65,6 +65,7 @@ class ErrorCode(StrEnum):
     WEBHOOK_NOT_FOUND = "webhook_not_found"
     SCHEDULE_NOT_FOUND = "schedule_not_found"
     GUARDRAIL_NOT_FOUND = "guardrail_not_found"
+    SPEND_LIMIT_NOT_FOUND = "spend_limit_not_found"
     CONFLICT = "conflict"
     FORBIDDEN = "forbidden"
     QUOTA_EXCEEDED = "quota_exceeded"

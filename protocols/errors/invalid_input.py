@@ -19,6 +19,7 @@ __all__ = [
     "ScheduleNotFound",
     "SessionNotFound",
     "SkillNotFound",
+    "SpendLimitNotFound",
     "TeamNotFound",
     "UnsupportedSchemaVersion",
     "WebhookNotFound",
@@ -114,6 +115,12 @@ class GuardrailNotFound(ConfigError):
     """No guardrail (or no such version of one) is set under that name."""
 
     code = ErrorCode.GUARDRAIL_NOT_FOUND
+
+
+class SpendLimitNotFound(ConfigError):
+    """No spend limit set at run time has that name."""
+
+    code = ErrorCode.SPEND_LIMIT_NOT_FOUND
 
 
 class Conflict(InvalidInput):

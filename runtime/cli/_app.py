@@ -39,7 +39,7 @@ from raytroupe.runtime.cli._show import usage as usage_error
 from raytroupe.runtime.cli._skills import ask, skills_app
 from raytroupe.runtime.cli._teams import teams_app
 from raytroupe.runtime.cli._up import down, serve, up
-from raytroupe.runtime.cli._usage import spend, usage_command
+from raytroupe.runtime.cli._usage import spend_app, usage_command
 from raytroupe.runtime.cli._webhooks import webhooks_app
 
 if TYPE_CHECKING:
@@ -77,6 +77,7 @@ _GROUPS: Final = (
     (webhooks_app, "webhooks", _RESOURCES),
     (schedules_app, "schedules", _RESOURCES),
     (guardrails_app, "guardrails", _RESOURCES),
+    (spend_app, "spend", _RESOURCES),
     (key_app, "key", _LOCAL),
     (config_app, "config", _LOCAL),
     (models_app, "models", _LOCAL),
@@ -162,7 +163,6 @@ _COMMANDS: Final[dict[str, dict[str, Callable[..., None]]]] = {
         "jobs": jobs,
         "agents": agents,
         "usage": usage_command,
-        "spend": spend,
         "dead-letters": dead_letters,
     },
     _WAITING: {

@@ -1,8 +1,9 @@
-"""``troupe usage`` and ``troupe spend``: what model calls cost, and the spend windows' state."""
+"""``troupe usage`` and ``troupe spend ...``: what model calls cost; spend limits and windows."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -10,15 +11,15 @@ from rich.table import Table
 
 from raytroupe.runtime.cli._jobs import Tenant, User
 from raytroupe.runtime.cli._options import Address, StateDir
-from raytroupe.runtime.cli._remote import tenant_transport
-from raytroupe.runtime.cli._show import OUT, plain_row, usage
+from raytroupe.runtime.cli._remote import tenant_transport, transport
+from raytroupe.runtime.cli._show import OUT, plain_row, show_yaml, usage
 
 if TYPE_CHECKING:
     from raytroupe.protocols import UsageRow
     from raytroupe.protocols.http import DailyUsage
     from raytroupe.protocols.spend import SpendWindowView
 
-__all__ = ["spend", "spend_table", "usage_command"]
+__all__ = ["spend_app", "spend_table", "usage_command"]
 
 
 def usage_command(
@@ -71,7 +72,15 @@ def daily_table(rows: Iterable[DailyUsage]) -> Table:
     return table
 
 
-def spend(
+spend_app = typer.Typer(
+    help="Spend limits: where each window stands; limits admins set at run time.",
+    no_args_is_help=True,
+)
+Name = Annotated[str, typer.Argument(help="The limit's name.")]
+
+
+@spend_app.command("windows")
+def spend_windows(
     *,
     tenant: Tenant = None,
     address: Address = None,
@@ -80,6 +89,45 @@ def spend(
     """The spend limits on the tenant and what their windows spent so far (admins: all)."""
     with tenant_transport(tenant, address, state_dir, default=None) as api:
         OUT.print(spend_table(api.spend_windows()))
+
+
+@spend_app.command("limits")
+def spend_limits(*, address: Address = None, state_dir: StateDir = None) -> None:
+    """Every spend limit in force: configured ones, then those set at run time (admins)."""
+    with transport(address, state_dir) as api:
+        found = api.spend_limits()
+    for info in found:
+        by = f", set by {info.set_by}" if info.set_by else ""
+        OUT.print(f"# {info.name} ({info.source}{by})", markup=False)
+        show_yaml(info.limit)
+    OUT.print(f"{len(found)} spend limit(s)", markup=False)
+
+
+@spend_app.command("set")
+def set_spend_limit(
+    name: Name,
+    file: Annotated[Path, typer.Argument(help="The limit, as YAML or JSON.", exists=True)],
+    *,
+    address: Address = None,
+    state_dir: StateDir = None,
+) -> None:
+    """Set (or change) a spend limit from a file: every replica's next call is under it."""
+    from raytroupe.protocols.config.files import read_yaml, validated
+    from raytroupe.protocols.spend import SpendLimit
+
+    limit = validated(SpendLimit, read_yaml(file, what="spend limit"), source=str(file),
+                      what="spend limit")  # fmt: skip
+    with transport(address, state_dir) as api:
+        api.put_spend_limit(name, limit)
+    OUT.print(f"spend limit {name}: set", markup=False)
+
+
+@spend_app.command("delete")
+def delete_spend_limit(name: Name, *, address: Address = None, state_dir: StateDir = None) -> None:
+    """Drop a spend limit set at run time (a configured one changes in its file only)."""
+    with transport(address, state_dir) as api:
+        api.delete_spend_limit(name)
+    OUT.print(f"spend limit {name}: dropped", markup=False)
 
 
 def spend_table(views: Iterable[SpendWindowView]) -> Table:

@@ -14,11 +14,10 @@ from pydantic import Field
 from raytroupe.protocols import InvalidInput, UsageRow, as_written
 from raytroupe.protocols.http import DeadLetterView
 from raytroupe.protocols.job_context import EndUser
-from raytroupe.protocols.spend import SpendWindowView
 from raytroupe.runtime.operations.declare import At, operation
 from raytroupe.runtime.operations.surfaces import OLDER_FORM
 
-__all__ = ["dead_letters", "spend_windows", "usage", "usage_by_day"]
+__all__ = ["dead_letters", "usage", "usage_by_day"]
 
 TAG: Final = "operations"
 
@@ -45,17 +44,6 @@ async def usage(at: At, job_id: JobId | None = None, user: EndUser | None = None
         mine = await at.system.jobs(tenant=at.jobs_of)
         rows = [row for row in rows if row.job_id in mine]
     return as_written([r for r in rows if user in (None, r.user)], at.tenant)
-
-
-@operation("GET", "/v1/spend-windows", cli="spend")
-async def spend_windows(at: At) -> list[SpendWindowView]:
-    """The spend limits on the caller's tenant (an admin's: every tenant's), with their spend.
-
-    Each is the limit's current window (today, this month, the last ``hours`` hours, ever)
-    and what every pool replica booked in it so far; an each-user limit is listed once per
-    end user who spent in the window. The limits are the operator's ``spend_limits``.
-    """
-    return await at.system.spend_windows(at.scope)
 
 
 @operation("GET", "/v1/dead-letters", cli="dead-letters", admin=True)

@@ -16,7 +16,7 @@ import time
 import pytest
 
 from raytroupe import runtime
-from tests.support.http_api import OTHER_KEY, USER_KEY, finished, register
+from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, finished, register
 from tests.support.keys import WINDOWED_TENANT
 from tests.support.listener import listening
 
@@ -143,4 +143,39 @@ def test_an_end_user_is_kept_with_the_job_its_usage_and_its_alerts_over_http(api
     assert (mine["tokens_limit"], mine["hard"], mine["window"]) == (1, False, "day")
     assert {w["tenant"] for w in windows} == {"acme"}
     assert their_windows == []  # globex has no limit, and sees none of acme's
+    assert bad.status_code == 422
+
+
+def test_an_admin_sets_a_limit_on_a_key_and_team_at_run_time_then_drops_it(api):
+    team = register(api, _team("spend-key-writer"))  # a name no other test registers
+    cap = {"tenant": "acme", "key": "acme-user", "team": team, "window": "lifetime",
+           "tokens": 1, "alert_at": []}  # fmt: skip
+    job = {"team": team, "task": "- name a colour."}
+    with api.client(ADMIN_KEY) as admin, api.client(USER_KEY) as acme:
+        refused = acme.put("/v1/spend-limits/spend-cap-key", json=cap)  # not an admin's key
+        made = admin.put("/v1/spend-limits/spend-cap-key", json=cap)
+        try:
+            listed = {i["name"]: i for i in admin.get("/v1/spend-limits").json()}
+            capped = finished(acme, acme.post("/v1/jobs", json=job).json()["id"])
+            # the same tenant and team through another key: not under the key's limit
+            free = finished(admin, admin.post("/v1/jobs", json=job).json()["id"])
+        finally:
+            dropped = admin.delete("/v1/spend-limits/spend-cap-key")
+        again = finished(acme, acme.post("/v1/jobs", json=job).json()["id"])
+        gone = admin.delete("/v1/spend-limits/spend-cap-key")
+        configured = admin.put("/v1/spend-limits/acme-per-user", json=cap)
+        bad = admin.put("/v1/spend-limits/spend-bad", json={**cap, "tokens": -1})
+
+    assert refused.status_code == 403
+    assert made.status_code == 200, made.text
+    assert (made.json()["source"], made.json()["set_by"]) == ("set", "acme-admin")
+    assert listed["spend-cap-key"]["limit"]["key"] == "acme-user"
+    assert listed["acme-per-user"]["source"] == "config"
+    assert capped["status"] == "failed"
+    assert "spend:spend-cap-key@life token budget" in json.dumps(capped)
+    assert free["status"] == "succeeded"
+    assert dropped.status_code == 200
+    assert again["status"] == "succeeded"  # dropped: the next job's calls are free again
+    assert (gone.status_code, gone.json()["code"]) == (404, "spend_limit_not_found")
+    assert (configured.status_code, configured.json()["code"]) == (409, "conflict")
     assert bad.status_code == 422

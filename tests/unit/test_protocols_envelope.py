@@ -238,12 +238,18 @@ def test_derive_keeps_job_context_with_a_new_span(sample_payloads):
         deadline=1234.5,
         hops=3,
         tenant="acme",
+        user="ana",
+        key="ci-bot",
+        team="crew",
         correlation_id="c-0",
         reply_to="driver",
     )
     child = parent.derive(
         sender="orchestrator", recipient="role:writer", payload=sample_payloads["task_request"]
     )
+    answer = child.reply(sample_payloads["task_request"])
+    for said in (child, answer):  # who the job is for: the budgets and limits key on these
+        assert (said.user, said.key, said.team) == ("ana", "ci-bot", "crew")
     assert child.sender == "orchestrator"
     assert child.recipient == "role:writer"
     assert child.kind == "task_request"

@@ -17,7 +17,7 @@ import threading
 import pytest
 from llm_fakes import FakeProvider
 from pydantic import ValidationError
-from wiring import llm_request, run
+from wiring import build_troupe, llm_request, order, run
 
 from raytroupe.actors.llm import LLMAdapterPool
 from raytroupe.actors.llm.alerts import AlertSender
@@ -25,13 +25,18 @@ from raytroupe.actors.llm.budget import Ledger, Reservation, WindowAccount
 from raytroupe.actors.llm.config import LLMConfig
 from raytroupe.actors.llm.gateway import CallContext, RetryPolicy
 from raytroupe.actors.llm.rates import AgentRates
+from raytroupe.actors.llm.set_limits import SetLimits
 from raytroupe.actors.llm.state import PoolState
 from raytroupe.actors.llm.windows import SpendWindows
 from raytroupe.protocols import (
     AgentMessage,
+    AgentSpec,
     Budget,
     BudgetExceeded,
+    Conflict,
     OfflineModel,
+    SpendLimitNotFound,
+    TeamSpec,
     Usage,
     orchestrator_address,
 )
@@ -451,3 +456,114 @@ def test_an_alert_is_sent_to_the_jobs_shard_as_the_pools_word_with_its_tenant_an
     (message,) = run(main())
     assert (message.sender, message.recipient) == ("llm", orchestrator_address("job-1f-1"))
     assert (message.tenant, message.user, message.payload) == ("acme", "bob", alert)
+
+
+# -- limits per API key and team, and limits set at run time ---------------------------------
+
+
+def test_a_key_or_team_limit_binds_only_the_calls_of_jobs_of_that_key_or_team():
+    windows = SpendWindows(
+        {
+            "k": SpendLimit(tenant="acme", key="ci-bot", tokens=10),
+            "t": SpendLimit(tenant="acme", team="crew", tokens=10),
+            "kt": SpendLimit(tenant="acme", key="ci-bot", team="crew", tokens=10),
+        },
+        Wall(DAY_1),
+    )
+
+    def names(**who):
+        return sorted(name for name, _, _ in windows.accounts("acme", "writer", **who))
+
+    assert names() == []
+    assert names(key="ci-bot") == ["k"]
+    assert names(team="crew") == ["t"]
+    assert names(key="ci-bot", team="crew") == ["k", "kt", "t"]
+    assert names(key="other", team="other") == []
+    assert windows.accounts("globex", "writer", key="ci-bot", team="crew") == []
+
+
+def _set_limits(state):
+    windows = SpendWindows({"cfg": SpendLimit(tenant="acme", tokens=100)}, Wall(DAY_1))
+    kept = SetLimits({"cfg": SpendLimit(tenant="acme", tokens=100)}, windows)
+    if state is not None:
+        kept.load(state)
+    return kept, windows
+
+
+def test_a_limit_set_at_run_time_binds_at_once_and_survives_a_restart(state_at, keep):
+    state = keep(PoolState(state_at("llm"), replica="llm-0"))
+    kept, windows = _set_limits(state)
+    info = kept.put("night", SpendLimit(tenant="acme", team="crew", tokens=5), "ops", state)
+    assert (info.source, info.set_by) == ("set", "ops")
+    assert sorted(n for n, _, _ in windows.accounts("acme", "a", team="crew")) == ["cfg", "night"]
+    with pytest.raises(Conflict):  # the operator's own: changed in the configuration only
+        kept.put("cfg", SpendLimit(tenant="acme", tokens=1), "ops", state)
+    with pytest.raises(Conflict):
+        kept.delete("cfg", state)
+    with pytest.raises(SpendLimitNotFound):
+        kept.delete("nope", state)
+    # another replica (a restart, or a peer starting) reads it back from the shared state
+    again, again_windows = _set_limits(keep(PoolState(state_at("llm"), replica="llm-1")))
+    assert [(i.name, i.source) for i in again.listed()] == [("cfg", "config"), ("night", "set")]
+    assert [i.name for i in again.listed("globex")] == []
+    assert sorted(n for n, _, _ in again_windows.accounts("acme", "a", team="crew")) == [
+        "cfg",
+        "night",
+    ]
+    dropped = kept.delete("night", state)
+    assert dropped.limit.tokens == 5
+    assert [n for n, _, _ in windows.accounts("acme", "a", team="crew")] == ["cfg"]
+    assert [i.name for i in _set_limits(state)[0].listed()] == ["cfg"]
+
+
+def test_a_pool_holds_a_set_limit_on_its_next_call_and_tells_its_peers():
+    told = []
+
+    class Peers:
+        async def spend_limits(self, infos):
+            told.append([i.name for i in infos])
+
+    async def main():
+        pool = _pool({}, Wall(DAY_1), [])
+        pool._peers = Peers()
+        pool._set_limits = SetLimits({}, pool._windows)
+        request = llm_request("hello there", model="m")
+        crew = CallContext(job_id="j", tenant="acme", agent="writer", key="bot", team="crew")
+        await pool.complete(request, crew)  # nothing set yet
+        await pool.put_spend_limit("cap", SpendLimit(tenant="acme", key="bot", tokens=30), "ops")
+        with pytest.raises(BudgetExceeded) as caught:  # prompt + 50 reserved > 30
+            await pool.complete(request, crew)
+        other = CallContext(job_id="j", tenant="acme", agent="writer", key="web", team="crew")
+        await pool.complete(request, other)  # another key: not under it
+        listed = await pool.spend_limits("acme")
+        await pool.delete_spend_limit("cap")
+        await pool.complete(request, crew)
+        return caught.value, listed
+
+    refused, listed = run(main())
+    assert refused.detail["account"] == "spend:cap@d2026-12-07"
+    assert [i.name for i in listed] == ["cap"]
+    assert told == [["cap"], []]  # the whole set, after each change
+
+
+def test_a_jobs_key_and_team_reach_its_model_calls_and_a_key_limit_stops_the_job():
+    config = LLMConfig(
+        models={"default": OfflineModel(), "offline": OfflineModel()},
+        spend_limits={
+            "bot-cap": SpendLimit(tenant="acme", key="ci-bot", team="crew", tokens=1, alert_at=())
+        },
+    )
+    team = TeamSpec(name="crew", agents=(AgentSpec(name="crew-ada", role="writer"),))
+
+    async def main():
+        troupe = await build_troupe(pool=LLMAdapterPool(config=config))
+        ended = {}
+        for by in ("ci-bot", "web"):
+            job_id = await troupe.desk.submit(*order("- say hi.", team, tenant="acme", by=by))
+            ended[by] = await troupe.orchestrator.wait(job_id, 30)
+        return ended
+
+    ended = run(main(), 60)
+    assert ended["web"].status == "succeeded"  # another key's job: not under the limit
+    assert ended["ci-bot"].status == "failed"
+    assert "spend:bot-cap@" in ended["ci-bot"].error.message

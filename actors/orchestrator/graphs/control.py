@@ -147,7 +147,9 @@ class GraphControl:
                 task=task, team=node.team, budget=budget, skill=node.skill, input=given,
                 user=parent.context.user,  # the parent's end user: its spend, its jobs list
             )  # fmt: skip
-            caller = Submitter(tenant=parent.tenant, admin=False, account=account)
+            caller = Submitter(  # the parent's key: its guardrails and spend limits bind it
+                tenant=parent.tenant, admin=False, account=account, by=parent.submitted_by
+            )
             child_id = await self._front.submit(order, caller)
             await asyncio.to_thread(store.child, parent.id, key, child_id)
             log.info("graph_child_started", job_id=parent.id, node=node.id, child=child_id)
