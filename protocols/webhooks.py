@@ -119,7 +119,10 @@ class WebhookSpec(_Data):
         description="The events it hears (default: a job ended, or waits for a person).",
     )
     job_id: str | None = Field(
-        default=None, max_length=128, description="Only this job's events (default: every job)."
+        default=None,
+        max_length=128,
+        pattern=r"^[^\x00]+$",
+        description="Only this job's events (default: every job).",
     )
     description: str = Field(default="", max_length=200)
     a2a: A2APush | None = Field(

@@ -180,8 +180,9 @@ class ShardJobs:
     def job(self, job_id: str, tenant: str | None = None) -> Job:
         """The job ``job_id`` (of ``tenant``, when given); raises ``JobNotFound``."""
         job = self._jobs.get(job_id)
-        if job is None and self._journal is not None:
-            job = self._journal.finished(job_id)  # finished before this process started
+        if job is None and self._journal is not None and "\x00" not in job_id:
+            # finished before this process started (no id holds a NUL, nor can PostgreSQL)
+            job = self._journal.finished(job_id)
             if job is not None:
                 self._jobs[job_id] = job
         if job is None or (tenant is not None and job.tenant != tenant):

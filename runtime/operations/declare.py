@@ -41,6 +41,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import (
     TYPE_CHECKING,
+    Annotated,
     Any,
     Concatenate,
     Final,
@@ -50,7 +51,7 @@ from typing import (
     TypeVar,
 )
 
-from pydantic import BaseModel, TypeAdapter, ValidationError
+from pydantic import BaseModel, Field, TypeAdapter, ValidationError
 
 from raytroupe.protocols import Forbidden, InvalidInput, TroupeError
 from raytroupe.runtime.http_calls import Call, json_body, nothing, read, segment
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Arguments",
     "At",
+    "JobId",
     "Operation",
     "Reply",
     "Stream",
@@ -71,6 +73,9 @@ __all__ = [
 
 P = ParamSpec("P")
 T = TypeVar("T")
+
+JobId = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[^\x00]+$")]
+"""A job's id as a caller gives it: no job's id holds a NUL (nor can a state store keep one)."""
 
 Arguments: TypeAlias = dict[str, Any]
 """An operation's arguments by parameter name: each of its own type (the declaration's)."""

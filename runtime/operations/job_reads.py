@@ -15,7 +15,7 @@ from pydantic import Field
 from raytroupe.protocols import JobEvent, JobsQuery, JobStatus, JobSummary, JobTimeout
 from raytroupe.protocols.http import DailyUsage, JobSummaries, JobTrace, JobView, Me
 from raytroupe.protocols.job_context import EndUser
-from raytroupe.runtime.operations.declare import At, Stream, operation
+from raytroupe.runtime.operations.declare import At, JobId, Stream, operation
 
 __all__ = [
     "JobsShown",
@@ -31,7 +31,6 @@ __all__ = [
 
 TAG: Final = "jobs"
 
-JobId = Annotated[str, Field(min_length=1, max_length=64)]
 JobsShown = Literal[
     "pending", "planning", "running", "awaiting_approval", "awaiting_input", "aggregating",
     "succeeded", "failed", "cancelled", "live",

@@ -21,7 +21,7 @@ from raytroupe.protocols.http import (
     Resumed,
 )
 from raytroupe.protocols.json_data import JsonData, JsonObject
-from raytroupe.runtime.operations.declare import At, operation
+from raytroupe.runtime.operations.declare import At, JobId, operation
 
 __all__ = [
     "approvals",
@@ -38,7 +38,6 @@ __all__ = [
 
 TAG: Final = "jobs"
 
-JobId = Annotated[str, Field(min_length=1, max_length=64)]
 Score = Annotated[float, Field(ge=0.0, le=1.0, description="0 (useless) to 1 (exactly right).")]
 Comment = Annotated[str, Field(max_length=4000)]
 InterruptId = Annotated[str, Field(min_length=1, max_length=1000)]

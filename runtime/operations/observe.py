@@ -14,14 +14,12 @@ from pydantic import Field
 from raytroupe.protocols import InvalidInput, UsageRow, as_written
 from raytroupe.protocols.http import DeadLetterView
 from raytroupe.protocols.job_context import EndUser
-from raytroupe.runtime.operations.declare import At, operation
+from raytroupe.runtime.operations.declare import At, JobId, operation
 from raytroupe.runtime.operations.surfaces import OLDER_FORM
 
 __all__ = ["dead_letters", "usage", "usage_by_day"]
 
 TAG: Final = "operations"
-
-JobId = Annotated[str, Field(min_length=1, max_length=64)]
 
 
 @operation("GET", "/v1/usage", cli="usage")

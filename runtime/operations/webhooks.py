@@ -20,7 +20,7 @@ from raytroupe.protocols.webhooks import (
     WebhookInfo,
     WebhookSpec,
 )
-from raytroupe.runtime.operations.declare import At, given, operation
+from raytroupe.runtime.operations.declare import At, JobId, given, operation
 
 __all__ = ["create_webhook", "delete_webhook", "webhook", "webhook_deliveries", "webhooks"]
 
@@ -51,7 +51,7 @@ async def create_webhook(at: At, webhook: WebhookSpec | Mapping[str, Any]) -> We
 
 @operation("GET", "/v1/webhooks", cli="webhooks list")
 async def webhooks(
-    at: At, job_id: str | None = None, kind: Literal["webhook", "a2a"] | None = None
+    at: At, job_id: JobId | None = None, kind: Literal["webhook", "a2a"] | None = None
 ) -> list[WebhookInfo]:
     """The tenant's webhooks and A2A push configs, oldest first (without their secrets).
 

@@ -130,6 +130,15 @@ def test_dead_letters_are_for_admins_newest_first_and_carry_no_payload_over_http
     assert SECRET not in DeadLetterView.model_validate(kept[1]).model_dump_json()
 
 
+def test_a_job_id_holding_a_nul_is_refused_before_any_store_reads_it():
+    """A NUL in a query's job id reached the journal's PostgreSQL: a 500 (schemathesis)."""
+    cluster = Cluster()
+    with pytest.raises(InvalidInput) as caught:
+        Driver(cluster, admin=True).usage("job-\x00a", user="ana")
+    assert "job_id" in str(caught.value)
+    assert cluster.calls == []
+
+
 @pytest.mark.parametrize("limit", [0, -1, 10_001])
 def test_a_dead_letter_limit_out_of_range_is_refused_before_the_router_hears(limit):
     cluster = Cluster()
