@@ -19,6 +19,7 @@ from raytroupe.protocols import AgentSpec, ScriptedModel, ScriptedTurn, TeamSpec
 from raytroupe.protocols.graph import GraphSpec
 from tests.support.browser import headless_browser
 from tests.support.console import LOW_CONTRAST, UNLABELLED, console_tabs, shot
+from tests.support.graph_specs import CHAIN
 from tests.support.http_api import ADMIN_KEY, OTHER_KEY, USER_KEY, finished, register
 
 pytestmark = pytest.mark.system  # system tier: a headless Chromium
@@ -330,20 +331,6 @@ def test_a_knowledge_bases_documents_are_listed_and_searched(api, console, shots
 
 
 # ---------------------------------------------------------------------------- checkpoints
-
-CHAIN = {
-    "start": "one",
-    "answer": "log",
-    "state": {"json_schema": {"type": "object", "properties": {
-        "log": {"type": "array", "items": {"type": "string"}}}}, "reducers": {"log": "append"}},
-    "nodes": [
-        {"id": "one", "role": "first", "writes": ["log"], "instructions": "one"},
-        {"id": "two", "role": "middle", "writes": ["log"], "instructions": "two: {state.log}"},
-        {"id": "three", "role": "last", "writes": ["log"], "instructions": "three"},
-    ],
-    "edges": [{"source": "one", "target": "two"}, {"source": "two", "target": "three"}],
-}  # fmt: skip
-"""Three nodes in a row, each appending its answer to the log."""
 
 
 def _chain_team(name: str) -> TeamSpec:

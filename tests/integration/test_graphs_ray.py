@@ -22,7 +22,7 @@ from raytroupe.protocols import (
     TeamSpec,
 )
 from raytroupe.protocols.graph import GraphSpec
-from tests.support.graph_specs import NESTED, PAUSED
+from tests.support.graph_specs import CHAIN, NESTED, PAUSED
 from tests.support.http_api import USER_KEY
 from tests.support.restarts import kill_and_wait_for_restart, until_status
 
@@ -112,20 +112,6 @@ def test_a_subgraph_node_runs_its_own_graph_on_ray(rt):
     assert result.status == "succeeded", result.error
     assert [s.id for s in result.subtasks] == ["write.1", "loud.2.upper.1"]
     assert result.answer == "HELLO"
-
-
-CHAIN = {
-    "start": "one",
-    "answer": "log",
-    "state": {"json_schema": {"type": "object", "properties": {
-        "log": {"type": "array", "items": {"type": "string"}}}}, "reducers": {"log": "append"}},
-    "nodes": [
-        {"id": "one", "role": "first", "writes": ["log"], "instructions": "one"},
-        {"id": "two", "role": "middle", "writes": ["log"], "instructions": "two: {state.log}"},
-        {"id": "three", "role": "last", "writes": ["log"], "instructions": "three"},
-    ],
-    "edges": [{"source": "one", "target": "two"}, {"source": "two", "target": "three"}],
-}  # fmt: skip
 
 
 def test_a_killed_orchestrator_resumes_the_graph_without_running_a_finished_node_again(rt):

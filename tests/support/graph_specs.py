@@ -36,3 +36,17 @@ PAUSED: dict[str, Any] = {
     "edges": [{"source": "draft", "target": "publish"}],
 }  # fmt: skip
 """A pause before publishing: the person's word goes to ``verdict`` and into the prompt."""
+
+CHAIN: dict[str, Any] = {
+    "start": "one",
+    "answer": "log",
+    "state": {"json_schema": {"type": "object", "properties": {
+        "log": {"type": "array", "items": {"type": "string"}}}}, "reducers": {"log": "append"}},
+    "nodes": [
+        {"id": "one", "role": "first", "writes": ["log"], "instructions": "one"},
+        {"id": "two", "role": "middle", "writes": ["log"], "instructions": "two: {state.log}"},
+        {"id": "three", "role": "last", "writes": ["log"], "instructions": "three"},
+    ],
+    "edges": [{"source": "one", "target": "two"}, {"source": "two", "target": "three"}],
+}  # fmt: skip
+"""Three nodes in a row, each appending its answer to the log."""
