@@ -95,6 +95,24 @@ def test_http_and_the_driver_do_the_same_for_the_callers_tenant():
     assert {call[1] for call in remote.calls} == {"acme"}  # an admin key's own tenant too
 
 
+def test_an_end_users_base_is_made_and_listed_alike_over_http_and_by_the_driver():
+    async def session(client):
+        made = await client.ingest("ana-notes", [_doc("a.txt")], user="ana")
+        listed = await client.knowledge_bases(user="ana")
+        return made, listed
+
+    remote = Shelf()
+    made, listed = over_http(remote, USER, session)
+    local = Shelf()
+    driver = Driver(local, admin=False)
+    assert driver.ingest("ana-notes", [_doc("a.txt")], user="ana") == made
+    assert driver.knowledge_bases(user="ana") == listed
+    assert remote.calls == local.calls
+    assert remote.calls[0][-1] == remote.calls[1][-1] == "ana"  # the user reached the store
+    with pytest.raises(InvalidInput):  # an end user id is checked at the door
+        driver.ingest("notes", [_doc("a.txt")], user="not a user")
+
+
 def test_what_is_not_there_is_knowledge_not_found_on_every_surface():
     async def missing(client):
         raised = []
